@@ -1,0 +1,91 @@
+//! Hardware readers for wattson: serial power meters, CPU telemetry and other power sources.
+//!
+//! Everything here is synchronous and runtime-agnostic. A [`Collector`] is polled by the
+//! daemon on a thread of its choosing; it returns [`Sample`]s in typed units, or a
+//! [`CollectError`] whose [`CollectError::action`] says what the caller should do next.
+//! Every sysfs/procfs reader takes its root as a [`SysRoot`] value, never a hard-coded path.
+
+pub mod sample;
+pub mod sysroot;
+
+pub use sample::{Metric, Sample, Unit};
+pub use sysroot::SysRoot;
+
+use std::path::PathBuf;
+
+/// What the caller should do after a failed poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// A transient fault (timeout, corrupt frame): poll again at the next tick.
+    Retry,
+    /// The device is gone (port closed, USB unplugged): close it and reopen with backoff.
+    Reopen,
+    /// The source cannot work on this machine (missing interface, permission): stop polling it.
+    Stop,
+}
+
+/// Why a poll failed. Each variant names the thing that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    #[error("reading {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("parsing {path}: {detail}")]
+    Parse { path: PathBuf, detail: String },
+    #[error("{source_name}: no answer within {timeout_ms} ms")]
+    Timeout { source_name: String, timeout_ms: u64 },
+    #[error("{source_name}: bad frame: {detail}")]
+    BadFrame { source_name: String, detail: String },
+    #[error("{source_name}: device gone: {detail}")]
+    Gone { source_name: String, detail: String },
+    #[error("{source_name}: unavailable: {detail}")]
+    Unavailable { source_name: String, detail: String },
+}
+
+impl CollectError {
+    /// What the caller should do about this error.
+    pub fn action(&self) -> Action {
+        match self {
+            CollectError::Io { source, .. } => match source.kind() {
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+                    Action::Stop
+                }
+                _ => Action::Retry,
+            },
+            CollectError::Parse { .. }
+            | CollectError::Timeout { .. }
+            | CollectError::BadFrame { .. } => Action::Retry,
+            CollectError::Gone { .. } => Action::Reopen,
+            CollectError::Unavailable { .. } => Action::Stop,
+        }
+    }
+
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        CollectError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Unparseable content at `path`.
+    pub fn parse(path: impl Into<PathBuf>, detail: impl Into<String>) -> Self {
+        CollectError::Parse {
+            path: path.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// A source of samples, polled by the daemon.
+pub trait Collector: Send {
+    /// A short stable name for logs and storage, e.g. `cpu`, `meter:wall`, `rapl`.
+    fn name(&self) -> &str;
+
+    /// Read the source once. `now_ms` is the wall-clock time of the poll in UTC
+    /// milliseconds; samples carry it (or the device's own time where it has one).
+    fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError>;
+}

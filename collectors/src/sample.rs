@@ -1,0 +1,164 @@
+//! Samples: one typed measurement from one source at one instant.
+
+use serde::{Deserialize, Serialize};
+
+/// The unit a sample's value is in. Values never travel as strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    Watt,
+    Volt,
+    Ampere,
+    /// Dimensionless ratio, e.g. power factor.
+    Ratio,
+    Hertz,
+    /// Energy in watt-hours.
+    WattHour,
+    /// Share of an interval, 0.0 ..= 1.0 (utilisation, C-state residency).
+    Share,
+    Megahertz,
+    /// Dimensionless count.
+    Count,
+}
+
+impl Unit {
+    /// Short symbol for tables and storage.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Unit::Watt => "W",
+            Unit::Volt => "V",
+            Unit::Ampere => "A",
+            Unit::Ratio => "",
+            Unit::Hertz => "Hz",
+            Unit::WattHour => "Wh",
+            Unit::Share => "share",
+            Unit::Megahertz => "MHz",
+            Unit::Count => "count",
+        }
+    }
+}
+
+/// What a sample measures. The unit follows from the metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Active power, W.
+    Power,
+    /// RMS voltage, V.
+    Voltage,
+    /// RMS current, A.
+    Current,
+    /// Power factor, 0..1.
+    PowerFactor,
+    /// Mains frequency, Hz.
+    Frequency,
+    /// A device's own cumulative energy counter, Wh (as the device reports it: it may reset).
+    EnergyCounter,
+    /// CPU busy share of the interval (1 - idle - iowait), 0..1. Channel: `all` or `cpuN`.
+    CpuBusy,
+    /// CPU time share of one /proc/stat field. Channel: `all/<field>` or `cpuN/<field>`.
+    CpuTime,
+    /// Core frequency, MHz. Channel: `cpuN` or `mean`.
+    CoreFrequency,
+    /// Share of the interval spent in one idle state. Channel: `cpuN/<state>` or `all/<state>`.
+    IdleResidency,
+}
+
+impl Metric {
+    /// The unit of this metric's values.
+    pub fn unit(self) -> Unit {
+        match self {
+            Metric::Power => Unit::Watt,
+            Metric::Voltage => Unit::Volt,
+            Metric::Current => Unit::Ampere,
+            Metric::PowerFactor => Unit::Ratio,
+            Metric::Frequency => Unit::Hertz,
+            Metric::EnergyCounter => Unit::WattHour,
+            Metric::CpuBusy | Metric::CpuTime | Metric::IdleResidency => Unit::Share,
+            Metric::CoreFrequency => Unit::Megahertz,
+        }
+    }
+
+    /// Stable name used in storage and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::Power => "power",
+            Metric::Voltage => "voltage",
+            Metric::Current => "current",
+            Metric::PowerFactor => "power_factor",
+            Metric::Frequency => "frequency",
+            Metric::EnergyCounter => "energy_counter",
+            Metric::CpuBusy => "cpu_busy",
+            Metric::CpuTime => "cpu_time",
+            Metric::CoreFrequency => "core_frequency",
+            Metric::IdleResidency => "idle_residency",
+        }
+    }
+
+    /// Inverse of [`Metric::as_str`].
+    pub fn parse(name: &str) -> Option<Metric> {
+        [
+            Metric::Power,
+            Metric::Voltage,
+            Metric::Current,
+            Metric::PowerFactor,
+            Metric::Frequency,
+            Metric::EnergyCounter,
+            Metric::CpuBusy,
+            Metric::CpuTime,
+            Metric::CoreFrequency,
+            Metric::IdleResidency,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == name)
+    }
+}
+
+/// One measurement.
+///
+/// `source` names where it came from (`cpu`, `meter:wall`, `rapl`); `channel` says which
+/// part of the source (`cpu3`, `cpu3/C6`, `package-0`; empty for the source as a whole).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// UTC milliseconds since the Unix epoch.
+    pub ts_ms: i64,
+    pub source: String,
+    pub metric: Metric,
+    pub channel: String,
+    pub value: f64,
+}
+
+impl Sample {
+    pub fn new(
+        ts_ms: i64,
+        source: impl Into<String>,
+        metric: Metric,
+        channel: impl Into<String>,
+        value: f64,
+    ) -> Self {
+        Sample {
+            ts_ms,
+            source: source.into(),
+            metric,
+            channel: channel.into(),
+            value,
+        }
+    }
+
+    pub fn unit(&self) -> Unit {
+        self.metric.unit()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_round_trip() {
+        for m in [Metric::Power, Metric::IdleResidency, Metric::CpuTime] {
+            assert_eq!(Metric::parse(m.as_str()), Some(m));
+        }
+        assert_eq!(Metric::parse("bogus"), None);
+    }
+}

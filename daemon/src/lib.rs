@@ -1,0 +1,1 @@
+//! wattson: a power and efficiency monitor for home servers.

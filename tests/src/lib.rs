@@ -1,0 +1,1 @@
+//! Shared helpers for wattson end-to-end tests.
