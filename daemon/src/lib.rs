@@ -1,1 +1,15 @@
 //! wattson: a power and efficiency monitor for home servers.
+//!
+//! The binary's subcommands live in [`commands`], one module each. The daemon's moving parts
+//! are in [`runtime`]; configuration in [`config`].
+
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod logging;
+pub mod meters;
+pub mod modes;
+pub mod notify;
+pub mod output;
+pub mod power_model;
+pub mod runtime;

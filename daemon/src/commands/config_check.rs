@@ -1,0 +1,45 @@
+//! `wattson config check`: validate the configuration and print the effective config.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Print the effective configuration; warn about a world-readable password file.
+pub fn run(path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let config = super::load_config(path)?;
+    if let Some(mqtt) = &config.mqtt
+        && let Some(pf) = &mqtt.password_file
+    {
+        check_secret_file(pf);
+    }
+    if let Some(src) = &config.source {
+        check_config_file_mode(
+            src,
+            config
+                .mqtt
+                .as_ref()
+                .is_some_and(|m| m.password_file.is_some()),
+        );
+    }
+    crate::output::print(&config.to_effective_toml());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Warn when a file holding a secret can be read by every user on the machine.
+pub fn check_secret_file(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(path) {
+        Ok(m) if m.permissions().mode() & 0o004 != 0 => tracing::warn!(
+            "{} holds the MQTT password and is readable by every user: chmod o-r {}",
+            path.display(),
+            path.display()
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("mqtt.password_file {}: {e}", path.display()),
+    }
+}
+
+fn check_config_file_mode(path: &Path, _has_secret_ref: bool) {
+    // The config file itself never holds a password (URLs with passwords are refused), so a
+    // world-readable config is fine; the secret lives in password_file.
+    let _ = path;
+}

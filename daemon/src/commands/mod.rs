@@ -1,0 +1,39 @@
+//! One module per subcommand.
+
+pub mod config_check;
+pub mod meter;
+pub mod report;
+pub mod sweep;
+
+use std::process::ExitCode;
+
+use crate::cli::{Cli, Command, ConfigCommand};
+use crate::config::{Config, ConfigError, EXIT_CONFIG};
+
+/// Run the command the user asked for.
+pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    let config_path = cli.config.clone();
+    match cli.command {
+        Command::Config(ConfigCommand::Check) => config_check::run(config_path.as_deref()),
+        Command::Meter(cmd) => meter::run(cmd, config_path.as_deref()),
+        Command::Sweep(args) => sweep::run(&args, config_path.as_deref()),
+        Command::Report(args) => report::run(&args, config_path.as_deref()),
+        Command::Run(_) | Command::Demo(_) | Command::Status(_) => {
+            anyhow::bail!("this command is not available in this build yet")
+        }
+    }
+}
+
+/// Load the configuration, or fail with an error that maps to exit status 78.
+pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
+    Ok(Config::load(path)?)
+}
+
+/// The process exit status for an error: 78 for configuration problems, 1 otherwise.
+pub fn exit_code_for(e: &anyhow::Error) -> u8 {
+    if e.chain().any(|c| c.downcast_ref::<ConfigError>().is_some()) {
+        EXIT_CONFIG as u8
+    } else {
+        1
+    }
+}

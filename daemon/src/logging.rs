@@ -1,0 +1,71 @@
+//! Logging through `tracing`: human-readable on a terminal, journald-friendly under systemd.
+//!
+//! When started by systemd (`JOURNAL_STREAM` set), each line starts with a syslog priority
+//! prefix (`<3>` error ... `<7>` debug, see sd-daemon(3)) and carries no timestamp: the
+//! journal adds its own, so lines are not timestamped twice.
+
+use std::fmt;
+
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// Install the global subscriber. `verbose` raises the default level to debug.
+/// `RUST_LOG` overrides both (e.g. `RUST_LOG=wattson=trace`).
+pub fn init(verbose: bool) {
+    let default = if verbose { "debug" } else { "info" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        let _ = builder.event_format(JournalFormat).try_init();
+    } else {
+        let _ = builder.with_target(false).try_init();
+    }
+}
+
+/// `<priority>message key=value ...`, no timestamp.
+struct JournalFormat;
+
+impl<S, N> FormatEvent<S, N> for JournalFormat
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        write!(writer, "<{}>", syslog_priority(*event.metadata().level()))?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
+}
+
+/// The syslog priority for a tracing level (sd-daemon(3) prefixes).
+pub fn syslog_priority(level: Level) -> u8 {
+    match level {
+        Level::ERROR => 3,
+        Level::WARN => 4,
+        Level::INFO => 6,
+        Level::DEBUG | Level::TRACE => 7,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priorities_follow_syslog() {
+        assert_eq!(syslog_priority(Level::ERROR), 3);
+        assert_eq!(syslog_priority(Level::WARN), 4);
+        assert_eq!(syslog_priority(Level::INFO), 6);
+        assert_eq!(syslog_priority(Level::TRACE), 7);
+    }
+}
