@@ -11,13 +11,21 @@ use wattson_collectors::{Collector, SysRoot};
 
 fn main() {
     let mut buf = Vec::new();
-    for path in ["/proc/stat", "/proc/cpuinfo", "/sys/devices/system/cpu/online"] {
+    for path in [
+        "/proc/stat",
+        "/proc/cpuinfo",
+        "/sys/devices/system/cpu/online",
+    ] {
         let mut f = SysFile::new(path.into(), true);
         let t = Instant::now();
         for _ in 0..2000 {
             f.read(&mut buf).ok();
         }
-        println!("{path}: {:?} per read ({} bytes)", t.elapsed() / 2000, buf.len());
+        println!(
+            "{path}: {:?} per read ({} bytes)",
+            t.elapsed() / 2000,
+            buf.len()
+        );
     }
     for keep in [true, false] {
         let start = Instant::now();

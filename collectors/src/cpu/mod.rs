@@ -10,7 +10,7 @@ pub mod freq;
 pub mod stat;
 pub mod topology;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::sysroot::{SysFile, SysRoot};
 use crate::{CollectError, Collector, Metric, Sample};
@@ -28,8 +28,7 @@ const REDISCOVER_EVERY: u64 = 300;
 /// Above this many files per poll, open them per read rather than hold descriptors.
 const MAX_KEPT_OPEN: usize = 512;
 
-/// A monotonic clock: time since an arbitrary fixed point.
-pub type MonotonicClock = Box<dyn FnMut() -> Duration + Send>;
+pub use crate::MonotonicClock;
 
 /// Knobs for [`CpuCollector::with_options`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,10 +112,9 @@ impl std::fmt::Debug for CpuCollector {
 }
 
 impl CpuCollector {
-    /// Discover the CPUs under `root`, timing intervals with [`Instant`].
+    /// Discover the CPUs under `root`, timing intervals with `std::time::Instant`.
     pub fn new(root: SysRoot) -> CpuCollector {
-        let start = Instant::now();
-        Self::with_clock(root, Box::new(move || start.elapsed()))
+        Self::with_clock(root, crate::monotonic_clock())
     }
 
     /// Discover the CPUs under `root`, timing intervals with `clock` (tests step it by hand).
