@@ -5,6 +5,8 @@
 //! [`CollectError`] whose [`CollectError::action`] says what the caller should do next.
 //! Every sysfs/procfs reader takes its root as a [`SysRoot`] value, never a hard-coded path.
 
+pub mod cpu;
+pub mod power;
 pub mod sample;
 pub mod sysroot;
 
@@ -12,6 +14,16 @@ pub use sample::{Metric, Sample, Unit};
 pub use sysroot::SysRoot;
 
 use std::path::PathBuf;
+
+/// A monotonic clock: time since an arbitrary fixed point. Collectors that turn counter
+/// deltas into rates take one, so tests can step time by hand.
+pub type MonotonicClock = Box<dyn FnMut() -> std::time::Duration + Send>;
+
+/// A [`MonotonicClock`] backed by [`std::time::Instant`].
+pub fn monotonic_clock() -> MonotonicClock {
+    let start = std::time::Instant::now();
+    Box::new(move || start.elapsed())
+}
 
 /// What the caller should do after a failed poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

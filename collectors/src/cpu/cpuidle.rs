@@ -1,0 +1,194 @@
+//! Idle-state (C-state) residency from cpuidle sysfs, `cpuN/cpuidle/stateK/{name,time,disable}`
+//! (Documentation/admin-guide/pm/cpuidle.rst). `time` is the cumulative time spent in the
+//! state in microseconds; residency is its delta over the elapsed monotonic interval, a share
+//! in 0.0 ..= 1.0.
+//!
+//! The kernel adds to `time` only when a CPU leaves the state, so a CPU asleep across the
+//! whole interval shows 0 and then more than the interval on wake-up: shares are clamped.
+
+use std::path::{Path, PathBuf};
+
+use crate::sysroot::{SysFile, SysRoot, read_trimmed};
+
+use super::topology::CPU_DIR;
+
+/// `stateK` directories under one CPU's `cpuidle` directory, sorted by K.
+pub(crate) fn state_dirs(cpuidle: &Path) -> Vec<(usize, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(cpuidle) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<(usize, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let index = e
+                .file_name()
+                .to_str()?
+                .strip_prefix("state")?
+                .parse()
+                .ok()?;
+            Some((index, e.path()))
+        })
+        .collect();
+    dirs.sort_unstable_by_key(|(i, _)| *i);
+    dirs
+}
+
+#[derive(Debug)]
+struct State {
+    index: usize,
+    name: String,
+    /// Index into [`IdleReader::names`], for the `all/<state>` mean.
+    slot: usize,
+    time: SysFile,
+    prev_us: Option<u64>,
+    /// `cpuN/<state>`, built once.
+    channel: String,
+}
+
+#[derive(Debug)]
+struct CpuStates {
+    cpu: usize,
+    states: Vec<State>,
+}
+
+/// Reads the enabled idle states of a set of CPUs; paths and channel names resolved once.
+#[derive(Debug)]
+pub struct IdleReader {
+    base: PathBuf,
+    keep_open: bool,
+    cpus: Vec<CpuStates>,
+    /// Every state name seen on any CPU, in first-seen order.
+    names: Vec<String>,
+    /// `all/<state>`, parallel to `names`.
+    all_channels: Vec<String>,
+    /// Per-name (sum of shares, CPUs counted) scratch for the mean.
+    sums: Vec<(f64, u32)>,
+}
+
+impl IdleReader {
+    /// Find the enabled idle states of `cpus`. `Err` says why there are none.
+    pub fn discover(root: &SysRoot, cpus: &[usize], keep_open: bool) -> Result<Self, String> {
+        let mut reader = IdleReader {
+            base: root.sys_path(CPU_DIR),
+            keep_open,
+            cpus: Vec::new(),
+            names: Vec::new(),
+            all_channels: Vec::new(),
+            sums: Vec::new(),
+        };
+        reader.rediscover(cpus);
+        if reader.cpus.iter().all(|c| c.states.is_empty()) {
+            let driver = read_trimmed(&reader.base.join("cpuidle/current_driver")).ok();
+            return Err(match driver {
+                Some(d) if d != "none" => format!(
+                    "cpuidle driver {d} exposes no enabled states under {}/cpuN/cpuidle",
+                    reader.base.display()
+                ),
+                _ => format!(
+                    "no cpuidle driver (no {}/cpuidle/current_driver, or it says none)",
+                    reader.base.display()
+                ),
+            });
+        }
+        Ok(reader)
+    }
+
+    /// Walk the tree again for `cpus` (after hotplug, a driver change or a state being
+    /// enabled or disabled), keeping the previous counter of every state that is still there.
+    pub fn rediscover(&mut self, cpus: &[usize]) {
+        let mut old = std::mem::take(&mut self.cpus);
+        for &cpu in cpus {
+            let mut previous = old
+                .iter_mut()
+                .find(|c| c.cpu == cpu)
+                .map(|c| std::mem::take(&mut c.states))
+                .unwrap_or_default();
+            let mut states = Vec::new();
+            for (index, dir) in state_dirs(&self.base.join(format!("cpu{cpu}/cpuidle"))) {
+                let Ok(name) = read_trimmed(&dir.join("name")) else {
+                    continue;
+                };
+                // A disabled state is never entered; reporting it would store zeros forever.
+                if read_trimmed(&dir.join("disable")).is_ok_and(|d| d == "1") {
+                    continue;
+                }
+                if let Some(pos) = previous
+                    .iter()
+                    .position(|s| s.index == index && s.name == name)
+                {
+                    states.push(previous.swap_remove(pos));
+                    continue;
+                }
+                let slot = self.slot(&name);
+                states.push(State {
+                    index,
+                    channel: format!("cpu{cpu}/{name}"),
+                    name,
+                    slot,
+                    time: SysFile::new(dir.join("time"), self.keep_open),
+                    prev_us: None,
+                });
+            }
+            self.cpus.push(CpuStates { cpu, states });
+        }
+    }
+
+    fn slot(&mut self, name: &str) -> usize {
+        if let Some(i) = self.names.iter().position(|n| n == name) {
+            return i;
+        }
+        self.names.push(name.to_owned());
+        self.all_channels.push(format!("all/{name}"));
+        self.sums.push((0.0, 0));
+        self.names.len() - 1
+    }
+
+    /// Number of `time` files read per poll.
+    pub fn file_count(&self) -> usize {
+        self.cpus.iter().map(|c| c.states.len()).sum()
+    }
+
+    /// Read every state's counter. With the previous reading and `elapsed_us` (monotonic
+    /// microseconds since it) known, emit `(channel, share)` for `cpuN/<state>` and then the
+    /// `all/<state>` means. Returns `true` if any file could not be read (the tree changed:
+    /// the caller should [`IdleReader::rediscover`]).
+    pub fn read(
+        &mut self,
+        buf: &mut Vec<u8>,
+        elapsed_us: Option<u64>,
+        mut emit: impl FnMut(&str, f64),
+    ) -> bool {
+        let mut stale = false;
+        for s in &mut self.sums {
+            *s = (0.0, 0);
+        }
+        for cpu in &mut self.cpus {
+            for state in &mut cpu.states {
+                let Ok(now) = state.time.read_u64(buf) else {
+                    state.prev_us = None;
+                    stale = true;
+                    continue;
+                };
+                let prev = state.prev_us.replace(now);
+                let (Some(prev), Some(elapsed)) = (prev, elapsed_us) else {
+                    continue;
+                };
+                // A counter going backwards means the state was reset; skip one interval.
+                if elapsed == 0 || now < prev {
+                    continue;
+                }
+                let share = ((now - prev) as f64 / elapsed as f64).clamp(0.0, 1.0);
+                emit(&state.channel, share);
+                let sum = &mut self.sums[state.slot];
+                sum.0 += share;
+                sum.1 += 1;
+            }
+        }
+        for (channel, (sum, n)) in self.all_channels.iter().zip(&self.sums) {
+            if *n > 0 {
+                emit(channel, sum / f64::from(*n));
+            }
+        }
+        stale
+    }
+}

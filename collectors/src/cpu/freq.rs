@@ -1,0 +1,154 @@
+//! Per-core frequency: cpufreq `cpuN/cpufreq/scaling_cur_freq` in kHz
+//! (Documentation/admin-guide/pm/cpufreq.rst), falling back to the `cpu MHz` lines of
+//! `/proc/cpuinfo` where a CPU has no cpufreq policy (most virtual machines).
+//! Values come out in MHz.
+
+use crate::CollectError;
+use crate::sysroot::{SysFile, SysRoot};
+
+use super::topology::CPU_DIR;
+
+/// Reads the current frequency of a fixed set of CPUs, paths resolved once.
+#[derive(Debug)]
+pub struct FreqReader {
+    /// CPUs with a cpufreq policy, and their `scaling_cur_freq` file.
+    cpufreq: Vec<(usize, SysFile)>,
+    /// CPUs without one, read from `/proc/cpuinfo`.
+    cpuinfo_cpus: Vec<usize>,
+    cpuinfo: Option<SysFile>,
+}
+
+impl FreqReader {
+    /// Resolve where each CPU's frequency comes from. `Err` says why no CPU has a source.
+    pub fn new(root: &SysRoot, cpus: &[usize], keep_open: bool) -> Result<FreqReader, String> {
+        let base = root.sys_path(CPU_DIR);
+        if cpus.is_empty() {
+            return Err("no online CPUs to read".to_owned());
+        }
+        let mut cpufreq = Vec::new();
+        let mut cpuinfo_cpus = Vec::new();
+        for &cpu in cpus {
+            let path = base.join(format!("cpu{cpu}/cpufreq/scaling_cur_freq"));
+            if path.is_file() {
+                cpufreq.push((cpu, SysFile::new(path, keep_open)));
+            } else {
+                cpuinfo_cpus.push(cpu);
+            }
+        }
+        let mut cpuinfo = None;
+        if !cpuinfo_cpus.is_empty() {
+            let mut file = SysFile::new(root.proc_path("cpuinfo"), keep_open);
+            let mut buf = Vec::new();
+            let mut found = Vec::new();
+            match file.read(&mut buf) {
+                Ok(()) => parse_cpuinfo_mhz(&String::from_utf8_lossy(&buf), |cpu, mhz| {
+                    found.push((cpu, mhz));
+                }),
+                Err(e) if cpufreq.is_empty() => {
+                    return Err(format!("no cpufreq scaling_cur_freq and {e}"));
+                }
+                Err(_) => {}
+            }
+            if found.is_empty() {
+                if cpufreq.is_empty() {
+                    return Err(format!(
+                        "no cpufreq scaling_cur_freq under {} and no 'cpu MHz' in {}",
+                        base.display(),
+                        file.path().display()
+                    ));
+                }
+            } else {
+                cpuinfo = Some(file);
+            }
+        }
+        Ok(FreqReader {
+            cpufreq,
+            cpuinfo_cpus,
+            cpuinfo,
+        })
+    }
+
+    /// Whether any CPU is read through cpufreq (rather than `/proc/cpuinfo`).
+    pub fn uses_cpufreq(&self) -> bool {
+        !self.cpufreq.is_empty()
+    }
+
+    /// Read every CPU's frequency, calling `emit(cpu, mhz)`, in CPU order per source.
+    /// A CPU whose file fails is skipped; the first error is returned after the rest are read.
+    pub fn read(
+        &mut self,
+        buf: &mut Vec<u8>,
+        mut emit: impl FnMut(usize, f64),
+    ) -> Result<(), CollectError> {
+        let mut first_err = None;
+        for (cpu, file) in &mut self.cpufreq {
+            match file.read_u64(buf) {
+                Ok(khz) => emit(*cpu, khz as f64 / 1000.0),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(file) = &mut self.cpuinfo {
+            match file.read(buf) {
+                Ok(()) => {
+                    let wanted = &self.cpuinfo_cpus;
+                    parse_cpuinfo_mhz(&String::from_utf8_lossy(buf), |cpu, mhz| {
+                        if wanted.binary_search(&cpu).is_ok() {
+                            emit(cpu, mhz);
+                        }
+                    });
+                }
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// Parse `/proc/cpuinfo`, calling `emit(processor, mhz)` for each processor with a
+/// `cpu MHz` line (x86; other architectures have none).
+pub fn parse_cpuinfo_mhz(text: &str, mut emit: impl FnMut(usize, f64)) {
+    let mut processor = None;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        match key.trim_end() {
+            "processor" => processor = value.trim().parse::<usize>().ok(),
+            "cpu MHz" => {
+                if let (Some(cpu), Ok(mhz)) = (processor, value.trim().parse::<f64>())
+                    && mhz.is_finite()
+                    && mhz >= 0.0
+                {
+                    emit(cpu, mhz);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpuinfo_mhz_is_read_per_processor() {
+        let text = "processor\t: 0\nmodel name\t: X\ncpu MHz\t\t: 2596.146\n\n\
+                    processor\t: 1\ncpu MHz\t\t: 800.000\n\nprocessor\t: 2\n";
+        let mut got = Vec::new();
+        parse_cpuinfo_mhz(text, |c, m| got.push((c, m)));
+        assert_eq!(got, vec![(0, 2596.146), (1, 800.0)]);
+    }
+
+    #[test]
+    fn cpuinfo_without_mhz_gives_nothing() {
+        let text = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU part\t: 0xd0c\n";
+        let mut got = Vec::new();
+        parse_cpuinfo_mhz(text, |c, m| got.push((c, m)));
+        assert!(got.is_empty());
+    }
+}

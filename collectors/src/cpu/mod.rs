@@ -1,0 +1,315 @@
+//! CPU telemetry from sysfs and procfs: per-core frequency (MHz), idle-state residency and
+//! utilisation (shares of the interval), and the host facts that fingerprint a configuration.
+//!
+//! [`CpuCollector`] resolves every path once, keeps sysfs handles open and reuses one read
+//! buffer, because it runs every second for years and its own CPU time shows on the meter.
+//! Each part (frequency, cpuidle, stat) that the machine lacks is logged once and skipped.
+
+pub mod cpuidle;
+pub mod freq;
+pub mod stat;
+pub mod topology;
+
+use std::time::Duration;
+
+use crate::sysroot::{SysFile, SysRoot};
+use crate::{CollectError, Collector, Metric, Sample};
+
+pub use topology::{CpuFacts, CpuPlace, Topology, cpu_facts, pin_order, read_topology};
+
+use cpuidle::IdleReader;
+use freq::FreqReader;
+use stat::StatReader;
+
+/// Source name of every sample this collector emits.
+const SOURCE: &str = "cpu";
+/// Walk the cpuidle tree again this often (polls), to notice states enabled or disabled.
+const REDISCOVER_EVERY: u64 = 300;
+/// Above this many files per poll, open them per read rather than hold descriptors.
+const MAX_KEPT_OPEN: usize = 512;
+
+pub use crate::MonotonicClock;
+
+/// Knobs for [`CpuCollector::with_options`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuOptions {
+    /// Emit [`Metric::CpuTime`] per CPU (`cpuN/<field>`) too: ten more samples per CPU per
+    /// poll. Default off.
+    pub per_cpu_times: bool,
+    /// Hold sysfs/procfs files open between polls (one `pread` per file per poll instead of
+    /// open/read/close). Default on; it turns itself off above ~500 files.
+    pub keep_files_open: bool,
+}
+
+impl Default for CpuOptions {
+    fn default() -> Self {
+        CpuOptions {
+            per_cpu_times: false,
+            keep_files_open: true,
+        }
+    }
+}
+
+enum Part<T> {
+    Ready(T),
+    Unavailable(String),
+}
+
+impl<T> Part<T> {
+    fn from_result(part: &str, r: Result<T, String>) -> Self {
+        match r {
+            Ok(t) => Part::Ready(t),
+            Err(why) => {
+                tracing::info!("cpu {part} unavailable: {why}");
+                Part::Unavailable(why)
+            }
+        }
+    }
+
+    fn status(&self) -> Result<(), String> {
+        match self {
+            Part::Ready(_) => Ok(()),
+            Part::Unavailable(why) => Err(why.clone()),
+        }
+    }
+}
+
+/// Polls frequency, idle residency and utilisation of the online CPUs.
+///
+/// Samples (source `cpu`):
+/// - [`Metric::CoreFrequency`] (MHz), channels `cpuN` and `mean`, every poll;
+/// - [`Metric::IdleResidency`] (share), channels `cpuN/<state>` and `all/<state>`;
+/// - [`Metric::CpuBusy`] (share), channels `all` and `cpuN`;
+/// - [`Metric::CpuTime`] (share), channels `all/<field>` (and `cpuN/<field>` when enabled).
+///
+/// The first poll has no interval yet and emits only frequencies.
+pub struct CpuCollector {
+    root: SysRoot,
+    clock: MonotonicClock,
+    online_file: Option<SysFile>,
+    online_text: Vec<u8>,
+    cpus: Vec<usize>,
+    topology: Result<(), String>,
+    freq: Part<FreqReader>,
+    idle: Part<IdleReader>,
+    stat: Part<StatReader>,
+    per_cpu_times: bool,
+    keep_files_open: bool,
+    freq_channels: Vec<String>,
+    buf: Vec<u8>,
+    last_clock: Option<Duration>,
+    polls: u64,
+}
+
+impl std::fmt::Debug for CpuCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuCollector")
+            .field("root", &self.root)
+            .field("cpus", &self.cpus)
+            .field("availability", &self.availability())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CpuCollector {
+    /// Discover the CPUs under `root`, timing intervals with `std::time::Instant`.
+    pub fn new(root: SysRoot) -> CpuCollector {
+        Self::with_clock(root, crate::monotonic_clock())
+    }
+
+    /// Discover the CPUs under `root`, timing intervals with `clock` (tests step it by hand).
+    pub fn with_clock(root: SysRoot, clock: MonotonicClock) -> CpuCollector {
+        Self::with_options(root, clock, CpuOptions::default())
+    }
+
+    /// Discover the CPUs under `root` with explicit [`CpuOptions`].
+    pub fn with_options(root: SysRoot, clock: MonotonicClock, options: CpuOptions) -> CpuCollector {
+        let online_path = root.sys_path(topology::CPU_DIR).join("online");
+        let mut online_file = online_path
+            .is_file()
+            .then(|| SysFile::new(online_path, true));
+        let mut online_text = Vec::new();
+        if let Some(f) = &mut online_file
+            && f.read(&mut online_text).is_err()
+        {
+            online_file = None;
+        }
+        let (cpus, topology) = match topology::online_cpus(&root) {
+            Ok(cpus) if !cpus.is_empty() => (cpus, Ok(())),
+            Ok(_) => (Vec::new(), Err("no online CPUs listed".to_owned())),
+            Err(e) => (Vec::new(), Err(e.to_string())),
+        };
+        if let Err(why) = &topology {
+            tracing::info!("cpu topology unavailable: {why}");
+        }
+        let stat = Part::from_result("stat", StatReader::new(&root, options.keep_files_open));
+        let mut collector = CpuCollector {
+            root,
+            clock,
+            online_file,
+            online_text,
+            cpus,
+            topology,
+            freq: Part::Unavailable(String::new()),
+            idle: Part::Unavailable(String::new()),
+            stat,
+            per_cpu_times: options.per_cpu_times,
+            keep_files_open: options.keep_files_open,
+            freq_channels: Vec::new(),
+            buf: Vec::with_capacity(4096),
+            last_clock: None,
+            polls: 0,
+        };
+        collector.build_cpu_parts();
+        collector
+    }
+
+    /// Also emit [`Metric::CpuTime`] per CPU (`cpuN/<field>`): ten more samples per CPU per
+    /// poll, so off by default.
+    #[must_use]
+    pub fn with_per_cpu_times(mut self, on: bool) -> Self {
+        self.per_cpu_times = on;
+        self
+    }
+
+    /// Each part and whether it works here: `("frequency", Err(why))` where it does not.
+    /// Parts: `topology`, `frequency`, `cpuidle`, `stat`.
+    pub fn availability(&self) -> Vec<(&'static str, Result<(), String>)> {
+        vec![
+            ("topology", self.topology.clone()),
+            ("frequency", self.freq.status()),
+            ("cpuidle", self.idle.status()),
+            ("stat", self.stat.status()),
+        ]
+    }
+
+    /// The online CPUs being read.
+    pub fn cpus(&self) -> &[usize] {
+        &self.cpus
+    }
+
+    fn keep_open(&self) -> bool {
+        // Rough count of per-poll files: one frequency and up to ten idle states per CPU.
+        self.keep_files_open && self.cpus.len() * 11 <= MAX_KEPT_OPEN
+    }
+
+    fn build_cpu_parts(&mut self) {
+        let keep_open = self.keep_open();
+        self.freq = match FreqReader::new(&self.root, &self.cpus, keep_open) {
+            Ok(r) => Part::Ready(r),
+            Err(why) if matches!(&self.freq, Part::Unavailable(old) if *old == why) => {
+                Part::Unavailable(why)
+            }
+            Err(why) => Part::from_result("frequency", Err(why)),
+        };
+        self.freq_channels = self.cpus.iter().map(|c| format!("cpu{c}")).collect();
+        self.idle = match &mut self.idle {
+            Part::Ready(reader) => {
+                reader.rediscover(&self.cpus);
+                return;
+            }
+            Part::Unavailable(old) if !old.is_empty() => return,
+            Part::Unavailable(_) => Part::from_result(
+                "cpuidle",
+                IdleReader::discover(&self.root, &self.cpus, keep_open),
+            ),
+        };
+    }
+
+    /// Re-read `online`; on a change (CPU hotplug) resolve the per-CPU parts again.
+    fn check_hotplug(&mut self) {
+        let Some(file) = &mut self.online_file else {
+            return;
+        };
+        if file.read(&mut self.buf).is_err() || self.buf == self.online_text {
+            return;
+        }
+        let Some(cpus) = topology::parse_cpu_list(&String::from_utf8_lossy(&self.buf)) else {
+            return;
+        };
+        tracing::info!("cpu online set changed: {:?} -> {:?}", self.cpus, cpus);
+        std::mem::swap(&mut self.online_text, &mut self.buf);
+        self.cpus = cpus;
+        self.build_cpu_parts();
+    }
+}
+
+impl Collector for CpuCollector {
+    fn name(&self) -> &str {
+        SOURCE
+    }
+
+    fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
+        self.check_hotplug();
+        let now = (self.clock)();
+        let elapsed_us = self
+            .last_clock
+            .replace(now)
+            .and_then(|prev| now.checked_sub(prev))
+            .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        self.polls += 1;
+        let mut out = Vec::with_capacity(self.cpus.len() * 10 + 24);
+        let sample =
+            |metric, channel: &str, value| Sample::new(now_ms, SOURCE, metric, channel, value);
+
+        if let Part::Ready(freq) = &mut self.freq {
+            let (mut sum, mut n) = (0.0, 0u32);
+            let channels = &self.freq_channels;
+            let cpus = &self.cpus;
+            let result = freq.read(&mut self.buf, |cpu, mhz| {
+                if let Ok(i) = cpus.binary_search(&cpu) {
+                    out.push(sample(Metric::CoreFrequency, &channels[i], mhz));
+                    sum += mhz;
+                    n += 1;
+                }
+            });
+            if n > 0 {
+                out.push(sample(Metric::CoreFrequency, "mean", sum / f64::from(n)));
+            }
+            if let Err(e) = result {
+                tracing::debug!("cpu frequency: {e}");
+            }
+        }
+
+        if let Part::Ready(idle) = &mut self.idle {
+            let stale = idle.read(&mut self.buf, elapsed_us, |channel, share| {
+                out.push(sample(Metric::IdleResidency, channel, share));
+            });
+            if stale || self.polls.is_multiple_of(REDISCOVER_EVERY) {
+                idle.rediscover(&self.cpus);
+            }
+        }
+
+        if let Part::Ready(stat) = &mut self.stat {
+            let result = stat.read(
+                &mut self.buf,
+                self.per_cpu_times,
+                |metric, channel, share| {
+                    out.push(sample(metric, channel, share));
+                },
+            );
+            if let Err(e) = result {
+                if e.action() == crate::Action::Stop {
+                    tracing::info!("cpu stat unavailable: {e}");
+                    self.stat = Part::Unavailable(e.to_string());
+                } else {
+                    tracing::debug!("cpu stat: {e}");
+                }
+            }
+        }
+
+        if out.is_empty() && self.availability().iter().all(|(_, s)| s.is_err()) {
+            let detail = self
+                .availability()
+                .into_iter()
+                .filter_map(|(part, s)| s.err().map(|why| format!("{part}: {why}")))
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(CollectError::Unavailable {
+                source_name: SOURCE.to_owned(),
+                detail,
+            });
+        }
+        Ok(out)
+    }
+}
