@@ -1,1 +1,2 @@
 //! wattson: a power and efficiency monitor for home servers.
+pub mod analysis;
