@@ -5,5 +5,7 @@
 //! - [`tariff`]: electricity prices by local time of day and date.
 //! - [`cost`]: energy and annual running cost, comparisons, payback, money formatting.
 
+pub mod cost;
 pub mod fit;
 pub mod stats;
+pub mod tariff;
