@@ -31,10 +31,10 @@ pub enum TariffError {
     #[error("two tariff changes take effect on {0}")]
     DuplicateChange(NaiveDate),
     /// A period starts when it ends, which could mean all day or never.
-    #[error("the period starting {start} in the tariff from {from} ends when it starts")]
+    #[error("the period starting {start} in {} ends when it starts", since(*from))]
     EmptyPeriod { from: NaiveDate, start: NaiveTime },
     /// Two periods of the same change overlap.
-    #[error("in the tariff from {from}, periods {first} and {second} overlap")]
+    #[error("in {}, periods {first} and {second} overlap", since(*from))]
     Overlap {
         from: NaiveDate,
         first: String,
@@ -141,12 +141,12 @@ impl Tariff {
         let mut boundaries = vec![NaiveTime::MIN];
         for c in &changes {
             check_price(
-                &format!("the price from {}", c.effective_from),
+                &format!("the price in {}", since(c.effective_from)),
                 c.price_per_kwh,
             )?;
             for (i, p) in c.periods.iter().enumerate() {
                 check_price(
-                    &format!("the price from {} in {}", c.effective_from, p.label()),
+                    &format!("the price in {} for {}", since(c.effective_from), p.label()),
                     p.price_per_kwh,
                 )?;
                 if p.start == p.end {
@@ -304,6 +304,15 @@ impl Tariff {
             }
         }
         hi
+    }
+}
+
+/// Names a change for error messages; a tariff that never changed starts at `NaiveDate::MIN`.
+fn since(date: NaiveDate) -> String {
+    if date == NaiveDate::MIN {
+        "the tariff".to_string()
+    } else {
+        format!("the tariff from {date}")
     }
 }
 
