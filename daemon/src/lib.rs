@@ -1,8 +1,10 @@
 //! wattson: a power and efficiency monitor for home servers.
 //!
 //! The binary's subcommands live in [`commands`], one module each. The daemon's moving parts
-//! are in [`runtime`]; configuration in [`config`].
+//! are in [`runtime`]; configuration in [`config`]; the science (statistics, fits, tariffs)
+//! in [`analysis`]; the workload loops sweeps run in [`workload`].
 
+pub mod analysis;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -13,3 +15,4 @@ pub mod notify;
 pub mod output;
 pub mod power_model;
 pub mod runtime;
+pub mod workload;

@@ -1,0 +1,635 @@
+//! Energy into money: the cost of measured energy, annual running cost of a constant
+//! load, comparisons between configurations, and money formatting.
+//!
+//! Units: watts (W) for power, watt-hours (Wh) in energy buckets, kilowatt-hours (kWh) in
+//! results, UTC milliseconds for timestamps, and the tariff's currency (an ISO 4217 code)
+//! for money. A `ci95` is the half-width of a 95 % interval in the unit of its value.
+//!
+//! The standing charge is a fixed cost of the grid connection, paid whether or not the
+//! machine runs, so it is reported beside the energy cost and never added to a machine's
+//! running cost or to a saving.
+
+use chrono::{DateTime, NaiveDate, NaiveTime, TimeZone, Utc};
+use serde::Serialize;
+use thiserror::Error;
+
+use super::tariff::{Tariff, TariffError};
+
+/// Why a cost cannot be computed.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum CostError {
+    /// The tariff could not price an instant.
+    #[error(transparent)]
+    Tariff(#[from] TariffError),
+    /// An energy bucket ends before it starts or holds a non-finite energy.
+    #[error(
+        "energy bucket {index} ({start_ms}..{end_ms} ms, {wh} Wh) is not a valid interval and energy"
+    )]
+    BadBucket {
+        index: usize,
+        start_ms: i64,
+        end_ms: i64,
+        wh: f64,
+    },
+    /// A power that is NaN or infinite.
+    #[error("{watts} W is not a finite power")]
+    BadWatts { watts: f64 },
+}
+
+/// Hours in the year the reports use: 365 days of 24 hours.
+///
+/// A running-cost figure should not jump by a day's worth every fourth year, and the
+/// reference figure every owner checks (240 W all year = 2102.4 kWh = GBP 189.22 at 0.09
+/// per kWh, in DESIGN.md) is a 365-day year. A leap year's figure is available from
+/// [`annual_kwh_for_year`] (240 W gives 2108.16 kWh in 2028).
+pub const HOURS_PER_YEAR: f64 = 8760.0;
+
+/// kWh used in a 365-day year by a constant load of `watts`.
+pub fn annual_kwh(watts: f64) -> f64 {
+    watts * HOURS_PER_YEAR / 1000.0
+}
+
+/// kWh used in calendar year `year` (366 days in a leap year) by a constant load of `watts`.
+pub fn annual_kwh_for_year(watts: f64, year: i32) -> f64 {
+    let leap = NaiveDate::from_ymd_opt(year, 2, 29).is_some();
+    let days = if leap { 366.0 } else { 365.0 };
+    watts * days * 24.0 / 1000.0
+}
+
+/// Energy and cost at one price.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PriceBand {
+    /// Currency per kWh.
+    pub price_per_kwh: f64,
+    /// kWh charged at this price.
+    pub kwh: f64,
+    /// Cost of that energy, in the tariff's currency.
+    pub cost: f64,
+}
+
+/// The cost of a run of measured energy.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CostBreakdown {
+    /// ISO 4217 code.
+    pub currency: String,
+    /// Total energy, kWh.
+    pub kwh: f64,
+    /// Cost of that energy, currency; excludes the standing charge.
+    pub energy_cost: f64,
+    /// Energy and cost per price, cheapest first.
+    pub bands: Vec<PriceBand>,
+    /// Local calendar days the buckets touch, first to last inclusive.
+    pub days: u32,
+    /// `days` times the standing charge per day, currency; reported separately.
+    pub standing_charge: f64,
+}
+
+/// Prices measured energy. Each bucket is `(start UTC ms, end UTC ms, Wh)`, its energy
+/// assumed spread evenly over its interval; a bucket straddling a price boundary (a
+/// time-of-use window, local midnight before a tariff change, a clock change) is split pro
+/// rata and each part priced by its local time and the tariff of its local day. A bucket
+/// with no duration is priced at its start. Buckets may come in any order.
+pub fn cost_of_energy(
+    tariff: &Tariff,
+    buckets: &[(i64, i64, f64)],
+) -> Result<CostBreakdown, CostError> {
+    let mut bands: Vec<PriceBand> = Vec::new();
+    let mut add = |price: f64, wh: f64| {
+        let kwh = wh / 1000.0;
+        match bands.iter_mut().find(|b| b.price_per_kwh == price) {
+            Some(b) => {
+                b.kwh += kwh;
+                b.cost += kwh * price;
+            }
+            None => bands.push(PriceBand {
+                price_per_kwh: price,
+                kwh,
+                cost: kwh * price,
+            }),
+        }
+    };
+    // The current constant-price segment, reused while buckets fall inside it (a year of
+    // minute buckets crosses only a few thousand boundaries).
+    let mut seg: Option<(i64, i64, f64)> = None;
+    let mut segment = |t: i64| -> Result<(f64, i64), CostError> {
+        if let Some((s, e, p)) = seg
+            && s <= t
+            && t < e
+        {
+            return Ok((p, e));
+        }
+        let (p, e) = tariff.segment(t)?;
+        seg = Some((t, e, p));
+        Ok((p, e))
+    };
+    let mut first: Option<i64> = None;
+    let mut last: Option<i64> = None;
+    for (index, &(start_ms, end_ms, wh)) in buckets.iter().enumerate() {
+        if end_ms < start_ms || !wh.is_finite() {
+            return Err(CostError::BadBucket {
+                index,
+                start_ms,
+                end_ms,
+                wh,
+            });
+        }
+        first = Some(first.map_or(start_ms, |f| f.min(start_ms)));
+        last = Some(last.map_or(end_ms, |l| l.max(end_ms)));
+        if end_ms == start_ms {
+            add(segment(start_ms)?.0, wh);
+            continue;
+        }
+        let span = (end_ms - start_ms) as f64;
+        let mut t = start_ms;
+        while t < end_ms {
+            let (price, next) = segment(t)?;
+            let until = next.min(end_ms);
+            add(price, wh * (until - t) as f64 / span);
+            t = until;
+        }
+    }
+    bands.sort_by(|a, b| a.price_per_kwh.total_cmp(&b.price_per_kwh));
+    let days = match (first, last) {
+        (Some(f), Some(l)) => {
+            let day = |ms: i64| -> Result<NaiveDate, CostError> {
+                let t = DateTime::from_timestamp_millis(ms).ok_or(TariffError::Timestamp(ms))?;
+                Ok(t.with_timezone(&tariff.tz()).date_naive())
+            };
+            let last_day = day(if l > f { l - 1 } else { l })?;
+            (last_day - day(f)?).num_days() as u32 + 1
+        }
+        _ => 0,
+    };
+    Ok(CostBreakdown {
+        currency: tariff.currency().to_string(),
+        kwh: bands.iter().map(|b| b.kwh).sum(),
+        energy_cost: bands.iter().map(|b| b.cost).sum(),
+        bands,
+        days,
+        standing_charge: f64::from(days) * tariff.standing_charge_per_day(),
+    })
+}
+
+/// Annual energy and running cost of a constant load.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AnnualFigure {
+    /// The load, W.
+    pub watts: f64,
+    /// Half-width of the load's 95 % interval, W, where measured.
+    pub watts_ci95: Option<f64>,
+    /// kWh per 365-day year.
+    pub kwh: f64,
+    /// Half-width of the kWh's 95 % interval.
+    pub kwh_ci95: Option<f64>,
+    /// Energy cost per year, currency (no standing charge).
+    pub cost: f64,
+    /// Half-width of the cost's 95 % interval, currency.
+    pub cost_ci95: Option<f64>,
+    /// The time-weighted mean price the load pays, currency per kWh.
+    pub mean_price_per_kwh: f64,
+    /// ISO 4217 code.
+    pub currency: String,
+}
+
+/// Annual kWh and cost of a constant load of `watts` (with its 95 % half-width, if
+/// measured) over the [`HOURS_PER_YEAR`] hours from local midnight of `reference` (a
+/// skipped local midnight falls back to UTC midnight).
+///
+/// The cost integrates the tariff over that span, so time-of-use windows, clock changes and
+/// dated tariff changes in the next year weigh in by the hours they cover. Energy and cost
+/// are linear in watts, so their intervals are the watts interval scaled by the same
+/// factors.
+pub fn annual_cost(
+    watts: f64,
+    watts_ci95: Option<f64>,
+    tariff: &Tariff,
+    reference: NaiveDate,
+) -> Result<AnnualFigure, CostError> {
+    if !watts.is_finite() {
+        return Err(CostError::BadWatts { watts });
+    }
+    let midnight = reference.and_time(NaiveTime::MIN);
+    let start = tariff
+        .tz()
+        .from_local_datetime(&midnight)
+        .earliest()
+        .map_or_else(|| midnight.and_utc(), |t| t.with_timezone(&Utc))
+        .timestamp_millis();
+    let end = start + (HOURS_PER_YEAR * 3_600_000.0) as i64;
+    let mean_price = tariff.mean_price(start, end)?;
+    let kwh = annual_kwh(watts);
+    let kwh_ci95 = watts_ci95.map(|c| annual_kwh(c.abs()));
+    Ok(AnnualFigure {
+        watts,
+        watts_ci95,
+        kwh,
+        kwh_ci95,
+        cost: kwh * mean_price,
+        cost_ci95: kwh_ci95.map(|c| c * mean_price),
+        mean_price_per_kwh: mean_price,
+        currency: tariff.currency().to_string(),
+    })
+}
+
+/// What moving from one configuration (or mode) to another saves per year.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// The configuration replaced.
+    pub from: String,
+    /// The configuration replacing it.
+    pub to: String,
+    /// kWh per year saved (negative when `to` uses more).
+    pub annual_kwh_saved: f64,
+    /// Money per year saved, currency (negative when `to` costs more).
+    pub annual_saving: f64,
+    /// Half-width of the saving's 95 % interval, where both figures have one (the two
+    /// measurements are independent, so the half-widths add in quadrature).
+    pub annual_saving_ci95: Option<f64>,
+    /// Years for the saving to repay `upgrade_cost`; `None` without an upgrade cost or
+    /// when nothing is saved.
+    pub payback_years: Option<f64>,
+    /// kg of CO2 a year saved, given the grid's carbon intensity.
+    pub co2_kg_saved: Option<f64>,
+    /// ISO 4217 code.
+    pub currency: String,
+}
+
+/// Compares two annual figures priced by the same tariff. `upgrade_cost` is what moving to
+/// `to` costs (currency); `grid_g_per_kwh` is the grid's carbon intensity (g CO2 per kWh).
+pub fn compare(
+    from: &str,
+    from_figure: &AnnualFigure,
+    to: &str,
+    to_figure: &AnnualFigure,
+    upgrade_cost: Option<f64>,
+    grid_g_per_kwh: Option<f64>,
+) -> Comparison {
+    let annual_kwh_saved = from_figure.kwh - to_figure.kwh;
+    let annual_saving = from_figure.cost - to_figure.cost;
+    let annual_saving_ci95 = match (from_figure.cost_ci95, to_figure.cost_ci95) {
+        (Some(a), Some(b)) => Some(a.hypot(b)),
+        _ => None,
+    };
+    let payback_years = upgrade_cost
+        .filter(|c| c.is_finite() && *c >= 0.0)
+        .filter(|_| annual_saving > 0.0)
+        .map(|c| c / annual_saving);
+    Comparison {
+        from: from.to_string(),
+        to: to.to_string(),
+        annual_kwh_saved,
+        annual_saving,
+        annual_saving_ci95,
+        payback_years,
+        co2_kg_saved: grid_g_per_kwh.map(|g| annual_kwh_saved * g / 1000.0),
+        currency: from_figure.currency.clone(),
+    }
+}
+
+/// `amount` rounded to 2 decimals, half away from zero, as the decimal it prints as:
+/// 189.216 -> "189.22", 1.005 -> "1.01", -2.675 -> "-2.68". Rounding the shortest decimal
+/// that round-trips the `f64`, not its binary value, is what makes 1.005 round up the way
+/// a person would. Never prints "-0.00".
+fn round_2dp(amount: f64) -> String {
+    let digits = format!("{}", amount.abs());
+    let (int_part, frac_part) = digits.split_once('.').unwrap_or((&digits, ""));
+    let mut frac: Vec<u8> = frac_part
+        .bytes()
+        .chain(std::iter::repeat(b'0'))
+        .take(3)
+        .collect();
+    let round_up = frac[2] >= b'5';
+    frac.truncate(2);
+    let mut all: Vec<u8> = int_part.bytes().chain(frac).collect();
+    if round_up {
+        let mut i = all.len();
+        loop {
+            if i == 0 {
+                all.insert(0, b'1');
+                break;
+            }
+            i -= 1;
+            if all[i] == b'9' {
+                all[i] = b'0';
+            } else {
+                all[i] += 1;
+                break;
+            }
+        }
+    }
+    let split = all.len() - 2;
+    let text = format!(
+        "{}.{}",
+        String::from_utf8_lossy(&all[..split]),
+        String::from_utf8_lossy(&all[split..])
+    );
+    let zero = all.iter().all(|d| *d == b'0');
+    if amount < 0.0 && !zero {
+        format!("-{text}")
+    } else {
+        text
+    }
+}
+
+/// `amount` rounded to 2 decimals, half away from zero (see [`format_money`]). Non-finite
+/// amounts are returned unchanged.
+pub fn round_money(amount: f64) -> f64 {
+    if !amount.is_finite() {
+        return amount;
+    }
+    round_2dp(amount).parse().unwrap_or(amount)
+}
+
+/// Money as "GBP 189.22": the ISO 4217 code, a space, the amount rounded to 2 decimals
+/// half away from zero. A non-finite amount prints as "GBP n/a".
+pub fn format_money(amount: f64, currency: &str) -> String {
+    if amount.is_finite() {
+        format!("{currency} {}", round_2dp(amount))
+    } else {
+        format!("{currency} n/a")
+    }
+}
+
+/// Money with the currency's symbol where it has a common one ("£189.22", "-€3.50",
+/// "$0.10"), else as [`format_money`].
+pub fn format_money_symbol(amount: f64, currency: &str) -> String {
+    let symbol = match currency {
+        "GBP" => "£",
+        "EUR" => "€",
+        "USD" => "$",
+        "JPY" => "¥",
+        _ => return format_money(amount, currency),
+    };
+    if !amount.is_finite() {
+        return format!("{symbol}n/a");
+    }
+    let text = round_2dp(amount);
+    match text.strip_prefix('-') {
+        Some(rest) => format!("-{symbol}{rest}"),
+        None => format!("{symbol}{text}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::tariff::{Period, TariffChange};
+    use chrono_tz::Europe::London;
+
+    fn hm(h: u32, m: u32) -> NaiveTime {
+        NaiveTime::from_hms_opt(h, m, 0).unwrap()
+    }
+
+    fn ms(s: &str) -> i64 {
+        DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis()
+    }
+
+    fn date(y: i32, m: u32, d: u32) -> NaiveDate {
+        NaiveDate::from_ymd_opt(y, m, d).unwrap()
+    }
+
+    fn night_day() -> Tariff {
+        let night = Period {
+            start: hm(0, 30),
+            end: hm(7, 30),
+            price_per_kwh: 0.07,
+        };
+        Tariff::simple("GBP", 0.30, 0.0, vec![night], London).unwrap()
+    }
+
+    /// Hourly buckets of a constant 1 kW load over `start..end`.
+    fn one_kw(start: i64, end: i64) -> Vec<(i64, i64, f64)> {
+        (start..end)
+            .step_by(3_600_000)
+            .map(|t| {
+                let e = (t + 3_600_000).min(end);
+                (t, e, (e - t) as f64 / 3600.0)
+            })
+            .collect()
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn the_design_reference_figure() {
+        assert!(close(annual_kwh(240.0), 2102.4));
+        let flat = Tariff::simple("GBP", 0.09, 0.0, vec![], London).unwrap();
+        let a = annual_cost(240.0, Some(2.0), &flat, date(2026, 1, 1)).unwrap();
+        assert!(close(a.kwh, 2102.4) && close(a.cost, 189.216), "{a:?}");
+        assert_eq!(format_money(a.cost, "GBP"), "GBP 189.22");
+        assert_eq!(round_money(a.cost), 189.22);
+        // The interval scales with the watts: 2 W is 17.52 kWh, GBP 1.5768.
+        assert!(close(a.kwh_ci95.unwrap(), 17.52) && close(a.cost_ci95.unwrap(), 1.5768));
+        assert!(close(annual_kwh_for_year(240.0, 2028), 2108.16));
+        assert!(close(annual_kwh_for_year(240.0, 2026), 2102.4));
+        assert!(close(annual_kwh_for_year(240.0, 2100), 2102.4)); // not a leap year
+    }
+
+    #[test]
+    fn time_of_use_on_a_constant_load() {
+        // One winter day, 1 kW: night 7 h at 0.07 = 0.49, day 17 h at 0.30 = 5.10.
+        let t = night_day();
+        let b = cost_of_energy(
+            &t,
+            &one_kw(ms("2026-01-10T00:00:00Z"), ms("2026-01-11T00:00:00Z")),
+        )
+        .unwrap();
+        assert!(close(b.kwh, 24.0) && close(b.energy_cost, 5.59), "{b:?}");
+        assert_eq!(b.bands.len(), 2);
+        assert!(close(b.bands[0].kwh, 7.0) && close(b.bands[1].kwh, 17.0));
+        assert_eq!(b.days, 1);
+        // A year of it: 365 nights of 7 local hours (6 on the March change day, 8 on the
+        // October one) = 2555 h at 0.07, the other 6205 h at 0.30.
+        let a = annual_cost(1000.0, None, &t, date(2026, 1, 1)).unwrap();
+        assert!(close(a.cost, 2555.0 * 0.07 + 6205.0 * 0.30), "{a:?}");
+        assert_eq!(a.cost_ci95, None);
+    }
+
+    #[test]
+    fn a_bucket_straddling_a_boundary_is_split_pro_rata() {
+        // 00:00-01:00 with the night rate from 00:30: half at each price.
+        let t = night_day();
+        let s = ms("2026-01-10T00:00:00Z");
+        let b = cost_of_energy(&t, &[(s, s + 3_600_000, 1000.0)]).unwrap();
+        assert!(close(b.energy_cost, 0.5 * 0.30 + 0.5 * 0.07));
+        // A zero-length bucket is priced at its instant.
+        let b = cost_of_energy(&t, &[(s + 3_600_000, s + 3_600_000, 1000.0)]).unwrap();
+        assert!(close(b.energy_cost, 0.07));
+    }
+
+    #[test]
+    fn a_wrapping_period_prices_across_midnight() {
+        let p = Period {
+            start: hm(23, 0),
+            end: hm(7, 0),
+            price_per_kwh: 0.10,
+        };
+        let t = Tariff::simple("EUR", 0.20, 0.0, vec![p], chrono_tz::UTC).unwrap();
+        // 22:00 to 08:00: 1 h day, 8 h night, 1 h day, as one 10 kWh bucket.
+        let b = cost_of_energy(
+            &t,
+            &[(
+                ms("2026-02-01T22:00:00Z"),
+                ms("2026-02-02T08:00:00Z"),
+                10_000.0,
+            )],
+        )
+        .unwrap();
+        assert!(close(b.energy_cost, 2.0 * 0.20 + 8.0 * 0.10), "{b:?}");
+        assert_eq!(b.days, 2);
+    }
+
+    #[test]
+    fn a_tariff_change_mid_window_prices_each_day_at_its_price() {
+        let c = |d: u32, p: f64| TariffChange {
+            effective_from: date(2026, 1, d),
+            price_per_kwh: p,
+            periods: vec![],
+        };
+        let t = Tariff::new("GBP", 0.50, vec![c(1, 0.20), c(2, 0.30)], London).unwrap();
+        let b = cost_of_energy(
+            &t,
+            &one_kw(ms("2026-01-01T00:00:00Z"), ms("2026-01-03T00:00:00Z")),
+        )
+        .unwrap();
+        assert!(close(b.energy_cost, 24.0 * 0.20 + 24.0 * 0.30), "{b:?}");
+        // Standing charge: two days at 0.50, reported separately.
+        assert_eq!(b.days, 2);
+        assert!(close(b.standing_charge, 1.0));
+        // A two-hour bucket over the change is split at midnight.
+        let b = cost_of_energy(
+            &t,
+            &[(
+                ms("2026-01-01T23:00:00Z"),
+                ms("2026-01-02T01:00:00Z"),
+                2000.0,
+            )],
+        )
+        .unwrap();
+        assert!(close(b.energy_cost, 0.20 + 0.30));
+    }
+
+    #[test]
+    fn standing_charge_is_never_in_the_energy_cost() {
+        let t = Tariff::simple("GBP", 0.10, 0.60, vec![], London).unwrap();
+        let b = cost_of_energy(
+            &t,
+            &one_kw(ms("2026-05-01T00:00:00Z"), ms("2026-05-01T10:00:00Z")),
+        )
+        .unwrap();
+        assert!(close(b.energy_cost, 1.0));
+        // 00:00 UTC is 01:00 BST: one local day touched.
+        assert_eq!(b.days, 1);
+        assert!(close(b.standing_charge, 0.60));
+        let a = annual_cost(100.0, None, &t, date(2026, 1, 1)).unwrap();
+        assert!(close(a.cost, 87.6));
+        let empty = cost_of_energy(&t, &[]).unwrap();
+        assert_eq!(
+            (empty.days, empty.kwh, empty.standing_charge),
+            (0, 0.0, 0.0)
+        );
+    }
+
+    #[test]
+    fn uk_clock_change_days_at_1_kw() {
+        let t = night_day();
+        // 29 March 2026, local midnight to midnight: 23 h. Night 00:30-01:00 GMT then
+        // 02:00-07:30 BST = 6 h; day 17 h.
+        let b = cost_of_energy(
+            &t,
+            &one_kw(ms("2026-03-29T00:00:00Z"), ms("2026-03-29T23:00:00Z")),
+        )
+        .unwrap();
+        assert!(
+            close(b.kwh, 23.0) && close(b.energy_cost, 6.0 * 0.07 + 17.0 * 0.30),
+            "{b:?}"
+        );
+        assert_eq!(b.days, 1);
+        // 25 October 2026: 25 h. Night 00:30-02:00 BST then 01:00-07:30 GMT = 8 h; day 17 h.
+        let b = cost_of_energy(
+            &t,
+            &one_kw(ms("2026-10-24T23:00:00Z"), ms("2026-10-26T00:00:00Z")),
+        )
+        .unwrap();
+        assert!(
+            close(b.kwh, 25.0) && close(b.energy_cost, 8.0 * 0.07 + 17.0 * 0.30),
+            "{b:?}"
+        );
+        assert_eq!(b.days, 1);
+    }
+
+    #[test]
+    fn bad_buckets_are_named() {
+        let t = night_day();
+        assert!(matches!(
+            cost_of_energy(&t, &[(0, 10, 1.0), (10, 5, 1.0)]),
+            Err(CostError::BadBucket { index: 1, .. })
+        ));
+        assert!(matches!(
+            cost_of_energy(&t, &[(0, 10, f64::NAN)]),
+            Err(CostError::BadBucket { index: 0, .. })
+        ));
+        assert!(matches!(
+            annual_cost(f64::INFINITY, None, &t, date(2026, 1, 1)),
+            Err(CostError::BadWatts { .. })
+        ));
+    }
+
+    #[test]
+    fn savings_and_payback() {
+        // The DESIGN's two boxes at idle: 240 W against 78 W at 0.09 per kWh.
+        let flat = Tariff::simple("GBP", 0.09, 0.0, vec![], London).unwrap();
+        let old = annual_cost(240.0, Some(3.0), &flat, date(2026, 1, 1)).unwrap();
+        let new = annual_cost(78.0, Some(4.0), &flat, date(2026, 1, 1)).unwrap();
+        let c = compare(
+            "2x Opteron",
+            &old,
+            "Athlon 64",
+            &new,
+            Some(300.0),
+            Some(200.0),
+        );
+        // 162 W saved: 1419.12 kWh, GBP 127.7208 a year; 300 / 127.7208 years.
+        assert!(close(c.annual_kwh_saved, 1419.12));
+        assert!(close(c.annual_saving, 127.7208));
+        assert!(close(c.payback_years.unwrap(), 300.0 / 127.7208));
+        assert!(close(c.co2_kg_saved.unwrap(), 283.824));
+        // Independent intervals add in quadrature: 5 W is 43.8 kWh, GBP 3.942.
+        assert!(close(c.annual_saving_ci95.unwrap(), 3.942));
+        assert_eq!(format_money(c.annual_saving, &c.currency), "GBP 127.72");
+        // The other way round saves nothing, so never pays back.
+        let back = compare("Athlon 64", &new, "2x Opteron", &old, Some(300.0), None);
+        assert!(back.annual_saving < 0.0);
+        assert_eq!(back.payback_years, None);
+        assert_eq!(back.co2_kg_saved, None);
+        let same = compare("a", &old, "b", &old, Some(10.0), None);
+        assert_eq!(same.payback_years, None);
+        assert_eq!(
+            compare("a", &old, "b", &new, None, None).payback_years,
+            None
+        );
+    }
+
+    #[test]
+    fn money_rounds_half_away_from_zero() {
+        assert_eq!(format_money(189.216, "GBP"), "GBP 189.22");
+        assert_eq!(format_money(1.005, "GBP"), "GBP 1.01");
+        assert_eq!(format_money(2.675, "GBP"), "GBP 2.68");
+        assert_eq!(format_money(-2.675, "GBP"), "GBP -2.68");
+        assert_eq!(format_money(0.125, "EUR"), "EUR 0.13");
+        assert_eq!(format_money(1.004_999, "GBP"), "GBP 1.00");
+        assert_eq!(format_money(9.995, "GBP"), "GBP 10.00");
+        assert_eq!(format_money(99.999, "GBP"), "GBP 100.00");
+        assert_eq!(format_money(-0.004, "GBP"), "GBP 0.00");
+        assert_eq!(format_money(3.0, "GBP"), "GBP 3.00");
+        assert_eq!(format_money(1234.5, "GBP"), "GBP 1234.50");
+        assert_eq!(format_money(f64::NAN, "GBP"), "GBP n/a");
+        assert_eq!(round_money(1.005), 1.01);
+        assert_eq!(round_money(-1.005), -1.01);
+        assert_eq!(format_money_symbol(189.216, "GBP"), "£189.22");
+        assert_eq!(format_money_symbol(-3.5, "EUR"), "-€3.50");
+        assert_eq!(format_money_symbol(3.5, "CHF"), "CHF 3.50");
+    }
+}

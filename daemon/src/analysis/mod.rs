@@ -1,0 +1,11 @@
+//! Analysis of measurements: pure functions over numbers, no I/O.
+//!
+//! - [`stats`]: means, standard deviations, t quantiles and confidence intervals (watts).
+//! - [`fit`]: watts against loops or utilisation, and plain-words non-linearity checks.
+//! - [`tariff`]: electricity prices by local time of day and date.
+//! - [`cost`]: energy and annual running cost, comparisons, payback, money formatting.
+
+pub mod cost;
+pub mod fit;
+pub mod stats;
+pub mod tariff;

@@ -1,0 +1,471 @@
+//! Electricity tariffs: the price of a kilowatt-hour at any instant.
+//!
+//! Prices are in the tariff's currency per kWh (e.g. GBP 0.09), the standing charge in that
+//! currency per day. Time-of-use periods and tariff changes are written in LOCAL wall-clock
+//! time, as on a bill ("night 00:30-07:30"; "from 1 April"), and every instant is priced by
+//! converting it to the tariff's time zone first, so the 23-hour and 25-hour days of a
+//! daylight-saving change are priced hour by hour as they happened. Timestamps at this
+//! interface are UTC (`DateTime<Utc>` or UTC milliseconds, as the store keeps them).
+//!
+//! The shape mirrors the config's `[tariff]` section (`currency`, `price_per_kwh`,
+//! `standing_charge_per_day`, `[[tariff.period]]` with `start`, `end`, `price_per_kwh`), plus dated
+//! changes so history is priced at the price of its day.
+
+use chrono::{DateTime, Duration, NaiveDate, NaiveTime, Offset, TimeZone, Utc};
+use chrono_tz::Tz;
+use thiserror::Error;
+
+/// Why a tariff is invalid, or an instant cannot be priced.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum TariffError {
+    /// The currency is not an ISO 4217 code.
+    #[error("currency {0:?} is not a three-letter ISO 4217 code such as \"GBP\"")]
+    BadCurrency(String),
+    /// A tariff needs at least one price.
+    #[error("the tariff has no prices")]
+    NoPrices,
+    /// A price or charge is negative, NaN or infinite.
+    #[error("{what} is {value}: prices and charges must be finite and not negative")]
+    BadPrice { what: String, value: f64 },
+    /// Two changes take effect on the same date.
+    #[error("two tariff changes take effect on {0}")]
+    DuplicateChange(NaiveDate),
+    /// A period starts when it ends, which could mean all day or never.
+    #[error("the period starting {start} in {} ends when it starts", since(*from))]
+    EmptyPeriod { from: NaiveDate, start: NaiveTime },
+    /// Two periods of the same change overlap.
+    #[error("in {}, periods {first} and {second} overlap", since(*from))]
+    Overlap {
+        from: NaiveDate,
+        first: String,
+        second: String,
+    },
+    /// A timestamp outside the range chrono can represent.
+    #[error("timestamp {0} ms is out of range")]
+    Timestamp(i64),
+}
+
+/// A time-of-use window in local time, `start` inclusive to `end` exclusive. When `end` is
+/// earlier than `start` the window wraps midnight (`23:00-07:00`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Period {
+    /// Local wall-clock start, inclusive.
+    pub start: NaiveTime,
+    /// Local wall-clock end, exclusive; before `start` to wrap midnight.
+    pub end: NaiveTime,
+    /// Price in this window, currency per kWh.
+    pub price_per_kwh: f64,
+}
+
+impl Period {
+    /// Whether the local time of day `t` is in this window.
+    pub fn contains(&self, t: NaiveTime) -> bool {
+        if self.start < self.end {
+            self.start <= t && t < self.end
+        } else {
+            t >= self.start || t < self.end
+        }
+    }
+
+    /// The window as seconds-of-day ranges (two when it wraps midnight).
+    fn ranges(&self) -> Vec<(f64, f64)> {
+        let s = seconds_of_day(self.start);
+        let e = seconds_of_day(self.end);
+        if s < e {
+            vec![(s, e)]
+        } else {
+            vec![(s, 86_400.0), (0.0, e)]
+        }
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "{}-{}",
+            self.start.format("%H:%M"),
+            self.end.format("%H:%M")
+        )
+    }
+}
+
+fn seconds_of_day(t: NaiveTime) -> f64 {
+    (t - NaiveTime::MIN).as_seconds_f64()
+}
+
+/// The prices in force from one local date (midnight) until the next change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TariffChange {
+    /// First local date these prices apply to, from local midnight.
+    pub effective_from: NaiveDate,
+    /// Price outside every period, currency per kWh.
+    pub price_per_kwh: f64,
+    /// Time-of-use windows; they must not overlap.
+    pub periods: Vec<Period>,
+}
+
+/// A validated tariff. Build it with [`Tariff::new`] or [`Tariff::simple`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tariff {
+    currency: String,
+    standing_charge_per_day: f64,
+    /// Sorted by `effective_from`, no two on one date.
+    changes: Vec<TariffChange>,
+    tz: Tz,
+    /// Every local time of day at which some price may change, midnight first.
+    boundaries: Vec<NaiveTime>,
+}
+
+impl Tariff {
+    /// Validates and builds a tariff. `currency` is an ISO 4217 code ("GBP"); changes may
+    /// come in any order. Dates before the earliest change are priced by it (the earliest
+    /// known tariff is the best guess for older history).
+    pub fn new(
+        currency: &str,
+        standing_charge_per_day: f64,
+        mut changes: Vec<TariffChange>,
+        tz: Tz,
+    ) -> Result<Self, TariffError> {
+        if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err(TariffError::BadCurrency(currency.to_string()));
+        }
+        check_price("the standing charge per day", standing_charge_per_day)?;
+        if changes.is_empty() {
+            return Err(TariffError::NoPrices);
+        }
+        changes.sort_by_key(|c| c.effective_from);
+        if let Some(w) = changes
+            .windows(2)
+            .find(|w| w[0].effective_from == w[1].effective_from)
+        {
+            return Err(TariffError::DuplicateChange(w[0].effective_from));
+        }
+        let mut boundaries = vec![NaiveTime::MIN];
+        for c in &changes {
+            check_price(
+                &format!("the price in {}", since(c.effective_from)),
+                c.price_per_kwh,
+            )?;
+            for (i, p) in c.periods.iter().enumerate() {
+                check_price(
+                    &format!("the price in {} for {}", since(c.effective_from), p.label()),
+                    p.price_per_kwh,
+                )?;
+                if p.start == p.end {
+                    return Err(TariffError::EmptyPeriod {
+                        from: c.effective_from,
+                        start: p.start,
+                    });
+                }
+                for q in &c.periods[..i] {
+                    let clash = p
+                        .ranges()
+                        .iter()
+                        .any(|a| q.ranges().iter().any(|b| a.0 < b.1 && b.0 < a.1));
+                    if clash {
+                        return Err(TariffError::Overlap {
+                            from: c.effective_from,
+                            first: q.label(),
+                            second: p.label(),
+                        });
+                    }
+                }
+                boundaries.extend([p.start, p.end]);
+            }
+        }
+        boundaries.sort();
+        boundaries.dedup();
+        Ok(Self {
+            currency: currency.to_string(),
+            standing_charge_per_day,
+            changes,
+            tz,
+            boundaries,
+        })
+    }
+
+    /// A tariff that never changed: the config's `[tariff]` section as it stands.
+    pub fn simple(
+        currency: &str,
+        price_per_kwh: f64,
+        standing_charge_per_day: f64,
+        periods: Vec<Period>,
+        tz: Tz,
+    ) -> Result<Self, TariffError> {
+        let change = TariffChange {
+            effective_from: NaiveDate::MIN,
+            price_per_kwh,
+            periods,
+        };
+        Self::new(currency, standing_charge_per_day, vec![change], tz)
+    }
+
+    /// ISO 4217 currency code.
+    pub fn currency(&self) -> &str {
+        &self.currency
+    }
+
+    /// Standing charge, currency per day.
+    pub fn standing_charge_per_day(&self) -> f64 {
+        self.standing_charge_per_day
+    }
+
+    /// The changes, oldest first.
+    pub fn changes(&self) -> &[TariffChange] {
+        &self.changes
+    }
+
+    /// The time zone periods and dates are written in.
+    pub fn tz(&self) -> Tz {
+        self.tz
+    }
+
+    /// The prices in force on a local date.
+    pub fn change_for(&self, date: NaiveDate) -> &TariffChange {
+        let i = self.changes.partition_point(|c| c.effective_from <= date);
+        &self.changes[i.saturating_sub(1)]
+    }
+
+    /// Price per kWh at a UTC instant, by the local date and time of day.
+    pub fn price_at(&self, t: DateTime<Utc>) -> f64 {
+        let local = t.with_timezone(&self.tz);
+        let change = self.change_for(local.date_naive());
+        let tod = local.time();
+        change
+            .periods
+            .iter()
+            .find(|p| p.contains(tod))
+            .map_or(change.price_per_kwh, |p| p.price_per_kwh)
+    }
+
+    /// The price at `t_ms` (UTC milliseconds) and the first millisecond after it at which
+    /// the price may change. The price is constant on `t_ms..end_ms`.
+    pub fn segment(&self, t_ms: i64) -> Result<(f64, i64), TariffError> {
+        let t = DateTime::from_timestamp_millis(t_ms).ok_or(TariffError::Timestamp(t_ms))?;
+        let next = self.next_split(t);
+        let mut end_ms = next.timestamp_millis();
+        if next > DateTime::from_timestamp_millis(end_ms).unwrap_or(next) {
+            end_ms += 1; // a boundary with sub-millisecond precision: round up
+        }
+        Ok((self.price_at(t), end_ms.max(t_ms + 1)))
+    }
+
+    /// Time-weighted mean price per kWh over `start_ms..end_ms` (UTC milliseconds): the
+    /// price a constant load pays on average. An empty range gives the price at `start_ms`.
+    pub fn mean_price(&self, start_ms: i64, end_ms: i64) -> Result<f64, TariffError> {
+        if end_ms <= start_ms {
+            return Ok(self.segment(start_ms)?.0);
+        }
+        let mut t = start_ms;
+        let mut sum = 0.0;
+        while t < end_ms {
+            let (price, next) = self.segment(t)?;
+            let until = next.min(end_ms);
+            sum += price * (until - t) as f64;
+            t = until;
+        }
+        Ok(sum / (end_ms - start_ms) as f64)
+    }
+
+    /// The earliest instant after `t` at which the local date or time-of-day window may
+    /// change. Candidates are every boundary time on this and the next two local dates,
+    /// mapped to UTC (both instants when the clock goes back, none in a skipped hour); a
+    /// change of UTC offset before the candidate is itself a split, found by bisection,
+    /// because the local time jumps there and may skip a boundary.
+    fn next_split(&self, t: DateTime<Utc>) -> DateTime<Utc> {
+        let local = t.with_timezone(&self.tz);
+        let mut best = t + Duration::hours(26);
+        let mut date = local.date_naive();
+        for _ in 0..3 {
+            for b in &self.boundaries {
+                let mapped = self.tz.from_local_datetime(&date.and_time(*b));
+                for cand in [mapped.earliest(), mapped.latest()].into_iter().flatten() {
+                    let cand = cand.with_timezone(&Utc);
+                    if cand > t && cand < best {
+                        best = cand;
+                    }
+                }
+            }
+            match date.succ_opt() {
+                Some(d) => date = d,
+                None => break,
+            }
+        }
+        let offset = |x: DateTime<Utc>| self.tz.offset_from_utc_datetime(&x.naive_utc()).fix();
+        let here = offset(t);
+        if offset(best) == here {
+            return best;
+        }
+        let (mut lo, mut hi) = (t, best);
+        while hi - lo > Duration::milliseconds(1) {
+            let mid = lo + (hi - lo) / 2;
+            if offset(mid) == here {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        hi
+    }
+}
+
+/// Names a change for error messages; a tariff that never changed starts at `NaiveDate::MIN`.
+fn since(date: NaiveDate) -> String {
+    if date == NaiveDate::MIN {
+        "the tariff".to_string()
+    } else {
+        format!("the tariff from {date}")
+    }
+}
+
+fn check_price(what: &str, value: f64) -> Result<(), TariffError> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(())
+    } else {
+        Err(TariffError::BadPrice {
+            what: what.to_string(),
+            value,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono_tz::Europe::London;
+
+    fn hm(h: u32, m: u32) -> NaiveTime {
+        NaiveTime::from_hms_opt(h, m, 0).unwrap()
+    }
+
+    fn utc(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn night_day() -> Tariff {
+        let night = Period {
+            start: hm(0, 30),
+            end: hm(7, 30),
+            price_per_kwh: 0.07,
+        };
+        Tariff::simple("GBP", 0.30, 0.0, vec![night], London).unwrap()
+    }
+
+    #[test]
+    fn prices_by_local_time_across_bst() {
+        let t = night_day();
+        // Winter: local = UTC.
+        assert_eq!(t.price_at(utc("2026-01-10T00:45:00Z")), 0.07);
+        assert_eq!(t.price_at(utc("2026-01-10T07:29:59Z")), 0.07);
+        assert_eq!(t.price_at(utc("2026-01-10T07:30:00Z")), 0.30);
+        assert_eq!(t.price_at(utc("2026-01-10T00:29:59Z")), 0.30);
+        // Summer: 06:45 UTC is 07:45 BST, already day rate; 23:45 UTC is 00:45 BST, night.
+        assert_eq!(t.price_at(utc("2026-07-10T06:45:00Z")), 0.30);
+        assert_eq!(t.price_at(utc("2026-07-09T23:45:00Z")), 0.07);
+    }
+
+    #[test]
+    fn a_period_that_wraps_midnight() {
+        let p = Period {
+            start: hm(23, 0),
+            end: hm(7, 0),
+            price_per_kwh: 0.10,
+        };
+        assert!(p.contains(hm(23, 30)) && p.contains(hm(0, 0)) && p.contains(hm(6, 59)));
+        assert!(!p.contains(hm(7, 0)) && !p.contains(hm(22, 59)));
+        let t = Tariff::simple("GBP", 0.20, 0.0, vec![p], chrono_tz::UTC).unwrap();
+        assert_eq!(t.price_at(utc("2026-02-01T23:30:00Z")), 0.10);
+        assert_eq!(t.price_at(utc("2026-02-01T12:00:00Z")), 0.20);
+        // 8 h at 0.10 and 16 h at 0.20 average 0.4 / 24 * ... = (0.8 + 3.2) / 24.
+        let day = utc("2026-02-01T00:00:00Z").timestamp_millis();
+        let mean = t.mean_price(day, day + 86_400_000).unwrap();
+        assert!((mean - 4.0 / 24.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn changes_apply_from_local_midnight_of_their_date() {
+        let change = |d: u32, p: f64| TariffChange {
+            effective_from: NaiveDate::from_ymd_opt(2026, 6, d).unwrap(),
+            price_per_kwh: p,
+            periods: vec![],
+        };
+        // Given out of order on purpose.
+        let t = Tariff::new("GBP", 0.5, vec![change(10, 0.30), change(1, 0.20)], London).unwrap();
+        // 23:30 UTC on 9 June is 00:30 BST on 10 June: the new price.
+        assert_eq!(t.price_at(utc("2026-06-09T22:59:59Z")), 0.20);
+        assert_eq!(t.price_at(utc("2026-06-09T23:00:00Z")), 0.30);
+        // Before the first change, the first change's price.
+        assert_eq!(t.price_at(utc("2020-01-01T12:00:00Z")), 0.20);
+        let (price, end) = t
+            .segment(utc("2026-06-09T12:00:00Z").timestamp_millis())
+            .unwrap();
+        assert_eq!(price, 0.20);
+        assert_eq!(end, utc("2026-06-09T23:00:00Z").timestamp_millis());
+    }
+
+    #[test]
+    fn segments_split_at_the_clock_change() {
+        // 29 March 2026: 01:00 GMT becomes 02:00 BST. A period 01:15-01:45 never happens.
+        let p = Period {
+            start: hm(1, 15),
+            end: hm(1, 45),
+            price_per_kwh: 1.0,
+        };
+        let t = Tariff::simple("GBP", 0.1, 0.0, vec![p], London).unwrap();
+        let start = utc("2026-03-29T00:00:00Z").timestamp_millis();
+        let end = utc("2026-03-29T23:00:00Z").timestamp_millis(); // 23 local hours
+        assert!((t.mean_price(start, end).unwrap() - 0.1).abs() < 1e-12);
+        // 25 October: 02:00 BST becomes 01:00 GMT; the period happens twice.
+        let start = utc("2026-10-24T23:00:00Z").timestamp_millis();
+        let end = utc("2026-10-26T00:00:00Z").timestamp_millis(); // 25 local hours
+        let mean = t.mean_price(start, end).unwrap();
+        assert!(
+            (mean - (1.0 * 1.0 + 0.1 * 24.0) / 25.0).abs() < 1e-12,
+            "{mean}"
+        );
+    }
+
+    #[test]
+    fn invalid_tariffs_are_refused_with_the_reason() {
+        let p = |s: u32, e: u32| Period {
+            start: hm(s, 0),
+            end: hm(e, 0),
+            price_per_kwh: 0.1,
+        };
+        let tz = chrono_tz::UTC;
+        assert!(matches!(
+            Tariff::simple("gbp", 0.1, 0.0, vec![], tz),
+            Err(TariffError::BadCurrency(_))
+        ));
+        assert!(matches!(
+            Tariff::simple("GBP", -0.1, 0.0, vec![], tz),
+            Err(TariffError::BadPrice { .. })
+        ));
+        assert!(matches!(
+            Tariff::simple("GBP", 0.1, f64::NAN, vec![], tz),
+            Err(TariffError::BadPrice { .. })
+        ));
+        assert!(matches!(
+            Tariff::simple("GBP", 0.1, 0.0, vec![p(3, 3)], tz),
+            Err(TariffError::EmptyPeriod { .. })
+        ));
+        let e = Tariff::simple("GBP", 0.1, 0.0, vec![p(22, 6), p(5, 8)], tz).unwrap_err();
+        assert!(e.to_string().contains("22:00-06:00 and 05:00-08:00"), "{e}");
+        assert!(Tariff::simple("GBP", 0.1, 0.0, vec![p(22, 6), p(6, 8)], tz).is_ok());
+        assert!(matches!(
+            Tariff::new("GBP", 0.0, vec![], tz),
+            Err(TariffError::NoPrices)
+        ));
+        let c = TariffChange {
+            effective_from: NaiveDate::from_ymd_opt(2026, 1, 1).unwrap(),
+            price_per_kwh: 0.1,
+            periods: vec![],
+        };
+        assert!(matches!(
+            Tariff::new("GBP", 0.0, vec![c.clone(), c], tz),
+            Err(TariffError::DuplicateChange(_))
+        ));
+        assert!(matches!(
+            night_day().segment(i64::MAX),
+            Err(TariffError::Timestamp(_))
+        ));
+    }
+}
