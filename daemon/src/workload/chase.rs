@@ -145,7 +145,7 @@ fn sattolo(n: usize, seed: u64) -> Vec<u32> {
     perm
 }
 
-/// SplitMix64: a tiny, fast generator; shuffling needs spread, not cryptography.
+/// `SplitMix64`: a tiny, fast generator; shuffling needs spread, not cryptography.
 struct SplitMix64(u64);
 
 impl SplitMix64 {

@@ -80,7 +80,7 @@ impl LoopKind {
 
 impl fmt::Display for LoopKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -276,7 +276,7 @@ impl LoopSet {
         }
         drop(ready_tx);
         let mut pinned = vec![true; cpus.len()];
-        for (index, ok) in ready_rx.iter() {
+        for (index, ok) in &ready_rx {
             pinned[index] = ok;
         }
         set.unpinned = cpus
