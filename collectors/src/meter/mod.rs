@@ -22,7 +22,11 @@ pub mod wattsup;
 
 
 
+pub use port::{MeterCollector, MeterConfig, PortError};
+pub use probe::{ProbeError, ProbeResult, probe};
 pub use protocol::{Parity, Protocol, SerialSettings, UnknownProtocol};
+pub use session::{EnergyTracker, MeterCounters, MeterSession, Plausibility, SessionError};
+pub use sim::SimulatedMeter;
 
 
 
