@@ -37,7 +37,10 @@ pub enum CollectError {
     #[error("parsing {path}: {detail}")]
     Parse { path: PathBuf, detail: String },
     #[error("{source_name}: no answer within {timeout_ms} ms")]
-    Timeout { source_name: String, timeout_ms: u64 },
+    Timeout {
+        source_name: String,
+        timeout_ms: u64,
+    },
     #[error("{source_name}: bad frame: {detail}")]
     BadFrame { source_name: String, detail: String },
     #[error("{source_name}: device gone: {detail}")]
@@ -51,9 +54,7 @@ impl CollectError {
     pub fn action(&self) -> Action {
         match self {
             CollectError::Io { source, .. } => match source.kind() {
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
-                    Action::Stop
-                }
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => Action::Stop,
                 _ => Action::Retry,
             },
             CollectError::Parse { .. }

@@ -2,6 +2,8 @@
 //! pseudo-terminal, opened by path with `serialport` exactly as in production, against the
 //! simulated device serving the master side.
 
+// Helpers outside #[test] fns are test code too.
+#![allow(clippy::unwrap_used, clippy::many_single_char_names)]
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,7 +35,11 @@ impl Sim {
             meter.serve(master, &s).expect("simulator");
             meter
         });
-        Sim { stop, handle: Some(handle), path }
+        Sim {
+            stop,
+            handle: Some(handle),
+            path,
+        }
     }
 
     fn stop(mut self) -> SimulatedMeter {
@@ -59,14 +65,21 @@ fn reading(p: f64) -> MeterReading {
     }
 }
 
-fn session(path: &Path, protocol: Protocol, addresses: &[u8]) -> MeterSession<Box<dyn serialport::SerialPort>> {
+fn session(
+    path: &Path,
+    protocol: Protocol,
+    addresses: &[u8],
+) -> MeterSession<Box<dyn serialport::SerialPort>> {
     let opts = SessionOptions::for_protocol(protocol);
     let port = open(path, protocol.default_serial(), Duration::from_millis(200)).unwrap();
     MeterSession::new(port, protocol, addresses, opts)
 }
 
 fn value(samples: &[wattson_collectors::Sample], source: &str, metric: Metric) -> Option<f64> {
-    samples.iter().find(|s| s.source == source && s.metric == metric).map(|s| s.value)
+    samples
+        .iter()
+        .find(|s| s.source == source && s.metric == metric)
+        .map(|s| s.value)
 }
 
 #[test]
@@ -84,12 +97,23 @@ fn three_pzems_on_one_bus_through_the_collector() {
     assert_eq!(value(&samples, "meter:l1", Metric::Power), Some(100.0));
     assert_eq!(value(&samples, "meter:l2", Metric::Power), Some(200.0));
     assert_eq!(value(&samples, "meter:l3", Metric::Power), Some(300.0));
-    assert_eq!(value(&samples, "meter:l3", Metric::EnergyCounter), Some(1200.0));
+    assert_eq!(
+        value(&samples, "meter:l3", Metric::EnergyCounter),
+        Some(1200.0)
+    );
     assert_eq!(value(&samples, "meter:l3", Metric::EnergyTotal), Some(0.0));
-    assert!(samples.iter().all(|s| s.ts_ms == 1_000 && s.channel.is_empty()));
+    assert!(
+        samples
+            .iter()
+            .all(|s| s.ts_ms == 1_000 && s.channel.is_empty())
+    );
     let counters = c.counters();
     assert_eq!(counters.len(), 3);
-    assert!(counters.iter().all(|(_, k)| k.good_frames == 1 && k.crc_errors == 0 && k.timeouts == 0));
+    assert!(
+        counters
+            .iter()
+            .all(|(_, k)| k.good_frames == 1 && k.crc_errors == 0 && k.timeouts == 0)
+    );
     drop(c);
     assert_eq!(sim.stop().frames_sent, 3);
 }
@@ -112,7 +136,10 @@ fn pzem_energy_reset_quirk_and_energy_tracker() {
     // Unknown address: a timeout, counted.
     drop(s);
     let mut other = session(&sim.path, Protocol::Pzem004t, &[9]);
-    assert!(matches!(other.poll()[0], Err(wattson_collectors::meter::SessionError::Timeout { address: 9, .. })));
+    assert!(matches!(
+        other.poll()[0],
+        Err(wattson_collectors::meter::SessionError::Timeout { address: 9, .. })
+    ));
     assert_eq!(other.counters()[0].1.timeouts, 1);
 }
 
@@ -131,7 +158,11 @@ fn every_protocol_end_to_end() {
         let sim = Sim::start(SimulatedMeter::constant(protocol, &[1], reading(120.0)));
         let addrs: &[u8] = if protocol.is_polled() { &[1] } else { &[] };
         let mut s = session(&sim.path, protocol, addrs);
-        let r = s.poll().pop().unwrap().unwrap_or_else(|e| panic!("{protocol}: {e}"));
+        let r = s
+            .poll()
+            .pop()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{protocol}: {e}"));
         let p = r.reading.power_w.unwrap();
         assert!((p - 120.0).abs() < 0.2, "{protocol}: {p}");
         let v = r.reading.voltage_v.unwrap();
@@ -150,7 +181,11 @@ fn every_protocol_end_to_end() {
 fn unplugged_meter_is_gone_then_back_within_two_seconds() {
     let dir = tempfile::tempdir().unwrap();
     let link = dir.path().join("ttyUSB0");
-    let sim = Sim::start(SimulatedMeter::constant(Protocol::Pzem004t, &[1], reading(80.0)));
+    let sim = Sim::start(SimulatedMeter::constant(
+        Protocol::Pzem004t,
+        &[1],
+        reading(80.0),
+    ));
     std::os::unix::fs::symlink(&sim.path, &link).unwrap();
     let mut cfg = MeterConfig::new("wall", Protocol::Pzem004t, &link);
     cfg.addresses = vec![1];
@@ -167,7 +202,11 @@ fn unplugged_meter_is_gone_then_back_within_two_seconds() {
     assert_eq!(c.poll(3_000).unwrap_err().action(), Action::Reopen);
 
     // Replug at t = 3.5 s; the daemon polls every second.
-    let sim = Sim::start(SimulatedMeter::constant(Protocol::Pzem004t, &[1], reading(81.0)));
+    let sim = Sim::start(SimulatedMeter::constant(
+        Protocol::Pzem004t,
+        &[1],
+        reading(81.0),
+    ));
     std::fs::remove_file(&link).unwrap();
     std::os::unix::fs::symlink(&sim.path, &link).unwrap();
     let back = [4_000, 5_000].iter().find_map(|&t| c.poll(t).ok());
@@ -189,7 +228,8 @@ fn probe_identifies_each_simulated_meter() {
         (Protocol::WattsUp, Protocol::WattsUp),
     ] {
         let sim = Sim::start(SimulatedMeter::constant(protocol, &[1], reading(60.0)));
-        let found = probe(&sim.path, Duration::from_millis(1500)).unwrap_or_else(|e| panic!("{protocol}: {e}"));
+        let found = probe(&sim.path, Duration::from_millis(1500))
+            .unwrap_or_else(|e| panic!("{protocol}: {e}"));
         assert_eq!(found.protocol, expect);
         let p = found.reading.and_then(|r| r.power_w).unwrap();
         assert!((p - 60.0).abs() < 0.2, "{protocol}: {p}");
@@ -201,7 +241,9 @@ fn probe_identifies_each_simulated_meter() {
 fn probe_of_a_silent_port_names_it() {
     let (master, slave) = TTYPort::pair().unwrap();
     let path = slave.name().unwrap();
-    let e = probe(Path::new(&path), Duration::from_millis(100)).unwrap_err().to_string();
+    let e = probe(Path::new(&path), Duration::from_millis(100))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains(&path) && e.contains("pzem004t"), "{e}");
     drop(master);
 }

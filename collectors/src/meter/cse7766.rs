@@ -21,7 +21,7 @@ pub const CHECK_BYTE: u8 = 0x5A;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Hlw8032Constants {
-    /// Voltage divider coefficient Kv (HLW8032 reference material: 1.88; ESPHome default 1.72).
+    /// Voltage divider coefficient `Kv` (HLW8032 reference material: 1.88; `ESPHome` default 1.72).
     pub voltage_divider: f64,
     /// Current shunt, Ω (1 mΩ gives Ki = 1).
     pub current_shunt_ohm: f64,
@@ -94,11 +94,17 @@ impl CseFrame {
             return Err(FrameError::Truncated(format!("{} of 24 bytes", b.len())));
         }
         if !is_header(b[0]) || b[1] != CHECK_BYTE {
-            return Err(FrameError::Malformed(format!("bad sync {:02X} {:02X}", b[0], b[1])));
+            return Err(FrameError::Malformed(format!(
+                "bad sync {:02X} {:02X}",
+                b[0], b[1]
+            )));
         }
         let computed = checksum(b);
         if computed != b[23] {
-            return Err(FrameError::Checksum { got: b[23], computed });
+            return Err(FrameError::Checksum {
+                got: b[23],
+                computed,
+            });
         }
         Ok(CseFrame {
             header: b[0],
@@ -118,7 +124,12 @@ impl CseFrame {
         let mut b = [0u8; FRAME_LEN];
         b[0] = self.header;
         b[1] = CHECK_BYTE;
-        for (i, v) in [self.vpar, self.vcyc, self.ipar, self.icyc, self.ppar, self.pcyc].into_iter().enumerate() {
+        for (i, v) in [
+            self.vpar, self.vcyc, self.ipar, self.icyc, self.ppar, self.pcyc,
+        ]
+        .into_iter()
+        .enumerate()
+        {
             b[2 + 3 * i..5 + 3 * i].copy_from_slice(&v.to_be_bytes()[1..]);
         }
         b[20] = self.adj;
@@ -141,7 +152,11 @@ impl CseFrame {
         }
         let (kv, ki) = chip.kv_ki();
         let ratio = |par: u32, cyc: u32| (cyc != 0).then(|| f64::from(par) / f64::from(cyc));
-        let voltage = if self.adj & 0x40 != 0 { ratio(self.vpar, self.vcyc).map(|v| v * kv) } else { None };
+        let voltage = if self.adj & 0x40 != 0 {
+            ratio(self.vpar, self.vcyc).map(|v| v * kv)
+        } else {
+            None
+        };
         let power_overflow = self.header & 0xF0 == 0xF0 && self.header & 0x02 != 0;
         let power = if self.adj & 0x10 != 0 && !power_overflow {
             ratio(self.ppar, self.pcyc).map_or(0.0, |p| p * kv * ki)
@@ -185,7 +200,13 @@ pub struct CseDecoder {
 
 impl CseDecoder {
     pub fn new(chip: Chip) -> Self {
-        CseDecoder { chip, buf: Vec::new(), discarded: 0, last_cf: None, energy_wh: 0.0 }
+        CseDecoder {
+            chip,
+            buf: Vec::new(),
+            discarded: 0,
+            last_cf: None,
+            energy_wh: 0.0,
+        }
     }
 }
 
@@ -195,38 +216,39 @@ impl StreamDecoder for CseDecoder {
     }
 
     fn next_reading(&mut self) -> Option<Result<MeterReading, FrameError>> {
-        loop {
-            let start = self.buf.windows(2).position(|w| is_header(w[0]) && w[1] == CHECK_BYTE);
-            let Some(start) = start else {
-                let keep = usize::from(self.buf.last().is_some_and(|&b| is_header(b)));
-                let drop = self.buf.len() - keep;
-                self.buf.drain(..drop);
-                self.discarded += drop as u64;
-                return None;
-            };
-            self.buf.drain(..start);
-            self.discarded += start as u64;
-            if self.buf.len() < FRAME_LEN {
-                return None;
+        let start = self
+            .buf
+            .windows(2)
+            .position(|w| is_header(w[0]) && w[1] == CHECK_BYTE);
+        let Some(start) = start else {
+            let keep = usize::from(self.buf.last().is_some_and(|&b| is_header(b)));
+            let drop = self.buf.len() - keep;
+            self.buf.drain(..drop);
+            self.discarded += drop as u64;
+            return None;
+        };
+        self.buf.drain(..start);
+        self.discarded += start as u64;
+        if self.buf.len() < FRAME_LEN {
+            return None;
+        }
+        match CseFrame::parse(&self.buf[..FRAME_LEN]) {
+            Ok(frame) => {
+                self.buf.drain(..FRAME_LEN);
+                if let Some(last) = self.last_cf {
+                    let pulses = frame.cf.wrapping_sub(last);
+                    self.energy_wh += f64::from(pulses) * frame.wh_per_pulse(self.chip);
+                }
+                self.last_cf = Some(frame.cf);
+                Some(frame.reading(self.chip).map(|r| MeterReading {
+                    energy_wh: Some(self.energy_wh),
+                    ..r
+                }))
             }
-            match CseFrame::parse(&self.buf[..FRAME_LEN]) {
-                Ok(frame) => {
-                    self.buf.drain(..FRAME_LEN);
-                    if let Some(last) = self.last_cf {
-                        let pulses = frame.cf.wrapping_sub(last);
-                        self.energy_wh += f64::from(pulses) * frame.wh_per_pulse(self.chip);
-                    }
-                    self.last_cf = Some(frame.cf);
-                    return Some(frame.reading(self.chip).map(|r| MeterReading {
-                        energy_wh: Some(self.energy_wh),
-                        ..r
-                    }));
-                }
-                Err(e) => {
-                    self.buf.drain(..1);
-                    self.discarded += 1;
-                    return Some(Err(e));
-                }
+            Err(e) => {
+                self.buf.drain(..1);
+                self.discarded += 1;
+                Some(Err(e))
             }
         }
     }
@@ -258,7 +280,13 @@ impl CseEncoder {
         let (kv, ki) = self.chip.kv_ki();
         let (vpar, ipar, ppar) = (191_200u32, 16_140u32, 5_364_000u32);
         let cyc = |par: u32, k: f64, value: f64| -> u32 {
-            if value <= 0.0 { 0xFF_FFFF } else { (f64::from(par) * k / value).round().clamp(1.0, 16_777_215.0) as u32 }
+            if value <= 0.0 {
+                0xFF_FFFF
+            } else {
+                (f64::from(par) * k / value)
+                    .round()
+                    .clamp(1.0, 16_777_215.0) as u32
+            }
         };
         let p = reading.power_w.unwrap_or(0.0).max(0.0);
         let low_load = p < 0.5;
@@ -269,7 +297,11 @@ impl CseEncoder {
             ipar,
             icyc: cyc(ipar, ki, reading.current_a.unwrap_or(0.0)),
             ppar,
-            pcyc: if low_load { 0xFF_FFFF } else { cyc(ppar, kv * ki, p) },
+            pcyc: if low_load {
+                0xFF_FFFF
+            } else {
+                cyc(ppar, kv * ki, p)
+            },
             adj: if low_load { 0x61 } else { 0x71 },
             cf: 0,
         };
@@ -374,7 +406,12 @@ mod tests {
         for chip in [Chip::Cse7766, Chip::Hlw8032(Hlw8032Constants::default())] {
             let mut enc = CseEncoder::new(chip);
             let mut dec = CseDecoder::new(chip);
-            let r = MeterReading { power_w: Some(100.0), voltage_v: Some(230.0), current_a: Some(0.5), ..MeterReading::default() };
+            let r = MeterReading {
+                power_w: Some(100.0),
+                voltage_v: Some(230.0),
+                current_a: Some(0.5),
+                ..MeterReading::default()
+            };
             for _ in 0..=72 {
                 dec.push(&enc.frame(&r, 50_000)); // 50 s steps: 1 Wh... 72 steps = 100 Wh
             }

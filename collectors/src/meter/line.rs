@@ -68,10 +68,19 @@ fn default_max() -> usize {
 impl Default for LineFormat {
     /// `power,voltage,current` CSV in W, V, A.
     fn default() -> Self {
-        let col = |field, column| FieldMap { field, column: Some(column), key: None, scale: 1.0 };
+        let col = |field, column| FieldMap {
+            field,
+            column: Some(column),
+            key: None,
+            scale: 1.0,
+        };
         LineFormat {
             layout: Layout::Csv { separator: ',' },
-            fields: vec![col(Field::Power, 0), col(Field::Voltage, 1), col(Field::Current, 2)],
+            fields: vec![
+                col(Field::Power, 0),
+                col(Field::Voltage, 1),
+                col(Field::Current, 2),
+            ],
             max_line_len: default_max(),
         }
     }
@@ -81,7 +90,9 @@ impl LineFormat {
     /// Check that every field has the locator its layout needs.
     pub fn validate(&self) -> Result<(), FrameError> {
         if self.fields.is_empty() {
-            return Err(FrameError::InvalidRequest("line format maps no fields".into()));
+            return Err(FrameError::InvalidRequest(
+                "line format maps no fields".into(),
+            ));
         }
         for f in &self.fields {
             let ok = match self.layout {
@@ -89,7 +100,10 @@ impl LineFormat {
                 Layout::KeyValue { .. } => f.key.as_deref().is_some_and(|k| !k.is_empty()),
             };
             if !ok || !f.scale.is_finite() || f.scale == 0.0 {
-                return Err(FrameError::InvalidRequest(format!("line format field {:?} needs a column (csv) or key (key_value) and a non-zero scale", f.field)));
+                return Err(FrameError::InvalidRequest(format!(
+                    "line format field {:?} needs a column (csv) or key (key_value) and a non-zero scale",
+                    f.field
+                )));
             }
         }
         Ok(())
@@ -99,7 +113,9 @@ impl LineFormat {
     pub fn parse_line(&self, line: &str) -> Result<MeterReading, FrameError> {
         let line = line.trim();
         if line.len() > self.max_line_len {
-            return Err(FrameError::TooLong { max: self.max_line_len });
+            return Err(FrameError::TooLong {
+                max: self.max_line_len,
+            });
         }
         let mut reading = MeterReading::default();
         let mut found = 0;
@@ -109,25 +125,41 @@ impl LineFormat {
                 .ok()
                 .filter(|v| v.is_finite())
                 .map(|v| v * f.scale)
-                .ok_or_else(|| FrameError::Malformed(format!("{:?} is not a number for {:?}", s.trim(), f.field)))
+                .ok_or_else(|| {
+                    FrameError::Malformed(format!(
+                        "{:?} is not a number for {:?}",
+                        s.trim(),
+                        f.field
+                    ))
+                })
         };
         match &self.layout {
             Layout::Csv { separator } => {
                 let cols: Vec<&str> = line.split(*separator).collect();
                 for f in &self.fields {
-                    let Some(col) = f.column.and_then(|c| cols.get(c)) else { continue };
+                    let Some(col) = f.column.and_then(|c| cols.get(c)) else {
+                        continue;
+                    };
                     set(&mut reading, f.field, num(col, f)?);
                     found += 1;
                 }
             }
-            Layout::KeyValue { pair_separator, assign } => {
+            Layout::KeyValue {
+                pair_separator,
+                assign,
+            } => {
                 let pairs: Vec<(&str, &str)> = line
-                    .split(|c: char| c == *pair_separator || (*pair_separator == ' ' && c.is_whitespace()))
+                    .split(|c: char| {
+                        c == *pair_separator || (*pair_separator == ' ' && c.is_whitespace())
+                    })
                     .filter_map(|p| p.split_once(*assign))
                     .map(|(k, v)| (k.trim(), v.trim()))
                     .collect();
                 for f in &self.fields {
-                    let Some((_, v)) = pairs.iter().find(|(k, _)| Some(*k) == f.key.as_deref()) else { continue };
+                    let Some((_, v)) = pairs.iter().find(|(k, _)| Some(*k) == f.key.as_deref())
+                    else {
+                        continue;
+                    };
                     // Allow a trailing unit such as "12.5W".
                     let v = v.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%');
                     set(&mut reading, f.field, num(v, f)?);
@@ -136,7 +168,9 @@ impl LineFormat {
             }
         }
         if found == 0 {
-            return Err(FrameError::Malformed(format!("no mapped field in line {line:?}")));
+            return Err(FrameError::Malformed(format!(
+                "no mapped field in line {line:?}"
+            )));
         }
         Ok(reading)
     }
@@ -146,7 +180,12 @@ impl LineFormat {
         let value = |f: &FieldMap| get(reading, f.field).unwrap_or(0.0) / f.scale;
         match &self.layout {
             Layout::Csv { separator } => {
-                let width = self.fields.iter().filter_map(|f| f.column).max().map_or(0, |m| m + 1);
+                let width = self
+                    .fields
+                    .iter()
+                    .filter_map(|f| f.column)
+                    .max()
+                    .map_or(0, |m| m + 1);
                 let mut cols = vec!["0".to_owned(); width];
                 for f in &self.fields {
                     if let Some(c) = f.column {
@@ -155,11 +194,18 @@ impl LineFormat {
                 }
                 format!("{}\r\n", cols.join(&separator.to_string()))
             }
-            Layout::KeyValue { pair_separator, assign } => {
+            Layout::KeyValue {
+                pair_separator,
+                assign,
+            } => {
                 let parts: Vec<String> = self
                     .fields
                     .iter()
-                    .filter_map(|f| f.key.as_ref().map(|k| format!("{k}{assign}{}", round6(value(f)))))
+                    .filter_map(|f| {
+                        f.key
+                            .as_ref()
+                            .map(|k| format!("{k}{assign}{}", round6(value(f))))
+                    })
                     .collect();
                 format!("{}\r\n", parts.join(&pair_separator.to_string()))
             }
@@ -206,7 +252,13 @@ pub struct LineDecoder {
 
 impl LineDecoder {
     pub fn new(format: LineFormat) -> Self {
-        LineDecoder { format, buf: Vec::new(), overflow: false, discarded: 0, pending: Default::default() }
+        LineDecoder {
+            format,
+            buf: Vec::new(),
+            overflow: false,
+            discarded: 0,
+            pending: std::collections::VecDeque::default(),
+        }
     }
 }
 
@@ -232,7 +284,9 @@ impl StreamDecoder for LineDecoder {
                     self.discarded += self.buf.len() as u64;
                     self.buf.clear();
                     self.overflow = true;
-                    self.pending.push_back(Err(FrameError::TooLong { max: self.format.max_line_len }));
+                    self.pending.push_back(Err(FrameError::TooLong {
+                        max: self.format.max_line_len,
+                    }));
                 }
             }
         }
@@ -253,10 +307,22 @@ mod tests {
     use proptest::prelude::*;
 
     fn kv() -> LineFormat {
-        let key = |field, k: &str, scale| FieldMap { field, column: None, key: Some(k.into()), scale };
+        let key = |field, k: &str, scale| FieldMap {
+            field,
+            column: None,
+            key: Some(k.into()),
+            scale,
+        };
         LineFormat {
-            layout: Layout::KeyValue { pair_separator: ' ', assign: '=' },
-            fields: vec![key(Field::Power, "P", 1.0), key(Field::Current, "I", 0.001), key(Field::Energy, "E", 1000.0)],
+            layout: Layout::KeyValue {
+                pair_separator: ' ',
+                assign: '=',
+            },
+            fields: vec![
+                key(Field::Power, "P", 1.0),
+                key(Field::Current, "I", 0.001),
+                key(Field::Energy, "E", 1000.0),
+            ],
             max_line_len: 64,
         }
     }
@@ -265,7 +331,10 @@ mod tests {
     fn csv_with_column_map_and_scale() {
         let f = LineFormat::default();
         let r = f.parse_line("12.5,230.1,0.06\r").unwrap();
-        assert_eq!((r.power_w, r.voltage_v, r.current_a), (Some(12.5), Some(230.1), Some(0.06)));
+        assert_eq!(
+            (r.power_w, r.voltage_v, r.current_a),
+            (Some(12.5), Some(230.1), Some(0.06))
+        );
         assert!(f.parse_line("power,voltage,current").is_err());
     }
 
@@ -291,14 +360,28 @@ mod tests {
     #[test]
     fn encode_round_trips() {
         for f in [LineFormat::default(), kv()] {
-            let r = MeterReading { power_w: Some(42.0), voltage_v: Some(231.0), current_a: Some(0.2), energy_wh: Some(500.0), ..MeterReading::default() };
+            let r = MeterReading {
+                power_w: Some(42.0),
+                voltage_v: Some(231.0),
+                current_a: Some(0.2),
+                energy_wh: Some(500.0),
+                ..MeterReading::default()
+            };
             let line = f.encode_line(&r);
             let back = f.parse_line(&line).unwrap();
             assert_eq!(back.power_w, Some(42.0));
             assert!((back.current_a.unwrap() - 0.2).abs() < 1e-9);
         }
         assert!(kv().validate().is_ok());
-        let bad = LineFormat { fields: vec![FieldMap { field: Field::Power, column: None, key: None, scale: 1.0 }], ..LineFormat::default() };
+        let bad = LineFormat {
+            fields: vec![FieldMap {
+                field: Field::Power,
+                column: None,
+                key: None,
+                scale: 1.0,
+            }],
+            ..LineFormat::default()
+        };
         assert!(bad.validate().is_err());
     }
 

@@ -20,15 +20,11 @@ pub mod session;
 pub mod sim;
 pub mod wattsup;
 
-
-
 pub use port::{MeterCollector, MeterConfig, PortError};
 pub use probe::{ProbeError, ProbeResult, probe};
 pub use protocol::{Parity, Protocol, SerialSettings, UnknownProtocol};
 pub use session::{EnergyTracker, MeterCounters, MeterSession, Plausibility, SessionError};
 pub use sim::SimulatedMeter;
-
-
 
 use crate::{Metric, Sample};
 
@@ -130,6 +126,9 @@ mod tests {
         assert_eq!(s[0].metric, Metric::Power);
         assert_eq!(s[0].value, 24.4);
         assert_eq!(s[2].metric, Metric::EnergyCounter);
-        assert!(s.iter().all(|x| x.channel.is_empty() && x.source == "meter:wall"));
+        assert!(
+            s.iter()
+                .all(|x| x.channel.is_empty() && x.source == "meter:wall")
+        );
     }
 }

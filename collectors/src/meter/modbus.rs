@@ -26,7 +26,11 @@ pub fn crc16(data: &[u8]) -> u16 {
     for &b in data {
         crc ^= u16::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xA001 } else { crc >> 1 };
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xA001
+            } else {
+                crc >> 1
+            };
         }
     }
     crc
@@ -55,7 +59,14 @@ pub fn check_crc(frame: &[u8]) -> Result<(), FrameError> {
 
 /// `addr fc regHi regLo cntHi cntLo crcLo crcHi` (function 0x03 or 0x04).
 pub fn read_request(address: u8, function: u8, start: u16, count: u16) -> [u8; 8] {
-    with_crc6([address, function, (start >> 8) as u8, start as u8, (count >> 8) as u8, count as u8])
+    with_crc6([
+        address,
+        function,
+        (start >> 8) as u8,
+        start as u8,
+        (count >> 8) as u8,
+        count as u8,
+    ])
 }
 
 /// `addr 06 regHi regLo valHi valLo crcLo crcHi`.
@@ -247,9 +258,18 @@ impl ReplyParser {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request {
     /// Function 0x03 or 0x04.
-    Read { address: u8, function: u8, start: u16, count: u16 },
+    Read {
+        address: u8,
+        function: u8,
+        start: u16,
+        count: u16,
+    },
     /// Function 0x06.
-    WriteSingle { address: u8, register: u16, value: u16 },
+    WriteSingle {
+        address: u8,
+        register: u16,
+        value: u16,
+    },
     /// A bare `addr fc crc crc` request (PZEM 0x42 energy reset).
     Bare { address: u8, function: u8 },
 }
@@ -275,12 +295,17 @@ impl Request {
     /// The request's bytes on the wire.
     pub fn encode(&self) -> Vec<u8> {
         match *self {
-            Request::Read { address, function, start, count } => {
-                read_request(address, function, start, count).to_vec()
-            }
-            Request::WriteSingle { address, register, value } => {
-                write_single_request(address, register, value).to_vec()
-            }
+            Request::Read {
+                address,
+                function,
+                start,
+                count,
+            } => read_request(address, function, start, count).to_vec(),
+            Request::WriteSingle {
+                address,
+                register,
+                value,
+            } => write_single_request(address, register, value).to_vec(),
             Request::Bare { address, function } => bare_request(address, function).to_vec(),
         }
     }
@@ -299,7 +324,11 @@ pub struct RequestParser {
 impl RequestParser {
     /// `bare`: function codes the device accepts as 4-byte `addr fc crc crc` requests.
     pub fn new(bare: &'static [u8]) -> Self {
-        RequestParser { bare, buf: Vec::new(), discarded: 0 }
+        RequestParser {
+            bare,
+            buf: Vec::new(),
+            discarded: 0,
+        }
     }
 
     pub fn push(&mut self, bytes: &[u8]) {
@@ -343,8 +372,15 @@ impl RequestParser {
                     start: word(2),
                     count: word(4),
                 },
-                WRITE_SINGLE => Request::WriteSingle { address: f[0], register: word(2), value: word(4) },
-                _ => Request::Bare { address: f[0], function },
+                WRITE_SINGLE => Request::WriteSingle {
+                    address: f[0],
+                    register: word(2),
+                    value: word(4),
+                },
+                _ => Request::Bare {
+                    address: f[0],
+                    function,
+                },
             });
         }
     }
@@ -368,7 +404,9 @@ pub fn exception_reply(address: u8, function: u8, code: u8) -> Vec<u8> {
 
 #[cfg(test)]
 pub(crate) fn hex(s: &str) -> Vec<u8> {
-    s.split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect()
+    s.split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16).unwrap())
+        .collect()
 }
 
 #[cfg(test)]
@@ -384,7 +422,10 @@ mod tests {
     #[test]
     fn crc_is_sent_low_byte_first() {
         // meters.md §0: 01 04 00 00 00 0A 70 0D -> CRC value 0x0D70.
-        assert_eq!(read_request(1, READ_INPUT, 0, 10), hex("01 04 00 00 00 0A 70 0D").as_slice());
+        assert_eq!(
+            read_request(1, READ_INPUT, 0, 10),
+            hex("01 04 00 00 00 0A 70 0D").as_slice()
+        );
         assert_eq!(crc16(&hex("01 04 00 00 00 0A")), 0x0D70);
     }
 
@@ -403,7 +444,11 @@ mod tests {
         p.push(&hex("01 84 02 C2 C1")); // P-S2
         assert_eq!(
             p.next_reply(),
-            Some(Err(FrameError::Exception { address: 1, function: 4, code: 2 }))
+            Some(Err(FrameError::Exception {
+                address: 1,
+                function: 4,
+                code: 2
+            }))
         );
         assert_eq!(exception_reply(1, 4, 2), hex("01 84 02 C2 C1"));
     }
@@ -444,12 +489,32 @@ mod tests {
     fn request_parser_reads_reads_writes_and_bare() {
         let mut p = RequestParser::new(&[0x42]);
         p.push(&[0x00]);
-        p.push(&hex("01 04 00 00 00 0A 70 0D 00 F8 42 C2 41 01 06 00 02 00 05 E8 09"));
-        assert_eq!(p.next_request(), Some(Request::Read { address: 1, function: 4, start: 0, count: 10 }));
-        assert_eq!(p.next_request(), Some(Request::Bare { address: 0xF8, function: 0x42 }));
+        p.push(&hex(
+            "01 04 00 00 00 0A 70 0D 00 F8 42 C2 41 01 06 00 02 00 05 E8 09",
+        ));
         assert_eq!(
             p.next_request(),
-            Some(Request::WriteSingle { address: 1, register: 2, value: 5 })
+            Some(Request::Read {
+                address: 1,
+                function: 4,
+                start: 0,
+                count: 10
+            })
+        );
+        assert_eq!(
+            p.next_request(),
+            Some(Request::Bare {
+                address: 0xF8,
+                function: 0x42
+            })
+        );
+        assert_eq!(
+            p.next_request(),
+            Some(Request::WriteSingle {
+                address: 1,
+                register: 2,
+                value: 5
+            })
         );
         assert_eq!(p.next_request(), None);
         assert_eq!(p.discarded(), 2);

@@ -33,7 +33,8 @@ impl PortError {
         match self {
             PortError::Open { source, .. } => matches!(
                 source.kind(),
-                serialport::ErrorKind::NoDevice | serialport::ErrorKind::Io(std::io::ErrorKind::NotFound)
+                serialport::ErrorKind::NoDevice
+                    | serialport::ErrorKind::Io(std::io::ErrorKind::NotFound)
             ),
             PortError::Config { .. } => false,
         }
@@ -41,7 +42,11 @@ impl PortError {
 }
 
 /// Open `path` with `settings`; each blocking read waits at most `read_timeout`.
-pub fn open(path: &Path, settings: SerialSettings, read_timeout: Duration) -> Result<Box<dyn SerialPort>, PortError> {
+pub fn open(
+    path: &Path,
+    settings: SerialSettings,
+    read_timeout: Duration,
+) -> Result<Box<dyn SerialPort>, PortError> {
     let parity = match settings.parity {
         Parity::None => serialport::Parity::None,
         Parity::Even => serialport::Parity::Even,
@@ -53,7 +58,11 @@ pub fn open(path: &Path, settings: SerialSettings, read_timeout: Duration) -> Re
         7 => serialport::DataBits::Seven,
         _ => serialport::DataBits::Eight,
     };
-    let stop_bits = if settings.stop_bits == 2 { serialport::StopBits::Two } else { serialport::StopBits::One };
+    let stop_bits = if settings.stop_bits == 2 {
+        serialport::StopBits::Two
+    } else {
+        serialport::StopBits::One
+    };
     serialport::new(path.to_string_lossy(), settings.baud)
         .data_bits(data_bits)
         .parity(parity)
@@ -61,7 +70,10 @@ pub fn open(path: &Path, settings: SerialSettings, read_timeout: Duration) -> Re
         .flow_control(serialport::FlowControl::None)
         .timeout(read_timeout)
         .open()
-        .map_err(|source| PortError::Open { path: path.to_owned(), source })
+        .map_err(|source| PortError::Open {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// One `[[meter]]` (or several sharing one port, polled in turn).
@@ -105,20 +117,38 @@ impl MeterConfig {
 
     /// Check what the types cannot.
     pub fn validate(&self) -> Result<(), PortError> {
-        let bad = |detail: String| Err(PortError::Config { id: self.id.clone(), detail });
+        let bad = |detail: String| {
+            Err(PortError::Config {
+                id: self.id.clone(),
+                detail,
+            })
+        };
         if self.protocol.is_polled() {
             if self.addresses.is_empty() {
                 return bad("a Modbus meter needs at least one address".into());
             }
-            if let Some(a) = self.addresses.iter().find(|&&a| a == 0 || (a > 0xF7 && a != 0xF8)) {
-                return bad(format!("address {a} is not 1..=247 (or 248, the PZEM general address)"));
+            if let Some(a) = self
+                .addresses
+                .iter()
+                .find(|&&a| a == 0 || (a > 0xF7 && a != 0xF8))
+            {
+                return bad(format!(
+                    "address {a} is not 1..=247 (or 248, the PZEM general address)"
+                ));
             }
             if self.addresses.len() > 1 && self.addresses.contains(&0xF8) {
-                return bad("address 248 answers for every PZEM: only usable with one meter on the line".into());
+                return bad(
+                    "address 248 answers for every PZEM: only usable with one meter on the line"
+                        .into(),
+                );
             }
         }
         if !self.ids.is_empty() && self.ids.len() != self.addresses.len() {
-            return bad(format!("{} ids for {} addresses", self.ids.len(), self.addresses.len()));
+            return bad(format!(
+                "{} ids for {} addresses",
+                self.ids.len(),
+                self.addresses.len()
+            ));
         }
         if self.protocol == Protocol::Line {
             match &self.line {
@@ -190,7 +220,10 @@ impl MeterCollector {
     }
 
     fn gone(&self, detail: String) -> CollectError {
-        CollectError::Gone { source_name: self.name.clone(), detail }
+        CollectError::Gone {
+            source_name: self.name.clone(),
+            detail,
+        }
     }
 
     fn ensure_open(&mut self, now_ms: i64) -> Result<(), CollectError> {
@@ -198,13 +231,24 @@ impl MeterCollector {
             return Ok(());
         }
         if now_ms < self.next_open_ms {
-            return Err(self.gone(format!("{} closed; reopening in {} ms", self.config.port.display(), self.next_open_ms - now_ms)));
+            return Err(self.gone(format!(
+                "{} closed; reopening in {} ms",
+                self.config.port.display(),
+                self.next_open_ms - now_ms
+            )));
         }
         let timeout = Duration::from_millis(self.config.timeout_ms.min(1000));
         match open(&self.config.port, self.config.serial, timeout) {
             Ok(port) => {
-                let state = self.state.take().unwrap_or_else(|| SessionState::new(self.config.protocol, &self.config.addresses));
-                self.session = Some(MeterSession::resume(port, self.config.protocol, state, self.config.session_options()));
+                let state = self.state.take().unwrap_or_else(|| {
+                    SessionState::new(self.config.protocol, &self.config.addresses)
+                });
+                self.session = Some(MeterSession::resume(
+                    port,
+                    self.config.protocol,
+                    state,
+                    self.config.session_options(),
+                ));
                 self.backoff_ms = 0;
                 tracing::info!(meter = %self.name, port = %self.config.port.display(), "meter port open");
                 Ok(())
@@ -245,8 +289,8 @@ impl Collector for MeterCollector {
         &self.name
     }
 
-    /// Samples of every meter that answered. `Gone` (Action::Reopen) while the port is
-    /// missing; `Timeout`/`BadFrame` (Action::Retry) if no meter gave a good reading.
+    /// Samples of every meter that answered. `Gone` (`Action::Reopen`) while the port is
+    /// missing; `Timeout`/`BadFrame` (`Action::Retry`) if no meter gave a good reading.
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
         self.ensure_open(now_ms)?;
         let Some(session) = self.session.as_mut() else {
@@ -262,7 +306,13 @@ impl Collector for MeterCollector {
                     let (source, channel) = self.source_and_channel(r.address);
                     let mut s = r.reading.to_samples(now_ms, &source);
                     if let Some(total) = r.energy_total_wh {
-                        s.push(Sample::new(now_ms, source.as_str(), Metric::EnergyTotal, "", total));
+                        s.push(Sample::new(
+                            now_ms,
+                            source.as_str(),
+                            Metric::EnergyTotal,
+                            "",
+                            total,
+                        ));
                     }
                     for x in &mut s {
                         x.channel.clone_from(&channel);
@@ -288,9 +338,15 @@ impl Collector for MeterCollector {
         match (samples.is_empty(), first_error) {
             (false, _) | (true, None) => Ok(samples),
             (true, Some(e)) => Err(match e {
-                SessionError::Timeout { timeout_ms, .. } => CollectError::Timeout { source_name: self.name.clone(), timeout_ms },
+                SessionError::Timeout { timeout_ms, .. } => CollectError::Timeout {
+                    source_name: self.name.clone(),
+                    timeout_ms,
+                },
                 SessionError::Io { source } => CollectError::io(&self.config.port, source),
-                other => CollectError::BadFrame { source_name: self.name.clone(), detail: other.to_string() },
+                other => CollectError::BadFrame {
+                    source_name: self.name.clone(),
+                    detail: other.to_string(),
+                },
             }),
         }
     }
@@ -310,13 +366,23 @@ mod tests {
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("wall") && e.contains("248"), "{e}");
         let l = MeterConfig::new("usb", Protocol::Line, "/x");
-        assert!(l.validate().unwrap_err().to_string().contains("line format"));
+        assert!(
+            l.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("line format")
+        );
     }
 
     #[test]
     fn missing_port_is_gone_and_backs_off_at_most_one_second() {
         let dir = tempfile::tempdir().unwrap();
-        let mut m = MeterCollector::new(MeterConfig::new("wall", Protocol::Pzem004t, dir.path().join("ttyUSB9"))).unwrap();
+        let mut m = MeterCollector::new(MeterConfig::new(
+            "wall",
+            Protocol::Pzem004t,
+            dir.path().join("ttyUSB9"),
+        ))
+        .unwrap();
         let e = m.poll(0).unwrap_err();
         assert_eq!(e.action(), Action::Reopen, "{e}");
         assert!(e.to_string().contains("ttyUSB9"), "{e}");

@@ -40,7 +40,12 @@ pub enum ProbeError {
 /// probed: a text format cannot be recognised without its column map.
 pub fn probe(path: &Path, timeout: Duration) -> Result<ProbeResult, ProbeError> {
     let mut tried = Vec::new();
-    for protocol in [Protocol::Pzem004t, Protocol::Sdm120, Protocol::WattsUp, Protocol::Cse7766] {
+    for protocol in [
+        Protocol::Pzem004t,
+        Protocol::Sdm120,
+        Protocol::WattsUp,
+        Protocol::Cse7766,
+    ] {
         tried.push(protocol.as_str());
         let found = match protocol {
             Protocol::Pzem004t => probe_pzem(path, timeout)?,
@@ -52,32 +57,75 @@ pub fn probe(path: &Path, timeout: Duration) -> Result<ProbeResult, ProbeError> 
             return Ok(found);
         }
     }
-    Err(ProbeError::NothingAnswered { path: path.to_owned(), tried: tried.join(", ") })
+    Err(ProbeError::NothingAnswered {
+        path: path.to_owned(),
+        tried: tried.join(", "),
+    })
 }
 
 fn options(protocol: Protocol, timeout: Duration) -> SessionOptions {
-    SessionOptions { timeout, ..SessionOptions::for_protocol(protocol) }
+    SessionOptions {
+        timeout,
+        ..SessionOptions::for_protocol(protocol)
+    }
 }
 
-fn opened(path: &Path, protocol: Protocol, timeout: Duration) -> Result<Box<dyn serialport::SerialPort>, PortError> {
-    port::open(path, protocol.default_serial(), timeout.min(Duration::from_millis(200)))
+fn opened(
+    path: &Path,
+    protocol: Protocol,
+    timeout: Duration,
+) -> Result<Box<dyn serialport::SerialPort>, PortError> {
+    port::open(
+        path,
+        protocol.default_serial(),
+        timeout.min(Duration::from_millis(200)),
+    )
 }
 
 /// PZEM-004T reads 10 registers; a PZEM-017 has only 8 and answers exception 0x02, so on
 /// that answer try the DC map (at 8N2).
 fn probe_pzem(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, PortError> {
     let io = opened(path, Protocol::Pzem004t, timeout)?;
-    let mut s = MeterSession::new(io, Protocol::Pzem004t, &[pzem::GENERAL_ADDRESS], options(Protocol::Pzem004t, timeout));
+    let mut s = MeterSession::new(
+        io,
+        Protocol::Pzem004t,
+        &[pzem::GENERAL_ADDRESS],
+        options(Protocol::Pzem004t, timeout),
+    );
     match s.poll().pop() {
-        Some(Ok(r)) => return Ok(Some(found(Protocol::Pzem004t, pzem::GENERAL_ADDRESS, r.reading))),
-        Some(Err(SessionError::Frame { source: FrameError::Exception { code: modbus::ILLEGAL_DATA_ADDRESS, .. }, .. })) => {}
+        Some(Ok(r)) => {
+            return Ok(Some(found(
+                Protocol::Pzem004t,
+                pzem::GENERAL_ADDRESS,
+                r.reading,
+            )));
+        }
+        Some(Err(SessionError::Frame {
+            source:
+                FrameError::Exception {
+                    code: modbus::ILLEGAL_DATA_ADDRESS,
+                    ..
+                },
+            ..
+        })) => {}
         // Decoded but implausible: still a PZEM-004T.
-        Some(Err(SessionError::Implausible { .. })) => return Ok(Some(ProbeResult { protocol: Protocol::Pzem004t, address: Some(pzem::GENERAL_ADDRESS), reading: None })),
+        Some(Err(SessionError::Implausible { .. })) => {
+            return Ok(Some(ProbeResult {
+                protocol: Protocol::Pzem004t,
+                address: Some(pzem::GENERAL_ADDRESS),
+                reading: None,
+            }));
+        }
         _ => return Ok(None),
     }
     drop(s);
     let io = opened(path, Protocol::Pzem017, timeout)?;
-    let mut s = MeterSession::new(io, Protocol::Pzem017, &[pzem::GENERAL_ADDRESS], options(Protocol::Pzem017, timeout));
+    let mut s = MeterSession::new(
+        io,
+        Protocol::Pzem017,
+        &[pzem::GENERAL_ADDRESS],
+        options(Protocol::Pzem017, timeout),
+    );
     Ok(match s.poll().pop() {
         Some(Ok(r)) => Some(found(Protocol::Pzem017, pzem::GENERAL_ADDRESS, r.reading)),
         _ => None,
@@ -89,20 +137,38 @@ fn probe_pzem(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, Por
 fn probe_sdm(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, PortError> {
     for protocol in [Protocol::Sdm120, Protocol::Sdm230] {
         let mut io = opened(path, protocol, timeout)?;
-        let Some(_) = read_float(&mut io, 1, 0x0000, timeout) else { continue };
-        let protocol = if read_float(&mut io, 1, sdm::register(sdm::SdmModel::Sdm630, sdm::Quantity::Power), timeout).is_some() {
+        let Some(_) = read_float(&mut io, 1, 0x0000, timeout) else {
+            continue;
+        };
+        let protocol = if read_float(
+            &mut io,
+            1,
+            sdm::register(sdm::SdmModel::Sdm630, sdm::Quantity::Power),
+            timeout,
+        )
+        .is_some()
+        {
             Protocol::Sdm630
         } else {
             protocol
         };
         let mut s = MeterSession::new(io, protocol, &[1], options(protocol, timeout));
         let reading = s.poll().pop().and_then(Result::ok).map(|r| r.reading);
-        return Ok(Some(ProbeResult { protocol, address: Some(1), reading }));
+        return Ok(Some(ProbeResult {
+            protocol,
+            address: Some(1),
+            reading,
+        }));
     }
     Ok(None)
 }
 
-fn read_float(io: &mut Box<dyn serialport::SerialPort>, address: u8, register: u16, timeout: Duration) -> Option<f32> {
+fn read_float(
+    io: &mut Box<dyn serialport::SerialPort>,
+    address: u8,
+    register: u16,
+    timeout: Duration,
+) -> Option<f32> {
     let _ = io.clear(serialport::ClearBuffer::Input);
     io.write_all(&sdm::read_request(address, register)).ok()?;
     let mut parser = sdm::read_parser(address);
@@ -116,19 +182,26 @@ fn read_float(io: &mut Box<dyn serialport::SerialPort>, address: u8, register: u
                     return r.ok().and_then(|r| sdm::decode_float(&r).ok());
                 }
             }
-            Ok(_) => return None,
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
-            Err(_) => return None,
+            Ok(_) | Err(_) => return None,
         }
     }
     None
 }
 
-fn probe_stream(path: &Path, protocol: Protocol, timeout: Duration) -> Result<Option<ProbeResult>, PortError> {
+fn probe_stream(
+    path: &Path,
+    protocol: Protocol,
+    timeout: Duration,
+) -> Result<Option<ProbeResult>, PortError> {
     let io = opened(path, protocol, timeout)?;
     let mut s = MeterSession::new(io, protocol, &[], options(protocol, timeout));
     Ok(match s.poll().pop() {
-        Some(Ok(r)) => Some(ProbeResult { protocol, address: None, reading: Some(r.reading) }),
+        Some(Ok(r)) => Some(ProbeResult {
+            protocol,
+            address: None,
+            reading: Some(r.reading),
+        }),
         _ => None,
     })
 }
@@ -145,27 +218,41 @@ fn probe_cse(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, Port
     while std::time::Instant::now() < deadline {
         match io.read(&mut buf) {
             Ok(n) if n > 0 => decoder.push(&buf[..n]),
-            Ok(_) => return Ok(None),
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
-            Err(_) => return Ok(None),
+            Ok(_) | Err(_) => return Ok(None),
         }
         while let Some(r) = decoder.next_reading() {
             let Ok(r) = r else { continue };
             let raw_v = r.voltage_v.unwrap_or(0.0);
             let kv = Hlw8032Constants::default().voltage_divider;
-            let protocol = if raw_v < 150.0 && (180.0..=260.0).contains(&(raw_v * kv)) { Protocol::Hlw8032 } else { Protocol::Cse7766 };
+            let protocol = if raw_v < 150.0 && (180.0..=260.0).contains(&(raw_v * kv)) {
+                Protocol::Hlw8032
+            } else {
+                Protocol::Cse7766
+            };
             let reading = if protocol == Protocol::Hlw8032 {
-                MeterReading { voltage_v: Some(raw_v * kv), power_w: r.power_w.map(|p| p * kv), ..r }
+                MeterReading {
+                    voltage_v: Some(raw_v * kv),
+                    power_w: r.power_w.map(|p| p * kv),
+                    ..r
+                }
             } else {
                 r
             };
-            return Ok(Some(ProbeResult { protocol, address: None, reading: Some(reading) }));
+            return Ok(Some(ProbeResult {
+                protocol,
+                address: None,
+                reading: Some(reading),
+            }));
         }
     }
     Ok(None)
 }
 
 fn found(protocol: Protocol, address: u8, reading: MeterReading) -> ProbeResult {
-    ProbeResult { protocol, address: Some(address), reading: Some(reading) }
+    ProbeResult {
+        protocol,
+        address: Some(address),
+        reading: Some(reading),
+    }
 }
-

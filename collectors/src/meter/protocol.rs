@@ -40,8 +40,10 @@ impl SerialSettings {
 
     /// Time to send `bytes` bytes at these settings (start bit included), in ms, rounded up.
     pub fn transfer_ms(&self, bytes: usize) -> u64 {
-        let bits_per_char =
-            1 + u64::from(self.data_bits) + u64::from(self.stop_bits) + u64::from(self.parity != Parity::None);
+        let bits_per_char = 1
+            + u64::from(self.data_bits)
+            + u64::from(self.stop_bits)
+            + u64::from(self.parity != Parity::None);
         (bytes as u64 * bits_per_char * 1000).div_ceil(u64::from(self.baud.max(1)))
     }
 }
@@ -83,7 +85,9 @@ pub enum Protocol {
 
 /// A protocol name that is not one of [`Protocol::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown meter protocol {name:?}; valid: pzem004t, pzem017, sdm120, sdm230, sdm630, wattsup, cse7766, hlw8032, line")]
+#[error(
+    "unknown meter protocol {name:?}; valid: pzem004t, pzem017, sdm120, sdm230, sdm630, wattsup, cse7766, hlw8032, line"
+)]
 pub struct UnknownProtocol {
     pub name: String,
 }
@@ -164,11 +168,15 @@ impl Protocol {
     /// record per second and may take up to 2 s to answer; CSE chips stream about 20 frames/s.
     pub fn response_timeout_ms(self) -> u64 {
         match self {
-            Protocol::Pzem004t | Protocol::Pzem017 | Protocol::Sdm230 | Protocol::Sdm630 => 600,
+            Protocol::Pzem004t
+            | Protocol::Pzem017
+            | Protocol::Sdm230
+            | Protocol::Sdm630
+            | Protocol::Cse7766
+            | Protocol::Hlw8032 => 600,
             // 2400 baud: a 165-byte block would take 0.7 s; we read single floats, but be generous.
             Protocol::Sdm120 => 800,
             Protocol::WattsUp | Protocol::Line => 2500,
-            Protocol::Cse7766 | Protocol::Hlw8032 => 600,
         }
     }
 
@@ -225,7 +233,10 @@ mod tests {
             assert_eq!(p.as_str().parse::<Protocol>(), Ok(p));
         }
         let e = "pzem".parse::<Protocol>().unwrap_err().to_string();
-        assert!(e.contains("\"pzem\"") && e.contains("hlw8032") && e.contains("wattsup"), "{e}");
+        assert!(
+            e.contains("\"pzem\"") && e.contains("hlw8032") && e.contains("wattsup"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -240,7 +251,12 @@ mod tests {
         assert!(Protocol::Pzem004t.is_polled() && !Protocol::Cse7766.is_polled());
         assert_eq!(Protocol::Pzem004t.default_address(), Some(0xF8));
         assert_eq!(Protocol::Sdm120.default_address(), Some(1));
-        assert!(Protocol::ALL.iter().filter(|p| p.is_polled()).all(|p| p.response_timeout_ms() >= 600));
+        assert!(
+            Protocol::ALL
+                .iter()
+                .filter(|p| p.is_polled())
+                .all(|p| p.response_timeout_ms() >= 600)
+        );
     }
 
     #[test]
@@ -251,17 +267,11 @@ mod tests {
 
     #[test]
     fn serde_names_match_config_names() {
-        #[derive(Deserialize)]
-        struct W {
-            p: Protocol,
-        }
-        let w: W = serde_json_like("hlw8032");
-        assert_eq!(w.p, Protocol::Hlw8032);
-        fn serde_json_like(name: &str) -> W {
-            use serde::de::IntoDeserializer;
-            use serde::de::value::{Error, MapDeserializer};
-            let map = MapDeserializer::<_, Error>::new(std::iter::once(("p", name)));
-            W::deserialize(map.into_deserializer()).unwrap()
+        use serde::de::IntoDeserializer;
+        use serde::de::value::Error;
+        for p in Protocol::ALL {
+            let back = Protocol::deserialize(p.as_str().into_deserializer()).map_err(|e: Error| e);
+            assert_eq!(back.unwrap(), p);
         }
     }
 }

@@ -43,7 +43,11 @@ pub fn read_request(model: PzemModel, address: u8) -> [u8; 8] {
 
 /// A parser for the reply to [`read_request`].
 pub fn read_parser(model: PzemModel, address: u8) -> ReplyParser {
-    ReplyParser::new(address, modbus::READ_INPUT, Expect::Registers(model.registers()))
+    ReplyParser::new(
+        address,
+        modbus::READ_INPUT,
+        Expect::Registers(model.registers()),
+    )
 }
 
 /// `addr 42 crc crc`.
@@ -68,7 +72,11 @@ pub fn set_address_request(address: u8, new: u8) -> Result<[u8; 8], FrameError> 
             "PZEM address must be 1..=247, got {new}"
         )));
     }
-    Ok(modbus::write_single_request(address, ADDRESS_REGISTER, u16::from(new)))
+    Ok(modbus::write_single_request(
+        address,
+        ADDRESS_REGISTER,
+        u16::from(new),
+    ))
 }
 
 fn u32_low_first(r: &Reply, low: usize) -> Option<u32> {
@@ -142,13 +150,19 @@ impl PzemDevice {
 
     /// The input registers for `reading`, as the device would hold them.
     pub fn input_registers(&self, reading: &MeterReading) -> Vec<u16> {
-        let raw = |v: Option<f64>, scale: f64, max: f64| (v.unwrap_or(0.0) * scale).round().clamp(0.0, max);
+        let raw = |v: Option<f64>, scale: f64, max: f64| {
+            (v.unwrap_or(0.0) * scale).round().clamp(0.0, max)
+        };
         let energy = (reading.energy_wh.unwrap_or(0.0) - self.energy_offset_wh).max(0.0);
         let split = |v: f64| [(v as u32 & 0xFFFF) as u16, (v as u32 >> 16) as u16];
         match self.model {
             PzemModel::Ac => {
                 let p = raw(reading.power_w, 10.0, f64::from(u32::MAX));
-                let alarm = if p / 10.0 >= f64::from(self.alarm_threshold) { 0xFFFF } else { 0 };
+                let alarm = if p / 10.0 >= f64::from(self.alarm_threshold) {
+                    0xFFFF
+                } else {
+                    0
+                };
                 let [il, ih] = split(raw(reading.current_a, 1000.0, f64::from(u32::MAX)));
                 let [pl, ph] = split(p);
                 let [el, eh] = split(energy.round().min(f64::from(u32::MAX)));
@@ -169,7 +183,11 @@ impl PzemDevice {
                 let v = raw(reading.voltage_v, 100.0, 65535.0);
                 let [pl, ph] = split(raw(reading.power_w, 10.0, f64::from(u32::MAX)));
                 let [el, eh] = split(energy.round().min(f64::from(u32::MAX)));
-                let high = if v >= f64::from(self.alarm_threshold) { 0xFFFF } else { 0 };
+                let high = if v >= f64::from(self.alarm_threshold) {
+                    0xFFFF
+                } else {
+                    0
+                };
                 vec![
                     v as u16,
                     raw(reading.current_a, 100.0, 65535.0) as u16,
@@ -204,27 +222,48 @@ impl PzemDevice {
             return None;
         }
         let reply = match *request {
-            Request::Read { function: modbus::READ_INPUT, start, count, .. } => {
+            Request::Read {
+                function: modbus::READ_INPUT,
+                start,
+                count,
+                ..
+            } => {
                 let regs = self.input_registers(reading);
                 let end = usize::from(start) + usize::from(count);
                 if count == 0 || end > regs.len() {
                     modbus::exception_reply(to, modbus::READ_INPUT, modbus::ILLEGAL_DATA_ADDRESS)
                 } else {
-                    let data: Vec<u8> = regs[usize::from(start)..end].iter().flat_map(|r| r.to_be_bytes()).collect();
+                    let data: Vec<u8> = regs[usize::from(start)..end]
+                        .iter()
+                        .flat_map(|r| r.to_be_bytes())
+                        .collect();
                     modbus::registers_reply(to, modbus::READ_INPUT, &data)
                 }
             }
-            Request::Read { function: modbus::READ_HOLDING, start, count, .. } => {
-                let regs: Option<Vec<u16>> = (start..start.saturating_add(count)).map(|r| self.holding(r)).collect();
+            Request::Read {
+                function: modbus::READ_HOLDING,
+                start,
+                count,
+                ..
+            } => {
+                let regs: Option<Vec<u16>> = (start..start.saturating_add(count))
+                    .map(|r| self.holding(r))
+                    .collect();
                 match regs {
                     Some(regs) if count > 0 => {
                         let data: Vec<u8> = regs.iter().flat_map(|r| r.to_be_bytes()).collect();
                         modbus::registers_reply(to, modbus::READ_HOLDING, &data)
                     }
-                    _ => modbus::exception_reply(to, modbus::READ_HOLDING, modbus::ILLEGAL_DATA_ADDRESS),
+                    _ => modbus::exception_reply(
+                        to,
+                        modbus::READ_HOLDING,
+                        modbus::ILLEGAL_DATA_ADDRESS,
+                    ),
                 }
             }
-            Request::WriteSingle { register, value, .. } => {
+            Request::WriteSingle {
+                register, value, ..
+            } => {
                 let ok = match (self.model, register) {
                     (_, ADDRESS_REGISTER) if (1..=0xF7).contains(&value) => {
                         self.address = value as u8;
@@ -242,7 +281,10 @@ impl PzemDevice {
                     modbus::exception_reply(to, modbus::WRITE_SINGLE, modbus::ILLEGAL_DATA_VALUE)
                 }
             }
-            Request::Bare { function: RESET_ENERGY, .. } => {
+            Request::Bare {
+                function: RESET_ENERGY,
+                ..
+            } => {
                 self.energy_offset_wh = reading.energy_wh.unwrap_or(0.0);
                 request.encode()
             }
@@ -265,7 +307,9 @@ mod tests {
         p.push(bytes);
         match p.next_reply() {
             Some(r) => r.and_then(|r| decode(model, &r)),
-            None => Err(p.finish().unwrap_or(FrameError::Truncated("nothing".into()))),
+            None => Err(p
+                .finish()
+                .unwrap_or(FrameError::Truncated("nothing".into()))),
         }
     }
 
@@ -275,14 +319,28 @@ mod tests {
 
     #[test]
     fn p1_p3_requests() {
-        assert_eq!(read_request(PzemModel::Ac, 1), hex("01 04 00 00 00 0A 70 0D").as_slice());
-        assert_eq!(read_request(PzemModel::Ac, 0xF8), hex("F8 04 00 00 00 0A 64 64").as_slice());
-        assert_eq!(read_request(PzemModel::Dc, 1), hex("01 04 00 00 00 08 F1 CC").as_slice());
+        assert_eq!(
+            read_request(PzemModel::Ac, 1),
+            hex("01 04 00 00 00 0A 70 0D").as_slice()
+        );
+        assert_eq!(
+            read_request(PzemModel::Ac, 0xF8),
+            hex("F8 04 00 00 00 0A 64 64").as_slice()
+        );
+        assert_eq!(
+            read_request(PzemModel::Dc, 1),
+            hex("01 04 00 00 00 08 F1 CC").as_slice()
+        );
     }
 
     #[test]
     fn p2_real_reply() {
-        let r = parse(PzemModel::Ac, 1, &hex("01 04 14 08 D1 00 6C 00 00 00 F4 00 00 00 26 00 00 01 F4 00 64 00 00 51 34")).unwrap();
+        let r = parse(
+            PzemModel::Ac,
+            1,
+            &hex("01 04 14 08 D1 00 6C 00 00 00 F4 00 00 00 26 00 00 01 F4 00 64 00 00 51 34"),
+        )
+        .unwrap();
         assert!(close(r.voltage_v, 225.7));
         assert!(close(r.current_a, 0.108));
         assert!(close(r.power_w, 24.4));
@@ -293,14 +351,24 @@ mod tests {
 
     #[test]
     fn p9_datasheet_reply() {
-        let r = parse(PzemModel::Ac, 1, &hex("01 04 14 08 98 03 E8 00 00 08 98 00 00 00 00 00 00 01 F4 00 64 00 00 63 CE")).unwrap();
+        let r = parse(
+            PzemModel::Ac,
+            1,
+            &hex("01 04 14 08 98 03 E8 00 00 08 98 00 00 00 00 00 00 01 F4 00 64 00 00 63 CE"),
+        )
+        .unwrap();
         assert!(close(r.voltage_v, 220.0) && close(r.current_a, 1.0) && close(r.power_w, 220.0));
         assert!(close(r.energy_wh, 0.0));
     }
 
     #[test]
     fn ps1_high_words_are_second() {
-        let r = parse(PzemModel::Ac, 1, &hex("01 04 14 09 1A 86 A0 00 01 0D 40 00 03 11 70 00 01 01 F4 00 5F FF FF 3F FD")).unwrap();
+        let r = parse(
+            PzemModel::Ac,
+            1,
+            &hex("01 04 14 09 1A 86 A0 00 01 0D 40 00 03 11 70 00 01 01 F4 00 5F FF FF 3F FD"),
+        )
+        .unwrap();
         assert!(close(r.voltage_v, 233.0));
         assert!(close(r.current_a, 100.0));
         assert!(close(r.power_w, 20000.0));
@@ -310,7 +378,12 @@ mod tests {
 
     #[test]
     fn dc_reply_from_tasmota() {
-        let r = parse(PzemModel::Dc, 1, &hex("01 04 10 05 40 00 0A 00 0D 00 00 00 02 00 00 00 00 00 00 D6 29")).unwrap();
+        let r = parse(
+            PzemModel::Dc,
+            1,
+            &hex("01 04 10 05 40 00 0A 00 0D 00 00 00 02 00 00 00 00 00 00 D6 29"),
+        )
+        .unwrap();
         assert!(close(r.voltage_v, 13.44) && close(r.current_a, 0.10) && close(r.power_w, 1.3));
         assert!(close(r.energy_wh, 2.0));
         assert_eq!(r.frequency_hz, None);
@@ -318,13 +391,25 @@ mod tests {
 
     #[test]
     fn p8_address_echo_and_p10_reset() {
-        assert_eq!(set_address_request(0xF8, 1).unwrap(), hex("F8 06 00 02 00 01 FD A3").as_slice());
-        assert_eq!(set_address_request(1, 5).unwrap(), hex("01 06 00 02 00 05 E8 09").as_slice());
-        assert_eq!(modbus::write_single_request(1, 1, 2300), hex("01 06 00 01 08 FC DF 8B").as_slice());
+        assert_eq!(
+            set_address_request(0xF8, 1).unwrap(),
+            hex("F8 06 00 02 00 01 FD A3").as_slice()
+        );
+        assert_eq!(
+            set_address_request(1, 5).unwrap(),
+            hex("01 06 00 02 00 05 E8 09").as_slice()
+        );
+        assert_eq!(
+            modbus::write_single_request(1, 1, 2300),
+            hex("01 06 00 01 08 FC DF 8B").as_slice()
+        );
         assert!(set_address_request(1, 0xF8).is_err());
         assert_eq!(reset_energy_request(1), hex("01 42 80 11").as_slice());
         assert_eq!(reset_energy_request(0xF8), hex("F8 42 C2 41").as_slice());
-        assert_eq!(read_address_request(0xF8), hex("F8 03 00 02 00 01 31 A3").as_slice());
+        assert_eq!(
+            read_address_request(0xF8),
+            hex("F8 03 00 02 00 01 31 A3").as_slice()
+        );
         let mut p = reset_energy_parser(0xF8);
         p.push(&hex("F8 42 C2 41"));
         assert!(matches!(p.next_reply(), Some(Ok(_))));
@@ -332,7 +417,11 @@ mod tests {
 
     #[test]
     fn fabricated_22_byte_terminal_log_is_rejected() {
-        let e = parse(PzemModel::Ac, 0xF8, &hex("F8 04 14 09 4B 00 00 00 8C 00 00 00 00 01 F4 00 64 00 00 00 00 E5"));
+        let e = parse(
+            PzemModel::Ac,
+            0xF8,
+            &hex("F8 04 14 09 4B 00 00 00 8C 00 00 00 00 01 F4 00 64 00 00 00 00 E5"),
+        );
         assert!(matches!(e, Err(FrameError::Truncated(_))), "{e:?}");
     }
 
@@ -347,44 +436,91 @@ mod tests {
             frequency_hz: Some(50.0),
             power_factor: Some(1.0),
         };
-        let req = Request::Read { address: 1, function: 4, start: 0, count: 10 };
+        let req = Request::Read {
+            address: 1,
+            function: 4,
+            start: 0,
+            count: 10,
+        };
         assert_eq!(
             dev.respond(&req, &reading).unwrap(),
             hex("01 04 14 08 D1 00 6C 00 00 00 F4 00 00 00 26 00 00 01 F4 00 64 00 00 51 34")
         );
         // Addressed via 0xF8: reply carries 0xF8.
-        let req = Request::Read { address: 0xF8, function: 4, start: 0, count: 10 };
+        let req = Request::Read {
+            address: 0xF8,
+            function: 4,
+            start: 0,
+            count: 10,
+        };
         assert_eq!(dev.respond(&req, &reading).unwrap()[0], 0xF8);
         // Other address: silence. Broadcast: acted on, no reply.
-        let req = Request::Read { address: 2, function: 4, start: 0, count: 10 };
+        let req = Request::Read {
+            address: 2,
+            function: 4,
+            start: 0,
+            count: 10,
+        };
         assert_eq!(dev.respond(&req, &reading), None);
     }
 
     #[test]
     fn device_energy_reset_echoes_and_zeroes_the_counter() {
         let mut dev = PzemDevice::new(PzemModel::Ac, 1);
-        let reading = MeterReading { energy_wh: Some(500.0), ..MeterReading::default() };
-        let reset = Request::Bare { address: 1, function: RESET_ENERGY };
+        let reading = MeterReading {
+            energy_wh: Some(500.0),
+            ..MeterReading::default()
+        };
+        let reset = Request::Bare {
+            address: 1,
+            function: RESET_ENERGY,
+        };
         assert_eq!(dev.respond(&reset, &reading).unwrap(), hex("01 42 80 11"));
-        let later = MeterReading { energy_wh: Some(507.0), ..MeterReading::default() };
+        let later = MeterReading {
+            energy_wh: Some(507.0),
+            ..MeterReading::default()
+        };
         assert_eq!(dev.input_registers(&later)[5], 7);
     }
 
     #[test]
     fn device_address_change_takes_effect_after_echo() {
         let mut dev = PzemDevice::new(PzemModel::Ac, 1);
-        let req = Request::WriteSingle { address: 0xF8, register: 2, value: 5 };
-        assert_eq!(dev.respond(&req, &MeterReading::default()).unwrap(), set_address_request(0xF8, 5).unwrap());
+        let req = Request::WriteSingle {
+            address: 0xF8,
+            register: 2,
+            value: 5,
+        };
+        assert_eq!(
+            dev.respond(&req, &MeterReading::default()).unwrap(),
+            set_address_request(0xF8, 5).unwrap()
+        );
         assert!(dev.accepts(5) && !dev.accepts(1));
-        let read = Request::Read { address: 0xF8, function: 3, start: 2, count: 1 };
-        assert_eq!(dev.respond(&read, &MeterReading::default()).unwrap(), modbus::registers_reply(0xF8, 3, &[0, 5]));
+        let read = Request::Read {
+            address: 0xF8,
+            function: 3,
+            start: 2,
+            count: 1,
+        };
+        assert_eq!(
+            dev.respond(&read, &MeterReading::default()).unwrap(),
+            modbus::registers_reply(0xF8, 3, &[0, 5])
+        );
     }
 
     #[test]
     fn dc_device_rejects_a_ten_register_read() {
         let mut dev = PzemDevice::new(PzemModel::Dc, 1);
-        let req = Request::Read { address: 1, function: 4, start: 0, count: 10 };
-        assert_eq!(dev.respond(&req, &MeterReading::default()).unwrap(), modbus::exception_reply(1, 4, 2));
+        let req = Request::Read {
+            address: 1,
+            function: 4,
+            start: 0,
+            count: 10,
+        };
+        assert_eq!(
+            dev.respond(&req, &MeterReading::default()).unwrap(),
+            modbus::exception_reply(1, 4, 2)
+        );
     }
 
     proptest! {

@@ -34,7 +34,7 @@ pub struct MeterCounters {
     pub bytes_discarded: u64,
 }
 
-/// Readings rejected as glitches (ESPHome's PZEM limits, plus a floor for AC voltage: CSE
+/// Readings rejected as glitches (`ESPHome`'s PZEM limits, plus a floor for AC voltage: CSE
 /// frames such as meters.md C6 pass their checksum with 0.4 V).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Plausibility {
@@ -54,7 +54,7 @@ pub struct Plausibility {
 }
 
 impl Plausibility {
-    /// ESPHome's limits; AC meters also reject V < 50.
+    /// `ESPHome`'s limits; AC meters also reject V < 50.
     pub fn for_protocol(protocol: Protocol) -> Self {
         Plausibility {
             max_voltage_v: 450.0,
@@ -69,7 +69,13 @@ impl Plausibility {
     /// Why `r` is implausible, if it is (energy jumps are checked by the session).
     pub fn check(&self, r: &MeterReading) -> Result<(), String> {
         let bad = |v: Option<f64>| v.is_some_and(|v| !v.is_finite());
-        if bad(r.power_w) || bad(r.voltage_v) || bad(r.current_a) || bad(r.power_factor) || bad(r.frequency_hz) || bad(r.energy_wh) {
+        if bad(r.power_w)
+            || bad(r.voltage_v)
+            || bad(r.current_a)
+            || bad(r.power_factor)
+            || bad(r.frequency_hz)
+            || bad(r.energy_wh)
+        {
             return Err("non-finite value".into());
         }
         if let Some(v) = r.voltage_v {
@@ -108,7 +114,11 @@ pub struct EnergyTracker {
 impl EnergyTracker {
     /// `wrap_wh`: the value at which the device counter rolls over to zero, if known.
     pub fn new(wrap_wh: Option<f64>) -> Self {
-        EnergyTracker { wrap_wh, last: None, total: 0.0 }
+        EnergyTracker {
+            wrap_wh,
+            last: None,
+            total: 0.0,
+        }
     }
 
     /// Feed the device counter, Wh; returns the monotonic total, Wh. A decrease is a wrap
@@ -118,7 +128,10 @@ impl EnergyTracker {
         if let Some(last) = self.last {
             if raw_wh >= last {
                 self.total += raw_wh - last;
-            } else if let Some(w) = self.wrap_wh.filter(|w| last >= 0.9 * w && raw_wh <= 0.1 * w) {
+            } else if let Some(w) = self
+                .wrap_wh
+                .filter(|w| last >= 0.9 * w && raw_wh <= 0.1 * w)
+            {
                 self.total += (w - last) + raw_wh;
             } else {
                 self.total += raw_wh.max(0.0);
@@ -166,12 +179,22 @@ pub fn is_gone(e: &io::Error) -> bool {
     if matches!(e.raw_os_error(), Some(2 | 5 | 6 | 19)) {
         return true;
     }
-    if matches!(e.kind(), K::BrokenPipe | K::NotFound | K::UnexpectedEof | K::NotConnected | K::ConnectionAborted | K::ConnectionReset) {
+    if matches!(
+        e.kind(),
+        K::BrokenPipe
+            | K::NotFound
+            | K::UnexpectedEof
+            | K::NotConnected
+            | K::ConnectionAborted
+            | K::ConnectionReset
+    ) {
         return true;
     }
     // serialport reports EIO and ENXIO as `Other` with the errno's description.
     let text = e.to_string();
-    text.contains("I/O error") || text.contains("Input/output error") || text.contains("No such device")
+    text.contains("I/O error")
+        || text.contains("Input/output error")
+        || text.contains("No such device")
 }
 
 /// A good reading from one address.
@@ -204,7 +227,11 @@ pub struct SessionState {
 impl SessionState {
     /// Fresh state for `addresses` (streaming meters: pass `[0]`).
     pub fn new(protocol: Protocol, addresses: &[u8]) -> Self {
-        let addresses = if addresses.is_empty() { &[0u8][..] } else { addresses };
+        let addresses = if addresses.is_empty() {
+            &[0u8][..]
+        } else {
+            addresses
+        };
         SessionState {
             addresses: addresses
                 .iter()
@@ -222,7 +249,10 @@ impl SessionState {
 
     /// Counters per address.
     pub fn counters(&self) -> Vec<(u8, MeterCounters)> {
-        self.addresses.iter().map(|a| (a.address, a.counters)).collect()
+        self.addresses
+            .iter()
+            .map(|a| (a.address, a.counters))
+            .collect()
     }
 }
 
@@ -270,19 +300,38 @@ pub struct MeterSession<IO> {
 impl<IO: Read + Write> MeterSession<IO> {
     /// A session for `addresses` on `io` (ignored for streaming meters).
     pub fn new(io: IO, protocol: Protocol, addresses: &[u8], options: SessionOptions) -> Self {
-        Self::resume(io, protocol, SessionState::new(protocol, addresses), options)
+        Self::resume(
+            io,
+            protocol,
+            SessionState::new(protocol, addresses),
+            options,
+        )
     }
 
     /// A session on a newly opened port that continues `state` from a previous one.
-    pub fn resume(io: IO, protocol: Protocol, state: SessionState, options: SessionOptions) -> Self {
+    pub fn resume(
+        io: IO,
+        protocol: Protocol,
+        state: SessionState,
+        options: SessionOptions,
+    ) -> Self {
         let stream: Option<Box<dyn StreamDecoder>> = match protocol {
             Protocol::WattsUp => Some(Box::new(WattsUpDecoder::new())),
             Protocol::Cse7766 => Some(Box::new(CseDecoder::new(Chip::Cse7766))),
             Protocol::Hlw8032 => Some(Box::new(CseDecoder::new(Chip::Hlw8032(options.hlw8032)))),
-            Protocol::Line => Some(Box::new(LineDecoder::new(options.line.clone().unwrap_or_default()))),
+            Protocol::Line => Some(Box::new(LineDecoder::new(
+                options.line.clone().unwrap_or_default(),
+            ))),
             _ => None,
         };
-        MeterSession { io, protocol, options, state, stream, started: false }
+        MeterSession {
+            io,
+            protocol,
+            options,
+            state,
+            stream,
+            started: false,
+        }
     }
 
     pub fn protocol(&self) -> Protocol {
@@ -333,7 +382,10 @@ impl<IO: Read + Write> MeterSession<IO> {
     }
 
     fn index_of(&self, address: u8) -> Option<usize> {
-        self.state.addresses.iter().position(|a| a.address == address)
+        self.state
+            .addresses
+            .iter()
+            .position(|a| a.address == address)
     }
 
     fn account(&mut self, address: u8, parser: &ReplyParser) {
@@ -343,13 +395,18 @@ impl<IO: Read + Write> MeterSession<IO> {
     }
 
     fn tx_error(&mut self, address: u8, e: TxError) -> SessionError {
-        let counters = self.index_of(address).map(|i| &mut self.state.addresses[i].counters);
+        let counters = self
+            .index_of(address)
+            .map(|i| &mut self.state.addresses[i].counters);
         match e {
             TxError::Timeout => {
                 if let Some(c) = counters {
                     c.timeouts += 1;
                 }
-                SessionError::Timeout { address, timeout_ms: self.options.timeout.as_millis() as u64 }
+                SessionError::Timeout {
+                    address,
+                    timeout_ms: self.options.timeout.as_millis() as u64,
+                }
             }
             TxError::Frame(source) => {
                 if let Some(c) = counters
@@ -366,19 +423,33 @@ impl<IO: Read + Write> MeterSession<IO> {
 
     /// Write `request`, then read until `parser` yields or the deadline passes.
     fn transact(&mut self, request: &[u8], parser: &mut ReplyParser) -> Result<Reply, TxError> {
-        self.io.write_all(request).and_then(|()| self.io.flush()).map_err(TxError::Io)?;
+        self.io
+            .write_all(request)
+            .and_then(|()| self.io.flush())
+            .map_err(TxError::Io)?;
         let deadline = Instant::now() + self.options.timeout;
         let mut buf = [0u8; 256];
         loop {
             match self.io.read(&mut buf) {
-                Ok(0) => return Err(TxError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "end of file on port"))),
+                Ok(0) => {
+                    return Err(TxError::Io(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "end of file on port",
+                    )));
+                }
                 Ok(n) => {
                     parser.push(&buf[..n]);
                     if let Some(r) = parser.next_reply() {
                         return r.map_err(TxError::Frame);
                     }
                 }
-                Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::TimedOut
+                            | io::ErrorKind::WouldBlock
+                            | io::ErrorKind::Interrupted
+                    ) => {}
                 Err(e) => return Err(TxError::Io(e)),
             }
             if Instant::now() >= deadline {
@@ -391,12 +462,17 @@ impl<IO: Read + Write> MeterSession<IO> {
         let address = self.state.addresses[i].address;
         let reading = match self.protocol {
             Protocol::Pzem004t | Protocol::Pzem017 => {
-                let model = if self.protocol == Protocol::Pzem004t { PzemModel::Ac } else { PzemModel::Dc };
+                let model = if self.protocol == Protocol::Pzem004t {
+                    PzemModel::Ac
+                } else {
+                    PzemModel::Dc
+                };
                 let mut parser = pzem::read_parser(model, address);
                 let r = self.transact(&pzem::read_request(model, address), &mut parser);
                 self.account(address, &parser);
                 let reply = r.map_err(|e| self.tx_error(address, e))?;
-                pzem::decode(model, &reply).map_err(|e| self.tx_error(address, TxError::Frame(e)))?
+                pzem::decode(model, &reply)
+                    .map_err(|e| self.tx_error(address, TxError::Frame(e)))?
             }
             _ => self.poll_sdm(i)?,
         };
@@ -413,7 +489,9 @@ impl<IO: Read + Write> MeterSession<IO> {
         let mut reading = MeterReading::default();
         for q in Quantity::POLLED {
             let reg = sdm::register(model, q);
-            if self.state.addresses[i].unsupported.contains(&reg) || (q == Quantity::TotalEnergy && reading.energy_wh.is_some()) {
+            if self.state.addresses[i].unsupported.contains(&reg)
+                || (q == Quantity::TotalEnergy && reading.energy_wh.is_some())
+            {
                 continue;
             }
             let mut parser = sdm::read_parser(address);
@@ -421,7 +499,10 @@ impl<IO: Read + Write> MeterSession<IO> {
             self.account(address, &parser);
             match r.and_then(|reply| sdm::decode_float(&reply).map_err(TxError::Frame)) {
                 Ok(v) => sdm::apply(&mut reading, q, v),
-                Err(TxError::Frame(FrameError::Exception { code: modbus::ILLEGAL_DATA_ADDRESS, .. })) => {
+                Err(TxError::Frame(FrameError::Exception {
+                    code: modbus::ILLEGAL_DATA_ADDRESS,
+                    ..
+                })) => {
                     tracing::debug!(address, register = reg, "SDM register not supported");
                     self.state.addresses[i].unsupported.push(reg);
                 }
@@ -442,7 +523,10 @@ impl<IO: Read + Write> MeterSession<IO> {
         let st = &mut self.state.addresses[i];
         if let Err(reason) = p.check(&reading) {
             st.counters.implausible += 1;
-            return Err(SessionError::Implausible { address: st.address, reason });
+            return Err(SessionError::Implausible {
+                address: st.address,
+                reason,
+            });
         }
         if let (Some(e), Some(last)) = (reading.energy_wh, st.last_energy)
             && e - last >= p.max_energy_jump_wh
@@ -462,16 +546,24 @@ impl<IO: Read + Write> MeterSession<IO> {
             st.last_energy = Some(e);
             st.tracker.update(e)
         });
-        Ok(AddressReading { address: st.address, reading, energy_total_wh: total })
+        Ok(AddressReading {
+            address: st.address,
+            reading,
+            energy_total_wh: total,
+        })
     }
 
     fn read_stream(&mut self) -> Result<AddressReading, SessionError> {
         if !self.started {
             if self.protocol == Protocol::WattsUp {
                 for cmd in wattsup::init_commands(self.options.wattsup_interval_s) {
-                    self.io.write_all(&cmd).map_err(|e| self.tx_error(0, TxError::Io(e)))?;
+                    self.io
+                        .write_all(&cmd)
+                        .map_err(|e| self.tx_error(0, TxError::Io(e)))?;
                 }
-                self.io.flush().map_err(|e| self.tx_error(0, TxError::Io(e)))?;
+                self.io
+                    .flush()
+                    .map_err(|e| self.tx_error(0, TxError::Io(e)))?;
             }
             self.started = true;
         }
@@ -480,16 +572,31 @@ impl<IO: Read + Write> MeterSession<IO> {
         let mut last_error = None;
         loop {
             let got = match self.io.read(&mut buf) {
-                Ok(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "end of file on port")),
+                Ok(0) => Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "end of file on port",
+                )),
                 Ok(n) => Ok(n),
-                Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(0),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::TimedOut
+                            | io::ErrorKind::WouldBlock
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    Ok(0)
+                }
                 Err(e) => Err(e),
             };
             let n = got.map_err(|e| self.tx_error(0, TxError::Io(e)))?;
             let mut newest = None;
             if n > 0 {
                 let Some(decoder) = self.stream.as_mut() else {
-                    return Err(SessionError::Frame { address: 0, source: FrameError::InvalidRequest("no decoder".into()) });
+                    return Err(SessionError::Frame {
+                        address: 0,
+                        source: FrameError::InvalidRequest("no decoder".into()),
+                    });
                 };
                 decoder.push(&buf[..n]);
                 let before = self.state.addresses[0].counters.bytes_discarded;
@@ -500,7 +607,10 @@ impl<IO: Read + Write> MeterSession<IO> {
                 let discarded = decoder.discarded();
                 self.state.addresses[0].counters.bytes_discarded = before.max(discarded);
                 for r in results {
-                    match r.map_err(|e| self.tx_error(0, TxError::Frame(e))).and_then(|r| self.accept(0, r)) {
+                    match r
+                        .map_err(|e| self.tx_error(0, TxError::Frame(e)))
+                        .and_then(|r| self.accept(0, r))
+                    {
                         Ok(r) => newest = Some(r),
                         Err(e) => last_error = Some(e),
                     }
@@ -555,11 +665,18 @@ mod tests {
     }
 
     fn script(replies: Vec<Vec<u8>>) -> Script {
-        Script { replies: replies.into(), pending: Vec::new(), written: Vec::new() }
+        Script {
+            replies: replies.into(),
+            pending: Vec::new(),
+            written: Vec::new(),
+        }
     }
 
     fn fast(protocol: Protocol) -> SessionOptions {
-        SessionOptions { timeout: Duration::from_millis(20), ..SessionOptions::for_protocol(protocol) }
+        SessionOptions {
+            timeout: Duration::from_millis(20),
+            ..SessionOptions::for_protocol(protocol)
+        }
     }
 
     const P2: &str = "01 04 14 08 D1 00 6C 00 00 00 F4 00 00 00 26 00 00 01 F4 00 64 00 00 51 34";
@@ -569,7 +686,12 @@ mod tests {
         let mut reply = vec![0];
         reply.extend(hex(P2));
         reply.push(0);
-        let mut s = MeterSession::new(script(vec![reply]), Protocol::Pzem004t, &[1], fast(Protocol::Pzem004t));
+        let mut s = MeterSession::new(
+            script(vec![reply]),
+            Protocol::Pzem004t,
+            &[1],
+            fast(Protocol::Pzem004t),
+        );
         let r = s.poll().pop().unwrap().unwrap();
         assert_eq!(r.reading.power_w, Some(24.4));
         assert_eq!(r.energy_total_wh, Some(0.0));
@@ -582,9 +704,23 @@ mod tests {
     fn corrupt_reply_is_counted_and_missing_reply_times_out() {
         let mut bad = hex(P2);
         bad[5] ^= 0x10;
-        let mut s = MeterSession::new(script(vec![bad, vec![]]), Protocol::Pzem004t, &[1], fast(Protocol::Pzem004t));
-        assert!(matches!(s.poll()[0], Err(SessionError::Frame { source: FrameError::Crc { .. }, .. })));
-        assert!(matches!(s.poll()[0], Err(SessionError::Timeout { address: 1, .. })));
+        let mut s = MeterSession::new(
+            script(vec![bad, vec![]]),
+            Protocol::Pzem004t,
+            &[1],
+            fast(Protocol::Pzem004t),
+        );
+        assert!(matches!(
+            s.poll()[0],
+            Err(SessionError::Frame {
+                source: FrameError::Crc { .. },
+                ..
+            })
+        ));
+        assert!(matches!(
+            s.poll()[0],
+            Err(SessionError::Timeout { address: 1, .. })
+        ));
         let c = s.counters()[0].1;
         assert_eq!((c.crc_errors, c.timeouts, c.good_frames), (1, 1, 0));
     }
@@ -593,7 +729,12 @@ mod tests {
     fn implausible_readings_are_dropped() {
         // P-S1 has 20 kW: over the 16 kW limit.
         let ps1 = hex("01 04 14 09 1A 86 A0 00 01 0D 40 00 03 11 70 00 01 01 F4 00 5F FF FF 3F FD");
-        let mut s = MeterSession::new(script(vec![ps1]), Protocol::Pzem004t, &[1], fast(Protocol::Pzem004t));
+        let mut s = MeterSession::new(
+            script(vec![ps1]),
+            Protocol::Pzem004t,
+            &[1],
+            fast(Protocol::Pzem004t),
+        );
         assert!(matches!(s.poll()[0], Err(SessionError::Implausible { .. })));
         assert_eq!(s.counters()[0].1.implausible, 1);
     }
@@ -612,11 +753,30 @@ mod tests {
     fn energy_jump_is_rejected_then_rebaselined() {
         let dev = |e: f64| {
             let mut d = pzem::PzemDevice::new(PzemModel::Ac, 1);
-            let r = MeterReading { voltage_v: Some(230.0), power_w: Some(10.0), energy_wh: Some(e), ..MeterReading::default() };
-            d.respond(&modbus::Request::Read { address: 1, function: 4, start: 0, count: 10 }, &r).unwrap()
+            let r = MeterReading {
+                voltage_v: Some(230.0),
+                power_w: Some(10.0),
+                energy_wh: Some(e),
+                ..MeterReading::default()
+            };
+            d.respond(
+                &modbus::Request::Read {
+                    address: 1,
+                    function: 4,
+                    start: 0,
+                    count: 10,
+                },
+                &r,
+            )
+            .unwrap()
         };
         let replies = vec![dev(100.0), dev(5000.0), dev(5000.0), dev(5001.0)];
-        let mut s = MeterSession::new(script(replies), Protocol::Pzem004t, &[1], fast(Protocol::Pzem004t));
+        let mut s = MeterSession::new(
+            script(replies),
+            Protocol::Pzem004t,
+            &[1],
+            fast(Protocol::Pzem004t),
+        );
         assert!(s.poll()[0].is_ok());
         assert!(matches!(s.poll()[0], Err(SessionError::Implausible { .. })));
         assert!(matches!(s.poll()[0], Err(SessionError::Implausible { .. })));
@@ -628,7 +788,14 @@ mod tests {
     #[test]
     fn sdm_missing_registers_are_none_and_skipped_next_time() {
         let dev = sdm::SdmDevice::new(SdmModel::Sdm120, 1);
-        let truth = MeterReading { voltage_v: Some(230.0), current_a: Some(0.5), power_w: Some(100.0), power_factor: Some(0.87), frequency_hz: Some(50.0), energy_wh: Some(1500.0) };
+        let truth = MeterReading {
+            voltage_v: Some(230.0),
+            current_a: Some(0.5),
+            power_w: Some(100.0),
+            power_factor: Some(0.87),
+            frequency_hz: Some(50.0),
+            energy_wh: Some(1500.0),
+        };
         let mut replies = Vec::new();
         let mut parser = modbus::RequestParser::new(&[]);
         for q in Quantity::POLLED.iter().chain(Quantity::POLLED.iter()) {
@@ -638,7 +805,12 @@ mod tests {
         }
         // Second poll skips 0x0048 and asks for 0x0156 directly: drop the reply for 0x0048.
         replies.remove(Quantity::POLLED.len() + 5);
-        let mut s = MeterSession::new(script(replies), Protocol::Sdm120, &[1], fast(Protocol::Sdm120));
+        let mut s = MeterSession::new(
+            script(replies),
+            Protocol::Sdm120,
+            &[1],
+            fast(Protocol::Sdm120),
+        );
         for _ in 0..2 {
             let r = s.poll().pop().unwrap().unwrap().reading;
             assert_eq!(r.power_w, Some(100.0));
@@ -671,7 +843,7 @@ mod tests {
         assert!(is_gone(&io::Error::from_raw_os_error(5)));
         assert!(is_gone(&io::Error::from_raw_os_error(6)));
         assert!(is_gone(&io::Error::new(io::ErrorKind::BrokenPipe, "x")));
-        assert!(is_gone(&io::Error::new(io::ErrorKind::Other, "I/O error")));
+        assert!(is_gone(&io::Error::other("I/O error")));
         assert!(!is_gone(&io::Error::new(io::ErrorKind::TimedOut, "x")));
     }
 }

@@ -12,6 +12,7 @@ use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::MeterReading;
 use super::cse7766::{Chip, CseEncoder, Hlw8032Constants};
 use super::line::LineFormat;
 use super::modbus::RequestParser;
@@ -19,7 +20,6 @@ use super::protocol::Protocol;
 use super::pzem::{PzemDevice, PzemModel, RESET_ENERGY};
 use super::sdm::{SdmDevice, SdmModel};
 use super::wattsup::{self, CommandParser, DeviceAction};
-use super::MeterReading;
 
 /// `(now_ms, address) -> reading`: what the simulated device measures. `now_ms` is UTC ms.
 pub type ReadingModel = Box<dyn FnMut(i64, u8) -> MeterReading + Send>;
@@ -53,23 +53,61 @@ pub struct SimulatedMeter {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl SimulatedMeter {
     /// Modbus devices at `addresses` (PZEM default 1, SDM default 1 when empty); streaming
     /// protocols ignore `addresses` and pass address 0 to the model.
     pub fn new(protocol: Protocol, addresses: &[u8], model: ReadingModel) -> Self {
-        let addrs: Vec<u8> = if addresses.is_empty() { vec![1] } else { addresses.to_vec() };
+        let addrs: Vec<u8> = if addresses.is_empty() {
+            vec![1]
+        } else {
+            addresses.to_vec()
+        };
         let devices = match protocol {
-            Protocol::Pzem004t => Device::Pzem(addrs.iter().map(|&a| PzemDevice::new(PzemModel::Ac, a)).collect()),
-            Protocol::Pzem017 => Device::Pzem(addrs.iter().map(|&a| PzemDevice::new(PzemModel::Dc, a)).collect()),
-            Protocol::Sdm120 => Device::Sdm(addrs.iter().map(|&a| SdmDevice::new(SdmModel::Sdm120, a)).collect()),
-            Protocol::Sdm230 => Device::Sdm(addrs.iter().map(|&a| SdmDevice::new(SdmModel::Sdm230, a)).collect()),
-            Protocol::Sdm630 => Device::Sdm(addrs.iter().map(|&a| SdmDevice::new(SdmModel::Sdm630, a)).collect()),
+            Protocol::Pzem004t => Device::Pzem(
+                addrs
+                    .iter()
+                    .map(|&a| PzemDevice::new(PzemModel::Ac, a))
+                    .collect(),
+            ),
+            Protocol::Pzem017 => Device::Pzem(
+                addrs
+                    .iter()
+                    .map(|&a| PzemDevice::new(PzemModel::Dc, a))
+                    .collect(),
+            ),
+            Protocol::Sdm120 => Device::Sdm(
+                addrs
+                    .iter()
+                    .map(|&a| SdmDevice::new(SdmModel::Sdm120, a))
+                    .collect(),
+            ),
+            Protocol::Sdm230 => Device::Sdm(
+                addrs
+                    .iter()
+                    .map(|&a| SdmDevice::new(SdmModel::Sdm230, a))
+                    .collect(),
+            ),
+            Protocol::Sdm630 => Device::Sdm(
+                addrs
+                    .iter()
+                    .map(|&a| SdmDevice::new(SdmModel::Sdm630, a))
+                    .collect(),
+            ),
             _ => Device::Stream,
         };
-        SimulatedMeter { protocol, devices, model, line: LineFormat::default(), hlw8032: Hlw8032Constants::default(), frames_sent: 0 }
+        SimulatedMeter {
+            protocol,
+            devices,
+            model,
+            line: LineFormat::default(),
+            hlw8032: Hlw8032Constants::default(),
+            frames_sent: 0,
+        }
     }
 
     /// Use this format for [`Protocol::Line`] (default: `power,voltage,current` CSV).
@@ -92,7 +130,10 @@ impl SimulatedMeter {
     }
 
     fn err(&self, source: io::Error) -> SimError {
-        SimError::Io { protocol: self.protocol, source }
+        SimError::Io {
+            protocol: self.protocol,
+            source,
+        }
     }
 
     /// Serve until `stop` is set. A missing peer (pty slave closed) is waited out.
@@ -111,7 +152,16 @@ impl SimulatedMeter {
                 Ok(0)
             }
             Ok(n) => Ok(n),
-            Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(0),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::TimedOut
+                        | io::ErrorKind::WouldBlock
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(0)
+            }
             Err(e) if super::session::is_gone(&e) => {
                 // No peer has the line open right now: wait for one.
                 std::thread::sleep(Duration::from_millis(20));
@@ -128,13 +178,28 @@ impl SimulatedMeter {
                 Ok(())
             }
             // Nobody reading (buffer full, peer gone): the byte stream is lost, as on a wire.
-            Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) || super::session::is_gone(&e) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                ) || super::session::is_gone(&e) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(self.err(e)),
         }
     }
 
-    fn serve_polled(&mut self, io: &mut (impl Read + Write), stop: &AtomicBool) -> Result<(), SimError> {
-        let bare: &'static [u8] = if matches!(self.devices, Device::Pzem(_)) { &[RESET_ENERGY] } else { &[] };
+    fn serve_polled(
+        &mut self,
+        io: &mut (impl Read + Write),
+        stop: &AtomicBool,
+    ) -> Result<(), SimError> {
+        let bare: &'static [u8] = if matches!(self.devices, Device::Pzem(_)) {
+            &[RESET_ENERGY]
+        } else {
+            &[]
+        };
         let mut parser = RequestParser::new(bare);
         let mut buf = [0u8; 256];
         while !stop.load(Ordering::Relaxed) {
@@ -170,7 +235,11 @@ impl SimulatedMeter {
         Ok(())
     }
 
-    fn serve_stream(&mut self, io: &mut (impl Read + Write), stop: &AtomicBool) -> Result<(), SimError> {
+    fn serve_stream(
+        &mut self,
+        io: &mut (impl Read + Write),
+        stop: &AtomicBool,
+    ) -> Result<(), SimError> {
         let period = Duration::from_millis(self.protocol.stream_period_ms().unwrap_or(1000));
         let mut commands = CommandParser::default();
         let mut cse = match self.protocol {

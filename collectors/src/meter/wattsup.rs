@@ -1,4 +1,4 @@
-//! Watts Up? Pro / .NET ASCII protocol (meters.md §4, "CommunicationsProtocol090824").
+//! Watts Up? Pro / .NET ASCII protocol (meters.md §4, `CommunicationsProtocol090824`).
 //! Packets are `#C1,C2,N,arg1,…,argN;`; no checksum. Data records are `#d,-,18,…;` (older
 //! firmware: 16 fields), with `_` for fields not selected for logging. Integrity checks: starts
 //! with `#`, ends with `;`, token count = 3 + N, numeric fields parse; a packet cut short by
@@ -45,10 +45,16 @@ impl Packet {
             .strip_prefix('#')
             .and_then(|t| t.strip_suffix(';'))
             .ok_or_else(|| FrameError::Truncated(format!("packet not #…; : {text:?}")))?;
-        let clean: String = body.chars().filter(|c| !matches!(c, '\r' | '\n' | '\t')).collect();
+        let clean: String = body
+            .chars()
+            .filter(|c| !matches!(c, '\r' | '\n' | '\t'))
+            .collect();
         let tokens: Vec<String> = clean.split(',').map(str::to_owned).collect();
         if tokens.len() < 3 {
-            return Err(FrameError::Malformed(format!("packet with {} tokens", tokens.len())));
+            return Err(FrameError::Malformed(format!(
+                "packet with {} tokens",
+                tokens.len()
+            )));
         }
         let n: usize = tokens[2]
             .parse()
@@ -77,7 +83,10 @@ impl Packet {
 pub fn decode_record(packet: &Packet) -> Result<MeterReading, FrameError> {
     let args = packet.args();
     if args.len() != 18 && args.len() != 16 {
-        return Err(FrameError::Malformed(format!("#d record with {} fields", args.len())));
+        return Err(FrameError::Malformed(format!(
+            "#d record with {} fields",
+            args.len()
+        )));
     }
     let field = |i: usize, div: f64| -> Result<Option<f64>, FrameError> {
         match args.get(i).map(String::as_str) {
@@ -99,7 +108,11 @@ pub fn decode_record(packet: &Packet) -> Result<MeterReading, FrameError> {
         current_a: field(2, 1000.0)?,
         energy_wh: field(3, 10.0)?,
         power_factor: field(13, 100.0)?,
-        frequency_hz: if args.len() == 18 { field(16, 10.0)? } else { None },
+        frequency_hz: if args.len() == 18 {
+            field(16, 10.0)?
+        } else {
+            None
+        },
     })
 }
 
@@ -143,7 +156,9 @@ impl StreamDecoder for WattsUpDecoder {
                 (Some(p), b'#') => {
                     let cut = String::from_utf8_lossy(p).into_owned();
                     self.discarded += p.len() as u64;
-                    self.pending.push_back(Err(FrameError::Truncated(format!("packet cut short: {cut:?}"))));
+                    self.pending.push_back(Err(FrameError::Truncated(format!(
+                        "packet cut short: {cut:?}"
+                    ))));
                     *p = vec![b'#'];
                 }
                 (Some(p), b';') => {
@@ -157,7 +172,8 @@ impl StreamDecoder for WattsUpDecoder {
                     if p.len() > MAX_PACKET {
                         self.discarded += p.len() as u64;
                         self.packet = None;
-                        self.pending.push_back(Err(FrameError::TooLong { max: MAX_PACKET }));
+                        self.pending
+                            .push_back(Err(FrameError::TooLong { max: MAX_PACKET }));
                     }
                 }
                 (None, b'#') => self.packet = Some(vec![b'#']),
@@ -185,7 +201,8 @@ pub fn encode_record(reading: &MeterReading) -> String {
     let w = r(reading.power_w, 10.0);
     let v = r(reading.voltage_v, 10.0);
     let a = r(reading.current_a, 1000.0);
-    let va = (reading.voltage_v.unwrap_or(0.0) * reading.current_a.unwrap_or(0.0) * 10.0).round() as i64;
+    let va =
+        (reading.voltage_v.unwrap_or(0.0) * reading.current_a.unwrap_or(0.0) * 10.0).round() as i64;
     format!(
         "#d,-,18,{w},{v},{a},{},0,0,0,{w},{v},{a},{w},{v},{a},{},0,0,{},{va};\r\n",
         r(reading.energy_wh, 10.0),
@@ -282,7 +299,10 @@ mod tests {
         assert_eq!(r.power_w, Some(35.6));
         assert_eq!(r.voltage_v, Some(230.0));
         assert_eq!(r.current_a, Some(0.186));
-        assert_eq!((r.energy_wh, r.power_factor, r.frequency_hz), (None, None, None));
+        assert_eq!(
+            (r.energy_wh, r.power_factor, r.frequency_hz),
+            (None, None, None)
+        );
     }
 
     #[test]
@@ -297,24 +317,34 @@ mod tests {
 
     #[test]
     fn w9_truncated_line_is_rejected_and_the_next_record_survives() {
-        let mut bytes = b"#d,-,18,0,1201,0,6772,54,1613,129,0,1201,0,0,1199,0,100,0,0,60\r".to_vec();
-        bytes.extend_from_slice(b"\n#d,-,18,0,1203,0,79,0,34,2,0,1203,0,0,1200,0,100,0,0,600,0;\r\n");
+        let mut bytes =
+            b"#d,-,18,0,1201,0,6772,54,1613,129,0,1201,0,0,1199,0,100,0,0,60\r".to_vec();
+        bytes.extend_from_slice(
+            b"\n#d,-,18,0,1203,0,79,0,34,2,0,1203,0,0,1200,0,100,0,0,600,0;\r\n",
+        );
         let out = decode_all(&bytes);
         assert!(matches!(out[0], Err(FrameError::Truncated(_))), "{out:?}");
         assert_eq!(out[1].clone().unwrap().voltage_v, Some(120.3));
         // On its own the truncated line never yields a reading.
-        assert!(decode_all(b"#d,-,18,0,1201,0,6772,54,1613,129,0,1201,0,0,1199,0,100,0,0,60\r").is_empty());
+        assert!(
+            decode_all(b"#d,-,18,0,1201,0,6772,54,1613,129,0,1201,0,0,1199,0,100,0,0,60\r")
+                .is_empty()
+        );
     }
 
     #[test]
     fn wrong_field_count_and_garbage_are_rejected() {
         assert!(decode_all(b"#d,-,18,1,2,3;")[0].is_err());
-        assert!(decode_all(b"#d,-,18,x,1203,0,79,0,34,2,0,1203,0,0,1200,0,100,0,0,600,0;")[0].is_err());
+        assert!(
+            decode_all(b"#d,-,18,x,1203,0,79,0,34,2,0,1203,0,0,1200,0,100,0,0,600,0;")[0].is_err()
+        );
     }
 
     #[test]
     fn old_16_field_records_decode() {
-        let r = decode_all(b"#d,-,16,395,1200,335,0,0,0,0,0,0,0,0,0,0,97,0,0;")[0].clone().unwrap();
+        let r = decode_all(b"#d,-,16,395,1200,335,0,0,0,0,0,0,0,0,0,0,97,0,0;")[0]
+            .clone()
+            .unwrap();
         assert_eq!(r.current_a, Some(0.335));
         assert_eq!(r.frequency_hz, None);
     }
@@ -325,13 +355,26 @@ mod tests {
         let mut p = CommandParser::default();
         let packets = p.push(b"#R,W,0;#L,W,3,E,1,1;#V,R,0;");
         assert_eq!(device_action(&packets[0]), DeviceAction::ClearMemory);
-        assert_eq!(device_action(&packets[1]), DeviceAction::StartLogging { interval_s: 1 });
-        assert_eq!(device_action(&packets[2]), DeviceAction::Reply(format!("{VERSION_REPLY}\r\n")));
+        assert_eq!(
+            device_action(&packets[1]),
+            DeviceAction::StartLogging { interval_s: 1 }
+        );
+        assert_eq!(
+            device_action(&packets[2]),
+            DeviceAction::Reply(format!("{VERSION_REPLY}\r\n"))
+        );
     }
 
     #[test]
     fn encoded_record_round_trips() {
-        let r = MeterReading { power_w: Some(35.6), voltage_v: Some(230.0), current_a: Some(0.186), energy_wh: Some(12.3), power_factor: Some(0.83), frequency_hz: Some(50.0) };
+        let r = MeterReading {
+            power_w: Some(35.6),
+            voltage_v: Some(230.0),
+            current_a: Some(0.186),
+            energy_wh: Some(12.3),
+            power_factor: Some(0.83),
+            frequency_hz: Some(50.0),
+        };
         let back = decode_all(encode_record(&r).as_bytes())[0].clone().unwrap();
         assert_eq!(back, r);
     }
