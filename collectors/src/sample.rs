@@ -54,6 +54,9 @@ pub enum Metric {
     Frequency,
     /// A device's own cumulative energy counter, Wh (as the device reports it: it may reset).
     EnergyCounter,
+    /// Energy counted since the collector started, Wh: monotonic across device counter
+    /// resets and wraps (derived from `EnergyCounter`).
+    EnergyTotal,
     /// CPU busy share of the interval (1 - idle - iowait), 0..1. Channel: `all` or `cpuN`.
     CpuBusy,
     /// CPU time share of one /proc/stat field. Channel: `all/<field>` or `cpuN/<field>`.
@@ -73,7 +76,7 @@ impl Metric {
             Metric::Current => Unit::Ampere,
             Metric::PowerFactor => Unit::Ratio,
             Metric::Frequency => Unit::Hertz,
-            Metric::EnergyCounter => Unit::WattHour,
+            Metric::EnergyCounter | Metric::EnergyTotal => Unit::WattHour,
             Metric::CpuBusy | Metric::CpuTime | Metric::IdleResidency => Unit::Share,
             Metric::CoreFrequency => Unit::Megahertz,
         }
@@ -88,6 +91,7 @@ impl Metric {
             Metric::PowerFactor => "power_factor",
             Metric::Frequency => "frequency",
             Metric::EnergyCounter => "energy_counter",
+            Metric::EnergyTotal => "energy_total",
             Metric::CpuBusy => "cpu_busy",
             Metric::CpuTime => "cpu_time",
             Metric::CoreFrequency => "core_frequency",
@@ -104,6 +108,7 @@ impl Metric {
             Metric::PowerFactor,
             Metric::Frequency,
             Metric::EnergyCounter,
+            Metric::EnergyTotal,
             Metric::CpuBusy,
             Metric::CpuTime,
             Metric::CoreFrequency,

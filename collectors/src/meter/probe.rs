@@ -1,0 +1,258 @@
+//! `wattson meter probe PORT`: find which supported meter answers on a serial port by trying
+//! each protocol's factory settings in turn. Polled meters get a request (PZEM at the general
+//! address 0xF8; Eastron at address 1); streaming meters are listened to (a Watts Up is first
+//! told to start external logging). Identifying reads are harmless (no writes to a meter's
+//! settings). `timeout` is per attempt.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::cse7766::{Chip, CseDecoder, Hlw8032Constants};
+use super::modbus;
+use super::port::{self, PortError};
+use super::protocol::Protocol;
+use super::pzem;
+use super::sdm;
+use super::session::{MeterSession, SessionError, SessionOptions};
+use super::{FrameError, MeterReading, StreamDecoder};
+
+/// What answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeResult {
+    pub protocol: Protocol,
+    /// Modbus address to configure (`None` for streaming meters).
+    pub address: Option<u8>,
+    /// The first reading, if the meter gave one.
+    pub reading: Option<MeterReading>,
+}
+
+/// Why nothing was found.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error(transparent)]
+    Port(#[from] PortError),
+    #[error("no supported meter answered on {path} (tried: {tried})")]
+    NothingAnswered { path: PathBuf, tried: String },
+}
+
+/// Try every protocol's defaults on `path`, `timeout` per attempt. The `line` protocol is not
+/// probed: a text format cannot be recognised without its column map.
+pub fn probe(path: &Path, timeout: Duration) -> Result<ProbeResult, ProbeError> {
+    let mut tried = Vec::new();
+    for protocol in [
+        Protocol::Pzem004t,
+        Protocol::Sdm120,
+        Protocol::WattsUp,
+        Protocol::Cse7766,
+    ] {
+        tried.push(protocol.as_str());
+        let found = match protocol {
+            Protocol::Pzem004t => probe_pzem(path, timeout)?,
+            Protocol::Sdm120 => probe_sdm(path, timeout)?,
+            Protocol::WattsUp => probe_stream(path, Protocol::WattsUp, timeout)?,
+            _ => probe_cse(path, timeout)?,
+        };
+        if let Some(found) = found {
+            return Ok(found);
+        }
+    }
+    Err(ProbeError::NothingAnswered {
+        path: path.to_owned(),
+        tried: tried.join(", "),
+    })
+}
+
+fn options(protocol: Protocol, timeout: Duration) -> SessionOptions {
+    SessionOptions {
+        timeout,
+        ..SessionOptions::for_protocol(protocol)
+    }
+}
+
+fn opened(
+    path: &Path,
+    protocol: Protocol,
+    timeout: Duration,
+) -> Result<Box<dyn serialport::SerialPort>, PortError> {
+    port::open(
+        path,
+        protocol.default_serial(),
+        timeout.min(Duration::from_millis(200)),
+    )
+}
+
+/// PZEM-004T reads 10 registers; a PZEM-017 has only 8 and answers exception 0x02, so on
+/// that answer try the DC map (at 8N2).
+fn probe_pzem(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, PortError> {
+    let io = opened(path, Protocol::Pzem004t, timeout)?;
+    let mut s = MeterSession::new(
+        io,
+        Protocol::Pzem004t,
+        &[pzem::GENERAL_ADDRESS],
+        options(Protocol::Pzem004t, timeout),
+    );
+    match s.poll().pop() {
+        Some(Ok(r)) => {
+            return Ok(Some(found(
+                Protocol::Pzem004t,
+                pzem::GENERAL_ADDRESS,
+                r.reading,
+            )));
+        }
+        Some(Err(SessionError::Frame {
+            source:
+                FrameError::Exception {
+                    code: modbus::ILLEGAL_DATA_ADDRESS,
+                    ..
+                },
+            ..
+        })) => {}
+        // Decoded but implausible: still a PZEM-004T.
+        Some(Err(SessionError::Implausible { .. })) => {
+            return Ok(Some(ProbeResult {
+                protocol: Protocol::Pzem004t,
+                address: Some(pzem::GENERAL_ADDRESS),
+                reading: None,
+            }));
+        }
+        _ => return Ok(None),
+    }
+    drop(s);
+    let io = opened(path, Protocol::Pzem017, timeout)?;
+    let mut s = MeterSession::new(
+        io,
+        Protocol::Pzem017,
+        &[pzem::GENERAL_ADDRESS],
+        options(Protocol::Pzem017, timeout),
+    );
+    Ok(match s.poll().pop() {
+        Some(Ok(r)) => Some(found(Protocol::Pzem017, pzem::GENERAL_ADDRESS, r.reading)),
+        _ => None,
+    })
+}
+
+/// Eastron at address 1: 2400 baud first (SDM120's default), then 9600 (SDM230/SDM630).
+/// The SDM630 is told apart by its total-system-power register 0x0034.
+fn probe_sdm(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, PortError> {
+    for protocol in [Protocol::Sdm120, Protocol::Sdm230] {
+        let mut io = opened(path, protocol, timeout)?;
+        let Some(_) = read_float(&mut io, 1, 0x0000, timeout) else {
+            continue;
+        };
+        let protocol = if read_float(
+            &mut io,
+            1,
+            sdm::register(sdm::SdmModel::Sdm630, sdm::Quantity::Power),
+            timeout,
+        )
+        .is_some()
+        {
+            Protocol::Sdm630
+        } else {
+            protocol
+        };
+        let mut s = MeterSession::new(io, protocol, &[1], options(protocol, timeout));
+        let reading = s.poll().pop().and_then(Result::ok).map(|r| r.reading);
+        return Ok(Some(ProbeResult {
+            protocol,
+            address: Some(1),
+            reading,
+        }));
+    }
+    Ok(None)
+}
+
+fn read_float(
+    io: &mut Box<dyn serialport::SerialPort>,
+    address: u8,
+    register: u16,
+    timeout: Duration,
+) -> Option<f32> {
+    let _ = io.clear(serialport::ClearBuffer::Input);
+    io.write_all(&sdm::read_request(address, register)).ok()?;
+    let mut parser = sdm::read_parser(address);
+    let deadline = std::time::Instant::now() + timeout;
+    let mut buf = [0u8; 64];
+    while std::time::Instant::now() < deadline {
+        match io.read(&mut buf) {
+            Ok(n) if n > 0 => {
+                parser.push(&buf[..n]);
+                if let Some(r) = parser.next_reply() {
+                    return r.ok().and_then(|r| sdm::decode_float(&r).ok());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Ok(_) | Err(_) => return None,
+        }
+    }
+    None
+}
+
+fn probe_stream(
+    path: &Path,
+    protocol: Protocol,
+    timeout: Duration,
+) -> Result<Option<ProbeResult>, PortError> {
+    let io = opened(path, protocol, timeout)?;
+    let mut s = MeterSession::new(io, protocol, &[], options(protocol, timeout));
+    Ok(match s.poll().pop() {
+        Some(Ok(r)) => Some(ProbeResult {
+            protocol,
+            address: None,
+            reading: Some(r.reading),
+        }),
+        _ => None,
+    })
+}
+
+/// CSE7766 and HLW8032 send the same frames; the HLW8032's raw voltage ratio is smaller by
+/// its divider (about 1.72–1.88). A raw ratio under 150 V that scales into 180–260 V is taken
+/// as an HLW8032 on 230 V mains; otherwise CSE7766.
+fn probe_cse(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, PortError> {
+    use std::io::Read;
+    let mut io = opened(path, Protocol::Cse7766, timeout)?;
+    let mut decoder = CseDecoder::new(Chip::Cse7766);
+    let deadline = std::time::Instant::now() + timeout;
+    let mut buf = [0u8; 256];
+    while std::time::Instant::now() < deadline {
+        match io.read(&mut buf) {
+            Ok(n) if n > 0 => decoder.push(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
+            Ok(_) | Err(_) => return Ok(None),
+        }
+        while let Some(r) = decoder.next_reading() {
+            let Ok(r) = r else { continue };
+            let raw_v = r.voltage_v.unwrap_or(0.0);
+            let kv = Hlw8032Constants::default().voltage_divider;
+            let protocol = if raw_v < 150.0 && (180.0..=260.0).contains(&(raw_v * kv)) {
+                Protocol::Hlw8032
+            } else {
+                Protocol::Cse7766
+            };
+            let reading = if protocol == Protocol::Hlw8032 {
+                MeterReading {
+                    voltage_v: Some(raw_v * kv),
+                    power_w: r.power_w.map(|p| p * kv),
+                    ..r
+                }
+            } else {
+                r
+            };
+            return Ok(Some(ProbeResult {
+                protocol,
+                address: None,
+                reading: Some(reading),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+fn found(protocol: Protocol, address: u8, reading: MeterReading) -> ProbeResult {
+    ProbeResult {
+        protocol,
+        address: Some(address),
+        reading: Some(reading),
+    }
+}

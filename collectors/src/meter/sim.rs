@@ -1,0 +1,300 @@
+//! A simulated meter: the device side of every protocol, served over anything `Read + Write`
+//! (the master side of a pseudo-terminal in tests, `wattson meter simulate` and `wattson
+//! demo`). Polled devices answer requests byte-exactly, quirks included (0xF8 replies, 0x42
+//! echo and counter reset, exception 0x02 for registers a model lacks); streaming devices
+//! emit at their real rate (Watts Up: 1 s once logging is started; CSE7766/HLW8032: 50 ms).
+//!
+//! `serve` expects `io` reads to time out now and then (a `serialport::TTYPort` from
+//! `TTYPort::pair()` does, every 100 ms by default) so that `stop` and the emission timer are
+//! honoured. Model readings are in W, V, A, Hz, Wh; the model's energy is a lifetime total.
+
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::MeterReading;
+use super::cse7766::{Chip, CseEncoder, Hlw8032Constants};
+use super::line::LineFormat;
+use super::modbus::RequestParser;
+use super::protocol::Protocol;
+use super::pzem::{PzemDevice, PzemModel, RESET_ENERGY};
+use super::sdm::{SdmDevice, SdmModel};
+use super::wattsup::{self, CommandParser, DeviceAction};
+
+/// `(now_ms, address) -> reading`: what the simulated device measures. `now_ms` is UTC ms.
+pub type ReadingModel = Box<dyn FnMut(i64, u8) -> MeterReading + Send>;
+
+/// Why the simulator stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("simulated {protocol} meter: I/O on its line")]
+    Io {
+        protocol: Protocol,
+        #[source]
+        source: io::Error,
+    },
+}
+
+enum Device {
+    Pzem(Vec<PzemDevice>),
+    Sdm(Vec<SdmDevice>),
+    Stream,
+}
+
+/// A simulated device (or several Modbus devices sharing one line).
+pub struct SimulatedMeter {
+    protocol: Protocol,
+    devices: Device,
+    model: ReadingModel,
+    line: LineFormat,
+    hlw8032: Hlw8032Constants,
+    /// Requests answered (polled) or records sent (streaming).
+    pub frames_sent: u64,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl SimulatedMeter {
+    /// Modbus devices at `addresses` (PZEM default 1, SDM default 1 when empty); streaming
+    /// protocols ignore `addresses` and pass address 0 to the model.
+    pub fn new(protocol: Protocol, addresses: &[u8], model: ReadingModel) -> Self {
+        let addrs: Vec<u8> = if addresses.is_empty() {
+            vec![1]
+        } else {
+            addresses.to_vec()
+        };
+        let devices = match protocol {
+            Protocol::Pzem004t => Device::Pzem(
+                addrs
+                    .iter()
+                    .map(|&a| PzemDevice::new(PzemModel::Ac, a))
+                    .collect(),
+            ),
+            Protocol::Pzem017 => Device::Pzem(
+                addrs
+                    .iter()
+                    .map(|&a| PzemDevice::new(PzemModel::Dc, a))
+                    .collect(),
+            ),
+            Protocol::Sdm120 => Device::Sdm(
+                addrs
+                    .iter()
+                    .map(|&a| SdmDevice::new(SdmModel::Sdm120, a))
+                    .collect(),
+            ),
+            Protocol::Sdm230 => Device::Sdm(
+                addrs
+                    .iter()
+                    .map(|&a| SdmDevice::new(SdmModel::Sdm230, a))
+                    .collect(),
+            ),
+            Protocol::Sdm630 => Device::Sdm(
+                addrs
+                    .iter()
+                    .map(|&a| SdmDevice::new(SdmModel::Sdm630, a))
+                    .collect(),
+            ),
+            _ => Device::Stream,
+        };
+        SimulatedMeter {
+            protocol,
+            devices,
+            model,
+            line: LineFormat::default(),
+            hlw8032: Hlw8032Constants::default(),
+            frames_sent: 0,
+        }
+    }
+
+    /// Use this format for [`Protocol::Line`] (default: `power,voltage,current` CSV).
+    #[must_use]
+    pub fn with_line_format(mut self, format: LineFormat) -> Self {
+        self.line = format;
+        self
+    }
+
+    /// Board constants for [`Protocol::Hlw8032`].
+    #[must_use]
+    pub fn with_hlw8032(mut self, constants: Hlw8032Constants) -> Self {
+        self.hlw8032 = constants;
+        self
+    }
+
+    /// A constant reading for every address (handy for tests and probes).
+    pub fn constant(protocol: Protocol, addresses: &[u8], reading: MeterReading) -> Self {
+        Self::new(protocol, addresses, Box::new(move |_, _| reading))
+    }
+
+    fn err(&self, source: io::Error) -> SimError {
+        SimError::Io {
+            protocol: self.protocol,
+            source,
+        }
+    }
+
+    /// Serve until `stop` is set. A missing peer (pty slave closed) is waited out.
+    pub fn serve(&mut self, mut io: impl Read + Write, stop: &AtomicBool) -> Result<(), SimError> {
+        match self.devices {
+            Device::Stream => self.serve_stream(&mut io, stop),
+            _ => self.serve_polled(&mut io, stop),
+        }
+    }
+
+    /// Read once: bytes, or 0 on timeout / no peer.
+    fn read_some(&self, io: &mut impl Read, buf: &mut [u8]) -> Result<usize, SimError> {
+        match io.read(buf) {
+            Ok(0) => {
+                std::thread::sleep(Duration::from_millis(20));
+                Ok(0)
+            }
+            Ok(n) => Ok(n),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::TimedOut
+                        | io::ErrorKind::WouldBlock
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(0)
+            }
+            Err(e) if super::session::is_gone(&e) => {
+                // No peer has the line open right now: wait for one.
+                std::thread::sleep(Duration::from_millis(20));
+                Ok(0)
+            }
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    fn send(&mut self, io: &mut impl Write, bytes: &[u8]) -> Result<(), SimError> {
+        match io.write_all(bytes).and_then(|()| io.flush()) {
+            Ok(()) => {
+                self.frames_sent += 1;
+                Ok(())
+            }
+            // Nobody reading (buffer full, peer gone): the byte stream is lost, as on a wire.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                ) || super::session::is_gone(&e) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    fn serve_polled(
+        &mut self,
+        io: &mut (impl Read + Write),
+        stop: &AtomicBool,
+    ) -> Result<(), SimError> {
+        let bare: &'static [u8] = if matches!(self.devices, Device::Pzem(_)) {
+            &[RESET_ENERGY]
+        } else {
+            &[]
+        };
+        let mut parser = RequestParser::new(bare);
+        let mut buf = [0u8; 256];
+        while !stop.load(Ordering::Relaxed) {
+            let n = self.read_some(io, &mut buf)?;
+            parser.push(&buf[..n]);
+            while let Some(req) = parser.next_request() {
+                let now = now_ms();
+                let mut reply = None;
+                match &mut self.devices {
+                    Device::Pzem(devs) => {
+                        for d in devs.iter_mut().filter(|d| d.accepts(req.address())) {
+                            let reading = (self.model)(now, d.address);
+                            let r = d.respond(&req, &reading);
+                            // On 0xF8 only one device may talk (one meter on the line).
+                            if reply.is_none() {
+                                reply = r;
+                            }
+                        }
+                    }
+                    Device::Sdm(devs) => {
+                        for d in devs.iter().filter(|d| d.address == req.address()) {
+                            let reading = (self.model)(now, d.address);
+                            reply = d.respond(&req, &reading);
+                        }
+                    }
+                    Device::Stream => {}
+                }
+                if let Some(r) = reply {
+                    self.send(io, &r)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn serve_stream(
+        &mut self,
+        io: &mut (impl Read + Write),
+        stop: &AtomicBool,
+    ) -> Result<(), SimError> {
+        let period = Duration::from_millis(self.protocol.stream_period_ms().unwrap_or(1000));
+        let mut commands = CommandParser::default();
+        let mut cse = match self.protocol {
+            Protocol::Hlw8032 => Some(CseEncoder::new(Chip::Hlw8032(self.hlw8032))),
+            Protocol::Cse7766 => Some(CseEncoder::new(Chip::Cse7766)),
+            _ => None,
+        };
+        let mut logging = self.protocol != Protocol::WattsUp;
+        let mut interval = period;
+        let mut energy_offset = 0.0;
+        let mut next = Instant::now();
+        let mut last = Instant::now();
+        let mut buf = [0u8; 256];
+        while !stop.load(Ordering::Relaxed) {
+            if self.protocol == Protocol::WattsUp {
+                let n = self.read_some(io, &mut buf)?;
+                for packet in commands.push(&buf[..n]) {
+                    match wattsup::device_action(&packet) {
+                        DeviceAction::StartLogging { interval_s } => {
+                            logging = true;
+                            interval = Duration::from_secs(u64::from(interval_s));
+                            next = Instant::now() + interval;
+                        }
+                        DeviceAction::ClearMemory => {
+                            energy_offset = (self.model)(now_ms(), 0).energy_wh.unwrap_or(0.0);
+                        }
+                        DeviceAction::Reply(text) => self.send(io, text.as_bytes())?,
+                        DeviceAction::None => {}
+                    }
+                }
+            }
+            let now = Instant::now();
+            if !logging || now < next {
+                if self.protocol != Protocol::WattsUp {
+                    std::thread::sleep((next - now).min(Duration::from_millis(100)));
+                }
+                continue;
+            }
+            let dt = now.duration_since(last).as_millis() as u64;
+            last = now;
+            next += interval;
+            if next < now {
+                next = now + interval;
+            }
+            let mut reading = (self.model)(now_ms(), 0);
+            let bytes = match (&mut cse, self.protocol) {
+                (Some(enc), _) => enc.frame(&reading, dt).to_vec(),
+                (None, Protocol::WattsUp) => {
+                    reading.energy_wh = reading.energy_wh.map(|e| (e - energy_offset).max(0.0));
+                    wattsup::encode_record(&reading).into_bytes()
+                }
+                _ => self.line.encode_line(&reading).into_bytes(),
+            };
+            self.send(io, &bytes)?;
+        }
+        Ok(())
+    }
+}
