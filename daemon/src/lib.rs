@@ -1,1 +1,3 @@
 //! wattson: a power and efficiency monitor for home servers.
+
+pub mod store;
