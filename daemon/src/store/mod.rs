@@ -43,6 +43,8 @@ pub use writer::Writer;
 pub const APPLICATION_ID: i32 = 0x5761_7453;
 /// Length of one raw chunk, ms. Short enough that a chunk fits in a fraction of a page.
 pub const CHUNK_MS: i64 = 15 * MINUTE_MS;
+/// Page size of new database files, bytes.
+pub const PAGE_SIZE: i64 = 16_384;
 /// One minute, ms.
 pub const MINUTE_MS: i64 = 60_000;
 /// One hour, ms.
@@ -273,6 +275,10 @@ impl Store {
                     application_id,
                 });
             }
+            // A new file: 16 KiB pages waste less of each page on raw chunks (about 1.5
+            // KiB each) than the default 4 KiB. Must come before anything is written.
+            conn.pragma_update(None, "page_size", PAGE_SIZE)
+                .map_err(sql)?;
             conn.pragma_update(None, "application_id", APPLICATION_ID)
                 .map_err(sql)?;
         }

@@ -76,7 +76,9 @@ fn a_new_database_is_marked_versioned_and_in_wal_mode() {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
     let fk: i64 = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0)).unwrap();
+    let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
     assert_eq!((id, version, mode.as_str(), fk), (APPLICATION_ID, 1, "wal", 1));
+    assert_eq!(page, PAGE_SIZE);
     drop(store);
     // Reopening is a no-op.
     Store::open(&path, &options()).unwrap();
