@@ -15,4 +15,5 @@ pub mod notify;
 pub mod output;
 pub mod power_model;
 pub mod runtime;
+pub mod store;
 pub mod workload;

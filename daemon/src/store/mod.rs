@@ -1,0 +1,583 @@
+//! SQLite store: samples, rollups, gaps, configurations, sweeps and tariffs in one file.
+//!
+//! Speaks SQLite through rusqlite; the schema is `schema/NNNN-*.sql`, applied atomically by
+//! rusqlite_migration and versioned by `PRAGMA user_version`; the file is marked with
+//! [`APPLICATION_ID`]. Times are UTC ms since the Unix epoch; values are in the unit of
+//! their metric ([`Metric::unit`]); energy is in Wh.
+//!
+//! Layout (see `schema/0001-initial.sql`):
+//! - raw samples live in chunks of [`CHUNK_MS`] per series, encoded by [`codec`]: values are
+//!   quantised to the resolution of their unit ([`resolution`]), lossless at meter resolution.
+//!   Raw chunks are kept for the raw retention (default 30 days).
+//! - hourly rollups (count, mean, min, max; energy for power) are kept forever for series
+//!   worth rolling up ([`rollup_kind`]): every meter metric, RAPL/hwmon/GPU power, and the
+//!   CPU's aggregate channels (`all`, `all/<x>`, `mean`). Per-core channels are raw only.
+//! - per-minute rollups are kept forever for power series only, packed per hour in the hour
+//!   row: they answer energy at minute precision. Other metrics have minute detail in raw
+//!   data for the retention period. This keeps a host-year near its size budget.
+//!
+//! One thread owns the writing connection ([`StoreHandle`]); readers, in the daemon or in
+//! another process, open the file with [`Store::open_read_only`].
+
+pub mod codec;
+mod handle;
+pub mod integrate;
+mod read;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite_migration::{M, Migrations};
+use wattson_collectors::{Metric, Unit};
+
+pub use handle::{FlushStats, StoreHandle};
+pub use read::{Gap, Latest, Resolution, Rollup, SeriesFilter};
+pub use writer::Writer;
+
+/// `PRAGMA application_id` of a wattson database: "WatS".
+pub const APPLICATION_ID: i32 = 0x5761_7453;
+/// Length of one raw chunk, ms. Short enough that a chunk fits in a fraction of a page.
+pub const CHUNK_MS: i64 = 15 * MINUTE_MS;
+/// Page size of new database files, bytes.
+pub const PAGE_SIZE: i64 = 16_384;
+/// One minute, ms.
+pub const MINUTE_MS: i64 = 60_000;
+/// One hour, ms.
+pub const HOUR_MS: i64 = 3_600_000;
+/// One day, ms.
+pub const DAY_MS: i64 = 86_400_000;
+
+const MIGRATION_LIST: &[M<'static>] = &[M::up(include_str!("../../../schema/0001-initial.sql"))];
+
+/// The schema migrations, in order.
+pub const MIGRATIONS: Migrations<'static> = Migrations::from_slice(MIGRATION_LIST);
+
+/// Why a store operation failed. Each variant names the database file.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("opening database {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("database {path}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("migrating database {path}")]
+    Migrate {
+        path: PathBuf,
+        #[source]
+        source: rusqlite_migration::Error,
+    },
+    #[error(
+        "{path} is not a wattson database (application_id {application_id:#010x}, expected {APPLICATION_ID:#010x})"
+    )]
+    NotWattson { path: PathBuf, application_id: i32 },
+    #[error(
+        "database {path} has schema version {found}, this wattson knows up to {supported}: upgrade wattson"
+    )]
+    SchemaTooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error(
+        "database {path} has schema version {found}, this wattson reads {supported}: let the daemon migrate it first"
+    )]
+    SchemaTooOld {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error("database {path}: chunk of series {series_id} at {start_ms} ms is corrupt")]
+    Corrupt {
+        path: PathBuf,
+        series_id: i64,
+        start_ms: i64,
+        #[source]
+        source: codec::DecodeError,
+    },
+    #[error("database {path}: unknown metric {metric:?} in series {series_id}")]
+    UnknownMetric {
+        path: PathBuf,
+        series_id: i64,
+        metric: String,
+    },
+    #[error("store queue for {path} is full: batch dropped ({dropped_batches} dropped so far)")]
+    QueueFull {
+        path: PathBuf,
+        dropped_batches: u64,
+    },
+    #[error("store writer for {path} has stopped")]
+    Closed { path: PathBuf },
+}
+
+/// How the store is written.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Host name stored with samples that do not name one.
+    pub host: String,
+    /// How long raw samples are kept, ms (default 30 days). Rollups are kept forever.
+    pub raw_retention_ms: i64,
+    /// Longest time samples wait in memory before a flush (default 2 s).
+    pub flush_interval: Duration,
+    /// A flush starts early once this many samples wait (default 50,000).
+    pub max_batch_samples: usize,
+    /// Batches the queue holds before `insert` drops (default 1024).
+    pub queue_batches: usize,
+    /// The expected sampling interval, ms (default 1000). A pair of samples further apart
+    /// than 3x this is a gap: no energy is integrated across it.
+    pub expected_interval_ms: i64,
+    /// How often expired raw chunks are deleted (default 10 min).
+    pub prune_interval: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            host: "localhost".to_owned(),
+            raw_retention_ms: 30 * DAY_MS,
+            flush_interval: Duration::from_secs(2),
+            max_batch_samples: 50_000,
+            queue_batches: 1024,
+            expected_interval_ms: 1000,
+            prune_interval: Duration::from_secs(600),
+        }
+    }
+}
+
+impl StoreOptions {
+    /// The longest interval between two power samples that is integrated, ms.
+    pub fn max_interval_ms(&self) -> i64 {
+        self.expected_interval_ms.saturating_mul(3)
+    }
+}
+
+/// Values per unit stored: a value `v` is kept as `round(v * resolution(unit))`.
+///
+/// W 0.01, V 0.01, A 0.001, ratio 0.001, Hz 0.01, Wh 0.001, share 1e-4, MHz 1, count 1.
+pub fn resolution(unit: Unit) -> f64 {
+    match unit {
+        Unit::Watt | Unit::Volt | Unit::Hertz => 100.0,
+        Unit::Ampere | Unit::Ratio | Unit::WattHour => 1000.0,
+        Unit::Share => 10_000.0,
+        Unit::Megahertz | Unit::Count => 1.0,
+    }
+}
+
+/// Quantises `value` to steps of `1 / scale` (saturating at the `i64` range).
+pub fn quantise(value: f64, scale: f64) -> i64 {
+    (value * scale).round() as i64
+}
+
+/// Inverse of [`quantise`].
+pub fn dequantise(q: i64, scale: f64) -> f64 {
+    q as f64 / scale
+}
+
+/// Which rollups a series gets: `(hourly, per_minute)`.
+///
+/// Every meter metric and every power source is rolled up hourly; power also per minute.
+/// CPU metrics are rolled up for their aggregate channels only (`all`, `all/<x>`, `mean`).
+pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
+    match metric {
+        Metric::Power => (true, true),
+        Metric::Voltage
+        | Metric::Current
+        | Metric::PowerFactor
+        | Metric::Frequency
+        | Metric::EnergyCounter => (true, false),
+        Metric::CpuBusy => (channel == "all", false),
+        Metric::CoreFrequency => (channel == "mean", false),
+        Metric::CpuTime | Metric::IdleResidency => (channel.starts_with("all/"), false),
+    }
+}
+
+/// One stored series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub id: i64,
+    pub host: String,
+    pub source: String,
+    pub metric: Metric,
+    pub channel: String,
+    pub unit: Unit,
+}
+
+/// One hour of one series, as stored.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HourRollup {
+    /// Start of the hour, ms.
+    pub hour_ms: i64,
+    pub n: u64,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Energy in the hour, Wh (power series only).
+    pub energy_wh: Option<f64>,
+    /// Per-minute rollups (power series only), in minute order.
+    pub minutes: Vec<MinuteRollup>,
+}
+
+/// One minute of a power series. Mean, min and max are quantised to the metric's
+/// resolution, energy to 0.001 Wh.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MinuteRollup {
+    /// Minute of the hour, 0..60.
+    pub minute: u8,
+    pub n: u64,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Wh.
+    pub energy_wh: f64,
+}
+
+/// A database handle: the read API, plus what the writer needs.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    max_interval_ms: i64,
+}
+
+impl Store {
+    /// Opens (creating and migrating if needed) the database at `path` for writing.
+    pub fn open(path: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
+        let mut conn = Connection::open(path).map_err(|source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        let sql = |source| StoreError::Sqlite {
+            path: path.to_owned(),
+            source,
+        };
+        conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
+        let application_id: i32 = conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(sql)?;
+        if application_id != APPLICATION_ID {
+            let objects: i64 = conn
+                .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+                .map_err(sql)?;
+            if application_id != 0 || objects != 0 {
+                return Err(StoreError::NotWattson {
+                    path: path.to_owned(),
+                    application_id,
+                });
+            }
+            // A new file: 16 KiB pages waste less of each page on raw chunks (about 1.5
+            // KiB each) than the default 4 KiB. Must come before anything is written.
+            conn.pragma_update(None, "page_size", PAGE_SIZE)
+                .map_err(sql)?;
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .map_err(sql)?;
+        }
+        check_version(&conn, path, false)?;
+        let _mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql)?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(sql)?;
+        MIGRATIONS
+            .to_latest(&mut conn)
+            .map_err(|source| StoreError::Migrate {
+                path: path.to_owned(),
+                source,
+            })?;
+        Ok(Store {
+            conn,
+            path: path.to_owned(),
+            max_interval_ms: options.max_interval_ms(),
+        })
+    }
+
+    /// Opens an existing database for reading, alongside a daemon that writes it.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        let sql = |source| StoreError::Sqlite {
+            path: path.to_owned(),
+            source,
+        };
+        conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
+        let application_id: i32 = conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(sql)?;
+        if application_id != APPLICATION_ID {
+            return Err(StoreError::NotWattson {
+                path: path.to_owned(),
+                application_id,
+            });
+        }
+        check_version(&conn, path, true)?;
+        Ok(Store {
+            conn,
+            path: path.to_owned(),
+            max_interval_ms: StoreOptions::default().max_interval_ms(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The connection, for tables without a typed API yet (configurations, sweeps,
+    /// tariffs). Writes through it from outside the writer thread are not allowed.
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The longest interval between power samples integrated by read queries, ms.
+    pub fn set_max_interval_ms(&mut self, ms: i64) {
+        self.max_interval_ms = ms;
+    }
+
+    /// `PRAGMA integrity_check`: `"ok"` for a sound file.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        self.conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .map_err(|e| self.sql(e))
+    }
+
+    /// The series `(host, source, metric, channel)`, created if new.
+    pub fn ensure_series(
+        &self,
+        host: &str,
+        source: &str,
+        metric: Metric,
+        channel: &str,
+    ) -> Result<Series, StoreError> {
+        let unit = metric.unit();
+        let (hourly, minute) = rollup_kind(metric, channel);
+        self.conn
+            .prepare_cached(
+                "INSERT INTO series (host, source, metric, channel, unit, rollup, minute_rollup)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    host,
+                    source,
+                    metric.as_str(),
+                    channel,
+                    unit.symbol(),
+                    hourly,
+                    minute
+                ])
+            })
+            .map_err(|e| self.sql(e))?;
+        let id: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM series
+                 WHERE host = ?1 AND source = ?2 AND metric = ?3 AND channel = ?4 AND unit = ?5",
+            )
+            .and_then(|mut s| {
+                s.query_row(
+                    params![host, source, metric.as_str(), channel, unit.symbol()],
+                    |r| r.get(0),
+                )
+            })
+            .map_err(|e| self.sql(e))?;
+        Ok(Series {
+            id,
+            host: host.to_owned(),
+            source: source.to_owned(),
+            metric,
+            channel: channel.to_owned(),
+            unit,
+        })
+    }
+
+    /// Writes (inserts or replaces) one hour rollup of series `series`.
+    pub fn put_hour_rollup(&self, series: &Series, hour: &HourRollup) -> Result<(), StoreError> {
+        let scale = resolution(series.unit);
+        let minutes = (!hour.minutes.is_empty()).then(|| encode_minutes(&hour.minutes, scale));
+        let (mean, min, max) = if hour.n == 0 {
+            (0.0, 0.0, 0.0)
+        } else {
+            (hour.mean, hour.min, hour.max)
+        };
+        self.conn
+            .prepare_cached(
+                "INSERT INTO rollup_hour (series_id, hour_ms, n, mean, min, max, energy_wh, minutes)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (series_id, hour_ms) DO UPDATE SET n = excluded.n,
+                   mean = excluded.mean, min = excluded.min, max = excluded.max,
+                   energy_wh = excluded.energy_wh, minutes = excluded.minutes",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    series.id,
+                    hour.hour_ms,
+                    hour.n as i64,
+                    mean,
+                    min,
+                    max,
+                    hour.energy_wh,
+                    minutes
+                ])
+            })
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// The stored hour rollup of `series` at `hour_ms`, if any.
+    pub fn hour_rollup(
+        &self,
+        series: &Series,
+        hour_ms: i64,
+    ) -> Result<Option<HourRollup>, StoreError> {
+        let row = self
+            .conn
+            .prepare_cached(
+                "SELECT n, mean, min, max, energy_wh, minutes FROM rollup_hour
+                 WHERE series_id = ?1 AND hour_ms = ?2",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![series.id, hour_ms], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, f64>(1)?,
+                        r.get::<_, f64>(2)?,
+                        r.get::<_, f64>(3)?,
+                        r.get::<_, Option<f64>>(4)?,
+                        r.get::<_, Option<Vec<u8>>>(5)?,
+                    ))
+                })
+                .optional()
+            })
+            .map_err(|e| self.sql(e))?;
+        let Some((n, mean, min, max, energy_wh, minutes)) = row else {
+            return Ok(None);
+        };
+        let minutes = match minutes {
+            Some(blob) => decode_minutes(&blob, resolution(series.unit)).map_err(|source| {
+                StoreError::Corrupt {
+                    path: self.path.clone(),
+                    series_id: series.id,
+                    start_ms: hour_ms,
+                    source,
+                }
+            })?,
+            None => Vec::new(),
+        };
+        Ok(Some(HourRollup {
+            hour_ms,
+            n: n.max(0) as u64,
+            mean,
+            min,
+            max,
+            energy_wh,
+            minutes,
+        }))
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn corrupt(&self, series_id: i64, start_ms: i64, source: codec::DecodeError) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            series_id,
+            start_ms,
+            source,
+        }
+    }
+}
+
+fn check_version(conn: &Connection, path: &Path, read_only: bool) -> Result<(), StoreError> {
+    let found: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|source| StoreError::Sqlite {
+            path: path.to_owned(),
+            source,
+        })?;
+    let supported = MIGRATION_LIST.len() as i64;
+    if found > supported {
+        return Err(StoreError::SchemaTooNew {
+            path: path.to_owned(),
+            found,
+            supported,
+        });
+    }
+    if read_only && found < supported {
+        return Err(StoreError::SchemaTooOld {
+            path: path.to_owned(),
+            found,
+            supported,
+        });
+    }
+    Ok(())
+}
+
+const MINUTE_ORDERS: [codec::Order; 6] = [codec::Order::Delta; 6];
+
+/// Packs minute rollups: minute index, n, mean, min, max (at `scale`), energy (mWh).
+fn encode_minutes(minutes: &[MinuteRollup], scale: f64) -> Vec<u8> {
+    let col = |f: &dyn Fn(&MinuteRollup) -> i64| minutes.iter().map(f).collect::<Vec<i64>>();
+    let index = col(&|m| i64::from(m.minute));
+    let n = col(&|m| m.n as i64);
+    let mean = col(&|m| quantise(m.mean, scale));
+    let min = col(&|m| quantise(m.min, scale));
+    let max = col(&|m| quantise(m.max, scale));
+    let energy = col(&|m| quantise(m.energy_wh, 1000.0));
+    codec::encode(&[
+        (&index, codec::Order::Delta),
+        (&n, codec::Order::Delta),
+        (&mean, codec::Order::Delta),
+        (&min, codec::Order::Delta),
+        (&max, codec::Order::Delta),
+        (&energy, codec::Order::Delta),
+    ])
+}
+
+fn decode_minutes(blob: &[u8], scale: f64) -> Result<Vec<MinuteRollup>, codec::DecodeError> {
+    let cols = codec::decode(blob, &MINUTE_ORDERS)?;
+    let (index, n, mean, min, max, energy) =
+        (&cols[0], &cols[1], &cols[2], &cols[3], &cols[4], &cols[5]);
+    Ok((0..index.len())
+        .map(|i| MinuteRollup {
+            minute: index[i].clamp(0, 59) as u8,
+            n: n[i].max(0) as u64,
+            mean: dequantise(mean[i], scale),
+            min: dequantise(min[i], scale),
+            max: dequantise(max[i], scale),
+            energy_wh: dequantise(energy[i], 1000.0),
+        })
+        .collect())
+}
+
+/// `t` rounded down to a multiple of `step`.
+pub fn floor_to(t: i64, step: i64) -> i64 {
+    t.div_euclid(step) * step
+}
+
+/// `t` rounded up to a multiple of `step`.
+pub fn ceil_to(t: i64, step: i64) -> i64 {
+    let f = floor_to(t, step);
+    if f == t { t } else { f.saturating_add(step) }
+}

@@ -1,0 +1,478 @@
+//! Read API of the store: series, latest values, raw samples, rollups, energy and gaps.
+//!
+//! Times are UTC ms; ranges are half-open `[from_ms, to_ms)`; energy is in Wh.
+
+use rusqlite::{OptionalExtension, params};
+use wattson_collectors::Metric;
+
+use super::codec::{self, Order};
+use super::{
+    CHUNK_MS, HOUR_MS, MINUTE_MS, Series, Store, StoreError, ceil_to, dequantise, floor_to,
+    integrate, resolution,
+};
+
+/// Selects series; `None` matches anything.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SeriesFilter {
+    pub host: Option<String>,
+    pub source: Option<String>,
+    pub metric: Option<Metric>,
+    pub channel: Option<String>,
+}
+
+impl SeriesFilter {
+    /// Matches every series.
+    pub fn all() -> Self {
+        SeriesFilter::default()
+    }
+
+    #[must_use]
+    pub fn host(mut self, host: &str) -> Self {
+        self.host = Some(host.to_owned());
+        self
+    }
+
+    #[must_use]
+    pub fn source(mut self, source: &str) -> Self {
+        self.source = Some(source.to_owned());
+        self
+    }
+
+    #[must_use]
+    pub fn metric(mut self, metric: Metric) -> Self {
+        self.metric = Some(metric);
+        self
+    }
+
+    #[must_use]
+    pub fn channel(mut self, channel: &str) -> Self {
+        self.channel = Some(channel.to_owned());
+        self
+    }
+
+    fn matches(&self, s: &Series) -> bool {
+        self.host.as_ref().is_none_or(|h| *h == s.host)
+            && self.source.as_ref().is_none_or(|x| *x == s.source)
+            && self.metric.is_none_or(|m| m == s.metric)
+            && self.channel.as_ref().is_none_or(|c| *c == s.channel)
+    }
+}
+
+/// The newest stored sample of one series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Latest {
+    pub series: Series,
+    /// UTC ms.
+    pub ts_ms: i64,
+    /// In the series' unit.
+    pub value: f64,
+}
+
+/// Rollup bucket length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    Minute,
+    Hour,
+}
+
+/// One rollup bucket.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rollup {
+    /// Bucket start, UTC ms.
+    pub bucket_ms: i64,
+    pub n: u64,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Energy in the bucket, Wh (power series only).
+    pub energy_wh: Option<f64>,
+}
+
+/// A period without data from one source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gap {
+    pub host: String,
+    pub source: String,
+    /// UTC ms.
+    pub start_ms: i64,
+    /// UTC ms.
+    pub end_ms: i64,
+    pub reason: String,
+}
+
+/// A decoded raw chunk: timestamps (ms) and quantised values.
+pub(super) struct Chunk {
+    pub ts: Vec<i64>,
+    pub q: Vec<i64>,
+}
+
+impl Store {
+    /// Every stored series.
+    pub fn series(&self) -> Result<Vec<Series>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, host, source, metric, channel FROM series ORDER BY id")
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            })
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .map_err(|e| self.sql(e))?;
+        rows.into_iter()
+            .map(|(id, host, source, metric, channel)| {
+                let m = Metric::parse(&metric).ok_or_else(|| StoreError::UnknownMetric {
+                    path: self.path.clone(),
+                    series_id: id,
+                    metric: metric.clone(),
+                })?;
+                Ok(Series {
+                    id,
+                    host,
+                    source,
+                    metric: m,
+                    channel,
+                    unit: m.unit(),
+                })
+            })
+            .collect()
+    }
+
+    /// The series that `filter` selects.
+    pub fn find_series(&self, filter: &SeriesFilter) -> Result<Vec<Series>, StoreError> {
+        Ok(self
+            .series()?
+            .into_iter()
+            .filter(|s| filter.matches(s))
+            .collect())
+    }
+
+    /// The newest sample of every series of `host`.
+    pub fn latest(&self, host: &str) -> Result<Vec<Latest>, StoreError> {
+        let mut out = Vec::new();
+        for series in self.find_series(&SeriesFilter::all().host(host))? {
+            let open = self
+                .conn
+                .prepare_cached("SELECT last_ts_ms, last_value FROM raw_open WHERE series_id = ?1")
+                .and_then(|mut s| {
+                    s.query_row([series.id], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
+                .map_err(|e| self.sql(e))?;
+            let closed = self
+                .conn
+                .prepare_cached(
+                    "SELECT last_ts_ms, last_value FROM raw_chunk WHERE series_id = ?1
+                     ORDER BY start_ms DESC LIMIT 1",
+                )
+                .and_then(|mut s| {
+                    s.query_row([series.id], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
+                .map_err(|e| self.sql(e))?;
+            let newest: Option<(i64, f64)> = match (open, closed) {
+                (Some(a), Some(b)) => Some(if b.0 > a.0 { b } else { a }),
+                (a, b) => a.or(b),
+            };
+            if let Some((ts_ms, value)) = newest {
+                out.push(Latest {
+                    series,
+                    ts_ms,
+                    value,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Raw samples `(ts_ms, value)` in `[from_ms, to_ms)` of each selected series, in time
+    /// order.
+    pub fn raw(
+        &self,
+        filter: &SeriesFilter,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<(Series, Vec<(i64, f64)>)>, StoreError> {
+        let mut out = Vec::new();
+        for series in self.find_series(filter)? {
+            let points = self.raw_points(&series, from_ms, to_ms)?;
+            out.push((series, points));
+        }
+        Ok(out)
+    }
+
+    fn raw_points(
+        &self,
+        series: &Series,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<(i64, f64)>, StoreError> {
+        let scale = resolution(series.unit);
+        let mut points = Vec::new();
+        for chunk in self.chunks(series.id, from_ms, to_ms)? {
+            points.extend(
+                chunk
+                    .ts
+                    .iter()
+                    .zip(&chunk.q)
+                    .filter(|(t, _)| (from_ms..to_ms).contains(*t))
+                    .map(|(&t, &q)| (t, dequantise(q, scale))),
+            );
+        }
+        points.sort_by_key(|p| p.0);
+        Ok(points)
+    }
+
+    /// Decoded chunks of a series that may hold samples in `[from_ms, to_ms)`.
+    pub(super) fn chunks(
+        &self,
+        series_id: i64,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<Chunk>, StoreError> {
+        let lo = floor_to(from_ms, CHUNK_MS);
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT start_ms, data FROM raw_chunk
+                   WHERE series_id = ?1 AND start_ms >= ?2 AND start_ms < ?3
+                 UNION ALL
+                 SELECT start_ms, data FROM raw_open
+                   WHERE series_id = ?1 AND start_ms >= ?2 AND start_ms < ?3",
+            )
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map(params![series_id, lo, to_ms], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .map_err(|e| self.sql(e))?;
+        rows.into_iter()
+            .map(|(start_ms, data)| self.decode_chunk(series_id, start_ms, &data))
+            .collect()
+    }
+
+    pub(super) fn decode_chunk(
+        &self,
+        series_id: i64,
+        start_ms: i64,
+        data: &[u8],
+    ) -> Result<Chunk, StoreError> {
+        let mut cols = codec::decode(data, &[Order::DeltaOfDelta, Order::Delta])
+            .map_err(|e| self.corrupt(series_id, start_ms, e))?;
+        let q = cols.pop().unwrap_or_default();
+        let ts = cols
+            .pop()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.wrapping_add(start_ms))
+            .collect();
+        Ok(Chunk { ts, q })
+    }
+
+    /// Rollups of each selected series with bucket start in `[from_ms, to_ms)`. Minute
+    /// rollups exist for power series only (see [`super::rollup_kind`]).
+    pub fn rollups(
+        &self,
+        filter: &SeriesFilter,
+        resolution: Resolution,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<(Series, Vec<Rollup>)>, StoreError> {
+        let mut out = Vec::new();
+        for series in self.find_series(filter)? {
+            let rollups = match resolution {
+                Resolution::Hour => self.hour_rollups(&series, from_ms, to_ms)?,
+                Resolution::Minute => self.minute_rollups(&series, from_ms, to_ms)?,
+            };
+            out.push((series, rollups));
+        }
+        Ok(out)
+    }
+
+    fn hour_rollups(
+        &self,
+        series: &Series,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<Rollup>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT hour_ms, n, mean, min, max, energy_wh FROM rollup_hour
+                 WHERE series_id = ?1 AND hour_ms >= ?2 AND hour_ms < ?3 ORDER BY hour_ms",
+            )
+            .map_err(|e| self.sql(e))?;
+        stmt.query_map(params![series.id, from_ms, to_ms], |r| {
+            Ok(Rollup {
+                bucket_ms: r.get(0)?,
+                n: r.get::<_, i64>(1)?.max(0) as u64,
+                mean: r.get(2)?,
+                min: r.get(3)?,
+                max: r.get(4)?,
+                energy_wh: r.get(5)?,
+            })
+        })
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .map_err(|e| self.sql(e))
+    }
+
+    fn minute_rollups(
+        &self,
+        series: &Series,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<Rollup>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT hour_ms FROM rollup_hour WHERE series_id = ?1 AND hour_ms >= ?2
+                   AND hour_ms < ?3 AND minutes IS NOT NULL ORDER BY hour_ms",
+            )
+            .map_err(|e| self.sql(e))?;
+        let hours = stmt
+            .query_map(
+                params![series.id, floor_to(from_ms, HOUR_MS), to_ms],
+                |r| r.get::<_, i64>(0),
+            )
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .map_err(|e| self.sql(e))?;
+        let mut out = Vec::new();
+        for hour_ms in hours {
+            let Some(hour) = self.hour_rollup(series, hour_ms)? else {
+                continue;
+            };
+            for m in hour.minutes {
+                let bucket_ms = hour_ms + i64::from(m.minute) * MINUTE_MS;
+                if (from_ms..to_ms).contains(&bucket_ms) {
+                    out.push(Rollup {
+                        bucket_ms,
+                        n: m.n,
+                        mean: m.mean,
+                        min: m.min,
+                        max: m.max,
+                        energy_wh: Some(m.energy_wh),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Energy of `source` on `host` as a whole (its power series with an empty channel)
+    /// in `[from_ms, to_ms)`, Wh. Zero when there is no such series.
+    pub fn energy_wh(
+        &self,
+        host: &str,
+        source: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<f64, StoreError> {
+        let filter = SeriesFilter::all()
+            .host(host)
+            .source(source)
+            .metric(Metric::Power)
+            .channel("");
+        let mut total = 0.0;
+        for series in self.find_series(&filter)? {
+            total += self.series_energy_wh(&series, from_ms, to_ms)?;
+        }
+        Ok(total)
+    }
+
+    /// Energy of one power series in `[from_ms, to_ms)`, Wh: whole hours from hourly
+    /// rollups, whole minutes from minute rollups, the rest from raw samples.
+    pub fn series_energy_wh(
+        &self,
+        series: &Series,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<f64, StoreError> {
+        if to_ms <= from_ms {
+            return Ok(0.0);
+        }
+        let (h0, h1) = (ceil_to(from_ms, HOUR_MS), floor_to(to_ms, HOUR_MS));
+        if h0 >= h1 {
+            return self.minutes_energy_wh(series, from_ms, to_ms);
+        }
+        let hours: f64 = self
+            .conn
+            .prepare_cached(
+                "SELECT coalesce(sum(energy_wh), 0.0) FROM rollup_hour
+                 WHERE series_id = ?1 AND hour_ms >= ?2 AND hour_ms < ?3",
+            )
+            .and_then(|mut s| s.query_row(params![series.id, h0, h1], |r| r.get(0)))
+            .map_err(|e| self.sql(e))?;
+        Ok(hours
+            + self.minutes_energy_wh(series, from_ms, h0)?
+            + self.minutes_energy_wh(series, h1, to_ms)?)
+    }
+
+    fn minutes_energy_wh(
+        &self,
+        series: &Series,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<f64, StoreError> {
+        if to_ms <= from_ms {
+            return Ok(0.0);
+        }
+        let (m0, m1) = (ceil_to(from_ms, MINUTE_MS), floor_to(to_ms, MINUTE_MS));
+        if m0 >= m1 {
+            return self.raw_energy_wh(series, from_ms, to_ms);
+        }
+        let minutes: f64 = self
+            .minute_rollups(series, m0, m1)?
+            .iter()
+            .filter_map(|r| r.energy_wh)
+            .sum();
+        Ok(minutes
+            + self.raw_energy_wh(series, from_ms, m0)?
+            + self.raw_energy_wh(series, m1, to_ms)?)
+    }
+
+    fn raw_energy_wh(&self, series: &Series, from_ms: i64, to_ms: i64) -> Result<f64, StoreError> {
+        if to_ms <= from_ms {
+            return Ok(0.0);
+        }
+        let margin = self.max_interval_ms;
+        let points = self.raw_points(series, from_ms - margin, to_ms + margin)?;
+        let gaps: Vec<(i64, i64)> = self
+            .gaps(&series.host, from_ms - margin, to_ms + margin)?
+            .into_iter()
+            .filter(|g| g.source == series.source)
+            .map(|g| (g.start_ms, g.end_ms))
+            .collect();
+        Ok(integrate::series_wh(
+            &points, from_ms, to_ms, margin, &gaps,
+        ))
+    }
+
+    /// Gaps of `host` that overlap `[from_ms, to_ms)`, by start.
+    pub fn gaps(&self, host: &str, from_ms: i64, to_ms: i64) -> Result<Vec<Gap>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT host, source, start_ms, end_ms, reason FROM gap
+                 WHERE host = ?1 AND end_ms >= ?2 AND start_ms < ?3 ORDER BY start_ms",
+            )
+            .map_err(|e| self.sql(e))?;
+        stmt.query_map(params![host, from_ms, to_ms], |r| {
+            Ok(Gap {
+                host: r.get(0)?,
+                source: r.get(1)?,
+                start_ms: r.get(2)?,
+                end_ms: r.get(3)?,
+                reason: r.get(4)?,
+            })
+        })
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .map_err(|e| self.sql(e))
+    }
+}

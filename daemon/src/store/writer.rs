@@ -1,0 +1,676 @@
+//! The writer: turns batches of samples into raw chunks and rollups, one transaction per
+//! flush.
+//!
+//! Samples wait in memory until [`Writer::flush`]. A flush appends them to each series'
+//! open chunk, updates the open hour's rollup (and its minutes, with energy integrated
+//! between continuous power samples), and writes every changed open chunk and open hour in
+//! one transaction, so a killed process loses at most the batch it was flushing. Chunks
+//! that close are appended to `raw_chunk`; samples older than a series' open chunk are
+//! merged into their closed chunk. Times are UTC ms, energy Wh.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{OptionalExtension, params};
+use wattson_collectors::{Metric, Sample};
+
+use super::codec::{self, Order};
+use super::{
+    CHUNK_MS, HOUR_MS, HourRollup, MINUTE_MS, MinuteRollup, Series, Store, StoreError,
+    StoreOptions, dequantise, floor_to, integrate, quantise, resolution, rollup_kind,
+};
+
+/// What one flush wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlushStats {
+    /// Samples stored.
+    pub samples: usize,
+    /// Samples dropped because their value was not finite.
+    pub rejected: usize,
+    /// Gaps recorded.
+    pub gaps: usize,
+}
+
+enum Pending {
+    Samples(Option<String>, Vec<Sample>),
+    Gap {
+        host: Option<String>,
+        source: String,
+        start_ms: i64,
+        end_ms: i64,
+        reason: String,
+    },
+}
+
+struct OpenChunk {
+    start_ms: i64,
+    ts: Vec<i64>,
+    q: Vec<i64>,
+    dirty: bool,
+}
+
+impl OpenChunk {
+    fn push(&mut self, ts: i64, q: i64) {
+        if self.ts.last().is_none_or(|&last| last <= ts) {
+            self.ts.push(ts);
+            self.q.push(q);
+        } else {
+            let at = self.ts.partition_point(|&t| t <= ts);
+            self.ts.insert(at, ts);
+            self.q.insert(at, q);
+        }
+        self.dirty = true;
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Acc {
+    n: u64,
+    sum: f64,
+    min: f64,
+    max: f64,
+    energy_wh: f64,
+}
+
+impl Default for Acc {
+    fn default() -> Self {
+        Acc {
+            n: 0,
+            sum: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+            energy_wh: 0.0,
+        }
+    }
+}
+
+impl Acc {
+    fn add(&mut self, v: f64) {
+        self.n += 1;
+        self.sum += v;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+    }
+
+    fn from_stored(n: u64, mean: f64, min: f64, max: f64, energy_wh: f64) -> Acc {
+        if n == 0 {
+            return Acc {
+                energy_wh,
+                ..Acc::default()
+            };
+        }
+        Acc {
+            n,
+            sum: mean * n as f64,
+            min,
+            max,
+            energy_wh,
+        }
+    }
+
+    fn stats(&self) -> (f64, f64, f64) {
+        if self.n == 0 {
+            (0.0, 0.0, 0.0)
+        } else {
+            (self.sum / self.n as f64, self.min, self.max)
+        }
+    }
+}
+
+struct HourAcc {
+    hour_ms: i64,
+    all: Acc,
+    minutes: BTreeMap<u8, Acc>,
+    dirty: bool,
+}
+
+impl HourAcc {
+    fn from_stored(hour_ms: i64, stored: Option<HourRollup>) -> HourAcc {
+        let Some(h) = stored else {
+            return HourAcc {
+                hour_ms,
+                all: Acc::default(),
+                minutes: BTreeMap::new(),
+                dirty: false,
+            };
+        };
+        HourAcc {
+            hour_ms,
+            all: Acc::from_stored(h.n, h.mean, h.min, h.max, 0.0),
+            minutes: h
+                .minutes
+                .iter()
+                .map(|m| {
+                    let acc = Acc::from_stored(m.n, m.mean, m.min, m.max, m.energy_wh);
+                    (m.minute, acc)
+                })
+                .collect(),
+            dirty: false,
+        }
+    }
+
+    fn to_rollup(&self, power: bool) -> HourRollup {
+        let (mean, min, max) = self.all.stats();
+        HourRollup {
+            hour_ms: self.hour_ms,
+            n: self.all.n,
+            mean,
+            min,
+            max,
+            energy_wh: power.then(|| self.minutes.values().map(|m| m.energy_wh).sum()),
+            minutes: self
+                .minutes
+                .iter()
+                .map(|(&minute, m)| {
+                    let (mean, min, max) = m.stats();
+                    MinuteRollup {
+                        minute,
+                        n: m.n,
+                        mean,
+                        min,
+                        max,
+                        energy_wh: m.energy_wh,
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+struct SeriesState {
+    series: Series,
+    scale: f64,
+    hourly: bool,
+    minutes: bool,
+    open: Option<OpenChunk>,
+    prev: Option<(i64, f64)>,
+    hour: Option<HourAcc>,
+}
+
+/// Ingests samples into a [`Store`]; owned by one thread (see [`super::StoreHandle`]).
+pub struct Writer {
+    store: Store,
+    options: StoreOptions,
+    pending: Vec<Pending>,
+    pending_samples: usize,
+    index: HashMap<String, HashMap<String, HashMap<String, HashMap<Metric, usize>>>>,
+    states: Vec<SeriesState>,
+    gaps: HashMap<(String, String), Vec<(i64, i64)>>,
+    late: BTreeMap<(usize, i64), Vec<(i64, i64)>>,
+    newest_ms: i64,
+    last_prune: Option<Instant>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("path", &self.store.path())
+            .field("pending_samples", &self.pending_samples)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    pub fn new(store: Store, options: StoreOptions) -> Writer {
+        Writer {
+            store,
+            options,
+            pending: Vec::new(),
+            pending_samples: 0,
+            index: HashMap::new(),
+            states: Vec::new(),
+            gaps: HashMap::new(),
+            late: BTreeMap::new(),
+            newest_ms: i64::MIN,
+            last_prune: None,
+        }
+    }
+
+    /// The options it writes with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
+    /// The store, for reads.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Samples (and gaps) waiting for the next flush.
+    pub fn pending(&self) -> usize {
+        self.pending_samples
+    }
+
+    /// Queues samples of `host` (the configured host when `None`).
+    pub fn push(&mut self, host: Option<String>, samples: Vec<Sample>) {
+        self.pending_samples += samples.len();
+        self.pending.push(Pending::Samples(host, samples));
+    }
+
+    /// Queues a gap `[start_ms, end_ms]` of `source` on `host` (configured host if `None`).
+    pub fn record_gap(
+        &mut self,
+        host: Option<String>,
+        source: &str,
+        start_ms: i64,
+        end_ms: i64,
+        reason: &str,
+    ) {
+        self.pending_samples += 1;
+        self.pending.push(Pending::Gap {
+            host,
+            source: source.to_owned(),
+            start_ms: start_ms.min(end_ms),
+            end_ms: end_ms.max(start_ms),
+            reason: reason.to_owned(),
+        });
+    }
+
+    /// Writes everything pending in one transaction; then prunes expired raw chunks when
+    /// the prune interval has passed. On error the in-memory state is dropped (it is
+    /// reloaded from the file) and the failed batch is lost.
+    pub fn flush(&mut self) -> Result<FlushStats, StoreError> {
+        let pending = std::mem::take(&mut self.pending);
+        self.pending_samples = 0;
+        let result = self.write(pending);
+        if result.is_err() {
+            self.index.clear();
+            self.states.clear();
+            self.late.clear();
+            return result;
+        }
+        if self
+            .last_prune
+            .is_none_or(|t| t.elapsed() >= self.options.prune_interval)
+        {
+            self.last_prune = Some(Instant::now());
+            let wall = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(i64::MAX, |d| d.as_millis() as i64);
+            let now = wall.min(self.newest_ms);
+            if now > i64::MIN {
+                self.prune(now.saturating_sub(self.options.raw_retention_ms))?;
+            }
+        }
+        result
+    }
+
+    /// Deletes raw chunks that end at or before `cutoff_ms`; returns how many.
+    pub fn prune(&mut self, cutoff_ms: i64) -> Result<usize, StoreError> {
+        let store = &self.store;
+        let tx = store
+            .conn
+            .unchecked_transaction()
+            .map_err(|e| store.sql(e))?;
+        let last_start = cutoff_ms.saturating_sub(CHUNK_MS);
+        let ids: Vec<i64> = store.series()?.iter().map(|s| s.id).collect();
+        let mut deleted = 0;
+        for id in ids {
+            deleted += tx
+                .prepare_cached("DELETE FROM raw_chunk WHERE series_id = ?1 AND start_ms <= ?2")
+                .and_then(|mut s| s.execute(params![id, last_start]))
+                .map_err(|e| store.sql(e))?;
+            deleted += tx
+                .prepare_cached("DELETE FROM raw_open WHERE series_id = ?1 AND start_ms <= ?2")
+                .and_then(|mut s| s.execute(params![id, last_start]))
+                .map_err(|e| store.sql(e))?;
+        }
+        tx.commit().map_err(|e| store.sql(e))?;
+        for state in &mut self.states {
+            if state.open.as_ref().is_some_and(|o| o.start_ms <= last_start) {
+                state.open = None;
+            }
+        }
+        Ok(deleted)
+    }
+
+    fn write(&mut self, pending: Vec<Pending>) -> Result<FlushStats, StoreError> {
+        let conn = &self.store.conn;
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| self.store.sql(e))?;
+        match self.write_in_transaction(pending) {
+            Ok(stats) => {
+                let conn = &self.store.conn;
+                conn.execute_batch("COMMIT")
+                    .map_err(|e| self.store.sql(e))?;
+                Ok(stats)
+            }
+            Err(e) => {
+                // The error that matters is the first one; a failed rollback leaves the
+                // transaction to be rolled back when the connection closes.
+                let _ = self.store.conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
+    fn write_in_transaction(&mut self, pending: Vec<Pending>) -> Result<FlushStats, StoreError> {
+        let mut stats = FlushStats::default();
+        // Gaps first, so that samples after a gap in the same flush are not integrated.
+        for p in &pending {
+            if let Pending::Gap {
+                host,
+                source,
+                start_ms,
+                end_ms,
+                reason,
+            } = p
+            {
+                let host = host.as_deref().unwrap_or(&self.options.host);
+                self.store
+                    .conn
+                    .prepare_cached(
+                    "INSERT INTO gap (host, source, start_ms, end_ms, reason)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .and_then(|mut s| s.execute(params![host, source, start_ms, end_ms, reason]))
+                .map_err(|e| self.store.sql(e))?;
+                self.gaps
+                    .entry((host.to_owned(), source.clone()))
+                    .or_default()
+                    .push((*start_ms, *end_ms));
+                stats.gaps += 1;
+            }
+        }
+        for p in pending {
+            if let Pending::Samples(host, samples) = p {
+                let host = host.unwrap_or_else(|| self.options.host.clone());
+                for sample in samples {
+                    if !sample.value.is_finite() {
+                        stats.rejected += 1;
+                        continue;
+                    }
+                    let i = self.state_index(&host, &sample)?;
+                    self.ingest(i, sample.ts_ms, sample.value)?;
+                    stats.samples += 1;
+                }
+            }
+        }
+        for ((i, start_ms), points) in std::mem::take(&mut self.late) {
+            let id = self.states[i].series.id;
+            self.merge_closed(id, start_ms, &points, self.states[i].scale)?;
+        }
+        for state in &mut self.states {
+            if let Some(open) = state.open.as_mut().filter(|o| o.dirty) {
+                write_open(&self.store, state.series.id, open, state.scale)?;
+                open.dirty = false;
+            }
+            if let Some(hour) = state.hour.as_mut().filter(|h| h.dirty) {
+                self.store
+                    .put_hour_rollup(&state.series, &hour.to_rollup(state.minutes))?;
+                hour.dirty = false;
+            }
+        }
+        Ok(stats)
+    }
+
+    fn state_index(&mut self, host: &str, sample: &Sample) -> Result<usize, StoreError> {
+        if let Some(&i) = self
+            .index
+            .get(host)
+            .and_then(|m| m.get(&sample.source))
+            .and_then(|m| m.get(&sample.channel))
+            .and_then(|m| m.get(&sample.metric))
+        {
+            return Ok(i);
+        }
+        let series =
+            self.store
+                .ensure_series(host, &sample.source, sample.metric, &sample.channel)?;
+        let open = self.load_open(&series)?;
+        let (hourly, minutes) = rollup_kind(series.metric, &series.channel);
+        let i = self.states.len();
+        self.states.push(SeriesState {
+            scale: resolution(series.unit),
+            series,
+            hourly,
+            minutes,
+            open,
+            prev: None,
+            hour: None,
+        });
+        self.index
+            .entry(host.to_owned())
+            .or_default()
+            .entry(sample.source.clone())
+            .or_default()
+            .entry(sample.channel.clone())
+            .or_default()
+            .insert(sample.metric, i);
+        Ok(i)
+    }
+
+    fn load_open(&self, series: &Series) -> Result<Option<OpenChunk>, StoreError> {
+        let row: Option<(i64, Vec<u8>)> = self
+            .store
+            .conn
+            .prepare_cached("SELECT start_ms, data FROM raw_open WHERE series_id = ?1")
+            .and_then(|mut s| {
+                s.query_row([series.id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
+            .map_err(|e| self.store.sql(e))?;
+        row.map(|(start_ms, data)| {
+            let chunk = self.store.decode_chunk(series.id, start_ms, &data)?;
+            Ok(OpenChunk {
+                start_ms,
+                ts: chunk.ts,
+                q: chunk.q,
+                dirty: false,
+            })
+        })
+        .transpose()
+    }
+
+    fn ingest(&mut self, i: usize, ts: i64, value: f64) -> Result<(), StoreError> {
+        self.newest_ms = self.newest_ms.max(ts);
+        let state = &mut self.states[i];
+        let q = quantise(value, state.scale);
+        let value = dequantise(q, state.scale);
+        let start_ms = floor_to(ts, CHUNK_MS);
+        match state.open.as_mut() {
+            Some(open) if open.start_ms == start_ms => open.push(ts, q),
+            Some(open) if open.start_ms > start_ms => {
+                self.late.entry((i, start_ms)).or_default().push((ts, q));
+            }
+            _ => {
+                if let Some(old) = state.open.take() {
+                    let points: Vec<(i64, i64)> = old.ts.into_iter().zip(old.q).collect();
+                    let (id, scale) = (state.series.id, state.scale);
+                    self.merge_closed(id, old.start_ms, &points, scale)?;
+                    self.store
+                        .conn
+                        .prepare_cached("DELETE FROM raw_open WHERE series_id = ?1")
+                        .and_then(|mut s| s.execute([id]))
+                        .map_err(|e| self.store.sql(e))?;
+                }
+                let mut open = OpenChunk {
+                    start_ms,
+                    ts: Vec::new(),
+                    q: Vec::new(),
+                    dirty: true,
+                };
+                open.push(ts, q);
+                self.states[i].open = Some(open);
+            }
+        }
+        if self.states[i].hourly {
+            self.roll_up(i, ts, value)?;
+        }
+        Ok(())
+    }
+
+    fn roll_up(&mut self, i: usize, ts: i64, value: f64) -> Result<(), StoreError> {
+        let state = &self.states[i];
+        let mut pieces: Vec<(i64, f64)> = Vec::new();
+        if state.minutes
+            && let Some((t0, v0)) = state.prev
+        {
+            let key = (state.series.host.clone(), state.series.source.clone());
+            let gaps = self.gaps.get(&key).map_or(&[][..], Vec::as_slice);
+            if integrate::continuous(t0, ts, self.options.max_interval_ms(), gaps) {
+                let mut m = floor_to(t0, MINUTE_MS);
+                while m < ts {
+                    pieces.push((m, integrate::clipped_wh(t0, v0, ts, value, m, m + MINUTE_MS)));
+                    m += MINUTE_MS;
+                }
+            }
+        }
+        for (minute_ms, wh) in pieces {
+            self.with_hour(i, minute_ms, |h| {
+                h.minutes.entry(minute_of(minute_ms)).or_default().energy_wh += wh;
+            })?;
+        }
+        let minutes = self.states[i].minutes;
+        self.with_hour(i, ts, |h| {
+            h.all.add(value);
+            if minutes {
+                h.minutes.entry(minute_of(ts)).or_default().add(value);
+            }
+        })?;
+        let state = &mut self.states[i];
+        if state.prev.is_none_or(|(t, _)| ts > t) {
+            state.prev = Some((ts, value));
+        }
+        Ok(())
+    }
+
+    /// Applies `f` to the rollup of the hour holding `ts`: the open hour in memory, a
+    /// later hour (which becomes the open one), or an earlier hour read and written back.
+    fn with_hour(
+        &mut self,
+        i: usize,
+        ts: i64,
+        f: impl FnOnce(&mut HourAcc),
+    ) -> Result<(), StoreError> {
+        let hour_ms = floor_to(ts, HOUR_MS);
+        let state = &mut self.states[i];
+        match state.hour.as_mut() {
+            Some(h) if h.hour_ms == hour_ms => {
+                f(h);
+                h.dirty = true;
+            }
+            Some(h) if h.hour_ms > hour_ms => {
+                let stored = self.store.hour_rollup(&state.series, hour_ms)?;
+                let mut old = HourAcc::from_stored(hour_ms, stored);
+                f(&mut old);
+                self.store
+                    .put_hour_rollup(&state.series, &old.to_rollup(state.minutes))?;
+            }
+            _ => {
+                if let Some(h) = state.hour.take().filter(|h| h.dirty) {
+                    self.store
+                        .put_hour_rollup(&state.series, &h.to_rollup(state.minutes))?;
+                }
+                let stored = self.store.hour_rollup(&state.series, hour_ms)?;
+                let mut h = HourAcc::from_stored(hour_ms, stored);
+                f(&mut h);
+                h.dirty = true;
+                state.hour = Some(h);
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges `points` (ts, quantised value) into the closed chunk at `start_ms`.
+    fn merge_closed(
+        &self,
+        series_id: i64,
+        start_ms: i64,
+        points: &[(i64, i64)],
+        scale: f64,
+    ) -> Result<(), StoreError> {
+        let store = &self.store;
+        let existing: Option<Vec<u8>> = store
+            .conn
+            .prepare_cached("SELECT data FROM raw_chunk WHERE series_id = ?1 AND start_ms = ?2")
+            .and_then(|mut s| {
+                s.query_row(params![series_id, start_ms], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(|e| store.sql(e))?;
+        let mut all: Vec<(i64, i64)> = match existing {
+            Some(data) => {
+                let c = store.decode_chunk(series_id, start_ms, &data)?;
+                c.ts.into_iter().zip(c.q).collect()
+            }
+            None => Vec::new(),
+        };
+        all.extend_from_slice(points);
+        all.sort_by_key(|p| p.0);
+        let chunk = OpenChunk {
+            start_ms,
+            ts: all.iter().map(|p| p.0).collect(),
+            q: all.iter().map(|p| p.1).collect(),
+            dirty: true,
+        };
+        let (data, last_ts, last_value) = encode_chunk(&chunk, scale);
+        store
+            .conn
+            .prepare_cached(
+                "INSERT INTO raw_chunk (series_id, start_ms, n, last_ts_ms, last_value, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (series_id, start_ms) DO UPDATE SET n = excluded.n,
+                   last_ts_ms = excluded.last_ts_ms, last_value = excluded.last_value,
+                   data = excluded.data",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    series_id,
+                    start_ms,
+                    chunk.ts.len() as i64,
+                    last_ts,
+                    last_value,
+                    data
+                ])
+            })
+            .map_err(|e| store.sql(e))?;
+        Ok(())
+    }
+}
+
+fn minute_of(ts: i64) -> u8 {
+    (ts.rem_euclid(HOUR_MS) / MINUTE_MS) as u8
+}
+
+fn encode_chunk(chunk: &OpenChunk, scale: f64) -> (Vec<u8>, i64, f64) {
+    let rel: Vec<i64> = chunk
+        .ts
+        .iter()
+        .map(|t| t.wrapping_sub(chunk.start_ms))
+        .collect();
+    let data = codec::encode(&[(&rel, Order::DeltaOfDelta), (&chunk.q, Order::Delta)]);
+    let last_ts = chunk.ts.last().copied().unwrap_or(chunk.start_ms);
+    let last_value = chunk.q.last().map_or(0.0, |&q| dequantise(q, scale));
+    (data, last_ts, last_value)
+}
+
+fn write_open(
+    store: &Store,
+    series_id: i64,
+    chunk: &OpenChunk,
+    scale: f64,
+) -> Result<(), StoreError> {
+    let (data, last_ts, last_value) = encode_chunk(chunk, scale);
+    store
+        .conn
+        .prepare_cached(
+            "INSERT INTO raw_open (series_id, start_ms, n, last_ts_ms, last_value, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (series_id) DO UPDATE SET start_ms = excluded.start_ms, n = excluded.n,
+               last_ts_ms = excluded.last_ts_ms, last_value = excluded.last_value,
+               data = excluded.data",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                series_id,
+                chunk.start_ms,
+                chunk.ts.len() as i64,
+                last_ts,
+                last_value,
+                data
+            ])
+        })
+        .map_err(|e| store.sql(e))?;
+    Ok(())
+}
