@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod costs;
 pub mod logging;
 pub mod meters;
 pub mod modes;

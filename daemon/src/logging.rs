@@ -19,7 +19,8 @@ pub fn init(verbose: bool) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     if std::env::var_os("JOURNAL_STREAM").is_some() {
         let _ = builder.event_format(JournalFormat).try_init();
     } else {

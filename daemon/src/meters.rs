@@ -1,6 +1,305 @@
-//! Wiring of the serial meter collectors into the daemon.
+//! Wiring of the serial meter collectors into the daemon: config sections to collectors
+//! (meters naming the same port share one line), and simulated meters on pseudo-terminals.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use anyhow::Context as _;
+use serialport::SerialPort as _;
+use wattson_collectors::SysRoot;
+use wattson_collectors::cpu::stat::{CpuTimes, parse_stat};
+use wattson_collectors::meter::line::{FieldMap, Layout, LineFormat};
+use wattson_collectors::meter::{self, MeterCollector, MeterReading, Protocol, SimulatedMeter};
+
+use crate::config::{LineField, LineFormatConfig, MeterConfig};
+use crate::power_model::{ModelState, PowerModel};
 
 /// Protocol names accepted in `[[meter]] protocol = ...`.
 pub const PROTOCOL_NAMES: &[&str] = &[
     "pzem004t", "pzem017", "sdm120", "sdm230", "sdm630", "wattsup", "cse7766", "hlw8032", "line",
 ];
+
+/// Build one collector per serial line: meters that name the same port are polled in turn.
+pub fn build_collectors(
+    meters: &[MeterConfig],
+) -> anyhow::Result<Vec<(MeterCollector, std::time::Duration)>> {
+    let mut by_port: BTreeMap<PathBuf, Vec<&MeterConfig>> = BTreeMap::new();
+    for m in meters {
+        by_port.entry(m.port.clone()).or_default().push(m);
+    }
+    let mut out = Vec::new();
+    for (port, group) in by_port {
+        let first = group[0];
+        let protocol: Protocol = first
+            .protocol
+            .parse()
+            .map_err(|e| anyhow::anyhow!("meter {}: {e}", first.id))?;
+        if let Some(other) = group.iter().find(|m| m.protocol != first.protocol) {
+            anyhow::bail!(
+                "meters {} and {} share {} but speak different protocols ({} and {}): one line carries one protocol",
+                first.id,
+                other.id,
+                port.display(),
+                first.protocol,
+                other.protocol
+            );
+        }
+        if group.len() > 1 && !protocol.is_polled() {
+            anyhow::bail!(
+                "meters {} share {}, but {} meters stream on their own line: give each its own port",
+                group
+                    .iter()
+                    .map(|m| m.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                port.display(),
+                protocol.as_str()
+            );
+        }
+        let id = if group.len() == 1 {
+            first.id.clone()
+        } else {
+            group
+                .iter()
+                .map(|m| m.id.as_str())
+                .collect::<Vec<_>>()
+                .join("+")
+        };
+        let mut cfg = meter::MeterConfig::new(id, protocol, port.clone());
+        if let Some(b) = first.baud {
+            cfg.serial.baud = b;
+        }
+        if let Some(p) = first.parity {
+            cfg.serial.parity = match p {
+                crate::config::Parity::None => meter::Parity::None,
+                crate::config::Parity::Even => meter::Parity::Even,
+                crate::config::Parity::Odd => meter::Parity::Odd,
+            };
+        }
+        if let Some(s) = first.stop_bits {
+            cfg.serial.stop_bits = s;
+        }
+        if protocol.is_polled() {
+            let mut addresses = Vec::new();
+            for m in &group {
+                let a = m.address.or(protocol.default_address()).unwrap_or(1);
+                if addresses.contains(&a) {
+                    anyhow::bail!(
+                        "two meters on {} use Modbus address {a}: give each meter on a shared line its own `address`",
+                        port.display()
+                    );
+                }
+                addresses.push(a);
+            }
+            cfg.addresses = addresses;
+            cfg.ids = group.iter().map(|m| m.id.clone()).collect();
+        }
+        cfg.interval_ms = first.interval.as_millis() as u64;
+        if let Some(t) = first.timeout {
+            cfg.timeout_ms = t.as_millis() as u64;
+        }
+        if let Some(line) = &first.line {
+            cfg.line = Some(line_format(line));
+        }
+        let interval = first.interval;
+        let collector = MeterCollector::new(cfg).with_context(|| format!("meter {}", first.id))?;
+        out.push((collector, interval));
+    }
+    Ok(out)
+}
+
+/// The collectors' line format from the config's `[meter.line]`.
+pub fn line_format(cfg: &LineFormatConfig) -> LineFormat {
+    let sep = cfg
+        .separator
+        .chars()
+        .next()
+        .unwrap_or(if cfg.kv { ' ' } else { ',' });
+    let layout = if cfg.kv {
+        Layout::KeyValue {
+            pair_separator: sep,
+            assign: '=',
+        }
+    } else {
+        Layout::Csv { separator: sep }
+    };
+    let fields = cfg
+        .fields
+        .iter()
+        .filter_map(|(name, f)| {
+            let field = match name.as_str() {
+                "power" => meter::line::Field::Power,
+                "voltage" => meter::line::Field::Voltage,
+                "current" => meter::line::Field::Current,
+                "power_factor" => meter::line::Field::PowerFactor,
+                "frequency" => meter::line::Field::Frequency,
+                "energy" => meter::line::Field::Energy,
+                _ => return None,
+            };
+            let (column, key) = match f {
+                LineField::Column(c) => (Some(*c), None),
+                LineField::Key(k) => (None, Some(k.clone())),
+            };
+            Some(FieldMap {
+                field,
+                column,
+                key,
+                scale: cfg.scale.get(name).copied().unwrap_or(1.0),
+            })
+        })
+        .collect();
+    LineFormat {
+        layout,
+        fields,
+        ..LineFormat::default()
+    }
+}
+
+/// Busy CPUs of this machine (1.5 = one and a half CPUs busy), from `/proc/stat` deltas.
+pub struct BusyCpus {
+    path: PathBuf,
+    prev: Option<CpuTimes>,
+    last: f64,
+}
+
+impl BusyCpus {
+    pub fn new(root: &SysRoot) -> BusyCpus {
+        BusyCpus {
+            path: root.proc_path("stat"),
+            prev: None,
+            last: 0.0,
+        }
+    }
+
+    /// Busy CPUs since the previous call (0 on the first call or when unreadable).
+    pub fn sample(&mut self) -> f64 {
+        let Ok(text) = std::fs::read_to_string(&self.path) else {
+            return self.last;
+        };
+        let mut total = None;
+        let mut cpus = 0usize;
+        let _ = parse_stat(&text, |cpu, times| match cpu {
+            None => total = Some(times),
+            Some(_) => cpus += 1,
+        });
+        let Some(now) = total else { return self.last };
+        if let Some(prev) = &self.prev
+            && let Some(shares) = now.shares_since(prev)
+        {
+            self.last = shares.busy * cpus.max(1) as f64;
+        }
+        self.prev = Some(now);
+        self.last
+    }
+}
+
+/// A simulated meter serving on a new pseudo-terminal, in a background thread.
+pub struct SimHandle {
+    /// The path of the pseudo-terminal a reader opens (like /dev/ttyUSB0).
+    pub path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SimHandle {
+    /// Stop serving and close the pseudo-terminal (the reader sees the device vanish).
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Start a simulated meter of `protocol` whose watts follow `model` (and this machine's
+/// CPU load when the model says so, read from `root`).
+pub fn simulate(
+    protocol: Protocol,
+    addresses: &[u8],
+    model: PowerModel,
+    root: &SysRoot,
+    seed: u64,
+) -> anyhow::Result<SimHandle> {
+    simulate_with(protocol, addresses, model, root, seed, None)
+}
+
+/// As [`simulate`], with a line format for `protocol = line`.
+pub fn simulate_with(
+    protocol: Protocol,
+    addresses: &[u8],
+    model: PowerModel,
+    root: &SysRoot,
+    seed: u64,
+    line: Option<LineFormat>,
+) -> anyhow::Result<SimHandle> {
+    let (master, slave) = serialport::TTYPort::pair()
+        .context("creating a pseudo-terminal for the simulated meter")?;
+    let path = slave
+        .name()
+        .map(PathBuf::from)
+        .context("the pseudo-terminal has no name")?;
+    let follow = model.follow_cpu;
+    let volts = model.volts;
+    let pf = model.power_factor;
+    let mut state = ModelState::new(model, seed);
+    let mut busy = BusyCpus::new(root);
+    let mut energy_wh = 0.0;
+    let mut last_ms: Option<i64> = None;
+    let mut last_busy_ms = 0i64;
+    let mut busy_now = 0.0;
+    let reading_model = Box::new(move |now_ms: i64, _address: u8| {
+        // Several addresses may ask within one poll round: sample the load at most every 500 ms.
+        if follow && now_ms - last_busy_ms >= 500 {
+            busy_now = busy.sample();
+            last_busy_ms = now_ms;
+        }
+        let w = state.watts(now_ms, busy_now);
+        if let Some(prev) = last_ms {
+            energy_wh += w * ((now_ms - prev).max(0) as f64) / 3_600_000.0;
+        }
+        last_ms = Some(now_ms);
+        let amps = w / (volts * pf);
+        MeterReading {
+            power_w: Some(w),
+            voltage_v: Some(volts),
+            current_a: Some(amps),
+            power_factor: Some(pf),
+            frequency_hz: Some(50.0),
+            energy_wh: Some(energy_wh.floor()),
+        }
+    });
+    let mut sim = SimulatedMeter::new(protocol, addresses, reading_model);
+    if let Some(f) = line {
+        sim = sim.with_line_format(f);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name(format!("sim-{}", protocol.as_str()))
+        .spawn(move || {
+            // Keep the slave side open so the device exists until we stop.
+            let _slave = slave;
+            if let Err(e) = sim.serve(master, &stop2) {
+                tracing::debug!("simulated meter stopped: {e}");
+            }
+        })
+        .context("starting the simulated meter thread")?;
+    Ok(SimHandle {
+        path,
+        stop,
+        thread: Some(thread),
+    })
+}

@@ -1,25 +1,168 @@
 //! `wattson meter probe` and `wattson meter simulate`.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
+use wattson_collectors::SysRoot;
+use wattson_collectors::meter::{self, Protocol};
 
 use crate::cli::MeterCommand;
+use crate::power_model::PowerModel;
 
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     /// Serial port to probe, e.g. /dev/ttyUSB0.
     pub port: PathBuf,
+    /// How long to wait for each protocol's answer.
+    #[arg(long, default_value = "1500ms", value_parser = crate::cli::parse_duration_arg)]
+    pub timeout: Duration,
 }
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// Protocol to simulate.
+    /// Protocol to simulate: pzem004t, pzem017, sdm120, sdm230, sdm630, wattsup, cse7766,
+    /// hlw8032, line.
     #[arg(long)]
-    pub protocol: String,
+    pub protocol: Protocol,
+    /// Watts with no load (or constant watts without --follow-cpu).
+    #[arg(long, default_value_t = 40.0)]
+    pub watts: f64,
+    /// Follow this machine's CPU load: watts = --watts + --per-cpu x busy CPUs.
+    #[arg(long)]
+    pub follow_cpu: bool,
+    /// Extra watts per fully busy CPU with --follow-cpu.
+    #[arg(long, default_value_t = 15.0)]
+    pub per_cpu: f64,
+    /// Standard deviation of added noise, W.
+    #[arg(long, default_value_t = 0.5)]
+    pub noise: f64,
+    /// Time constant of the ramp to a new level, s.
+    #[arg(long, default_value_t = 1.0)]
+    pub ramp: f64,
+    /// Extra watts per busy CPU beyond the first (negative: later loops cheaper).
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    pub curvature: f64,
+    /// Modbus addresses to answer on (comma-separated), e.g. 1,2,3 for three meters on one bus.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub address: Vec<u8>,
+    /// Stop after this long instead of running until interrupted.
+    #[arg(long, value_parser = crate::cli::parse_duration_arg)]
+    pub duration: Option<Duration>,
+    /// Random seed for the noise.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
-pub fn run(_cmd: MeterCommand, _config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("meter tools are not available in this build yet")
+pub fn run(cmd: MeterCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    match cmd {
+        MeterCommand::Probe(args) => probe(&args),
+        MeterCommand::Simulate(args) => simulate(&args, config),
+    }
+}
+
+fn probe(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
+    match meter::probe(&args.port, args.timeout) {
+        Ok(found) => {
+            let mut text = format!(
+                "{}: {} ({})",
+                args.port.display(),
+                found.protocol.as_str(),
+                found.protocol.default_serial()
+            );
+            if let Some(a) = found.address {
+                let _ = write!(text, ", address {a}");
+            }
+            if let Some(r) = found.reading {
+                let fmt = |v: Option<f64>, unit: &str| {
+                    v.map(|x| format!(" {x:.2} {unit}")).unwrap_or_default()
+                };
+                let _ = write!(
+                    text,
+                    "\n  reading:{}{}{}{}{}{}",
+                    fmt(r.power_w, "W"),
+                    fmt(r.voltage_v, "V"),
+                    fmt(r.current_a, "A"),
+                    fmt(r.power_factor, "PF"),
+                    fmt(r.frequency_hz, "Hz"),
+                    fmt(r.energy_wh, "Wh")
+                );
+            }
+            let _ = write!(
+                text,
+                "\n  config:\n    [[meter]]\n    id = \"wall\"\n    protocol = \"{}\"\n    port = \"{}\"{}",
+                found.protocol.as_str(),
+                args.port.display(),
+                found
+                    .address
+                    .map(|a| format!("\n    address = {a}"))
+                    .unwrap_or_default()
+            );
+            crate::output::println(&text);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!(
+            "no supported meter answered on {} (tried {})",
+            args.port.display(),
+            Protocol::ALL
+                .iter()
+                .filter(|p| **p != Protocol::Line)
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+fn simulate(args: &SimulateArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    if !args.watts.is_finite() || args.watts < 0.0 || args.noise < 0.0 || args.ramp < 0.0 {
+        anyhow::bail!("--watts, --noise and --ramp must be 0 or more");
+    }
+    let cfg = super::load_config(config)?;
+    let root = SysRoot::new(&cfg.host.sysfs, &cfg.host.procfs);
+    let model = PowerModel {
+        idle_w: args.watts,
+        per_cpu_w: args.per_cpu,
+        follow_cpu: args.follow_cpu,
+        noise_sd_w: args.noise,
+        ramp_s: args.ramp,
+        curvature_w: args.curvature,
+        ..PowerModel::default()
+    };
+    let line = (args.protocol == Protocol::Line).then(meter::line::LineFormat::default);
+    let sim =
+        crate::meters::simulate_with(args.protocol, &args.address, model, &root, args.seed, line)?;
+    crate::output::println(&sim.path.display().to_string());
+    tracing::info!(
+        "simulated {} meter on {} ({}); Ctrl-C to stop",
+        args.protocol.as_str(),
+        sim.path.display(),
+        if args.follow_cpu {
+            format!("{} W + {} W per busy CPU", args.watts, args.per_cpu)
+        } else {
+            format!("{} W", args.watts)
+        }
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let until = async {
+            match args.duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+            () = until => {}
+        }
+        anyhow::Ok(())
+    })?;
+    sim.stop();
+    Ok(ExitCode::SUCCESS)
 }

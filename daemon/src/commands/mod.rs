@@ -3,6 +3,8 @@
 pub mod config_check;
 pub mod meter;
 pub mod report;
+pub mod run;
+pub mod status;
 pub mod sweep;
 
 use std::process::ExitCode;
@@ -18,9 +20,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Meter(cmd) => meter::run(cmd, config_path.as_deref()),
         Command::Sweep(args) => sweep::run(&args, config_path.as_deref()),
         Command::Report(args) => report::run(&args, config_path.as_deref()),
-        Command::Run(_) | Command::Demo(_) | Command::Status(_) => {
-            anyhow::bail!("this command is not available in this build yet")
-        }
+        Command::Run(args) => run::run(&args, config_path.as_deref()),
+        Command::Status(args) => status::run(&args, config_path.as_deref()),
+        Command::Demo(_) => anyhow::bail!("wattson demo is not available in this build yet"),
     }
 }
 

@@ -1,4 +1,5 @@
 //! The daemon's moving parts: the sampling thread, the live view, and the lifecycle.
 
+pub mod daemon;
 pub mod live;
 pub mod sampler;

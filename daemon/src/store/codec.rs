@@ -366,7 +366,10 @@ mod tests {
     fn empty_and_single_round_trip() {
         assert_eq!(round_trip(&[], &[]), vec![Vec::<i64>::new(), vec![]]);
         assert_eq!(round_trip(&[7], &[-3]), vec![vec![7], vec![-3]]);
-        assert_eq!(round_trip(&[7, 9], &[-3, -3]), vec![vec![7, 9], vec![-3, -3]]);
+        assert_eq!(
+            round_trip(&[7, 9], &[-3, -3]),
+            vec![vec![7, 9], vec![-3, -3]]
+        );
     }
 
     #[test]

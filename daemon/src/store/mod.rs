@@ -113,10 +113,7 @@ pub enum StoreError {
         metric: String,
     },
     #[error("store queue for {path} is full: batch dropped ({dropped_batches} dropped so far)")]
-    QueueFull {
-        path: PathBuf,
-        dropped_batches: u64,
-    },
+    QueueFull { path: PathBuf, dropped_batches: u64 },
     #[error("store writer for {path} has stopped")]
     Closed { path: PathBuf },
 }
@@ -195,7 +192,8 @@ pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
         | Metric::Current
         | Metric::PowerFactor
         | Metric::Frequency
-        | Metric::EnergyCounter => (true, false),
+        | Metric::EnergyCounter
+        | Metric::EnergyTotal => (true, false),
         Metric::CpuBusy => (channel == "all", false),
         Metric::CoreFrequency => (channel == "mean", false),
         Metric::CpuTime | Metric::IdleResidency => (channel.starts_with("all/"), false),

@@ -337,10 +337,9 @@ impl Store {
             )
             .map_err(|e| self.sql(e))?;
         let hours = stmt
-            .query_map(
-                params![series.id, floor_to(from_ms, HOUR_MS), to_ms],
-                |r| r.get::<_, i64>(0),
-            )
+            .query_map(params![series.id, floor_to(from_ms, HOUR_MS), to_ms], |r| {
+                r.get::<_, i64>(0)
+            })
             .and_then(Iterator::collect::<Result<Vec<_>, _>>)
             .map_err(|e| self.sql(e))?;
         let mut out = Vec::new();
@@ -449,9 +448,7 @@ impl Store {
             .filter(|g| g.source == series.source)
             .map(|g| (g.start_ms, g.end_ms))
             .collect();
-        Ok(integrate::series_wh(
-            &points, from_ms, to_ms, margin, &gaps,
-        ))
+        Ok(integrate::series_wh(&points, from_ms, to_ms, margin, &gaps))
     }
 
     /// Gaps of `host` that overlap `[from_ms, to_ms)`, by start.

@@ -1,0 +1,292 @@
+//! `wattson status`: the latest readings and today's energy and cost, from the database;
+//! and which power sources this machine has.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use serde::Serialize;
+use wattson_collectors::{Metric, SysRoot};
+
+use crate::cli::StatusArgs;
+use crate::costs::{self, CostSummary};
+use crate::store::Store;
+
+/// One latest reading.
+#[derive(Debug, Serialize)]
+struct Reading {
+    source: String,
+    metric: &'static str,
+    channel: String,
+    unit: &'static str,
+    value: f64,
+    ts_ms: i64,
+    age_s: f64,
+}
+
+/// Whether a power source works on this machine, and why not.
+#[derive(Debug, Serialize)]
+pub struct SourceState {
+    pub source: String,
+    pub available: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Status {
+    host: String,
+    database: String,
+    readings: Vec<Reading>,
+    per_core_series: usize,
+    cost: Option<CostSummary>,
+    sources: Vec<SourceState>,
+}
+
+pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let config = super::load_config(config_path)?;
+    let db = args
+        .db
+        .clone()
+        .unwrap_or_else(|| config.storage.path.clone());
+    if !db.exists() {
+        anyhow::bail!(
+            "no database at {}: start the daemon (wattson run) or pass --db PATH",
+            db.display()
+        );
+    }
+    let store = Store::open_read_only(&db).with_context(|| format!("opening {}", db.display()))?;
+    let now = chrono::Utc::now();
+    let now_ms = now.timestamp_millis();
+    let host = config.host.name.clone();
+    let mut readings = Vec::new();
+    let mut per_core = 0;
+    for l in store.latest(&host)? {
+        if l.series.channel.starts_with("cpu") {
+            per_core += 1;
+            continue;
+        }
+        readings.push(Reading {
+            source: l.series.source.clone(),
+            metric: l.series.metric.as_str(),
+            channel: l.series.channel.clone(),
+            unit: l.series.unit.symbol(),
+            value: l.value,
+            ts_ms: l.ts_ms,
+            age_s: (now_ms - l.ts_ms) as f64 / 1000.0,
+        });
+    }
+    let wall = costs::wall_source(&config).or_else(|| {
+        readings
+            .iter()
+            .find(|r| r.source.starts_with("meter:") && r.metric == Metric::Power.as_str())
+            .map(|r| r.source.clone())
+    });
+    let cost = match wall {
+        Some(source) => {
+            let tariff = costs::tariff(&config.tariff)?;
+            let interval_ms = config
+                .meters
+                .first()
+                .map_or(1000, |m| m.interval.as_millis() as i64);
+            Some(costs::summary(
+                &store,
+                &host,
+                &source,
+                interval_ms,
+                &tariff,
+                now,
+            )?)
+        }
+        None => None,
+    };
+    let status = Status {
+        host,
+        database: db.display().to_string(),
+        readings,
+        per_core_series: per_core,
+        cost,
+        sources: source_states(
+            &SysRoot::new(&config.host.sysfs, &config.host.procfs),
+            &config,
+        ),
+    };
+    if args.json {
+        crate::output::println(&serde_json::to_string_pretty(&status)?);
+    } else {
+        crate::output::print(&render(&status));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Which sources this machine offers and why the others are unavailable.
+pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<SourceState> {
+    let mut out = Vec::new();
+    for m in &config.meters {
+        out.push(SourceState {
+            source: format!("meter:{}", m.id),
+            available: m.port.exists(),
+            detail: if m.port.exists() {
+                format!("{} on {}", m.protocol, m.port.display())
+            } else {
+                format!("{} is not present (unplugged?)", m.port.display())
+            },
+        });
+    }
+    if config.meters.is_empty() {
+        out.push(SourceState {
+            source: "meter".into(),
+            available: false,
+            detail: "no [[meter]] configured: wall power is not measured".into(),
+        });
+    }
+    let cpu = wattson_collectors::cpu::CpuCollector::new(root.clone());
+    for (part, state) in cpu.availability() {
+        out.push(SourceState {
+            source: format!("cpu {part}"),
+            available: state.is_ok(),
+            detail: state.err().unwrap_or_else(|| "ok".into()),
+        });
+    }
+    match wattson_collectors::power::rapl::RaplCollector::new(root) {
+        Ok(_) => out.push(SourceState {
+            source: "rapl".into(),
+            available: true,
+            detail: "powercap zones readable".into(),
+        }),
+        Err(e) => out.push(SourceState {
+            source: "rapl".into(),
+            available: false,
+            detail: e.to_string(),
+        }),
+    }
+    match wattson_collectors::power::hwmon::HwmonCollector::new(root) {
+        Ok(_) => out.push(SourceState {
+            source: "hwmon".into(),
+            available: true,
+            detail: "power sensors found".into(),
+        }),
+        Err(e) => out.push(SourceState {
+            source: "hwmon".into(),
+            available: false,
+            detail: e.to_string(),
+        }),
+    }
+    out
+}
+
+fn label(metric: &str, channel: &str) -> String {
+    match (metric, channel) {
+        ("cpu_busy", "all") => "CPU busy".into(),
+        ("core_frequency", "mean") => "mean core frequency".into(),
+        ("idle_residency", c) => format!("idle state {}", c.trim_start_matches("all/")),
+        ("cpu_time", c) => format!("CPU time {}", c.trim_start_matches("all/")),
+        (m, "") => m.replace('_', " "),
+        (m, c) => format!("{} {c}", m.replace('_', " ")),
+    }
+}
+
+fn value_text(r: &Reading) -> String {
+    match r.unit {
+        "share" => format!("{:.1} %", r.value * 100.0),
+        "MHz" => format!("{:.0} MHz", r.value),
+        "Wh" => format!("{:.3} kWh", r.value / 1000.0),
+        "" => format!("{:.2}", r.value),
+        u => format!("{:.2} {u}", r.value),
+    }
+}
+
+fn render(s: &Status) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "wattson status: host {} ({})", s.host, s.database);
+    let mut by_source: BTreeMap<&str, Vec<&Reading>> = BTreeMap::new();
+    for r in &s.readings {
+        by_source.entry(&r.source).or_default().push(r);
+    }
+    if by_source.is_empty() {
+        let _ = writeln!(out, "\nno readings stored yet");
+    }
+    for (source, rs) in by_source {
+        let newest = rs.iter().map(|r| r.age_s).fold(f64::INFINITY, f64::min);
+        let _ = writeln!(out, "\n{source} (updated {})", age_text(newest));
+        for r in rs {
+            let _ = writeln!(
+                out,
+                "  {:<28} {}",
+                label(r.metric, &r.channel),
+                value_text(r)
+            );
+        }
+    }
+    if s.per_core_series > 0 {
+        let _ = writeln!(
+            out,
+            "  ({} per-core series stored; see --json or the database)",
+            s.per_core_series
+        );
+    }
+    if let Some(c) = &s.cost {
+        let money = |x: f64| crate::analysis::cost::format_money(x, &c.currency);
+        let _ = writeln!(out, "\nenergy and cost ({})", c.source);
+        let _ = writeln!(
+            out,
+            "  today        {:>10.3} kWh  {}",
+            c.today.kwh,
+            money(c.today.cost)
+        );
+        let _ = writeln!(
+            out,
+            "  this month   {:>10.3} kWh  {}",
+            c.month.kwh,
+            money(c.month.cost)
+        );
+        match (c.mean_watts, c.annual_kwh, c.annual_cost) {
+            (Some(w), Some(kwh), Some(cost)) => {
+                let _ = writeln!(
+                    out,
+                    "  per year     {kwh:>10.1} kWh  {}  (at {w:.1} W, the mean of {:.1} h measured in the last 7 days)",
+                    money(cost),
+                    c.projection_window_hours
+                );
+            }
+            _ => {
+                let _ = writeln!(out, "  per year     not enough data yet for a projection");
+            }
+        }
+        if c.standing_charge_per_year > 0.0 {
+            let _ = writeln!(
+                out,
+                "  standing charge {} per year, not included (it is not a running cost of the machine)",
+                money(c.standing_charge_per_year)
+            );
+        }
+    }
+    let _ = writeln!(out, "\nsources");
+    for src in &s.sources {
+        let _ = writeln!(
+            out,
+            "  {:<16} {:<12} {}",
+            src.source,
+            if src.available {
+                "available"
+            } else {
+                "unavailable"
+            },
+            src.detail
+        );
+    }
+    out
+}
+
+fn age_text(age_s: f64) -> String {
+    if !age_s.is_finite() {
+        "never".into()
+    } else if age_s < 120.0 {
+        format!("{age_s:.0} s ago")
+    } else if age_s < 7200.0 {
+        format!("{:.0} min ago", age_s / 60.0)
+    } else {
+        format!("{:.1} h ago", age_s / 3600.0)
+    }
+}
