@@ -17,4 +17,5 @@ pub mod output;
 pub mod power_model;
 pub mod runtime;
 pub mod store;
+pub mod sweep;
 pub mod workload;

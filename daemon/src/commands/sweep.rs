@@ -1,17 +1,389 @@
 //! `wattson sweep`: workload loops against the meter, fitted into watts per loop.
 
-use std::path::Path;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::Args;
+use wattson_collectors::cpu::CpuCollector;
+use wattson_collectors::cpu::topology::{pin_order, read_topology};
+use wattson_collectors::{Collector, SysRoot};
+
+use crate::config::Config;
+use crate::store::Store;
+use crate::sweep::engine::{Instruments, LevelResult, LoopSlot, Progress, SweepOutcome, SweepPlan, run_sweep, stop_loops};
+use crate::sweep::fingerprint;
+use crate::sweep::governor::GovernorGuard;
+use crate::sweep::persist;
+use crate::workload::{LoopKind, cpu_order};
 
 #[derive(Debug, Args)]
 pub struct SweepArgs {
-    /// Name of the configuration to store the results under.
-    #[arg(long)]
+    /// Name of the configuration to store the results under (e.g. "basket, powersave").
+    #[arg(long, required_unless_present_any = ["list", "show"])]
     pub name: Option<String>,
+    /// Busy loops per level, comma-separated [default: 0 (idle), 1, ... up to the logical CPUs].
+    #[arg(long, value_delimiter = ',')]
+    pub levels: Option<Vec<usize>>,
+    /// Loop kinds: spin (compute-bound), memory (memory-bound), pause (spin-wait with the pause hint).
+    #[arg(long, value_delimiter = ',', default_value = "spin")]
+    pub kinds: Vec<LoopKind>,
+    /// Repeat the sweep under each cpufreq governor (root only); originals are restored.
+    #[arg(long, value_delimiter = ',')]
+    pub governors: Option<Vec<String>>,
+    /// Which [[meter]] to read (its id) [default: the first].
+    #[arg(long)]
+    pub meter: Option<String>,
+    /// Time cap of each level's measuring phase.
+    #[arg(long, default_value = "90s", value_parser = crate::cli::parse_duration_arg)]
+    pub max_level_time: Duration,
+    /// Target half-width of each level's 95 % interval, W (the larger of this and --ci-percent).
+    #[arg(long, default_value_t = 0.5)]
+    pub ci_watts: f64,
+    /// Target half-width of each level's 95 % interval, percent of the mean.
+    #[arg(long, default_value_t = 1.0)]
+    pub ci_percent: f64,
+    /// Readings before a level's interval is trusted.
+    #[arg(long, default_value_t = 20)]
+    pub min_samples: usize,
+    /// Compare idle with the previous complete sweep of --name and warn on a regression.
+    #[arg(long)]
+    pub regression_check: bool,
+    /// List the stored sweeps.
+    #[arg(long, conflicts_with = "show")]
+    pub list: bool,
+    /// Show one stored sweep.
+    #[arg(long, value_name = "NAME")]
+    pub show: Option<String>,
+    /// Print --list/--show as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Database to store into [default: [storage] path].
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
 }
 
-pub fn run(_args: &SweepArgs, _config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("wattson sweep is not available in this build yet")
+pub fn run(args: &SweepArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let config = super::load_config(config_path)?;
+    let db = args.db.clone().unwrap_or_else(|| config.storage.path.clone());
+    if args.list || args.show.is_some() {
+        return show(args, &db);
+    }
+    let name = args.name.clone().unwrap_or_default();
+    let outcome = sweep_with_config(&config, args, &name, &db)?;
+    Ok(if outcome { ExitCode::SUCCESS } else { ExitCode::from(130) })
+}
+
+fn show(args: &SweepArgs, db: &Path) -> anyhow::Result<ExitCode> {
+    if !db.exists() {
+        anyhow::bail!("no database at {}: run a sweep first, or pass --db", db.display());
+    }
+    let store = Store::open_read_only(db)?;
+    let sweeps = match &args.show {
+        Some(n) => vec![persist::load(&store, n)?.with_context(|| format!("no sweep named {n:?} in {}", db.display()))?],
+        None => persist::list(&store)?,
+    };
+    if args.json {
+        crate::output::println(&serde_json::to_string_pretty(&sweeps)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = String::new();
+    if sweeps.is_empty() {
+        out.push_str("no sweeps stored yet\n");
+    }
+    for s in &sweeps {
+        let when = chrono::DateTime::from_timestamp_millis(s.started_ms)
+            .map(|d| d.format("%Y-%m-%d %H:%M UTC").to_string())
+            .unwrap_or_default();
+        let _ = writeln!(out, "{} ({}, {}, {} on {})", s.name, s.status, when, s.kinds, s.meter);
+        if args.show.is_some() {
+            for l in &s.levels {
+                let _ = writeln!(
+                    out,
+                    "  {:<7} {:<9} {:>8.2} W +/- {:<5.2} n={:<4} {}",
+                    l.kind,
+                    crate::modes::level_name(l.loops as u32),
+                    l.mean_w,
+                    l.ci95_w.unwrap_or(f64::NAN),
+                    l.n,
+                    l.warnings.as_deref().unwrap_or("")
+                );
+            }
+        }
+        if let Some(fits) = s.fit.as_ref().and_then(|f| f.as_array()) {
+            for f in fits {
+                let _ = writeln!(
+                    out,
+                    "  {}: idle {:.2} W, {:.2} W per loop, r2 {:.4}",
+                    f["kind"].as_str().unwrap_or("?"),
+                    f["loops"]["intercept"].as_f64().unwrap_or(f64::NAN),
+                    f["loops"]["slope"].as_f64().unwrap_or(f64::NAN),
+                    f["loops"]["r2"].as_f64().unwrap_or(f64::NAN)
+                );
+            }
+        }
+    }
+    crate::output::print(&out);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Stops the loops at once on Ctrl-C or SIGTERM, from a thread of its own.
+struct SignalWatch {
+    done: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SignalWatch {
+    fn start(stop: Arc<AtomicBool>, slot: LoopSlot) -> anyhow::Result<SignalWatch> {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let thread = std::thread::Builder::new().name("wattson-signals".into()).spawn(move || {
+            rt.block_on(async move {
+                let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                    _ = rx => return,
+                }
+                stop.store(true, Ordering::SeqCst);
+                stop_loops(&slot);
+                tracing::warn!("interrupted: loops stopped; keeping the completed levels");
+            });
+        })?;
+        Ok(SignalWatch {
+            done: Some(tx),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for SignalWatch {
+    fn drop(&mut self) {
+        if let Some(tx) = self.done.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Run the sweep(s) the arguments ask for against the configured meter. Returns false when
+/// interrupted (partial results are stored).
+pub fn sweep_with_config(config: &Config, args: &SweepArgs, name: &str, db: &Path) -> anyhow::Result<bool> {
+    let meter_cfg = match &args.meter {
+        Some(id) => config
+            .meters
+            .iter()
+            .find(|m| &m.id == id)
+            .with_context(|| format!("no [[meter]] with id {id:?} in the configuration"))?,
+        None => config.meters.first().context(
+            "a sweep needs a wall meter: add a [[meter]] to the configuration (or try `wattson demo`)",
+        )?,
+    };
+    let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
+    let topology = read_topology(&root).ok();
+    let order = cpu_order(topology.as_ref().map(pin_order).as_deref());
+    let physical = topology.as_ref().map_or(order.len(), |t| t.physical_cores().max(1));
+    let levels = args.levels.clone().unwrap_or_else(|| (0..=order.len()).collect());
+    if levels.is_empty() {
+        anyhow::bail!("--levels is empty");
+    }
+    let mut plan = SweepPlan::new(levels, args.kinds.clone(), order.clone(), physical);
+    plan.max_measure = args.max_level_time;
+    plan.ci_abs_w = args.ci_watts;
+    plan.ci_rel = args.ci_percent / 100.0;
+    plan.min_samples = args.min_samples.max(2);
+    plan.interval = meter_cfg.interval;
+    plan.sysfs.clone_from(&config.host.sysfs);
+
+    let mut meters = crate::meters::build_collectors(std::slice::from_ref(meter_cfg))?;
+    let (mut meter, _) = meters.pop().context("no meter collector")?;
+    let mut cpu = CpuCollector::new(root.clone());
+    let mut components: Vec<Box<dyn Collector>> = Vec::new();
+    if let Ok(r) = wattson_collectors::power::rapl::RaplCollector::new(&root) {
+        components.push(Box::new(r));
+    }
+    if let Ok(h) = wattson_collectors::power::hwmon::HwmonCollector::new(&root) {
+        components.push(Box::new(h));
+    }
+    if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let store = Store::open(db, &crate::runtime::daemon::store_options(config))
+        .with_context(|| format!("opening the database {}", db.display()))?;
+    let meter_desc = format!("{} {} on {}", meter_cfg.protocol, meter_cfg.id, meter_cfg.port.display());
+    let previous_idle = if args.regression_check { idle_of(&store, name)? } else { None };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let slot: LoopSlot = Arc::new(Mutex::new(None));
+    let _signals = SignalWatch::start(stop.clone(), slot.clone())?;
+
+    let runs: Vec<(String, Option<String>)> = match &args.governors {
+        None => vec![(name.to_owned(), None)],
+        Some(gs) => gs.iter().map(|g| (format!("{name} ({g})"), Some(g.clone()))).collect(),
+    };
+    let guard = match &args.governors {
+        Some(_) => Some(GovernorGuard::capture(&root)?),
+        None => None,
+    };
+    let mut all_complete = true;
+    for (config_name, governor) in runs {
+        if let (Some(g), Some(guard)) = (&governor, &guard) {
+            guard.set(g)?;
+            tracing::info!("governor {g} on every CPU");
+        }
+        let online = topology.as_ref().map_or(order.len(), |t| t.online().len().max(1));
+        let mut inst = Instruments {
+            meter: &mut meter,
+            cpu: Some(&mut cpu),
+            components: components.iter_mut().map(|c| &mut **c as &mut dyn Collector).collect(),
+            online_cpus: online,
+        };
+        let bar = progress_bar();
+        let mut on_progress = |p: Progress| report_progress(&bar, &p);
+        let outcome = run_sweep(&plan, &mut inst, &stop, &slot, &mut on_progress)?;
+        bar.finish_and_clear();
+        let fp = fingerprint::gather(&root, &config.host.name, &meter_desc);
+        let settings = serde_json::json!({
+            "levels": plan.levels, "kinds": plan.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            "ci_watts": plan.ci_abs_w, "ci_percent": plan.ci_rel * 100.0, "min_samples": plan.min_samples,
+            "max_level_s": plan.max_measure.as_secs_f64(), "governor": governor,
+            "ci_method": "batch means (see docs)",
+        });
+        if outcome.levels.is_empty() {
+            tracing::warn!("no level completed: nothing stored for {config_name:?}");
+        } else {
+            let run_id = persist::save(&store, &config_name, &fp, &outcome, &settings)?;
+            crate::output::print(&summarise(&config_name, &outcome));
+            crate::output::println(&format!(
+                "stored as configuration {config_name:?} (run {run_id}, {}) in {}",
+                if outcome.complete { "complete" } else { "partial" },
+                db.display()
+            ));
+        }
+        if let (Some(prev), Some(now)) = (previous_idle, outcome.levels.iter().find(|l| l.loops == 0)) {
+            regression_note(prev, now);
+        }
+        all_complete &= outcome.complete;
+        if !outcome.complete {
+            break;
+        }
+    }
+    if let Some(g) = guard {
+        g.restore();
+        tracing::info!("governors restored");
+    }
+    Ok(all_complete)
+}
+
+fn idle_of(store: &Store, name: &str) -> anyhow::Result<Option<(f64, f64)>> {
+    Ok(persist::load(store, name)?
+        .filter(|s| s.status == "complete")
+        .and_then(|s| s.levels.iter().find(|l| l.loops == 0).map(|l| (l.mean_w, l.ci95_w.unwrap_or(0.0)))))
+}
+
+/// Log an idle-power regression against the previous sweep of the same configuration.
+fn regression_note(previous: (f64, f64), now: &LevelResult) {
+    let (prev_w, prev_ci) = previous;
+    let delta = now.mean_w - prev_w;
+    let threshold = (0.05 * prev_w).max(2.0) + prev_ci + now.ci95_w;
+    if delta > threshold {
+        tracing::warn!(
+            "idle power regression: {:.1} W now against {prev_w:.1} W at the previous sweep (+{delta:.1} W): check C-states, disk spin-down and new devices",
+            now.mean_w
+        );
+    } else {
+        tracing::info!("idle power {:.1} W, previous sweep {prev_w:.1} W: no regression", now.mean_w);
+    }
+}
+
+fn progress_bar() -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {prefix} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn report_progress(bar: &indicatif::ProgressBar, p: &Progress) {
+    match p {
+        Progress::Level { kind, loops, index, total } => {
+            bar.set_prefix(format!("[{index}/{total}] {} ({kind})", crate::modes::level_name(*loops as u32)));
+            bar.set_message("starting");
+        }
+        Progress::Waiting(m) => bar.set_message(m.clone()),
+        Progress::Settling { elapsed_s, last_w } => bar.set_message(format!("settling {elapsed_s:.0} s, {last_w:.1} W")),
+        Progress::Measuring { elapsed_s, mean_w, ci95_w, n } => bar.set_message(match ci95_w {
+            Some(c) => format!("measuring {elapsed_s:.0} s: {mean_w:.2} +/- {c:.2} W (n={n})"),
+            None => format!("measuring {elapsed_s:.0} s: {mean_w:.2} W (n={n})"),
+        }),
+        Progress::Done(r) => bar.println(level_line(r)),
+    }
+}
+
+fn level_line(r: &LevelResult) -> String {
+    let mut s = format!(
+        "{:<9} {:<6} {:>8.2} W +/- {:.2} (n={}, settled in {:.0} s)",
+        crate::modes::level_name(r.loops as u32),
+        r.kind.as_str(),
+        r.mean_w,
+        r.ci95_w,
+        r.n,
+        r.settle_s
+    );
+    if let Some(mhz) = r.mean_mhz {
+        let _ = write!(s, ", {mhz:.0} MHz");
+    }
+    if let Some(b) = r.busy {
+        let _ = write!(s, ", busy {:.1} %", b * 100.0);
+    }
+    for w in &r.warnings {
+        let _ = write!(s, "\n          warning: {w}");
+    }
+    s
+}
+
+/// The fit of each kind in plain words.
+pub fn summarise(name: &str, outcome: &SweepOutcome) -> String {
+    let mut out = format!("\n{name}\n");
+    for l in &outcome.levels {
+        let _ = writeln!(out, "  {}", level_line(l));
+    }
+    for f in &outcome.fits {
+        let ci = |c: Option<f64>| c.map(|c| format!(" +/- {c:.2}")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {} fit: idle {:.2}{} W, {:.2}{} W per loop, r2 {:.4}",
+            f.kind.as_str(),
+            f.loops.intercept,
+            ci(f.loops.intercept_ci95),
+            f.loops.slope,
+            ci(f.loops.slope_ci95),
+            f.loops.r2
+        );
+        if let Some(fan) = &f.utilisation_fan {
+            let _ = writeln!(
+                out,
+                "  {} against utilisation (Fan et al. 2007, r={:.1}): {:.1} W idle to {:.1} W busy, r2 {:.4}",
+                f.kind.as_str(),
+                fan.r.unwrap_or(crate::analysis::fit::FAN_R),
+                fan.p_idle,
+                fan.p_max,
+                fan.r2
+            );
+        }
+        for n in &f.notes {
+            let _ = writeln!(out, "  note: {n}");
+        }
+    }
+    out
 }

@@ -53,7 +53,8 @@ pub enum WorkloadError {
 }
 
 /// What each loop thread does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LoopKind {
     /// Compute-bound: integer and floating-point work in registers; one op = one step.
     Spin,

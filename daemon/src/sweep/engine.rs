@@ -1,0 +1,535 @@
+//! The measurement loop of a sweep, over any meter and CPU [`Collector`]s.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use wattson_collectors::{Collector, Metric, Sample};
+
+use crate::analysis::fit::{self, LinearFit, UtilisationFit};
+use crate::analysis::stats::{self, MeanCi};
+use crate::workload::{LoopKind, LoopSet, Workload};
+
+/// What to run and how precisely.
+#[derive(Debug, Clone)]
+pub struct SweepPlan {
+    /// Busy loops per level; 0 is idle.
+    pub levels: Vec<usize>,
+    pub kinds: Vec<LoopKind>,
+    /// CPUs in the order loops take them (physical cores first, then SMT siblings).
+    pub cpu_order: Vec<usize>,
+    /// Physical cores: levels above this put loops on SMT siblings.
+    pub physical_cores: usize,
+    /// Stop measuring when the 95 % interval half-width is at most max(abs, rel x mean).
+    pub ci_abs_w: f64,
+    pub ci_rel: f64,
+    /// Readings before the interval is trusted.
+    pub min_samples: usize,
+    /// Time cap of the measuring phase.
+    pub max_measure: Duration,
+    /// Readings in the settling window.
+    pub settle_window: usize,
+    /// Time cap of the settling phase.
+    pub max_settle: Duration,
+    /// Busy CPUs above which the idle level waits for other load to go away.
+    pub idle_guard_busy_cpus: f64,
+    /// How long the idle guard waits before measuring anyway (with a warning).
+    pub idle_guard_wait: Duration,
+    /// Meter reading interval.
+    pub interval: Duration,
+    /// Root of sysfs, for the memory loop's cache size.
+    pub sysfs: std::path::PathBuf,
+}
+
+impl SweepPlan {
+    /// The documented defaults for `levels` on this machine.
+    pub fn new(levels: Vec<usize>, kinds: Vec<LoopKind>, cpu_order: Vec<usize>, physical_cores: usize) -> SweepPlan {
+        SweepPlan {
+            levels,
+            kinds,
+            cpu_order,
+            physical_cores,
+            ci_abs_w: 0.5,
+            ci_rel: 0.01,
+            min_samples: 20,
+            max_measure: Duration::from_secs(90),
+            settle_window: 5,
+            max_settle: Duration::from_secs(30),
+            idle_guard_busy_cpus: 0.25,
+            idle_guard_wait: Duration::from_secs(30),
+            interval: Duration::from_secs(1),
+            sysfs: "/sys".into(),
+        }
+    }
+
+    fn ci_target(&self, mean: f64) -> f64 {
+        (self.ci_rel * mean.abs()).max(self.ci_abs_w)
+    }
+}
+
+/// Statistics of one level.
+#[derive(Debug, Clone, Serialize)]
+pub struct LevelResult {
+    pub kind: LoopKind,
+    pub loops: usize,
+    pub started_ms: i64,
+    pub ended_ms: i64,
+    /// Seconds until power stopped trending.
+    pub settle_s: f64,
+    pub n: usize,
+    pub mean_w: f64,
+    pub sd_w: f64,
+    pub ci95_w: f64,
+    /// How the interval was computed.
+    pub ci_method: String,
+    pub min_w: f64,
+    pub max_w: f64,
+    pub mean_mhz: Option<f64>,
+    /// Mean busy share of all CPUs, 0..1.
+    pub busy: Option<f64>,
+    /// Mean busy CPUs (busy share x online CPUs).
+    pub busy_cpus: Option<f64>,
+    /// Mean share of time in each idle state, over all CPUs.
+    pub residency: BTreeMap<String, f64>,
+    /// Loop operations per second, all threads.
+    pub ops_per_s: f64,
+    /// Joules per operation, gross (all watts / ops per s); the report derives the marginal
+    /// figure against idle.
+    pub joules_per_op: Option<f64>,
+    /// Mean watts of software-visible sources during the level (RAPL, hwmon, GPU), by
+    /// `source/channel`.
+    pub components: BTreeMap<String, f64>,
+    pub pinned: bool,
+    pub smt_siblings: bool,
+    pub warnings: Vec<String>,
+}
+
+/// A fitted model of one loop kind.
+#[derive(Debug, Clone, Serialize)]
+pub struct KindFit {
+    pub kind: LoopKind,
+    pub loops: LinearFit,
+    pub utilisation_linear: Option<UtilisationFit>,
+    pub utilisation_fan: Option<UtilisationFit>,
+    /// Non-linearity and other findings, in plain words.
+    pub notes: Vec<String>,
+}
+
+/// The result of a sweep (complete, or partial when interrupted).
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepOutcome {
+    pub levels: Vec<LevelResult>,
+    pub fits: Vec<KindFit>,
+    pub complete: bool,
+    pub started_ms: i64,
+    pub ended_ms: i64,
+}
+
+/// Progress events for the command's progress bar.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    Level { kind: LoopKind, loops: usize, index: usize, total: usize },
+    Waiting(String),
+    Settling { elapsed_s: f64, last_w: f64 },
+    Measuring { elapsed_s: f64, mean_w: f64, ci95_w: Option<f64>, n: usize },
+    Done(Box<LevelResult>),
+}
+
+/// The running loops, reachable from a signal thread so Ctrl-C stops them at once.
+pub type LoopSlot = Arc<Mutex<Option<LoopSet>>>;
+
+/// Stop the loops in `slot`, if any (called from the signal handler thread too).
+pub fn stop_loops(slot: &LoopSlot) -> Option<crate::workload::LoopStats> {
+    let set = slot.lock().ok()?.take()?;
+    Some(set.stop())
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Sleep until `deadline` in short slices so `stop` is noticed within ~20 ms.
+fn sleep_until(deadline: Instant, stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
+    }
+}
+
+/// The wall watts in a poll's samples (the source's whole-device power).
+fn wall_watts(samples: &[Sample]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|s| s.metric == Metric::Power && s.channel.is_empty())
+        .map(|s| s.value)
+}
+
+/// Per-level CPU accumulators.
+#[derive(Default)]
+struct CpuAcc {
+    mhz: Vec<f64>,
+    busy: Vec<f64>,
+    residency: BTreeMap<String, Vec<f64>>,
+    components: BTreeMap<String, Vec<f64>>,
+}
+
+impl CpuAcc {
+    fn add(&mut self, samples: &[Sample]) {
+        for s in samples {
+            match (s.metric, s.channel.as_str()) {
+                (Metric::CoreFrequency, "mean") => self.mhz.push(s.value),
+                (Metric::CpuBusy, "all") => self.busy.push(s.value),
+                (Metric::IdleResidency, c) if c.starts_with("all/") => {
+                    self.residency.entry(c[4..].to_owned()).or_default().push(s.value);
+                }
+                (Metric::Power, c) if !s.source.starts_with("meter:") => {
+                    self.components.entry(format!("{}/{c}", s.source)).or_default().push(s.value);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn mean(xs: &[f64]) -> Option<f64> {
+    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// Everything the engine reads from.
+pub struct Instruments<'a> {
+    pub meter: &'a mut dyn Collector,
+    pub cpu: Option<&'a mut dyn Collector>,
+    /// Software power sources polled alongside, for calibration.
+    pub components: Vec<&'a mut dyn Collector>,
+    pub online_cpus: usize,
+}
+
+impl Instruments<'_> {
+    fn poll(&mut self, acc: &mut CpuAcc) -> Result<Option<f64>, wattson_collectors::CollectError> {
+        let ts = now_ms();
+        let w = wall_watts(&self.meter.poll(ts)?);
+        if let Some(cpu) = self.cpu.as_deref_mut()
+            && let Ok(s) = cpu.poll(ts)
+        {
+            acc.add(&s);
+        }
+        for c in &mut self.components {
+            if let Ok(s) = c.poll(ts) {
+                acc.add(&s);
+            }
+        }
+        Ok(w)
+    }
+
+    /// Busy CPUs right now, from one CPU poll a moment after the previous one.
+    fn busy_cpus(&mut self, acc: &mut CpuAcc) -> Option<f64> {
+        let cpu = self.cpu.as_deref_mut()?;
+        let s = cpu.poll(now_ms()).ok()?;
+        acc.add(&s);
+        s.iter()
+            .find(|x| x.metric == Metric::CpuBusy && x.channel == "all")
+            .map(|x| x.value * self.online_cpus as f64)
+    }
+}
+
+/// Run `plan`, reporting progress; stops early (a partial result) when `stop` is set.
+/// `slot` holds the running loops so a signal handler can stop them directly.
+pub fn run_sweep(
+    plan: &SweepPlan,
+    inst: &mut Instruments<'_>,
+    stop: &AtomicBool,
+    slot: &LoopSlot,
+    progress: &mut dyn FnMut(Progress),
+) -> anyhow::Result<SweepOutcome> {
+    let started_ms = now_ms();
+    let mut results: Vec<LevelResult> = Vec::new();
+    let total = plan.levels.len() * plan.kinds.len();
+    let mut index = 0;
+    let mut complete = true;
+    // Idle is the same for every kind: measure it once and reuse it.
+    let mut idle_result: Option<LevelResult> = None;
+    'kinds: for &kind in &plan.kinds {
+        let workload = Workload::prepare(kind, &plan.sysfs)?;
+        for &loops in &plan.levels {
+            index += 1;
+            if stop.load(Ordering::SeqCst) {
+                complete = false;
+                break 'kinds;
+            }
+            progress(Progress::Level { kind, loops, index, total });
+            if loops == 0
+                && let Some(idle) = &idle_result
+            {
+                let mut r = idle.clone();
+                r.kind = kind;
+                progress(Progress::Done(Box::new(r.clone())));
+                results.push(r);
+                continue;
+            }
+            match run_level(plan, inst, &workload, loops, stop, slot, progress)? {
+                Some(r) => {
+                    if loops == 0 {
+                        idle_result = Some(r.clone());
+                    }
+                    progress(Progress::Done(Box::new(r.clone())));
+                    results.push(r);
+                }
+                None => {
+                    complete = false;
+                    break 'kinds;
+                }
+            }
+        }
+    }
+    let fits = plan
+        .kinds
+        .iter()
+        .filter_map(|&k| fit_kind(k, &results, inst.online_cpus, plan.physical_cores))
+        .collect();
+    Ok(SweepOutcome {
+        levels: results,
+        fits,
+        complete,
+        started_ms,
+        ended_ms: now_ms(),
+    })
+}
+
+/// One level; `None` when interrupted.
+fn run_level(
+    plan: &SweepPlan,
+    inst: &mut Instruments<'_>,
+    workload: &Workload,
+    loops: usize,
+    stop: &AtomicBool,
+    slot: &LoopSlot,
+    progress: &mut dyn FnMut(Progress),
+) -> anyhow::Result<Option<LevelResult>> {
+    let mut warnings = Vec::new();
+    let mut acc = CpuAcc::default();
+    if loops == 0 {
+        idle_guard(plan, inst, stop, progress, &mut warnings, &mut acc);
+    }
+    let cpus: Vec<usize> = plan.cpu_order.iter().copied().cycle().take(loops).collect();
+    if loops > plan.cpu_order.len() {
+        warnings.push(format!(
+            "{loops} loops on {} CPUs: some CPUs run two loops",
+            plan.cpu_order.len()
+        ));
+    }
+    let set = LoopSet::start_workload(workload, &cpus)?;
+    let pinned = set.pinned();
+    if let Ok(mut s) = slot.lock() {
+        *s = Some(set);
+    }
+    let started_ms = now_ms();
+    let t0 = Instant::now();
+
+    // Settling: read until the last `settle_window` readings show no trend.
+    let mut window: Vec<f64> = Vec::new();
+    let mut next = Instant::now();
+    let settle_s;
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            stop_loops(slot);
+            return Ok(None);
+        }
+        let mut discard = CpuAcc::default();
+        if let Ok(Some(w)) = inst.poll(&mut discard) {
+            window.push(w);
+            if window.len() > plan.settle_window {
+                window.remove(0);
+            }
+            progress(Progress::Settling {
+                elapsed_s: t0.elapsed().as_secs_f64(),
+                last_w: w,
+            });
+            let tolerance = plan.ci_target(w);
+            if window.len() >= plan.settle_window && stats::is_settled(&window, tolerance) {
+                settle_s = t0.elapsed().as_secs_f64();
+                break;
+            }
+        }
+        if t0.elapsed() >= plan.max_settle {
+            settle_s = t0.elapsed().as_secs_f64();
+            warnings.push(format!(
+                "power was still changing after {:.0} s; measured anyway",
+                plan.max_settle.as_secs_f64()
+            ));
+            break;
+        }
+        next += plan.interval;
+        sleep_until(next, stop);
+    }
+
+    // Measuring.
+    let t1 = Instant::now();
+    let ops0 = slot.lock().ok().and_then(|s| s.as_ref().map(LoopSet::ops)).unwrap_or(0);
+    let mut xs: Vec<f64> = Vec::new();
+    let mut ci: Option<MeanCi> = None;
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            stop_loops(slot);
+            return Ok(None);
+        }
+        match inst.poll(&mut acc) {
+            Ok(Some(w)) => xs.push(w),
+            Ok(None) => {}
+            Err(e) => tracing::debug!("meter: {e}"),
+        }
+        if xs.len() >= plan.min_samples.max(2) {
+            ci = stats::batch_means_ci(&xs).ok();
+        }
+        let m = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+        progress(Progress::Measuring {
+            elapsed_s: t1.elapsed().as_secs_f64(),
+            mean_w: m,
+            ci95_w: ci.map(|c| c.ci95),
+            n: xs.len(),
+        });
+        if let Some(c) = ci
+            && c.ci95 <= plan.ci_target(c.mean)
+        {
+            break;
+        }
+        if t1.elapsed() >= plan.max_measure {
+            if let Some(c) = ci {
+                warnings.push(format!(
+                    "time cap of {:.0} s reached at +/- {:.2} W (target {:.2} W)",
+                    plan.max_measure.as_secs_f64(),
+                    c.ci95,
+                    plan.ci_target(c.mean)
+                ));
+            }
+            break;
+        }
+        next += plan.interval;
+        sleep_until(next, stop);
+    }
+    let ops1 = slot.lock().ok().and_then(|s| s.as_ref().map(LoopSet::ops)).unwrap_or(0);
+    let measure_s = t1.elapsed().as_secs_f64();
+    let stats_done = stop_loops(slot);
+    let ended_ms = now_ms();
+    if xs.len() < 2 {
+        anyhow::bail!(
+            "the meter gave {} readings in {measure_s:.0} s at {loops} loops: check it is connected and answering",
+            xs.len()
+        );
+    }
+    let summary = stats::Summary::of(&xs)?;
+    let ci = match ci {
+        Some(c) => c,
+        None => stats::batch_means_ci(&xs)?,
+    };
+    let ops_per_s = if measure_s > 0.0 { (ops1 - ops0) as f64 / measure_s } else { 0.0 };
+    if let Some(s) = &stats_done
+        && !s.pinned
+        && loops > 0
+    {
+        warnings.push("loops could not be pinned to CPUs (restricted cpuset?): ran unpinned".into());
+    }
+    let busy = mean(&acc.busy);
+    Ok(Some(LevelResult {
+        kind: workload.kind(),
+        loops,
+        started_ms,
+        ended_ms,
+        settle_s,
+        n: xs.len(),
+        mean_w: ci.mean,
+        sd_w: summary.sd,
+        ci95_w: ci.ci95,
+        ci_method: format!("{:?}", ci.method),
+        min_w: summary.min,
+        max_w: summary.max,
+        mean_mhz: mean(&acc.mhz),
+        busy,
+        busy_cpus: busy.map(|b| b * inst.online_cpus as f64),
+        residency: acc.residency.iter().filter_map(|(k, v)| Some((k.clone(), mean(v)?))).collect(),
+        ops_per_s,
+        joules_per_op: (ops_per_s > 0.0).then(|| ci.mean / ops_per_s),
+        components: acc.components.iter().filter_map(|(k, v)| Some((k.clone(), mean(v)?))).collect(),
+        pinned: pinned || loops == 0,
+        smt_siblings: loops > plan.physical_cores,
+        warnings,
+    }))
+}
+
+/// Wait for other load to go away before measuring idle; warn and record it if it stays.
+fn idle_guard(
+    plan: &SweepPlan,
+    inst: &mut Instruments<'_>,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+    warnings: &mut Vec<String>,
+    acc: &mut CpuAcc,
+) {
+    let t0 = Instant::now();
+    // Prime the CPU deltas.
+    let _ = inst.busy_cpus(acc);
+    let mut next = Instant::now();
+    let mut worst = 0.0f64;
+    loop {
+        next += plan.interval;
+        sleep_until(next, stop);
+        let Some(busy) = inst.busy_cpus(acc) else { return };
+        if busy <= plan.idle_guard_busy_cpus || stop.load(Ordering::SeqCst) {
+            return;
+        }
+        worst = worst.max(busy);
+        progress(Progress::Waiting(format!("waiting for other load to settle ({busy:.2} CPUs busy)")));
+        if t0.elapsed() >= plan.idle_guard_wait {
+            let w = format!(
+                "other load present before idle ({worst:.2} CPUs busy after waiting {:.0} s): idle may read high",
+                plan.idle_guard_wait.as_secs_f64()
+            );
+            tracing::warn!("{w}");
+            warnings.push(w);
+            return;
+        }
+    }
+}
+
+/// Fit one kind's levels: watts against loops (weighted by each level's interval where
+/// possible), and against utilisation.
+pub fn fit_kind(kind: LoopKind, results: &[LevelResult], online_cpus: usize, physical_cores: usize) -> Option<KindFit> {
+    let lv: Vec<&LevelResult> = results.iter().filter(|r| r.kind == kind).collect();
+    if lv.len() < 2 {
+        return None;
+    }
+    let x: Vec<f64> = lv.iter().map(|r| r.loops as f64).collect();
+    let y: Vec<f64> = lv.iter().map(|r| r.mean_w).collect();
+    let c: Vec<f64> = lv.iter().map(|r| r.ci95_w.max(1e-3)).collect();
+    let loops_fit = fit::wls(&x, &y, &c).or_else(|_| fit::ols(&x, &y)).ok()?;
+    let levels: Vec<(f64, f64, f64)> = lv.iter().map(|r| (r.loops as f64, r.mean_w, r.ci95_w)).collect();
+    let mut notes = fit::diagnose(&levels, &loops_fit);
+    if lv.iter().any(|r| r.smt_siblings) {
+        let phys: Vec<&&LevelResult> = lv.iter().filter(|r| !r.smt_siblings).collect();
+        let smt: Vec<&&LevelResult> = lv.iter().filter(|r| r.smt_siblings).collect();
+        if let (Some(a), Some(b)) = (phys.last(), smt.last())
+            && b.loops > a.loops
+        {
+            let per_smt = (b.mean_w - a.mean_w) / (b.loops - a.loops) as f64;
+            notes.push(format!(
+                "loops beyond the {physical_cores} physical cores run on SMT siblings: {per_smt:.1} W per sibling loop against {:.1} W per loop overall",
+                loops_fit.slope
+            ));
+        }
+    }
+    let (ux, uy): (Vec<f64>, Vec<f64>) = lv.iter().filter_map(|r| Some((r.busy?, r.mean_w))).unzip();
+    let utilisation_linear = (ux.len() >= 2).then(|| fit::fit_utilisation_linear(&ux, &uy).ok()).flatten();
+    let utilisation_fan = (ux.len() >= 3).then(|| fit::fit_fan(&ux, &uy, fit::FAN_R).ok()).flatten();
+    let _ = online_cpus;
+    Some(KindFit {
+        kind,
+        loops: loops_fit,
+        utilisation_linear,
+        utilisation_fan,
+        notes,
+    })
+}

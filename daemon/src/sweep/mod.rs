@@ -1,0 +1,18 @@
+//! Workload sweeps: run levels of busy loops (idle, 1, 2, ... N) and measure, per level,
+//! what the wall draws; fit watts against loops (idle floor, watts per loop, r2) and against
+//! utilisation (linear and Fan et al. 2007), with 95 % confidence intervals.
+//!
+//! Each level runs in three phases: (1) for the idle level, an idle guard that waits for
+//! other load to go away; (2) settling: the meter is read until power stops trending (a
+//! slope test over the last few readings), never a fixed sleep; (3) measuring: readings
+//! until the 95 % interval of the mean is within the target (the larger of 0.5 W and 1 %)
+//! or the time cap. Consecutive 1 Hz meter readings are autocorrelated (the meter averages,
+//! supplies ramp), so the interval comes from batch means (see
+//! [`crate::analysis::stats::batch_means_ci`]), not the naive `t * sd / sqrt(n)`.
+
+pub mod engine;
+pub mod fingerprint;
+pub mod governor;
+pub mod persist;
+
+pub use engine::{LevelResult, SweepOutcome, SweepPlan, run_sweep};

@@ -1,0 +1,195 @@
+//! Sweeps in SQLite: configurations (name, host, fingerprint), runs, per-level statistics
+//! and fits; and reading them back for `wattson sweep --list/--show` and reports.
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use super::engine::{LevelResult, SweepOutcome};
+use super::fingerprint::Fingerprint;
+use crate::store::Store;
+
+/// A stored configuration with its latest sweep run.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredSweep {
+    pub name: String,
+    pub host: Option<String>,
+    pub fingerprint: Option<serde_json::Value>,
+    pub run_id: i64,
+    pub started_ms: i64,
+    pub ended_ms: Option<i64>,
+    pub status: String,
+    pub kinds: String,
+    pub meter: String,
+    pub fit: Option<serde_json::Value>,
+    pub levels: Vec<StoredLevel>,
+}
+
+/// One stored level.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredLevel {
+    pub kind: String,
+    pub loops: i64,
+    pub n: i64,
+    pub mean_w: f64,
+    pub sd_w: Option<f64>,
+    pub ci95_w: Option<f64>,
+    pub min_w: Option<f64>,
+    pub max_w: Option<f64>,
+    pub mean_mhz: Option<f64>,
+    pub busy: Option<f64>,
+    pub residency: Option<serde_json::Value>,
+    pub ops_per_s: Option<f64>,
+    pub joules_per_op: Option<f64>,
+    pub warnings: Option<String>,
+}
+
+/// Store a sweep under configuration `name` (created, or updated with this fingerprint).
+/// Returns the run id.
+pub fn save(store: &Store, name: &str, fingerprint: &Fingerprint, outcome: &SweepOutcome, settings: &serde_json::Value) -> anyhow::Result<i64> {
+    let conn = store.conn();
+    let tx = conn.unchecked_transaction()?;
+    let fp = serde_json::to_string(fingerprint)?;
+    tx.execute(
+        "INSERT INTO configuration (name, kind, host, fingerprint, created_ms) VALUES (?1, 'sweep', ?2, ?3, ?4)
+         ON CONFLICT (name) DO UPDATE SET host = excluded.host, fingerprint = excluded.fingerprint",
+        params![name, fingerprint.host, fp, outcome.started_ms],
+    )?;
+    let kind: String = tx.query_row("SELECT kind FROM configuration WHERE name = ?1", [name], |r| r.get(0))?;
+    if kind != "sweep" {
+        anyhow::bail!("configuration {name:?} is a manual configuration: choose another --name");
+    }
+    let config_id: i64 = tx.query_row("SELECT id FROM configuration WHERE name = ?1", [name], |r| r.get(0))?;
+    let kinds: Vec<&str> = {
+        let mut k: Vec<&str> = outcome.levels.iter().map(|l| l.kind.as_str()).collect();
+        k.dedup();
+        k
+    };
+    let fit = serde_json::to_string(&outcome.fits)?;
+    tx.execute(
+        "INSERT INTO sweep_run (configuration_id, started_ms, ended_ms, status, kinds, meter, settings, fit)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            config_id,
+            outcome.started_ms,
+            outcome.ended_ms,
+            if outcome.complete { "complete" } else { "partial" },
+            kinds.join(","),
+            fingerprint.meter,
+            settings.to_string(),
+            fit
+        ],
+    )?;
+    let run_id = tx.last_insert_rowid();
+    for l in &outcome.levels {
+        insert_level(&tx, run_id, l)?;
+    }
+    tx.commit()?;
+    Ok(run_id)
+}
+
+fn insert_level(tx: &rusqlite::Transaction<'_>, run_id: i64, l: &LevelResult) -> anyhow::Result<()> {
+    tx.execute(
+        "INSERT INTO sweep_level (run_id, kind, loops, started_ms, ended_ms, n, mean_w, sd_w, ci95_w, min_w, max_w,
+                                  mean_mhz, busy, residency, ops_per_s, joules_per_op, warnings)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+        params![
+            run_id,
+            l.kind.as_str(),
+            l.loops as i64,
+            l.started_ms,
+            l.ended_ms,
+            l.n as i64,
+            l.mean_w,
+            l.sd_w,
+            l.ci95_w,
+            l.min_w,
+            l.max_w,
+            l.mean_mhz,
+            l.busy,
+            serde_json::to_string(&l.residency)?,
+            l.ops_per_s,
+            l.joules_per_op,
+            (!l.warnings.is_empty()).then(|| l.warnings.join("; "))
+        ],
+    )?;
+    Ok(())
+}
+
+/// Names of the stored sweep configurations, newest run first.
+pub fn list(store: &Store) -> anyhow::Result<Vec<StoredSweep>> {
+    let names: Vec<String> = {
+        let mut stmt = store.conn().prepare(
+            "SELECT c.name FROM configuration c JOIN sweep_run r ON r.configuration_id = c.id
+             WHERE c.kind = 'sweep' GROUP BY c.id ORDER BY MAX(r.started_ms) DESC",
+        )?;
+        stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
+    };
+    names.iter().filter_map(|n| load(store, n).transpose()).collect()
+}
+
+/// The latest run of configuration `name`, preferring complete runs.
+pub fn load(store: &Store, name: &str) -> anyhow::Result<Option<StoredSweep>> {
+    let conn = store.conn();
+    let row = conn
+        .query_row(
+            "SELECT c.name, c.host, c.fingerprint, r.id, r.started_ms, r.ended_ms, r.status, r.kinds, r.meter, r.fit
+             FROM configuration c JOIN sweep_run r ON r.configuration_id = c.id
+             WHERE c.name = ?1 ORDER BY (r.status = 'complete') DESC, r.started_ms DESC LIMIT 1",
+            [name],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, Option<i64>>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, String>(7)?,
+                    r.get::<_, String>(8)?,
+                    r.get::<_, Option<String>>(9)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((name, host, fp, run_id, started_ms, ended_ms, status, kinds, meter, fit)) = row else {
+        return Ok(None);
+    };
+    let mut stmt = conn.prepare(
+        "SELECT kind, loops, n, mean_w, sd_w, ci95_w, min_w, max_w, mean_mhz, busy, residency, ops_per_s, joules_per_op, warnings
+         FROM sweep_level WHERE run_id = ?1 ORDER BY kind, loops",
+    )?;
+    let levels = stmt
+        .query_map([run_id], |r| {
+            Ok(StoredLevel {
+                kind: r.get(0)?,
+                loops: r.get(1)?,
+                n: r.get(2)?,
+                mean_w: r.get(3)?,
+                sd_w: r.get(4)?,
+                ci95_w: r.get(5)?,
+                min_w: r.get(6)?,
+                max_w: r.get(7)?,
+                mean_mhz: r.get(8)?,
+                busy: r.get(9)?,
+                residency: r.get::<_, Option<String>>(10)?.and_then(|s| serde_json::from_str(&s).ok()),
+                ops_per_s: r.get(11)?,
+                joules_per_op: r.get(12)?,
+                warnings: r.get(13)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(StoredSweep {
+        name,
+        host,
+        fingerprint: fp.and_then(|s| serde_json::from_str(&s).ok()),
+        run_id,
+        started_ms,
+        ended_ms,
+        status,
+        kinds,
+        meter,
+        fit: fit.and_then(|s| serde_json::from_str(&s).ok()),
+        levels,
+    }))
+}
