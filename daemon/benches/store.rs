@@ -71,10 +71,28 @@ impl Host {
         let m = "meter:wall";
         out.push(Sample::new(ts, m, Metric::Power, "", watts));
         out.push(Sample::new(ts, m, Metric::Voltage, "", volts));
-        out.push(Sample::new(ts, m, Metric::Current, "", round(watts / volts / pf, 0.001)));
+        out.push(Sample::new(
+            ts,
+            m,
+            Metric::Current,
+            "",
+            round(watts / volts / pf, 0.001),
+        ));
         out.push(Sample::new(ts, m, Metric::PowerFactor, "", pf));
-        out.push(Sample::new(ts, m, Metric::Frequency, "", round(50.0 + self.noise(0.03), 0.1)));
-        out.push(Sample::new(ts, m, Metric::EnergyCounter, "", self.energy_wh.floor()));
+        out.push(Sample::new(
+            ts,
+            m,
+            Metric::Frequency,
+            "",
+            round(50.0 + self.noise(0.03), 0.1),
+        ));
+        out.push(Sample::new(
+            ts,
+            m,
+            Metric::EnergyCounter,
+            "",
+            self.energy_wh.floor(),
+        ));
         let (mut busy_all, mut mhz_all) = (0.0, 0.0);
         let mut states_all = [0.0; 3];
         for core in 0..4 {
@@ -91,16 +109,40 @@ impl Host {
             let c3 = (idle - c6 - c1).max(0.0);
             let cpu = format!("cpu{core}");
             out.push(Sample::new(ts, "cpu", Metric::CpuBusy, cpu.as_str(), busy));
-            out.push(Sample::new(ts, "cpu", Metric::CoreFrequency, cpu.as_str(), mhz));
+            out.push(Sample::new(
+                ts,
+                "cpu",
+                Metric::CoreFrequency,
+                cpu.as_str(),
+                mhz,
+            ));
             for (i, (state, v)) in [("C1", c1), ("C3", c3), ("C6", c6)].into_iter().enumerate() {
                 states_all[i] += v / 4.0;
-                out.push(Sample::new(ts, "cpu", Metric::IdleResidency, format!("{cpu}/{state}"), v));
+                out.push(Sample::new(
+                    ts,
+                    "cpu",
+                    Metric::IdleResidency,
+                    format!("{cpu}/{state}"),
+                    v,
+                ));
             }
         }
         out.push(Sample::new(ts, "cpu", Metric::CpuBusy, "all", busy_all));
-        out.push(Sample::new(ts, "cpu", Metric::CoreFrequency, "mean", mhz_all.round()));
+        out.push(Sample::new(
+            ts,
+            "cpu",
+            Metric::CoreFrequency,
+            "mean",
+            mhz_all.round(),
+        ));
         for (state, v) in ["C1", "C3", "C6"].into_iter().zip(states_all) {
-            out.push(Sample::new(ts, "cpu", Metric::IdleResidency, format!("all/{state}"), v));
+            out.push(Sample::new(
+                ts,
+                "cpu",
+                Metric::IdleResidency,
+                format!("all/{state}"),
+                v,
+            ));
         }
         out
     }
@@ -206,7 +248,13 @@ fn build_year(path: &Path, raw_days: i64) -> usize {
     let store = Store::open(path, &options()).unwrap();
     write_rollups(&store, YEAR_START, raw_from);
     let mut writer = Writer::new(store, options());
-    ingest(&mut writer, &mut Host::new(1), raw_from, YEAR_START + YEAR_MS, 60)
+    ingest(
+        &mut writer,
+        &mut Host::new(1),
+        raw_from,
+        YEAR_START + YEAR_MS,
+        60,
+    )
 }
 
 fn size_report() {
@@ -231,7 +279,10 @@ fn size_report() {
     let minute_payload = q("SELECT coalesce(sum(length(minutes)), 0) FROM rollup_hour");
     let hours = q("SELECT count(*) FROM rollup_hour");
     eprintln!("synthetic host-year: {samples} samples ingested (31 days) in {took:.1?}");
-    eprintln!("file: {file} bytes = {:.1} MB ({pages} pages, {free} free)", file as f64 / 1e6);
+    eprintln!(
+        "file: {file} bytes = {:.1} MB ({pages} pages, {free} free)",
+        file as f64 / 1e6
+    );
     eprintln!(
         "raw: {raw_samples} samples kept in {chunks} closed chunks, payload {raw_payload} bytes = {:.3} bytes/sample",
         raw_payload as f64 / raw_samples as f64
@@ -246,13 +297,22 @@ fn size_report() {
         .unwrap();
     let rows = stmt
         .query_map([], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, bool>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
         })
         .unwrap();
     for row in rows {
         let (metric, per_core, bytes, n) = row.unwrap();
         let kind = if per_core { "per-core" } else { "aggregate" };
-        eprintln!("  {metric:<16} {kind:<9} {:>6.1} MB  {:.3} bytes/sample", bytes as f64 / 1e6, bytes as f64 / n as f64);
+        eprintln!(
+            "  {metric:<16} {kind:<9} {:>6.1} MB  {:.3} bytes/sample",
+            bytes as f64 / 1e6,
+            bytes as f64 / n as f64
+        );
     }
 }
 
@@ -293,7 +353,7 @@ fn bench_ingest(c: &mut Criterion) {
                     s.ts_ms += shift;
                 }
                 next += 1;
-                if next % hours.len() == 0 {
+                if next.is_multiple_of(hours.len()) {
                     offset += 4 * HOUR_MS;
                 }
                 let start = Instant::now();
@@ -334,7 +394,10 @@ fn bench_year_query(c: &mut Criterion) {
                 .unwrap();
             let busy = store
                 .rollups(
-                    &SeriesFilter::all().host(HOST).metric(Metric::CpuBusy).channel("all"),
+                    &SeriesFilter::all()
+                        .host(HOST)
+                        .metric(Metric::CpuBusy)
+                        .channel("all"),
                     Resolution::Hour,
                     from,
                     to,

@@ -149,7 +149,9 @@ impl StoreHandle {
         R: Send + 'static,
     {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.send(Command::Query(Box::new(move |store| drop(tx.send(f(store))))))?;
+        self.send(Command::Query(Box::new(move |store| {
+            drop(tx.send(f(store)))
+        })))?;
         rx.recv().map_err(|_| self.closed())
     }
 
@@ -160,7 +162,9 @@ impl StoreHandle {
         R: Send + 'static,
     {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.send(Command::Query(Box::new(move |store| drop(tx.send(f(store))))))?;
+        self.send(Command::Query(Box::new(move |store| {
+            drop(tx.send(f(store)))
+        })))?;
         rx.await.map_err(|_| self.closed())
     }
 
@@ -187,7 +191,8 @@ impl StoreHandle {
         match self.tx.try_send(command) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(_)) => {
-                let dropped_batches = self.shared.dropped_batches.fetch_add(1, Ordering::Relaxed) + 1;
+                let dropped_batches =
+                    self.shared.dropped_batches.fetch_add(1, Ordering::Relaxed) + 1;
                 Err(StoreError::QueueFull {
                     path: self.shared.path.clone(),
                     dropped_batches,

@@ -100,6 +100,9 @@ pub struct Gap {
     pub reason: String,
 }
 
+/// Raw samples `(ts_ms, value)` of each selected series.
+pub type RawSeries = Vec<(Series, Vec<(i64, f64)>)>;
+
 /// A decoded raw chunk: timestamps (ms) and quantised values.
 pub(super) struct Chunk {
     pub ts: Vec<i64>,
@@ -198,7 +201,7 @@ impl Store {
         filter: &SeriesFilter,
         from_ms: i64,
         to_ms: i64,
-    ) -> Result<Vec<(Series, Vec<(i64, f64)>)>, StoreError> {
+    ) -> Result<RawSeries, StoreError> {
         let mut out = Vec::new();
         for series in self.find_series(filter)? {
             let points = self.raw_points(&series, from_ms, to_ms)?;
@@ -337,10 +340,9 @@ impl Store {
             )
             .map_err(|e| self.sql(e))?;
         let hours = stmt
-            .query_map(
-                params![series.id, floor_to(from_ms, HOUR_MS), to_ms],
-                |r| r.get::<_, i64>(0),
-            )
+            .query_map(params![series.id, floor_to(from_ms, HOUR_MS), to_ms], |r| {
+                r.get::<_, i64>(0)
+            })
             .and_then(Iterator::collect::<Result<Vec<_>, _>>)
             .map_err(|e| self.sql(e))?;
         let mut out = Vec::new();
@@ -449,9 +451,7 @@ impl Store {
             .filter(|g| g.source == series.source)
             .map(|g| (g.start_ms, g.end_ms))
             .collect();
-        Ok(integrate::series_wh(
-            &points, from_ms, to_ms, margin, &gaps,
-        ))
+        Ok(integrate::series_wh(&points, from_ms, to_ms, margin, &gaps))
     }
 
     /// Gaps of `host` that overlap `[from_ms, to_ms)`, by start.

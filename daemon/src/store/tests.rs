@@ -51,7 +51,13 @@ fn a_database_of_another_application_is_refused_by_path() {
         Store::open(&path, &options()).unwrap_err(),
         Store::open_read_only(&path).unwrap_err(),
     ] {
-        assert!(matches!(err, StoreError::NotWattson { application_id: 1234, .. }));
+        assert!(matches!(
+            err,
+            StoreError::NotWattson {
+                application_id: 1234,
+                ..
+            }
+        ));
         assert!(err.to_string().contains("other.db"), "{err}");
     }
     // A database with tables but no application_id is someone else's too.
@@ -62,7 +68,10 @@ fn a_database_of_another_application_is_refused_by_path() {
         .unwrap();
     assert!(matches!(
         Store::open(&plain, &options()),
-        Err(StoreError::NotWattson { application_id: 0, .. })
+        Err(StoreError::NotWattson {
+            application_id: 0,
+            ..
+        })
     ));
 }
 
@@ -72,12 +81,25 @@ fn a_new_database_is_marked_versioned_and_in_wal_mode() {
     let path = dir.path().join("w.db");
     let store = Store::open(&path, &options()).unwrap();
     let conn = store.conn();
-    let id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).unwrap();
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
-    let fk: i64 = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0)).unwrap();
-    let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
-    assert_eq!((id, version, mode.as_str(), fk), (APPLICATION_ID, 1, "wal", 1));
+    let id: i32 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    let fk: i64 = conn
+        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+        .unwrap();
+    let page: i64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        (id, version, mode.as_str(), fk),
+        (APPLICATION_ID, 1, "wal", 1)
+    );
     assert_eq!(page, PAGE_SIZE);
     drop(store);
     // Reopening is a no-op.
@@ -95,7 +117,10 @@ fn raw_samples_round_trip_at_resolution_across_chunks_and_restarts() {
         for i in 0..800 {
             let ts = T0 + (session * 800 + i) * 1000 + (i % 3);
             let v = 230.0 + ((i * 37) % 101) as f64 * 0.1;
-            w.push(None, vec![Sample::new(ts, "meter:wall", Metric::Voltage, "", v)]);
+            w.push(
+                None,
+                vec![Sample::new(ts, "meter:wall", Metric::Voltage, "", v)],
+            );
             expected.push((ts, (v * 100.0).round() / 100.0));
             if i % 100 == 99 {
                 w.flush().unwrap();
@@ -105,7 +130,11 @@ fn raw_samples_round_trip_at_resolution_across_chunks_and_restarts() {
     }
     let store = Store::open_read_only(&path).unwrap();
     let got = store
-        .raw(&SeriesFilter::all().metric(Metric::Voltage), T0, T0 + DAY_MS)
+        .raw(
+            &SeriesFilter::all().metric(Metric::Voltage),
+            T0,
+            T0 + DAY_MS,
+        )
         .unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].0.unit, wattson_collectors::Unit::Volt);
@@ -114,10 +143,16 @@ fn raw_samples_round_trip_at_resolution_across_chunks_and_restarts() {
         .conn()
         .query_row("SELECT count(*) FROM raw_chunk", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(closed, 2, "40 minutes = two closed 15-minute chunks + one open");
+    assert_eq!(
+        closed, 2,
+        "40 minutes = two closed 15-minute chunks + one open"
+    );
     let latest = store.latest("basket").unwrap();
     assert_eq!(latest.len(), 1);
-    assert_eq!((latest[0].ts_ms, latest[0].value), *expected.last().unwrap());
+    assert_eq!(
+        (latest[0].ts_ms, latest[0].value),
+        *expected.last().unwrap()
+    );
 }
 
 #[test]
@@ -133,7 +168,12 @@ fn late_samples_merge_into_their_closed_chunk() {
     let got = w.store().raw(&wall(), T0, T0 + 2 * HOUR_MS).unwrap();
     assert_eq!(
         got[0].1,
-        vec![(T0, 10.0), (T0 + 1000, 11.0), (T0 + 2000, 12.0), (T0 + HOUR_MS, 20.0)]
+        vec![
+            (T0, 10.0),
+            (T0 + 1000, 11.0),
+            (T0 + 2000, 12.0),
+            (T0 + HOUR_MS, 20.0)
+        ]
     );
     let hour = w
         .store()
@@ -174,7 +214,9 @@ fn rollups_hold_hand_computed_energy_of_a_ramp() {
     assert!((h.mean - 60.0).abs() < 1e-9);
     assert!((h.energy_wh.unwrap() - 2.0).abs() < 1e-9);
     // Whole range, and a range cutting both minutes in half: 30..90 s = 3600 J = 1 Wh.
-    let all = store.energy_wh("basket", "meter:wall", T0, T0 + HOUR_MS).unwrap();
+    let all = store
+        .energy_wh("basket", "meter:wall", T0, T0 + HOUR_MS)
+        .unwrap();
     assert!((all - 2.0).abs() < 1e-9, "{all}");
     let mid = store
         .energy_wh("basket", "meter:wall", T0 + 30_000, T0 + 90_000)
@@ -199,10 +241,15 @@ fn energy_is_not_integrated_across_gaps() {
     w.flush().unwrap();
     // An explicit gap between two samples only 1 s apart also ends integration.
     w.record_gap(None, "meter:wall", T0 + 40_500, T0 + 40_600, "frame errors");
-    w.push(None, (40..=41).map(|s| power(T0 + s * 1000, 100.0)).collect());
+    w.push(
+        None,
+        (40..=41).map(|s| power(T0 + s * 1000, 100.0)).collect(),
+    );
     w.flush().unwrap();
     let store = w.store();
-    let wh = store.energy_wh("basket", "meter:wall", T0, T0 + HOUR_MS).unwrap();
+    let wh = store
+        .energy_wh("basket", "meter:wall", T0, T0 + HOUR_MS)
+        .unwrap();
     assert!((wh - 20.0 * 100.0 / 3600.0).abs() < 1e-9, "{wh}");
     let raw_wh = store
         .energy_wh("basket", "meter:wall", T0 + 5000, T0 + 45_000)
@@ -211,7 +258,11 @@ fn energy_is_not_integrated_across_gaps() {
     let gaps = store.gaps("basket", T0, T0 + HOUR_MS).unwrap();
     assert_eq!(gaps.len(), 1);
     assert_eq!(
-        (gaps[0].source.as_str(), gaps[0].start_ms, gaps[0].reason.as_str()),
+        (
+            gaps[0].source.as_str(),
+            gaps[0].start_ms,
+            gaps[0].reason.as_str()
+        ),
         ("meter:wall", T0 + 40_500, "frame errors")
     );
 }
@@ -259,14 +310,19 @@ fn pruning_removes_expired_raw_chunks_and_keeps_rollups() {
     assert!(w.prune(T0 + DAY_MS).unwrap() >= 1);
     let store = w.store();
     let raw = store.raw(&wall(), T0 - DAY_MS, T0 + 3 * DAY_MS).unwrap();
-    assert_eq!(raw[0].1, vec![(T0 + 2 * DAY_MS, 60.0), (T0 + 2 * DAY_MS + 1000, 60.0)]);
+    assert_eq!(
+        raw[0].1,
+        vec![(T0 + 2 * DAY_MS, 60.0), (T0 + 2 * DAY_MS + 1000, 60.0)]
+    );
     let hours = store
         .rollups(&wall(), Resolution::Hour, T0, T0 + 3 * DAY_MS)
         .unwrap();
     assert_eq!(hours[0].1.len(), 2);
     assert_eq!(hours[0].1[0].n, 5);
     // The hour's energy survives its raw data: 4 s at 50 W.
-    let wh = store.energy_wh("basket", "meter:wall", T0, T0 + HOUR_MS).unwrap();
+    let wh = store
+        .energy_wh("basket", "meter:wall", T0, T0 + HOUR_MS)
+        .unwrap();
     assert!((wh - 4.0 * 50.0 / 3600.0).abs() < 1e-3, "{wh}");
 }
 
@@ -284,13 +340,21 @@ fn a_reader_sees_each_flush_while_the_writer_writes() {
     let reader = Store::open_read_only(&path).unwrap();
     assert_eq!(reader.latest("basket").unwrap()[0].value, 40.0);
     for i in 1..20 {
-        handle.insert(vec![power(T0 + i * 1000, 40.0 + i as f64)]).unwrap();
+        handle
+            .insert(vec![power(T0 + i * 1000, 40.0 + i as f64)])
+            .unwrap();
         handle.flush().unwrap();
         let latest = reader.latest("basket").unwrap();
-        assert_eq!((latest[0].ts_ms, latest[0].value), (T0 + i * 1000, 40.0 + i as f64));
+        assert_eq!(
+            (latest[0].ts_ms, latest[0].value),
+            (T0 + i * 1000, 40.0 + i as f64)
+        );
     }
     let n = handle
-        .query(|s| s.raw(&SeriesFilter::all(), T0, T0 + HOUR_MS).map(|r| r[0].1.len()))
+        .query(|s| {
+            s.raw(&SeriesFilter::all(), T0, T0 + HOUR_MS)
+                .map(|r| r[0].1.len())
+        })
         .unwrap()
         .unwrap();
     assert_eq!(n, 20);
@@ -319,7 +383,13 @@ fn a_full_queue_drops_and_counts_batches() {
     started_rx.recv().unwrap();
     handle.insert(vec![power(T0, 1.0)]).unwrap();
     let err = handle.insert(vec![power(T0 + 1000, 2.0)]).unwrap_err();
-    assert!(matches!(err, StoreError::QueueFull { dropped_batches: 1, .. }));
+    assert!(matches!(
+        err,
+        StoreError::QueueFull {
+            dropped_batches: 1,
+            ..
+        }
+    ));
     assert_eq!(handle.dropped_batches(), 1);
     release_tx.send(()).unwrap();
     stalled.join().unwrap().unwrap();
@@ -332,9 +402,15 @@ fn a_full_queue_drops_and_counts_batches() {
 async fn async_flush_and_query_work_from_a_runtime() {
     let dir = tempfile::tempdir().unwrap();
     let (handle, join) = StoreHandle::spawn(&dir.path().join("w.db"), options()).unwrap();
-    handle.insert(vec![power(T0, 5.0), power(T0 + 1000, 7.0)]).unwrap();
+    handle
+        .insert(vec![power(T0, 5.0), power(T0 + 1000, 7.0)])
+        .unwrap();
     assert_eq!(handle.flush_async().await.unwrap().samples, 2);
-    let latest = handle.query_async(|s| s.latest("basket")).await.unwrap().unwrap();
+    let latest = handle
+        .query_async(|s| s.latest("basket"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(latest[0].value, 7.0);
     handle.close_async().await.unwrap();
     join.join().unwrap().unwrap();
@@ -391,7 +467,12 @@ fn a_killed_writer_loses_at_most_one_batch() {
     let mut before = 0;
     for _ in 0..4 {
         let mut child = Command::new(&exe)
-            .args(["--exact", "store::tests::kill_child_writer", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                "store::tests::kill_child_writer",
+                "--ignored",
+                "--nocapture",
+            ])
             .env(KILL_CHILD_ENV, &path)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -409,7 +490,11 @@ fn a_killed_writer_loses_at_most_one_batch() {
         child.kill().unwrap();
         child.wait().unwrap();
         // Lines the child printed before it died are still in the pipe.
-        let committed = seen + lines.map_while(Result::ok).filter(|l| l.starts_with("committed ")).count();
+        let committed = seen
+            + lines
+                .map_while(Result::ok)
+                .filter(|l| l.starts_with("committed "))
+                .count();
         let after = stored_samples(&path);
         let batch = KILL_BATCH as usize;
         let written = after - before;

@@ -187,13 +187,16 @@ struct SeriesState {
     hour: Option<HourAcc>,
 }
 
+/// Series index by host, source, channel and metric, looked up without allocating.
+type SeriesIndex = HashMap<String, HashMap<String, HashMap<String, HashMap<Metric, usize>>>>;
+
 /// Ingests samples into a [`Store`]; owned by one thread (see [`super::StoreHandle`]).
 pub struct Writer {
     store: Store,
     options: StoreOptions,
     pending: Vec<Pending>,
     pending_samples: usize,
-    index: HashMap<String, HashMap<String, HashMap<String, HashMap<Metric, usize>>>>,
+    index: SeriesIndex,
     states: Vec<SeriesState>,
     gaps: HashMap<(String, String), Vec<(i64, i64)>>,
     late: BTreeMap<(usize, i64), Vec<(i64, i64)>>,
@@ -317,7 +320,11 @@ impl Writer {
         }
         tx.commit().map_err(|e| store.sql(e))?;
         for state in &mut self.states {
-            if state.open.as_ref().is_some_and(|o| o.start_ms <= last_start) {
+            if state
+                .open
+                .as_ref()
+                .is_some_and(|o| o.start_ms <= last_start)
+            {
                 state.open = None;
             }
         }
@@ -360,11 +367,11 @@ impl Writer {
                 self.store
                     .conn
                     .prepare_cached(
-                    "INSERT INTO gap (host, source, start_ms, end_ms, reason)
+                        "INSERT INTO gap (host, source, start_ms, end_ms, reason)
                      VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .and_then(|mut s| s.execute(params![host, source, start_ms, end_ms, reason]))
-                .map_err(|e| self.store.sql(e))?;
+                    )
+                    .and_then(|mut s| s.execute(params![host, source, start_ms, end_ms, reason]))
+                    .map_err(|e| self.store.sql(e))?;
                 self.gaps
                     .entry((host.to_owned(), source.clone()))
                     .or_default()
@@ -511,7 +518,10 @@ impl Writer {
             if integrate::continuous(t0, ts, self.options.max_interval_ms(), gaps) {
                 let mut m = floor_to(t0, MINUTE_MS);
                 while m < ts {
-                    pieces.push((m, integrate::clipped_wh(t0, v0, ts, value, m, m + MINUTE_MS)));
+                    pieces.push((
+                        m,
+                        integrate::clipped_wh(t0, v0, ts, value, m, m + MINUTE_MS),
+                    ));
                     m += MINUTE_MS;
                 }
             }
