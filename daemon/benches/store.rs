@@ -353,7 +353,7 @@ fn bench_ingest(c: &mut Criterion) {
                     s.ts_ms += shift;
                 }
                 next += 1;
-                if next % hours.len() == 0 {
+                if next.is_multiple_of(hours.len()) {
                     offset += 4 * HOUR_MS;
                 }
                 let start = Instant::now();

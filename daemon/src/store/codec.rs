@@ -109,11 +109,11 @@ fn encode_column(out: &mut Vec<u8>, values: &[i64], order: Order) {
     pack(out, &scaled);
 }
 
-fn decode_column(r: &mut Reader<'_>, n: usize, order: Order) -> Result<Vec<i64>, DecodeError> {
+fn decode_column(reader: &mut Reader<'_>, n: usize, order: Order) -> Result<Vec<i64>, DecodeError> {
     if n == 0 {
         return Ok(Vec::new());
     }
-    let first = unzigzag(r.varint()?);
+    let first = unzigzag(reader.varint()?);
     let mut values = Vec::with_capacity(n);
     values.push(first);
     if n == 1 {
@@ -121,17 +121,17 @@ fn decode_column(r: &mut Reader<'_>, n: usize, order: Order) -> Result<Vec<i64>,
     }
     let first_delta = match order {
         Order::Delta => None,
-        Order::DeltaOfDelta => Some(unzigzag(r.varint()?)),
+        Order::DeltaOfDelta => Some(unzigzag(reader.varint()?)),
     };
     let residual_count = match order {
         Order::Delta => n - 1,
         Order::DeltaOfDelta => n - 2,
     };
-    let g = r.varint()?;
+    let g = reader.varint()?;
     let residuals: Vec<i64> = if g == 0 || residual_count == 0 {
         vec![0; residual_count]
     } else {
-        unpack(r, residual_count)?
+        unpack(reader, residual_count)?
             .into_iter()
             .map(|u| unzigzag(u).wrapping_mul(g as i64))
             .collect()

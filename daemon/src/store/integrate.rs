@@ -16,7 +16,7 @@ pub fn clipped_wh(t0: i64, v0: f64, t1: i64, v1: f64, from: i64, to: i64) -> f64
         return 0.0;
     }
     let at = |t: i64| v0 + (v1 - v0) * ((t - t0) as f64 / (t1 - t0) as f64);
-    (at(lo) + at(hi)) / 2.0 * (hi - lo) as f64 / MS_W_PER_WH
+    f64::midpoint(at(lo), at(hi)) * (hi - lo) as f64 / MS_W_PER_WH
 }
 
 /// Whether the pair `t0 < t1` (ms) may be integrated: no longer than `max_interval_ms`

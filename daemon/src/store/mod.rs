@@ -1,7 +1,7 @@
 //! SQLite store: samples, rollups, gaps, configurations, sweeps and tariffs in one file.
 //!
-//! Speaks SQLite through rusqlite; the schema is `schema/NNNN-*.sql`, applied atomically by
-//! rusqlite_migration and versioned by `PRAGMA user_version`; the file is marked with
+//! Speaks SQLite through `rusqlite`; the schema is `schema/NNNN-*.sql`, applied atomically
+//! by `rusqlite_migration` and versioned by `PRAGMA user_version`; the file is marked with
 //! [`APPLICATION_ID`]. Times are UTC ms since the Unix epoch; values are in the unit of
 //! their metric ([`Metric::unit`]); energy is in Wh.
 //!
@@ -36,10 +36,10 @@ use rusqlite_migration::{M, Migrations};
 use wattson_collectors::{Metric, Unit};
 
 pub use handle::{FlushStats, StoreHandle};
-pub use read::{Gap, Latest, Resolution, Rollup, SeriesFilter};
+pub use read::{Gap, Latest, RawSeries, Resolution, Rollup, SeriesFilter};
 pub use writer::Writer;
 
-/// `PRAGMA application_id` of a wattson database: "WatS".
+/// `PRAGMA application_id` of a wattson database: `WatS` in ASCII.
 pub const APPLICATION_ID: i32 = 0x5761_7453;
 /// Length of one raw chunk, ms. Short enough that a chunk fits in a fraction of a page.
 pub const CHUNK_MS: i64 = 15 * MINUTE_MS;
@@ -147,7 +147,7 @@ impl Default for StoreOptions {
             max_batch_samples: 50_000,
             queue_batches: 1024,
             expected_interval_ms: 1000,
-            prune_interval: Duration::from_secs(600),
+            prune_interval: Duration::from_mins(10),
         }
     }
 }

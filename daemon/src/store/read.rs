@@ -100,6 +100,9 @@ pub struct Gap {
     pub reason: String,
 }
 
+/// Raw samples `(ts_ms, value)` of each selected series.
+pub type RawSeries = Vec<(Series, Vec<(i64, f64)>)>;
+
 /// A decoded raw chunk: timestamps (ms) and quantised values.
 pub(super) struct Chunk {
     pub ts: Vec<i64>,
@@ -198,7 +201,7 @@ impl Store {
         filter: &SeriesFilter,
         from_ms: i64,
         to_ms: i64,
-    ) -> Result<Vec<(Series, Vec<(i64, f64)>)>, StoreError> {
+    ) -> Result<RawSeries, StoreError> {
         let mut out = Vec::new();
         for series in self.find_series(filter)? {
             let points = self.raw_points(&series, from_ms, to_ms)?;

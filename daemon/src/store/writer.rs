@@ -187,13 +187,16 @@ struct SeriesState {
     hour: Option<HourAcc>,
 }
 
+/// Series index by host, source, channel and metric, looked up without allocating.
+type SeriesIndex = HashMap<String, HashMap<String, HashMap<String, HashMap<Metric, usize>>>>;
+
 /// Ingests samples into a [`Store`]; owned by one thread (see [`super::StoreHandle`]).
 pub struct Writer {
     store: Store,
     options: StoreOptions,
     pending: Vec<Pending>,
     pending_samples: usize,
-    index: HashMap<String, HashMap<String, HashMap<String, HashMap<Metric, usize>>>>,
+    index: SeriesIndex,
     states: Vec<SeriesState>,
     gaps: HashMap<(String, String), Vec<(i64, i64)>>,
     late: BTreeMap<(usize, i64), Vec<(i64, i64)>>,
