@@ -15,7 +15,9 @@ use wattson_collectors::{Collector, SysRoot};
 
 use crate::config::Config;
 use crate::store::Store;
-use crate::sweep::engine::{Instruments, LevelResult, LoopSlot, Progress, SweepOutcome, SweepPlan, run_sweep, stop_loops};
+use crate::sweep::engine::{
+    Instruments, LevelResult, LoopSlot, Progress, SweepOutcome, SweepPlan, run_sweep, stop_loops,
+};
 use crate::sweep::fingerprint;
 use crate::sweep::governor::GovernorGuard;
 use crate::sweep::persist;
@@ -69,22 +71,35 @@ pub struct SweepArgs {
 
 pub fn run(args: &SweepArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config_path)?;
-    let db = args.db.clone().unwrap_or_else(|| config.storage.path.clone());
+    let db = args
+        .db
+        .clone()
+        .unwrap_or_else(|| config.storage.path.clone());
     if args.list || args.show.is_some() {
         return show(args, &db);
     }
     let name = args.name.clone().unwrap_or_default();
     let outcome = sweep_with_config(&config, args, &name, &db)?;
-    Ok(if outcome { ExitCode::SUCCESS } else { ExitCode::from(130) })
+    Ok(if outcome {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(130)
+    })
 }
 
 fn show(args: &SweepArgs, db: &Path) -> anyhow::Result<ExitCode> {
     if !db.exists() {
-        anyhow::bail!("no database at {}: run a sweep first, or pass --db", db.display());
+        anyhow::bail!(
+            "no database at {}: run a sweep first, or pass --db",
+            db.display()
+        );
     }
     let store = Store::open_read_only(db)?;
     let sweeps = match &args.show {
-        Some(n) => vec![persist::load(&store, n)?.with_context(|| format!("no sweep named {n:?} in {}", db.display()))?],
+        Some(n) => vec![
+            persist::load(&store, n)?
+                .with_context(|| format!("no sweep named {n:?} in {}", db.display()))?,
+        ],
         None => persist::list(&store)?,
     };
     if args.json {
@@ -99,7 +114,11 @@ fn show(args: &SweepArgs, db: &Path) -> anyhow::Result<ExitCode> {
         let when = chrono::DateTime::from_timestamp_millis(s.started_ms)
             .map(|d| d.format("%Y-%m-%d %H:%M UTC").to_string())
             .unwrap_or_default();
-        let _ = writeln!(out, "{} ({}, {}, {} on {})", s.name, s.status, when, s.kinds, s.meter);
+        let _ = writeln!(
+            out,
+            "{} ({}, {}, {} on {})",
+            s.name, s.status, when, s.kinds, s.meter
+        );
         if args.show.is_some() {
             for l in &s.levels {
                 let _ = writeln!(
@@ -140,22 +159,28 @@ struct SignalWatch {
 impl SignalWatch {
     fn start(stop: Arc<AtomicBool>, slot: LoopSlot) -> anyhow::Result<SignalWatch> {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let thread = std::thread::Builder::new().name("wattson-signals".into()).spawn(move || {
-            rt.block_on(async move {
-                let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
-                    return;
-                };
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                    _ = rx => return,
-                }
-                stop.store(true, Ordering::SeqCst);
-                stop_loops(&slot);
-                tracing::warn!("interrupted: loops stopped; keeping the completed levels");
-            });
-        })?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let thread = std::thread::Builder::new()
+            .name("wattson-signals".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    let Ok(mut term) =
+                        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = term.recv() => {}
+                        _ = rx => return,
+                    }
+                    stop.store(true, Ordering::SeqCst);
+                    stop_loops(&slot);
+                    tracing::warn!("interrupted: loops stopped; keeping the completed levels");
+                });
+            })?;
         Ok(SignalWatch {
             done: Some(tx),
             thread: Some(thread),
@@ -176,7 +201,12 @@ impl Drop for SignalWatch {
 
 /// Run the sweep(s) the arguments ask for against the configured meter. Returns false when
 /// interrupted (partial results are stored).
-pub fn sweep_with_config(config: &Config, args: &SweepArgs, name: &str, db: &Path) -> anyhow::Result<bool> {
+pub fn sweep_with_config(
+    config: &Config,
+    args: &SweepArgs,
+    name: &str,
+    db: &Path,
+) -> anyhow::Result<bool> {
     let meter_cfg = match &args.meter {
         Some(id) => config
             .meters
@@ -190,8 +220,13 @@ pub fn sweep_with_config(config: &Config, args: &SweepArgs, name: &str, db: &Pat
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
     let topology = read_topology(&root).ok();
     let order = cpu_order(topology.as_ref().map(pin_order).as_deref());
-    let physical = topology.as_ref().map_or(order.len(), |t| t.physical_cores().max(1));
-    let levels = args.levels.clone().unwrap_or_else(|| (0..=order.len()).collect());
+    let physical = topology
+        .as_ref()
+        .map_or(order.len(), |t| t.physical_cores().max(1));
+    let levels = args
+        .levels
+        .clone()
+        .unwrap_or_else(|| (0..=order.len()).collect());
     if levels.is_empty() {
         anyhow::bail!("--levels is empty");
     }
@@ -218,8 +253,17 @@ pub fn sweep_with_config(config: &Config, args: &SweepArgs, name: &str, db: &Pat
     }
     let store = Store::open(db, &crate::runtime::daemon::store_options(config))
         .with_context(|| format!("opening the database {}", db.display()))?;
-    let meter_desc = format!("{} {} on {}", meter_cfg.protocol, meter_cfg.id, meter_cfg.port.display());
-    let previous_idle = if args.regression_check { idle_of(&store, name)? } else { None };
+    let meter_desc = format!(
+        "{} {} on {}",
+        meter_cfg.protocol,
+        meter_cfg.id,
+        meter_cfg.port.display()
+    );
+    let previous_idle = if args.regression_check {
+        idle_of(&store, name)?
+    } else {
+        None
+    };
 
     let stop = Arc::new(AtomicBool::new(false));
     let slot: LoopSlot = Arc::new(Mutex::new(None));
@@ -227,7 +271,10 @@ pub fn sweep_with_config(config: &Config, args: &SweepArgs, name: &str, db: &Pat
 
     let runs: Vec<(String, Option<String>)> = match &args.governors {
         None => vec![(name.to_owned(), None)],
-        Some(gs) => gs.iter().map(|g| (format!("{name} ({g})"), Some(g.clone()))).collect(),
+        Some(gs) => gs
+            .iter()
+            .map(|g| (format!("{name} ({g})"), Some(g.clone())))
+            .collect(),
     };
     let guard = match &args.governors {
         Some(_) => Some(GovernorGuard::capture(&root)?),
@@ -239,11 +286,16 @@ pub fn sweep_with_config(config: &Config, args: &SweepArgs, name: &str, db: &Pat
             guard.set(g)?;
             tracing::info!("governor {g} on every CPU");
         }
-        let online = topology.as_ref().map_or(order.len(), |t| t.online().len().max(1));
+        let online = topology
+            .as_ref()
+            .map_or(order.len(), |t| t.online().len().max(1));
         let mut inst = Instruments {
             meter: &mut meter,
             cpu: Some(&mut cpu),
-            components: components.iter_mut().map(|c| &mut **c as &mut dyn Collector).collect(),
+            components: components
+                .iter_mut()
+                .map(|c| &mut **c as &mut dyn Collector)
+                .collect(),
             online_cpus: online,
         };
         let bar = progress_bar();
@@ -264,11 +316,17 @@ pub fn sweep_with_config(config: &Config, args: &SweepArgs, name: &str, db: &Pat
             crate::output::print(&summarise(&config_name, &outcome));
             crate::output::println(&format!(
                 "stored as configuration {config_name:?} (run {run_id}, {}) in {}",
-                if outcome.complete { "complete" } else { "partial" },
+                if outcome.complete {
+                    "complete"
+                } else {
+                    "partial"
+                },
                 db.display()
             ));
         }
-        if let (Some(prev), Some(now)) = (previous_idle, outcome.levels.iter().find(|l| l.loops == 0)) {
+        if let (Some(prev), Some(now)) =
+            (previous_idle, outcome.levels.iter().find(|l| l.loops == 0))
+        {
             regression_note(prev, now);
         }
         all_complete &= outcome.complete;
@@ -286,7 +344,12 @@ pub fn sweep_with_config(config: &Config, args: &SweepArgs, name: &str, db: &Pat
 fn idle_of(store: &Store, name: &str) -> anyhow::Result<Option<(f64, f64)>> {
     Ok(persist::load(store, name)?
         .filter(|s| s.status == "complete")
-        .and_then(|s| s.levels.iter().find(|l| l.loops == 0).map(|l| (l.mean_w, l.ci95_w.unwrap_or(0.0)))))
+        .and_then(|s| {
+            s.levels
+                .iter()
+                .find(|l| l.loops == 0)
+                .map(|l| (l.mean_w, l.ci95_w.unwrap_or(0.0)))
+        }))
 }
 
 /// Log an idle-power regression against the previous sweep of the same configuration.
@@ -300,7 +363,10 @@ fn regression_note(previous: (f64, f64), now: &LevelResult) {
             now.mean_w
         );
     } else {
-        tracing::info!("idle power {:.1} W, previous sweep {prev_w:.1} W: no regression", now.mean_w);
+        tracing::info!(
+            "idle power {:.1} W, previous sweep {prev_w:.1} W: no regression",
+            now.mean_w
+        );
     }
 }
 
@@ -316,13 +382,28 @@ fn progress_bar() -> indicatif::ProgressBar {
 
 fn report_progress(bar: &indicatif::ProgressBar, p: &Progress) {
     match p {
-        Progress::Level { kind, loops, index, total } => {
-            bar.set_prefix(format!("[{index}/{total}] {} ({kind})", crate::modes::level_name(*loops as u32)));
+        Progress::Level {
+            kind,
+            loops,
+            index,
+            total,
+        } => {
+            bar.set_prefix(format!(
+                "[{index}/{total}] {} ({kind})",
+                crate::modes::level_name(*loops as u32)
+            ));
             bar.set_message("starting");
         }
         Progress::Waiting(m) => bar.set_message(m.clone()),
-        Progress::Settling { elapsed_s, last_w } => bar.set_message(format!("settling {elapsed_s:.0} s, {last_w:.1} W")),
-        Progress::Measuring { elapsed_s, mean_w, ci95_w, n } => bar.set_message(match ci95_w {
+        Progress::Settling { elapsed_s, last_w } => {
+            bar.set_message(format!("settling {elapsed_s:.0} s, {last_w:.1} W"));
+        }
+        Progress::Measuring {
+            elapsed_s,
+            mean_w,
+            ci95_w,
+            n,
+        } => bar.set_message(match ci95_w {
             Some(c) => format!("measuring {elapsed_s:.0} s: {mean_w:.2} +/- {c:.2} W (n={n})"),
             None => format!("measuring {elapsed_s:.0} s: {mean_w:.2} W (n={n})"),
         }),

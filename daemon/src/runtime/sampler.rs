@@ -48,7 +48,7 @@ impl Scheduled {
         Scheduled {
             collector,
             interval,
-            next_due: Instant::now(),
+            next_due: Instant::now() + until_grid(interval),
             last_good_ms: None,
             failing_since: None,
             consecutive_failures: 0,
@@ -140,13 +140,39 @@ fn close_gap_on_exit(c: &Scheduled, sink: &mut dyn SampleSink) {
     }
 }
 
+/// The poll's timestamp: the scheduled tick on the interval's wall-clock grid when the poll
+/// ran within a quarter interval of it (the usual case), else the actual time. Stamping the
+/// tick rather than the few milliseconds of scheduling jitter keeps timestamps regular,
+/// which the store's delta-of-delta chunks encode in almost nothing (see BENCHMARKS.md).
+pub fn grid_ms(now_ms: i64, interval: Duration) -> i64 {
+    let step = interval.as_millis() as i64;
+    if step <= 0 {
+        return now_ms;
+    }
+    let nearest = (now_ms + step / 2).div_euclid(step) * step;
+    if (now_ms - nearest).abs() <= step / 4 {
+        nearest
+    } else {
+        now_ms
+    }
+}
+
+/// How long until the next multiple of `interval` on the wall clock, so polls land on the grid.
+fn until_grid(interval: Duration) -> Duration {
+    let step = interval.as_millis() as i64;
+    if step <= 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_millis((step - now_ms().rem_euclid(step)).rem_euclid(step) as u64)
+}
+
 fn poll_one(
     c: &mut Scheduled,
     buffer: &mut Vec<Sample>,
     sink: &mut dyn SampleSink,
     live: &LiveState,
 ) {
-    let ts = now_ms();
+    let ts = grid_ms(now_ms(), c.interval);
     match c.collector.poll(ts) {
         Ok(samples) => {
             if let Some((since, why)) = c.failing_since.take() {
@@ -260,6 +286,16 @@ mod tests {
             assert!(Instant::now() < deadline, "sampler stalled");
             std::thread::yield_now();
         }
+    }
+
+    #[test]
+    fn timestamps_snap_to_the_interval_grid() {
+        let s = Duration::from_secs(1);
+        assert_eq!(grid_ms(10_003, s), 10_000);
+        assert_eq!(grid_ms(9_998, s), 10_000);
+        // Far from a tick (a late poll): the real time is kept.
+        assert_eq!(grid_ms(10_400, s), 10_400);
+        assert_eq!(grid_ms(10_004, Duration::from_millis(5)), 10_005);
     }
 
     #[test]

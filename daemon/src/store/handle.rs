@@ -150,7 +150,7 @@ impl StoreHandle {
     {
         let (tx, rx) = mpsc::sync_channel(1);
         self.send(Command::Query(Box::new(move |store| {
-            drop(tx.send(f(store)))
+            drop(tx.send(f(store)));
         })))?;
         rx.recv().map_err(|_| self.closed())
     }
@@ -163,7 +163,7 @@ impl StoreHandle {
     {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.send(Command::Query(Box::new(move |store| {
-            drop(tx.send(f(store)))
+            drop(tx.send(f(store)));
         })))?;
         rx.await.map_err(|_| self.closed())
     }

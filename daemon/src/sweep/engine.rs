@@ -45,7 +45,12 @@ pub struct SweepPlan {
 
 impl SweepPlan {
     /// The documented defaults for `levels` on this machine.
-    pub fn new(levels: Vec<usize>, kinds: Vec<LoopKind>, cpu_order: Vec<usize>, physical_cores: usize) -> SweepPlan {
+    pub fn new(
+        levels: Vec<usize>,
+        kinds: Vec<LoopKind>,
+        cpu_order: Vec<usize>,
+        physical_cores: usize,
+    ) -> SweepPlan {
         SweepPlan {
             levels,
             kinds,
@@ -130,10 +135,23 @@ pub struct SweepOutcome {
 /// Progress events for the command's progress bar.
 #[derive(Debug, Clone)]
 pub enum Progress {
-    Level { kind: LoopKind, loops: usize, index: usize, total: usize },
+    Level {
+        kind: LoopKind,
+        loops: usize,
+        index: usize,
+        total: usize,
+    },
     Waiting(String),
-    Settling { elapsed_s: f64, last_w: f64 },
-    Measuring { elapsed_s: f64, mean_w: f64, ci95_w: Option<f64>, n: usize },
+    Settling {
+        elapsed_s: f64,
+        last_w: f64,
+    },
+    Measuring {
+        elapsed_s: f64,
+        mean_w: f64,
+        ci95_w: Option<f64>,
+        n: usize,
+    },
     Done(Box<LevelResult>),
 }
 
@@ -185,10 +203,16 @@ impl CpuAcc {
                 (Metric::CoreFrequency, "mean") => self.mhz.push(s.value),
                 (Metric::CpuBusy, "all") => self.busy.push(s.value),
                 (Metric::IdleResidency, c) if c.starts_with("all/") => {
-                    self.residency.entry(c[4..].to_owned()).or_default().push(s.value);
+                    self.residency
+                        .entry(c[4..].to_owned())
+                        .or_default()
+                        .push(s.value);
                 }
                 (Metric::Power, c) if !s.source.starts_with("meter:") => {
-                    self.components.entry(format!("{}/{c}", s.source)).or_default().push(s.value);
+                    self.components
+                        .entry(format!("{}/{c}", s.source))
+                        .or_default()
+                        .push(s.value);
                 }
                 _ => {}
             }
@@ -261,7 +285,12 @@ pub fn run_sweep(
                 complete = false;
                 break 'kinds;
             }
-            progress(Progress::Level { kind, loops, index, total });
+            progress(Progress::Level {
+                kind,
+                loops,
+                index,
+                total,
+            });
             if loops == 0
                 && let Some(idle) = &idle_result
             {
@@ -271,18 +300,15 @@ pub fn run_sweep(
                 results.push(r);
                 continue;
             }
-            match run_level(plan, inst, &workload, loops, stop, slot, progress)? {
-                Some(r) => {
-                    if loops == 0 {
-                        idle_result = Some(r.clone());
-                    }
-                    progress(Progress::Done(Box::new(r.clone())));
-                    results.push(r);
+            if let Some(r) = run_level(plan, inst, &workload, loops, stop, slot, progress)? {
+                if loops == 0 {
+                    idle_result = Some(r.clone());
                 }
-                None => {
-                    complete = false;
-                    break 'kinds;
-                }
+                progress(Progress::Done(Box::new(r.clone())));
+                results.push(r);
+            } else {
+                complete = false;
+                break 'kinds;
             }
         }
     }
@@ -369,7 +395,11 @@ fn run_level(
 
     // Measuring.
     let t1 = Instant::now();
-    let ops0 = slot.lock().ok().and_then(|s| s.as_ref().map(LoopSet::ops)).unwrap_or(0);
+    let ops0 = slot
+        .lock()
+        .ok()
+        .and_then(|s| s.as_ref().map(LoopSet::ops))
+        .unwrap_or(0);
     let mut xs: Vec<f64> = Vec::new();
     let mut ci: Option<MeanCi> = None;
     loop {
@@ -411,7 +441,11 @@ fn run_level(
         next += plan.interval;
         sleep_until(next, stop);
     }
-    let ops1 = slot.lock().ok().and_then(|s| s.as_ref().map(LoopSet::ops)).unwrap_or(0);
+    let ops1 = slot
+        .lock()
+        .ok()
+        .and_then(|s| s.as_ref().map(LoopSet::ops))
+        .unwrap_or(0);
     let measure_s = t1.elapsed().as_secs_f64();
     let stats_done = stop_loops(slot);
     let ended_ms = now_ms();
@@ -426,12 +460,17 @@ fn run_level(
         Some(c) => c,
         None => stats::batch_means_ci(&xs)?,
     };
-    let ops_per_s = if measure_s > 0.0 { (ops1 - ops0) as f64 / measure_s } else { 0.0 };
+    let ops_per_s = if measure_s > 0.0 {
+        (ops1 - ops0) as f64 / measure_s
+    } else {
+        0.0
+    };
     if let Some(s) = &stats_done
         && !s.pinned
         && loops > 0
     {
-        warnings.push("loops could not be pinned to CPUs (restricted cpuset?): ran unpinned".into());
+        warnings
+            .push("loops could not be pinned to CPUs (restricted cpuset?): ran unpinned".into());
     }
     let busy = mean(&acc.busy);
     Ok(Some(LevelResult {
@@ -450,10 +489,18 @@ fn run_level(
         mean_mhz: mean(&acc.mhz),
         busy,
         busy_cpus: busy.map(|b| b * inst.online_cpus as f64),
-        residency: acc.residency.iter().filter_map(|(k, v)| Some((k.clone(), mean(v)?))).collect(),
+        residency: acc
+            .residency
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), mean(v)?)))
+            .collect(),
         ops_per_s,
         joules_per_op: (ops_per_s > 0.0).then(|| ci.mean / ops_per_s),
-        components: acc.components.iter().filter_map(|(k, v)| Some((k.clone(), mean(v)?))).collect(),
+        components: acc
+            .components
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), mean(v)?)))
+            .collect(),
         pinned: pinned || loops == 0,
         smt_siblings: loops > plan.physical_cores,
         warnings,
@@ -477,12 +524,16 @@ fn idle_guard(
     loop {
         next += plan.interval;
         sleep_until(next, stop);
-        let Some(busy) = inst.busy_cpus(acc) else { return };
+        let Some(busy) = inst.busy_cpus(acc) else {
+            return;
+        };
         if busy <= plan.idle_guard_busy_cpus || stop.load(Ordering::SeqCst) {
             return;
         }
         worst = worst.max(busy);
-        progress(Progress::Waiting(format!("waiting for other load to settle ({busy:.2} CPUs busy)")));
+        progress(Progress::Waiting(format!(
+            "waiting for other load to settle ({busy:.2} CPUs busy)"
+        )));
         if t0.elapsed() >= plan.idle_guard_wait {
             let w = format!(
                 "other load present before idle ({worst:.2} CPUs busy after waiting {:.0} s): idle may read high",
@@ -497,7 +548,12 @@ fn idle_guard(
 
 /// Fit one kind's levels: watts against loops (weighted by each level's interval where
 /// possible), and against utilisation.
-pub fn fit_kind(kind: LoopKind, results: &[LevelResult], online_cpus: usize, physical_cores: usize) -> Option<KindFit> {
+pub fn fit_kind(
+    kind: LoopKind,
+    results: &[LevelResult],
+    online_cpus: usize,
+    physical_cores: usize,
+) -> Option<KindFit> {
     let lv: Vec<&LevelResult> = results.iter().filter(|r| r.kind == kind).collect();
     if lv.len() < 2 {
         return None;
@@ -506,7 +562,10 @@ pub fn fit_kind(kind: LoopKind, results: &[LevelResult], online_cpus: usize, phy
     let y: Vec<f64> = lv.iter().map(|r| r.mean_w).collect();
     let c: Vec<f64> = lv.iter().map(|r| r.ci95_w.max(1e-3)).collect();
     let loops_fit = fit::wls(&x, &y, &c).or_else(|_| fit::ols(&x, &y)).ok()?;
-    let levels: Vec<(f64, f64, f64)> = lv.iter().map(|r| (r.loops as f64, r.mean_w, r.ci95_w)).collect();
+    let levels: Vec<(f64, f64, f64)> = lv
+        .iter()
+        .map(|r| (r.loops as f64, r.mean_w, r.ci95_w))
+        .collect();
     let mut notes = fit::diagnose(&levels, &loops_fit);
     if lv.iter().any(|r| r.smt_siblings) {
         let phys: Vec<&&LevelResult> = lv.iter().filter(|r| !r.smt_siblings).collect();
@@ -521,9 +580,14 @@ pub fn fit_kind(kind: LoopKind, results: &[LevelResult], online_cpus: usize, phy
             ));
         }
     }
-    let (ux, uy): (Vec<f64>, Vec<f64>) = lv.iter().filter_map(|r| Some((r.busy?, r.mean_w))).unzip();
-    let utilisation_linear = (ux.len() >= 2).then(|| fit::fit_utilisation_linear(&ux, &uy).ok()).flatten();
-    let utilisation_fan = (ux.len() >= 3).then(|| fit::fit_fan(&ux, &uy, fit::FAN_R).ok()).flatten();
+    let (ux, uy): (Vec<f64>, Vec<f64>) =
+        lv.iter().filter_map(|r| Some((r.busy?, r.mean_w))).unzip();
+    let utilisation_linear = (ux.len() >= 2)
+        .then(|| fit::fit_utilisation_linear(&ux, &uy).ok())
+        .flatten();
+    let utilisation_fan = (ux.len() >= 3)
+        .then(|| fit::fit_fan(&ux, &uy, fit::FAN_R).ok())
+        .flatten();
     let _ = online_cpus;
     Some(KindFit {
         kind,

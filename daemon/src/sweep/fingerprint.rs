@@ -20,12 +20,14 @@ pub struct Fingerprint {
 
 /// Gather the fingerprint; what cannot be read is `None`.
 pub fn gather(root: &SysRoot, host: &str, meter: &str) -> Fingerprint {
-    let memory_bytes = std::fs::read_to_string(root.proc_path("meminfo")).ok().and_then(|t| {
-        t.lines()
-            .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map(|kb| kb * 1024)
-    });
+    let memory_bytes = std::fs::read_to_string(root.proc_path("meminfo"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .map(|kb| kb * 1024)
+        });
     let kernel = std::fs::read_to_string(root.proc_path("sys/kernel/osrelease"))
         .ok()
         .map(|s| s.trim().to_owned())
@@ -45,12 +47,17 @@ mod tests {
 
     #[test]
     fn fingerprint_of_the_kvm_fixture() {
-        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../collectors/tests/fixtures/kvm-amd-epyc-haltpoll");
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../collectors/tests/fixtures/kvm-amd-epyc-haltpoll");
         let root = SysRoot::new(base.join("sys"), base.join("proc"));
         let f = gather(&root, "basket", "pzem004t wall");
         assert_eq!(f.cpu.logical_cpus, 2);
         assert_eq!(f.cpu.cpuidle_driver.as_deref(), Some("haltpoll"));
-        assert!(f.cpu.model_name.as_deref().unwrap_or("").contains("EPYC"), "{:?}", f.cpu.model_name);
+        assert!(
+            f.cpu.model_name.as_deref().unwrap_or("").contains("EPYC"),
+            "{:?}",
+            f.cpu.model_name
+        );
         assert_eq!(f.meter, "pzem004t wall");
     }
 }

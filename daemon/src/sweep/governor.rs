@@ -23,7 +23,8 @@ fn governor_files(root: &SysRoot) -> Vec<PathBuf> {
         .filter(|e| {
             let n = e.file_name();
             let n = n.to_string_lossy();
-            n.strip_prefix("cpu").is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+            n.strip_prefix("cpu")
+                .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
         })
         .map(|e| e.path().join("cpufreq/scaling_governor"))
         .filter(|p| p.exists())
@@ -34,9 +35,11 @@ fn governor_files(root: &SysRoot) -> Vec<PathBuf> {
 
 /// The governors this machine offers.
 pub fn available(root: &SysRoot) -> Vec<String> {
-    std::fs::read_to_string(root.sys_path("devices/system/cpu/cpu0/cpufreq/scaling_available_governors"))
-        .map(|s| s.split_whitespace().map(str::to_owned).collect())
-        .unwrap_or_default()
+    std::fs::read_to_string(
+        root.sys_path("devices/system/cpu/cpu0/cpufreq/scaling_available_governors"),
+    )
+    .map(|s| s.split_whitespace().map(str::to_owned).collect())
+    .unwrap_or_default()
 }
 
 impl GovernorGuard {
@@ -52,7 +55,8 @@ impl GovernorGuard {
         let original = files
             .into_iter()
             .map(|p| {
-                let g = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+                let g = std::fs::read_to_string(&p)
+                    .with_context(|| format!("reading {}", p.display()))?;
                 Ok((p, g.trim().to_owned()))
             })
             .collect::<anyhow::Result<_>>()?;
@@ -93,13 +97,18 @@ mod tests {
     fn sets_and_restores_every_cpu() {
         let dir = tempfile::tempdir().unwrap();
         for (cpu, g) in [(0, "powersave"), (1, "schedutil")] {
-            let d = dir.path().join(format!("devices/system/cpu/cpu{cpu}/cpufreq"));
+            let d = dir
+                .path()
+                .join(format!("devices/system/cpu/cpu{cpu}/cpufreq"));
             std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join("scaling_governor"), format!("{g}\n")).unwrap();
         }
         let root = SysRoot::new(dir.path(), dir.path());
         let read = |cpu: usize| {
-            std::fs::read_to_string(dir.path().join(format!("devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"))).unwrap()
+            std::fs::read_to_string(dir.path().join(format!(
+                "devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"
+            )))
+            .unwrap()
         };
         {
             let guard = GovernorGuard::capture(&root).unwrap();

@@ -45,7 +45,13 @@ pub struct StoredLevel {
 
 /// Store a sweep under configuration `name` (created, or updated with this fingerprint).
 /// Returns the run id.
-pub fn save(store: &Store, name: &str, fingerprint: &Fingerprint, outcome: &SweepOutcome, settings: &serde_json::Value) -> anyhow::Result<i64> {
+pub fn save(
+    store: &Store,
+    name: &str,
+    fingerprint: &Fingerprint,
+    outcome: &SweepOutcome,
+    settings: &serde_json::Value,
+) -> anyhow::Result<i64> {
     let conn = store.conn();
     let tx = conn.unchecked_transaction()?;
     let fp = serde_json::to_string(fingerprint)?;
@@ -54,11 +60,19 @@ pub fn save(store: &Store, name: &str, fingerprint: &Fingerprint, outcome: &Swee
          ON CONFLICT (name) DO UPDATE SET host = excluded.host, fingerprint = excluded.fingerprint",
         params![name, fingerprint.host, fp, outcome.started_ms],
     )?;
-    let kind: String = tx.query_row("SELECT kind FROM configuration WHERE name = ?1", [name], |r| r.get(0))?;
+    let kind: String = tx.query_row(
+        "SELECT kind FROM configuration WHERE name = ?1",
+        [name],
+        |r| r.get(0),
+    )?;
     if kind != "sweep" {
         anyhow::bail!("configuration {name:?} is a manual configuration: choose another --name");
     }
-    let config_id: i64 = tx.query_row("SELECT id FROM configuration WHERE name = ?1", [name], |r| r.get(0))?;
+    let config_id: i64 = tx.query_row(
+        "SELECT id FROM configuration WHERE name = ?1",
+        [name],
+        |r| r.get(0),
+    )?;
     let kinds: Vec<&str> = {
         let mut k: Vec<&str> = outcome.levels.iter().map(|l| l.kind.as_str()).collect();
         k.dedup();
@@ -87,7 +101,11 @@ pub fn save(store: &Store, name: &str, fingerprint: &Fingerprint, outcome: &Swee
     Ok(run_id)
 }
 
-fn insert_level(tx: &rusqlite::Transaction<'_>, run_id: i64, l: &LevelResult) -> anyhow::Result<()> {
+fn insert_level(
+    tx: &rusqlite::Transaction<'_>,
+    run_id: i64,
+    l: &LevelResult,
+) -> anyhow::Result<()> {
     tx.execute(
         "INSERT INTO sweep_level (run_id, kind, loops, started_ms, ended_ms, n, mean_w, sd_w, ci95_w, min_w, max_w,
                                   mean_mhz, busy, residency, ops_per_s, joules_per_op, warnings)
@@ -122,9 +140,13 @@ pub fn list(store: &Store) -> anyhow::Result<Vec<StoredSweep>> {
             "SELECT c.name FROM configuration c JOIN sweep_run r ON r.configuration_id = c.id
              WHERE c.kind = 'sweep' GROUP BY c.id ORDER BY MAX(r.started_ms) DESC",
         )?;
-        stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
+        stmt.query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?
     };
-    names.iter().filter_map(|n| load(store, n).transpose()).collect()
+    names
+        .iter()
+        .filter_map(|n| load(store, n).transpose())
+        .collect()
 }
 
 /// The latest run of configuration `name`, preferring complete runs.
@@ -152,7 +174,8 @@ pub fn load(store: &Store, name: &str) -> anyhow::Result<Option<StoredSweep>> {
             },
         )
         .optional()?;
-    let Some((name, host, fp, run_id, started_ms, ended_ms, status, kinds, meter, fit)) = row else {
+    let Some((name, host, fp, run_id, started_ms, ended_ms, status, kinds, meter, fit)) = row
+    else {
         return Ok(None);
     };
     let mut stmt = conn.prepare(
@@ -172,7 +195,9 @@ pub fn load(store: &Store, name: &str) -> anyhow::Result<Option<StoredSweep>> {
                 max_w: r.get(7)?,
                 mean_mhz: r.get(8)?,
                 busy: r.get(9)?,
-                residency: r.get::<_, Option<String>>(10)?.and_then(|s| serde_json::from_str(&s).ok()),
+                residency: r
+                    .get::<_, Option<String>>(10)?
+                    .and_then(|s| serde_json::from_str(&s).ok()),
                 ops_per_s: r.get(11)?,
                 joules_per_op: r.get(12)?,
                 warnings: r.get(13)?,
