@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod config_check;
+pub mod demo;
 pub mod meter;
 pub mod report;
 pub mod run;
@@ -22,7 +23,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run(&args, config_path.as_deref()),
         Command::Run(args) => run::run(&args, config_path.as_deref()),
         Command::Status(args) => status::run(&args, config_path.as_deref()),
-        Command::Demo(_) => anyhow::bail!("wattson demo is not available in this build yet"),
+        Command::Demo(args) => demo::run(&args, config_path.as_deref()),
     }
 }
 

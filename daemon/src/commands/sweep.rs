@@ -49,6 +49,9 @@ pub struct SweepArgs {
     /// Target half-width of each level's 95 % interval, percent of the mean.
     #[arg(long, default_value_t = 1.0)]
     pub ci_percent: f64,
+    /// How long the idle level waits for other load to go away before measuring anyway.
+    #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration_arg)]
+    pub idle_wait: Duration,
     /// Readings before a level's interval is trusted.
     #[arg(long, default_value_t = 20)]
     pub min_samples: usize,
@@ -236,6 +239,7 @@ pub fn sweep_with_config(
     plan.ci_rel = args.ci_percent / 100.0;
     plan.min_samples = args.min_samples.max(2);
     plan.interval = meter_cfg.interval;
+    plan.idle_guard_wait = args.idle_wait;
     plan.sysfs.clone_from(&config.host.sysfs);
 
     let mut meters = crate::meters::build_collectors(std::slice::from_ref(meter_cfg))?;
