@@ -158,11 +158,13 @@ pub fn line_format(cfg: &LineFormatConfig) -> LineFormat {
     }
 }
 
-/// Busy CPUs of this machine (1.5 = one and a half CPUs busy), from `/proc/stat` deltas.
+/// Busy CPUs of this machine (1.5 = one and a half CPUs busy), from `/proc/stat` deltas, or
+/// of one process, from `/proc/<pid>/stat` CPU time over wall time.
 pub struct BusyCpus {
     path: PathBuf,
     prev: Option<CpuTimes>,
     last: f64,
+    process: Option<(PathBuf, Option<(f64, std::time::Instant)>)>,
 }
 
 impl BusyCpus {
@@ -171,11 +173,48 @@ impl BusyCpus {
             path: root.proc_path("stat"),
             prev: None,
             last: 0.0,
+            process: None,
         }
+    }
+
+    /// Follow one process's CPU time instead of the whole machine.
+    pub fn for_process(root: &SysRoot, pid: u32) -> BusyCpus {
+        BusyCpus {
+            process: Some((root.proc_path(format!("{pid}/stat")), None)),
+            ..BusyCpus::new(root)
+        }
+    }
+
+    fn process_sample(&mut self) -> f64 {
+        let Some((path, prev)) = &mut self.process else { return 0.0 };
+        // Fields after the parenthesised command: state is field 3, utime 14, stime 15 (ticks).
+        let cpu_s = std::fs::read_to_string(&*path).ok().and_then(|t| {
+            let rest = t.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+            let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as f64;
+            Some(ticks / hz)
+        });
+        let now = std::time::Instant::now();
+        if let Some(cpu) = cpu_s {
+            if let Some((prev_cpu, prev_t)) = *prev {
+                let wall = now.duration_since(prev_t).as_secs_f64();
+                if wall > 0.05 {
+                    self.last = ((cpu - prev_cpu) / wall).max(0.0);
+                    *prev = Some((cpu, now));
+                }
+            } else {
+                *prev = Some((cpu, now));
+            }
+        }
+        self.last
     }
 
     /// Busy CPUs since the previous call (0 on the first call or when unreadable).
     pub fn sample(&mut self) -> f64 {
+        if self.process.is_some() {
+            return self.process_sample();
+        }
         let Ok(text) = std::fs::read_to_string(&self.path) else {
             return self.last;
         };
@@ -252,17 +291,21 @@ pub fn simulate_with(
         .map(PathBuf::from)
         .context("the pseudo-terminal has no name")?;
     let follow = model.follow_cpu;
+    let follow_pid = model.follow_pid;
     let volts = model.volts;
     let pf = model.power_factor;
     let mut state = ModelState::new(model, seed);
-    let mut busy = BusyCpus::new(root);
+    let mut busy = match follow_pid {
+        Some(pid) => BusyCpus::for_process(root, pid),
+        None => BusyCpus::new(root),
+    };
     let mut energy_wh = 0.0;
     let mut last_ms: Option<i64> = None;
     let mut last_busy_ms = 0i64;
     let mut busy_now = 0.0;
     let reading_model = Box::new(move |now_ms: i64, _address: u8| {
         // Several addresses may ask within one poll round: sample the load at most every 500 ms.
-        if follow && now_ms - last_busy_ms >= 500 {
+        if follow && now_ms - last_busy_ms >= 200 {
             busy_now = busy.sample();
             last_busy_ms = now_ms;
         }

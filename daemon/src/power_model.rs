@@ -13,6 +13,9 @@ pub struct PowerModel {
     pub per_cpu_w: f64,
     /// Follow the machine's CPU load.
     pub follow_cpu: bool,
+    /// With `follow_cpu`, follow only this process's CPU time (tests measuring their own
+    /// loops on a shared machine); `None` follows the whole machine.
+    pub follow_pid: Option<u32>,
     /// Standard deviation of the added noise, W.
     pub noise_sd_w: f64,
     /// Time constant of the ramp towards a new level, s (about 1 s, as real supplies show).
@@ -32,6 +35,7 @@ impl Default for PowerModel {
             idle_w: 40.0,
             per_cpu_w: 15.0,
             follow_cpu: false,
+            follow_pid: None,
             noise_sd_w: 0.0,
             ramp_s: 1.0,
             curvature_w: 0.0,
