@@ -52,7 +52,10 @@ pub const HOUR_MS: i64 = 3_600_000;
 /// One day, ms.
 pub const DAY_MS: i64 = 86_400_000;
 
-const MIGRATION_LIST: &[M<'static>] = &[M::up(include_str!("../../../schema/0001-initial.sql"))];
+const MIGRATION_LIST: &[M<'static>] = &[
+    M::up(include_str!("../../../schema/0001-initial.sql")),
+    M::up(include_str!("../../../schema/0002-dashboard-views.sql")),
+];
 
 /// The schema migrations, in order.
 pub const MIGRATIONS: Migrations<'static> = Migrations::from_slice(MIGRATION_LIST);
