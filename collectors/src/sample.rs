@@ -84,9 +84,10 @@ impl Metric {
             Metric::PowerFactor => Unit::Ratio,
             Metric::Frequency => Unit::Hertz,
             Metric::EnergyCounter | Metric::EnergyTotal => Unit::WattHour,
-            Metric::CpuBusy | Metric::CpuTime | Metric::IdleResidency => Unit::Share,
+            Metric::CpuBusy | Metric::CpuTime | Metric::IdleResidency | Metric::GpuUtilisation => {
+                Unit::Share
+            }
             Metric::CoreFrequency | Metric::GpuClock => Unit::Megahertz,
-            Metric::GpuUtilisation => Unit::Share,
             Metric::PState => Unit::Count,
         }
     }

@@ -89,16 +89,21 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 /// `2026/11/29 23:37:22.503` -> milliseconds since the epoch.
 fn parse_timestamp(text: &str) -> Option<i64> {
     let (date, time) = text.trim().split_once(' ')?;
-    let mut d = date.split('/').map(str::parse::<i64>);
-    let (y, mo, da) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
+    let mut ymd = date.split('/').map(str::parse::<i64>);
+    let (year, month, day) = (ymd.next()?.ok()?, ymd.next()?.ok()?, ymd.next()?.ok()?);
     let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let mut t = hms.split(':').map(str::parse::<i64>);
-    let (h, mi, s) = (t.next()?.ok()?, t.next()?.ok()?, t.next()?.ok()?);
-    let ms: i64 = format!("{frac:0<3}").get(..3)?.parse().ok()?;
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&da) || h > 23 || mi > 59 || s > 60 {
+    let mut clock = hms.split(':').map(str::parse::<i64>);
+    let (hour, min, sec) = (
+        clock.next()?.ok()?,
+        clock.next()?.ok()?,
+        clock.next()?.ok()?,
+    );
+    let millis: i64 = format!("{frac:0<3}").get(..3)?.parse().ok()?;
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
         return None;
     }
-    Some(((days_from_civil(y, mo, da) * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms)
+    let minutes = (days_from_civil(year, month, day) * 24 + hour) * 60 + min;
+    Some(minutes * 60_000 + sec * 1000 + millis)
 }
 
 /// A number with an optional unit suffix (`76.98`, `76.98 W`, `0 %`); `None` for `N/A`,
@@ -158,7 +163,7 @@ pub fn parse_csv(text: &str) -> Result<Vec<SmiRow>, SmiError> {
                 "timestamp" => row.timestamp_ms = parse_timestamp(field),
                 "power.draw" => row.power_w = number(field).map_err(bad)?,
                 "clocks.current.sm" | "clocks.sm" => {
-                    row.sm_clock_mhz = number(field).map_err(bad)?
+                    row.sm_clock_mhz = number(field).map_err(bad)?;
                 }
                 "utilization.gpu" => row.utilisation_pct = number(field).map_err(bad)?,
                 "pstate" => {
