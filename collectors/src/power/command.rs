@@ -7,6 +7,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// Linux `ETXTBSY`, "Text file busy".
+const ETXTBSY: i32 = 26;
+
 /// What a finished program left behind.
 #[derive(Debug, Clone)]
 pub struct Output {
@@ -58,21 +61,35 @@ fn kill(child: &mut Child) {
 /// Run `program args` with stdin closed and wait at most `timeout` for it to exit.
 pub fn run(program: &Path, args: &[&str], timeout: Duration) -> Result<Output, CommandError> {
     let deadline = Instant::now() + timeout;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| match source.kind() {
-            io::ErrorKind::NotFound => CommandError::NotFound {
-                program: program.to_owned(),
-            },
-            _ => CommandError::Spawn {
-                program: program.to_owned(),
-                source,
-            },
-        })?;
+    let spawn = || {
+        Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+    };
+    let mut attempt = spawn();
+    // ETXTBSY: a program just written (a package upgrade replacing ipmitool) can still be
+    // open for writing in a process forked meanwhile; it clears within milliseconds.
+    for _ in 0..3 {
+        match &attempt {
+            Err(e) if e.raw_os_error() == Some(ETXTBSY) => {
+                std::thread::sleep(Duration::from_millis(20));
+                attempt = spawn();
+            }
+            _ => break,
+        }
+    }
+    let mut child = attempt.map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound => CommandError::NotFound {
+            program: program.to_owned(),
+        },
+        _ => CommandError::Spawn {
+            program: program.to_owned(),
+            source,
+        },
+    })?;
     let (tx, rx) = mpsc::channel();
     if let Some(out) = child.stdout.take() {
         reader(out, tx.clone(), true);
