@@ -7,6 +7,7 @@
 pub mod command;
 pub mod hwmon;
 pub mod ipmi;
+pub mod nut;
 pub mod nvidia_smi;
 pub mod nvml;
 pub mod nvml_ffi;
