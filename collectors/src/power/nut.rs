@@ -229,7 +229,7 @@ impl std::fmt::Debug for NutCollector {
             .field("config", &self.config)
             .field("connected", &self.conn.is_some())
             .field("method", &self.method)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
