@@ -16,6 +16,8 @@ pub use sysroot::SysRoot;
 
 use std::path::PathBuf;
 
+use serde::{Deserialize, Serialize};
+
 /// A monotonic clock: time since an arbitrary fixed point. Collectors that turn counter
 /// deltas into rates take one, so tests can step time by hand.
 pub type MonotonicClock = Box<dyn FnMut() -> std::time::Duration + Send>;
@@ -57,6 +59,9 @@ pub enum CollectError {
     BadFrame { source_name: String, detail: String },
     #[error("{source_name}: device gone: {detail}")]
     Gone { source_name: String, detail: String },
+    /// The device answered, with an error of its own (an NVML return code, a UPS `ERR`).
+    #[error("{source_name}: {detail}")]
+    Failed { source_name: String, detail: String },
     #[error("{source_name}: unavailable: {detail}")]
     Unavailable { source_name: String, detail: String },
 }
@@ -71,7 +76,8 @@ impl CollectError {
             },
             CollectError::Parse { .. }
             | CollectError::Timeout { .. }
-            | CollectError::BadFrame { .. } => Action::Retry,
+            | CollectError::BadFrame { .. }
+            | CollectError::Failed { .. } => Action::Retry,
             CollectError::Gone { .. } => Action::Reopen,
             CollectError::Unavailable { .. } => Action::Stop,
         }
@@ -94,6 +100,34 @@ impl CollectError {
     }
 }
 
+/// What a power source measures, so reports never add overlapping sources together.
+///
+/// A wall meter already includes every component inside the box, and a UPS feeds several
+/// machines: summing a GPU's board power with the wall reading, or a UPS with the wall meter
+/// behind it, counts the same watts twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The whole machine at the wall socket (inline meter, BMC/DCMI whole-server reading).
+    Wall,
+    /// One part inside the box (CPU package via RAPL, GPU board via NVML, a hwmon sensor):
+    /// a lower bound on the machine, never added to a wall reading.
+    Component,
+    /// A supply that feeds several machines (a UPS, a PDU outlet group).
+    Shared,
+}
+
+impl Scope {
+    /// Stable name used in storage and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Wall => "wall",
+            Scope::Component => "component",
+            Scope::Shared => "shared",
+        }
+    }
+}
+
 /// A source of samples, polled by the daemon.
 pub trait Collector: Send {
     /// A short stable name for logs and storage, e.g. `cpu`, `meter:wall`, `rapl`.
@@ -102,4 +136,10 @@ pub trait Collector: Send {
     /// Read the source once. `now_ms` is the wall-clock time of the poll in UTC
     /// milliseconds; samples carry it (or the device's own time where it has one).
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError>;
+
+    /// What this source's [`Metric::Power`] samples cover; `None` for sources that report
+    /// no power (CPU telemetry).
+    fn scope(&self) -> Option<Scope> {
+        None
+    }
 }

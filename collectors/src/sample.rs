@@ -65,6 +65,13 @@ pub enum Metric {
     CoreFrequency,
     /// Share of the interval spent in one idle state. Channel: `cpuN/<state>` or `all/<state>`.
     IdleResidency,
+    /// Share of the sample period a GPU kernel was running (NVML `utilization.gpu`), 0..1.
+    /// Channel: `gpuN`.
+    GpuUtilisation,
+    /// GPU streaming-multiprocessor clock, MHz. Channel: `gpuN`.
+    GpuClock,
+    /// GPU performance state number (0 = P0, fastest; 15 = P15, slowest). Channel: `gpuN`.
+    PState,
 }
 
 impl Metric {
@@ -77,8 +84,11 @@ impl Metric {
             Metric::PowerFactor => Unit::Ratio,
             Metric::Frequency => Unit::Hertz,
             Metric::EnergyCounter | Metric::EnergyTotal => Unit::WattHour,
-            Metric::CpuBusy | Metric::CpuTime | Metric::IdleResidency => Unit::Share,
-            Metric::CoreFrequency => Unit::Megahertz,
+            Metric::CpuBusy | Metric::CpuTime | Metric::IdleResidency | Metric::GpuUtilisation => {
+                Unit::Share
+            }
+            Metric::CoreFrequency | Metric::GpuClock => Unit::Megahertz,
+            Metric::PState => Unit::Count,
         }
     }
 
@@ -96,6 +106,9 @@ impl Metric {
             Metric::CpuTime => "cpu_time",
             Metric::CoreFrequency => "core_frequency",
             Metric::IdleResidency => "idle_residency",
+            Metric::GpuUtilisation => "gpu_utilisation",
+            Metric::GpuClock => "gpu_clock",
+            Metric::PState => "pstate",
         }
     }
 
@@ -113,6 +126,9 @@ impl Metric {
             Metric::CpuTime,
             Metric::CoreFrequency,
             Metric::IdleResidency,
+            Metric::GpuUtilisation,
+            Metric::GpuClock,
+            Metric::PState,
         ]
         .into_iter()
         .find(|m| m.as_str() == name)
@@ -161,7 +177,14 @@ mod tests {
 
     #[test]
     fn metric_names_round_trip() {
-        for m in [Metric::Power, Metric::IdleResidency, Metric::CpuTime] {
+        for m in [
+            Metric::Power,
+            Metric::IdleResidency,
+            Metric::CpuTime,
+            Metric::GpuUtilisation,
+            Metric::GpuClock,
+            Metric::PState,
+        ] {
             assert_eq!(Metric::parse(m.as_str()), Some(m));
         }
         assert_eq!(Metric::parse("bogus"), None);

@@ -289,6 +289,10 @@ impl Collector for MeterCollector {
         &self.name
     }
 
+    fn scope(&self) -> Option<crate::Scope> {
+        Some(crate::Scope::Wall)
+    }
+
     /// Samples of every meter that answered. `Gone` (`Action::Reopen`) while the port is
     /// missing; `Timeout`/`BadFrame` (`Action::Retry`) if no meter gave a good reading.
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {

@@ -239,6 +239,10 @@ impl Collector for HwmonCollector {
         SOURCE
     }
 
+    fn scope(&self) -> Option<crate::Scope> {
+        Some(crate::Scope::Component)
+    }
+
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
         let now = (self.clock)();
         let elapsed_us = self

@@ -1,7 +1,16 @@
-//! Software power sources other than the wall meter: RAPL energy counters (powercap) and
-//! hwmon power/energy sensors. Both report [`crate::Metric::Power`] in watts.
+//! Power sources other than the serial wall meter, each labelled with the
+//! [`crate::Scope`] it measures: RAPL energy counters (powercap) and hwmon power/energy
+//! sensors (component), NVIDIA GPUs through NVML or nvidia-smi (component), the BMC's
+//! DCMI power reading through ipmitool (wall), and a UPS through NUT's upsd (shared).
+//! All report [`crate::Metric::Power`] in watts.
 
+pub mod command;
 pub mod hwmon;
+pub mod ipmi;
+pub mod nut;
+pub mod nvidia_smi;
+pub mod nvml;
+pub mod nvml_ffi;
 pub mod rapl;
 
 use std::io;

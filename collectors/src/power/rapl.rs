@@ -223,6 +223,10 @@ impl Collector for RaplCollector {
         SOURCE
     }
 
+    fn scope(&self) -> Option<crate::Scope> {
+        Some(crate::Scope::Component)
+    }
+
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
         let now = (self.clock)();
         let elapsed_us = self
