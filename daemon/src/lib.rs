@@ -14,5 +14,6 @@ pub mod modes;
 pub mod notify;
 pub mod output;
 pub mod power_model;
+pub mod report;
 pub mod runtime;
 pub mod workload;
