@@ -74,9 +74,10 @@ pub fn parse_when(s: &str) -> Result<When, String> {
 /// Local midnight of `date` in `tz` as UTC ms (the earliest one when the clock goes back).
 fn midnight_ms(date: NaiveDate, tz: Tz) -> i64 {
     let naive = date.and_time(chrono::NaiveTime::MIN);
-    tz.from_local_datetime(&naive)
-        .earliest()
-        .map_or_else(|| naive.and_utc().timestamp_millis(), |t| t.timestamp_millis())
+    tz.from_local_datetime(&naive).earliest().map_or_else(
+        || naive.and_utc().timestamp_millis(),
+        |t| t.timestamp_millis(),
+    )
 }
 
 /// Resolves a bound to UTC ms. A date starts the window at its local midnight (`since`)
@@ -120,7 +121,8 @@ pub fn input_from_config(
     let tariff = report::input::tariff_from_config(&config.tariff)
         .context("building the tariff from [tariff]")?;
     let tz = tariff.tz();
-    let mut configs: Vec<ConfigInput> = config.manual.iter().map(ConfigInput::from_manual).collect();
+    let mut configs: Vec<ConfigInput> =
+        config.manual.iter().map(ConfigInput::from_manual).collect();
     for c in store.configs {
         if configs.iter().any(|x| x.name == c.name) {
             tracing::warn!(
@@ -161,10 +163,13 @@ pub fn produce(config: &Config, args: &ReportArgs, now: DateTime<Utc>) -> anyhow
     if let Some(g) = args.co2.filter(|g| !g.is_finite() || *g < 0.0) {
         anyhow::bail!("--co2 {g} is not a carbon intensity: give g CO2 per kWh, 0 or more");
     }
-    let db = args.db.clone().unwrap_or_else(|| config.storage.path.clone());
+    let db = args
+        .db
+        .clone()
+        .unwrap_or_else(|| config.storage.path.clone());
     let (from_ms, to_ms) = {
-        let tz = report::input::tariff_from_config(&config.tariff)
-            .map_or(chrono_tz::UTC, |t| t.tz());
+        let tz =
+            report::input::tariff_from_config(&config.tariff).map_or(chrono_tz::UTC, |t| t.tz());
         (
             args.since.map(|w| resolve_when(w, now, tz, false)),
             args.until.map(|w| resolve_when(w, now, tz, true)),
@@ -202,18 +207,28 @@ mod tests {
             parse_when("30d").unwrap(),
             When::Ago(std::time::Duration::from_secs(30 * 86_400))
         );
-        assert!(parse_when("last tuesday").unwrap_err().contains("YYYY-MM-DD"));
+        assert!(
+            parse_when("last tuesday")
+                .unwrap_err()
+                .contains("YYYY-MM-DD")
+        );
         let now: DateTime<Utc> = "2026-03-31T12:00:00Z".parse().unwrap();
         let tz = chrono_tz::Europe::London;
         // 31 March is BST: local midnight is 23:00 UTC the day before.
         let d = When::Date(NaiveDate::from_ymd_opt(2026, 3, 31).unwrap());
         assert_eq!(
             resolve_when(d, now, tz, false),
-            "2026-03-30T23:00:00Z".parse::<DateTime<Utc>>().unwrap().timestamp_millis()
+            "2026-03-30T23:00:00Z"
+                .parse::<DateTime<Utc>>()
+                .unwrap()
+                .timestamp_millis()
         );
         assert_eq!(
             resolve_when(d, now, tz, true),
-            "2026-03-31T23:00:00Z".parse::<DateTime<Utc>>().unwrap().timestamp_millis()
+            "2026-03-31T23:00:00Z"
+                .parse::<DateTime<Utc>>()
+                .unwrap()
+                .timestamp_millis()
         );
         let ago = When::Ago(std::time::Duration::from_secs(86_400));
         assert_eq!(

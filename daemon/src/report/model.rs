@@ -316,12 +316,11 @@ struct Pricer {
 
 impl Pricer {
     fn new(tariff: &Tariff, reference: NaiveDate, co2: Option<f64>) -> Result<Self, ReportError> {
-        let unit = annual_cost(1.0, None, tariff, reference).map_err(|source| {
-            ReportError::Cost {
+        let unit =
+            annual_cost(1.0, None, tariff, reference).map_err(|source| ReportError::Cost {
                 what: format!("the year from {reference}"),
                 source,
-            }
-        })?;
+            })?;
         Ok(Pricer { unit, co2 })
     }
 
@@ -410,7 +409,9 @@ pub fn resolve_config_list(list: &str, names: &[String]) -> Result<Vec<String>, 
             return Some(n.clone());
         }
         let lower = t.to_lowercase();
-        let mut hits = names.iter().filter(|n| n.to_lowercase().starts_with(&lower));
+        let mut hits = names
+            .iter()
+            .filter(|n| n.to_lowercase().starts_with(&lower));
         match (hits.next(), hits.next()) {
             (Some(n), None) => Some(n.clone()),
             _ => None,
@@ -744,7 +745,11 @@ fn model_config<'a>(
     configs: &'a [ConfigInput],
     host: Option<&str>,
 ) -> Option<(&'a ConfigInput, &'a FitInput)> {
-    let with_fit = || configs.iter().filter_map(|c| c.fit.as_ref().map(|f| (c, f)));
+    let with_fit = || {
+        configs
+            .iter()
+            .filter_map(|c| c.fit.as_ref().map(|f| (c, f)))
+    };
     match &m.config {
         Some(name) => with_fit().find(|(c, _)| &c.name == name),
         None => with_fit()
@@ -852,7 +857,9 @@ fn measured_report(
         gap_hours: gaps.iter().map(|g| g.hours).sum(),
         gaps,
         daily,
-        difference_kwh_percent: modelled.as_ref().and_then(|x| pct(x.annual_kwh, annual_kwh)),
+        difference_kwh_percent: modelled
+            .as_ref()
+            .and_then(|x| pct(x.annual_kwh, annual_kwh)),
         difference_cost_percent: modelled
             .as_ref()
             .and_then(|x| pct(x.annual_cost, annual_cost)),
@@ -1000,7 +1007,12 @@ mod tests {
             cpus: 4,
             config: None,
         };
-        let r = build(&input(flat(0.10), vec![swept("this box", 80.0, 30.0)], Some(m))).unwrap();
+        let r = build(&input(
+            flat(0.10),
+            vec![swept("this box", 80.0, 30.0)],
+            Some(m),
+        ))
+        .unwrap();
         let mr = r.measured.unwrap();
         assert!(close(mr.kwh, 0.8) && close(mr.energy_cost, 0.08));
         assert!(close(mr.covered_hours, 8.0) && close(mr.window_hours, 10.0));
@@ -1060,8 +1072,16 @@ mod tests {
             cpus: 2,
             ..MeasuredInput::default()
         };
-        let a = manual("athlon", &[("idle", 78.0), ("1 loop", 111.0), ("2 loops", 111.0)]);
-        let r = build(&input(flat(0.09), vec![a, swept("new", 40.0, 15.0)], Some(m))).unwrap();
+        let a = manual(
+            "athlon",
+            &[("idle", 78.0), ("1 loop", 111.0), ("2 loops", 111.0)],
+        );
+        let r = build(&input(
+            flat(0.09),
+            vec![a, swept("new", 40.0, 15.0)],
+            Some(m),
+        ))
+        .unwrap();
         assert_eq!(r.headline_mode, DUTY_CYCLE);
         // athlon: (78 + 111) / 2 = 94.5 W; new: (40 + 70) / 2 = 55 W.
         assert!(close(r.configs[0].duty_cycle.as_ref().unwrap().watts, 94.5));
@@ -1106,7 +1126,9 @@ mod tests {
         ];
         let got = resolve_config_list("athlon,2x Opteron 2.2 GHz, 6 disks", &names).unwrap();
         assert_eq!(got, [names[1].clone(), names[0].clone()]);
-        let e = resolve_config_list("pentium", &names).unwrap_err().to_string();
+        let e = resolve_config_list("pentium", &names)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("pentium") && e.contains("Athlon"), "{e}");
     }
 }

@@ -219,7 +219,10 @@ pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
             .draw_series(bars.iter().enumerate().map(|(i, (_, cost))| {
                 let i = i as u32;
                 let mut rect = Rectangle::new(
-                    [(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), *cost)],
+                    [
+                        (SegmentValue::Exact(i), 0.0),
+                        (SegmentValue::Exact(i + 1), *cost),
+                    ],
                     Palette99::pick(i as usize).filled(),
                 );
                 rect.set_margin(0, 0, 20, 20);
@@ -245,7 +248,11 @@ pub fn per_day(r: &Report, kwh: bool) -> Result<Option<String>, RenderError> {
     let Some(m) = r.measured.as_ref().filter(|m| !m.daily.is_empty()) else {
         return Ok(None);
     };
-    let err = chart_err(if kwh { "energy per day" } else { "cost per day" });
+    let err = chart_err(if kwh {
+        "energy per day"
+    } else {
+        "cost per day"
+    });
     let values: Vec<f64> = m
         .daily
         .iter()
@@ -288,7 +295,11 @@ pub fn per_day(r: &Report, kwh: bool) -> Result<Option<String>, RenderError> {
             })
             .draw()
             .map_err(&err)?;
-        let colour = if kwh { Palette99::pick(0) } else { Palette99::pick(1) };
+        let colour = if kwh {
+            Palette99::pick(0)
+        } else {
+            Palette99::pick(1)
+        };
         chart
             .draw_series(LineSeries::new(
                 values.iter().enumerate().map(|(i, v)| (i as f64, *v)),
@@ -306,7 +317,11 @@ pub fn residency(r: &Report) -> Result<Vec<String>, RenderError> {
     let mut out = Vec::new();
     let err = chart_err("C-state residency");
     for c in &r.configs {
-        let levels: Vec<_> = c.levels.iter().filter(|l| !l.residency.is_empty()).collect();
+        let levels: Vec<_> = c
+            .levels
+            .iter()
+            .filter(|l| !l.residency.is_empty())
+            .collect();
         if levels.is_empty() {
             continue;
         }
@@ -374,7 +389,9 @@ pub fn residency(r: &Report) -> Result<Vec<String>, RenderError> {
                     .draw_series(rects)
                     .map_err(&err)?
                     .label(state.as_str())
-                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled()));
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled())
+                    });
             }
             chart
                 .configure_series_labels()

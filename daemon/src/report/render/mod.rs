@@ -40,7 +40,10 @@ pub enum RenderError {
     Json(#[from] serde_json::Error),
     /// A chart could not be drawn.
     #[error("drawing the {chart} chart: {message}")]
-    Chart { chart: &'static str, message: String },
+    Chart {
+        chart: &'static str,
+        message: String,
+    },
 }
 
 /// Renders `report` in `format`.
@@ -99,14 +102,18 @@ pub fn money_per_year(cost: f64, ci95: Option<f64>, currency: &str) -> String {
     }
 }
 
-/// One table cell: "240 W  2102.4 kWh  GBP 189.22/yr".
-pub fn cell(m: &ModeReport, currency: &str) -> String {
-    format!(
-        "{}  {}  {}",
+/// One table cell's parts: watts, annual kWh, annual cost.
+pub fn cell_parts(m: &ModeReport, currency: &str) -> [String; 3] {
+    [
         watts(m.watts, m.ci95_watts),
         kwh(m.annual_kwh, m.annual_kwh_ci95),
-        money_per_year(m.annual_cost, m.annual_cost_ci95, currency)
-    )
+        money_per_year(m.annual_cost, m.annual_cost_ci95, currency),
+    ]
+}
+
+/// One table cell: "240 W  2102.4 kWh  GBP 189.22/yr".
+pub fn cell(m: &ModeReport, currency: &str) -> String {
+    cell_parts(m, currency).join("  ")
 }
 
 /// The mode-by-configuration grid: row names (modes in standard order, then the duty
@@ -215,11 +222,7 @@ pub fn sections(r: &Report) -> Vec<Section> {
             .iter()
             .flat_map(|c| {
                 let saving = match c.annual_saving_ci95 {
-                    Some(ci) => format!(
-                        "{} ± {}",
-                        format_money(c.annual_saving, cur),
-                        num(ci, 2)
-                    ),
+                    Some(ci) => format!("{} ± {}", format_money(c.annual_saving, cur), num(ci, 2)),
                     None => format_money(c.annual_saving, cur),
                 };
                 let mut head = format!(
@@ -266,7 +269,10 @@ pub fn sections(r: &Report) -> Vec<Section> {
             })
             .collect();
         out.push(Section {
-            title: format!("Comparisons (from the first configuration; headline at {})", r.headline_mode),
+            title: format!(
+                "Comparisons (from the first configuration; headline at {})",
+                r.headline_mode
+            ),
             lines,
         });
     }

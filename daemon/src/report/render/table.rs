@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Section, cell, grid, sections, title};
+use super::{Section, cell_parts, grid, sections, title};
 use crate::report::model::Report;
 
 const CORNER: &str = "Mode \\ Config";
@@ -21,12 +21,45 @@ fn pad(s: &str, w: usize) -> String {
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}\n", title(r));
-    let rows: Vec<(String, Vec<String>)> = grid(r)
+    let parts: Vec<(String, Vec<Option<[String; 3]>>)> = grid(r)
+        .into_iter()
+        .map(|(name, cells)| {
+            let parts = cells
+                .into_iter()
+                .map(|c| c.map(|m| cell_parts(m, &r.currency)))
+                .collect();
+            (name, parts)
+        })
+        .collect();
+    // Each part right-aligned within its configuration's column, so figures line up.
+    let part_widths: Vec<[usize; 3]> = (0..r.configs.len())
+        .map(|i| {
+            let mut w = [0; 3];
+            for (_, cells) in &parts {
+                if let Some(p) = &cells[i] {
+                    for k in 0..3 {
+                        w[k] = w[k].max(width(&p[k]));
+                    }
+                }
+            }
+            w
+        })
+        .collect();
+    let rows: Vec<(String, Vec<String>)> = parts
         .into_iter()
         .map(|(name, cells)| {
             let texts = cells
                 .into_iter()
-                .map(|c| c.map_or_else(|| "-".to_string(), |m| cell(m, &r.currency)))
+                .enumerate()
+                .map(|(i, c)| match c {
+                    None => "-".to_string(),
+                    Some(p) => (0..3)
+                        .map(|k| {
+                            format!("{}{}", " ".repeat(part_widths[i][k] - width(&p[k])), p[k])
+                        })
+                        .collect::<Vec<_>>()
+                        .join("  "),
+                })
                 .collect();
             (name, texts)
         })
