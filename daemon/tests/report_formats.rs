@@ -3,6 +3,9 @@
 //! the Opteron to the Athlon is 162 W = 1419.12 kWh = GBP 127.72 a year, so a GBP 300
 //! upgrade pays for itself in 300 / 127.7208 = 2.35 years.
 
+// Helpers outside #[test] functions unwrap too: a failure is the test failing.
+#![allow(clippy::unwrap_used, clippy::many_single_char_names)]
+
 use std::collections::BTreeMap;
 use std::path::Path;
 

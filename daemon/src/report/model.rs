@@ -895,6 +895,7 @@ fn daily(buckets: &[(i64, i64, f64)], tariff: &Tariff) -> Result<Vec<DayFigure>,
 }
 
 #[cfg(test)]
+#[allow(clippy::many_single_char_names)]
 mod tests {
     use super::*;
     use crate::analysis::tariff::Period;
