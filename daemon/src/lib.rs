@@ -15,6 +15,7 @@ pub mod modes;
 pub mod notify;
 pub mod output;
 pub mod power_model;
+pub mod report;
 pub mod runtime;
 pub mod store;
 pub mod sweep;

@@ -1,17 +1,239 @@
-//! `wattson report`: annual cost per configuration and mode, comparisons and payback.
+//! `wattson report`: annual cost per configuration and mode, comparisons, savings and
+//! payback, in `--format table|markdown|csv|json|html`, to stdout or `--out FILE`.
+//!
+//! Flow: load the config -> [`ReportInput`] from its `[[config]]` entries and `[tariff]`
+//! (plus, from the database, sweeps and this machine's history: [`gather_from_store`]) ->
+//! [`report::build`] -> [`report::render`] -> stdout or the file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context as _;
+use chrono::{DateTime, Duration, NaiveDate, TimeZone as _, Utc};
+use chrono_tz::Tz;
 use clap::Args;
+
+use crate::config::Config;
+use crate::report::{
+    self, ConfigInput, Format, MeasuredInput, ReportInput, ReportOptions,
+    model::resolve_config_list,
+};
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Output format.
-    #[arg(long, default_value = "table")]
-    pub format: String,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write the report to FILE instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Configurations to show, in order, separated by commas (names may be shortened to a
+    /// unique prefix); the first is the baseline the others are compared with.
+    #[arg(long, value_name = "A,B")]
+    pub configs: Option<String>,
+    /// Start of the measured window: a date (YYYY-MM-DD) or a duration such as 30d
+    /// (the last 30 days).
+    #[arg(long, value_name = "WHEN", value_parser = parse_when)]
+    pub since: Option<When>,
+    /// End of the measured window: a date (YYYY-MM-DD, to the end of that day) or a
+    /// duration such as 1d (up to a day ago) [default: now].
+    #[arg(long, value_name = "WHEN", value_parser = parse_when)]
+    pub until: Option<When>,
+    /// Compare at this mode (e.g. "idle", "2 loops") instead of idle or the measured duty
+    /// cycle.
+    #[arg(long, value_name = "MODE")]
+    pub mode: Option<String>,
+    /// What the upgrade costs, in the tariff's currency: gives the payback time.
+    #[arg(long, value_name = "AMOUNT")]
+    pub upgrade_cost: Option<f64>,
+    /// Grid carbon intensity, g CO2 per kWh: adds CO2 per year and CO2 saved.
+    #[arg(long, value_name = "G_PER_KWH")]
+    pub co2: Option<f64>,
+    /// Read this database instead of `[storage] path`.
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
 }
 
-pub fn run(_args: &ReportArgs, _config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("wattson report is not available in this build yet")
+/// A window bound as typed: a local date, or a duration back from now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    Date(NaiveDate),
+    Ago(std::time::Duration),
+}
+
+/// clap value parser for `--since`/`--until`.
+pub fn parse_when(s: &str) -> Result<When, String> {
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Ok(When::Date(d));
+    }
+    crate::config::parse_duration(s)
+        .map(When::Ago)
+        .map_err(|e| format!("{s:?} is neither a date (YYYY-MM-DD) nor a duration ({e})"))
+}
+
+/// Local midnight of `date` in `tz` as UTC ms (the earliest one when the clock goes back).
+fn midnight_ms(date: NaiveDate, tz: Tz) -> i64 {
+    let naive = date.and_time(chrono::NaiveTime::MIN);
+    tz.from_local_datetime(&naive).earliest().map_or_else(
+        || naive.and_utc().timestamp_millis(),
+        |t| t.timestamp_millis(),
+    )
+}
+
+/// Resolves a bound to UTC ms. A date starts the window at its local midnight (`since`)
+/// or ends it at the next one (`until`).
+pub fn resolve_when(w: When, now: DateTime<Utc>, tz: Tz, end: bool) -> i64 {
+    match w {
+        When::Date(d) => midnight_ms(if end { d + Duration::days(1) } else { d }, tz),
+        When::Ago(ago) => {
+            now.timestamp_millis() - i64::try_from(ago.as_millis()).unwrap_or(i64::MAX / 2)
+        }
+    }
+}
+
+/// What the database adds to a report: sweep configurations and this machine's measured
+/// history over `from_ms..to_ms`.
+#[derive(Debug, Default)]
+pub struct StoreData {
+    pub configs: Vec<ConfigInput>,
+    pub measured: Option<MeasuredInput>,
+}
+
+/// Reads sweeps, hourly energy rollups, gaps and utilisation from the database at `db`.
+/// Not yet connected to the store: returns nothing, so reports show the config file's
+/// manual configurations only.
+pub fn gather_from_store(
+    _db: &Path,
+    _host: &str,
+    _from_ms: Option<i64>,
+    _to_ms: Option<i64>,
+) -> anyhow::Result<StoreData> {
+    Ok(StoreData::default())
+}
+
+/// Builds the report input from the configuration (and whatever the store returned).
+pub fn input_from_config(
+    config: &Config,
+    store: StoreData,
+    args: &ReportArgs,
+    now: DateTime<Utc>,
+) -> anyhow::Result<ReportInput> {
+    let tariff = report::input::tariff_from_config(&config.tariff)
+        .context("building the tariff from [tariff]")?;
+    let tz = tariff.tz();
+    let mut configs: Vec<ConfigInput> =
+        config.manual.iter().map(ConfigInput::from_manual).collect();
+    for c in store.configs {
+        if configs.iter().any(|x| x.name == c.name) {
+            tracing::warn!(
+                "configuration {:?} is both in the config file and in the database; showing the config file's",
+                c.name
+            );
+        } else {
+            configs.push(c);
+        }
+    }
+    let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
+    let selected = match &args.configs {
+        Some(list) => resolve_config_list(list, &names)?,
+        None => Vec::new(),
+    };
+    let mut options = ReportOptions::new(now.with_timezone(&tz).date_naive());
+    options.configs = selected;
+    options.mode.clone_from(&args.mode);
+    options.upgrade_cost = args.upgrade_cost;
+    options.co2_g_per_kwh = args.co2;
+    options.from_ms = args.since.map(|w| resolve_when(w, now, tz, false));
+    options.to_ms = args.until.map(|w| resolve_when(w, now, tz, true));
+    Ok(ReportInput {
+        generated_at: now,
+        host: Some(config.host.name.clone()),
+        tariff,
+        configs,
+        measured: store.measured,
+        options,
+    })
+}
+
+/// Renders the report the arguments ask for.
+pub fn produce(config: &Config, args: &ReportArgs, now: DateTime<Utc>) -> anyhow::Result<String> {
+    if let Some(c) = args.upgrade_cost.filter(|c| !c.is_finite() || *c < 0.0) {
+        anyhow::bail!("--upgrade-cost {c} is not a price: give a non-negative amount");
+    }
+    if let Some(g) = args.co2.filter(|g| !g.is_finite() || *g < 0.0) {
+        anyhow::bail!("--co2 {g} is not a carbon intensity: give g CO2 per kWh, 0 or more");
+    }
+    let db = args
+        .db
+        .clone()
+        .unwrap_or_else(|| config.storage.path.clone());
+    let (from_ms, to_ms) = {
+        let tz =
+            report::input::tariff_from_config(&config.tariff).map_or(chrono_tz::UTC, |t| t.tz());
+        (
+            args.since.map(|w| resolve_when(w, now, tz, false)),
+            args.until.map(|w| resolve_when(w, now, tz, true)),
+        )
+    };
+    let store = gather_from_store(&db, &config.host.name, from_ms, to_ms)
+        .with_context(|| format!("reading {}", db.display()))?;
+    let input = input_from_config(config, store, args, now)?;
+    let built = report::build(&input)?;
+    Ok(report::render(&built, args.format)?)
+}
+
+pub fn run(args: &ReportArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let config = super::load_config(config)?;
+    let text = produce(&config, args, Utc::now())?;
+    match &args.out {
+        Some(path) => std::fs::write(path, text.as_bytes())
+            .with_context(|| format!("writing the report to {}", path.display()))?,
+        None => crate::output::print(&text),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn when_parses_dates_and_durations() {
+        assert_eq!(
+            parse_when("2026-03-01").unwrap(),
+            When::Date(NaiveDate::from_ymd_opt(2026, 3, 1).unwrap())
+        );
+        assert_eq!(
+            parse_when("30d").unwrap(),
+            When::Ago(std::time::Duration::from_secs(30 * 86_400))
+        );
+        assert!(
+            parse_when("last tuesday")
+                .unwrap_err()
+                .contains("YYYY-MM-DD")
+        );
+        let now: DateTime<Utc> = "2026-03-31T12:00:00Z".parse().unwrap();
+        let tz = chrono_tz::Europe::London;
+        // 31 March is BST: local midnight is 23:00 UTC the day before.
+        let d = When::Date(NaiveDate::from_ymd_opt(2026, 3, 31).unwrap());
+        assert_eq!(
+            resolve_when(d, now, tz, false),
+            "2026-03-30T23:00:00Z"
+                .parse::<DateTime<Utc>>()
+                .unwrap()
+                .timestamp_millis()
+        );
+        assert_eq!(
+            resolve_when(d, now, tz, true),
+            "2026-03-31T23:00:00Z"
+                .parse::<DateTime<Utc>>()
+                .unwrap()
+                .timestamp_millis()
+        );
+        let ago = When::Ago(std::time::Duration::from_secs(86_400));
+        assert_eq!(
+            resolve_when(ago, now, tz, false),
+            now.timestamp_millis() - 86_400_000
+        );
+    }
 }

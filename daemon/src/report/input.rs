@@ -1,0 +1,315 @@
+//! What a report is built from: plain data, filled from the config file's `[[config]]` and
+//! `[tariff]` sections and (by the store) from SQLite. No I/O here beyond finding the
+//! machine's time zone for a tariff that names none.
+//!
+//! Units: watts (W), watt-hours (Wh) in energy buckets, UTC milliseconds for instants,
+//! megahertz for frequencies, the tariff's currency for money, busy CPUs (a count, `0..=cpus`)
+//! for utilisation. A `ci95` is the half-width of a 95 % interval in its value's unit.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use chrono_tz::Tz;
+use serde::Serialize;
+
+use crate::analysis::tariff::{Period, Tariff, TariffChange, TariffError};
+use crate::config::{ManualConfig, PeriodConfig, TariffConfig};
+
+/// Everything [`super::model::build`] needs.
+#[derive(Debug, Clone)]
+pub struct ReportInput {
+    /// When the report was made.
+    pub generated_at: DateTime<Utc>,
+    /// The host the report runs on (whose measured history is in `measured`).
+    pub host: Option<String>,
+    /// Prices every figure.
+    pub tariff: Tariff,
+    /// Configurations in the order they are shown; the first is the comparisons' baseline.
+    pub configs: Vec<ConfigInput>,
+    /// This machine's recorded energy and utilisation, when a database has any.
+    pub measured: Option<MeasuredInput>,
+    /// What the user asked for.
+    pub options: ReportOptions,
+}
+
+/// Where a configuration's figures came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigKind {
+    /// Read off a meter's display by hand (`[[config]]` in the config file).
+    Manual,
+    /// Measured by `wattson sweep`.
+    Sweep,
+}
+
+/// Whether a configuration's measurements ran to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigStatus {
+    /// Every planned level was measured.
+    Complete,
+    /// The sweep was interrupted; the levels present are valid, later ones are missing.
+    Partial,
+}
+
+/// One named configuration of a machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigInput {
+    /// The user's label, unique in a report.
+    pub name: String,
+    pub kind: ConfigKind,
+    /// The host it was measured on, where known.
+    pub host: Option<String>,
+    /// The host's hardware/software fingerprint, as stored.
+    pub fingerprint: Option<serde_json::Value>,
+    pub description: Option<String>,
+    /// Watts per mode (`standby`, `idle`, `1 loop`, ...). A sweep with no modes given has
+    /// them derived from its levels of the fit's kind.
+    pub modes: Vec<ModeInput>,
+    /// The sweep's straight-line fit of watts on loops.
+    pub fit: Option<FitInput>,
+    /// The sweep's per-level statistics.
+    pub levels: Vec<LevelInput>,
+    /// What moving to this configuration costs, currency.
+    pub upgrade_cost: Option<f64>,
+    pub status: ConfigStatus,
+}
+
+/// Mean watts in one mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModeInput {
+    /// Mode name, see [`crate::modes`].
+    pub name: String,
+    /// W.
+    pub watts: f64,
+    /// Half-width of the mean's 95 % interval, W, where measured.
+    pub ci95_watts: Option<f64>,
+}
+
+/// A sweep's fit: `watts = idle_watts + watts_per_loop x loops`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FitInput {
+    /// W at no load.
+    pub idle_watts: f64,
+    /// W, half-width of the 95 % interval.
+    pub idle_ci95: Option<f64>,
+    /// W per busy loop (one busy CPU).
+    pub watts_per_loop: f64,
+    /// W per loop, half-width of the 95 % interval.
+    pub watts_per_loop_ci95: Option<f64>,
+    /// Coefficient of determination.
+    pub r2: f64,
+    /// Plain-words findings, e.g. from [`crate::analysis::fit::diagnose`].
+    pub notes: Vec<String>,
+    /// Loop kind the fit is over (`spin`, `memory`, `pause`).
+    pub kind: String,
+}
+
+/// One measured sweep level.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LevelInput {
+    /// Loop kind (`spin`, `memory`, `pause`).
+    pub kind: String,
+    /// Busy loops (0 = idle).
+    pub loops: u32,
+    /// Mean watts.
+    pub mean_w: f64,
+    /// Half-width of the mean's 95 % interval, W.
+    pub ci95_w: f64,
+    /// C-state name -> share of time in it (`0..=1`), averaged over CPUs.
+    pub residency: BTreeMap<String, f64>,
+    /// Mean CPU frequency, MHz.
+    pub mean_mhz: Option<f64>,
+    /// Loop operations per second, all loops together.
+    pub ops_per_s: Option<f64>,
+    /// Joules per operation at the wall, above idle or total as the sweep stored it.
+    pub joules_per_op: Option<f64>,
+}
+
+/// This machine's recorded history over the report window.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MeasuredInput {
+    /// The window asked for, UTC ms.
+    pub from_ms: i64,
+    /// UTC ms, exclusive.
+    pub to_ms: i64,
+    /// Energy per (hourly) bucket: `(start UTC ms, end UTC ms, Wh)`. Never interpolated
+    /// across gaps.
+    pub energy: Vec<(i64, i64, f64)>,
+    /// Time the meter actually covered inside the window, ms (the window less its gaps).
+    pub covered_ms: i64,
+    /// Meter outages: `(start UTC ms, end UTC ms, reason)`.
+    pub gaps: Vec<(i64, i64, String)>,
+    /// Utilisation history: `(start UTC ms, end UTC ms, mean busy CPUs)`, busy CPUs being
+    /// utilisation (`0..=1`) times `cpus`.
+    pub utilisation: Vec<(i64, i64, f64)>,
+    /// Logical CPUs of this machine.
+    pub cpus: u32,
+    /// The configuration whose sweep fit models this machine; `None` picks the first sweep
+    /// configuration with a fit measured on `ReportInput::host`, else the first with a fit.
+    pub config: Option<String>,
+}
+
+/// What the user asked for (`wattson report` options).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportOptions {
+    /// Exact configuration names to show, in this order (the first is the baseline);
+    /// empty shows all in input order.
+    pub configs: Vec<String>,
+    /// Compare at this mode instead of idle or the measured duty cycle.
+    pub mode: Option<String>,
+    /// What the upgrade costs, currency; overrides each target's `upgrade_cost`.
+    pub upgrade_cost: Option<f64>,
+    /// Grid carbon intensity, g CO2 per kWh.
+    pub co2_g_per_kwh: Option<f64>,
+    /// Report window start, UTC ms (for the measured history).
+    pub from_ms: Option<i64>,
+    /// Report window end, UTC ms, exclusive.
+    pub to_ms: Option<i64>,
+    /// Local date the annual figures' year starts on (the tariff's prices from then on).
+    pub reference_date: NaiveDate,
+}
+
+impl ReportOptions {
+    /// No filters, no overrides, a year from `reference_date`.
+    pub fn new(reference_date: NaiveDate) -> Self {
+        ReportOptions {
+            configs: Vec::new(),
+            mode: None,
+            upgrade_cost: None,
+            co2_g_per_kwh: None,
+            from_ms: None,
+            to_ms: None,
+            reference_date,
+        }
+    }
+}
+
+impl ConfigInput {
+    /// A configuration measured by hand, from the config file's `[[config]]`.
+    pub fn from_manual(m: &ManualConfig) -> Self {
+        ConfigInput {
+            name: m.name.clone(),
+            kind: ConfigKind::Manual,
+            host: None,
+            fingerprint: None,
+            description: m.description.clone(),
+            modes: m
+                .modes
+                .iter()
+                .map(|(name, watts)| ModeInput {
+                    name: name.clone(),
+                    watts: *watts,
+                    ci95_watts: None,
+                })
+                .collect(),
+            fit: None,
+            levels: Vec::new(),
+            upgrade_cost: m.upgrade_cost,
+            status: ConfigStatus::Complete,
+        }
+    }
+}
+
+/// The tariff the config's `[tariff]` section describes: the base prices from the start
+/// of time, then each `[[tariff.change]]` from its date, in `timezone` (else this
+/// machine's zone, else UTC).
+pub fn tariff_from_config(t: &TariffConfig) -> Result<Tariff, TariffError> {
+    let tz = t
+        .timezone
+        .as_deref()
+        .and_then(|z| z.parse::<Tz>().ok())
+        .unwrap_or_else(local_tz);
+    let periods = |ps: &[PeriodConfig]| -> Vec<Period> {
+        ps.iter()
+            .map(|p| Period {
+                start: p.start,
+                end: p.end,
+                price_per_kwh: p.price_per_kwh,
+            })
+            .collect()
+    };
+    let mut changes = vec![TariffChange {
+        effective_from: NaiveDate::MIN,
+        price_per_kwh: t.price_per_kwh,
+        periods: periods(&t.periods),
+    }];
+    changes.extend(t.changes.iter().map(|c| TariffChange {
+        effective_from: c.effective_from,
+        price_per_kwh: c.price_per_kwh,
+        periods: periods(&c.periods),
+    }));
+    Tariff::new(&t.currency, t.standing_charge_per_day, changes, tz)
+}
+
+/// This machine's IANA time zone: `$TZ`, else `/etc/timezone`, else the `/etc/localtime`
+/// link's target; UTC when none names a zone chrono-tz knows.
+pub fn local_tz() -> Tz {
+    let from_env = std::env::var("TZ")
+        .ok()
+        .map(|s| s.trim_start_matches(':').to_string());
+    let from_file = || {
+        std::fs::read_to_string("/etc/timezone")
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    let from_link = || {
+        std::fs::read_link("/etc/localtime").ok().and_then(|p| {
+            let s = p.to_string_lossy().into_owned();
+            s.split_once("zoneinfo/").map(|(_, z)| z.to_string())
+        })
+    };
+    [from_env, from_file(), from_link()]
+        .into_iter()
+        .flatten()
+        .find_map(|z| z.parse::<Tz>().ok())
+        .unwrap_or(chrono_tz::UTC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::NaiveTime;
+
+    #[test]
+    fn tariff_from_config_keeps_periods_and_changes() {
+        let t = TariffConfig {
+            currency: "GBP".into(),
+            price_per_kwh: 0.30,
+            standing_charge_per_day: 0.5,
+            timezone: Some("Europe/London".into()),
+            periods: vec![PeriodConfig {
+                start: NaiveTime::from_hms_opt(0, 30, 0).unwrap(),
+                end: NaiveTime::from_hms_opt(7, 30, 0).unwrap(),
+                price_per_kwh: 0.07,
+            }],
+            changes: vec![crate::config::TariffChangeConfig {
+                effective_from: NaiveDate::from_ymd_opt(2027, 1, 1).unwrap(),
+                price_per_kwh: 0.25,
+                periods: vec![],
+            }],
+        };
+        let tariff = tariff_from_config(&t).unwrap();
+        assert_eq!(tariff.tz(), chrono_tz::Europe::London);
+        assert_eq!(tariff.standing_charge_per_day(), 0.5);
+        let at = |s: &str| tariff.price_at(s.parse::<DateTime<Utc>>().unwrap());
+        assert_eq!(at("2026-01-10T01:00:00Z"), 0.07);
+        assert_eq!(at("2026-01-10T12:00:00Z"), 0.30);
+        assert_eq!(at("2027-01-10T01:00:00Z"), 0.25);
+    }
+
+    #[test]
+    fn manual_configs_carry_modes_and_upgrade_cost() {
+        let m = ManualConfig {
+            name: "box".into(),
+            description: Some("old".into()),
+            modes: vec![("idle".into(), 78.0)],
+            upgrade_cost: Some(300.0),
+        };
+        let c = ConfigInput::from_manual(&m);
+        assert_eq!(c.kind, ConfigKind::Manual);
+        assert_eq!(c.modes[0].watts, 78.0);
+        assert_eq!(c.modes[0].ci95_watts, None);
+        assert_eq!(c.upgrade_cost, Some(300.0));
+    }
+}

@@ -1,0 +1,18 @@
+//! `wattson report`: annual running cost per configuration and mode, comparisons, savings
+//! and payback, and this machine's measured against its modelled cost.
+//!
+//! The flow is [`input::ReportInput`] (plain data from the config file and the store) ->
+//! [`model::build`] -> [`model::Report`] (the numbers, serialisable as the JSON contract)
+//! -> [`render::render`] in one of [`render::Format`]. Units: W, kWh per 365-day year, the
+//! tariff's currency per year.
+
+pub mod input;
+pub mod model;
+pub mod render;
+
+pub use input::{
+    ConfigInput, ConfigKind, ConfigStatus, FitInput, LevelInput, MeasuredInput, ModeInput,
+    ReportInput, ReportOptions,
+};
+pub use model::{Report, ReportError, build};
+pub use render::{Format, RenderError, render};

@@ -1,0 +1,408 @@
+//! SVG charts for the HTML report, drawn with plotters' SVG backend into strings: watts per
+//! level per configuration with 95 % error bars, annual cost per configuration, energy and
+//! cost per day, and C-state residency per sweep level. Each function returns `None` when
+//! the report has nothing to draw.
+//!
+//! Units: W, the tariff's currency per year, kWh and currency per day, percent of time.
+
+use std::collections::BTreeSet;
+
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+
+use super::RenderError;
+use crate::analysis::cost::format_money;
+use crate::modes::level_loops;
+use crate::report::model::{DUTY_CYCLE, Report};
+
+/// Colour of the 95 % error bars (distinct from every series colour, so a reader and a
+/// test can tell the bars from the lines).
+pub const ERROR_BAR: RGBColor = RGBColor(0x44, 0x44, 0x44);
+
+const SIZE: (u32, u32) = (760, 380);
+const FONT: &str = "sans-serif";
+
+fn chart_err<E: std::fmt::Display>(chart: &'static str) -> impl Fn(E) -> RenderError {
+    move |e| RenderError::Chart {
+        chart,
+        message: e.to_string(),
+    }
+}
+
+fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n - 1).collect::<String>())
+    }
+}
+
+/// A line of (loops, watts, ci95) points.
+struct Series {
+    label: String,
+    points: Vec<(f64, f64, Option<f64>)>,
+}
+
+fn level_series(r: &Report) -> Vec<Series> {
+    let mut out = Vec::new();
+    for c in &r.configs {
+        if c.levels.is_empty() {
+            let mut points: Vec<(f64, f64, Option<f64>)> = c
+                .modes
+                .iter()
+                .filter_map(|m| level_loops(&m.name).map(|n| (f64::from(n), m.watts, m.ci95_watts)))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if !points.is_empty() {
+                out.push(Series {
+                    label: c.name.clone(),
+                    points,
+                });
+            }
+            continue;
+        }
+        let kinds: BTreeSet<&str> = c.levels.iter().map(|l| l.kind.as_str()).collect();
+        for kind in &kinds {
+            let mut points: Vec<(f64, f64, Option<f64>)> = c
+                .levels
+                .iter()
+                .filter(|l| l.kind == *kind)
+                .map(|l| (f64::from(l.loops), l.mean_w, Some(l.ci95_w)))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let label = if kinds.len() > 1 {
+                format!("{} ({kind})", c.name)
+            } else {
+                c.name.clone()
+            };
+            out.push(Series { label, points });
+        }
+    }
+    out
+}
+
+/// Watts against busy loops, one line per configuration (and loop kind), with error bars.
+pub fn watts_per_level(r: &Report) -> Result<Option<String>, RenderError> {
+    let series = level_series(r);
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let err = chart_err("watts per level");
+    let pts = || series.iter().flat_map(|s| s.points.iter());
+    let x_max = pts().map(|p| p.0).fold(1.0, f64::max);
+    let y_max = pts().map(|p| p.1 + p.2.unwrap_or(0.0)).fold(1.0, f64::max) * 1.15;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(&err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Watts per load level (95 % intervals)", (FONT, 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(55)
+            .build_cartesian_2d(-0.3..x_max + 0.3, 0.0..y_max)
+            .map_err(&err)?;
+        chart
+            .configure_mesh()
+            .x_desc("busy loops")
+            .y_desc("W")
+            .x_labels((x_max as usize + 1).min(17))
+            .x_label_formatter(&|x| {
+                if (x - x.round()).abs() < 1e-9 {
+                    format!("{x:.0}")
+                } else {
+                    String::new()
+                }
+            })
+            .draw()
+            .map_err(&err)?;
+        let cap = 0.06 * (x_max + 0.6) / 4.0;
+        for (i, s) in series.iter().enumerate() {
+            let colour = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(
+                    s.points.iter().map(|p| (p.0, p.1)),
+                    colour.stroke_width(2),
+                ))
+                .map_err(&err)?
+                .label(short(&s.label, 40))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                });
+            chart
+                .draw_series(
+                    s.points
+                        .iter()
+                        .map(|p| Circle::new((p.0, p.1), 3, colour.filled())),
+                )
+                .map_err(&err)?;
+            let bars = s.points.iter().filter_map(|&(x, y, ci)| {
+                let c = ci.filter(|c| c.is_finite() && *c > 0.0)?;
+                Some([
+                    PathElement::new(vec![(x, y - c), (x, y + c)], ERROR_BAR.stroke_width(1)),
+                    PathElement::new(
+                        vec![(x - cap, y - c), (x + cap, y - c)],
+                        ERROR_BAR.stroke_width(1),
+                    ),
+                    PathElement::new(
+                        vec![(x - cap, y + c), (x + cap, y + c)],
+                        ERROR_BAR.stroke_width(1),
+                    ),
+                ])
+            });
+            chart.draw_series(bars.flatten()).map_err(&err)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.85))
+            .draw()
+            .map_err(&err)?;
+        root.present().map_err(&err)?;
+    }
+    Ok(Some(svg))
+}
+
+/// Annual cost per configuration at the comparisons' headline mode, as bars.
+pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
+    let bars: Vec<(String, f64)> = r
+        .configs
+        .iter()
+        .filter_map(|c| {
+            let m = if r.headline_mode == DUTY_CYCLE {
+                c.duty_cycle.as_ref()
+            } else {
+                c.modes.iter().find(|m| m.name == r.headline_mode)
+            }?;
+            Some((c.name.clone(), m.annual_cost))
+        })
+        .collect();
+    if bars.is_empty() {
+        return Ok(None);
+    }
+    let err = chart_err("annual cost");
+    let n = bars.len() as u32;
+    let y_max = bars.iter().map(|b| b.1).fold(1.0, f64::max) * 1.2;
+    let names: Vec<String> = bars.iter().map(|b| short(&b.0, 28)).collect();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(&err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "Annual cost per configuration at {} ({})",
+                    r.headline_mode, r.currency
+                ),
+                (FONT, 18),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d((0..n).into_segmented(), 0.0..y_max)
+            .map_err(&err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .y_desc(format!("{} per year", r.currency))
+            .x_labels(bars.len())
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                    names.get(*i as usize).cloned().unwrap_or_default()
+                }
+                SegmentValue::Last => String::new(),
+            })
+            .draw()
+            .map_err(&err)?;
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, (_, cost))| {
+                let i = i as u32;
+                let mut rect = Rectangle::new(
+                    [
+                        (SegmentValue::Exact(i), 0.0),
+                        (SegmentValue::Exact(i + 1), *cost),
+                    ],
+                    Palette99::pick(i as usize).filled(),
+                );
+                rect.set_margin(0, 0, 20, 20);
+                rect
+            }))
+            .map_err(&err)?;
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, (_, cost))| {
+                Text::new(
+                    format_money(*cost, &r.currency),
+                    (SegmentValue::CenterOf(i as u32), *cost + y_max * 0.02),
+                    (FONT, 14).into_font().color(&BLACK),
+                )
+            }))
+            .map_err(&err)?;
+        root.present().map_err(&err)?;
+    }
+    Ok(Some(svg))
+}
+
+/// One value per measured day as a line: `kwh` picks energy, else cost.
+pub fn per_day(r: &Report, kwh: bool) -> Result<Option<String>, RenderError> {
+    let Some(m) = r.measured.as_ref().filter(|m| !m.daily.is_empty()) else {
+        return Ok(None);
+    };
+    let err = chart_err(if kwh {
+        "energy per day"
+    } else {
+        "cost per day"
+    });
+    let values: Vec<f64> = m
+        .daily
+        .iter()
+        .map(|d| if kwh { d.kwh } else { d.cost })
+        .collect();
+    let dates: Vec<String> = m
+        .daily
+        .iter()
+        .map(|d| d.date.get(5..).unwrap_or(&d.date).to_string())
+        .collect();
+    let y_max = values.iter().copied().fold(0.0, f64::max).max(1e-3) * 1.15;
+    let x_max = (values.len().max(2) - 1) as f64;
+    let (caption, unit) = if kwh {
+        ("Energy per day (kWh)".to_string(), "kWh".to_string())
+    } else {
+        (format!("Cost per day ({})", r.currency), r.currency.clone())
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (SIZE.0, 300)).into_drawing_area();
+        root.fill(&WHITE).map_err(&err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(caption, (FONT, 18))
+            .margin(12)
+            .x_label_area_size(35)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .map_err(&err)?;
+        chart
+            .configure_mesh()
+            .y_desc(unit)
+            .x_labels(8)
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 1e-9 && i >= 0.0 {
+                    dates.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .draw()
+            .map_err(&err)?;
+        let colour = if kwh {
+            Palette99::pick(0)
+        } else {
+            Palette99::pick(1)
+        };
+        chart
+            .draw_series(LineSeries::new(
+                values.iter().enumerate().map(|(i, v)| (i as f64, *v)),
+                colour.stroke_width(2),
+            ))
+            .map_err(&err)?;
+        root.present().map_err(&err)?;
+    }
+    Ok(Some(svg))
+}
+
+/// C-state residency per sweep level, one stacked-bar chart per configuration with
+/// residency data.
+pub fn residency(r: &Report) -> Result<Vec<String>, RenderError> {
+    let mut out = Vec::new();
+    let err = chart_err("C-state residency");
+    for c in &r.configs {
+        let levels: Vec<_> = c
+            .levels
+            .iter()
+            .filter(|l| !l.residency.is_empty())
+            .collect();
+        if levels.is_empty() {
+            continue;
+        }
+        let states: Vec<&String> = levels
+            .iter()
+            .flat_map(|l| l.residency.keys())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let names: Vec<String> = levels
+            .iter()
+            .map(|l| format!("{} {}", l.kind, l.loops))
+            .collect();
+        let n = levels.len() as u32;
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+            root.fill(&WHITE).map_err(&err)?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption(
+                    format!("C-state residency per level: {}", short(&c.name, 40)),
+                    (FONT, 18),
+                )
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(55)
+                .build_cartesian_2d((0..n).into_segmented(), 0.0..100.0)
+                .map_err(&err)?;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .y_desc("% of time")
+                .x_desc("loop kind and busy loops")
+                .x_labels(levels.len())
+                .x_label_formatter(&|v| match v {
+                    SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                        names.get(*i as usize).cloned().unwrap_or_default()
+                    }
+                    SegmentValue::Last => String::new(),
+                })
+                .draw()
+                .map_err(&err)?;
+            let mut base = vec![0.0; levels.len()];
+            for (si, state) in states.iter().enumerate() {
+                let colour = Palette99::pick(si).to_rgba();
+                let rects: Vec<Rectangle<(SegmentValue<u32>, f64)>> = levels
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| {
+                        let share = l.residency.get(*state).copied().unwrap_or(0.0) * 100.0;
+                        let lo = base[i];
+                        base[i] += share.max(0.0);
+                        let mut rect = Rectangle::new(
+                            [
+                                (SegmentValue::Exact(i as u32), lo),
+                                (SegmentValue::Exact(i as u32 + 1), base[i].min(100.0)),
+                            ],
+                            colour.filled(),
+                        );
+                        rect.set_margin(0, 0, 12, 12);
+                        rect
+                    })
+                    .collect();
+                chart
+                    .draw_series(rects)
+                    .map_err(&err)?
+                    .label(state.as_str())
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled())
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .border_style(BLACK)
+                .background_style(WHITE.mix(0.85))
+                .draw()
+                .map_err(&err)?;
+            root.present().map_err(&err)?;
+        }
+        out.push(svg);
+    }
+    Ok(out)
+}

@@ -1,0 +1,90 @@
+//! CSV (RFC 4180): a header, then one row per configuration and mode. Money is rounded to
+//! 2 decimals and kWh to 3; empty fields mean "not measured" or "not applicable". The
+//! saving columns compare each row with the same mode of the first configuration (the
+//! baseline); `payback_years` is filled on the row of the comparisons' headline mode.
+
+use std::fmt::Write as _;
+
+use super::num;
+use crate::analysis::cost::round_money;
+use crate::report::model::Report;
+
+/// The columns, in order.
+pub const HEADER: [&str; 14] = [
+    "config",
+    "kind",
+    "mode",
+    "watts",
+    "ci95_watts",
+    "annual_kwh",
+    "annual_kwh_ci95",
+    "annual_cost",
+    "annual_cost_ci95",
+    "currency",
+    "price_per_kwh",
+    "annual_kwh_saved_vs_baseline",
+    "annual_saving_vs_baseline",
+    "payback_years",
+];
+
+/// Quotes a field when it holds a comma, quote or line break.
+pub fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn opt(x: Option<f64>, dp: usize) -> String {
+    x.map_or_else(String::new, |v| num(v, dp))
+}
+
+fn money(x: f64) -> String {
+    num(round_money(x), 2)
+}
+
+/// The report as CSV with CRLF-free `\n` line ends.
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", HEADER.join(","));
+    let base = r.configs.first();
+    for (i, c) in r.configs.iter().enumerate() {
+        let comparison = r.comparisons.iter().find(|x| x.to == c.name);
+        let kind = serde_json::to_value(c.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        for m in c.modes.iter().chain(c.duty_cycle.as_ref()) {
+            let vs = base.filter(|_| i > 0).and_then(|b| {
+                let bm = if m.name == crate::report::model::DUTY_CYCLE {
+                    b.duty_cycle.as_ref()
+                } else {
+                    b.modes.iter().find(|x| x.name == m.name)
+                }?;
+                Some((bm.annual_kwh - m.annual_kwh, bm.annual_cost - m.annual_cost))
+            });
+            let payback = comparison
+                .filter(|x| x.mode == m.name)
+                .and_then(|x| x.payback_years);
+            let row = [
+                field(&c.name),
+                kind.clone(),
+                field(&m.name),
+                num(m.watts, 3),
+                opt(m.ci95_watts, 3),
+                num(m.annual_kwh, 3),
+                opt(m.annual_kwh_ci95, 3),
+                money(m.annual_cost),
+                m.annual_cost_ci95.map_or_else(String::new, money),
+                field(&r.currency),
+                num(r.price_per_kwh, 6),
+                opt(vs.map(|v| v.0), 3),
+                vs.map_or_else(String::new, |v| money(v.1)),
+                opt(payback, 2),
+            ];
+            let _ = writeln!(out, "{}", row.join(","));
+        }
+    }
+    out
+}

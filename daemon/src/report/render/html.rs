@@ -1,0 +1,99 @@
+//! One self-contained HTML file: inline CSS, the mode-by-configuration table, the report's
+//! sections, inline SVG charts (see [`super::charts`]) and the report JSON embedded in
+//! `<script type="application/json" id="wattson-report">`. It makes no external requests:
+//! no scripts, fonts, styles or images are fetched.
+
+use std::fmt::Write as _;
+
+use super::{RenderError, cell, charts, grid, json, sections, title};
+use crate::report::model::Report;
+
+/// The `id` of the embedded JSON block.
+pub const JSON_ID: &str = "wattson-report";
+
+const STYLE: &str = "
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 70rem; color: #222; padding: 0 1rem; }
+h1 { font-size: 1.5rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
+table { border-collapse: collapse; margin: 1rem 0; }
+th, td { border: 1px solid #ccc; padding: 0.35rem 0.7rem; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+td { font-variant-numeric: tabular-nums; white-space: nowrap; }
+.meta { color: #555; }
+figure { margin: 1.5rem 0; } figure svg { max-width: 100%; height: auto; }
+";
+
+/// Escapes text for HTML element content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The report as one HTML document.
+pub fn render(r: &Report) -> Result<String, RenderError> {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n\
+         <p class=\"meta\">Generated {}{}.</p>\n",
+        esc(&title(r)),
+        esc(&title(r)),
+        esc(&r.generated_at),
+        r.host
+            .as_ref()
+            .map_or_else(String::new, |h| format!(" on {}", esc(h)))
+    );
+    if !r.configs.is_empty() {
+        out.push_str("<h2>Annual running cost by mode and configuration</h2>\n<table>\n<tr><th>Mode \\ Config</th>");
+        for c in &r.configs {
+            let _ = write!(out, "<th>{}</th>", esc(&c.name));
+        }
+        out.push_str("</tr>\n");
+        for (name, cells) in grid(r) {
+            let _ = write!(out, "<tr><th>{}</th>", esc(&name));
+            for c in cells {
+                let text = c.map_or_else(|| "-".to_string(), |m| cell(m, &r.currency));
+                let _ = write!(out, "<td>{}</td>", esc(&text));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</table>\n");
+    }
+    for s in sections(r) {
+        let _ = writeln!(out, "<h2>{}</h2>\n<ul>", esc(&s.title));
+        for l in &s.lines {
+            let _ = writeln!(out, "<li>{}</li>", esc(l.trim_start()));
+        }
+        out.push_str("</ul>\n");
+    }
+    let mut figures: Vec<String> = Vec::new();
+    figures.extend(charts::watts_per_level(r)?);
+    figures.extend(charts::annual_cost(r)?);
+    figures.extend(charts::per_day(r, true)?);
+    figures.extend(charts::per_day(r, false)?);
+    figures.extend(charts::residency(r)?);
+    if !figures.is_empty() {
+        out.push_str("<h2>Charts</h2>\n");
+        for svg in figures {
+            let _ = writeln!(out, "<figure>\n{svg}\n</figure>");
+        }
+    }
+    // `<` only occurs inside JSON strings, where `\u003c` means the same; escaping it keeps
+    // `</script>` in a configuration name from ending the block.
+    let data = json::render(r)?.replace('<', "\\u003c");
+    let _ = write!(
+        out,
+        "<script type=\"application/json\" id=\"{JSON_ID}\">\n{data}</script>\n</body>\n</html>\n"
+    );
+    Ok(out)
+}

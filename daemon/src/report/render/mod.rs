@@ -1,0 +1,374 @@
+//! Renders a [`Report`] as text: an aligned terminal table, Markdown, CSV, JSON (the
+//! `wattson report --format json` contract) or one self-contained HTML file with SVG charts.
+//!
+//! Every format shows the same numbers: watts (W), kWh per year and the tariff's currency
+//! per year, money rounded to 2 decimals half away from zero (JSON keeps full precision).
+
+pub mod charts;
+pub mod csv;
+pub mod html;
+pub mod json;
+pub mod markdown;
+pub mod table;
+
+use std::fmt::Write as _;
+
+use thiserror::Error;
+
+use super::model::{DUTY_CYCLE, ModeReport, Report};
+use crate::analysis::cost::format_money;
+use crate::modes::mode_rank;
+
+/// Output formats of `wattson report --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned text for a terminal.
+    Table,
+    /// A Markdown document with the same table.
+    Markdown,
+    /// One row per configuration and mode, with a header.
+    Csv,
+    /// One JSON object (the documented contract).
+    Json,
+    /// One self-contained HTML file with SVG charts and the JSON embedded.
+    Html,
+}
+
+/// Why a report could not be rendered.
+#[derive(Debug, Error)]
+pub enum RenderError {
+    /// JSON serialisation failed.
+    #[error("writing the report as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A chart could not be drawn.
+    #[error("drawing the {chart} chart: {message}")]
+    Chart {
+        chart: &'static str,
+        message: String,
+    },
+}
+
+/// Renders `report` in `format`.
+pub fn render(report: &Report, format: Format) -> Result<String, RenderError> {
+    match format {
+        Format::Table => Ok(table::render(report)),
+        Format::Markdown => Ok(markdown::render(report)),
+        Format::Csv => Ok(csv::render(report)),
+        Format::Json => json::render(report),
+        Format::Html => html::render(report),
+    }
+}
+
+/// `x` with at most `max_dp` decimals, trailing zeros dropped: 2102.40 -> "2102.4",
+/// 240.0 -> "240". Non-finite values print as "n/a".
+pub fn num(x: f64, max_dp: usize) -> String {
+    if !x.is_finite() {
+        return "n/a".to_string();
+    }
+    let s = format!("{x:.max_dp$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    if s == "-0" { "0".to_string() } else { s }
+}
+
+/// "240 W", or "240.0 ± 1.2 W" with an interval.
+pub fn watts(w: f64, ci95: Option<f64>) -> String {
+    match ci95 {
+        Some(c) => format!("{w:.1} ± {c:.1} W"),
+        None => format!("{} W", num(w, 1)),
+    }
+}
+
+/// "2102.4 kWh", or "2102.4 ± 10.5 kWh".
+pub fn kwh(k: f64, ci95: Option<f64>) -> String {
+    match ci95 {
+        Some(c) => format!("{} ± {} kWh", num(k, 2), num(c, 2)),
+        None => format!("{} kWh", num(k, 2)),
+    }
+}
+
+/// "GBP 189.22/yr", or "GBP 189.22 ± 0.95/yr".
+pub fn money_per_year(cost: f64, ci95: Option<f64>, currency: &str) -> String {
+    match ci95 {
+        Some(c) => format!(
+            "{} ± {}/yr",
+            format_money(cost, currency),
+            format_money(c, currency)
+                .trim_start_matches(currency)
+                .trim()
+        ),
+        None => format!("{}/yr", format_money(cost, currency)),
+    }
+}
+
+/// One table cell's parts: watts, annual kWh, annual cost.
+pub fn cell_parts(m: &ModeReport, currency: &str) -> [String; 3] {
+    [
+        watts(m.watts, m.ci95_watts),
+        kwh(m.annual_kwh, m.annual_kwh_ci95),
+        money_per_year(m.annual_cost, m.annual_cost_ci95, currency),
+    ]
+}
+
+/// One table cell: "240 W  2102.4 kWh  GBP 189.22/yr".
+pub fn cell(m: &ModeReport, currency: &str) -> String {
+    cell_parts(m, currency).join("  ")
+}
+
+/// The mode-by-configuration grid: row names (modes in standard order, then the duty
+/// cycle where measured) and per row one optional figure per configuration.
+pub fn grid(report: &Report) -> Vec<(String, Vec<Option<&ModeReport>>)> {
+    let mut names: Vec<&str> = report
+        .configs
+        .iter()
+        .flat_map(|c| c.modes.iter().map(|m| m.name.as_str()))
+        .collect();
+    names.sort_by_key(|n| mode_rank(n));
+    names.dedup();
+    let mut rows: Vec<(String, Vec<Option<&ModeReport>>)> = names
+        .iter()
+        .map(|n| {
+            (
+                (*n).to_string(),
+                report
+                    .configs
+                    .iter()
+                    .map(|c| c.modes.iter().find(|m| m.name == *n))
+                    .collect(),
+            )
+        })
+        .collect();
+    if report.configs.iter().any(|c| c.duty_cycle.is_some()) {
+        rows.push((
+            DUTY_CYCLE.to_string(),
+            report
+                .configs
+                .iter()
+                .map(|c| c.duty_cycle.as_ref())
+                .collect(),
+        ));
+    }
+    rows
+}
+
+/// A titled list of lines every text format shows after the table.
+pub struct Section {
+    pub title: String,
+    pub lines: Vec<String>,
+}
+
+/// The report's prose: tariff, fits, comparisons, measured vs modelled, notes.
+pub fn sections(r: &Report) -> Vec<Section> {
+    let cur = r.currency.as_str();
+    let mut out = Vec::new();
+
+    let mut tariff = vec![format!(
+        "{} per kWh (mean over the year from {}: {} per kWh); a year is {} h (365 days x 24 h)",
+        format_money(r.price_per_kwh, cur),
+        r.reference_date,
+        num(r.mean_price_per_kwh, 4),
+        num(r.year_hours, 0)
+    )];
+    if r.standing_charge_per_day > 0.0 {
+        tariff.push(format!(
+            "standing charge {} per day ({} per year), paid whatever runs: not in any figure below",
+            format_money(r.standing_charge_per_day, cur),
+            format_money(r.standing_charge_per_year, cur)
+        ));
+    }
+    if let Some(g) = r.co2_g_per_kwh {
+        tariff.push(format!("grid carbon intensity {} g CO2 per kWh", num(g, 1)));
+    }
+    out.push(Section {
+        title: "Tariff".into(),
+        lines: tariff,
+    });
+
+    let fits: Vec<String> = r
+        .configs
+        .iter()
+        .filter_map(|c| c.fit.as_ref().map(|f| (c, f)))
+        .flat_map(|(c, f)| {
+            let ci = |x: Option<f64>, dp: usize| {
+                x.map_or_else(String::new, |v| format!(" ± {v:.dp$}"))
+            };
+            let mut v = vec![format!(
+                "{}: idle {:.1}{} W, {:.2}{} W per {} loop, r2 {:.3}; idle costs {}, each busy loop {}",
+                c.name,
+                f.idle_watts,
+                ci(f.idle_ci95, 1),
+                f.watts_per_loop,
+                ci(f.watts_per_loop_ci95, 2),
+                f.kind,
+                f.r2,
+                money_per_year(f.idle_annual_cost, None, cur),
+                money_per_year(f.per_loop_annual_cost, None, cur)
+            )];
+            v.extend(f.notes.iter().map(|n| format!("  {}: {n}", c.name)));
+            v
+        })
+        .collect();
+    if !fits.is_empty() {
+        out.push(Section {
+            title: "Fits (watts = idle + watts per loop x busy loops)".into(),
+            lines: fits,
+        });
+    }
+
+    if !r.comparisons.is_empty() {
+        let lines = r
+            .comparisons
+            .iter()
+            .flat_map(|c| {
+                let saving = match c.annual_saving_ci95 {
+                    Some(ci) => format!("{} ± {}", format_money(c.annual_saving, cur), num(ci, 2)),
+                    None => format_money(c.annual_saving, cur),
+                };
+                let mut head = format!(
+                    "{} -> {} at {}: {} -> {} saves {} kWh, {saving}/yr",
+                    c.from,
+                    c.to,
+                    c.mode,
+                    watts(c.from_watts, None),
+                    watts(c.to_watts, None),
+                    num(c.annual_kwh_saved, 2)
+                );
+                if let Some(co2) = c.co2_kg_saved {
+                    let _ = write!(head, ", {} kg CO2/yr", num(co2, 1));
+                }
+                let _ = match (c.upgrade_cost, c.payback_years) {
+                    (Some(u), Some(p)) => write!(
+                        head,
+                        "; the upgrade ({}) pays for itself in {} years",
+                        format_money(u, cur),
+                        num(p, 2)
+                    ),
+                    (Some(u), None) => write!(
+                        head,
+                        "; the upgrade ({}) never pays for itself: it saves nothing",
+                        format_money(u, cur)
+                    ),
+                    (None, _) => write!(head, "; no upgrade cost given (--upgrade-cost)"),
+                };
+                let mut v = vec![head];
+                let per_mode: Vec<String> = c
+                    .per_mode
+                    .iter()
+                    .map(|m| {
+                        format!(
+                            "{} {} kWh {}",
+                            m.mode,
+                            num(m.annual_kwh_saved, 2),
+                            format_money(m.annual_saving, cur)
+                        )
+                    })
+                    .collect();
+                if !per_mode.is_empty() {
+                    v.push(format!("  per mode: {}", per_mode.join("; ")));
+                }
+                v
+            })
+            .collect();
+        out.push(Section {
+            title: format!(
+                "Comparisons (from the first configuration; headline at {})",
+                r.headline_mode
+            ),
+            lines,
+        });
+    }
+
+    if let Some(m) = &r.measured {
+        let mut lines = vec![
+            format!(
+                "measured {} to {}: {} kWh over {} h covered of {} h ({}%), {}, mean {}",
+                m.from,
+                m.to,
+                num(m.kwh, 3),
+                num(m.covered_hours, 1),
+                num(m.window_hours, 1),
+                num(m.coverage_percent, 1),
+                format_money(m.energy_cost, cur),
+                watts(m.mean_watts, None)
+            ),
+            format!(
+                "measured, annualised by covered time: {}, {}",
+                kwh(m.annual_kwh, None),
+                money_per_year(m.annual_cost, None, cur)
+            ),
+        ];
+        if let Some(md) = &m.modelled {
+            lines.push(format!(
+                "modelled from {}'s fit ({} + {} W x busy CPUs; mean {} of {} CPUs busy, {}): {}, {}",
+                md.config,
+                num(md.idle_watts, 1),
+                num(md.watts_per_loop, 2),
+                num(md.mean_busy_cpus, 2),
+                md.cpus,
+                watts(md.mean_watts, None),
+                kwh(md.annual_kwh, None),
+                money_per_year(md.annual_cost, None, cur)
+            ));
+        }
+        if let (Some(k), Some(c)) = (m.difference_kwh_percent, m.difference_cost_percent) {
+            lines.push(format!(
+                "modelled differs from measured by {k:+.1}% in energy and {c:+.1}% in cost"
+            ));
+        }
+        for g in &m.gaps {
+            lines.push(format!(
+                "gap {} to {} ({} h): {}",
+                g.from,
+                g.to,
+                num(g.hours, 2),
+                g.reason
+            ));
+        }
+        out.push(Section {
+            title: "This machine: measured and modelled".into(),
+            lines,
+        });
+    }
+
+    if !r.notes.is_empty() {
+        out.push(Section {
+            title: "Notes".into(),
+            lines: r.notes.clone(),
+        });
+    }
+    out
+}
+
+/// The report's title line.
+pub fn title(r: &Report) -> String {
+    format!(
+        "wattson report: annual running cost at {} per kWh{}",
+        format_money(r.price_per_kwh, &r.currency),
+        r.host
+            .as_ref()
+            .map_or_else(String::new, |h| format!(" (host {h})"))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_print_without_trailing_zeros() {
+        assert_eq!(num(2102.4, 2), "2102.4");
+        assert_eq!(num(240.0, 1), "240");
+        assert_eq!(num(1419.12 + 1e-13, 2), "1419.12");
+        assert_eq!(num(-0.001, 2), "0");
+        assert_eq!(num(f64::NAN, 2), "n/a");
+        assert_eq!(watts(240.0, None), "240 W");
+        assert_eq!(watts(40.04, Some(0.3)), "40.0 ± 0.3 W");
+        assert_eq!(
+            money_per_year(189.216, Some(0.951), "GBP"),
+            "GBP 189.22 ± 0.95/yr"
+        );
+    }
+}
