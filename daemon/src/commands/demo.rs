@@ -20,7 +20,6 @@ use crate::commands::sweep::{SweepArgs, sweep_with_config};
 use crate::config::{Config, MeterConfig};
 use crate::power_model::PowerModel;
 use crate::runtime::daemon::{self, RunOptions};
-use crate::store::Store;
 use crate::workload::LoopKind;
 
 pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
@@ -133,7 +132,7 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
 }
 
 fn summary(config: &Config, db: &Path) -> anyhow::Result<String> {
-    let store = Store::open_read_only(db)?;
+    let store = super::open_database(db)?;
     let tariff = crate::costs::tariff(&config.tariff)?;
     let currency = tariff.currency().to_owned();
     let today = chrono::Utc::now();

@@ -100,15 +100,127 @@ pub struct StoreData {
 }
 
 /// Reads sweeps, hourly energy rollups, gaps and utilisation from the database at `db`.
-/// Not yet connected to the store: returns nothing, so reports show the config file's
-/// manual configurations only.
+/// A missing database is not an error: the report then shows the config file's manual
+/// configurations only.
 pub fn gather_from_store(
-    _db: &Path,
-    _host: &str,
-    _from_ms: Option<i64>,
-    _to_ms: Option<i64>,
+    db: &Path,
+    host: &str,
+    from_ms: Option<i64>,
+    to_ms: Option<i64>,
 ) -> anyhow::Result<StoreData> {
-    Ok(StoreData::default())
+    use crate::store::{Resolution, SeriesFilter};
+    use wattson_collectors::Metric;
+
+    if !db.exists() {
+        return Ok(StoreData::default());
+    }
+    let store = super::open_database(db)?;
+    let mut data = StoreData::default();
+    for s in crate::sweep::persist::list(&store)? {
+        data.configs.push(sweep_config_input(&s));
+    }
+
+    // The wall meter's history: the first meter power series of this host.
+    let series = store.find_series(&SeriesFilter::all().host(host).metric(Metric::Power).channel(""))?;
+    let Some(wall) = series.into_iter().find(|s| s.source.starts_with("meter:")) else {
+        return Ok(data);
+    };
+    let to = to_ms.unwrap_or_else(|| Utc::now().timestamp_millis());
+    let from = from_ms.unwrap_or(0);
+    let hourly = store.rollups(
+        &SeriesFilter::all().host(host).source(&wall.source).metric(Metric::Power).channel(""),
+        Resolution::Hour,
+        from - HOUR_MS,
+        to,
+    )?;
+    let rollups: Vec<_> = hourly.into_iter().flat_map(|(_, r)| r).filter(|r| r.bucket_ms + HOUR_MS > from && r.bucket_ms < to).collect();
+    if rollups.is_empty() {
+        return Ok(data);
+    }
+    let first = rollups.iter().map(|r| r.bucket_ms).min().unwrap_or(from).max(from);
+    let energy: Vec<(i64, i64, f64)> = rollups
+        .iter()
+        .filter_map(|r| Some((r.bucket_ms, r.bucket_ms + HOUR_MS, r.energy_wh?)))
+        .collect();
+    // Covered time: samples x the sampling interval seen in the data (at most the hour).
+    let covered_ms: i64 = rollups.iter().map(|r| (r.n as i64 * 1000).min(HOUR_MS)).sum();
+    let gaps = store
+        .gaps(host, first, to)?
+        .into_iter()
+        .filter(|g| g.source == wall.source)
+        .map(|g| (g.start_ms, g.end_ms, g.reason))
+        .collect();
+    let cpus = store
+        .find_series(&SeriesFilter::all().host(host).metric(Metric::CpuBusy))?
+        .iter()
+        .filter(|s| s.channel.starts_with("cpu"))
+        .count() as u32;
+    let utilisation = store
+        .rollups(&SeriesFilter::all().host(host).metric(Metric::CpuBusy).channel("all"), Resolution::Hour, first, to)?
+        .into_iter()
+        .flat_map(|(_, r)| r)
+        .map(|r| (r.bucket_ms, r.bucket_ms + HOUR_MS, r.mean * f64::from(cpus.max(1))))
+        .collect();
+    data.measured = Some(MeasuredInput {
+        from_ms: first,
+        to_ms: to,
+        energy,
+        covered_ms,
+        gaps,
+        utilisation,
+        cpus: cpus.max(1),
+        config: None,
+    });
+    Ok(data)
+}
+
+const HOUR_MS: i64 = 3_600_000;
+
+/// A stored sweep as a report configuration: its levels, and the fit of its first kind.
+fn sweep_config_input(s: &crate::sweep::persist::StoredSweep) -> ConfigInput {
+    use crate::report::input::{ConfigKind, ConfigStatus, FitInput, LevelInput};
+    let fit = s.fit.as_ref().and_then(|f| f.as_array()).and_then(|a| a.first()).map(|f| {
+        let l = &f["loops"];
+        FitInput {
+            idle_watts: l["intercept"].as_f64().unwrap_or(f64::NAN),
+            idle_ci95: l["intercept_ci95"].as_f64(),
+            watts_per_loop: l["slope"].as_f64().unwrap_or(f64::NAN),
+            watts_per_loop_ci95: l["slope_ci95"].as_f64(),
+            r2: l["r2"].as_f64().unwrap_or(f64::NAN),
+            notes: f["notes"].as_array().into_iter().flatten().filter_map(|n| n.as_str().map(str::to_owned)).collect(),
+            kind: f["kind"].as_str().unwrap_or("spin").to_owned(),
+        }
+    });
+    let levels = s
+        .levels
+        .iter()
+        .map(|l| LevelInput {
+            kind: l.kind.clone(),
+            loops: u32::try_from(l.loops).unwrap_or(0),
+            mean_w: l.mean_w,
+            ci95_w: l.ci95_w.unwrap_or(0.0),
+            residency: l
+                .residency
+                .as_ref()
+                .and_then(|r| serde_json::from_value(r.clone()).ok())
+                .unwrap_or_default(),
+            mean_mhz: l.mean_mhz,
+            ops_per_s: l.ops_per_s,
+            joules_per_op: l.joules_per_op,
+        })
+        .collect();
+    ConfigInput {
+        name: s.name.clone(),
+        kind: ConfigKind::Sweep,
+        host: s.host.clone(),
+        fingerprint: s.fingerprint.clone(),
+        description: Some(format!("swept with {} ({})", s.meter, s.kinds)),
+        modes: Vec::new(),
+        fit,
+        levels,
+        upgrade_cost: None,
+        status: if s.status == "complete" { ConfigStatus::Complete } else { ConfigStatus::Partial },
+    }
 }
 
 /// Builds the report input from the configuration (and whatever the store returned).

@@ -6,13 +6,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use serde::Serialize;
 use wattson_collectors::{Metric, SysRoot};
 
 use crate::cli::StatusArgs;
 use crate::costs::{self, CostSummary};
-use crate::store::Store;
 
 /// One latest reading.
 #[derive(Debug, Serialize)]
@@ -56,7 +54,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
             db.display()
         );
     }
-    let store = Store::open_read_only(&db).with_context(|| format!("opening {}", db.display()))?;
+    let store = super::open_database(&db)?;
     let now = chrono::Utc::now();
     let now_ms = now.timestamp_millis();
     let host = config.host.name.clone();

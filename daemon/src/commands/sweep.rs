@@ -97,7 +97,7 @@ fn show(args: &SweepArgs, db: &Path) -> anyhow::Result<ExitCode> {
             db.display()
         );
     }
-    let store = Store::open_read_only(db)?;
+    let store = super::open_database(db)?;
     let sweeps = match &args.show {
         Some(n) => vec![
             persist::load(&store, n)?
