@@ -11,6 +11,7 @@ pub mod config;
 pub mod logging;
 pub mod meters;
 pub mod modes;
+pub mod mqtt;
 pub mod notify;
 pub mod output;
 pub mod power_model;

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod collect;
 pub mod config_check;
 pub mod meter;
 pub mod report;
@@ -18,6 +19,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Meter(cmd) => meter::run(cmd, config_path.as_deref()),
         Command::Sweep(args) => sweep::run(&args, config_path.as_deref()),
         Command::Report(args) => report::run(&args, config_path.as_deref()),
+        Command::Collect(args) => collect::run(&args, config_path.as_deref()),
         Command::Run(_) | Command::Demo(_) | Command::Status(_) => {
             anyhow::bail!("this command is not available in this build yet")
         }
