@@ -1,6 +1,7 @@
 //! Real MQTT brokers for tests: rumqttd embedded, or `mosquitto` as a child process when it
 //! is installed. Ports are found by binding `127.0.0.1:0`; nothing uses a fixed port.
 
+use std::fmt::Write as _;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -98,7 +99,7 @@ pub struct TestBroker {
     pub port: u16,
     child: Option<Child>,
     conf: Option<PathBuf>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl TestBroker {
@@ -110,7 +111,7 @@ impl TestBroker {
             port,
             child: None,
             conf: None,
-            _dir: dir,
+            dir,
         };
         match kind {
             Kind::Rumqttd => b.start_rumqttd(opts),
@@ -129,7 +130,7 @@ impl TestBroker {
     fn start_rumqttd(&mut self, opts: &Options) {
         assert!(opts.tls.is_none(), "TLS tests use mosquitto");
         let mut conns = serde_json::json!({
-            "connection_timeout_ms": 60000, "max_payload_size": 262144,
+            "connection_timeout_ms": 60000, "max_payload_size": 262_144,
             "max_inflight_count": 200, "dynamic_filters": true,
         });
         if !opts.users.is_empty() {
@@ -143,7 +144,7 @@ impl TestBroker {
         let cfg = serde_json::json!({
             "id": 0,
             "router": {"max_connections": 1000, "max_outgoing_packet_count": 200,
-                       "max_segment_size": 104857600, "max_segment_count": 10},
+                       "max_segment_size": 104_857_600, "max_segment_count": 10},
             "v4": {"1": {"name": "v4-1", "listen": format!("127.0.0.1:{}", self.port),
                          "next_connection_delay_ms": 1, "connections": conns}},
         });
@@ -155,7 +156,7 @@ impl TestBroker {
     }
 
     fn write_mosquitto_conf(&mut self, opts: &Options) {
-        let dir = self._dir.path();
+        let dir = self.dir.path();
         let mut conf = format!(
             "listener {} 127.0.0.1\npersistence false\nlog_dest none\n",
             self.port
@@ -164,11 +165,10 @@ impl TestBroker {
             conf.push_str("allow_anonymous true\n");
         } else {
             let pw = dir.join("passwd");
-            let lines: String = opts
-                .users
-                .iter()
-                .map(|(u, p)| format!("{u}:{p}\n"))
-                .collect();
+            let mut lines = String::new();
+            for (u, p) in &opts.users {
+                let _ = writeln!(lines, "{u}:{p}");
+            }
             std::fs::write(&pw, lines).expect("write passwd");
             let ok = Command::new("mosquitto_passwd")
                 .arg("-U")
@@ -176,18 +176,20 @@ impl TestBroker {
                 .status()
                 .expect("mosquitto_passwd");
             assert!(ok.success());
-            conf.push_str(&format!(
-                "allow_anonymous false\npassword_file {}\n",
+            let _ = writeln!(
+                conf,
+                "allow_anonymous false\npassword_file {}",
                 pw.display()
-            ));
+            );
         }
         if let Some((ca, cert, key)) = &opts.tls {
-            conf.push_str(&format!(
-                "cafile {}\ncertfile {}\nkeyfile {}\n",
+            let _ = writeln!(
+                conf,
+                "cafile {}\ncertfile {}\nkeyfile {}",
                 ca.display(),
                 cert.display(),
                 key.display()
-            ));
+            );
         }
         let path = dir.join("mosquitto.conf");
         std::fs::write(&path, conf).expect("write mosquitto.conf");

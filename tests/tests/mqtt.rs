@@ -1,8 +1,11 @@
 //! End-to-end MQTT tests against real brokers: rumqttd embedded, and mosquitto when it is
 //! installed (`apt-get install mosquitto`). Tests that need to kill a broker, a password
 //! file or a TLS listener use mosquitto and are skipped (with a note) without it.
+// Test helpers fail loudly on a broken setup.
+#![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -62,7 +65,7 @@ fn feed(live: Arc<LiveState>, cancel: CancellationToken) {
         let mut ts = wattson::runtime::sampler::now_ms();
         loop {
             ts = ts.max(wattson::runtime::sampler::now_ms()) + 1;
-            let w = if n % 2 == 0 { 230.0 } else { 250.0 };
+            let w = if n.is_multiple_of(2) { 230.0 } else { 250.0 };
             live.observe(&[
                 Sample::new(ts, "meter:wall", Metric::Power, "", w),
                 Sample::new(ts, "meter:wall", Metric::Voltage, "", 231.0),
@@ -91,14 +94,18 @@ async fn state_and_discovery(kind: Kind) {
     let broker = TestBroker::start(kind, &Options::default());
     let w = Watcher::start(broker.port, "watch", &["wattson/#", "homeassistant/#"]);
     // A previous run announced an entity this run does not have: it must be removed.
-    assert!(wait_for(Duration::from_secs(5), || w.client.try_publish(
-        "wattson/basket/discovery",
-        rumqttc::QoS::AtLeastOnce,
-        true,
-        br#"["power","old_sensor"]"#.to_vec()
-    )
-    .is_ok())
-    .await);
+    assert!(
+        wait_for(Duration::from_secs(5), || w
+            .client
+            .try_publish(
+                "wattson/basket/discovery",
+                rumqttc::QoS::AtLeastOnce,
+                true,
+                br#"["power","old_sensor"]"#.to_vec()
+            )
+            .is_ok())
+        .await
+    );
     assert!(
         wait_for(Duration::from_secs(5), || w
             .last("wattson/basket/discovery")
@@ -127,12 +134,18 @@ async fn state_and_discovery(kind: Kind) {
         "{kind:?}: no availability"
     );
     assert!(
-        wait_for(Duration::from_secs(10), || w.last("wattson/basket/state").is_some()).await,
+        wait_for(Duration::from_secs(10), || w
+            .last("wattson/basket/state")
+            .is_some())
+        .await,
         "{kind:?}: no state"
     );
     let state = json(&w.last("wattson/basket/state").unwrap());
     let p = state["power"].as_f64().unwrap();
-    assert!((235.0..=245.0).contains(&p), "mean power, not a last sample: {p}");
+    assert!(
+        (235.0..=245.0).contains(&p),
+        "mean power, not a last sample: {p}"
+    );
     assert!(state["ts"].as_i64().unwrap() > 0);
     assert_eq!(state["power_source"], "meter:wall");
     assert_eq!(state["cost_annual_projection"], 189.22);
@@ -161,7 +174,10 @@ async fn state_and_discovery(kind: Kind) {
             .unwrap(),
     );
     assert_eq!(diag["entity_category"], "diagnostic");
-    let mode = json(&w.last("homeassistant/sensor/wattson_basket/mode/config").unwrap());
+    let mode = json(
+        &w.last("homeassistant/sensor/wattson_basket/mode/config")
+            .unwrap(),
+    );
     assert_eq!(mode["device_class"], "enum");
 
     // The stale entity is removed with an empty retained config.
@@ -183,10 +199,17 @@ async fn state_and_discovery(kind: Kind) {
     // Home Assistant restarts: discovery is sent again.
     let before = w.on(POWER_CONFIG).len();
     w.client
-        .try_publish("homeassistant/status", rumqttc::QoS::AtLeastOnce, false, "online")
+        .try_publish(
+            "homeassistant/status",
+            rumqttc::QoS::AtLeastOnce,
+            false,
+            "online",
+        )
         .unwrap();
     assert!(
-        wait_for(Duration::from_secs(10), || w.on(POWER_CONFIG).len() > before).await,
+        wait_for(Duration::from_secs(10), || w.on(POWER_CONFIG).len()
+            > before)
+        .await,
         "{kind:?}: discovery not re-sent on homeassistant/status online"
     );
 
@@ -221,7 +244,13 @@ async fn discovery_can_be_disabled() {
     let mut c = cfg(broker.url(false), "wattson-basket");
     c.discovery = false;
     let h = Publisher::spawn(c, "basket".into(), live, extras(), cancel.clone()).unwrap();
-    assert!(wait_for(Duration::from_secs(10), || w.on("wattson/basket/state").len() >= 2).await);
+    assert!(
+        wait_for(Duration::from_secs(10), || w
+            .on("wattson/basket/state")
+            .len()
+            >= 2)
+        .await
+    );
     assert!(
         w.msgs
             .lock()
@@ -283,7 +312,10 @@ async fn broker_restart_reconnects_without_spinning() {
     let errors = h.stats.connection_errors.load(Ordering::Relaxed);
     eprintln!("outage: {cpu:.3} s CPU in {outage:?}, {errors} connection errors");
     // Generous: 20 % of one core. A spinning reconnect loop uses ~100 %.
-    assert!(cpu < 0.2 * outage.as_secs_f64(), "CPU {cpu} s during outage");
+    assert!(
+        cpu < 0.2 * outage.as_secs_f64(),
+        "CPU {cpu} s during outage"
+    );
     assert!((1..=8).contains(&errors), "{errors} error lines in 4 s");
 
     broker.restart();
@@ -319,12 +351,21 @@ async fn wrong_password(kind: Kind) {
     c.password_file = Some(pw.clone());
     let live = Arc::new(LiveState::default());
     let cancel = CancellationToken::new();
-    let h = Publisher::spawn(c.clone(), "basket".into(), live.clone(), extras(), cancel.clone())
-        .unwrap();
+    let h = Publisher::spawn(
+        c.clone(),
+        "basket".into(),
+        live.clone(),
+        extras(),
+        cancel.clone(),
+    )
+    .unwrap();
     tokio::time::sleep(Duration::from_secs(4)).await; // the observation window
     let errors = h.stats.connection_errors.load(Ordering::Relaxed);
     // Backoff 0.5, 1, 2, 4 s (each 50-100 %): at most 5 attempts fit in 4 s.
-    assert!((2..=6).contains(&errors), "{kind:?}: {errors} error lines in 4 s");
+    assert!(
+        (2..=6).contains(&errors),
+        "{kind:?}: {errors} error lines in 4 s"
+    );
     assert_eq!(h.stats.connects.load(Ordering::Relaxed), 0);
     cancel.cancel();
     h.join.await.unwrap();
@@ -334,7 +375,12 @@ async fn wrong_password(kind: Kind) {
     let cancel = CancellationToken::new();
     let h = Publisher::spawn(c, "basket".into(), live, extras(), cancel.clone()).unwrap();
     assert!(
-        wait_for(Duration::from_secs(10), || h.stats.connects.load(Ordering::Relaxed) > 0).await,
+        wait_for(Duration::from_secs(10), || h
+            .stats
+            .connects
+            .load(Ordering::Relaxed)
+            > 0)
+        .await,
         "{kind:?}: right password did not connect"
     );
     cancel.cancel();
@@ -364,19 +410,59 @@ fn openssl(dir: &Path, args: &[&str]) {
 fn make_ca(dir: &Path, name: &str) {
     let ca_key = format!("{name}-ca.key");
     let ca = format!("{name}-ca.pem");
-    openssl(dir, &["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &ca_key]);
     openssl(
         dir,
         &[
-            "req", "-x509", "-new", "-key", &ca_key, "-days", "2", "-subj",
-            "/CN=wattson test CA", "-out", &ca,
+            "ecparam",
+            "-name",
+            "prime256v1",
+            "-genkey",
+            "-noout",
+            "-out",
+            &ca_key,
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            &ca_key,
+            "-days",
+            "2",
+            "-subj",
+            "/CN=wattson test CA",
+            "-out",
+            &ca,
         ],
     );
     let key = format!("{name}-server.key");
-    openssl(dir, &["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &key]);
     openssl(
         dir,
-        &["req", "-new", "-key", &key, "-subj", "/CN=localhost", "-out", "server.csr"],
+        &[
+            "ecparam",
+            "-name",
+            "prime256v1",
+            "-genkey",
+            "-noout",
+            "-out",
+            &key,
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-new",
+            "-key",
+            &key,
+            "-subj",
+            "/CN=localhost",
+            "-out",
+            "server.csr",
+        ],
     );
     std::fs::write(
         dir.join("ext.cnf"),
@@ -386,13 +472,24 @@ fn make_ca(dir: &Path, name: &str) {
     openssl(
         dir,
         &[
-            "x509", "-req", "-in", "server.csr", "-CA", &ca, "-CAkey", &ca_key,
-            "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out",
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            &ca,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+            "-out",
             &format!("{name}-server.pem"),
         ],
     );
     // mosquitto started as root reads its certificates after dropping to its own user.
-    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(dir.join(&key), std::fs::Permissions::from_mode(0o644)).unwrap();
 }
@@ -486,7 +583,10 @@ async fn fleet(kind: Kind, hosts: usize, secs: u64) {
                 "wattson/probe/state",
                 rumqttc::QoS::AtLeastOnce,
                 false,
-                format!(r#"{{"ts":{},"series":[]}}"#, wattson::runtime::sampler::now_ms()),
+                format!(
+                    r#"{{"ts":{},"series":[]}}"#,
+                    wattson::runtime::sampler::now_ms()
+                ),
             );
             stats.stored.load(Ordering::Relaxed) > 0
         })
@@ -502,9 +602,8 @@ async fn fleet(kind: Kind, hosts: usize, secs: u64) {
         let mut c = cfg(broker.url(false), &format!("wattson-host{i}"));
         c.publish_interval = Duration::from_secs(1);
         c.discovery = false;
-        handles.push(
-            Publisher::spawn(c, format!("host{i}"), live, extras(), cancel.clone()).unwrap(),
-        );
+        handles
+            .push(Publisher::spawn(c, format!("host{i}"), live, extras(), cancel.clone()).unwrap());
     }
     if kind == Kind::Mosquitto {
         tokio::time::sleep(Duration::from_secs(secs / 2)).await; // run time, not a sync
@@ -523,7 +622,10 @@ async fn fleet(kind: Kind, hosts: usize, secs: u64) {
         h.join.await.unwrap();
         published += h.stats.states_published.load(Ordering::Relaxed);
     }
-    assert!(published >= (hosts as u64) * (secs - 2), "{published} states published");
+    assert!(
+        published >= (hosts as u64) * (secs - 2),
+        "{published} states published"
+    );
     let probes = || {
         sink.0
             .lock()
@@ -539,9 +641,9 @@ async fn fleet(kind: Kind, hosts: usize, secs: u64) {
             let s = sink.0.lock().unwrap();
             let n: usize = (0..hosts)
                 .map(|i| {
-                    s.by_host
-                        .get(&format!("host{i}"))
-                        .map_or(0, |v| v.iter().map(|x| x.ts_ms).collect::<BTreeSet<_>>().len())
+                    s.by_host.get(&format!("host{i}")).map_or(0, |v| {
+                        v.iter().map(|x| x.ts_ms).collect::<BTreeSet<_>>().len()
+                    })
                 })
                 .sum();
             n as u64 >= published
@@ -562,7 +664,10 @@ async fn fleet(kind: Kind, hosts: usize, secs: u64) {
                 .entry((x.ts_ms, x.source.clone(), x.metric, x.channel.clone()))
                 .or_default() += 1;
         }
-        assert!(seen.values().all(|n| *n == 1), "host{i}: a sample stored twice");
+        assert!(
+            seen.values().all(|n| *n == 1),
+            "host{i}: a sample stored twice"
+        );
     }
     eprintln!(
         "{kind:?}: {published} states, {} stored, {} duplicates dropped, {} malformed",
@@ -603,17 +708,30 @@ async fn plugs_feed_collectors_over_mqtt() {
             topic: "shellyplusplugs-aabbcc".into(),
         },
     ];
-    let (join, mut collectors) =
-        wattson::mqtt::plug::spawn_plugs(&cfg(broker.url(false), "wattson-basket"), &specs, cancel.clone())
-            .unwrap();
+    let (join, mut collectors) = wattson::mqtt::plug::spawn_plugs(
+        &cfg(broker.url(false), "wattson-basket"),
+        &specs,
+        cancel.clone(),
+    )
+    .unwrap();
     let w = Watcher::start(broker.port, "plug-sim", &[]);
     let tasmota = br#"{"Time":"2024-03-02T18:04:21","ENERGY":{"Total":152.347,"Yesterday":1.032,"Today":0.421,"Power":38,"ApparentPower":52,"ReactivePower":35,"Factor":0.73,"Voltage":236,"Current":0.221}}"#;
     let shelly = br#"{"id":0,"output":true,"apower":41.7,"voltage":231.9,"freq":50.0,"current":0.272,"pf":0.66,"aenergy":{"total":18234.512}}"#;
     let mut got: Vec<Vec<Sample>> = vec![Vec::new(), Vec::new()];
     assert!(
         wait_for(Duration::from_secs(10), || {
-            let _ = w.client.try_publish("tele/tasmota_1A2B3C/SENSOR", rumqttc::QoS::AtMostOnce, false, tasmota.to_vec());
-            let _ = w.client.try_publish("shellyplusplugs-aabbcc/status/switch:0", rumqttc::QoS::AtMostOnce, false, shelly.to_vec());
+            let _ = w.client.try_publish(
+                "tele/tasmota_1A2B3C/SENSOR",
+                rumqttc::QoS::AtMostOnce,
+                false,
+                tasmota.to_vec(),
+            );
+            let _ = w.client.try_publish(
+                "shellyplusplugs-aabbcc/status/switch:0",
+                rumqttc::QoS::AtMostOnce,
+                false,
+                shelly.to_vec(),
+            );
             for (i, c) in collectors.iter_mut().enumerate() {
                 let s = c.poll(0).unwrap();
                 if !s.is_empty() {

@@ -102,7 +102,10 @@ pub fn entity_id(host: &str, object_id: &str) -> String {
 
 /// `<discovery_prefix>/sensor/wattson_<host>/<object>/config`.
 pub fn config_topic(discovery_prefix: &str, host: &str, object_id: &str) -> String {
-    format!("{discovery_prefix}/sensor/{}/{object_id}/config", node_id(host))
+    format!(
+        "{discovery_prefix}/sensor/{}/{object_id}/config",
+        node_id(host)
+    )
 }
 
 /// The retained topic that lists what this host announced.
@@ -221,7 +224,9 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
     if let Some(meters) = state.get("meters").and_then(Value::as_object) {
         for id in meters.keys() {
             let slug = host_slug(id);
-            let quoted = serde_json::to_string(id).unwrap_or_default().replace('"', "'");
+            let quoted = serde_json::to_string(id)
+                .unwrap_or_default()
+                .replace('"', "'");
             for (counter, label) in [
                 ("good", "good readings"),
                 ("crc_errors", "CRC errors"),
@@ -235,9 +240,8 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
                 )
                 .state("total_increasing")
                 .icon("mdi:counter");
-                e.value_template = format!(
-                    "{{{{ value_json.meters[{quoted}].{counter} | default(none) }}}}"
-                );
+                e.value_template =
+                    format!("{{{{ value_json.meters[{quoted}].{counter} | default(none) }}}}");
                 e.entity_category = Some("diagnostic");
                 out.push(e);
             }
@@ -344,7 +348,10 @@ mod tests {
             ..StateExtras::default()
         };
         let es = entities(&full_state(), &extras);
-        let ids: Vec<String> = es.iter().map(|e| entity_id("Basket", &e.object_id)).collect();
+        let ids: Vec<String> = es
+            .iter()
+            .map(|e| entity_id("Basket", &e.object_id))
+            .collect();
         assert!(ids.contains(&"sensor.wattson_basket_power".to_owned()));
         assert!(ids.contains(&"sensor.wattson_basket_meter_wall_crc_errors".to_owned()));
         assert_eq!(es.len(), 14 + 4);

@@ -35,7 +35,10 @@ pub struct MemorySink {
 
 impl FleetSink for MemorySink {
     fn samples(&mut self, host: &str, batch: Vec<Sample>) {
-        self.by_host.entry(host.to_owned()).or_default().extend(batch);
+        self.by_host
+            .entry(host.to_owned())
+            .or_default()
+            .extend(batch);
     }
 }
 
@@ -122,7 +125,7 @@ pub fn handle(
         Err(e) => {
             let n = stats.malformed.fetch_add(1, Ordering::Relaxed);
             // The first few, then every thousandth: a broken publisher must not flood logs.
-            if n < 5 || n % 1000 == 0 {
+            if n < 5 || n.is_multiple_of(1000) {
                 tracing::warn!("dropping state from {topic}: {e}");
             }
         }
@@ -159,7 +162,11 @@ pub async fn run(
                 up_since = Some(Instant::now());
                 tracing::info!(
                     "collector connected to {broker} (session {})",
-                    if ack.session_present { "resumed" } else { "new" }
+                    if ack.session_present {
+                        "resumed"
+                    } else {
+                        "new"
+                    }
                 );
                 if client.try_subscribe(&filter, QoS::AtLeastOnce).is_err() {
                     tracing::warn!("collector: request queue full; subscribing on reconnect");

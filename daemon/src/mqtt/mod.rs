@@ -458,6 +458,9 @@ mod tests {
         let e = read_password(&dir.path().join("missing"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("mqtt.password_file") && e.contains("missing"), "{e}");
+        assert!(
+            e.contains("mqtt.password_file") && e.contains("missing"),
+            "{e}"
+        );
     }
 }

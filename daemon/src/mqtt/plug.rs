@@ -23,6 +23,9 @@ use wattson_collectors::{CollectError, Collector, Metric, Sample};
 use super::{Backoff, MqttError};
 use crate::config::MqttConfig;
 
+/// Hands a plug's readings (UTC ms of receipt, reading) to its collector.
+type PlugSender = SyncSender<(i64, PlugReading)>;
+
 /// Largest plug payload accepted, bytes.
 pub const MAX_PLUG_BYTES: usize = 8 * 1024;
 
@@ -193,7 +196,7 @@ pub fn spawn_plugs(
 ) -> Result<(JoinHandle<()>, Vec<PlugCollector>), MqttError> {
     let (opts, broker) = super::mqtt_options(cfg, &format!("{}-plugs", cfg.client_id))?;
     let (client, mut eventloop) = AsyncClient::new(opts, 64);
-    let mut routes: Vec<(String, PlugKind, SyncSender<(i64, PlugReading)>)> = Vec::new();
+    let mut routes: Vec<(String, PlugKind, PlugSender)> = Vec::new();
     let mut collectors = Vec::new();
     for p in plugs {
         let (tx, rx) = sync_channel(16);
@@ -292,7 +295,10 @@ mod tests {
             parse_shelly_switch(br#"{"id":0,"output":false}"#),
             Err(PlugError::Missing("apower"))
         );
-        assert!(matches!(parse_shelly_switch(b"\xff"), Err(PlugError::Json(_))));
+        assert!(matches!(
+            parse_shelly_switch(b"\xff"),
+            Err(PlugError::Json(_))
+        ));
         let big = vec![b' '; MAX_PLUG_BYTES + 1];
         assert!(matches!(
             parse_tasmota_sensor(&big),

@@ -170,8 +170,7 @@ impl Task {
         poller: JoinHandle<()>,
     ) {
         let interval = self.cfg.publish_interval.max(Duration::from_millis(100));
-        let mut ticker =
-            tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let retry_outbox = !self.outbox.is_empty() && self.connected;
@@ -267,8 +266,7 @@ impl Task {
         }
         let latest = self.live.latest();
         let extras = (self.extras)();
-        let Some(snapshot) = state::build(&means, &latest, &extras, interval.as_secs_f64())
-        else {
+        let Some(snapshot) = state::build(&means, &latest, &extras, interval.as_secs_f64()) else {
             return;
         };
         if self.cfg.discovery {

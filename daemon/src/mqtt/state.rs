@@ -167,7 +167,9 @@ pub fn build(
             let v = if matches!(r.metric, Metric::EnergyTotal | Metric::EnergyCounter) {
                 latest
                     .iter()
-                    .find(|l| l.source == r.source && l.metric == r.metric && l.channel == r.channel)
+                    .find(|l| {
+                        l.source == r.source && l.metric == r.metric && l.channel == r.channel
+                    })
                     .map_or(r.value, |l| l.value)
             } else {
                 r.value
