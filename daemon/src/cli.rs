@@ -44,6 +44,8 @@ pub enum Command {
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Fleet collector: store every host's MQTT state messages once (persistent session).
+    Collect(crate::commands::collect::CollectArgs),
 }
 
 #[derive(Debug, Args)]

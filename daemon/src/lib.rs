@@ -12,6 +12,7 @@ pub mod costs;
 pub mod logging;
 pub mod meters;
 pub mod modes;
+pub mod mqtt;
 pub mod notify;
 pub mod output;
 pub mod power_model;

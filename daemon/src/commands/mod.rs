@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod collect;
 pub mod config_check;
 pub mod demo;
 pub mod meter;
@@ -24,6 +25,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&args, config_path.as_deref()),
         Command::Status(args) => status::run(&args, config_path.as_deref()),
         Command::Demo(args) => demo::run(&args, config_path.as_deref()),
+        Command::Collect(args) => collect::run(&args, config_path.as_deref()),
     }
 }
 

@@ -1,0 +1,99 @@
+//! `wattson collect`: the fleet collector. Subscribes to every host's state on the broker in
+//! `[mqtt]` and writes each sample once, as JSON lines (one object per sample: `host`,
+//! `ts` (UTC ms), `source`, `metric`, `channel`, `value` in the metric's unit).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+use wattson_collectors::Sample;
+
+use crate::mqtt::FleetSink;
+use crate::mqtt::fleet::{self, FleetStats};
+
+#[derive(Debug, Args)]
+pub struct CollectArgs {
+    /// MQTT client id; fixed so the broker keeps this collector's session (and queues
+    /// messages) while it is down [default: wattson-collect-<host>].
+    #[arg(long, value_name = "ID")]
+    pub client_id: Option<String>,
+    /// Append samples as JSON lines to this file instead of standard output.
+    #[arg(long, value_name = "PATH")]
+    pub jsonl: Option<PathBuf>,
+}
+
+/// Writes samples as JSON lines.
+struct JsonLines<W: Write + Send>(W);
+
+impl<W: Write + Send> FleetSink for JsonLines<W> {
+    fn samples(&mut self, host: &str, batch: Vec<Sample>) {
+        for s in batch {
+            let line = serde_json::json!({
+                "host": host, "ts": s.ts_ms, "source": s.source,
+                "metric": s.metric.as_str(), "channel": s.channel, "value": s.value,
+            });
+            if let Err(e) = writeln!(self.0, "{line}") {
+                tracing::error!("writing collected samples: {e}");
+                return;
+            }
+        }
+        let _ = self.0.flush();
+    }
+}
+
+pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let cfg = super::load_config(config)?;
+    let Some(mqtt) = cfg.mqtt.clone() else {
+        anyhow::bail!("wattson collect needs an [mqtt] section with the broker's url");
+    };
+    let client_id = args
+        .client_id
+        .clone()
+        .unwrap_or_else(|| format!("wattson-collect-{}", cfg.host.name));
+    let mut sink: Box<dyn FleetSink> = match &args.jsonl {
+        Some(path) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
+            Box::new(JsonLines(std::io::BufWriter::new(f)))
+        }
+        None => Box::new(JsonLines(std::io::stdout())),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let stats = FleetStats::default();
+    rt.block_on(async {
+        let cancel = CancellationToken::new();
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            stop.cancel();
+        });
+        #[cfg(unix)]
+        {
+            let stop = cancel.clone();
+            if let Ok(mut term) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            {
+                tokio::spawn(async move {
+                    term.recv().await;
+                    stop.cancel();
+                });
+            }
+        }
+        fleet::run(&mqtt, &client_id, sink.as_mut(), &stats, cancel).await
+    })?;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    tracing::info!(
+        "collector stopped: {} messages stored, {} duplicates, {} malformed",
+        load(&stats.stored),
+        load(&stats.duplicates),
+        load(&stats.malformed)
+    );
+    Ok(ExitCode::SUCCESS)
+}

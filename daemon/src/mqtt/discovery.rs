@@ -1,0 +1,419 @@
+//! Home Assistant MQTT discovery: one device per host, one `sensor` per state field.
+//!
+//! Config topics are `<discovery_prefix>/sensor/wattson_<host>/<object>/config`, retained,
+//! with `unique_id` and `default_entity_id` (`object_id` too, for Home Assistant before
+//! 2025.10), so entity ids are deterministic: `sensor.wattson_<host>_<object>`, where
+//! `<host>` is the host name in lower case with every other character than `a-z0-9` made `_`.
+//! Semantics follow developers.home-assistant `docs/core/entity/sensor.md`: power is
+//! `measurement` (W); energy is kWh with a `total_increasing` state class, because the
+//! daemon's energy total restarts at zero when the daemon restarts and Home Assistant reads a
+//! drop in a `total_increasing` sensor as a new cycle, where a `total` sensor would book it as
+//! negative consumption; cost sensors are `monetary` with the tariff's currency as unit.
+//!
+//! What was announced is remembered in a retained topic, `<topic_prefix>/<host>/discovery`
+//! (a JSON array of object ids), so a later run can remove entities that no longer exist by
+//! publishing an empty retained config.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::state::StateExtras;
+
+/// One sensor announced to Home Assistant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entity {
+    /// Unique per host: `power`, `meter_wall_crc_errors`.
+    pub object_id: String,
+    /// Shown in Home Assistant after the device name.
+    pub name: String,
+    /// Jinja template that extracts the value from the state JSON.
+    pub value_template: String,
+    pub device_class: Option<&'static str>,
+    pub unit: Option<String>,
+    pub state_class: Option<&'static str>,
+    /// `diagnostic` for health counters.
+    pub entity_category: Option<&'static str>,
+    pub icon: Option<&'static str>,
+    /// For `enum` sensors.
+    pub options: Vec<String>,
+    pub precision: Option<u8>,
+}
+
+impl Entity {
+    fn new(object_id: &str, name: &str, field: &str) -> Entity {
+        Entity {
+            object_id: object_id.to_owned(),
+            name: name.to_owned(),
+            value_template: format!("{{{{ value_json.{field} | default(none) }}}}"),
+            device_class: None,
+            unit: None,
+            state_class: None,
+            entity_category: None,
+            icon: None,
+            options: Vec::new(),
+            precision: None,
+        }
+    }
+    fn class(mut self, device_class: &'static str, unit: &str) -> Entity {
+        self.device_class = Some(device_class);
+        if !unit.is_empty() {
+            self.unit = Some(unit.to_owned());
+        }
+        self
+    }
+    fn unit(mut self, unit: &str) -> Entity {
+        self.unit = Some(unit.to_owned());
+        self
+    }
+    fn state(mut self, state_class: &'static str) -> Entity {
+        self.state_class = Some(state_class);
+        self
+    }
+    fn icon(mut self, icon: &'static str) -> Entity {
+        self.icon = Some(icon);
+        self
+    }
+    fn precision(mut self, p: u8) -> Entity {
+        self.precision = Some(p);
+        self
+    }
+}
+
+/// The host name as it appears in node and entity ids: lower case, `[a-z0-9_]`.
+pub fn host_slug(host: &str) -> String {
+    let s: String = host
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if s.is_empty() { "host".to_owned() } else { s }
+}
+
+/// The discovery node id and device identifier: `wattson_<host>`.
+pub fn node_id(host: &str) -> String {
+    format!("wattson_{}", host_slug(host))
+}
+
+/// The Home Assistant entity id an object gets: `sensor.wattson_<host>_<object>`.
+pub fn entity_id(host: &str, object_id: &str) -> String {
+    format!("sensor.{}_{object_id}", node_id(host))
+}
+
+/// `<discovery_prefix>/sensor/wattson_<host>/<object>/config`.
+pub fn config_topic(discovery_prefix: &str, host: &str, object_id: &str) -> String {
+    format!(
+        "{discovery_prefix}/sensor/{}/{object_id}/config",
+        node_id(host)
+    )
+}
+
+/// The retained topic that lists what this host announced.
+pub fn announced_topic(topic_prefix: &str, host: &str) -> String {
+    format!("{topic_prefix}/{}/discovery", super::topic_segment(host))
+}
+
+/// The entities a state object supports: one per field present (see [`super::state`]), and
+/// four diagnostic counters per meter.
+pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
+    let has = |k: &str| state.get(k).is_some();
+    let mut out = Vec::new();
+    if has("power") {
+        out.push(
+            Entity::new("power", "Power", "power")
+                .class("power", "W")
+                .state("measurement")
+                .precision(1),
+        );
+    }
+    if has("energy") {
+        out.push(
+            Entity::new("energy", "Energy", "energy")
+                .class("energy", "kWh")
+                .state("total_increasing")
+                .precision(3),
+        );
+    }
+    if has("energy_today") {
+        out.push(
+            Entity::new("energy_today", "Energy today", "energy_today")
+                .class("energy", "kWh")
+                .state("total_increasing")
+                .precision(3),
+        );
+    }
+    let currency = state
+        .get("currency")
+        .and_then(Value::as_str)
+        .unwrap_or(&extras.currency)
+        .to_owned();
+    for (field, object, name) in [
+        ("cost_today", "cost_today", "Cost today"),
+        ("cost_month", "cost_month", "Cost this month"),
+        (
+            "cost_annual_projection",
+            "cost_annual_projection",
+            "Annual cost projection",
+        ),
+    ] {
+        if has(field) && !currency.is_empty() {
+            // Monetary sensors allow only the `total` state class, which would book the
+            // daily and monthly resets as refunds: no state class, so no statistics.
+            out.push(
+                Entity::new(object, name, field)
+                    .class("monetary", &currency)
+                    .precision(2),
+            );
+        }
+    }
+    for (field, name, class, unit, p) in [
+        ("voltage", "Voltage", "voltage", "V", 1),
+        ("current", "Current", "current", "A", 3),
+        ("power_factor", "Power factor", "power_factor", "", 2),
+        ("frequency", "Mains frequency", "frequency", "Hz", 2),
+    ] {
+        if has(field) {
+            out.push(
+                Entity::new(field, name, field)
+                    .class(class, unit)
+                    .state("measurement")
+                    .precision(p),
+            );
+        }
+    }
+    if has("cpu_utilisation") {
+        out.push(
+            Entity::new("cpu_utilisation", "CPU utilisation", "cpu_utilisation")
+                .unit("%")
+                .state("measurement")
+                .icon("mdi:cpu-64-bit")
+                .precision(1),
+        );
+    }
+    if has("cpu_frequency") {
+        out.push(
+            Entity::new("cpu_frequency", "CPU frequency", "cpu_frequency")
+                .class("frequency", "MHz")
+                .state("measurement")
+                .precision(0),
+        );
+    }
+    if has("cstate_deepest_residency") {
+        let mut e = Entity::new(
+            "cstate_deepest_residency",
+            "Deepest C-state residency",
+            "cstate_deepest_residency",
+        )
+        .unit("%")
+        .state("measurement")
+        .icon("mdi:sleep")
+        .precision(1);
+        if let Some(name) = state.get("cstate_deepest").and_then(Value::as_str) {
+            e.name = format!("{name} residency");
+        }
+        out.push(e);
+    }
+    if has("mode") {
+        let mut e = Entity::new("mode", "Mode", "mode").icon("mdi:state-machine");
+        if !extras.mode_options.is_empty() {
+            e.device_class = Some("enum");
+            e.options.clone_from(&extras.mode_options);
+        }
+        out.push(e);
+    }
+    if let Some(meters) = state.get("meters").and_then(Value::as_object) {
+        for id in meters.keys() {
+            let slug = host_slug(id);
+            let quoted = serde_json::to_string(id)
+                .unwrap_or_default()
+                .replace('"', "'");
+            for (counter, label) in [
+                ("good", "good readings"),
+                ("crc_errors", "CRC errors"),
+                ("timeouts", "timeouts"),
+                ("implausible", "implausible readings"),
+            ] {
+                let mut e = Entity::new(
+                    &format!("meter_{slug}_{counter}"),
+                    &format!("Meter {id} {label}"),
+                    "",
+                )
+                .state("total_increasing")
+                .icon("mdi:counter");
+                e.value_template =
+                    format!("{{{{ value_json.meters[{quoted}].{counter} | default(none) }}}}");
+                e.entity_category = Some("diagnostic");
+                out.push(e);
+            }
+        }
+    }
+    out
+}
+
+/// Where the config payload points and what it names.
+#[derive(Debug, Clone)]
+pub struct Context<'a> {
+    pub host: &'a str,
+    pub topic_prefix: &'a str,
+    pub discovery_prefix: &'a str,
+}
+
+/// The retained discovery config for one entity.
+pub fn config_payload(ctx: &Context<'_>, e: &Entity) -> Value {
+    let node = node_id(ctx.host);
+    let host_topic = super::topic_segment(ctx.host);
+    let unique = format!("{node}_{}", e.object_id);
+    let mut p = json!({
+        "name": e.name,
+        "unique_id": unique,
+        "object_id": unique,
+        "default_entity_id": format!("sensor.{unique}"),
+        "state_topic": format!("{}/{host_topic}/state", ctx.topic_prefix),
+        "availability_topic": format!("{}/{host_topic}/availability", ctx.topic_prefix),
+        "payload_available": "online",
+        "payload_not_available": "offline",
+        "value_template": e.value_template,
+        "device": {
+            "identifiers": [node],
+            "name": ctx.host,
+            "manufacturer": "wattson",
+            "model": "power and efficiency monitor",
+            "sw_version": env!("CARGO_PKG_VERSION"),
+        },
+        "origin": {
+            "name": "wattson",
+            "sw_version": env!("CARGO_PKG_VERSION"),
+            "support_url": "https://github.com/wattson-dev/wattson",
+        },
+    });
+    if let Some(o) = p.as_object_mut() {
+        let mut set = |k: &str, v: Value| {
+            o.insert(k.to_owned(), v);
+        };
+        if let Some(c) = e.device_class {
+            set("device_class", json!(c));
+        }
+        if let Some(u) = &e.unit {
+            set("unit_of_measurement", json!(u));
+        }
+        if let Some(s) = e.state_class {
+            set("state_class", json!(s));
+        }
+        if let Some(c) = e.entity_category {
+            set("entity_category", json!(c));
+        }
+        if let Some(i) = e.icon {
+            set("icon", json!(i));
+        }
+        if !e.options.is_empty() {
+            set("options", json!(e.options));
+        }
+        if let Some(p) = e.precision {
+            set("suggested_display_precision", json!(p));
+        }
+    }
+    p
+}
+
+/// The object ids in an announced-list payload; empty for anything unreadable.
+pub fn parse_announced(payload: &[u8]) -> BTreeSet<String> {
+    serde_json::from_slice::<Vec<String>>(payload)
+        .map(|v| v.into_iter().collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mqtt::state::MeterCounters;
+
+    fn full_state() -> Value {
+        json!({
+            "ts": 1, "power": 240.0, "energy": 1.0, "energy_today": 0.2, "voltage": 230.0,
+            "current": 1.0, "power_factor": 0.9, "frequency": 50.0, "currency": "GBP",
+            "cost_today": 0.1, "cost_month": 1.0, "cost_annual_projection": 189.22,
+            "cpu_utilisation": 3.0, "cpu_frequency": 2200.0, "cstate_deepest": "C6",
+            "cstate_deepest_residency": 90.0, "mode": "idle",
+            "meters": {"wall": {"good": 1, "crc_errors": 0, "timeouts": 0, "implausible": 0}},
+        })
+    }
+
+    #[test]
+    fn every_field_becomes_one_sensor_with_a_deterministic_id() {
+        let extras = StateExtras {
+            meter_counters: vec![MeterCounters {
+                id: "wall".into(),
+                ..MeterCounters::default()
+            }],
+            ..StateExtras::default()
+        };
+        let es = entities(&full_state(), &extras);
+        let ids: Vec<String> = es
+            .iter()
+            .map(|e| entity_id("Basket", &e.object_id))
+            .collect();
+        assert!(ids.contains(&"sensor.wattson_basket_power".to_owned()));
+        assert!(ids.contains(&"sensor.wattson_basket_meter_wall_crc_errors".to_owned()));
+        assert_eq!(es.len(), 14 + 4);
+        let unique: BTreeSet<&String> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len());
+    }
+
+    #[test]
+    fn payloads_carry_home_assistant_semantics() {
+        let es = entities(&full_state(), &StateExtras::default());
+        let ctx = Context {
+            host: "basket",
+            topic_prefix: "wattson",
+            discovery_prefix: "homeassistant",
+        };
+        let get = |id: &str| config_payload(&ctx, es.iter().find(|e| e.object_id == id).unwrap());
+        let power = get("power");
+        assert_eq!(power["device_class"], "power");
+        assert_eq!(power["unit_of_measurement"], "W");
+        assert_eq!(power["state_class"], "measurement");
+        assert_eq!(power["state_topic"], "wattson/basket/state");
+        assert_eq!(power["availability_topic"], "wattson/basket/availability");
+        assert_eq!(power["default_entity_id"], "sensor.wattson_basket_power");
+        assert_eq!(power["device"]["identifiers"][0], "wattson_basket");
+        assert_eq!(power["origin"]["name"], "wattson");
+        let energy = get("energy");
+        assert_eq!(energy["unit_of_measurement"], "kWh");
+        assert_eq!(energy["device_class"], "energy");
+        let cost = get("cost_annual_projection");
+        assert_eq!(cost["device_class"], "monetary");
+        assert_eq!(cost["unit_of_measurement"], "GBP");
+        let diag = get("meter_wall_timeouts");
+        assert_eq!(diag["entity_category"], "diagnostic");
+        assert_eq!(
+            diag["value_template"],
+            "{{ value_json.meters['wall'].timeouts | default(none) }}"
+        );
+        assert_eq!(
+            config_topic("homeassistant", "basket", "power"),
+            "homeassistant/sensor/wattson_basket/power/config"
+        );
+    }
+
+    #[test]
+    fn mode_is_an_enum_only_with_options() {
+        let plain = entities(&full_state(), &StateExtras::default());
+        let m = plain.iter().find(|e| e.object_id == "mode").unwrap();
+        assert_eq!(m.device_class, None);
+        let x = StateExtras {
+            mode_options: vec!["idle".into(), "1 loop".into()],
+            ..StateExtras::default()
+        };
+        let es = entities(&full_state(), &x);
+        let m = es.iter().find(|e| e.object_id == "mode").unwrap();
+        assert_eq!(m.device_class, Some("enum"));
+        assert_eq!(m.options, ["idle", "1 loop"]);
+    }
+
+    #[test]
+    fn host_names_become_safe_slugs() {
+        assert_eq!(host_slug("Basket-01.lan"), "basket_01_lan");
+        assert_eq!(parse_announced(br#"["power","energy"]"#).len(), 2);
+        assert!(parse_announced(b"garbage").is_empty());
+    }
+}

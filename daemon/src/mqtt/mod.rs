@@ -1,0 +1,466 @@
+//! MQTT: the live publisher, Home Assistant discovery, the fleet collector and smart plugs.
+//!
+//! Speaks MQTT 3.1.1 through rumqttc over `mqtt://` (TCP) or `mqtts://` (TLS, rustls). The
+//! topic contract (DESIGN.md) is `<topic_prefix>/<host>/availability` (`online`/`offline`,
+//! retained, the Last Will) and `<topic_prefix>/<host>/state` (one JSON object per publish
+//! interval, not retained; see [`state`] for the fields and units), plus Home Assistant
+//! discovery configs under `<discovery_prefix>/sensor/...` (see [`discovery`]).
+//!
+//! rumqttc has no reconnect backoff: polling its event loop after an error reconnects at once,
+//! so a dead broker plus a bare poll loop spins a core (rumqtt issues 703, 918). Every event
+//! loop here sleeps a [`Backoff`] step (exponential, with jitter) after each error and logs
+//! one line per step. Passwords are read from `password_file` and never logged.
+
+pub mod discovery;
+pub mod fleet;
+pub mod plug;
+pub mod publisher;
+pub mod state;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rumqttc::{ConnectReturnCode, ConnectionError, MqttOptions, TlsConfiguration, Transport};
+
+use crate::config::MqttConfig;
+
+pub use fleet::{FleetSink, FleetStats, MemorySink, SharedMemorySink};
+pub use plug::{PlugCollector, PlugKind, PlugReading, PlugSpec};
+pub use publisher::Publisher;
+pub use state::StateExtras;
+
+/// Why an MQTT connection could not be set up. Never carries a password.
+#[derive(Debug, thiserror::Error)]
+pub enum MqttError {
+    #[error("mqtt.url {url}: {reason}")]
+    Url { url: String, reason: String },
+    #[error("reading {what} {path}: {source}")]
+    ReadFile {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} {path}: {reason}")]
+    Pem {
+        what: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("TLS setup for {url}: {reason}")]
+    Tls { url: String, reason: String },
+    #[error("mqtt.password_file {path} is set but mqtt.username is not")]
+    PasswordWithoutUser { path: PathBuf },
+}
+
+/// Where the broker is, parsed from `mqtt.url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broker {
+    pub host: String,
+    /// TCP port; 1883 for `mqtt://` and 8883 for `mqtts://` unless the URL names one.
+    pub port: u16,
+    pub tls: bool,
+}
+
+impl std::fmt::Display for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.tls { "mqtts" } else { "mqtt" };
+        if self.host.contains(':') {
+            write!(f, "{scheme}://[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Parse `mqtt://host[:port]` or `mqtts://host[:port]` (IPv6 literals in brackets).
+pub fn parse_url(url: &str) -> Result<Broker, MqttError> {
+    let err = |reason: &str| MqttError::Url {
+        url: url.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| err("must start with mqtt:// or mqtts://"))?;
+    let tls = match scheme {
+        "mqtt" | "tcp" => false,
+        "mqtts" | "ssl" => true,
+        _ => return Err(err("must start with mqtt:// or mqtts://")),
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err(err(
+            "put the user in mqtt.username and the password in mqtt.password_file",
+        ));
+    }
+    let default_port = if tls { 8883 } else { 1883 };
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (h, after) = v6
+            .split_once(']')
+            .ok_or_else(|| err("unclosed '[' in host"))?;
+        match after.strip_prefix(':') {
+            Some(p) => (h, Some(p)),
+            None if after.is_empty() => (h, None),
+            None => return Err(err("junk after ']'")),
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(err("no host"));
+    }
+    let port = match port {
+        None => default_port,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| err("port must be a number from 1 to 65535"))?,
+    };
+    Ok(Broker {
+        host: host.to_owned(),
+        port,
+        tls,
+    })
+}
+
+/// rumqttc options for `cfg`, connecting as `client_id`: transport (TLS per `cfg`),
+/// credentials, keepalive. The caller adds a Last Will or session settings.
+pub fn mqtt_options(cfg: &MqttConfig, client_id: &str) -> Result<(MqttOptions, Broker), MqttError> {
+    let broker = parse_url(&cfg.url)?;
+    let mut opts = MqttOptions::new(client_id, broker.host.clone(), broker.port);
+    // rumqttc refuses keepalives under one second (other than zero).
+    opts.set_keep_alive(if cfg.keepalive.is_zero() {
+        Duration::ZERO
+    } else {
+        cfg.keepalive.max(Duration::from_secs(1))
+    });
+    match (&cfg.username, &cfg.password_file) {
+        (Some(user), Some(path)) => {
+            opts.set_credentials(user.clone(), read_password(path)?);
+        }
+        (Some(user), None) => {
+            opts.set_credentials(user.clone(), String::new());
+        }
+        (None, Some(path)) => {
+            return Err(MqttError::PasswordWithoutUser { path: path.clone() });
+        }
+        (None, None) => {}
+    }
+    if broker.tls {
+        let tls = tls_config(cfg)?;
+        opts.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(
+            Arc::new(tls),
+        )));
+    }
+    Ok((opts, broker))
+}
+
+/// The password: the file's content without its trailing newline.
+fn read_password(path: &Path) -> Result<String, MqttError> {
+    let text = std::fs::read_to_string(path).map_err(|source| MqttError::ReadFile {
+        what: "mqtt.password_file",
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(text.trim_end_matches(['\r', '\n']).to_owned())
+}
+
+fn tls_config(cfg: &MqttConfig) -> Result<rustls::ClientConfig, MqttError> {
+    use rustls::pki_types::PrivateKeyDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let tls_err = |reason: String| MqttError::Tls {
+        url: cfg.url.clone(),
+        reason,
+    };
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err(e.to_string()))?;
+    let builder = if cfg.insecure_skip_verify {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        if let Some(path) = &cfg.ca_file {
+            for cert in read_certs(path, "mqtt.ca_file")? {
+                roots.add(cert).map_err(|e| MqttError::Pem {
+                    what: "mqtt.ca_file",
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?;
+            }
+        } else {
+            let native = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(native.certs);
+        }
+        if roots.is_empty() {
+            return Err(tls_err(
+                "no CA certificates: set mqtt.ca_file to the broker's CA".to_owned(),
+            ));
+        }
+        builder.with_root_certificates(roots)
+    };
+    match (&cfg.client_cert_file, &cfg.client_key_file) {
+        (Some(cert_path), Some(key_path)) => {
+            let certs = read_certs(cert_path, "mqtt.client_cert_file")?;
+            let key = PrivateKeyDer::from_pem_file(key_path).map_err(|e| MqttError::Pem {
+                what: "mqtt.client_key_file",
+                path: key_path.clone(),
+                reason: e.to_string(),
+            })?;
+            builder
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| tls_err(format!("client certificate: {e}")))
+        }
+        (None, None) => Ok(builder.with_no_client_auth()),
+        _ => Err(tls_err(
+            "set both mqtt.client_cert_file and mqtt.client_key_file, or neither".to_owned(),
+        )),
+    }
+}
+
+fn read_certs(
+    path: &Path,
+    what: &'static str,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, MqttError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let pem = std::fs::read(path).map_err(|source| MqttError::ReadFile {
+        what,
+        path: path.to_owned(),
+        source,
+    })?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| MqttError::Pem {
+            what,
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+    if certs.is_empty() {
+        return Err(MqttError::Pem {
+            what,
+            path: path.to_owned(),
+            reason: "no PEM certificate in the file".to_owned(),
+        });
+    }
+    Ok(certs)
+}
+
+/// `insecure_skip_verify = true`: accept any server certificate (signatures on the handshake
+/// are still checked, so the session is encrypted, but the server is not authenticated).
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// Exponential backoff with jitter for reconnecting: each step doubles up to `max`, and the
+/// delay actually slept is drawn uniformly from the upper half of the step, so a fleet of
+/// daemons that lost the same broker does not reconnect in lockstep.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    min: Duration,
+    max: Duration,
+    step: Duration,
+}
+
+impl Backoff {
+    /// Steps from `min` doubling to `max`.
+    pub fn new(min: Duration, max: Duration) -> Backoff {
+        Backoff {
+            min,
+            max: max.max(min),
+            step: min,
+        }
+    }
+
+    /// The daemon's default: 0.5 s doubling to 60 s.
+    pub fn reconnect() -> Backoff {
+        Backoff::new(Duration::from_millis(500), Duration::from_secs(60))
+    }
+
+    /// The delay before the next attempt.
+    pub fn next_delay(&mut self) -> Duration {
+        let step = self.step;
+        self.step = (self.step * 2).min(self.max);
+        let half = step / 2;
+        let jitter = rand::random_range(0.0..=1.0_f64);
+        half + half.mul_f64(jitter)
+    }
+
+    /// Back to the shortest step (after a connection that stayed up).
+    pub fn reset(&mut self) {
+        self.step = self.min;
+    }
+}
+
+/// One line describing a connection error for the log: no secrets, and plain words for the
+/// errors users cause (wrong password, wrong CA, broker down).
+pub fn describe_error(broker: &Broker, user: Option<&str>, e: &ConnectionError) -> String {
+    match e {
+        ConnectionError::ConnectionRefused(code) => {
+            let why = match code {
+                ConnectReturnCode::BadUserNamePassword => format!(
+                    "bad username or password for user {:?} (check mqtt.username and mqtt.password_file)",
+                    user.unwrap_or("")
+                ),
+                ConnectReturnCode::NotAuthorized => format!(
+                    "not authorised (user {:?}; check mqtt.username, mqtt.password_file and the broker's ACL)",
+                    user.unwrap_or("")
+                ),
+                ConnectReturnCode::BadClientId => {
+                    "client id rejected (check mqtt.client_id)".to_owned()
+                }
+                ConnectReturnCode::RefusedProtocolVersion => {
+                    "MQTT 3.1.1 not supported by the broker".to_owned()
+                }
+                ConnectReturnCode::ServiceUnavailable => "service unavailable".to_owned(),
+                ConnectReturnCode::Success => "refused".to_owned(),
+            };
+            format!("{broker} refused the connection: {why}")
+        }
+        ConnectionError::Io(io) => format!("{broker}: {io}"),
+        ConnectionError::Tls(t) => format!("{broker}: TLS: {t}"),
+        ConnectionError::NetworkTimeout => format!("{broker}: connection timed out"),
+        other => format!("{broker}: {other}"),
+    }
+}
+
+/// True when the error is the broker refusing our login: retrying faster will not help.
+pub fn is_auth_error(e: &ConnectionError) -> bool {
+    matches!(
+        e,
+        ConnectionError::ConnectionRefused(
+            ConnectReturnCode::BadUserNamePassword | ConnectReturnCode::NotAuthorized
+        )
+    )
+}
+
+/// A topic segment made safe: `+`, `#`, `/` and control characters become `_`.
+pub fn topic_segment(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if matches!(c, '+' | '#' | '/') || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_with_default_ports() {
+        assert_eq!(
+            parse_url("mqtt://broker.lan").unwrap(),
+            Broker {
+                host: "broker.lan".into(),
+                port: 1883,
+                tls: false
+            }
+        );
+        let b = parse_url("mqtts://[::1]:9883/").unwrap();
+        assert_eq!((b.host.as_str(), b.port, b.tls), ("::1", 9883, true));
+        assert_eq!(parse_url("mqtts://h").unwrap().port, 8883);
+        assert!(parse_url("http://h").is_err());
+        assert!(parse_url("mqtt://h:0").is_err());
+        assert!(parse_url("mqtt://:1883").is_err());
+    }
+
+    #[test]
+    fn url_with_credentials_is_refused_without_echoing_them() {
+        let e = parse_url("mqtt://u:pw@h").unwrap_err().to_string();
+        assert!(e.contains("password_file"), "{e}");
+    }
+
+    #[test]
+    fn backoff_grows_with_jitter_and_caps() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(800));
+        let d: Vec<Duration> = (0..6).map(|_| b.next_delay()).collect();
+        for (i, cap) in [100, 200, 400, 800, 800, 800].iter().enumerate() {
+            let cap = Duration::from_millis(*cap);
+            assert!(d[i] >= cap / 2 && d[i] <= cap, "{i}: {:?}", d[i]);
+        }
+        b.reset();
+        assert!(b.next_delay() <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn auth_errors_name_the_user_not_the_password() {
+        let broker = parse_url("mqtt://h").unwrap();
+        let e = ConnectionError::ConnectionRefused(ConnectReturnCode::BadUserNamePassword);
+        let line = describe_error(&broker, Some("wattson"), &e);
+        assert!(line.contains("bad username or password"), "{line}");
+        assert!(line.contains("\"wattson\""), "{line}");
+        assert!(is_auth_error(&e));
+    }
+
+    #[test]
+    fn password_file_trailing_newline_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("pw");
+        std::fs::write(&p, "s3cret\n").unwrap();
+        assert_eq!(read_password(&p).unwrap(), "s3cret");
+        let e = read_password(&dir.path().join("missing"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("mqtt.password_file") && e.contains("missing"),
+            "{e}"
+        );
+    }
+}

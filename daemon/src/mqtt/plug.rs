@@ -1,0 +1,348 @@
+//! Smart plugs as meters over MQTT: Tasmota and Shelly Gen2+.
+//!
+//! - Tasmota publishes `tele/<topic>/SENSOR` every TelePeriod:
+//!   `{"Time":"..","ENERGY":{"Total":kWh,"Yesterday":kWh,"Today":kWh,"Power":W,
+//!   "ApparentPower":VA,"ReactivePower":var,"Factor":0..1,"Voltage":V,"Current":A}}`.
+//! - Shelly Gen2+ publishes `<device id>/status/switch:0` (with `status_ntf` on):
+//!   `{"id":0,"apower":W,"voltage":V,"current":A,"pf":..,"freq":Hz,"aenergy":{"total":Wh,..}}`.
+//!
+//! The parsers are pure functions. One subscription task feeds every [`PlugCollector`]
+//! through a bounded channel; `poll()` takes the newest reading since the last poll and
+//! reports it as `meter:<id>` samples (W, V, A, power factor, Hz, the plug's own energy
+//! counter in Wh, and the monotonic [`Metric::EnergyTotal`]).
+
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+
+use rumqttc::{AsyncClient, ConnectionError, Event, Packet, QoS};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use wattson_collectors::meter::EnergyTracker;
+use wattson_collectors::{CollectError, Collector, Metric, Sample};
+
+use super::{Backoff, MqttError};
+use crate::config::MqttConfig;
+
+/// Hands a plug's readings (UTC ms of receipt, reading) to its collector.
+type PlugSender = SyncSender<(i64, PlugReading)>;
+
+/// Largest plug payload accepted, bytes.
+pub const MAX_PLUG_BYTES: usize = 8 * 1024;
+
+/// Which firmware a plug runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlugKind {
+    Tasmota,
+    Shelly,
+}
+
+/// One plug: its meter id and its MQTT topic (Tasmota `%topic%`, Shelly device id / prefix).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlugSpec {
+    pub id: String,
+    pub kind: PlugKind,
+    pub topic: String,
+}
+
+impl PlugSpec {
+    /// The topic this plug reports on.
+    pub fn subscription(&self) -> String {
+        match self.kind {
+            PlugKind::Tasmota => format!("tele/{}/SENSOR", self.topic),
+            PlugKind::Shelly => format!("{}/status/switch:0", self.topic),
+        }
+    }
+}
+
+/// One plug reading, in SI units (energy in Wh).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlugReading {
+    pub power_w: f64,
+    pub voltage_v: Option<f64>,
+    pub current_a: Option<f64>,
+    pub power_factor: Option<f64>,
+    pub frequency_hz: Option<f64>,
+    /// The plug's own cumulative counter, Wh (resets when the plug is reset).
+    pub energy_wh: Option<f64>,
+}
+
+/// Why a plug payload was rejected.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlugError {
+    #[error("payload of {0} bytes exceeds {MAX_PLUG_BYTES}")]
+    TooLarge(usize),
+    #[error("not JSON: {0}")]
+    Json(String),
+    #[error("no {0} in the payload")]
+    Missing(&'static str),
+}
+
+fn json(payload: &[u8]) -> Result<Value, PlugError> {
+    if payload.len() > MAX_PLUG_BYTES {
+        return Err(PlugError::TooLarge(payload.len()));
+    }
+    serde_json::from_slice(payload).map_err(|e| PlugError::Json(e.to_string()))
+}
+
+fn num(v: &Value, key: &str) -> Option<f64> {
+    v.get(key).and_then(Value::as_f64).filter(|x| x.is_finite())
+}
+
+/// Parse Tasmota's `tele/<topic>/SENSOR` payload.
+pub fn parse_tasmota_sensor(payload: &[u8]) -> Result<PlugReading, PlugError> {
+    let v = json(payload)?;
+    let e = v.get("ENERGY").ok_or(PlugError::Missing("ENERGY"))?;
+    Ok(PlugReading {
+        power_w: num(e, "Power").ok_or(PlugError::Missing("ENERGY.Power"))?,
+        voltage_v: num(e, "Voltage"),
+        current_a: num(e, "Current"),
+        power_factor: num(e, "Factor"),
+        frequency_hz: num(e, "Frequency"),
+        energy_wh: num(e, "Total").map(|kwh| kwh * 1000.0),
+    })
+}
+
+/// Parse Shelly Gen2+'s `<id>/status/switch:0` payload.
+pub fn parse_shelly_switch(payload: &[u8]) -> Result<PlugReading, PlugError> {
+    let v = json(payload)?;
+    Ok(PlugReading {
+        power_w: num(&v, "apower").ok_or(PlugError::Missing("apower"))?,
+        voltage_v: num(&v, "voltage"),
+        current_a: num(&v, "current"),
+        power_factor: num(&v, "pf"),
+        frequency_hz: num(&v, "freq"),
+        energy_wh: v.get("aenergy").and_then(|a| num(a, "total")),
+    })
+}
+
+/// A plug as a [`Collector`] named `meter:<id>`.
+pub struct PlugCollector {
+    name: String,
+    rx: Receiver<(i64, PlugReading)>,
+    energy: EnergyTracker,
+}
+
+impl std::fmt::Debug for PlugCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlugCollector")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PlugCollector {
+    /// A collector fed by `rx` (UTC ms of receipt, reading).
+    pub fn new(id: &str, rx: Receiver<(i64, PlugReading)>) -> PlugCollector {
+        PlugCollector {
+            name: format!("meter:{id}"),
+            rx,
+            energy: EnergyTracker::new(None),
+        }
+    }
+}
+
+impl Collector for PlugCollector {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The newest reading since the last poll (none when the plug has not reported).
+    fn poll(&mut self, _now_ms: i64) -> Result<Vec<Sample>, CollectError> {
+        let mut newest = None;
+        loop {
+            match self.rx.try_recv() {
+                Ok(r) => newest = Some(r),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    if newest.is_some() {
+                        break;
+                    }
+                    return Err(CollectError::Gone {
+                        source_name: self.name.clone(),
+                        detail: "the MQTT subscription ended".to_owned(),
+                    });
+                }
+            }
+        }
+        let Some((ts, r)) = newest else {
+            return Ok(Vec::new());
+        };
+        let s = |metric, v| Sample::new(ts, self.name.as_str(), metric, "", v);
+        let mut out = vec![s(Metric::Power, r.power_w)];
+        for (metric, v) in [
+            (Metric::Voltage, r.voltage_v),
+            (Metric::Current, r.current_a),
+            (Metric::PowerFactor, r.power_factor),
+            (Metric::Frequency, r.frequency_hz),
+        ] {
+            if let Some(v) = v {
+                out.push(s(metric, v));
+            }
+        }
+        if let Some(wh) = r.energy_wh {
+            out.push(s(Metric::EnergyCounter, wh));
+            out.push(s(Metric::EnergyTotal, self.energy.update(wh)));
+        }
+        Ok(out)
+    }
+}
+
+/// Subscribe to every plug's topic and return one collector per plug, in `plugs` order.
+/// The task runs until `cancel`, reconnecting with backoff.
+pub fn spawn_plugs(
+    cfg: &MqttConfig,
+    plugs: &[PlugSpec],
+    cancel: CancellationToken,
+) -> Result<(JoinHandle<()>, Vec<PlugCollector>), MqttError> {
+    let (opts, broker) = super::mqtt_options(cfg, &format!("{}-plugs", cfg.client_id))?;
+    let (client, mut eventloop) = AsyncClient::new(opts, 64);
+    let mut routes: Vec<(String, PlugKind, PlugSender)> = Vec::new();
+    let mut collectors = Vec::new();
+    for p in plugs {
+        let (tx, rx) = sync_channel(16);
+        routes.push((p.subscription(), p.kind, tx));
+        collectors.push(PlugCollector::new(&p.id, rx));
+    }
+    let user = cfg.username.clone();
+    let join = tokio::spawn(async move {
+        let mut backoff = Backoff::reconnect();
+        loop {
+            let ev = tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                ev = eventloop.poll() => ev,
+            };
+            match ev {
+                Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                    backoff.reset();
+                    for (topic, _, _) in &routes {
+                        let _ = client.try_subscribe(topic, QoS::AtMostOnce);
+                    }
+                }
+                Ok(Event::Incoming(Packet::Publish(p))) => {
+                    let Some((_, kind, tx)) = routes.iter().find(|(t, _, _)| *t == p.topic) else {
+                        continue;
+                    };
+                    let parsed = match kind {
+                        PlugKind::Tasmota => parse_tasmota_sensor(&p.payload),
+                        PlugKind::Shelly => parse_shelly_switch(&p.payload),
+                    };
+                    match parsed {
+                        // A full channel means the sampler has not polled: drop, it wants the newest.
+                        Ok(r) => {
+                            let _ = tx.try_send((crate::runtime::sampler::now_ms(), r));
+                        }
+                        Err(e) => tracing::debug!("plug payload on {}: {e}", p.topic),
+                    }
+                }
+                Ok(_) => {}
+                Err(ConnectionError::RequestsDone) => break,
+                Err(e) => {
+                    let delay = backoff.next_delay();
+                    tracing::warn!(
+                        "plugs: {}; retrying in {:.1} s",
+                        super::describe_error(&broker, user.as_deref(), &e),
+                        delay.as_secs_f64()
+                    );
+                    tokio::select! {
+                        () = cancel.cancelled() => break,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+        }
+        let _ = client.try_disconnect();
+    });
+    Ok((join, collectors))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A Tasmota 13.x Sonoff POW R2 / Nous A1T telemetry message, as published.
+    const TASMOTA: &[u8] = br#"{"Time":"2024-03-02T18:04:21","ENERGY":{"TotalStartTime":"2023-11-05T10:12:44","Total":152.347,"Yesterday":1.032,"Today":0.421,"Period":3,"Power":38,"ApparentPower":52,"ReactivePower":35,"Factor":0.73,"Voltage":236,"Current":0.221}}"#;
+    // A Shelly Plus Plug S (firmware 1.x) status/switch:0 message.
+    const SHELLY: &[u8] = br#"{"id":0,"source":"timer","output":true,"apower":41.7,"voltage":231.9,"freq":50.0,"current":0.272,"pf":0.66,"aenergy":{"total":18234.512,"by_minute":[694.5,695.1,694.2],"minute_ts":1709403840},"ret_aenergy":{"total":0.0,"by_minute":[0.0,0.0,0.0],"minute_ts":1709403840},"temperature":{"tC":38.1,"tF":100.6}}"#;
+
+    #[test]
+    fn tasmota_energy_parses_in_si_units() {
+        let r = parse_tasmota_sensor(TASMOTA).unwrap();
+        assert_eq!(r.power_w, 38.0);
+        assert_eq!(r.voltage_v, Some(236.0));
+        assert_eq!(r.current_a, Some(0.221));
+        assert_eq!(r.power_factor, Some(0.73));
+        assert_eq!(r.energy_wh, Some(152_347.0));
+        assert_eq!(r.frequency_hz, None);
+    }
+
+    #[test]
+    fn shelly_switch_parses_in_si_units() {
+        let r = parse_shelly_switch(SHELLY).unwrap();
+        assert_eq!(r.power_w, 41.7);
+        assert_eq!(r.frequency_hz, Some(50.0));
+        assert_eq!(r.energy_wh, Some(18_234.512));
+        assert_eq!(r.power_factor, Some(0.66));
+    }
+
+    #[test]
+    fn bad_plug_payloads_are_errors() {
+        assert_eq!(
+            parse_tasmota_sensor(br#"{"Time":"x","AM2301":{"Temperature":20}}"#),
+            Err(PlugError::Missing("ENERGY"))
+        );
+        assert_eq!(
+            parse_shelly_switch(br#"{"id":0,"output":false}"#),
+            Err(PlugError::Missing("apower"))
+        );
+        assert!(matches!(
+            parse_shelly_switch(b"\xff"),
+            Err(PlugError::Json(_))
+        ));
+        let big = vec![b' '; MAX_PLUG_BYTES + 1];
+        assert!(matches!(
+            parse_tasmota_sensor(&big),
+            Err(PlugError::TooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn collector_reports_the_newest_reading_and_a_monotonic_total() {
+        let (tx, rx) = sync_channel(4);
+        let mut c = PlugCollector::new("desk", rx);
+        assert_eq!(c.name(), "meter:desk");
+        assert!(c.poll(0).unwrap().is_empty());
+        let reading = |p: f64, wh: f64| PlugReading {
+            power_w: p,
+            energy_wh: Some(wh),
+            ..PlugReading::default()
+        };
+        tx.send((1, reading(10.0, 100.0))).unwrap();
+        tx.send((2, reading(20.0, 150.0))).unwrap();
+        let s = c.poll(3).unwrap();
+        assert_eq!(s[0].value, 20.0);
+        assert_eq!(s[0].ts_ms, 2);
+        tx.send((4, reading(20.0, 170.0))).unwrap();
+        let s = c.poll(5).unwrap();
+        let total = s.iter().find(|s| s.metric == Metric::EnergyTotal).unwrap();
+        assert_eq!(total.value, 20.0);
+        drop(tx);
+        assert!(matches!(c.poll(6), Err(CollectError::Gone { .. })));
+    }
+
+    #[test]
+    fn subscriptions_follow_each_firmware() {
+        let t = PlugSpec {
+            id: "a".into(),
+            kind: PlugKind::Tasmota,
+            topic: "tasmota_1A2B3C".into(),
+        };
+        assert_eq!(t.subscription(), "tele/tasmota_1A2B3C/SENSOR");
+        let s = PlugSpec {
+            id: "b".into(),
+            kind: PlugKind::Shelly,
+            topic: "shellyplusplugs-aabbcc".into(),
+        };
+        assert_eq!(s.subscription(), "shellyplusplugs-aabbcc/status/switch:0");
+    }
+}
