@@ -142,4 +142,25 @@ pub trait Collector: Send {
     fn scope(&self) -> Option<Scope> {
         None
     }
+
+    /// Health counters of the devices behind this source, for diagnostics: one entry per
+    /// device (a meter on a shared line is one device), named by its id.
+    fn device_counters(&self) -> Vec<DeviceCounters> {
+        Vec::new()
+    }
+}
+
+/// A device's frame counters since the collector was built.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceCounters {
+    /// The device's configured id (e.g. a meter's `id`).
+    pub id: String,
+    /// Frames that decoded and passed the plausibility filter.
+    pub good: u64,
+    /// Frames that failed a CRC, checksum or syntax check.
+    pub crc_errors: u64,
+    /// Requests with no complete answer in time.
+    pub timeouts: u64,
+    /// Frames that decoded but failed the plausibility filter.
+    pub implausible: u64,
 }

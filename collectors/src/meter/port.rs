@@ -295,6 +295,27 @@ impl Collector for MeterCollector {
 
     /// Samples of every meter that answered. `Gone` (`Action::Reopen`) while the port is
     /// missing; `Timeout`/`BadFrame` (`Action::Retry`) if no meter gave a good reading.
+    fn device_counters(&self) -> Vec<crate::DeviceCounters> {
+        let ids = &self.config().ids;
+        self.counters()
+            .into_iter()
+            .enumerate()
+            .map(|(i, (address, c))| crate::DeviceCounters {
+                id: ids.get(i).cloned().unwrap_or_else(|| {
+                    if ids.is_empty() && self.config().addresses.len() <= 1 {
+                        self.config().id.clone()
+                    } else {
+                        format!("{}-{address}", self.config().id)
+                    }
+                }),
+                good: c.good_frames,
+                crc_errors: c.crc_errors,
+                timeouts: c.timeouts,
+                implausible: c.implausible,
+            })
+            .collect()
+    }
+
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
         self.ensure_open(now_ms)?;
         let Some(session) = self.session.as_mut() else {

@@ -43,3 +43,10 @@ fn check_config_file_mode(path: &Path, _has_secret_ref: bool) {
     // world-readable config is fine; the secret lives in password_file.
     let _ = path;
 }
+
+/// [`check_secret_file`] when a file is configured.
+pub fn check_secret_file_opt(path: Option<&Path>) {
+    if let Some(p) = path {
+        check_secret_file(p);
+    }
+}

@@ -132,7 +132,9 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    // `cancel` ends the watchdog with the serving loop; `outputs` ends the publisher last.
     let cancel = CancellationToken::new();
+    let outputs = CancellationToken::new();
     let result = rt.block_on(serve(
         config,
         opts,
@@ -141,6 +143,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         &heartbeat,
         max_interval,
         &cancel,
+        &outputs,
         &live,
         &store,
     ));
@@ -157,9 +160,17 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         Ok(Err(e)) => tracing::error!("database writer: {e}"),
         Err(_) => tracing::error!("the database writer panicked"),
     }
+    // Outputs last: the publisher says `offline` and disconnects.
+    outputs.cancel();
+    if let Some(publisher) = result? {
+        rt.block_on(async {
+            if tokio::time::timeout(Duration::from_secs(2), publisher.join).await.is_err() {
+                tracing::warn!("the MQTT publisher did not stop within 2 s");
+            }
+        });
+    }
     tracing::info!("stopped; last flush stored {} samples", stats.samples);
-    cancel.cancel();
-    result
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -171,9 +182,21 @@ async fn serve(
     heartbeat: &Heartbeat,
     max_interval: Duration,
     cancel: &CancellationToken,
-    _live: &Arc<LiveState>,
-    _store: &StoreHandle,
-) -> anyhow::Result<()> {
+    outputs: &CancellationToken,
+    live: &Arc<LiveState>,
+    store: &StoreHandle,
+) -> anyhow::Result<Option<crate::mqtt::publisher::PublisherHandle>> {
+    let publisher = match &config.mqtt {
+        None => None,
+        Some(mqtt) => {
+            crate::commands::config_check::check_secret_file_opt(mqtt.password_file.as_deref());
+            let extras = extras_fn(config, live.clone(), store.clone());
+            Some(
+                crate::mqtt::Publisher::spawn(mqtt.clone(), config.host.name.clone(), live.clone(), extras, outputs.child_token())
+                    .context("starting the MQTT publisher")?,
+            )
+        }
+    };
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
@@ -224,7 +247,7 @@ async fn serve(
     if let Some(t) = watchdog_task {
         let _ = t.await;
     }
-    Ok(())
+    Ok(publisher)
 }
 
 /// SIGHUP: re-read the config; replace the collectors; settings that need a restart are
@@ -255,4 +278,73 @@ fn reload(
         Err(e) => tracing::error!("reload refused, keeping the running collectors: {e:#}"),
     }
     notifier.ready();
+}
+
+/// What the MQTT state carries beyond the live readings: cost today / this month / per
+/// year from the store (recomputed at most once a minute), the current mode and the
+/// meters' counters.
+fn extras_fn(config: &Config, live: Arc<LiveState>, store: StoreHandle) -> crate::mqtt::publisher::ExtrasFn {
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    use crate::mqtt::StateExtras;
+    use crate::mqtt::state::MeterCounters;
+
+    let tariff = crate::costs::tariff(&config.tariff).ok();
+    let currency = config.tariff.currency.clone();
+    let wall = crate::costs::wall_source(config);
+    let host = config.host.name.clone();
+    let interval_ms = config.meters.first().map_or(1000, |m| m.interval.as_millis() as i64);
+    let primary_meter = config.meters.first().map(|m| m.id.clone());
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let mode_options: Vec<String> = (0..=cpus).map(|n| crate::modes::level_name(n as u32)).collect();
+    let cache: Mutex<Option<(Instant, Option<crate::costs::CostSummary>)>> = Mutex::new(None);
+    Arc::new(move || {
+        let summary = {
+            let Ok(mut guard) = cache.lock() else {
+                return StateExtras::default();
+            };
+            let stale = guard.as_ref().is_none_or(|(at, _)| at.elapsed() >= Duration::from_secs(60));
+            if stale {
+                let computed = match (&tariff, &wall) {
+                    (Some(t), Some(source)) => {
+                        let (t, source, host) = (t.clone(), source.clone(), host.clone());
+                        store
+                            .query(move |s| crate::costs::summary(s, &host, &source, interval_ms, &t, chrono::Utc::now()).ok())
+                            .ok()
+                            .flatten()
+                    }
+                    _ => None,
+                };
+                *guard = Some((Instant::now(), computed));
+            }
+            guard.as_ref().and_then(|(_, s)| s.clone())
+        };
+        let busy = live
+            .latest()
+            .into_iter()
+            .find(|r| r.metric == wattson_collectors::Metric::CpuBusy && r.channel == "all")
+            .map(|r| r.value * cpus as f64);
+        StateExtras {
+            currency: currency.clone(),
+            cost_today: summary.as_ref().map(|s| s.today.cost),
+            cost_month: summary.as_ref().map(|s| s.month.cost),
+            annual_projection: summary.as_ref().and_then(|s| s.annual_cost),
+            energy_today_kwh: summary.as_ref().map(|s| s.today.kwh),
+            mode: busy.map(|b| crate::modes::level_name(b.round().clamp(0.0, cpus as f64) as u32)),
+            mode_options: mode_options.clone(),
+            primary_meter: primary_meter.clone(),
+            meter_counters: live
+                .counters()
+                .into_iter()
+                .map(|c| MeterCounters {
+                    id: c.id,
+                    good: c.good,
+                    crc_errors: c.crc_errors,
+                    timeouts: c.timeouts,
+                    implausible: c.implausible,
+                })
+                .collect(),
+        }
+    })
 }

@@ -14,6 +14,8 @@ pub struct LiveState {
 
 #[derive(Debug, Default)]
 struct Inner {
+    /// Device health counters by device id.
+    counters: BTreeMap<String, wattson_collectors::DeviceCounters>,
     latest: BTreeMap<(String, Metric, String), (i64, f64)>,
     /// Sum and count of each series since the last `take_means`.
     sums: BTreeMap<(String, Metric, String), (f64, u32)>,
@@ -46,6 +48,19 @@ impl LiveState {
             acc.1 += 1;
             inner.latest.insert(key, (s.ts_ms, s.value));
         }
+    }
+
+    /// Record a source's device counters (called by the sampler only).
+    pub fn set_counters(&self, counters: Vec<wattson_collectors::DeviceCounters>) {
+        let Ok(mut inner) = self.inner.lock() else { return };
+        for c in counters {
+            inner.counters.insert(c.id.clone(), c);
+        }
+    }
+
+    /// Device health counters, by id.
+    pub fn counters(&self) -> Vec<wattson_collectors::DeviceCounters> {
+        self.inner.lock().map(|i| i.counters.values().cloned().collect()).unwrap_or_default()
     }
 
     /// The latest reading of every series.

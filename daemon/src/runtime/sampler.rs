@@ -173,7 +173,12 @@ fn poll_one(
     live: &LiveState,
 ) {
     let ts = grid_ms(now_ms(), c.interval);
-    match c.collector.poll(ts) {
+    let result = c.collector.poll(ts);
+    let counters = c.collector.device_counters();
+    if !counters.is_empty() {
+        live.set_counters(counters);
+    }
+    match result {
         Ok(samples) => {
             if let Some((since, why)) = c.failing_since.take() {
                 let start = c.last_good_ms.unwrap_or(since);
