@@ -1,5 +1,391 @@
-//! Shared helpers for wattson end-to-end tests.
-// Test scaffolding: a failed setup step should stop the test loudly.
+//! Shared helpers for wattson end-to-end tests: the real `wattson` binary as a child process,
+//! temp dirs with config files pointed at a fixture sysfs/procfs tree, waiting for a
+//! condition with a deadline, and reading the SQLite file the daemon writes.
+//!
+//! Times are UTC milliseconds (as stored) or `std::time::Duration`s; power is in W.
+
+// Test helpers: a failed expectation is a panic with a message, as in a #[test].
 #![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
 
 pub mod broker;
+
+use std::fmt::Write as _;
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use wattson::store::{SeriesFilter, Store};
+use wattson_collectors::Metric;
+
+/// Host name every test config uses.
+pub const HOST: &str = "e2e";
+
+/// The workspace root (the parent of this crate).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from(".."), Path::to_owned)
+}
+
+/// The KVM guest fixture tree (`sys/` and `proc/`): 2 vCPUs, no cpufreq, static counters.
+pub fn kvm_fixture() -> PathBuf {
+    workspace_root().join("collectors/tests/fixtures/kvm-amd-epyc-haltpoll")
+}
+
+/// The `wattson` binary: `$WATTSON_BIN` if set, else the one next to the running test
+/// executable (`target/debug/wattson`, built by `cargo test --workspace`), built once with
+/// `cargo build -p wattson --bin wattson` if it is not there.
+///
+/// `$WATTSON_BIN` matters where several checkouts share one `CARGO_TARGET_DIR`: the last
+/// checkout built wins `target/debug/wattson`.
+pub fn wattson_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("WATTSON_BIN").filter(|v| !v.is_empty()) {
+            return PathBuf::from(bin);
+        }
+        let exe = std::env::current_exe().expect("test executable path");
+        // target/debug/deps/<test> -> target/debug/wattson
+        let debug = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test executable has no target dir")
+            .to_owned();
+        let bin = debug.join("wattson");
+        if !bin.is_file() {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "-p", "wattson", "--bin", "wattson"])
+                .current_dir(workspace_root())
+                .status()
+                .expect("running cargo build");
+            assert!(status.success(), "cargo build -p wattson failed");
+        }
+        assert!(bin.is_file(), "no wattson binary at {}", bin.display());
+        bin
+    })
+}
+
+/// A `wattson` command with a clean environment: no systemd variables, info logging.
+pub fn wattson() -> Command {
+    let mut cmd = Command::new(wattson_bin());
+    cmd.env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID")
+        .env_remove("WATTSON_CONFIG")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Poll `f` every 20 ms until it returns `Some`, or panic naming `what` after `within`.
+pub fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < within,
+            "timed out after {within:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Now, UTC ms.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A TOML basic string holding `s`.
+pub fn q(s: impl AsRef<std::ffi::OsStr>) -> String {
+    let s = s.as_ref().to_string_lossy();
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// One `[[meter]]` table. `protocol = "line"` gets the simulator's default
+/// `power,voltage,current` CSV mapping.
+pub fn meter_toml(
+    id: &str,
+    protocol: &str,
+    port: &Path,
+    interval: &str,
+    address: Option<u8>,
+) -> String {
+    let mut s = format!(
+        "\n[[meter]]\nid = {}\nprotocol = {}\nport = {}\ninterval = {}\n",
+        q(id),
+        q(protocol),
+        q(port),
+        q(interval)
+    );
+    if let Some(a) = address {
+        let _ = writeln!(s, "address = {a}");
+    }
+    if protocol == "line" {
+        s.push_str(
+            "[meter.line]\nformat = \"csv\"\nfields = { power = 0, voltage = 1, current = 2 }\n",
+        );
+    }
+    s
+}
+
+/// A temp dir holding a config file and a database path.
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+    /// The database the configs point at (not created until a daemon runs).
+    pub db: PathBuf,
+}
+
+impl Default for TestEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("wattson.db");
+        TestEnv { dir, db }
+    }
+
+    /// A path inside the temp dir.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Write `wattson.toml`: host `e2e` on the KVM fixture, this env's database with a
+    /// 200 ms flush interval, then `extra` (meters, `[cpu]`, ...). Returns its path.
+    pub fn config(&self, extra: &str) -> PathBuf {
+        let root = kvm_fixture();
+        self.config_with_roots(&root.join("sys"), &root.join("proc"), extra)
+    }
+
+    /// As [`TestEnv::config`], with explicit sysfs and procfs roots.
+    pub fn config_with_roots(&self, sys: &Path, proc: &Path, extra: &str) -> PathBuf {
+        let text = format!(
+            "[host]\nname = {}\nsysfs = {}\nprocfs = {}\n\n[storage]\npath = {}\nflush_interval = \"200ms\"\n{extra}",
+            q(HOST),
+            q(sys),
+            q(proc),
+            q(&self.db)
+        );
+        let path = self.path("wattson.toml");
+        std::fs::write(&path, text).expect("writing the config");
+        path
+    }
+}
+
+/// A child process whose stdout lines and stderr are collected in the background.
+/// Killed (SIGKILL) and reaped on drop.
+pub struct Child {
+    process: std::process::Child,
+    stderr: Arc<Mutex<String>>,
+    stdout: Receiver<String>,
+}
+
+impl Child {
+    /// Spawn `cmd` with piped stdout and stderr.
+    pub fn spawn(mut cmd: Command) -> Child {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawning wattson");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err_pipe = child.stderr.take().expect("stderr pipe");
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err_pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .expect("stderr lock")
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let out_pipe = child.stdout.take().expect("stdout pipe");
+        let (tx, stdout) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out_pipe).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Child {
+            process: child,
+            stderr,
+            stdout,
+        }
+    }
+
+    /// Start `wattson run --config CONFIG` (plus `args`).
+    pub fn run_daemon(config: &Path, args: &[&str]) -> Child {
+        Self::run_daemon_with(wattson(), config, args)
+    }
+
+    /// Start `wattson run --config CONFIG` from a prepared command (extra env).
+    pub fn run_daemon_with(mut cmd: Command, config: &Path, args: &[&str]) -> Child {
+        cmd.arg("run").arg("--config").arg(config).args(args);
+        Child::spawn(cmd)
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.process.id() as i32)
+    }
+
+    /// Everything written to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().expect("stderr lock").clone()
+    }
+
+    /// The next stdout line, waiting at most `within`.
+    pub fn stdout_line(&self, within: Duration) -> Option<String> {
+        self.stdout.recv_timeout(within).ok()
+    }
+
+    pub fn signal(&self, sig: Signal) {
+        kill(self.pid(), sig).expect("sending a signal");
+    }
+
+    /// The exit status, if the child exits within `within`.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.process.try_wait().expect("waiting for the child") {
+                return Some(status);
+            }
+            if start.elapsed() >= within {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// [`wait_for`], panicking with this child's stderr on timeout.
+    pub fn wait_for<T>(&self, what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            assert!(
+                start.elapsed() < within,
+                "timed out after {within:?} waiting for {what}; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Wait until stderr contains `needle`, or panic with the stderr so far.
+    pub fn wait_for_log(&self, needle: &str, within: Duration) {
+        let start = Instant::now();
+        while !self.stderr().contains(needle) {
+            assert!(
+                start.elapsed() < within,
+                "no {needle:?} in the log after {within:?}; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// `wattson meter simulate --protocol P --noise 0 ARGS...` as a child; returns it and the
+/// pty path it printed on its first stdout line.
+pub fn simulate_child(config: &Path, protocol: &str, args: &[&str]) -> (Child, PathBuf) {
+    let mut cmd = wattson();
+    cmd.arg("--config")
+        .arg(config)
+        .args(["meter", "simulate", "--protocol", protocol, "--noise", "0"])
+        .args(args);
+    let child = Child::spawn(cmd);
+    let line = child
+        .stdout_line(Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("simulator printed no path; stderr:\n{}", child.stderr()));
+    let path = PathBuf::from(line.trim());
+    assert!(
+        path.exists(),
+        "simulator path {} does not exist",
+        path.display()
+    );
+    (child, path)
+}
+
+/// A constant-power in-process simulated meter (no noise, no ramp) on a new pty.
+pub fn simulate(protocol: &str, addresses: &[u8], watts: f64) -> wattson::meters::SimHandle {
+    let protocol = protocol.parse().expect("protocol name");
+    let model = wattson::power_model::PowerModel {
+        idle_w: watts,
+        noise_sd_w: 0.0,
+        ramp_s: 0.0,
+        ..wattson::power_model::PowerModel::default()
+    };
+    let root =
+        wattson_collectors::SysRoot::new(kvm_fixture().join("sys"), kvm_fixture().join("proc"));
+    wattson::meters::simulate(protocol, addresses, model, &root, 1).expect("starting a simulator")
+}
+
+/// The database opened read-only, once it exists and is migrated.
+pub fn open_db(path: &Path) -> Option<Store> {
+    if !path.exists() {
+        return None;
+    }
+    Store::open_read_only(path).ok()
+}
+
+/// Stored raw samples `(ts_ms, value)` of `source`/`metric` (channel `""` unless the source
+/// is `cpu`, any channel then), all time, host [`HOST`].
+pub fn points(store: &Store, source: &str, metric: Metric) -> Vec<(i64, f64)> {
+    let filter = SeriesFilter::all().host(HOST).source(source).metric(metric);
+    let mut out: Vec<(i64, f64)> = store
+        .raw(&filter, 0, i64::MAX)
+        .expect("reading raw samples")
+        .into_iter()
+        .flat_map(|(_, p)| p)
+        .collect();
+    out.sort_by_key(|p| p.0);
+    out
+}
+
+/// Like [`points`], opening the database each time (`None` while it is not there yet).
+pub fn db_points(db: &Path, source: &str, metric: Metric) -> Vec<(i64, f64)> {
+    open_db(db).map_or_else(Vec::new, |s| points(&s, source, metric))
+}
+
+/// `PRAGMA integrity_check` on a read-only connection.
+pub fn integrity_check(db: &Path) -> String {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("opening the database");
+    conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity_check")
+}
