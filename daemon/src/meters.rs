@@ -186,13 +186,18 @@ impl BusyCpus {
     }
 
     fn process_sample(&mut self) -> f64 {
-        let Some((path, prev)) = &mut self.process else { return 0.0 };
+        let Some((path, prev)) = &mut self.process else {
+            return 0.0;
+        };
         // Fields after the parenthesised command: state is field 3, utime 14, stime 15 (ticks).
         let cpu_s = std::fs::read_to_string(&*path).ok().and_then(|t| {
             let rest = t.rsplit_once(')')?.1;
             let f: Vec<&str> = rest.split_whitespace().collect();
             let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-            let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as f64;
+            let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+                .ok()
+                .flatten()
+                .unwrap_or(100) as f64;
             Some(ticks / hz)
         });
         let now = std::time::Instant::now();

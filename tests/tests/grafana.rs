@@ -1,6 +1,8 @@
 //! The Grafana dashboard reads wattson's database through the SQLite data source: every
 //! query in it (and its variables) must prepare against the migrated schema.
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use std::path::Path;
 
 use wattson::store::{Store, StoreOptions};
@@ -27,7 +29,8 @@ fn queries(v: &serde_json::Value, out: &mut Vec<String>) {
 #[test]
 fn every_grafana_query_prepares_against_the_schema() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards/grafana.json");
-    let dash: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let mut qs = Vec::new();
     queries(&dash, &mut qs);
     assert!(qs.len() >= 7, "found only {} queries", qs.len());
@@ -49,5 +52,10 @@ fn every_grafana_query_prepares_against_the_schema() {
 fn a_query_against_a_missing_column_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("w.db"), &StoreOptions::default()).unwrap();
-    assert!(store.conn().prepare("SELECT watts_typo FROM hourly").is_err());
+    assert!(
+        store
+            .conn()
+            .prepare("SELECT watts_typo FROM hourly")
+            .is_err()
+    );
 }

@@ -46,11 +46,14 @@ pub fn exit_code_for(e: &anyhow::Error) -> u8 {
 /// Open an existing database for reading. One written by an older wattson is migrated first
 /// (atomically, as the daemon would on start) when the file is writable.
 pub fn open_database(path: &std::path::Path) -> anyhow::Result<crate::store::Store> {
-    use anyhow::Context as _;
     use crate::store::{Store, StoreError, StoreOptions};
+    use anyhow::Context as _;
     match Store::open_read_only(path) {
         Err(StoreError::SchemaTooOld { .. }) => {
-            drop(Store::open(path, &StoreOptions::default()).with_context(|| format!("migrating {}", path.display()))?);
+            drop(
+                Store::open(path, &StoreOptions::default())
+                    .with_context(|| format!("migrating {}", path.display()))?,
+            );
             Ok(Store::open_read_only(path)?)
         }
         other => Ok(other.with_context(|| format!("opening {}", path.display()))?),

@@ -121,29 +121,50 @@ pub fn gather_from_store(
     }
 
     // The wall meter's history: the first meter power series of this host.
-    let series = store.find_series(&SeriesFilter::all().host(host).metric(Metric::Power).channel(""))?;
+    let series = store.find_series(
+        &SeriesFilter::all()
+            .host(host)
+            .metric(Metric::Power)
+            .channel(""),
+    )?;
     let Some(wall) = series.into_iter().find(|s| s.source.starts_with("meter:")) else {
         return Ok(data);
     };
     let to = to_ms.unwrap_or_else(|| Utc::now().timestamp_millis());
     let from = from_ms.unwrap_or(0);
     let hourly = store.rollups(
-        &SeriesFilter::all().host(host).source(&wall.source).metric(Metric::Power).channel(""),
+        &SeriesFilter::all()
+            .host(host)
+            .source(&wall.source)
+            .metric(Metric::Power)
+            .channel(""),
         Resolution::Hour,
         from - HOUR_MS,
         to,
     )?;
-    let rollups: Vec<_> = hourly.into_iter().flat_map(|(_, r)| r).filter(|r| r.bucket_ms + HOUR_MS > from && r.bucket_ms < to).collect();
+    let rollups: Vec<_> = hourly
+        .into_iter()
+        .flat_map(|(_, r)| r)
+        .filter(|r| r.bucket_ms + HOUR_MS > from && r.bucket_ms < to)
+        .collect();
     if rollups.is_empty() {
         return Ok(data);
     }
-    let first = rollups.iter().map(|r| r.bucket_ms).min().unwrap_or(from).max(from);
+    let first = rollups
+        .iter()
+        .map(|r| r.bucket_ms)
+        .min()
+        .unwrap_or(from)
+        .max(from);
     let energy: Vec<(i64, i64, f64)> = rollups
         .iter()
         .filter_map(|r| Some((r.bucket_ms, r.bucket_ms + HOUR_MS, r.energy_wh?)))
         .collect();
     // Covered time: samples x the sampling interval seen in the data (at most the hour).
-    let covered_ms: i64 = rollups.iter().map(|r| (r.n as i64 * 1000).min(HOUR_MS)).sum();
+    let covered_ms: i64 = rollups
+        .iter()
+        .map(|r| (r.n as i64 * 1000).min(HOUR_MS))
+        .sum();
     let gaps = store
         .gaps(host, first, to)?
         .into_iter()
@@ -156,10 +177,24 @@ pub fn gather_from_store(
         .filter(|s| s.channel.starts_with("cpu"))
         .count() as u32;
     let utilisation = store
-        .rollups(&SeriesFilter::all().host(host).metric(Metric::CpuBusy).channel("all"), Resolution::Hour, first, to)?
+        .rollups(
+            &SeriesFilter::all()
+                .host(host)
+                .metric(Metric::CpuBusy)
+                .channel("all"),
+            Resolution::Hour,
+            first,
+            to,
+        )?
         .into_iter()
         .flat_map(|(_, r)| r)
-        .map(|r| (r.bucket_ms, r.bucket_ms + HOUR_MS, r.mean * f64::from(cpus.max(1))))
+        .map(|r| {
+            (
+                r.bucket_ms,
+                r.bucket_ms + HOUR_MS,
+                r.mean * f64::from(cpus.max(1)),
+            )
+        })
         .collect();
     data.measured = Some(MeasuredInput {
         from_ms: first,
@@ -179,18 +214,28 @@ const HOUR_MS: i64 = 3_600_000;
 /// A stored sweep as a report configuration: its levels, and the fit of its first kind.
 fn sweep_config_input(s: &crate::sweep::persist::StoredSweep) -> ConfigInput {
     use crate::report::input::{ConfigKind, ConfigStatus, FitInput, LevelInput};
-    let fit = s.fit.as_ref().and_then(|f| f.as_array()).and_then(|a| a.first()).map(|f| {
-        let l = &f["loops"];
-        FitInput {
-            idle_watts: l["intercept"].as_f64().unwrap_or(f64::NAN),
-            idle_ci95: l["intercept_ci95"].as_f64(),
-            watts_per_loop: l["slope"].as_f64().unwrap_or(f64::NAN),
-            watts_per_loop_ci95: l["slope_ci95"].as_f64(),
-            r2: l["r2"].as_f64().unwrap_or(f64::NAN),
-            notes: f["notes"].as_array().into_iter().flatten().filter_map(|n| n.as_str().map(str::to_owned)).collect(),
-            kind: f["kind"].as_str().unwrap_or("spin").to_owned(),
-        }
-    });
+    let fit = s
+        .fit
+        .as_ref()
+        .and_then(|f| f.as_array())
+        .and_then(|a| a.first())
+        .map(|f| {
+            let l = &f["loops"];
+            FitInput {
+                idle_watts: l["intercept"].as_f64().unwrap_or(f64::NAN),
+                idle_ci95: l["intercept_ci95"].as_f64(),
+                watts_per_loop: l["slope"].as_f64().unwrap_or(f64::NAN),
+                watts_per_loop_ci95: l["slope_ci95"].as_f64(),
+                r2: l["r2"].as_f64().unwrap_or(f64::NAN),
+                notes: f["notes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|n| n.as_str().map(str::to_owned))
+                    .collect(),
+                kind: f["kind"].as_str().unwrap_or("spin").to_owned(),
+            }
+        });
     let levels = s
         .levels
         .iter()
@@ -219,7 +264,11 @@ fn sweep_config_input(s: &crate::sweep::persist::StoredSweep) -> ConfigInput {
         fit,
         levels,
         upgrade_cost: None,
-        status: if s.status == "complete" { ConfigStatus::Complete } else { ConfigStatus::Partial },
+        status: if s.status == "complete" {
+            ConfigStatus::Complete
+        } else {
+            ConfigStatus::Partial
+        },
     }
 }
 

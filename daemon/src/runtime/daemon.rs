@@ -167,7 +167,10 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     outputs.cancel();
     if let Some(publisher) = result? {
         rt.block_on(async {
-            if tokio::time::timeout(Duration::from_secs(2), publisher.join).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(2), publisher.join)
+                .await
+                .is_err()
+            {
                 tracing::warn!("the MQTT publisher did not stop within 2 s");
             }
         });
@@ -195,8 +198,14 @@ async fn serve(
             crate::commands::config_check::check_secret_file_opt(mqtt.password_file.as_deref());
             let extras = extras_fn(config, live.clone(), store.clone());
             Some(
-                crate::mqtt::Publisher::spawn(mqtt.clone(), config.host.name.clone(), live.clone(), extras, outputs.child_token())
-                    .context("starting the MQTT publisher")?,
+                crate::mqtt::Publisher::spawn(
+                    mqtt.clone(),
+                    config.host.name.clone(),
+                    live.clone(),
+                    extras,
+                    outputs.child_token(),
+                )
+                .context("starting the MQTT publisher")?,
             )
         }
     };
@@ -286,7 +295,11 @@ fn reload(
 /// What the MQTT state carries beyond the live readings: cost today / this month / per
 /// year from the store (recomputed at most once a minute), the current mode and the
 /// meters' counters.
-fn extras_fn(config: &Config, live: Arc<LiveState>, store: StoreHandle) -> crate::mqtt::publisher::ExtrasFn {
+fn extras_fn(
+    config: &Config,
+    live: Arc<LiveState>,
+    store: StoreHandle,
+) -> crate::mqtt::publisher::ExtrasFn {
     use std::sync::Mutex;
     use std::time::Instant;
 
@@ -297,23 +310,40 @@ fn extras_fn(config: &Config, live: Arc<LiveState>, store: StoreHandle) -> crate
     let currency = config.tariff.currency.clone();
     let wall = crate::costs::wall_source(config);
     let host = config.host.name.clone();
-    let interval_ms = config.meters.first().map_or(1000, |m| m.interval.as_millis() as i64);
+    let interval_ms = config
+        .meters
+        .first()
+        .map_or(1000, |m| m.interval.as_millis() as i64);
     let primary_meter = config.meters.first().map(|m| m.id.clone());
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let mode_options: Vec<String> = (0..=cpus).map(|n| crate::modes::level_name(n as u32)).collect();
+    let mode_options: Vec<String> = (0..=cpus)
+        .map(|n| crate::modes::level_name(n as u32))
+        .collect();
     let cache: Mutex<Option<(Instant, Option<crate::costs::CostSummary>)>> = Mutex::new(None);
     Arc::new(move || {
         let summary = {
             let Ok(mut guard) = cache.lock() else {
                 return StateExtras::default();
             };
-            let stale = guard.as_ref().is_none_or(|(at, _)| at.elapsed() >= Duration::from_secs(60));
+            let stale = guard
+                .as_ref()
+                .is_none_or(|(at, _)| at.elapsed() >= Duration::from_secs(60));
             if stale {
                 let computed = match (&tariff, &wall) {
                     (Some(t), Some(source)) => {
                         let (t, source, host) = (t.clone(), source.clone(), host.clone());
                         store
-                            .query(move |s| crate::costs::summary(s, &host, &source, interval_ms, &t, chrono::Utc::now()).ok())
+                            .query(move |s| {
+                                crate::costs::summary(
+                                    s,
+                                    &host,
+                                    &source,
+                                    interval_ms,
+                                    &t,
+                                    chrono::Utc::now(),
+                                )
+                                .ok()
+                            })
                             .ok()
                             .flatten()
                     }

@@ -52,7 +52,9 @@ impl LiveState {
 
     /// Record a source's device counters (called by the sampler only).
     pub fn set_counters(&self, counters: Vec<wattson_collectors::DeviceCounters>) {
-        let Ok(mut inner) = self.inner.lock() else { return };
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
         for c in counters {
             inner.counters.insert(c.id.clone(), c);
         }
@@ -60,7 +62,10 @@ impl LiveState {
 
     /// Device health counters, by id.
     pub fn counters(&self) -> Vec<wattson_collectors::DeviceCounters> {
-        self.inner.lock().map(|i| i.counters.values().cloned().collect()).unwrap_or_default()
+        self.inner
+            .lock()
+            .map(|i| i.counters.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// The latest reading of every series.

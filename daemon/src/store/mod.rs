@@ -196,8 +196,10 @@ pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
         | Metric::PowerFactor
         | Metric::Frequency
         | Metric::EnergyCounter
-        | Metric::EnergyTotal => (true, false),
-        Metric::GpuUtilisation | Metric::GpuClock | Metric::PState => (true, false),
+        | Metric::EnergyTotal
+        | Metric::GpuUtilisation
+        | Metric::GpuClock
+        | Metric::PState => (true, false),
         Metric::CpuBusy => (channel == "all", false),
         Metric::CoreFrequency => (channel == "mean", false),
         Metric::CpuTime | Metric::IdleResidency => (channel.starts_with("all/"), false),
