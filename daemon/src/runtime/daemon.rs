@@ -175,7 +175,8 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
             }
         });
     }
-    tracing::info!("stopped; last flush stored {} samples", stats.samples);
+    let _ = stats;
+    tracing::info!("stopped");
     Ok(())
 }
 
@@ -358,12 +359,25 @@ fn extras_fn(
             .into_iter()
             .find(|r| r.metric == wattson_collectors::Metric::CpuBusy && r.channel == "all")
             .map(|r| r.value * cpus as f64);
+        // Until the store holds enough history for a projection, project the current draw,
+        // so the entity exists from the start instead of appearing later.
+        let live_projection = || {
+            let source = wall.as_ref()?;
+            let w = live
+                .latest()
+                .into_iter()
+                .find(|r| &r.source == source && r.metric == wattson_collectors::Metric::Power && r.channel.is_empty())?
+                .value;
+            let t = tariff.as_ref()?;
+            crate::analysis::cost::annual_cost(w, None, t, chrono::Utc::now().date_naive()).ok().map(|f| f.cost)
+        };
+        // `+ 0.0` turns a -0.0 from rounding into 0.0.
         StateExtras {
             currency: currency.clone(),
-            cost_today: summary.as_ref().map(|s| s.today.cost),
-            cost_month: summary.as_ref().map(|s| s.month.cost),
-            annual_projection: summary.as_ref().and_then(|s| s.annual_cost),
-            energy_today_kwh: summary.as_ref().map(|s| s.today.kwh),
+            cost_today: summary.as_ref().map(|s| s.today.cost + 0.0),
+            cost_month: summary.as_ref().map(|s| s.month.cost + 0.0),
+            annual_projection: summary.as_ref().and_then(|s| s.annual_cost).or_else(live_projection),
+            energy_today_kwh: summary.as_ref().map(|s| s.today.kwh + 0.0),
             mode: busy.map(|b| crate::modes::level_name(b.round().clamp(0.0, cpus as f64) as u32)),
             mode_options: mode_options.clone(),
             primary_meter: primary_meter.clone(),
