@@ -178,7 +178,7 @@ fn tls_config(cfg: &MqttConfig) -> Result<rustls::ClientConfig, MqttError> {
         url: cfg.url.clone(),
         reason,
     };
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| tls_err(e.to_string()))?;
