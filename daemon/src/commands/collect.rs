@@ -1,6 +1,8 @@
 //! `wattson collect`: the fleet collector. Subscribes to every host's state on the broker in
-//! `[mqtt]` and writes each sample once, as JSON lines (one object per sample: `host`,
-//! `ts` (UTC ms), `source`, `metric`, `channel`, `value` in the metric's unit).
+//! `[mqtt]` and stores each sample once, with its host, in the SQLite database
+//! (`[storage] path` or `--db`), so `wattson report` and `status` can compare the machines of
+//! a house; or, with `--jsonl`, appends JSON lines (one object per sample: `host`, `ts` (UTC
+//! ms), `source`, `metric`, `channel`, `value` in the metric's unit).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,9 +21,29 @@ pub struct CollectArgs {
     /// messages) while it is down [default: wattson-collect-<host>].
     #[arg(long, value_name = "ID")]
     pub client_id: Option<String>,
-    /// Append samples as JSON lines to this file instead of standard output.
+    /// Append samples as JSON lines to this file (`-` for standard output) instead of
+    /// storing them in the database.
     #[arg(long, value_name = "PATH")]
     pub jsonl: Option<PathBuf>,
+    /// Store into this database instead of `[storage] path`.
+    #[arg(long, value_name = "PATH", conflicts_with = "jsonl")]
+    pub db: Option<PathBuf>,
+}
+
+/// Stores each host's samples; a message is acknowledged to the broker only after its
+/// samples are committed, so a collector killed mid-way loses nothing the broker kept.
+struct StoreSink(crate::store::StoreHandle);
+
+impl FleetSink for StoreSink {
+    fn samples(&mut self, host: &str, batch: Vec<Sample>) {
+        if let Err(e) = self.0.insert_for_host(host, batch) {
+            tracing::error!("storing samples of {host}: {e}");
+            return;
+        }
+        if let Err(e) = self.0.flush() {
+            tracing::error!("committing samples of {host}: {e}");
+        }
+    }
 }
 
 /// Writes samples as JSON lines.
@@ -52,7 +74,9 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
         .client_id
         .clone()
         .unwrap_or_else(|| format!("wattson-collect-{}", cfg.host.name));
+    let mut store_thread = None;
     let mut sink: Box<dyn FleetSink> = match &args.jsonl {
+        Some(path) if path.as_os_str() == "-" => Box::new(JsonLines(std::io::stdout())),
         Some(path) => {
             let f = std::fs::OpenOptions::new()
                 .create(true)
@@ -61,7 +85,17 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
             Box::new(JsonLines(std::io::BufWriter::new(f)))
         }
-        None => Box::new(JsonLines(std::io::stdout())),
+        None => {
+            let db = args.db.clone().unwrap_or_else(|| cfg.storage.path.clone());
+            if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+            }
+            let (handle, thread) = crate::store::StoreHandle::spawn(&db, crate::runtime::daemon::store_options(&cfg))
+                .map_err(|e| anyhow::anyhow!("opening the database {}: {e}", db.display()))?;
+            tracing::info!("collecting every host's samples into {}", db.display());
+            store_thread = Some((handle.clone(), thread));
+            Box::new(StoreSink(handle))
+        }
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -88,6 +122,11 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
         }
         fleet::run(&mqtt, &client_id, sink.as_mut(), &stats, cancel).await
     })?;
+    drop(sink);
+    if let Some((handle, thread)) = store_thread {
+        handle.close().map_err(|e| anyhow::anyhow!("flushing the database: {e}"))?;
+        let _ = thread.join();
+    }
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     tracing::info!(
         "collector stopped: {} messages stored, {} duplicates, {} malformed",
