@@ -292,38 +292,42 @@ impl Writer {
                 .map_or(i64::MAX, |d| d.as_millis() as i64);
             let now = wall.min(self.newest_ms);
             if now > i64::MIN {
-                self.prune(now.saturating_sub(self.options.raw_retention_ms))?;
+                self.prune(now)?;
             }
         }
         result
     }
 
-    /// Deletes raw chunks that end at or before `cutoff_ms`; returns how many.
-    pub fn prune(&mut self, cutoff_ms: i64) -> Result<usize, StoreError> {
+    /// Deletes raw chunks expired at `now_ms`: those that end at or before `now_ms` minus
+    /// the series' retention ([`StoreOptions::retention_ms`]: the detail retention for
+    /// per-core CPU series, the raw retention for the rest). Returns how many.
+    pub fn prune(&mut self, now_ms: i64) -> Result<usize, StoreError> {
         let store = &self.store;
         let tx = store
             .conn
             .unchecked_transaction()
             .map_err(|e| store.sql(e))?;
-        let last_start = cutoff_ms.saturating_sub(CHUNK_MS);
-        let ids: Vec<i64> = store.series()?.iter().map(|s| s.id).collect();
+        let mut last_starts = HashMap::new();
         let mut deleted = 0;
-        for id in ids {
-            deleted += tx
-                .prepare_cached("DELETE FROM raw_chunk WHERE series_id = ?1 AND start_ms <= ?2")
-                .and_then(|mut s| s.execute(params![id, last_start]))
-                .map_err(|e| store.sql(e))?;
-            deleted += tx
-                .prepare_cached("DELETE FROM raw_open WHERE series_id = ?1 AND start_ms <= ?2")
-                .and_then(|mut s| s.execute(params![id, last_start]))
-                .map_err(|e| store.sql(e))?;
+        for series in store.series()? {
+            let retention = self.options.retention_ms(series.metric, &series.channel);
+            let last_start = now_ms.saturating_sub(retention).saturating_sub(CHUNK_MS);
+            last_starts.insert(series.id, last_start);
+            for sql in [
+                "DELETE FROM raw_chunk WHERE series_id = ?1 AND start_ms <= ?2",
+                "DELETE FROM raw_open WHERE series_id = ?1 AND start_ms <= ?2",
+            ] {
+                deleted += tx
+                    .prepare_cached(sql)
+                    .and_then(|mut s| s.execute(params![series.id, last_start]))
+                    .map_err(|e| store.sql(e))?;
+            }
         }
         tx.commit().map_err(|e| store.sql(e))?;
         for state in &mut self.states {
-            if state
-                .open
-                .as_ref()
-                .is_some_and(|o| o.start_ms <= last_start)
+            let last_start = last_starts.get(&state.series.id).copied();
+            if let (Some(open), Some(last_start)) = (&state.open, last_start)
+                && open.start_ms <= last_start
             {
                 state.open = None;
             }
