@@ -11,7 +11,8 @@
 //!   Raw chunks are kept for the raw retention (default 30 days), except per-core CPU
 //!   detail ([`is_per_core`]), which is kept for the shorter detail retention (default 3
 //!   days): it is most of the raw data and has no rollups, so older per-core history is
-//!   simply gone, while the CPU's aggregate channels keep the full raw retention.
+//!   simply gone, while the CPU's aggregate channels keep the full raw retention. Their
+//!   closed chunks live in their own table, so that pruning them frees whole pages.
 //! - hourly rollups (count, mean, min, max; energy for power) are kept forever for series
 //!   worth rolling up ([`rollup_kind`]): every meter metric, RAPL/hwmon/GPU power, and the
 //!   CPU's aggregate channels (`all`, `all/<x>`, `mean`). Per-core channels are raw only.
@@ -55,7 +56,10 @@ pub const HOUR_MS: i64 = 3_600_000;
 /// One day, ms.
 pub const DAY_MS: i64 = 86_400_000;
 
-const MIGRATION_LIST: &[M<'static>] = &[M::up(include_str!("../../../schema/0001-initial.sql"))];
+const MIGRATION_LIST: &[M<'static>] = &[
+    M::up(include_str!("../../../schema/0001-initial.sql")),
+    M::up(include_str!("../../../schema/0002-raw-detail-chunk.sql")),
+];
 
 /// The schema migrations, in order.
 pub const MIGRATIONS: Migrations<'static> = Migrations::from_slice(MIGRATION_LIST);

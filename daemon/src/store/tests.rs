@@ -98,7 +98,7 @@ fn a_new_database_is_marked_versioned_and_in_wal_mode() {
         .unwrap();
     assert_eq!(
         (id, version, mode.as_str(), fk),
-        (APPLICATION_ID, 1, "wal", 1)
+        (APPLICATION_ID, 2, "wal", 1)
     );
     assert_eq!(page, PAGE_SIZE);
     drop(store);
@@ -416,13 +416,62 @@ fn pruning_drops_per_core_chunks_at_the_detail_retention_and_keeps_the_rest() {
     expect.sort();
     assert_eq!(kept, expect);
     // The pruned open chunk is not written back by the next flush.
-    w.push(None, vec![cpu(T0 + 2 * DAY_MS + 1000, Metric::CpuBusy, "cpu2")]);
+    w.push(
+        None,
+        vec![cpu(T0 + 2 * DAY_MS + 1000, Metric::CpuBusy, "cpu2")],
+    );
     w.flush().unwrap();
     let cpu2 = w
         .store()
-        .raw(&SeriesFilter::all().channel("cpu2"), T0 - DAY_MS, T0 + 3 * DAY_MS)
+        .raw(
+            &SeriesFilter::all().channel("cpu2"),
+            T0 - DAY_MS,
+            T0 + 3 * DAY_MS,
+        )
         .unwrap();
     assert_eq!(cpu2[0].1, vec![(T0 + 2 * DAY_MS + 1000, 0.25)]);
+}
+
+#[test]
+fn per_core_chunks_close_into_their_own_table_and_older_ones_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let mut w = writer(&path);
+    let busy = |ts, channel: &str| Sample::new(ts, "cpu", Metric::CpuBusy, channel, 0.5);
+    w.push(None, vec![busy(T0, "cpu0"), busy(T0, "all")]);
+    w.flush().unwrap();
+    w.push(
+        None,
+        vec![busy(T0 + HOUR_MS, "cpu0"), busy(T0 + HOUR_MS, "all")],
+    );
+    w.flush().unwrap();
+    let count = |w: &Writer, table: &str| -> i64 {
+        let sql = format!("SELECT count(*) FROM {table}");
+        w.store().conn().query_row(&sql, [], |r| r.get(0)).unwrap()
+    };
+    let tables = |w: &Writer| (count(w, "raw_chunk"), count(w, "raw_detail_chunk"));
+    assert_eq!(tables(&w), (1, 1));
+    // A per-core chunk closed before raw_detail_chunk existed is still read, and a late
+    // sample is merged into it where it is rather than duplicated.
+    w.store()
+        .conn()
+        .execute_batch(
+            "INSERT INTO raw_chunk (series_id, start_ms, n, last_ts_ms, last_value, data)
+             SELECT series_id, start_ms, n, last_ts_ms, last_value, data FROM raw_detail_chunk;
+             DELETE FROM raw_detail_chunk;",
+        )
+        .unwrap();
+    w.push(None, vec![busy(T0 + 1000, "cpu0")]);
+    w.flush().unwrap();
+    assert_eq!(tables(&w), (2, 0));
+    let raw = w
+        .store()
+        .raw(&SeriesFilter::all().channel("cpu0"), T0, T0 + 2 * HOUR_MS)
+        .unwrap();
+    assert_eq!(
+        raw[0].1,
+        vec![(T0, 0.5), (T0 + 1000, 0.5), (T0 + HOUR_MS, 0.5)]
+    );
 }
 
 #[test]
