@@ -9,7 +9,9 @@
 //! current 0.001 A, power factor 0.01, frequency 0.1 Hz, energy counter 1 Wh) and a
 //! 4-core CPU (busy share per core and `all` from 1/100 s ticks, frequency per core and
 //! `mean` in MHz from 6 P-states, C1/C3/C6 residency per core and `all/<state>` at 1e-4),
-//! all at 1 Hz: 31 series, 31 samples a second.
+//! all at 1 Hz: 31 series, 31 samples a second. Timestamps are the scheduled tick on the
+//! 1 s grid, as the daemon stamps them; 1 poll in 1000 (per source) is 300-700 ms late and
+//! off the grid, and about every 6 hours the meter drops out for 3-30 s.
 
 #![allow(clippy::unwrap_used, clippy::print_stderr, missing_docs)]
 
@@ -36,6 +38,8 @@ struct Host {
     rng: StdRng,
     energy_wh: f64,
     volts_drift: f64,
+    /// The meter is silent (a serial dropout) until this second.
+    meter_gap_until_s: i64,
 }
 
 impl Host {
@@ -44,6 +48,18 @@ impl Host {
             rng: StdRng::seed_from_u64(seed),
             energy_wh: 12_345.0,
             volts_drift: 0.0,
+            meter_gap_until_s: i64::MIN,
+        }
+    }
+
+    /// The timestamp of a poll scheduled at second `t_s`, as the daemon stamps it
+    /// (`runtime::sampler::grid_ms`): the tick itself, except for 1 poll in 1000 that runs
+    /// 300-700 ms late and keeps its real time.
+    fn stamp(&mut self, t_s: i64) -> i64 {
+        if self.rng.random_range(0..1000) == 0 {
+            t_s * 1000 + self.rng.random_range(300..700)
+        } else {
+            t_s * 1000
         }
     }
 
@@ -59,7 +75,12 @@ impl Host {
     }
 
     fn second(&mut self, t_s: i64) -> Vec<Sample> {
-        let ts = t_s * 1000 + self.rng.random_range(0..3);
+        // About once in 6 hours the meter drops out for 3-30 s.
+        if self.rng.random_range(0..21_600) == 0 {
+            self.meter_gap_until_s = t_s + self.rng.random_range(3..=30);
+        }
+        let meter_silent = t_s < self.meter_gap_until_s;
+        let ts = self.stamp(t_s);
         let load = Host::load(t_s);
         let mut out = Vec::with_capacity(31);
         let round = |v: f64, step: f64| (v / step).round() * step;
@@ -93,6 +114,10 @@ impl Host {
             "",
             self.energy_wh.floor(),
         ));
+        if meter_silent {
+            out.clear();
+        }
+        let ts = self.stamp(t_s);
         let (mut busy_all, mut mhz_all) = (0.0, 0.0);
         let mut states_all = [0.0; 3];
         for core in 0..4 {
@@ -231,18 +256,19 @@ fn ingest(writer: &mut Writer, host: &mut Host, from_ms: i64, to_ms: i64, flush_
         if t_s % flush_s == 0 {
             writer.flush().unwrap();
         }
-        if (t_s * 1000) % DAY_MS == 0 {
-            // The daemon prunes every 10 minutes; daily is enough to reach steady state.
-            let retention = writer.options().raw_retention_ms;
-            writer.prune(t_s * 1000 - retention).unwrap();
+        if (t_s * 1000) % HOUR_MS == 0 {
+            // The daemon prunes every 10 minutes; hourly is close enough.
+            writer.prune(t_s * 1000).unwrap();
         }
     }
     writer.flush().unwrap();
+    writer.prune(t_s * 1000).unwrap();
     n
 }
 
-/// A host-year at default retention: rollups for the year, the last 30 days (+1, so the
-/// first day is pruned and its pages reused) ingested as raw samples at 1 Hz.
+/// A host-year at default retention (30 days raw, 3 days raw for per-core CPU series):
+/// rollups for the year, the last 30 days (+1, so the first day is pruned and its pages
+/// reused) ingested as raw samples at 1 Hz, pruned hourly.
 fn build_year(path: &Path, raw_days: i64) -> usize {
     let raw_from = YEAR_START + YEAR_MS - raw_days * DAY_MS;
     let store = Store::open(path, &options()).unwrap();
@@ -273,9 +299,12 @@ fn size_report() {
     let pages = q("PRAGMA page_count");
     let free = q("PRAGMA freelist_count");
     let raw_payload = q("SELECT coalesce(sum(length(data)), 0) FROM raw_chunk")
+        + q("SELECT coalesce(sum(length(data)), 0) FROM raw_detail_chunk")
         + q("SELECT coalesce(sum(length(data)), 0) FROM raw_open");
-    let raw_samples = q("SELECT sum(n) FROM raw_chunk") + q("SELECT sum(n) FROM raw_open");
-    let chunks = q("SELECT count(*) FROM raw_chunk");
+    let raw_samples = q("SELECT coalesce(sum(n), 0) FROM raw_chunk")
+        + q("SELECT coalesce(sum(n), 0) FROM raw_detail_chunk")
+        + q("SELECT coalesce(sum(n), 0) FROM raw_open");
+    let chunks = q("SELECT count(*) FROM raw_chunk") + q("SELECT count(*) FROM raw_detail_chunk");
     let minute_payload = q("SELECT coalesce(sum(length(minutes)), 0) FROM rollup_hour");
     let hours = q("SELECT count(*) FROM rollup_hour");
     eprintln!("synthetic host-year: {samples} samples ingested (31 days) in {took:.1?}");
@@ -291,8 +320,35 @@ fn size_report() {
     let mut stmt = store
         .conn()
         .prepare(
+            "SELECT name, count(*), sum(pgsize), sum(unused) FROM dbstat
+             GROUP BY name ORDER BY sum(pgsize) DESC",
+        )
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })
+        .unwrap();
+    for row in rows {
+        let (name, pages, bytes, unused) = row.unwrap();
+        eprintln!(
+            "  {name:<24} {pages:>5} pages {:>6.1} MB, {:>5.1} MB unused",
+            bytes as f64 / 1e6,
+            unused as f64 / 1e6
+        );
+    }
+    let mut stmt = store
+        .conn()
+        .prepare(
             "SELECT s.metric, s.channel LIKE 'cpu%', sum(length(c.data)), sum(c.n)
-             FROM raw_chunk c JOIN series s ON s.id = c.series_id GROUP BY 1, 2 ORDER BY 1, 2",
+             FROM (SELECT series_id, data, n FROM raw_chunk
+                   UNION ALL SELECT series_id, data, n FROM raw_detail_chunk) c
+             JOIN series s ON s.id = c.series_id GROUP BY 1, 2 ORDER BY 1, 2",
         )
         .unwrap();
     let rows = stmt

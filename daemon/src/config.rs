@@ -73,6 +73,7 @@ struct FileHost {
 struct FileStorage {
     path: Option<PathBuf>,
     raw_retention: Option<Spanned<String>>,
+    detail_retention: Option<Spanned<String>>,
     flush_interval: Option<Spanned<String>>,
 }
 
@@ -198,6 +199,9 @@ pub struct HostConfig {
 pub struct StorageConfig {
     pub path: PathBuf,
     pub raw_retention: Duration,
+    /// How long raw per-core CPU samples (`cpuN`, `cpuN/<x>`) are kept; never longer than
+    /// `raw_retention`.
+    pub detail_retention: Duration,
     /// How often buffered samples are committed (at most this much is lost on a crash).
     pub flush_interval: Duration,
 }
@@ -335,6 +339,7 @@ impl Config {
             storage: StorageConfig {
                 path: PathBuf::from("/var/lib/wattson/wattson.db"),
                 raw_retention: Duration::from_secs(30 * 86_400),
+                detail_retention: Duration::from_secs(3 * 86_400),
                 flush_interval: Duration::from_secs(5),
             },
             meters: Vec::new(),
@@ -412,6 +417,11 @@ impl Config {
             out,
             "raw_retention = {}",
             q(&format_duration(self.storage.raw_retention))
+        );
+        let _ = writeln!(
+            out,
+            "detail_retention = {}",
+            q(&format_duration(self.storage.detail_retention))
         );
         let _ = writeln!(
             out,
@@ -734,6 +744,11 @@ impl Validator<'_> {
             file.storage.raw_retention.as_ref(),
             "storage.raw_retention",
             config.storage.raw_retention,
+        )?;
+        config.storage.detail_retention = self.duration(
+            file.storage.detail_retention.as_ref(),
+            "storage.detail_retention",
+            config.storage.detail_retention,
         )?;
         config.storage.flush_interval = self.duration(
             file.storage.flush_interval.as_ref(),
@@ -1090,6 +1105,7 @@ mod tests {
     fn empty_file_gives_defaults() {
         let c = parse("").unwrap();
         assert_eq!(c.storage.raw_retention, Duration::from_secs(30 * 86_400));
+        assert_eq!(c.storage.detail_retention, Duration::from_secs(3 * 86_400));
         assert_eq!(c.cpu.interval, Duration::from_secs(1));
         assert_eq!(c.tariff.price_per_kwh, 0.09);
         assert!(c.meters.is_empty());
@@ -1133,6 +1149,7 @@ sysfs = "/tmp/sys"
 [storage]
 path = "/tmp/w.db"
 raw_retention = "7d"
+detail_retention = "12h"
 [[meter]]
 id = "wall"
 protocol = "pzem004t"
@@ -1170,6 +1187,7 @@ modes = { standby = 40.0, idle = 240.0, "1 loop" = 260.0, "2 loops" = 280.0 }
         assert_eq!(c.host.name, "basket");
         assert_eq!(c.tariff.currency, "GBP");
         assert_eq!(c.meters.len(), 2);
+        assert_eq!(c.storage.detail_retention, Duration::from_secs(12 * 3600));
         assert_eq!(
             c.meters[1].line.as_ref().unwrap().fields["power"],
             LineField::Key("P".into())

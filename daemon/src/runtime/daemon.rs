@@ -77,6 +77,7 @@ pub fn store_options(config: &Config) -> StoreOptions {
     StoreOptions {
         host: config.host.name.clone(),
         raw_retention_ms: config.storage.raw_retention.as_millis() as i64,
+        detail_retention_ms: config.storage.detail_retention.as_millis() as i64,
         expected_interval_ms: expected.as_millis() as i64,
         // The sampler already holds samples for `[storage] flush_interval`; the store commits
         // each batch at once, so a crash loses at most that interval (not 2 s more).

@@ -8,7 +8,11 @@
 //! Layout (see `schema/0001-initial.sql`):
 //! - raw samples live in chunks of [`CHUNK_MS`] per series, encoded by [`codec`]: values are
 //!   quantised to the resolution of their unit ([`resolution`]), lossless at meter resolution.
-//!   Raw chunks are kept for the raw retention (default 30 days).
+//!   Raw chunks are kept for the raw retention (default 30 days), except per-core CPU
+//!   detail ([`is_per_core`]), which is kept for the shorter detail retention (default 3
+//!   days): it is most of the raw data and has no rollups, so older per-core history is
+//!   simply gone, while the CPU's aggregate channels keep the full raw retention. Their
+//!   closed chunks live in their own table, so that pruning them frees whole pages.
 //! - hourly rollups (count, mean, min, max; energy for power) are kept forever for series
 //!   worth rolling up ([`rollup_kind`]): every meter metric, RAPL/hwmon/GPU power, and the
 //!   CPU's aggregate channels (`all`, `all/<x>`, `mean`). Per-core channels are raw only.
@@ -54,7 +58,8 @@ pub const DAY_MS: i64 = 86_400_000;
 
 const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0001-initial.sql")),
-    M::up(include_str!("../../../schema/0002-dashboard-views.sql")),
+    M::up(include_str!("../../../schema/0002-raw-detail-chunk.sql")),
+    M::up(include_str!("../../../schema/0003-dashboard-views.sql")),
 ];
 
 /// The schema migrations, in order.
@@ -128,6 +133,9 @@ pub struct StoreOptions {
     pub host: String,
     /// How long raw samples are kept, ms (default 30 days). Rollups are kept forever.
     pub raw_retention_ms: i64,
+    /// How long raw samples of per-core CPU series ([`is_per_core`]) are kept, ms (default
+    /// 3 days); never longer than `raw_retention_ms`.
+    pub detail_retention_ms: i64,
     /// Longest time samples wait in memory before a flush (default 2 s).
     pub flush_interval: Duration,
     /// A flush starts early once this many samples wait (default 50,000).
@@ -146,6 +154,7 @@ impl Default for StoreOptions {
         StoreOptions {
             host: "localhost".to_owned(),
             raw_retention_ms: 30 * DAY_MS,
+            detail_retention_ms: 3 * DAY_MS,
             flush_interval: Duration::from_secs(2),
             max_batch_samples: 50_000,
             queue_batches: 1024,
@@ -159,6 +168,16 @@ impl StoreOptions {
     /// The longest interval between two power samples that is integrated, ms.
     pub fn max_interval_ms(&self) -> i64 {
         self.expected_interval_ms.saturating_mul(3)
+    }
+
+    /// How long raw samples of a series are kept, ms: the detail retention for per-core
+    /// CPU series, the raw retention for everything else.
+    pub fn retention_ms(&self, metric: Metric, channel: &str) -> i64 {
+        if is_per_core(metric, channel) {
+            self.detail_retention_ms.min(self.raw_retention_ms)
+        } else {
+            self.raw_retention_ms
+        }
     }
 }
 
@@ -204,6 +223,21 @@ pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
         Metric::CoreFrequency => (channel == "mean", false),
         Metric::CpuTime | Metric::IdleResidency => (channel.starts_with("all/"), false),
     }
+}
+
+/// Whether a series is per-core CPU detail: a CPU metric on channel `cpuN` or `cpuN/<x>`
+/// (the CPU collector's per-CPU channels). Aggregate channels (`all`, `all/<x>`, `mean`),
+/// meters and power sources are not.
+pub fn is_per_core(metric: Metric, channel: &str) -> bool {
+    let cpu_metric = matches!(
+        metric,
+        Metric::CpuBusy | Metric::CpuTime | Metric::CoreFrequency | Metric::IdleResidency
+    );
+    let cpu = channel.split_once('/').map_or(channel, |(cpu, _)| cpu);
+    cpu_metric
+        && cpu
+            .strip_prefix("cpu")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// One stored series.

@@ -171,8 +171,14 @@ impl Store {
             let closed = self
                 .conn
                 .prepare_cached(
-                    "SELECT last_ts_ms, last_value FROM raw_chunk WHERE series_id = ?1
-                     ORDER BY start_ms DESC LIMIT 1",
+                    "SELECT last_ts_ms, last_value FROM (
+                       SELECT start_ms, last_ts_ms, last_value FROM raw_chunk
+                         WHERE series_id = ?1 ORDER BY start_ms DESC LIMIT 1)
+                     UNION ALL
+                     SELECT last_ts_ms, last_value FROM (
+                       SELECT start_ms, last_ts_ms, last_value FROM raw_detail_chunk
+                         WHERE series_id = ?1 ORDER BY start_ms DESC LIMIT 1)
+                     ORDER BY 1 DESC LIMIT 1",
                 )
                 .and_then(|mut s| {
                     s.query_row([series.id], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -244,6 +250,9 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT start_ms, data FROM raw_chunk
+                   WHERE series_id = ?1 AND start_ms >= ?2 AND start_ms < ?3
+                 UNION ALL
+                 SELECT start_ms, data FROM raw_detail_chunk
                    WHERE series_id = ?1 AND start_ms >= ?2 AND start_ms < ?3
                  UNION ALL
                  SELECT start_ms, data FROM raw_open

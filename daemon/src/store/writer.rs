@@ -5,7 +5,8 @@
 //! open chunk, updates the open hour's rollup (and its minutes, with energy integrated
 //! between continuous power samples), and writes every changed open chunk and open hour in
 //! one transaction, so a killed process loses at most the batch it was flushing. Chunks
-//! that close are appended to `raw_chunk`; samples older than a series' open chunk are
+//! that close are appended to `raw_chunk` (`raw_detail_chunk` for per-core CPU series,
+//! which are pruned sooner); samples older than a series' open chunk are
 //! merged into their closed chunk. Times are UTC ms, energy Wh.
 
 use std::collections::{BTreeMap, HashMap};
@@ -17,7 +18,7 @@ use wattson_collectors::{Metric, Sample};
 use super::codec::{self, Order};
 use super::{
     CHUNK_MS, HOUR_MS, HourRollup, MINUTE_MS, MinuteRollup, Series, Store, StoreError,
-    StoreOptions, dequantise, floor_to, integrate, quantise, resolution, rollup_kind,
+    StoreOptions, dequantise, floor_to, integrate, is_per_core, quantise, resolution, rollup_kind,
 };
 
 /// What one flush wrote.
@@ -182,6 +183,8 @@ struct SeriesState {
     scale: f64,
     hourly: bool,
     minutes: bool,
+    /// Per-core CPU detail ([`is_per_core`]): closed chunks go to `raw_detail_chunk`.
+    detail: bool,
     open: Option<OpenChunk>,
     prev: Option<(i64, f64)>,
     hour: Option<HourAcc>,
@@ -292,38 +295,43 @@ impl Writer {
                 .map_or(i64::MAX, |d| d.as_millis() as i64);
             let now = wall.min(self.newest_ms);
             if now > i64::MIN {
-                self.prune(now.saturating_sub(self.options.raw_retention_ms))?;
+                self.prune(now)?;
             }
         }
         result
     }
 
-    /// Deletes raw chunks that end at or before `cutoff_ms`; returns how many.
-    pub fn prune(&mut self, cutoff_ms: i64) -> Result<usize, StoreError> {
+    /// Deletes raw chunks expired at `now_ms`: those that end at or before `now_ms` minus
+    /// the series' retention ([`StoreOptions::retention_ms`]: the detail retention for
+    /// per-core CPU series, the raw retention for the rest). Returns how many.
+    pub fn prune(&mut self, now_ms: i64) -> Result<usize, StoreError> {
         let store = &self.store;
         let tx = store
             .conn
             .unchecked_transaction()
             .map_err(|e| store.sql(e))?;
-        let last_start = cutoff_ms.saturating_sub(CHUNK_MS);
-        let ids: Vec<i64> = store.series()?.iter().map(|s| s.id).collect();
+        let mut last_starts = HashMap::new();
         let mut deleted = 0;
-        for id in ids {
-            deleted += tx
-                .prepare_cached("DELETE FROM raw_chunk WHERE series_id = ?1 AND start_ms <= ?2")
-                .and_then(|mut s| s.execute(params![id, last_start]))
-                .map_err(|e| store.sql(e))?;
-            deleted += tx
-                .prepare_cached("DELETE FROM raw_open WHERE series_id = ?1 AND start_ms <= ?2")
-                .and_then(|mut s| s.execute(params![id, last_start]))
-                .map_err(|e| store.sql(e))?;
+        for series in store.series()? {
+            let retention = self.options.retention_ms(series.metric, &series.channel);
+            let last_start = now_ms.saturating_sub(retention).saturating_sub(CHUNK_MS);
+            last_starts.insert(series.id, last_start);
+            for sql in [
+                "DELETE FROM raw_chunk WHERE series_id = ?1 AND start_ms <= ?2",
+                "DELETE FROM raw_detail_chunk WHERE series_id = ?1 AND start_ms <= ?2",
+                "DELETE FROM raw_open WHERE series_id = ?1 AND start_ms <= ?2",
+            ] {
+                deleted += tx
+                    .prepare_cached(sql)
+                    .and_then(|mut s| s.execute(params![series.id, last_start]))
+                    .map_err(|e| store.sql(e))?;
+            }
         }
         tx.commit().map_err(|e| store.sql(e))?;
         for state in &mut self.states {
-            if state
-                .open
-                .as_ref()
-                .is_some_and(|o| o.start_ms <= last_start)
+            let last_start = last_starts.get(&state.series.id).copied();
+            if let (Some(open), Some(last_start)) = (&state.open, last_start)
+                && open.start_ms <= last_start
             {
                 state.open = None;
             }
@@ -394,8 +402,9 @@ impl Writer {
             }
         }
         for ((i, start_ms), points) in std::mem::take(&mut self.late) {
-            let id = self.states[i].series.id;
-            self.merge_closed(id, start_ms, &points, self.states[i].scale)?;
+            let (id, scale) = (self.states[i].series.id, self.states[i].scale);
+            let detail = self.states[i].detail;
+            self.merge_closed(id, detail, start_ms, &points, scale)?;
         }
         for state in &mut self.states {
             if let Some(open) = state.open.as_mut().filter(|o| o.dirty) {
@@ -429,6 +438,7 @@ impl Writer {
         let i = self.states.len();
         self.states.push(SeriesState {
             scale: resolution(series.unit),
+            detail: is_per_core(series.metric, &series.channel),
             series,
             hourly,
             minutes,
@@ -483,8 +493,8 @@ impl Writer {
             _ => {
                 if let Some(old) = state.open.take() {
                     let points: Vec<(i64, i64)> = old.ts.into_iter().zip(old.q).collect();
-                    let (id, scale) = (state.series.id, state.scale);
-                    self.merge_closed(id, old.start_ms, &points, scale)?;
+                    let (id, detail, scale) = (state.series.id, state.detail, state.scale);
+                    self.merge_closed(id, detail, old.start_ms, &points, scale)?;
                     self.store
                         .conn
                         .prepare_cached("DELETE FROM raw_open WHERE series_id = ?1")
@@ -582,24 +592,32 @@ impl Writer {
         Ok(())
     }
 
-    /// Merges `points` (ts, quantised value) into the closed chunk at `start_ms`.
+    /// Merges `points` (ts, quantised value) into the closed chunk at `start_ms`, in
+    /// `raw_detail_chunk` for per-core series (`detail`) and `raw_chunk` for the rest; a
+    /// chunk already stored is rewritten in the table it is in.
     fn merge_closed(
         &self,
         series_id: i64,
+        detail: bool,
         start_ms: i64,
         points: &[(i64, i64)],
         scale: f64,
     ) -> Result<(), StoreError> {
         let store = &self.store;
-        let existing: Option<Vec<u8>> = store
+        let existing: Option<(Vec<u8>, bool)> = store
             .conn
-            .prepare_cached("SELECT data FROM raw_chunk WHERE series_id = ?1 AND start_ms = ?2")
+            .prepare_cached(
+                "SELECT data, 0 FROM raw_chunk WHERE series_id = ?1 AND start_ms = ?2
+                 UNION ALL
+                 SELECT data, 1 FROM raw_detail_chunk WHERE series_id = ?1 AND start_ms = ?2",
+            )
             .and_then(|mut s| {
-                s.query_row(params![series_id, start_ms], |r| r.get(0))
+                s.query_row(params![series_id, start_ms], |r| Ok((r.get(0)?, r.get(1)?)))
                     .optional()
             })
             .map_err(|e| store.sql(e))?;
-        let mut all: Vec<(i64, i64)> = match existing {
+        let detail = existing.as_ref().map_or(detail, |e| e.1);
+        let mut all: Vec<(i64, i64)> = match existing.map(|e| e.0) {
             Some(data) => {
                 let c = store.decode_chunk(series_id, start_ms, &data)?;
                 c.ts.into_iter().zip(c.q).collect()
@@ -617,13 +635,20 @@ impl Writer {
         let (data, last_ts, last_value) = encode_chunk(&chunk, scale);
         store
             .conn
-            .prepare_cached(
+            .prepare_cached(if detail {
+                "INSERT INTO raw_detail_chunk
+                   (series_id, start_ms, n, last_ts_ms, last_value, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (series_id, start_ms) DO UPDATE SET n = excluded.n,
+                   last_ts_ms = excluded.last_ts_ms, last_value = excluded.last_value,
+                   data = excluded.data"
+            } else {
                 "INSERT INTO raw_chunk (series_id, start_ms, n, last_ts_ms, last_value, data)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (series_id, start_ms) DO UPDATE SET n = excluded.n,
                    last_ts_ms = excluded.last_ts_ms, last_value = excluded.last_value,
-                   data = excluded.data",
-            )
+                   data = excluded.data"
+            })
             .and_then(|mut s| {
                 s.execute(params![
                     series_id,
