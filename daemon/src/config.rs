@@ -58,6 +58,46 @@ struct FileConfig {
     mqtt: Option<FileMqtt>,
     #[serde(default)]
     config: Vec<FileManual>,
+    #[serde(default)]
+    power: FilePower,
+    #[serde(default)]
+    ups: Vec<FileUps>,
+    #[serde(default)]
+    plug: Vec<FilePlug>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePower {
+    rapl: Option<bool>,
+    hwmon: Option<bool>,
+    gpu: Option<bool>,
+    ipmi: Option<bool>,
+    ipmi_command: Option<PathBuf>,
+    #[serde(default)]
+    ipmi_args: Vec<String>,
+    interval: Option<Spanned<String>>,
+    ipmi_interval: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileUps {
+    id: Spanned<String>,
+    host: String,
+    port: Option<u16>,
+    name: String,
+    username: Option<String>,
+    password_file: Option<PathBuf>,
+    interval: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePlug {
+    id: Spanned<String>,
+    kind: Spanned<String>,
+    topic: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -186,6 +226,50 @@ pub struct Config {
     pub tariff: TariffConfig,
     pub mqtt: Option<MqttConfig>,
     pub manual: Vec<ManualConfig>,
+    pub power: PowerConfig,
+    pub ups: Vec<UpsConfig>,
+    pub plugs: Vec<PlugConfig>,
+}
+
+/// Software-visible power sources inside the box (`[power]`). One switch per source, as in
+/// the file.
+#[allow(clippy::struct_excessive_bools)]
+#[derive(Debug, Clone, PartialEq)]
+pub struct PowerConfig {
+    /// RAPL package/DRAM energy (powercap), when present.
+    pub rapl: bool,
+    /// hwmon power and energy sensors, when present.
+    pub hwmon: bool,
+    /// NVIDIA GPUs through NVML, when the driver is present.
+    pub gpu: bool,
+    /// The BMC's DCMI power reading through ipmitool (off by default: it starts a process).
+    pub ipmi: bool,
+    pub ipmi_command: PathBuf,
+    pub ipmi_args: Vec<String>,
+    pub interval: Duration,
+    pub ipmi_interval: Duration,
+}
+
+/// A UPS read through Network UPS Tools' upsd (`[[ups]]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpsConfig {
+    pub id: String,
+    pub host: String,
+    pub port: u16,
+    /// The UPS name in upsd (`ups` in `ups@host`).
+    pub name: String,
+    pub username: Option<String>,
+    pub password_file: Option<PathBuf>,
+    pub interval: Duration,
+}
+
+/// A smart plug reporting over MQTT, used as a wall meter (`[[plug]]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlugConfig {
+    pub id: String,
+    /// `tasmota` or `shelly`.
+    pub kind: String,
+    pub topic: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -350,6 +434,18 @@ impl Config {
             tariff: TariffConfig::default(),
             mqtt: None,
             manual: Vec::new(),
+            power: PowerConfig {
+                rapl: true,
+                hwmon: true,
+                gpu: true,
+                ipmi: false,
+                ipmi_command: PathBuf::from("ipmitool"),
+                ipmi_args: Vec::new(),
+                interval: Duration::from_secs(1),
+                ipmi_interval: Duration::from_secs(10),
+            },
+            ups: Vec::new(),
+            plugs: Vec::new(),
         }
     }
 
@@ -533,6 +629,50 @@ impl Config {
                 q(&format_duration(m.publish_interval))
             );
             let _ = writeln!(out, "keepalive = {}", q(&format_duration(m.keepalive)));
+        }
+        let pw = &self.power;
+        let _ = writeln!(out, "\n[power]");
+        let _ = writeln!(
+            out,
+            "rapl = {}\nhwmon = {}\ngpu = {}\nipmi = {}",
+            pw.rapl, pw.hwmon, pw.gpu, pw.ipmi
+        );
+        let _ = writeln!(out, "ipmi_command = {}", p(&pw.ipmi_command));
+        if !pw.ipmi_args.is_empty() {
+            let args: Vec<String> = pw.ipmi_args.iter().map(|a| q(a)).collect();
+            let _ = writeln!(out, "ipmi_args = [{}]", args.join(", "));
+        }
+        let _ = writeln!(out, "interval = {}", q(&format_duration(pw.interval)));
+        let _ = writeln!(
+            out,
+            "ipmi_interval = {}",
+            q(&format_duration(pw.ipmi_interval))
+        );
+        for u in &self.ups {
+            let _ = writeln!(
+                out,
+                "\n[[ups]]\nid = {}\nhost = {}\nport = {}\nname = {}",
+                q(&u.id),
+                q(&u.host),
+                u.port,
+                q(&u.name)
+            );
+            if let Some(user) = &u.username {
+                let _ = writeln!(out, "username = {}", q(user));
+            }
+            if let Some(pf) = &u.password_file {
+                let _ = writeln!(out, "password_file = {}  # contents not shown", p(pf));
+            }
+            let _ = writeln!(out, "interval = {}", q(&format_duration(u.interval)));
+        }
+        for pl in &self.plugs {
+            let _ = writeln!(
+                out,
+                "\n[[plug]]\nid = {}\nkind = {}\ntopic = {}",
+                q(&pl.id),
+                q(&pl.kind),
+                q(&pl.topic)
+            );
         }
         for c in &self.manual {
             let _ = writeln!(out, "\n[[config]]");
@@ -991,6 +1131,89 @@ impl Validator<'_> {
                     "mqtt.keepalive",
                     Duration::from_secs(30),
                 )?,
+            });
+        }
+
+        let p = file.power;
+        config.power.rapl = p.rapl.unwrap_or(true);
+        config.power.hwmon = p.hwmon.unwrap_or(true);
+        config.power.gpu = p.gpu.unwrap_or(true);
+        config.power.ipmi = p.ipmi.unwrap_or(false);
+        if let Some(c) = p.ipmi_command {
+            config.power.ipmi_command = c;
+        }
+        config.power.ipmi_args = p.ipmi_args;
+        if config.power.ipmi_args.iter().any(|a| a == "-P") {
+            return Err(ConfigError::Invalid {
+                path: self.path.to_owned(),
+                line: 0,
+                key: "power.ipmi_args".into(),
+                message: "pass the BMC password with -f FILE or -E, not -P (arguments are visible to every user in ps)".into(),
+            });
+        }
+        config.power.interval =
+            self.duration(p.interval.as_ref(), "power.interval", config.power.interval)?;
+        config.power.ipmi_interval = self.duration(
+            p.ipmi_interval.as_ref(),
+            "power.ipmi_interval",
+            config.power.ipmi_interval,
+        )?;
+        for u in file.ups {
+            let id = u.id.get_ref().trim().to_owned();
+            if id.is_empty()
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(self.err::<()>(
+                    u.id.span(),
+                    "ups.id",
+                    format!("{id:?} must be non-empty letters, digits, '-' or '_'"),
+                ));
+            }
+            config.ups.push(UpsConfig {
+                id,
+                host: u.host,
+                port: u.port.unwrap_or(3493),
+                name: u.name,
+                username: u.username,
+                password_file: u.password_file,
+                interval: self.duration(
+                    u.interval.as_ref(),
+                    "ups.interval",
+                    Duration::from_secs(5),
+                )?,
+            });
+        }
+        for pl in file.plug {
+            let kind = pl.kind.get_ref().to_ascii_lowercase();
+            if kind != "tasmota" && kind != "shelly" {
+                return Err(self.err::<()>(
+                    pl.kind.span(),
+                    "plug.kind",
+                    format!("{kind:?} is not a plug kind: use \"tasmota\" or \"shelly\""),
+                ));
+            }
+            let id = pl.id.get_ref().trim().to_owned();
+            if id.is_empty() || config.meters.iter().any(|m| m.id == id) {
+                return Err(self.err::<()>(
+                    pl.id.span(),
+                    "plug.id",
+                    format!("{id:?} must be non-empty and differ from every meter id"),
+                ));
+            }
+            config.plugs.push(PlugConfig {
+                id,
+                kind,
+                topic: pl.topic,
+            });
+        }
+        if !config.plugs.is_empty() && config.mqtt.is_none() {
+            return Err(ConfigError::Invalid {
+                path: self.path.to_owned(),
+                line: 0,
+                key: "plug".into(),
+                message: "smart plugs report over MQTT: add an [mqtt] section with the broker they publish to".into(),
             });
         }
 

@@ -88,10 +88,12 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
         None => {
             let db = args.db.clone().unwrap_or_else(|| cfg.storage.path.clone());
             if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
             }
-            let (handle, thread) = crate::store::StoreHandle::spawn(&db, crate::runtime::daemon::store_options(&cfg))
-                .map_err(|e| anyhow::anyhow!("opening the database {}: {e}", db.display()))?;
+            let (handle, thread) =
+                crate::store::StoreHandle::spawn(&db, crate::runtime::daemon::store_options(&cfg))
+                    .map_err(|e| anyhow::anyhow!("opening the database {}: {e}", db.display()))?;
             tracing::info!("collecting every host's samples into {}", db.display());
             store_thread = Some((handle.clone(), thread));
             Box::new(StoreSink(handle))
@@ -124,7 +126,9 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
     })?;
     drop(sink);
     if let Some((handle, thread)) = store_thread {
-        handle.close().map_err(|e| anyhow::anyhow!("flushing the database: {e}"))?;
+        handle
+            .close()
+            .map_err(|e| anyhow::anyhow!("flushing the database: {e}"))?;
         let _ = thread.join();
     }
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);

@@ -159,6 +159,31 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
             detail: e.to_string(),
         }),
     }
+    if config.power.gpu {
+        let state = wattson_collectors::power::nvml::NvmlCollector::new();
+        out.push(SourceState {
+            source: "gpu".into(),
+            available: state.is_ok(),
+            detail: state.map_or_else(|e| e.to_string(), |_| "NVML loaded".into()),
+        });
+    }
+    if !config.power.ipmi {
+        out.push(SourceState {
+            source: "ipmi".into(),
+            available: false,
+            detail: "off ([power] ipmi = true reads the BMC's DCMI power reading)".into(),
+        });
+    }
+    for u in &config.ups {
+        out.push(SourceState {
+            source: format!("ups:{}", u.name),
+            available: true,
+            detail: format!(
+                "upsd {}:{} (shared: feeds several machines; never added to the wall figure)",
+                u.host, u.port
+            ),
+        });
+    }
     match wattson_collectors::power::hwmon::HwmonCollector::new(root) {
         Ok(_) => out.push(SourceState {
             source: "hwmon".into(),

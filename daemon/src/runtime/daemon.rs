@@ -62,7 +62,119 @@ pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
     for (meter, interval) in crate::meters::build_collectors(&config.meters)? {
         out.push(Scheduled::new(Box::new(meter), interval));
     }
+    out.extend(power_sources(config, &root));
     Ok(out)
+}
+
+/// The power sources inside the box and around it that this machine has. Each one that is
+/// asked for but cannot work here is logged once, with why, and left out.
+fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
+    use wattson_collectors::power::{hwmon, ipmi, nut, nvml, rapl};
+    let p = &config.power;
+    let mut out: Vec<Scheduled> = Vec::new();
+    let mut add = |name: &str,
+                   r: Result<Box<dyn wattson_collectors::Collector>, String>,
+                   every: Duration| match r {
+        Ok(c) => out.push(Scheduled::new(c, every)),
+        Err(why) => tracing::info!("{name}: unavailable: {why}"),
+    };
+    if p.rapl {
+        add(
+            "rapl",
+            rapl::RaplCollector::new(root)
+                .map(|c| Box::new(c) as _)
+                .map_err(|e| e.to_string()),
+            p.interval,
+        );
+    }
+    if p.hwmon {
+        add(
+            "hwmon",
+            hwmon::HwmonCollector::new(root)
+                .map(|c| Box::new(c) as _)
+                .map_err(|e| e.to_string()),
+            p.interval,
+        );
+    }
+    if p.gpu {
+        add(
+            "gpu",
+            nvml::NvmlCollector::new()
+                .map(|c| Box::new(c) as _)
+                .map_err(|e| e.to_string()),
+            p.interval,
+        );
+    }
+    if p.ipmi {
+        let cfg = ipmi::IpmiConfig {
+            program: p.ipmi_command.clone(),
+            args: p.ipmi_args.clone(),
+            timeout: Duration::from_secs(5),
+            accept_deactivated: false,
+        };
+        add(
+            "ipmi",
+            ipmi::IpmiCollector::new(cfg)
+                .map(|c| Box::new(c) as _)
+                .map_err(|e| e.to_string()),
+            p.ipmi_interval,
+        );
+    }
+    for u in &config.ups {
+        let password = match &u.password_file {
+            None => None,
+            Some(f) => match std::fs::read_to_string(f) {
+                Ok(s) => Some(s.trim().to_owned()),
+                Err(e) => {
+                    tracing::warn!(
+                        "ups {}: cannot read password_file {}: {e}",
+                        u.id,
+                        f.display()
+                    );
+                    continue;
+                }
+            },
+        };
+        let mut cfg = nut::NutConfig::new(u.host.clone(), u.name.clone());
+        cfg.port = u.port;
+        cfg.username.clone_from(&u.username);
+        cfg.password = password;
+        add(
+            &format!("ups {}", u.id),
+            nut::NutCollector::new(cfg)
+                .map(|c| Box::new(c) as _)
+                .map_err(|e| e.to_string()),
+            u.interval,
+        );
+    }
+    out
+}
+
+/// Smart plugs over MQTT, as wall meters; needs the async runtime for their subscription.
+fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Result<Vec<Scheduled>> {
+    use crate::mqtt::{PlugKind, PlugSpec};
+    let (Some(mqtt), false) = (&config.mqtt, config.plugs.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let specs: Vec<PlugSpec> = config
+        .plugs
+        .iter()
+        .map(|p| PlugSpec {
+            id: p.id.clone(),
+            kind: if p.kind == "shelly" {
+                PlugKind::Shelly
+            } else {
+                PlugKind::Tasmota
+            },
+            topic: p.topic.clone(),
+        })
+        .collect();
+    let (_task, collectors) = crate::mqtt::plug::spawn_plugs(mqtt, &specs, cancel.child_token())
+        .context("subscribing to the smart plugs")?;
+    Ok(collectors
+        .into_iter()
+        .map(|c| Scheduled::new(Box::new(c), Duration::from_secs(1)))
+        .collect())
 }
 
 /// Store options from the config.
@@ -99,7 +211,19 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         .with_context(|| format!("opening the database {}", path.display()))?;
     tracing::info!("storing into {}", path.display());
 
-    let collectors = build_collectors(config)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    // `cancel` ends the watchdog with the serving loop; `outputs` ends the publisher and the
+    // plug subscriptions last.
+    let cancel = CancellationToken::new();
+    let outputs = CancellationToken::new();
+    let mut collectors = build_collectors(config)?;
+    {
+        let _in_runtime = rt.enter();
+        collectors.extend(plug_collectors(config, &outputs)?);
+    }
     if collectors.is_empty() {
         tracing::warn!("nothing to collect: no [[meter]] configured and [cpu] disabled");
     }
@@ -132,13 +256,6 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         .chain(std::iter::once(config.cpu.interval))
         .max()
         .unwrap_or(Duration::from_secs(1));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    // `cancel` ends the watchdog with the serving loop; `outputs` ends the publisher last.
-    let cancel = CancellationToken::new();
-    let outputs = CancellationToken::new();
     let result = rt.block_on(serve(
         config,
         opts,
@@ -367,17 +484,26 @@ fn extras_fn(
             let w = live
                 .latest()
                 .into_iter()
-                .find(|r| &r.source == source && r.metric == wattson_collectors::Metric::Power && r.channel.is_empty())?
+                .find(|r| {
+                    &r.source == source
+                        && r.metric == wattson_collectors::Metric::Power
+                        && r.channel.is_empty()
+                })?
                 .value;
             let t = tariff.as_ref()?;
-            crate::analysis::cost::annual_cost(w, None, t, chrono::Utc::now().date_naive()).ok().map(|f| f.cost)
+            crate::analysis::cost::annual_cost(w, None, t, chrono::Utc::now().date_naive())
+                .ok()
+                .map(|f| f.cost)
         };
         // `+ 0.0` turns a -0.0 from rounding into 0.0.
         StateExtras {
             currency: currency.clone(),
             cost_today: summary.as_ref().map(|s| s.today.cost + 0.0),
             cost_month: summary.as_ref().map(|s| s.month.cost + 0.0),
-            annual_projection: summary.as_ref().and_then(|s| s.annual_cost).or_else(live_projection),
+            annual_projection: summary
+                .as_ref()
+                .and_then(|s| s.annual_cost)
+                .or_else(live_projection),
             energy_today_kwh: summary.as_ref().map(|s| s.today.kwh + 0.0),
             mode: busy.map(|b| crate::modes::level_name(b.round().clamp(0.0, cpus as f64) as u32)),
             mode_options: mode_options.clone(),

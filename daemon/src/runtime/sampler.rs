@@ -205,11 +205,18 @@ fn poll_one(
 
 fn on_error(c: &mut Scheduled, e: &CollectError, ts: i64) {
     c.consecutive_failures += 1;
+    // Errors usually name their source already; say it once.
+    let full = e.to_string();
+    let action = e.action();
+    let e = full
+        .strip_prefix(&format!("{}: ", c.name()))
+        .unwrap_or(&full)
+        .to_owned();
     let first = c.failing_since.is_none();
     if first {
-        c.failing_since = Some((ts, e.to_string()));
+        c.failing_since = Some((ts, e.clone()));
     }
-    match e.action() {
+    match action {
         Action::Stop => {
             tracing::warn!("{}: unavailable, no longer polled: {e}", c.name());
             c.stopped = true;
