@@ -317,6 +317,12 @@ pub fn sweep_with_config(
             tracing::warn!("no level completed: nothing stored for {config_name:?}");
         } else {
             let run_id = persist::save(&store, &config_name, &fp, &outcome, &settings)?;
+            for c in persist::save_calibrations(&store, &config.host.name, &outcome)? {
+                crate::output::println(&format!(
+                    "calibration (an estimate): wall = {:.1} W + {:.3} x {} (r2 {:.3}, +/- {:.1} W rms)",
+                    c.intercept_w, c.slope, c.source, c.r2, c.rms_error_w
+                ));
+            }
             crate::output::print(&summarise(&config_name, &outcome));
             crate::output::println(&format!(
                 "stored as configuration {config_name:?} (run {run_id}, {}) in {}",

@@ -218,3 +218,132 @@ pub fn load(store: &Store, name: &str) -> anyhow::Result<Option<StoredSweep>> {
         levels,
     }))
 }
+
+/// A fit of wall watts against one software-visible source (RAPL package, hwmon, GPU), made
+/// during a sweep, so the wall draw can be estimated from it on the same machine once the
+/// meter has moved on: `wall = intercept + slope x source`, with its error.
+#[derive(Debug, Clone, Serialize)]
+pub struct Calibration {
+    /// `source/channel`, e.g. `rapl/package-0`.
+    pub source: String,
+    pub intercept_w: f64,
+    pub slope: f64,
+    pub r2: f64,
+    /// Root mean square of the residuals, W: the error of an estimate.
+    pub rms_error_w: f64,
+    pub levels: usize,
+    /// Always true: these figures are estimates, not measurements at the wall.
+    pub estimate: bool,
+}
+
+/// Fit wall watts against each component source seen in at least three levels, and store
+/// the fits in the `calibration` table.
+pub fn save_calibrations(
+    store: &Store,
+    host: &str,
+    outcome: &SweepOutcome,
+) -> anyhow::Result<Vec<Calibration>> {
+    use std::collections::BTreeMap;
+    let mut by_source: BTreeMap<&str, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for l in &outcome.levels {
+        for (src, w) in &l.components {
+            let e = by_source.entry(src.as_str()).or_default();
+            e.0.push(*w);
+            e.1.push(l.mean_w);
+        }
+    }
+    let mut out = Vec::new();
+    for (src, (x, y)) in by_source {
+        if x.len() < 3 {
+            continue;
+        }
+        let Ok(fit) = crate::analysis::fit::ols(&x, &y) else {
+            continue;
+        };
+        let rms =
+            (fit.residuals.iter().map(|r| r * r).sum::<f64>() / fit.residuals.len() as f64).sqrt();
+        let cal = Calibration {
+            source: src.to_owned(),
+            intercept_w: fit.intercept,
+            slope: fit.slope,
+            r2: fit.r2,
+            rms_error_w: rms,
+            levels: x.len(),
+            estimate: true,
+        };
+        store.conn().execute(
+            "INSERT OR REPLACE INTO calibration (host, source, fit, created_ms) VALUES (?1, ?2, ?3, ?4)",
+            params![host, src, serde_json::to_string(&cal)?, outcome.ended_ms],
+        )?;
+        out.push(cal);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreOptions;
+    use crate::sweep::engine::LevelResult;
+    use crate::workload::LoopKind;
+
+    fn level(loops: usize, wall: f64, package: f64) -> LevelResult {
+        LevelResult {
+            kind: LoopKind::Spin,
+            loops,
+            started_ms: 0,
+            ended_ms: 1,
+            settle_s: 1.0,
+            n: 30,
+            mean_w: wall,
+            sd_w: 1.0,
+            ci95_w: 0.4,
+            ci_method: "test".into(),
+            min_w: wall - 1.0,
+            max_w: wall + 1.0,
+            mean_mhz: None,
+            busy: None,
+            busy_cpus: None,
+            residency: std::collections::BTreeMap::new(),
+            ops_per_s: 0.0,
+            joules_per_op: None,
+            components: [("rapl/package-0".to_owned(), package)]
+                .into_iter()
+                .collect(),
+            pinned: true,
+            smt_siblings: false,
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn wall_is_calibrated_against_rapl_and_stored_as_an_estimate() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("w.db"), &StoreOptions::default()).unwrap();
+        // The wall reads 30 W more than the package (disks, PSU loss) plus 10 % of it.
+        let outcome = SweepOutcome {
+            levels: vec![
+                level(0, 30.0 + 1.1 * 8.0, 8.0),
+                level(1, 30.0 + 1.1 * 20.0, 20.0),
+                level(2, 30.0 + 1.1 * 32.0, 32.0),
+            ],
+            fits: Vec::new(),
+            complete: true,
+            started_ms: 0,
+            ended_ms: 5,
+        };
+        let cals = save_calibrations(&store, "basket", &outcome).unwrap();
+        assert_eq!(cals.len(), 1);
+        assert!((cals[0].intercept_w - 30.0).abs() < 1e-9 && (cals[0].slope - 1.1).abs() < 1e-9);
+        assert!(cals[0].estimate);
+        let stored: String = store
+            .conn()
+            .query_row(
+                "SELECT fit FROM calibration WHERE host = 'basket' AND source = 'rapl/package-0'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(stored.contains("\"estimate\":true"), "{stored}");
+    }
+}
