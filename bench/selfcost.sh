@@ -191,4 +191,5 @@ echo "wattson threads at the end (name: ctxt switches total):"
 for t in /proc/"$wattson_pid"/task/*; do
     printf '  %s: %s\n' "$(cat "$t/comm")" "$(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status")"
 done
-grep -ciE " (warn|error)" "$tmp/wattson.log" | sed 's/^/wattson log warnings+errors: /' || true
+echo "wattson log warnings+errors: $(grep -cE " (WARN|ERROR) " "$tmp/wattson.log" || true)"
+grep -E " (WARN|ERROR) " "$tmp/wattson.log" | head -n 5 | sed 's/^/  /' || true
