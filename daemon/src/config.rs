@@ -1447,4 +1447,157 @@ modes = { standby = 40.0, idle = 240.0, "1 loop" = 260.0, "2 loops" = 280.0 }
         assert_eq!(format_duration(Duration::from_secs(90)), "90s");
         assert_eq!(format_duration(Duration::from_secs(7200)), "2h");
     }
+
+    // -----------------------------------------------------------------------------------
+    // Fuzzing: arbitrary text and mutations of a valid file never panic, and every error
+    // names a line or a key. Rerun with more cases:
+    // PROPTEST_CASES=20000 cargo test -p wattson --lib config::tests::fuzz
+    // -----------------------------------------------------------------------------------
+
+    const VALID: &str = r#"[host]
+name = "basket"
+[storage]
+path = "/tmp/w.db"
+raw_retention = "7d"
+flush_interval = "5s"
+[[meter]]
+id = "wall"
+protocol = "pzem004t"
+port = "/dev/ttyUSB0"
+address = 1
+interval = "1s"
+[[meter]]
+id = "desk"
+protocol = "line"
+port = "/dev/ttyACM0"
+baud = 115200
+[meter.line]
+format = "csv"
+separator = ";"
+fields = { power = 0, voltage = 1 }
+[cpu]
+interval = "1s"
+[tariff]
+currency = "GBP"
+price_per_kwh = 0.09
+timezone = "Europe/London"
+[[tariff.period]]
+start = "00:30"
+end = "07:30"
+price_per_kwh = 0.07
+[mqtt]
+url = "mqtt://broker.lan:1883"
+username = "wattson"
+password_file = "/etc/wattson/mqtt-password"
+keepalive = "30s"
+[[config]]
+name = "Athlon"
+modes = { standby = 4.0, idle = 78.0 }
+"#;
+
+    /// An error names where: `line N` (syntax) or `path:N: key:` (validation).
+    fn names_line_or_key(e: &ConfigError) -> bool {
+        match e {
+            ConfigError::Syntax { message, .. } => {
+                message.contains("line ") || message.contains("missing field")
+            }
+            ConfigError::Invalid { line, key, .. } => *line >= 1 && !key.is_empty(),
+            ConfigError::Read { .. } => false,
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Mutation {
+        Delete(usize, usize),
+        Insert(usize, String),
+        DuplicateLine(usize),
+        SwapLines(usize, usize),
+        ReplaceValue(usize, String),
+    }
+
+    fn mutation() -> impl proptest::strategy::Strategy<Value = Mutation> {
+        use proptest::prelude::*;
+        let token = prop_oneof![
+            any::<String>(),
+            "[-+0-9.eE_inf nan]{0,12}",
+            "\"[0-9a-z: ]{0,10}\"",
+            Just("[[meter]]".to_owned()),
+            Just("=".to_owned()),
+            Just("{".to_owned()),
+            Just("\"\u{0}\"".to_owned()),
+        ];
+        prop_oneof![
+            (any::<usize>(), 0usize..40).prop_map(|(a, n)| Mutation::Delete(a, n)),
+            (any::<usize>(), token.clone()).prop_map(|(a, t)| Mutation::Insert(a, t)),
+            any::<usize>().prop_map(Mutation::DuplicateLine),
+            (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Mutation::SwapLines(a, b)),
+            (any::<usize>(), token).prop_map(|(a, t)| Mutation::ReplaceValue(a, t)),
+        ]
+    }
+
+    fn apply(text: &str, m: &Mutation) -> String {
+        let mut chars: Vec<char> = text.chars().collect();
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        match m {
+            Mutation::Delete(at, n) => {
+                let at = at % (chars.len() + 1);
+                let end = (at + n).min(chars.len());
+                chars.drain(at..end);
+                chars.into_iter().collect()
+            }
+            Mutation::Insert(at, t) => {
+                let at = at % (chars.len() + 1);
+                chars.splice(at..at, t.chars());
+                chars.into_iter().collect()
+            }
+            Mutation::DuplicateLine(i) => {
+                let i = i % lines.len();
+                lines.insert(i, lines[i].clone());
+                lines.join("\n")
+            }
+            Mutation::SwapLines(a, b) => {
+                let n = lines.len();
+                lines.swap(a % n, b % n);
+                lines.join("\n")
+            }
+            Mutation::ReplaceValue(i, t) => {
+                let i = i % lines.len();
+                if let Some((k, _)) = lines[i].split_once('=') {
+                    lines[i] = format!("{k}= {t}");
+                }
+                lines.join("\n")
+            }
+        }
+    }
+
+    #[test]
+    fn fuzz_valid_config_parses() {
+        assert!(parse(VALID).is_ok(), "{:?}", parse(VALID).err());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000)
+        ))]
+
+        #[test]
+        fn fuzz_arbitrary_text_never_panics_and_errors_say_where(text in proptest::prelude::any::<String>()) {
+            if let Err(e) = parse(&text) {
+                proptest::prop_assert!(names_line_or_key(&e), "{e}");
+            }
+        }
+
+        #[test]
+        fn fuzz_mutated_config_never_panics_and_errors_say_where(
+            muts in proptest::collection::vec(mutation(), 1..4)
+        ) {
+            let mut text = VALID.to_owned();
+            for m in &muts {
+                text = apply(&text, m);
+            }
+            if let Err(e) = parse(&text) {
+                proptest::prop_assert!(names_line_or_key(&e), "{e}\n--- input:\n{text}");
+            }
+        }
+    }
 }

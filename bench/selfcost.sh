@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# Daemon self-cost at 1 Hz: `wattson run` (simulated PZEM-004T meter + CPU collectors +
+# SQLite + MQTT to a local mosquitto when installed) against collectd (cpu, cpufreq, csv or
+# mqtt plugins at Interval 1), measured side by side over the same window.
+#
+# Usage: bench/selfcost.sh [MINUTES]        (default 10; decimals such as 0.5 accepted)
+# Env:   WATTSON_BIN  the binary to measure (default: $CARGO_TARGET_DIR or target, release
+#                     if built, else debug)
+#        WARMUP_S     seconds to let both settle before the window (default 30)
+#        KEEP=1       keep the temp directory (databases, logs, configs)
+#
+# For each process, from /proc at the window's start and end:
+#   CPU    utime+stime of /proc/<pid>/stat (clock ticks), and the sum of the first field of
+#          /proc/<pid>/task/*/schedstat (ns on CPU, finer than ticks), as % of one core
+#   cs/s   voluntary+nonvoluntary ctxt switches summed over /proc/<pid>/task/*/status
+#   RSS    VmRSS of /proc/<pid>/status at the end of the window
+# The simulated meter runs in its own process and is not counted.
+set -euo pipefail
+
+MINUTES="${1:-10}"
+WARMUP_S="${WARMUP_S:-30}"
+WINDOW_S=$(awk -v m="$MINUTES" 'BEGIN { s = int(m * 60 + 0.5); if (s < 10) s = 10; print s }')
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+target="${CARGO_TARGET_DIR:-$here/target}"
+if [[ -z "${WATTSON_BIN:-}" ]]; then
+    if [[ -x "$target/release/wattson" ]]; then
+        WATTSON_BIN="$target/release/wattson"
+    else
+        WATTSON_BIN="$target/debug/wattson"
+    fi
+fi
+[[ -x "$WATTSON_BIN" ]] || { echo "no wattson binary at $WATTSON_BIN: cargo build -p wattson" >&2; exit 1; }
+
+tmp="$(mktemp -d /tmp/wattson-selfcost.XXXXXX)"
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    if [[ "${KEEP:-0}" != 1 ]]; then rm -rf "$tmp"; else echo "kept $tmp" >&2; fi
+}
+trap cleanup EXIT
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# --- the simulated meter (not measured) --------------------------------------------------
+"$WATTSON_BIN" meter simulate --protocol pzem004t --follow-cpu >"$tmp/sim.out" 2>"$tmp/sim.err" &
+pids+=($!)
+for _ in $(seq 100); do [[ -s "$tmp/sim.out" ]] && break; sleep 0.1; done
+pty="$(head -n1 "$tmp/sim.out")"
+[[ -e "$pty" ]] || { echo "simulator gave no pty: $(cat "$tmp/sim.err")" >&2; exit 1; }
+
+# --- mosquitto (not measured) ------------------------------------------------------------
+mqtt_port=""
+if command -v mosquitto >/dev/null; then
+    mqtt_port="$(free_port)"
+    cat >"$tmp/mosquitto.conf" <<EOF
+listener $mqtt_port 127.0.0.1
+allow_anonymous true
+persistence false
+log_dest stdout
+log_type all
+EOF
+    # stdout, not a log file: mosquitto drops to its own user and cannot write into $tmp.
+    mosquitto -c "$tmp/mosquitto.conf" >"$tmp/mosquitto.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 50); do ss -ltn "sport = :$mqtt_port" | grep -q LISTEN && break; sleep 0.1; done
+fi
+
+# --- wattson -----------------------------------------------------------------------------
+cat >"$tmp/wattson.toml" <<EOF
+[host]
+name = "selfcost"
+[storage]
+path = "$tmp/wattson.db"
+[[meter]]
+id = "wall"
+protocol = "pzem004t"
+port = "$pty"
+interval = "1s"
+[cpu]
+interval = "1s"
+EOF
+if [[ -n "$mqtt_port" ]]; then
+    printf '[mqtt]\nurl = "mqtt://127.0.0.1:%s"\n' "$mqtt_port" >>"$tmp/wattson.toml"
+fi
+"$WATTSON_BIN" --config "$tmp/wattson.toml" run >"$tmp/wattson.log" 2>&1 &
+wattson_pid=$!
+pids+=("$wattson_pid")
+
+# --- collectd ----------------------------------------------------------------------------
+collectd_pid=""
+collectd_output=""
+if command -v collectd >/dev/null || [[ -x /usr/sbin/collectd ]]; then
+    plugdir=/usr/lib/collectd
+    {
+        echo "Interval 1"
+        echo "BaseDir \"$tmp/collectd\""
+        echo "PIDFile \"$tmp/collectd.pid\""
+        echo "PluginDir \"$plugdir\""
+        echo "FQDNLookup false"
+        echo "LoadPlugin cpu"
+        echo "LoadPlugin cpufreq"
+        if [[ -n "$mqtt_port" && -e "$plugdir/mqtt.so" ]]; then
+            collectd_output="mqtt"
+            echo "LoadPlugin mqtt"
+            echo "<Plugin mqtt>"
+            echo "  <Publish \"local\">"
+            echo "    Host \"127.0.0.1\""
+            echo "    Port $mqtt_port"
+            echo "    ClientId \"collectd-selfcost\""
+            echo "  </Publish>"
+            echo "</Plugin>"
+        fi
+        collectd_output="${collectd_output:+$collectd_output+}csv"
+        echo "LoadPlugin csv"
+        echo "<Plugin csv>"
+        echo "  DataDir \"$tmp/collectd/csv\""
+        echo "</Plugin>"
+    } >"$tmp/collectd.conf"
+    mkdir -p "$tmp/collectd/csv"
+    "$(command -v collectd || echo /usr/sbin/collectd)" -f -C "$tmp/collectd.conf" >"$tmp/collectd.log" 2>&1 &
+    collectd_pid=$!
+    pids+=("$collectd_pid")
+fi
+
+# --- measurement -------------------------------------------------------------------------
+hz="$(getconf CLK_TCK)"
+# ticks ns_on_cpu ctxt_switches rss_kb
+snapshot() {
+    local pid=$1 stat ticks ns=0 cs=0 rss
+    stat="$(cat "/proc/$pid/stat")"
+    stat="${stat##*) }"
+    ticks=$(awk '{ print $12 + $13 }' <<<"$stat") # fields 14, 15 counted from pid
+    for t in /proc/"$pid"/task/*; do
+        ns=$((ns + $(awk '{ print $1 }' "$t/schedstat" 2>/dev/null || echo 0)))
+        cs=$((cs + $(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status" 2>/dev/null || echo 0)))
+    done
+    rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")
+    echo "$ticks $ns $cs $rss"
+}
+
+echo "warming up ${WARMUP_S}s, then measuring ${WINDOW_S}s ..." >&2
+sleep "$WARMUP_S"
+kill -0 "$wattson_pid" || { echo "wattson exited: $(cat "$tmp/wattson.log")" >&2; exit 1; }
+w0="$(snapshot "$wattson_pid")"
+[[ -n "$collectd_pid" ]] && c0="$(snapshot "$collectd_pid")"
+t0=$(date +%s.%N)
+sleep "$WINDOW_S"
+w1="$(snapshot "$wattson_pid")"
+[[ -n "$collectd_pid" ]] && c1="$(snapshot "$collectd_pid")"
+t1=$(date +%s.%N)
+
+row() { # name start end
+    awk -v name="$1" -v hz="$hz" -v t0="$t0" -v t1="$t1" -v a="$2" -v b="$3" 'BEGIN {
+        split(a, s, " "); split(b, e, " "); w = t1 - t0
+        printf "| %s | %.3f %% | %.3f %% | %.1f | %.1f MB |\n", name,
+            (e[1] - s[1]) / hz / w * 100, (e[2] - s[2]) / 1e9 / w * 100,
+            (e[3] - s[3]) / w, e[4] / 1024
+    }'
+}
+
+publishes="no [mqtt] (mosquitto not installed)"
+if [[ -n "$mqtt_port" ]]; then
+    if grep -q "New client connected.* as wattson-" "$tmp/mosquitto.log" 2>/dev/null; then
+        publishes="yes: wattson connected to mosquitto on 127.0.0.1:$mqtt_port"
+    else
+        publishes="no: [mqtt] configured (127.0.0.1:$mqtt_port) but this build never connected to the broker"
+    fi
+fi
+
+echo
+echo "wattson: $WATTSON_BIN ($(file -b "$WATTSON_BIN" 2>/dev/null | grep -q 'not stripped' && echo 'not stripped' || echo 'stripped')); $("$WATTSON_BIN" --version)"
+echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), kernel $(uname -r)"
+echo "window: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s after ${WARMUP_S} s warm-up; CLK_TCK $hz"
+echo "wattson MQTT: $publishes"
+[[ -n "$collectd_pid" ]] && echo "collectd: $(collectd -h 2>&1 | awk '/^collectd/ { print $2; exit }') plugins cpu, cpufreq, $collectd_output at Interval 1"
+echo
+echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s | RSS |"
+echo "|---|---|---|---|---|"
+row "wattson run" "$w0" "$w1"
+[[ -n "$collectd_pid" ]] && row "collectd" "$c0" "$c1"
+echo "| budget (wattson) | <= 0.07 % | <= 0.07 % | <= 3 | <= 8 MB |"
+echo
+for p in "$wattson_pid" ${collectd_pid:+"$collectd_pid"}; do
+    echo "RSS of $(cat "/proc/$p/comm"): $(awk '/^Rss(Anon|File|Shmem)/ { printf "%s %.1f MB  ", $1, $2 / 1024 }' "/proc/$p/status")"
+done
+echo "wattson threads at the end (name: ctxt switches total):"
+for t in /proc/"$wattson_pid"/task/*; do
+    printf '  %s: %s\n' "$(cat "$t/comm")" "$(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status")"
+done
+echo "wattson log warnings+errors: $(grep -cE " (WARN|ERROR) " "$tmp/wattson.log" || true)"
+grep -E " (WARN|ERROR) " "$tmp/wattson.log" | head -n 5 | sed 's/^/  /' || true
