@@ -111,6 +111,19 @@ pub fn build_collectors(
     Ok(out)
 }
 
+/// The names the collectors for `meters` report under (`meter:<id>`, or the ids joined with
+/// `+` for meters sharing a line), as [`build_collectors`] names them.
+pub fn collector_names(meters: &[MeterConfig]) -> Vec<String> {
+    let mut by_port: BTreeMap<&std::path::Path, Vec<&str>> = BTreeMap::new();
+    for m in meters {
+        by_port.entry(m.port.as_path()).or_default().push(&m.id);
+    }
+    by_port
+        .into_values()
+        .map(|ids| format!("meter:{}", ids.join("+")))
+        .collect()
+}
+
 /// The collectors' line format from the config's `[meter.line]`.
 pub fn line_format(cfg: &LineFormatConfig) -> LineFormat {
     let sep = cfg

@@ -559,9 +559,8 @@ fn sighup_under_load_reloads_and_loses_at_most_one_tick_per_reload() {
     reload_under_load(20, 3);
 }
 
-/// The contract: no samples lost around a reload. Fails today (one CPU tick per reload).
+/// The contract: no samples lost around a reload (unchanged sources keep running).
 #[test]
-#[ignore = "finding: each SIGHUP drops one CPU utilisation tick; see RELIABILITY.md"]
 fn sighup_under_load_loses_no_samples() {
     assert_eq!(reload_under_load(20, 3), 0, "samples lost around a reload");
 }

@@ -331,6 +331,7 @@ async fn serve(
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut current = config.clone();
     let watchdog = crate::notify::watchdog_interval();
     let watchdog_task = watchdog.map(|interval| {
         let heartbeat = heartbeat.clone();
@@ -371,7 +372,7 @@ async fn serve(
             _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break; }
             _ = int.recv() => { tracing::info!("SIGINT: stopping"); break; }
             () = &mut deadline => { tracing::info!("run duration reached: stopping"); break; }
-            _ = hup.recv() => reload(config, opts, notifier, control),
+            _ = hup.recv() => reload(&mut current, opts, notifier, control),
         }
     }
     cancel.cancel();
@@ -384,7 +385,7 @@ async fn serve(
 /// SIGHUP: re-read the config; replace the collectors; settings that need a restart are
 /// named in a warning. A bad file leaves everything as it was.
 fn reload(
-    current: &Config,
+    current: &mut Config,
     opts: &RunOptions,
     notifier: &Notifier,
     control: &mpsc::Sender<Control>,
@@ -402,9 +403,47 @@ fn reload(
     if new.storage != current.storage || new.host != current.host {
         tracing::warn!("[host] and [storage] changes take effect after a restart");
     }
+    if new.plugs != current.plugs || new.mqtt != current.mqtt {
+        tracing::warn!("[mqtt] and [[plug]] changes take effect after a restart");
+    }
     match build_collectors(&new) {
-        Ok(collectors) => {
-            let _ = control.send(Control::Replace(collectors));
+        Ok(built) => {
+            // Unchanged sources keep running as they are; only what changed is rebuilt.
+            let same_cpu = new.cpu == current.cpu && new.host == current.host;
+            let same_meters = new.meters == current.meters;
+            let same_power =
+                new.power == current.power && new.ups == current.ups && new.host == current.host;
+            let plug_sources: Vec<String> = current
+                .plugs
+                .iter()
+                .map(|p| format!("meter:{}", p.id))
+                .collect();
+            let is_plug = |n: &str| plug_sources.iter().any(|p| p == n);
+            let keep_name = |n: &str| {
+                is_plug(n)
+                    || (n == "cpu" && same_cpu)
+                    || (n.starts_with("meter:") && same_meters)
+                    || (!n.starts_with("meter:") && n != "cpu" && same_power)
+            };
+            let collectors: Vec<Scheduled> =
+                built.into_iter().filter(|c| !keep_name(c.name())).collect();
+            let mut keep: Vec<String> = plug_sources.clone();
+            if same_cpu {
+                keep.push("cpu".into());
+            }
+            if same_meters {
+                keep.extend(crate::meters::collector_names(&current.meters));
+            }
+            if same_power {
+                keep.extend(["rapl", "hwmon", "gpu", "ipmi"].map(str::to_owned));
+                keep.extend(current.ups.iter().map(|u| format!("ups:{}", u.name)));
+            }
+            let _ = control.send(Control::Replace { collectors, keep });
+            let plugs = std::mem::take(&mut current.plugs);
+            let mqtt = current.mqtt.take();
+            *current = new;
+            current.plugs = plugs;
+            current.mqtt = mqtt;
         }
         Err(e) => tracing::error!("reload refused, keeping the running collectors: {e:#}"),
     }

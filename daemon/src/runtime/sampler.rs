@@ -26,8 +26,13 @@ pub trait SampleSink: Send {
 pub enum Control {
     /// Flush and return.
     Stop,
-    /// Replace the collector set (configuration reloaded).
-    Replace(Vec<Scheduled>),
+    /// Replace the collector set (configuration reloaded), keeping the running collectors
+    /// `keep` names: an unchanged source keeps its state (counter baselines, open ports),
+    /// so a reload loses no sample.
+    Replace {
+        collectors: Vec<Scheduled>,
+        keep: Vec<String>,
+    },
 }
 
 /// A collector with its polling schedule and health.
@@ -90,9 +95,16 @@ pub fn run(
         let wake = next_poll.min(next_flush);
         match control.recv_timeout(wake.saturating_duration_since(Instant::now())) {
             Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => break,
-            Ok(Control::Replace(new)) => {
-                for old in &collectors {
-                    close_gap_on_exit(old, &mut *sink);
+            Ok(Control::Replace {
+                collectors: mut new,
+                keep,
+            }) => {
+                for old in std::mem::take(&mut collectors) {
+                    if keep.iter().any(|k| k == old.name()) {
+                        new.push(old);
+                    } else {
+                        close_gap_on_exit(&old, &mut *sink);
+                    }
                 }
                 tracing::info!(
                     "collectors reloaded: {}",
