@@ -233,7 +233,7 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
             None => {
                 deadline = None;
                 if let Err(e) = writer.flush() {
-                    tracing::error!(error = %e, "store flush failed; batch lost");
+                    tracing::error!("store flush failed; batch lost: {}", error_chain(&e));
                 }
             }
             Some(Command::Insert(host, samples)) => {
@@ -265,7 +265,7 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
         if writer.pending() >= max_batch {
             deadline = None;
             if let Err(e) = writer.flush() {
-                tracing::error!(error = %e, "store flush failed; batch lost");
+                tracing::error!("store flush failed; batch lost: {}", error_chain(&e));
             }
         }
     }
@@ -278,4 +278,20 @@ fn writer_interval(writer: &Writer) -> std::time::Duration {
 
 fn writer_max_batch(writer: &Writer) -> usize {
     writer.options().max_batch_samples.max(1)
+}
+
+/// An error and its causes on one line (SQLite's own reason, such as "database or disk is
+/// full", is the cause of the store's error).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
 }
