@@ -22,6 +22,14 @@ use wattson::workload::LoopKind;
 use wattson_collectors::SysRoot;
 use wattson_collectors::meter::Protocol;
 
+/// The highest level: one loop per CPU but one (at least one loop), at most 4.
+fn levels_top() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZero::get)
+        .saturating_sub(1)
+        .clamp(1, 4)
+}
+
 struct Fit {
     idle: f64,
     slope: f64,
@@ -63,9 +71,9 @@ fn run_sweep(
     }];
     let db = dir.join("sweep.db");
     config.storage.path.clone_from(&db);
-    let cpus = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZero::get)
-        .min(4);
+    // Leave one CPU for the meter, the simulator and the rest of the machine: with every
+    // CPU busy the loops share them with whatever else runs, and the wall rises by less.
+    let cpus = levels_top();
     let args = SweepArgs {
         name: Some("accuracy".into()),
         levels: Some((0..=cpus).collect()),
@@ -173,9 +181,9 @@ fn full_budget_sweep_accuracy() {
         Duration::from_secs(90),
         dir.path(),
     );
-    let cpus = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZero::get)
-        .min(4);
+    // Leave one CPU for the meter, the simulator and the rest of the machine: with every
+    // CPU busy the loops share them with whatever else runs, and the wall rises by less.
+    let cpus = levels_top();
     eprintln!(
         "idle {:.3} W, {:.3} W per loop, r2 {:.5}, {:.0} s per level",
         fit.idle,
