@@ -804,6 +804,23 @@ impl Validator<'_> {
         }
     }
 
+    /// An id used in source names and topics: letters, digits, `-` and `_`.
+    fn identifier(&self, v: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
+        let id = v.get_ref().trim();
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(self.err::<()>(
+                v.span(),
+                key,
+                format!("{id:?} must be non-empty letters, digits, '-' or '_'"),
+            ));
+        }
+        Ok(id.to_owned())
+    }
+
     fn duration(
         &self,
         v: Option<&Spanned<String>>,
@@ -905,18 +922,7 @@ impl Validator<'_> {
 
         let mut ids = std::collections::BTreeSet::new();
         for m in file.meter {
-            let id = m.id.get_ref().trim().to_owned();
-            if id.is_empty()
-                || !id
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
-                return Err(self.err::<()>(
-                    m.id.span(),
-                    "meter.id",
-                    format!("{id:?} must be non-empty letters, digits, '-' or '_'"),
-                ));
-            }
+            let id = self.identifier(&m.id, "meter.id")?;
             if !ids.insert(id.clone()) {
                 return Err(self.err::<()>(
                     m.id.span(),
@@ -1159,18 +1165,7 @@ impl Validator<'_> {
             config.power.ipmi_interval,
         )?;
         for u in file.ups {
-            let id = u.id.get_ref().trim().to_owned();
-            if id.is_empty()
-                || !id
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
-                return Err(self.err::<()>(
-                    u.id.span(),
-                    "ups.id",
-                    format!("{id:?} must be non-empty letters, digits, '-' or '_'"),
-                ));
-            }
+            let id = self.identifier(&u.id, "ups.id")?;
             config.ups.push(UpsConfig {
                 id,
                 host: u.host,
