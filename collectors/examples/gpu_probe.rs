@@ -1,7 +1,7 @@
 //! Print what NVML and nvidia-smi each say about every GPU, once a second, side by side,
 //! plus what one NVML poll costs. Run with
 //! `cargo run -p wattson-collectors --example gpu_probe -- [seconds]` (default 10), or
-//! through `scripts/gpu-check.sh`. On a machine without the driver it prints the one
+//! through `collectors/examples/gpu-check.sh`. On a machine without the driver it prints the one
 //! error line the daemon would log and exits 0.
 #![allow(clippy::print_stdout)]
 

@@ -3,7 +3,7 @@
 # SQLite + MQTT to a local mosquitto when installed) against collectd (cpu, cpufreq, csv or
 # mqtt plugins at Interval 1), measured side by side over the same window.
 #
-# Usage: bench/selfcost.sh [MINUTES]        (default 10; decimals such as 0.5 accepted)
+# Usage: tests/bench/selfcost.sh [MINUTES]        (default 10; decimals such as 0.5 accepted)
 # Env:   WATTSON_BIN  the binary to measure (default: $CARGO_TARGET_DIR or target, release
 #                     if built, else debug)
 #        WARMUP_S     seconds to let both settle before the window (default 30)
@@ -21,7 +21,7 @@ MINUTES="${1:-10}"
 WARMUP_S="${WARMUP_S:-30}"
 WINDOW_S=$(awk -v m="$MINUTES" 'BEGIN { s = int(m * 60 + 0.5); if (s < 10) s = 10; print s }')
 
-here="$(cd "$(dirname "$0")/.." && pwd)"
+here="$(cd "$(dirname "$0")/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$here/target}"
 if [[ -z "${WATTSON_BIN:-}" ]]; then
     if [[ -x "$target/release/wattson" ]]; then

@@ -3,10 +3,10 @@
 # NVML readings (power, energy counter, P-state, utilisation, SM clock) for N seconds at
 # 1 Hz next to nvidia-smi's own, then one `nvidia-smi -q -d POWER`. The two columns
 # should agree within a few watts (both read the driver's 1 s power average on Hopper).
-#   scripts/gpu-check.sh [seconds]        (default 10; about 1 minute with a cold build)
+#   collectors/examples/gpu-check.sh [seconds]        (default 10; about 1 minute with a cold build)
 # Exit status: 0 when the probe ran (even if it found no driver: it says so in one line).
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 seconds="${1:-10}"
 echo "== driver"
 nvidia-smi --query-gpu=index,name,driver_version,power.limit --format=csv || echo "nvidia-smi failed"
