@@ -6,56 +6,16 @@ use chrono_tz::Tz;
 use serde::Serialize;
 
 use crate::analysis::cost::{self, HOURS_PER_YEAR};
-use crate::analysis::tariff::{Period, Tariff, TariffChange};
+use crate::analysis::tariff::Tariff;
 use crate::config::{Config, TariffConfig};
 use crate::store::{Resolution, SeriesFilter, Store, StoreError};
 use wattson_collectors::Metric;
 
 const HOUR_MS: i64 = 3_600_000;
 
-/// The time zone tariffs are read in: `[tariff] timezone`, else this machine's zone, else UTC.
-pub fn tariff_zone(cfg: &TariffConfig) -> Tz {
-    cfg.timezone
-        .as_deref()
-        .and_then(|z| z.parse().ok())
-        .or_else(|| {
-            iana_time_zone::get_timezone()
-                .ok()
-                .and_then(|z| z.parse().ok())
-        })
-        .unwrap_or(chrono_tz::UTC)
-}
-
-/// The tariff of the config as the analysis type.
+/// The tariff of the config as the analysis type (one conversion, shared with reports).
 pub fn tariff(cfg: &TariffConfig) -> anyhow::Result<Tariff> {
-    let periods = |ps: &[crate::config::PeriodConfig]| -> Vec<Period> {
-        ps.iter()
-            .map(|p| Period {
-                start: p.start,
-                end: p.end,
-                price_per_kwh: p.price_per_kwh,
-            })
-            .collect()
-    };
-    let mut changes = vec![TariffChange {
-        effective_from: chrono::NaiveDate::MIN,
-        price_per_kwh: cfg.price_per_kwh,
-        periods: periods(&cfg.periods),
-    }];
-    for c in &cfg.changes {
-        changes.push(TariffChange {
-            effective_from: c.effective_from,
-            price_per_kwh: c.price_per_kwh,
-            periods: periods(&c.periods),
-        });
-    }
-    Tariff::new(
-        &cfg.currency,
-        cfg.standing_charge_per_day,
-        changes,
-        tariff_zone(cfg),
-    )
-    .map_err(|e| anyhow::anyhow!("[tariff]: {e}"))
+    crate::report::input::tariff_from_config(cfg).map_err(|e| anyhow::anyhow!("[tariff]: {e}"))
 }
 
 /// The source that measures the whole machine at the wall: the first configured meter.
