@@ -6,20 +6,14 @@ use std::process::ExitCode;
 /// Print the effective configuration; warn about a world-readable password file.
 pub fn run(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(path)?;
-    if let Some(mqtt) = &config.mqtt
-        && let Some(pf) = &mqtt.password_file
-    {
-        check_secret_file(pf);
-    }
-    if let Some(src) = &config.source {
-        check_config_file_mode(
-            src,
-            config
-                .mqtt
-                .as_ref()
-                .is_some_and(|m| m.password_file.is_some()),
-        );
-    }
+    // The config file itself never holds a password (URLs with passwords are refused), so
+    // only the password file's mode matters.
+    check_secret_file_opt(
+        config
+            .mqtt
+            .as_ref()
+            .and_then(|m| m.password_file.as_deref()),
+    );
     crate::output::print(&config.to_effective_toml());
     Ok(ExitCode::SUCCESS)
 }
@@ -36,12 +30,6 @@ pub fn check_secret_file(path: &Path) {
         Ok(_) => {}
         Err(e) => tracing::warn!("mqtt.password_file {}: {e}", path.display()),
     }
-}
-
-fn check_config_file_mode(path: &Path, _has_secret_ref: bool) {
-    // The config file itself never holds a password (URLs with passwords are refused), so a
-    // world-readable config is fine; the secret lives in password_file.
-    let _ = path;
 }
 
 /// [`check_secret_file`] when a file is configured.

@@ -315,7 +315,7 @@ pub fn run_sweep(
     let fits = plan
         .kinds
         .iter()
-        .filter_map(|&k| fit_kind(k, &results, inst.online_cpus, plan.physical_cores))
+        .filter_map(|&k| fit_kind(k, &results, plan.physical_cores))
         .collect();
     Ok(SweepOutcome {
         levels: results,
@@ -548,12 +548,7 @@ fn idle_guard(
 
 /// Fit one kind's levels: watts against loops (weighted by each level's interval where
 /// possible), and against utilisation.
-pub fn fit_kind(
-    kind: LoopKind,
-    results: &[LevelResult],
-    online_cpus: usize,
-    physical_cores: usize,
-) -> Option<KindFit> {
+pub fn fit_kind(kind: LoopKind, results: &[LevelResult], physical_cores: usize) -> Option<KindFit> {
     let lv: Vec<&LevelResult> = results.iter().filter(|r| r.kind == kind).collect();
     if lv.len() < 2 {
         return None;
@@ -588,7 +583,6 @@ pub fn fit_kind(
     let utilisation_fan = (ux.len() >= 3)
         .then(|| fit::fit_fan(&ux, &uy, fit::FAN_R).ok())
         .flatten();
-    let _ = online_cpus;
     Some(KindFit {
         kind,
         loops: loops_fit,
