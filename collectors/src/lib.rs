@@ -137,6 +137,15 @@ pub trait Collector: Send {
     /// milliseconds; samples carry it (or the device's own time where it has one).
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError>;
 
+    /// Start the next [`Collector::poll`] early: a polled meter sends its request here, so
+    /// its reply travels while the sampler reads the other sources due at the same tick,
+    /// and `poll` finds the answer waiting instead of sleeping for it. Returns whether a
+    /// request is in flight (the sampler then polls this collector last). Errors are left
+    /// for `poll` to report. Default: nothing to start.
+    fn prepare(&mut self, _now_ms: i64) -> bool {
+        false
+    }
+
     /// What this source's [`Metric::Power`] samples cover; `None` for sources that report
     /// no power (CPU telemetry).
     fn scope(&self) -> Option<Scope> {

@@ -32,17 +32,7 @@ pub fn energy_buckets(
     from_ms: i64,
     to_ms: i64,
 ) -> Result<Vec<(i64, i64, f64)>, StoreError> {
-    let mut out = Vec::new();
-    let mut t = from_ms;
-    while t < to_ms {
-        let end = ((t / HOUR_MS) + 1).saturating_mul(HOUR_MS).min(to_ms);
-        let wh = store.energy_wh(host, source, t, end)?;
-        if wh > 0.0 {
-            out.push((t, end, wh));
-        }
-        t = end;
-    }
-    Ok(out)
+    store.hourly_energy_wh(host, source, from_ms, to_ms)
 }
 
 /// Energy and cost over a calendar period so far.

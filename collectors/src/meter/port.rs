@@ -316,6 +316,10 @@ impl Collector for MeterCollector {
             .collect()
     }
 
+    fn prepare(&mut self, _now_ms: i64) -> bool {
+        self.session.as_mut().is_some_and(MeterSession::begin_poll)
+    }
+
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
         self.ensure_open(now_ms)?;
         let Some(session) = self.session.as_mut() else {

@@ -295,6 +295,8 @@ pub struct MeterSession<IO> {
     state: SessionState,
     stream: Option<Box<dyn StreamDecoder>>,
     started: bool,
+    /// A request already written by [`MeterSession::begin_poll`], not yet answered.
+    sent_early: Option<Vec<u8>>,
 }
 
 impl<IO: Read + Write> MeterSession<IO> {
@@ -331,6 +333,7 @@ impl<IO: Read + Write> MeterSession<IO> {
             state,
             stream,
             started: false,
+            sent_early: None,
         }
     }
 
@@ -368,6 +371,47 @@ impl<IO: Read + Write> MeterSession<IO> {
             }
         }
         out
+    }
+
+    /// Write the first request of the next [`MeterSession::poll`] now, so the reply is on
+    /// its way while the caller does other work; `poll` then reads it without writing again.
+    /// Returns whether a request went out. Streaming meters send nothing. A write error is
+    /// ignored here: `poll` writes again and reports it.
+    pub fn begin_poll(&mut self) -> bool {
+        let Some(request) = self.first_request() else {
+            return false;
+        };
+        // No flush (tcdrain): waiting for the bytes to leave the UART is the wait this
+        // method exists to avoid; the reply read bounds the exchange.
+        let sent = self.io.write_all(&request).is_ok();
+        self.sent_early = sent.then_some(request);
+        sent
+    }
+
+    /// The request `poll` starts with, for polled meters.
+    fn first_request(&self) -> Option<Vec<u8>> {
+        let first = self.state.addresses.first()?;
+        match self.protocol {
+            Protocol::Pzem004t => Some(pzem::read_request(PzemModel::Ac, first.address).to_vec()),
+            Protocol::Pzem017 => Some(pzem::read_request(PzemModel::Dc, first.address).to_vec()),
+            Protocol::Sdm120 | Protocol::Sdm230 | Protocol::Sdm630 => {
+                let model = self.sdm_model();
+                Quantity::POLLED
+                    .iter()
+                    .map(|q| sdm::register(model, *q))
+                    .find(|reg| !first.unsupported.contains(reg))
+                    .map(|reg| sdm::read_request(first.address, reg).to_vec())
+            }
+            _ => None,
+        }
+    }
+
+    fn sdm_model(&self) -> SdmModel {
+        match self.protocol {
+            Protocol::Sdm120 => SdmModel::Sdm120,
+            Protocol::Sdm230 => SdmModel::Sdm230,
+            _ => SdmModel::Sdm630,
+        }
     }
 
     /// Send the PZEM energy reset (function 0x42) to `address`; succeeds on the echo.
@@ -422,11 +466,14 @@ impl<IO: Read + Write> MeterSession<IO> {
     }
 
     /// Write `request`, then read until `parser` yields or the deadline passes.
+    /// A request already sent by [`MeterSession::begin_poll`] is not written again.
     fn transact(&mut self, request: &[u8], parser: &mut ReplyParser) -> Result<Reply, TxError> {
-        self.io
-            .write_all(request)
-            .and_then(|()| self.io.flush())
-            .map_err(TxError::Io)?;
+        if self.sent_early.take().as_deref() != Some(request) {
+            self.io
+                .write_all(request)
+                .and_then(|()| self.io.flush())
+                .map_err(TxError::Io)?;
+        }
         let deadline = Instant::now() + self.options.timeout;
         let mut buf = [0u8; 256];
         loop {
@@ -480,11 +527,7 @@ impl<IO: Read + Write> MeterSession<IO> {
     }
 
     fn poll_sdm(&mut self, i: usize) -> Result<MeterReading, SessionError> {
-        let model = match self.protocol {
-            Protocol::Sdm120 => SdmModel::Sdm120,
-            Protocol::Sdm230 => SdmModel::Sdm230,
-            _ => SdmModel::Sdm630,
-        };
+        let model = self.sdm_model();
         let address = self.state.addresses[i].address;
         let mut reading = MeterReading::default();
         for q in Quantity::POLLED {
@@ -698,6 +741,42 @@ mod tests {
         let c = s.counters()[0].1;
         assert_eq!((c.good_frames, c.bytes_discarded), (1, 1));
         assert_eq!(s.io_mut().written, hex("01 04 00 00 00 0A 70 0D"));
+    }
+
+    #[test]
+    fn a_request_sent_early_is_not_sent_again() {
+        let mut s = MeterSession::new(
+            script(vec![hex(P2), hex(P2)]),
+            Protocol::Pzem004t,
+            &[1],
+            fast(Protocol::Pzem004t),
+        );
+        assert!(s.begin_poll());
+        let r = s.poll().pop().unwrap().unwrap();
+        assert_eq!(r.reading.power_w, Some(24.4));
+        assert_eq!(s.io_mut().written, hex("01 04 00 00 00 0A 70 0D"));
+        // Without an early request, poll writes its own.
+        assert!(s.poll().pop().unwrap().is_ok());
+        assert_eq!(s.io_mut().written.len(), 16);
+        // Streaming meters have nothing to send.
+        let mut line = MeterSession::new(script(vec![]), Protocol::Line, &[], fast(Protocol::Line));
+        assert!(!line.begin_poll());
+        assert!(line.io_mut().written.is_empty());
+    }
+
+    #[test]
+    fn sdm_early_request_is_the_first_register_poll_reads() {
+        let mut s = MeterSession::new(
+            script(vec![]),
+            Protocol::Sdm120,
+            &[1],
+            fast(Protocol::Sdm120),
+        );
+        assert!(s.begin_poll());
+        let early = s.io_mut().written.clone();
+        let _ = s.poll();
+        // The poll timed out on voltage (no replies scripted) without writing it twice.
+        assert_eq!(s.io_mut().written, early);
     }
 
     #[test]

@@ -397,6 +397,74 @@ impl Store {
         Ok(total)
     }
 
+    /// Energy of `source` on `host` in `[from_ms, to_ms)` split at UTC hour boundaries, as
+    /// `(start_ms, end_ms, wh)` in time order; hours without energy are left out. One query
+    /// for the whole hours (hourly rollups) and the ragged ends from minutes and raw samples,
+    /// so a month costs a handful of statements rather than one per hour.
+    pub fn hourly_energy_wh(
+        &self,
+        host: &str,
+        source: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<(i64, i64, f64)>, StoreError> {
+        if to_ms <= from_ms {
+            return Ok(Vec::new());
+        }
+        let filter = SeriesFilter::all()
+            .host(host)
+            .source(source)
+            .metric(Metric::Power)
+            .channel("");
+        let series = self.find_series(&filter)?;
+        let (h0, h1) = (ceil_to(from_ms, HOUR_MS), floor_to(to_ms, HOUR_MS));
+        let mut hours: std::collections::BTreeMap<i64, (i64, f64)> =
+            std::collections::BTreeMap::new();
+        let ragged = |start: i64,
+                      end: i64,
+                      hours: &mut std::collections::BTreeMap<i64, (i64, f64)>|
+         -> Result<(), StoreError> {
+            if end <= start {
+                return Ok(());
+            }
+            let mut wh = 0.0;
+            for s in &series {
+                wh += self.series_energy_wh(s, start, end)?;
+            }
+            hours.insert(start, (end, wh));
+            Ok(())
+        };
+        if h0 >= h1 {
+            ragged(from_ms, to_ms, &mut hours)?;
+        } else {
+            ragged(from_ms, h0, &mut hours)?;
+            ragged(h1, to_ms, &mut hours)?;
+            let mut stmt = self
+                .conn
+                .prepare_cached(
+                    "SELECT hour_ms, energy_wh FROM rollup_hour
+                     WHERE series_id = ?1 AND hour_ms >= ?2 AND hour_ms < ?3",
+                )
+                .map_err(|e| self.sql(e))?;
+            for s in &series {
+                let rows = stmt
+                    .query_map(params![s.id, h0, h1], |r| {
+                        Ok((r.get::<_, i64>(0)?, r.get::<_, Option<f64>>(1)?))
+                    })
+                    .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+                    .map_err(|e| self.sql(e))?;
+                for (hour, wh) in rows {
+                    hours.entry(hour).or_insert((hour + HOUR_MS, 0.0)).1 += wh.unwrap_or(0.0);
+                }
+            }
+        }
+        Ok(hours
+            .into_iter()
+            .filter(|(_, (_, wh))| *wh > 0.0)
+            .map(|(start, (end, wh))| (start, end, wh))
+            .collect())
+    }
+
     /// Energy of one power series in `[from_ms, to_ms)`, Wh: whole hours from hourly
     /// rollups, whole minutes from minute rollups, the rest from raw samples.
     pub fn series_energy_wh(

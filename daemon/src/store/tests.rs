@@ -653,3 +653,55 @@ fn a_killed_writer_loses_at_most_one_batch() {
         before = after;
     }
 }
+
+#[test]
+fn hourly_energy_matches_hour_by_hour_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let mut w = writer(&path);
+    // 3 h 20 min at 1 Hz with a varying draw, starting 10 min into an hour.
+    let h = floor_to(T0, HOUR_MS) + HOUR_MS;
+    let start = h + 10 * MINUTE_MS;
+    let samples: Vec<Sample> = (0..12_000)
+        .map(|i| power(start + i * 1000, 50.0 + (i % 37) as f64))
+        .collect();
+    for batch in samples.chunks(1000) {
+        w.push(None, batch.to_vec());
+        w.flush().unwrap();
+    }
+    let store = w.store();
+    let (from, to) = (h + 25 * MINUTE_MS + 3_000, h + 3 * HOUR_MS + 17 * MINUTE_MS);
+    let buckets = store
+        .hourly_energy_wh("basket", "meter:wall", from, to)
+        .unwrap();
+    let bounds: Vec<(i64, i64)> = buckets.iter().map(|b| (b.0, b.1)).collect();
+    assert_eq!(
+        bounds,
+        vec![
+            (from, h + HOUR_MS),
+            (h + HOUR_MS, h + 2 * HOUR_MS),
+            (h + 2 * HOUR_MS, h + 3 * HOUR_MS),
+            (h + 3 * HOUR_MS, to),
+        ]
+    );
+    for (a, b, wh) in buckets {
+        let one = store.energy_wh("basket", "meter:wall", a, b).unwrap();
+        assert!((wh - one).abs() < 1e-9, "{a}..{b}: {wh} vs {one}");
+    }
+    // Inside one hour, and an empty range.
+    let inside = store
+        .hourly_energy_wh(
+            "basket",
+            "meter:wall",
+            h + HOUR_MS + 1000,
+            h + HOUR_MS + 5000,
+        )
+        .unwrap();
+    assert_eq!(inside.len(), 1);
+    assert!(
+        store
+            .hourly_energy_wh("basket", "meter:wall", to, from)
+            .unwrap()
+            .is_empty()
+    );
+}
