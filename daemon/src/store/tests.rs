@@ -722,7 +722,10 @@ fn a_sample_for_a_closed_period_without_an_open_chunk_is_merged_not_duplicated()
         .conn()
         .query_row("SELECT count(*) FROM raw_chunk", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(n_chunks, 1, "merged into the closed chunk, not a second copy");
+    assert_eq!(
+        n_chunks, 1,
+        "merged into the closed chunk, not a second copy"
+    );
     let got = w.store().raw(&wall(), T0, T0 + HOUR_MS).unwrap();
     assert_eq!(
         got[0].1,
