@@ -157,8 +157,10 @@ impl TestBroker {
 
     fn write_mosquitto_conf(&mut self, opts: &Options) {
         let dir = self.dir.path();
+        // The fleet tests queue a thousand QoS 1 messages for one collector faster than it
+        // stores them; mosquitto's default queue (1000) would drop the rest.
         let mut conf = format!(
-            "listener {} 127.0.0.1\npersistence false\nlog_dest none\n",
+            "listener {} 127.0.0.1\npersistence false\nlog_dest none\nmax_queued_messages 100000\n",
             self.port
         );
         if opts.users.is_empty() {

@@ -750,3 +750,504 @@ async fn plugs_feed_collectors_over_mqtt() {
     cancel.cancel();
     join.await.unwrap();
 }
+
+// ---------------------------------------------------------------------------------------
+// The real binaries: `wattson run` through a broker restart, `wattson collect` into SQLite.
+// ---------------------------------------------------------------------------------------
+
+/// User + system CPU time of process `pid`, in clock ticks (100 per second), from
+/// `/proc/<pid>/stat`: the daemon under test, not this machine.
+fn process_cpu_ticks(pid: nix::unistd::Pid) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Time on a CPU of every thread of process `pid`, ns, from `/proc/<pid>/task/*/schedstat`
+/// (finer than the clock ticks of `stat`; reported, not asserted).
+fn process_cpu_ns(pid: nix::unistd::Pid) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Lines of `log` that say the daemon's MQTT connection failed and when it retries.
+fn mqtt_retries(log: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("MQTT: ") && l.contains("retrying in"))
+        .count()
+}
+
+/// The mosquitto broker is killed under a running `wattson run` and started again on the
+/// same port. The daemon keeps storing meter samples while the broker is down (no gap in
+/// the power series), stays near idle (no reconnect spin), reconnects, and re-publishes its
+/// retained availability and discovery (the restarted broker kept no retained messages).
+#[test]
+fn the_daemon_rides_out_a_broker_restart_on_the_same_port() {
+    use wattson_tests::{Child, HOST, TestEnv, db_points, meter_toml, now_ms, q, simulate};
+    const INTERVAL_MS: i64 = 500;
+    if wattson_tests::broker::mosquitto_path().is_none() {
+        eprintln!("skipped: needs mosquitto (rumqttd cannot be stopped in-process)");
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let mut broker = TestBroker::start(Kind::Mosquitto, &Options::default());
+    let env = TestEnv::new();
+    let sim = simulate("pzem004t", &[1], 80.0);
+    let config = env.config(&format!(
+        "\n[cpu]\nenabled = false\n{}\n[mqtt]\nurl = {}\npublish_interval = \"500ms\"\nkeepalive = \"5s\"\n",
+        meter_toml("wall", "pzem004t", &sim.path, "500ms", None),
+        q(broker.url(false))
+    ));
+    let availability = format!("wattson/{HOST}/availability");
+    let state = format!("wattson/{HOST}/state");
+    let power_config = format!("homeassistant/sensor/wattson_{HOST}/power/config");
+    let w = Watcher::start(broker.port, "watch", &["wattson/#", "homeassistant/#"]);
+    let mut daemon = Child::run_daemon(&config, &[]);
+    let announced = |w: &Watcher| {
+        w.last(&availability)
+            .is_some_and(|m| m.payload == b"online")
+            && w.last(&power_config).is_some()
+            && w.last(&state).is_some()
+    };
+    daemon.wait_for(
+        "availability, discovery and state",
+        Duration::from_secs(20),
+        || announced(&w).then_some(()),
+    );
+
+    // The outage: until the daemon has retried three times and stored six samples (3 s).
+    let retries_before = mqtt_retries(&daemon.stderr());
+    broker.kill();
+    let killed_ms = now_ms();
+    let (cpu0, ns0) = (
+        process_cpu_ticks(daemon.pid()),
+        process_cpu_ns(daemon.pid()),
+    );
+    let t0 = std::time::Instant::now();
+    daemon.wait_for(
+        "three reconnect attempts and six samples stored while the broker is down",
+        Duration::from_secs(30),
+        || {
+            let retries = mqtt_retries(&daemon.stderr()) - retries_before;
+            let stored = db_points(&env.db, "meter:wall", Metric::Power)
+                .iter()
+                .filter(|p| p.0 > killed_ms)
+                .count();
+            (retries >= 3 && stored >= 6).then_some(())
+        },
+    );
+    let cpu_s = (process_cpu_ticks(daemon.pid()) - cpu0) as f64 / 100.0;
+    let ms = process_cpu_ns(daemon.pid()).saturating_sub(ns0) as f64 / 1e6;
+    let window = t0.elapsed().as_secs_f64();
+    let retries = mqtt_retries(&daemon.stderr()) - retries_before;
+    eprintln!(
+        "broker down: daemon used {cpu_s:.2} s CPU by utime+stime, {ms:.1} ms by schedstat, in {window:.2} s ({:.2} % of a core), {retries} retries",
+        ms / 10.0 / window
+    );
+    // Generous: a quarter of a core (plus a tick either side). A reconnect loop without
+    // backoff spins a whole core and logs thousands of lines.
+    assert!(
+        cpu_s <= 0.25 * window + 0.02,
+        "{cpu_s} s CPU in {window} s with the broker down"
+    );
+    assert!(
+        retries <= 8,
+        "{retries} reconnect attempts in {window:.1} s"
+    );
+
+    // The broker comes back empty: no retained messages survive it.
+    w.clear();
+    let connects_before = daemon.stderr().matches("MQTT: connected").count();
+    broker.restart();
+    daemon.wait_for("a reconnect", Duration::from_secs(30), || {
+        (daemon.stderr().matches("MQTT: connected").count() > connects_before).then_some(())
+    });
+    let reconnected_ms = now_ms();
+    daemon.wait_for(
+        "availability, discovery and state after the restart",
+        Duration::from_secs(15),
+        || announced(&w).then_some(()),
+    );
+    // A client that subscribes now gets them as retained messages.
+    let late = Watcher::start(broker.port, "late", &["wattson/#", "homeassistant/#"]);
+    daemon.wait_for(
+        "retained availability and discovery",
+        Duration::from_secs(10),
+        || {
+            let online = late
+                .last(&availability)
+                .is_some_and(|m| m.retain && m.payload == b"online");
+            let discovery = late.last(&power_config).is_some_and(|m| m.retain);
+            (online && discovery).then_some(())
+        },
+    );
+    daemon.wait_for(
+        "samples after the reconnect",
+        Duration::from_secs(10),
+        || {
+            (db_points(&env.db, "meter:wall", Metric::Power)
+                .iter()
+                .filter(|p| p.0 > reconnected_ms)
+                .count()
+                >= 2)
+                .then_some(())
+        },
+    );
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_secs(5)).unwrap();
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", daemon.stderr());
+
+    // No gap: one sample per interval from the first to the last, across the outage.
+    let power = db_points(&env.db, "meter:wall", Metric::Power);
+    let (first, last) = (power[0].0, power[power.len() - 1].0);
+    assert!(first < killed_ms && last > reconnected_ms);
+    let expected = (last - first + INTERVAL_MS / 2) / INTERVAL_MS + 1;
+    let widest = power.windows(2).map(|p| p[1].0 - p[0].0).max().unwrap();
+    eprintln!(
+        "{} samples over {} ms (expected {expected}), widest step {widest} ms",
+        power.len(),
+        last - first
+    );
+    assert!(
+        (power.len() as i64 - expected).abs() <= 1,
+        "{} samples from {first} to {last}, expected {expected}",
+        power.len()
+    );
+    assert!(
+        widest < 2 * INTERVAL_MS,
+        "a {widest} ms step in the power series"
+    );
+    let store = wattson_tests::open_db(&env.db).unwrap();
+    assert!(
+        store.gaps(HOST, 0, i64::MAX).unwrap().is_empty(),
+        "a gap was recorded"
+    );
+}
+
+/// One state payload as a wattson host publishes it: power and voltage at `ts`.
+fn state_payload(ts: i64, watts: f64) -> String {
+    format!(
+        r#"{{"ts":{ts},"series":[["meter:wall","power","",{watts}],["meter:wall","voltage","",231.0]]}}"#
+    )
+}
+
+/// Connect as `client_id`, publish every `(topic, payload)` at QoS 1 and return once the
+/// broker has acknowledged them all.
+async fn publish_acked(port: u16, client_id: String, msgs: Vec<(String, String)>) {
+    let mut opts = rumqttc::MqttOptions::new(client_id, "127.0.0.1", port);
+    opts.set_keep_alive(Duration::from_secs(5));
+    let (client, mut el) = rumqttc::AsyncClient::new(opts, 16);
+    let n = msgs.len();
+    let sender = tokio::spawn(async move {
+        for (topic, payload) in msgs {
+            client
+                .publish(topic, rumqttc::QoS::AtLeastOnce, false, payload)
+                .await
+                .unwrap();
+        }
+        client
+    });
+    let mut acked = 0;
+    while acked < n {
+        match tokio::time::timeout(Duration::from_secs(20), el.poll()).await {
+            Ok(Ok(rumqttc::Event::Incoming(rumqttc::Packet::PubAck(_)))) => acked += 1,
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => panic!("publisher: {e}"),
+            Err(elapsed) => panic!("publisher: {acked} of {n} acknowledged: {elapsed}"),
+        }
+    }
+    let client = sender.await.unwrap();
+    let _ = client.disconnect().await;
+    let _ = tokio::time::timeout(Duration::from_millis(200), el.poll()).await;
+}
+
+/// Stored power samples `(ts, W)` of `host`, in time order.
+fn host_power(store: &wattson::store::Store, host: &str) -> Vec<(i64, f64)> {
+    let filter = wattson::store::SeriesFilter::all()
+        .host(host)
+        .source("meter:wall")
+        .metric(Metric::Power);
+    let mut out: Vec<(i64, f64)> = store
+        .raw(&filter, 0, i64::MAX)
+        .unwrap()
+        .into_iter()
+        .flat_map(|(_, p)| p)
+        .collect();
+    out.sort_by_key(|p| p.0);
+    out
+}
+
+fn fleet_into_sqlite(kind: Kind) {
+    use wattson_tests::{Child, TestEnv, now_ms, q, wattson};
+    const HOSTS: usize = 20;
+    const MESSAGES: i64 = 60;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(kind, &Options::default());
+    let env = TestEnv::new();
+    let config = env.config(&format!(
+        "\n[cpu]\nenabled = false\n\n[mqtt]\nurl = {}\nkeepalive = \"5s\"\n",
+        q(broker.url(false))
+    ));
+    let mut cmd = wattson();
+    cmd.arg("--config").arg(&config).arg("collect");
+    let mut collector = Child::spawn(cmd);
+
+    // The collector has subscribed once a probe host's message is stored.
+    let probe = Watcher::start(broker.port, "probe", &[]);
+    collector.wait_for(
+        "the collector's subscription",
+        Duration::from_secs(15),
+        || {
+            let _ = probe.client.try_publish(
+                "wattson/probe/state",
+                rumqttc::QoS::AtLeastOnce,
+                false,
+                state_payload(now_ms(), 1.0),
+            );
+            let store = wattson_tests::open_db(&env.db)?;
+            (!host_power(&store, "probe").is_empty()).then_some(())
+        },
+    );
+
+    // A minute of 1 Hz state per host, sent as fast as the broker takes it; then each host
+    // sends its first five again, as a publisher retrying unacknowledged messages would.
+    let t0 = now_ms() - 120_000;
+    let started = std::time::Instant::now();
+    let publishers: Vec<_> = (0..HOSTS)
+        .map(|i| {
+            let topic = format!("wattson/host{i}/state");
+            let mut msgs: Vec<(String, String)> = (0..MESSAGES)
+                .map(|k| {
+                    (
+                        topic.clone(),
+                        state_payload(t0 + k * 1000, 100.0 + i as f64),
+                    )
+                })
+                .collect();
+            msgs.extend(msgs[..5].to_vec());
+            rt.spawn(publish_acked(broker.port, format!("host{i}"), msgs))
+        })
+        .collect();
+    for p in publishers {
+        rt.block_on(p).unwrap();
+    }
+    let published = started.elapsed();
+    let want: Vec<i64> = (0..MESSAGES).map(|k| t0 + k * 1000).collect();
+    collector.wait_for(
+        "every host's minute in the database",
+        Duration::from_secs(30),
+        || {
+            let store = wattson_tests::open_db(&env.db)?;
+            (0..HOSTS)
+                .all(|i| host_power(&store, &format!("host{i}")).len() as i64 >= MESSAGES)
+                .then_some(())
+        },
+    );
+    let stored = started.elapsed();
+    collector.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = collector.wait_exit(Duration::from_secs(5)).unwrap();
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", collector.stderr());
+
+    let store = wattson_tests::open_db(&env.db).unwrap();
+    for i in 0..HOSTS {
+        let host = format!("host{i}");
+        let power = host_power(&store, &host);
+        let ts: Vec<i64> = power.iter().map(|p| p.0).collect();
+        assert_eq!(ts, want, "{kind:?} {host}: not each sample exactly once");
+        assert!(power.iter().all(|p| p.1 == 100.0 + i as f64), "{host}");
+        let hours = store
+            .rollups(
+                &wattson::store::SeriesFilter::all()
+                    .host(&host)
+                    .source("meter:wall")
+                    .metric(Metric::Power),
+                wattson::store::Resolution::Hour,
+                0,
+                i64::MAX,
+            )
+            .unwrap();
+        let n: u64 = hours.iter().flat_map(|(_, h)| h).map(|h| h.n).sum();
+        assert_eq!(n, MESSAGES as u64, "{kind:?} {host}: rollups count {n}");
+    }
+    eprintln!(
+        "{kind:?}: {HOSTS} hosts x {MESSAGES} messages (+5 repeats each) acknowledged by the broker in {published:?}, all stored after {stored:?}"
+    );
+    assert_eq!(wattson_tests::integrity_check(&env.db), "ok");
+}
+
+/// 20 hosts' minute of 1 Hz state (compressed in time) through a real broker into one
+/// `wattson collect` process and its SQLite file: every sample stored exactly once.
+#[test]
+fn fleet_of_20_hosts_into_sqlite_stores_every_sample_once() {
+    for kind in kinds() {
+        fleet_into_sqlite(kind);
+    }
+}
+
+/// A scripted MQTT 3.1.1 broker for one client at a time: it accepts the connection and the
+/// subscription, delivers one QoS 1 message, and answers pings. What it does with the
+/// client's PUBACK is the test's choice, which no real broker offers.
+mod scripted {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::time::Duration;
+
+    fn read_packet(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
+        let mut byte = [0u8; 1];
+        s.read_exact(&mut byte)?;
+        let kind = byte[0];
+        let (mut len, mut shift) = (0usize, 0);
+        loop {
+            s.read_exact(&mut byte)?;
+            len |= usize::from(byte[0] & 0x7f) << shift;
+            if byte[0] & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+        }
+        let mut body = vec![0; len];
+        s.read_exact(&mut body)?;
+        Ok((kind, body))
+    }
+
+    fn packet(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![kind];
+        let mut len = body.len();
+        loop {
+            let mut b = (len & 0x7f) as u8;
+            len >>= 7;
+            if len > 0 {
+                b |= 0x80;
+            }
+            out.push(b);
+            if len == 0 {
+                break;
+            }
+        }
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// One session: CONNACK (with `session_present`), SUBACK, then PUBLISH `payload` on
+    /// `topic` at QoS 1 with packet id 7 (`dup` set on a redelivery). Serves until the
+    /// client goes away; returns whether it acknowledged packet 7.
+    pub fn serve(
+        listener: &TcpListener,
+        session_present: bool,
+        topic: &str,
+        payload: &[u8],
+        dup: bool,
+        on_ack: impl Fn(),
+    ) -> bool {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let (kind, _) = read_packet(&mut s).unwrap();
+        assert_eq!(kind >> 4, 1, "CONNECT first");
+        s.write_all(&packet(0x20, &[u8::from(session_present), 0]))
+            .unwrap();
+        let mut acked = false;
+        let mut published = false;
+        while let Ok((kind, body)) = read_packet(&mut s) {
+            match kind >> 4 {
+                8 => {
+                    // SUBSCRIBE: grant QoS 1, then deliver.
+                    s.write_all(&packet(0x90, &[body[0], body[1], 1])).unwrap();
+                    if !published {
+                        published = true;
+                        let mut p = (topic.len() as u16).to_be_bytes().to_vec();
+                        p.extend_from_slice(topic.as_bytes());
+                        p.extend_from_slice(&7u16.to_be_bytes());
+                        p.extend_from_slice(payload);
+                        s.write_all(&packet(0x32 | if dup { 0x08 } else { 0 }, &p))
+                            .unwrap();
+                    }
+                }
+                4 if body == [0, 7] => {
+                    acked = true;
+                    on_ack();
+                }
+                12 => s.write_all(&[0xd0, 0]).unwrap(), // PINGREQ
+                14 => break,                            // DISCONNECT
+                _ => {}
+            }
+        }
+        acked
+    }
+}
+
+/// The fleet collector is killed (SIGKILL) after it stored a QoS 1 message, and the broker
+/// never counts the acknowledgement, as when the process dies before its PUBACK leaves: the
+/// broker redelivers the message (DUP set) to the next run, on the same session, and the
+/// database still holds that sample once.
+#[test]
+fn a_message_redelivered_after_the_collector_is_killed_is_stored_once() {
+    use wattson_tests::{Child, HOST, TestEnv, db_points, q, wattson};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let env = TestEnv::new();
+    let config = env.config(&format!(
+        "\n[cpu]\nenabled = false\n\n[mqtt]\nurl = {}\nkeepalive = \"5s\"\n",
+        q(format!("mqtt://127.0.0.1:{port}"))
+    ));
+    let ts = wattson_tests::now_ms() - 5_000;
+    let payload = state_payload(ts, 77.0);
+    let topic = format!("wattson/{HOST}/state");
+    let (acked_tx, acked_rx) = std::sync::mpsc::channel();
+    let broker = std::thread::spawn(move || {
+        // The first run's acknowledgement is lost with it; the second run's is awaited.
+        let _ = scripted::serve(&listener, false, &topic, payload.as_bytes(), false, || {});
+        scripted::serve(&listener, true, &topic, payload.as_bytes(), true, || {
+            let _ = acked_tx.send(());
+        })
+    });
+    let collect = || {
+        let mut cmd = wattson();
+        cmd.arg("--config")
+            .arg(&config)
+            .args(["collect", "--client-id", "collector"]);
+        Child::spawn(cmd)
+    };
+
+    let mut first = collect();
+    first.wait_for("the sample stored", Duration::from_secs(15), || {
+        (!db_points(&env.db, "meter:wall", Metric::Power).is_empty()).then_some(())
+    });
+    first.signal(nix::sys::signal::Signal::SIGKILL);
+    first.wait_exit(Duration::from_secs(5)).unwrap();
+
+    let mut second = collect();
+    acked_rx
+        .recv_timeout(Duration::from_secs(15))
+        .unwrap_or_else(|_| panic!("redelivery not acknowledged; stderr:\n{}", second.stderr()));
+    second.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = second.wait_exit(Duration::from_secs(5)).unwrap();
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", second.stderr());
+    assert!(broker.join().unwrap(), "second run acknowledged");
+
+    assert_eq!(
+        db_points(&env.db, "meter:wall", Metric::Power),
+        vec![(ts, 77.0)],
+        "stored once"
+    );
+    let store = wattson_tests::open_db(&env.db).unwrap();
+    let hours = store
+        .rollups(
+            &wattson::store::SeriesFilter::all()
+                .host(HOST)
+                .source("meter:wall")
+                .metric(Metric::Power),
+            wattson::store::Resolution::Hour,
+            0,
+            i64::MAX,
+        )
+        .unwrap();
+    let n: u64 = hours.iter().flat_map(|(_, h)| h).map(|h| h.n).sum();
+    assert_eq!(n, 1, "the hour rollup counts it once");
+}

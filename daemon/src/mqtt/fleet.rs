@@ -4,8 +4,10 @@
 //! the broker queues what arrives while the collector is down, and it acknowledges each
 //! message only after the sink has taken its samples: a restart loses nothing the broker
 //! kept. QoS 1 may deliver a message twice; samples are deduplicated by (host, `ts`), the
-//! state payload's sample timestamp. Payloads are bounded ([`MAX_STATE_BYTES`]); malformed
-//! ones are counted and dropped.
+//! state payload's sample timestamp, in memory, and again by the store, which keeps one
+//! sample per (host, source, metric, channel, ts): a message stored but not acknowledged
+//! before the collector was killed is redelivered to the next run and stored once.
+//! Payloads are bounded ([`MAX_STATE_BYTES`]); malformed ones are counted and dropped.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -703,5 +703,81 @@ fn hourly_energy_matches_hour_by_hour_queries() {
             .hourly_energy_wh("basket", "meter:wall", to, from)
             .unwrap()
             .is_empty()
+
+fn a_sample_stored_twice_is_kept_once_in_raw_data_and_rollups() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    // Two chunks: the first closes when the second opens.
+    let first: Vec<Sample> = (0..5).map(|k| power(T0 + k * 1000, 10.0)).collect();
+    let second: Vec<Sample> = (0..5)
+        .map(|k| power(T0 + CHUNK_MS + k * 1000, 20.0))
+        .collect();
+    let mut w = writer(&path);
+    w.push(None, first.clone());
+    w.push(None, second.clone());
+    let stats = w.flush().unwrap();
+    assert_eq!((stats.samples, stats.duplicates), (10, 0));
+
+    // The same batch again, within one flush and after it: in the open chunk, in a closed
+    // chunk, and twice in one flush.
+    w.push(None, second.clone());
+    w.push(None, first.clone());
+    w.push(None, vec![power(T0 + 500, 99.0), power(T0 + 500, 98.0)]);
+    let stats = w.flush().unwrap();
+    assert_eq!((stats.samples, stats.duplicates), (1, 11));
+    drop(w);
+
+    // After a restart (the fleet collector killed before it acknowledged, then redelivered).
+    let mut w = writer(&path);
+    w.push(None, first.clone());
+    w.push(None, second.clone());
+    let stats = w.flush().unwrap();
+    assert_eq!((stats.samples, stats.duplicates), (0, 10));
+
+    let got = w.store().raw(&wall(), T0, T0 + HOUR_MS).unwrap();
+    let ts: Vec<i64> = got[0].1.iter().map(|p| p.0).collect();
+    let mut want: Vec<i64> = first.iter().chain(&second).map(|s| s.ts_ms).collect();
+    want.push(T0 + 500);
+    want.sort_unstable();
+    assert_eq!(ts, want);
+    assert_eq!(got[0].1[1], (T0 + 500, 99.0), "the first value is kept");
+    let hour = w
+        .store()
+        .rollups(&wall(), Resolution::Hour, T0, T0 + HOUR_MS)
+        .unwrap();
+    assert_eq!(hour[0].1[0].n, 11);
+}
+
+#[test]
+fn a_sample_for_a_closed_period_without_an_open_chunk_is_merged_not_duplicated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let mut w = writer(&path);
+    w.push(None, vec![power(T0, 10.0), power(T0 + 1000, 11.0)]);
+    w.push(None, vec![power(T0 + CHUNK_MS, 20.0)]);
+    w.flush().unwrap();
+    // Drop the open chunk, as pruning does: the first chunk is closed and nothing is open.
+    w.store()
+        .conn()
+        .execute("DELETE FROM raw_open", [])
+        .unwrap();
+    drop(w);
+    let mut w = writer(&path);
+    w.push(None, vec![power(T0 + 1000, 11.0), power(T0 + 2000, 12.0)]);
+    let stats = w.flush().unwrap();
+    assert_eq!((stats.samples, stats.duplicates), (1, 1));
+    let n_chunks: i64 = w
+        .store()
+        .conn()
+        .query_row("SELECT count(*) FROM raw_chunk", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        n_chunks, 1,
+        "merged into the closed chunk, not a second copy"
+    );
+    let got = w.store().raw(&wall(), T0, T0 + HOUR_MS).unwrap();
+    assert_eq!(
+        got[0].1,
+        vec![(T0, 10.0), (T0 + 1000, 11.0), (T0 + 2000, 12.0)]
     );
 }

@@ -8,6 +8,13 @@
 //! that close are appended to `raw_chunk` (`raw_detail_chunk` for per-core CPU series,
 //! which are pruned sooner); samples older than a series' open chunk are
 //! merged into their closed chunk. Times are UTC ms, energy Wh.
+//!
+//! A series holds at most one sample per millisecond: a sample whose timestamp is already
+//! stored in its series (in the open chunk, a closed chunk, or earlier in the same flush)
+//! is counted in [`FlushStats::duplicates`] and dropped, the first value kept. Raw chunks
+//! and rollups are written in the same transaction, so a sample found in a chunk is also in
+//! its rollups: storing a batch twice (a QoS 1 redelivery after the fleet collector was
+//! killed before it acknowledged) changes nothing.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -28,6 +35,8 @@ pub struct FlushStats {
     pub samples: usize,
     /// Samples dropped because their value was not finite.
     pub rejected: usize,
+    /// Samples dropped because their series already holds a sample at that timestamp.
+    pub duplicates: usize,
     /// Gaps recorded.
     pub gaps: usize,
 }
@@ -51,6 +60,10 @@ struct OpenChunk {
 }
 
 impl OpenChunk {
+    fn contains(&self, ts: i64) -> bool {
+        self.ts.binary_search(&ts).is_ok()
+    }
+
     fn push(&mut self, ts: i64, q: i64) {
         if self.ts.last().is_none_or(|&last| last <= ts) {
             self.ts.push(ts);
@@ -190,6 +203,20 @@ struct SeriesState {
     hour: Option<HourAcc>,
 }
 
+/// Samples of this flush bound for one closed chunk, and the timestamps that chunk
+/// already held when the flush first touched it (sorted), to drop duplicates.
+#[derive(Default)]
+struct LatePoints {
+    stored: Vec<i64>,
+    points: Vec<(i64, i64)>,
+}
+
+impl LatePoints {
+    fn contains(&self, ts: i64) -> bool {
+        self.stored.binary_search(&ts).is_ok() || self.points.iter().any(|p| p.0 == ts)
+    }
+}
+
 /// Series index by host, source, channel and metric, looked up without allocating.
 type SeriesIndex = HashMap<String, HashMap<String, HashMap<String, HashMap<Metric, usize>>>>;
 
@@ -202,7 +229,7 @@ pub struct Writer {
     index: SeriesIndex,
     states: Vec<SeriesState>,
     gaps: HashMap<(String, String), Vec<(i64, i64)>>,
-    late: BTreeMap<(usize, i64), Vec<(i64, i64)>>,
+    late: BTreeMap<(usize, i64), LatePoints>,
     newest_ms: i64,
     last_prune: Option<Instant>,
 }
@@ -396,15 +423,18 @@ impl Writer {
                         continue;
                     }
                     let i = self.state_index(&host, &sample)?;
-                    self.ingest(i, sample.ts_ms, sample.value)?;
-                    stats.samples += 1;
+                    if self.ingest(i, sample.ts_ms, sample.value)? {
+                        stats.samples += 1;
+                    } else {
+                        stats.duplicates += 1;
+                    }
                 }
             }
         }
-        for ((i, start_ms), points) in std::mem::take(&mut self.late) {
+        for ((i, start_ms), late) in std::mem::take(&mut self.late) {
             let (id, scale) = (self.states[i].series.id, self.states[i].scale);
             let detail = self.states[i].detail;
-            self.merge_closed(id, detail, start_ms, &points, scale)?;
+            self.merge_closed(id, detail, start_ms, &late.points, scale)?;
         }
         for state in &mut self.states {
             if let Some(open) = state.open.as_mut().filter(|o| o.dirty) {
@@ -479,42 +509,114 @@ impl Writer {
         .transpose()
     }
 
-    fn ingest(&mut self, i: usize, ts: i64, value: f64) -> Result<(), StoreError> {
-        self.newest_ms = self.newest_ms.max(ts);
+    /// Adds one sample to its series; false (and nothing written) when the series already
+    /// holds a sample at `ts`.
+    fn ingest(&mut self, i: usize, ts: i64, value: f64) -> Result<bool, StoreError> {
         let state = &mut self.states[i];
         let q = quantise(value, state.scale);
         let value = dequantise(q, state.scale);
         let start_ms = floor_to(ts, CHUNK_MS);
-        match state.open.as_mut() {
-            Some(open) if open.start_ms == start_ms => open.push(ts, q),
-            Some(open) if open.start_ms > start_ms => {
-                self.late.entry((i, start_ms)).or_default().push((ts, q));
-            }
-            _ => {
-                if let Some(old) = state.open.take() {
-                    let points: Vec<(i64, i64)> = old.ts.into_iter().zip(old.q).collect();
-                    let (id, detail, scale) = (state.series.id, state.detail, state.scale);
-                    self.merge_closed(id, detail, old.start_ms, &points, scale)?;
-                    self.store
-                        .conn
-                        .prepare_cached("DELETE FROM raw_open WHERE series_id = ?1")
-                        .and_then(|mut s| s.execute([id]))
-                        .map_err(|e| self.store.sql(e))?;
+        let id = state.series.id;
+        let late = match state.open.as_mut() {
+            Some(open) if open.start_ms == start_ms => {
+                if open.contains(ts) {
+                    return Ok(false);
                 }
-                let mut open = OpenChunk {
-                    start_ms,
-                    ts: Vec::new(),
-                    q: Vec::new(),
-                    dirty: true,
-                };
                 open.push(ts, q);
-                self.states[i].open = Some(open);
+                false
             }
+            Some(open) if open.start_ms > start_ms => true,
+            // A new period, unless a closed chunk already covers it (the open chunk was
+            // pruned, or the clock went back): then the sample belongs in that chunk.
+            _ => self.closed_chunk(id, start_ms)?.is_some(),
+        };
+        if late {
+            if !self.push_late(i, start_ms, ts, q)? {
+                return Ok(false);
+            }
+        } else if self.states[i]
+            .open
+            .as_ref()
+            .is_none_or(|o| o.start_ms != start_ms)
+        {
+            let state = &mut self.states[i];
+            if let Some(old) = state.open.take() {
+                let points: Vec<(i64, i64)> = old.ts.into_iter().zip(old.q).collect();
+                let (detail, scale) = (state.detail, state.scale);
+                self.merge_closed(id, detail, old.start_ms, &points, scale)?;
+                self.store
+                    .conn
+                    .prepare_cached("DELETE FROM raw_open WHERE series_id = ?1")
+                    .and_then(|mut s| s.execute([id]))
+                    .map_err(|e| self.store.sql(e))?;
+            }
+            let mut open = OpenChunk {
+                start_ms,
+                ts: Vec::new(),
+                q: Vec::new(),
+                dirty: true,
+            };
+            open.push(ts, q);
+            self.states[i].open = Some(open);
         }
+        self.newest_ms = self.newest_ms.max(ts);
         if self.states[i].hourly {
             self.roll_up(i, ts, value)?;
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// Queues a sample for the closed chunk at `start_ms`; false when that chunk, or this
+    /// flush, already holds `ts`.
+    fn push_late(&mut self, i: usize, start_ms: i64, ts: i64, q: i64) -> Result<bool, StoreError> {
+        if !self.late.contains_key(&(i, start_ms)) {
+            let stored = match self.closed_chunk(self.states[i].series.id, start_ms)? {
+                Some((ts, _)) => ts,
+                None => Vec::new(),
+            };
+            self.late.insert(
+                (i, start_ms),
+                LatePoints {
+                    stored,
+                    points: Vec::new(),
+                },
+            );
+        }
+        let late = self.late.entry((i, start_ms)).or_default();
+        if late.contains(ts) {
+            return Ok(false);
+        }
+        late.points.push((ts, q));
+        Ok(true)
+    }
+
+    /// The closed chunk of `series_id` at `start_ms`, if stored: its timestamps (sorted)
+    /// and whether it is in `raw_detail_chunk`.
+    fn closed_chunk(
+        &self,
+        series_id: i64,
+        start_ms: i64,
+    ) -> Result<Option<(Vec<i64>, bool)>, StoreError> {
+        let store = &self.store;
+        let existing: Option<(Vec<u8>, bool)> = store
+            .conn
+            .prepare_cached(
+                "SELECT data, 0 FROM raw_chunk WHERE series_id = ?1 AND start_ms = ?2
+                 UNION ALL
+                 SELECT data, 1 FROM raw_detail_chunk WHERE series_id = ?1 AND start_ms = ?2",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![series_id, start_ms], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
+            .map_err(|e| store.sql(e))?;
+        existing
+            .map(|(data, detail)| {
+                let mut ts = store.decode_chunk(series_id, start_ms, &data)?.ts;
+                ts.sort_unstable();
+                Ok((ts, detail))
+            })
+            .transpose()
     }
 
     fn roll_up(&mut self, i: usize, ts: i64, value: f64) -> Result<(), StoreError> {
@@ -625,7 +727,9 @@ impl Writer {
             None => Vec::new(),
         };
         all.extend_from_slice(points);
+        // Stable: where a timestamp is both stored and new, the stored value stays.
         all.sort_by_key(|p| p.0);
+        all.dedup_by_key(|p| p.0);
         let chunk = OpenChunk {
             start_ms,
             ts: all.iter().map(|p| p.0).collect(),
