@@ -145,7 +145,15 @@ async fn a_worse_idle_sweep_is_reported_and_published_as_a_problem() {
     );
     assert_eq!(disc["state_topic"], "wattson/e2e/state");
     assert_eq!(disc["json_attributes_topic"], "wattson/e2e/state");
-    assert!(w.last(topic).unwrap().retain);
+    // Retained: a Home Assistant that connects later still finds it.
+    let late = Watcher::start(broker.port, "late", &["homeassistant/binary_sensor/#"]);
+    assert!(
+        wait_for(Duration::from_secs(10), || late
+            .last(topic)
+            .is_some_and(|m| m.retain))
+        .await,
+        "the binary sensor's discovery is not retained"
+    );
     assert!(
         wait_for(Duration::from_secs(10), || w
             .last("wattson/e2e/state")
