@@ -363,7 +363,9 @@ fn check_regression(
     outcome: &SweepOutcome,
 ) -> anyhow::Result<()> {
     let Some(idle) = outcome.levels.iter().find(|l| l.loops == 0) else {
-        tracing::warn!("regression check of {name:?}: this sweep has no idle level (add 0 to --levels)");
+        tracing::warn!(
+            "regression check of {name:?}: this sweep has no idle level (add 0 to --levels)"
+        );
         return Ok(());
     };
     let Some((baseline_run, base)) = baseline else {

@@ -272,8 +272,8 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
         e.component = "binary_sensor";
         e.device_class = Some("problem");
         e.icon = Some("mdi:trending-up");
-        e.value_template =
-            "{{ 'ON' if value_json.idle_regression.detected else 'OFF' }}".to_owned();
+        "{{ 'ON' if value_json.idle_regression.detected else 'OFF' }}"
+            .clone_into(&mut e.value_template);
         e.attributes_template = Some("{{ value_json.idle_regression | tojson }}".to_owned());
         out.push(e);
     }
@@ -487,7 +487,10 @@ mod tests {
         );
         state["idle_regression"] = json!({"detected": true, "delta_w": 8.0});
         let es = entities(&state, &StateExtras::default());
-        let e = es.iter().find(|e| e.object_id == "idle_regression").unwrap();
+        let e = es
+            .iter()
+            .find(|e| e.object_id == "idle_regression")
+            .unwrap();
         assert_eq!(e.key(), "binary_sensor/idle_regression");
         assert_eq!(
             e.entity_id("Basket"),

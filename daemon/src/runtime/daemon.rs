@@ -465,6 +465,13 @@ fn extras_fn(
     use crate::mqtt::StateExtras;
     use crate::mqtt::state::MeterCounters;
 
+    /// When the store was last read, and what it said: costs, the regression headline.
+    type Cached = (
+        Instant,
+        Option<crate::costs::CostSummary>,
+        Option<crate::sweep::regression::Check>,
+    );
+
     let tariff = crate::costs::tariff(&config.tariff).ok();
     let currency = config.tariff.currency.clone();
     let wall = crate::costs::wall_source(config);
@@ -478,11 +485,6 @@ fn extras_fn(
     let mode_options: Vec<String> = (0..=cpus)
         .map(|n| crate::modes::level_name(n as u32))
         .collect();
-    type Cached = (
-        Instant,
-        Option<crate::costs::CostSummary>,
-        Option<crate::sweep::regression::Check>,
-    );
     let cache: Mutex<Option<Cached>> = Mutex::new(None);
     Arc::new(move || {
         let (summary, idle_regression) = {
