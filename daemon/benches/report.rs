@@ -97,6 +97,7 @@ fn input() -> ReportInput {
         generated_at: DateTime::from_timestamp_millis(t0 + 8760 * HOUR_MS).unwrap(),
         host: Some("basket".into()),
         tariff,
+        regression: Vec::new(),
         configs: vec![
             manual(
                 "2x Opteron 2.2 GHz, 6 disks",

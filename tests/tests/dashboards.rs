@@ -8,6 +8,7 @@ use std::sync::Arc;
 use wattson::mqtt::discovery;
 use wattson::mqtt::state::{self, MeterCounters, StateExtras};
 use wattson::runtime::live::LiveState;
+use wattson::sweep::regression::{Check, IdleFigure, decide};
 use wattson_collectors::{Metric, Sample};
 
 /// The entity ids `wattson run` announces for host `basket` with a wall meter, the CPU
@@ -36,20 +37,48 @@ fn announced() -> BTreeSet<String> {
             id: "wall".into(),
             ..MeterCounters::default()
         }],
+        idle_regression: Some(regression_check()),
         ..StateExtras::default()
     };
     let snap = state::build(&live.take_means(), &live.latest(), &extras, 10.0).unwrap();
     discovery::entities(&snap.json, &extras)
         .iter()
-        .map(|e| discovery::entity_id("basket", &e.object_id))
+        .map(|e| e.entity_id("basket"))
         .collect()
 }
 
-/// Every `sensor.wattson_*` token in `text`.
+/// A stored idle-power regression check, as the daemon reads it from its database.
+fn regression_check() -> Check {
+    let baseline = IdleFigure {
+        watts: 40.0,
+        ci95_w: 0.3,
+    };
+    let latest = IdleFigure {
+        watts: 48.0,
+        ci95_w: 0.3,
+    };
+    Check {
+        config: "monthly".into(),
+        host: Some("basket".into()),
+        checked_ms: 1,
+        baseline_run_id: Some(1),
+        latest_run_id: Some(2),
+        baseline,
+        latest,
+        verdict: decide(baseline, latest),
+    }
+}
+
+/// Every `sensor.wattson_*` and `binary_sensor.wattson_*` token in `text`.
 fn entity_ids(text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut rest = text;
     while let Some(i) = rest.find("sensor.wattson_") {
+        let i = if rest[..i].ends_with("binary_") {
+            i - "binary_".len()
+        } else {
+            i
+        };
         let tail = &rest[i..];
         let end = tail
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
@@ -76,15 +105,15 @@ fn home_assistant_dashboard_uses_only_announced_entities() {
     );
     // And the dashboard shows every headline figure.
     for must in [
-        "power",
-        "energy",
-        "cost_today",
-        "cost_annual_projection",
-        "cpu_utilisation",
+        "sensor.wattson_basket_power",
+        "sensor.wattson_basket_energy",
+        "sensor.wattson_basket_cost_today",
+        "sensor.wattson_basket_cost_annual_projection",
+        "sensor.wattson_basket_cpu_utilisation",
+        "binary_sensor.wattson_basket_idle_regression",
     ] {
-        assert!(
-            used.contains(&format!("sensor.wattson_basket_{must}")),
-            "{must}"
-        );
+        assert!(used.contains(must), "{must}");
     }
+    // A binary sensor is not mistaken for a sensor of the same name.
+    assert!(!used.contains("sensor.wattson_basket_idle_regression"));
 }

@@ -55,6 +55,7 @@ fn extras() -> wattson::mqtt::publisher::ExtrasFn {
             timeouts: 2,
             implausible: 0,
         }],
+        idle_regression: None,
     })
 }
 

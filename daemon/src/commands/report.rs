@@ -97,6 +97,8 @@ pub fn resolve_when(w: When, now: DateTime<Utc>, tz: Tz, end: bool) -> i64 {
 pub struct StoreData {
     pub configs: Vec<ConfigInput>,
     pub measured: Option<MeasuredInput>,
+    /// The newest idle-power regression check of each configuration, newest first.
+    pub regression: Vec<crate::sweep::regression::Check>,
 }
 
 /// Reads sweeps, hourly energy rollups, gaps and utilisation from the database at `db`.
@@ -119,6 +121,7 @@ pub fn gather_from_store(
     for s in crate::sweep::persist::list(&store)? {
         data.configs.push(sweep_config_input(&s));
     }
+    data.regression = crate::sweep::regression::latest(&store, None)?;
 
     // The wall meter's history: the first meter power series of this host.
     let series = store.find_series(
@@ -312,6 +315,7 @@ pub fn input_from_config(
         tariff,
         configs,
         measured: store.measured,
+        regression: store.regression,
         options,
     })
 }

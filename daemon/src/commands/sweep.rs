@@ -21,6 +21,7 @@ use crate::sweep::engine::{
 use crate::sweep::fingerprint;
 use crate::sweep::governor::GovernorGuard;
 use crate::sweep::persist;
+use crate::sweep::regression;
 use crate::workload::{LoopKind, cpu_order};
 
 #[derive(Debug, Args)]
@@ -55,7 +56,8 @@ pub struct SweepArgs {
     /// Readings before a level's interval is trusted.
     #[arg(long, default_value_t = 20)]
     pub min_samples: usize,
-    /// Compare idle with the previous complete sweep of --name and warn on a regression.
+    /// Compare idle with the baseline (the newest complete sweep of --name that was not a
+    /// regression) and store the verdict for the daemon and `wattson report`.
     #[arg(long)]
     pub regression_check: bool,
     /// List the stored sweeps.
@@ -263,11 +265,6 @@ pub fn sweep_with_config(
         meter_cfg.id,
         meter_cfg.port.display()
     );
-    let previous_idle = if args.regression_check {
-        idle_of(&store, name)?
-    } else {
-        None
-    };
 
     let stop = Arc::new(AtomicBool::new(false));
     let slot: LoopSlot = Arc::new(Mutex::new(None));
@@ -304,6 +301,12 @@ pub fn sweep_with_config(
         };
         let bar = progress_bar();
         let mut on_progress = |p: Progress| report_progress(&bar, &p);
+        // Read before this run is stored, so the run is never its own baseline.
+        let baseline = if args.regression_check {
+            regression::baseline(&store, &config_name)?
+        } else {
+            None
+        };
         let outcome = run_sweep(&plan, &mut inst, &stop, &slot, &mut on_progress)?;
         bar.finish_and_clear();
         let fp = fingerprint::gather(&root, &config.host.name, &meter_desc);
@@ -317,6 +320,9 @@ pub fn sweep_with_config(
             tracing::warn!("no level completed: nothing stored for {config_name:?}");
         } else {
             let run_id = persist::save(&store, &config_name, &fp, &outcome, &settings)?;
+            if args.regression_check {
+                check_regression(&store, &config_name, &fp.host, baseline, run_id, &outcome)?;
+            }
             for c in persist::save_calibrations(&store, &config.host.name, &outcome)? {
                 crate::output::println(&format!(
                     "calibration (an estimate): wall = {:.1} W + {:.3} x {} (r2 {:.3}, +/- {:.1} W rms)",
@@ -334,11 +340,6 @@ pub fn sweep_with_config(
                 db.display()
             ));
         }
-        if let (Some(prev), Some(now)) =
-            (previous_idle, outcome.levels.iter().find(|l| l.loops == 0))
-        {
-            regression_note(prev, now);
-        }
         all_complete &= outcome.complete;
         if !outcome.complete {
             break;
@@ -351,33 +352,52 @@ pub fn sweep_with_config(
     Ok(all_complete)
 }
 
-fn idle_of(store: &Store, name: &str) -> anyhow::Result<Option<(f64, f64)>> {
-    Ok(persist::load(store, name)?
-        .filter(|s| s.status == "complete")
-        .and_then(|s| {
-            s.levels
-                .iter()
-                .find(|l| l.loops == 0)
-                .map(|l| (l.mean_w, l.ci95_w.unwrap_or(0.0)))
-        }))
-}
-
-/// Log an idle-power regression against the previous sweep of the same configuration.
-fn regression_note(previous: (f64, f64), now: &LevelResult) {
-    let (prev_w, prev_ci) = previous;
-    let delta = now.mean_w - prev_w;
-    let threshold = (0.05 * prev_w).max(2.0) + prev_ci + now.ci95_w;
-    if delta > threshold {
+/// Compare the idle level of `outcome` (stored as `run_id`) with the configuration's
+/// baseline, store the verdict, and say it.
+fn check_regression(
+    store: &Store,
+    name: &str,
+    host: &str,
+    baseline: Option<(i64, regression::IdleFigure)>,
+    run_id: i64,
+    outcome: &SweepOutcome,
+) -> anyhow::Result<()> {
+    let Some(idle) = outcome.levels.iter().find(|l| l.loops == 0) else {
         tracing::warn!(
-            "idle power regression: {:.1} W now against {prev_w:.1} W at the previous sweep (+{delta:.1} W): check C-states, disk spin-down and new devices",
-            now.mean_w
+            "regression check of {name:?}: this sweep has no idle level (add 0 to --levels)"
         );
-    } else {
+        return Ok(());
+    };
+    let Some((baseline_run, base)) = baseline else {
         tracing::info!(
-            "idle power {:.1} W, previous sweep {prev_w:.1} W: no regression",
-            now.mean_w
+            "regression check of {name:?}: no earlier complete sweep, so this one ({:.1} W idle) is the baseline",
+            idle.mean_w
         );
+        return Ok(());
+    };
+    let latest = regression::IdleFigure {
+        watts: idle.mean_w,
+        ci95_w: idle.ci95_w,
+    };
+    let check = regression::Check {
+        config: name.to_owned(),
+        host: Some(host.to_owned()),
+        checked_ms: outcome.ended_ms,
+        baseline_run_id: Some(baseline_run),
+        latest_run_id: Some(run_id),
+        baseline: base,
+        latest,
+        verdict: regression::decide(base, latest),
+    };
+    regression::save(store, &check)?;
+    let line = regression::describe(&check);
+    if check.verdict.detected {
+        tracing::warn!("{line}");
+    } else {
+        tracing::info!("{line}");
     }
+    crate::output::println(&line);
+    Ok(())
 }
 
 fn progress_bar() -> indicatif::ProgressBar {

@@ -1,18 +1,25 @@
-//! Home Assistant MQTT discovery: one device per host, one `sensor` per state field.
+//! Home Assistant MQTT discovery: one device per host, one `sensor` per state field, and
+//! one `binary_sensor` for the idle-power regression.
 //!
-//! Config topics are `<discovery_prefix>/sensor/wattson_<host>/<object>/config`, retained,
-//! with `unique_id` and `default_entity_id` (`object_id` too, for Home Assistant before
-//! 2025.10), so entity ids are deterministic: `sensor.wattson_<host>_<object>`, where
-//! `<host>` is the host name in lower case with every other character than `a-z0-9` made `_`.
+//! Config topics are `<discovery_prefix>/<component>/wattson_<host>/<object>/config`
+//! (`component` is `sensor` or `binary_sensor`), retained, with `unique_id` and
+//! `default_entity_id` (`object_id` too, for Home Assistant before 2025.10), so entity ids
+//! are deterministic: `sensor.wattson_<host>_<object>` (or `binary_sensor.`), where `<host>`
+//! is the host name in lower case with every other character than `a-z0-9` made `_`.
 //! Semantics follow developers.home-assistant `docs/core/entity/sensor.md`: power is
 //! `measurement` (W); energy is kWh with a `total_increasing` state class, because the
 //! daemon's energy total restarts at zero when the daemon restarts and Home Assistant reads a
 //! drop in a `total_increasing` sensor as a new cycle, where a `total` sensor would book it as
 //! negative consumption; cost sensors are `monetary` with the tariff's currency as unit.
+//! The idle-power regression (`binary_sensor.wattson_<host>_idle_regression`) is a
+//! `problem` binary sensor (`ON` = idle rose), with the check's numbers as attributes
+//! (see `docs/core/entity/binary-sensor.md` and the MQTT binary sensor's
+//! `json_attributes_topic`).
 //!
 //! What was announced is remembered in a retained topic, `<topic_prefix>/<host>/discovery`
-//! (a JSON array of object ids), so a later run can remove entities that no longer exist by
-//! publishing an empty retained config.
+//! (a JSON array of keys: the object id for a sensor, `<component>/<object id>` for other
+//! components), so a later run can remove entities that no longer exist by publishing an
+//! empty retained config.
 
 use std::collections::BTreeSet;
 
@@ -20,9 +27,11 @@ use serde_json::{Value, json};
 
 use super::state::StateExtras;
 
-/// One sensor announced to Home Assistant.
+/// One entity announced to Home Assistant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entity {
+    /// The Home Assistant MQTT component: `sensor` or `binary_sensor`.
+    pub component: &'static str,
     /// Unique per host: `power`, `meter_wall_crc_errors`.
     pub object_id: String,
     /// Shown in Home Assistant after the device name.
@@ -38,11 +47,14 @@ pub struct Entity {
     /// For `enum` sensors.
     pub options: Vec<String>,
     pub precision: Option<u8>,
+    /// Jinja template that extracts a JSON object of attributes from the state JSON.
+    pub attributes_template: Option<String>,
 }
 
 impl Entity {
     fn new(object_id: &str, name: &str, field: &str) -> Entity {
         Entity {
+            component: "sensor",
             object_id: object_id.to_owned(),
             name: name.to_owned(),
             value_template: format!("{{{{ value_json.{field} | default(none) }}}}"),
@@ -53,7 +65,21 @@ impl Entity {
             icon: None,
             options: Vec::new(),
             precision: None,
+            attributes_template: None,
         }
+    }
+    /// The key in the announced list: the object id for a sensor, `<component>/<object>`
+    /// otherwise (so lists written before other components existed still read).
+    pub fn key(&self) -> String {
+        if self.component == "sensor" {
+            self.object_id.clone()
+        } else {
+            format!("{}/{}", self.component, self.object_id)
+        }
+    }
+    /// The Home Assistant entity id, e.g. `binary_sensor.wattson_basket_idle_regression`.
+    pub fn entity_id(&self, host: &str) -> String {
+        format!("{}.{}_{}", self.component, node_id(host), self.object_id)
     }
     fn class(mut self, device_class: &'static str, unit: &str) -> Entity {
         self.device_class = Some(device_class);
@@ -102,10 +128,30 @@ pub fn entity_id(host: &str, object_id: &str) -> String {
 
 /// `<discovery_prefix>/sensor/wattson_<host>/<object>/config`.
 pub fn config_topic(discovery_prefix: &str, host: &str, object_id: &str) -> String {
+    component_config_topic(discovery_prefix, "sensor", host, object_id)
+}
+
+/// `<discovery_prefix>/<component>/wattson_<host>/<object>/config`.
+pub fn component_config_topic(
+    discovery_prefix: &str,
+    component: &str,
+    host: &str,
+    object_id: &str,
+) -> String {
     format!(
-        "{discovery_prefix}/sensor/{}/{object_id}/config",
+        "{discovery_prefix}/{component}/{}/{object_id}/config",
         node_id(host)
     )
+}
+
+/// The config topic of an announced-list key (see [`Entity::key`]).
+pub fn key_config_topic(discovery_prefix: &str, host: &str, key: &str) -> String {
+    match key.split_once('/') {
+        Some((component, object_id)) => {
+            component_config_topic(discovery_prefix, component, host, object_id)
+        }
+        None => config_topic(discovery_prefix, host, key),
+    }
 }
 
 /// The retained topic that lists what this host announced.
@@ -221,6 +267,16 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
         }
         out.push(e);
     }
+    if has("idle_regression") {
+        let mut e = Entity::new("idle_regression", "Idle power regression", "");
+        e.component = "binary_sensor";
+        e.device_class = Some("problem");
+        e.icon = Some("mdi:trending-up");
+        "{{ 'ON' if value_json.idle_regression.detected else 'OFF' }}"
+            .clone_into(&mut e.value_template);
+        e.attributes_template = Some("{{ value_json.idle_regression | tojson }}".to_owned());
+        out.push(e);
+    }
     if let Some(meters) = state.get("meters").and_then(Value::as_object) {
         for id in meters.keys() {
             let slug = host_slug(id);
@@ -267,7 +323,7 @@ pub fn config_payload(ctx: &Context<'_>, e: &Entity) -> Value {
         "name": e.name,
         "unique_id": unique,
         "object_id": unique,
-        "default_entity_id": format!("sensor.{unique}"),
+        "default_entity_id": format!("{}.{unique}", e.component),
         "state_topic": format!("{}/{host_topic}/state", ctx.topic_prefix),
         "availability_topic": format!("{}/{host_topic}/availability", ctx.topic_prefix),
         "payload_available": "online",
@@ -310,6 +366,17 @@ pub fn config_payload(ctx: &Context<'_>, e: &Entity) -> Value {
         }
         if let Some(p) = e.precision {
             set("suggested_display_precision", json!(p));
+        }
+        if e.component == "binary_sensor" {
+            set("payload_on", json!("ON"));
+            set("payload_off", json!("OFF"));
+        }
+        if let Some(t) = &e.attributes_template {
+            set(
+                "json_attributes_topic",
+                json!(format!("{}/{host_topic}/state", ctx.topic_prefix)),
+            );
+            set("json_attributes_template", json!(t));
         }
     }
     p
@@ -408,6 +475,50 @@ mod tests {
         let m = es.iter().find(|e| e.object_id == "mode").unwrap();
         assert_eq!(m.device_class, Some("enum"));
         assert_eq!(m.options, ["idle", "1 loop"]);
+    }
+
+    #[test]
+    fn a_regression_check_is_a_problem_binary_sensor_with_attributes() {
+        let mut state = full_state();
+        assert!(
+            entities(&state, &StateExtras::default())
+                .iter()
+                .all(|e| e.component == "sensor")
+        );
+        state["idle_regression"] = json!({"detected": true, "delta_w": 8.0});
+        let es = entities(&state, &StateExtras::default());
+        let e = es
+            .iter()
+            .find(|e| e.object_id == "idle_regression")
+            .unwrap();
+        assert_eq!(e.key(), "binary_sensor/idle_regression");
+        assert_eq!(
+            e.entity_id("Basket"),
+            "binary_sensor.wattson_basket_idle_regression"
+        );
+        let ctx = Context {
+            host: "basket",
+            topic_prefix: "wattson",
+            discovery_prefix: "homeassistant",
+        };
+        let p = config_payload(&ctx, e);
+        assert_eq!(p["device_class"], "problem");
+        assert_eq!(
+            p["default_entity_id"],
+            "binary_sensor.wattson_basket_idle_regression"
+        );
+        assert_eq!(p["json_attributes_topic"], "wattson/basket/state");
+        assert_eq!(p["payload_on"], "ON");
+        assert!(p.get("unit_of_measurement").is_none());
+        assert!(p.get("state_class").is_none());
+        assert_eq!(
+            key_config_topic("homeassistant", "basket", &e.key()),
+            "homeassistant/binary_sensor/wattson_basket/idle_regression/config"
+        );
+        assert_eq!(
+            key_config_topic("homeassistant", "basket", "power"),
+            "homeassistant/sensor/wattson_basket/power/config"
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! topic contract (DESIGN.md) is `<topic_prefix>/<host>/availability` (`online`/`offline`,
 //! retained, the Last Will) and `<topic_prefix>/<host>/state` (one JSON object per publish
 //! interval, not retained; see [`state`] for the fields and units), plus Home Assistant
-//! discovery configs under `<discovery_prefix>/sensor/...` (see [`discovery`]).
+//! discovery configs under `<discovery_prefix>/sensor/...` and `.../binary_sensor/...` (see
+//! [`discovery`]).
 //!
 //! rumqttc has no reconnect backoff: polling its event loop after an error reconnects at once,
 //! so a dead broker plus a bare poll loop spins a core (rumqtt issues 703, 918). Every event

@@ -154,7 +154,8 @@ struct Task {
     announced_topic: String,
     status_topic: String,
     connected: bool,
-    /// Every entity announced this run, by object id (grows; never shrinks mid-run).
+    /// Every entity announced this run, by announced-list key (grows; never shrinks
+    /// mid-run).
     entities: BTreeMap<String, Entity>,
     /// The announced list read back from the broker, not yet reconciled.
     remote_announced: Option<BTreeSet<String>>,
@@ -272,9 +273,9 @@ impl Task {
         if self.cfg.discovery {
             let mut changed = false;
             for e in discovery::entities(&snapshot.json, &extras) {
-                if self.entities.get(&e.object_id) != Some(&e) {
+                if self.entities.get(&e.key()) != Some(&e) {
                     self.queue_config(&e);
-                    self.entities.insert(e.object_id.clone(), e);
+                    self.entities.insert(e.key(), e);
                     changed = true;
                 }
             }
@@ -305,7 +306,12 @@ impl Task {
     fn queue_config(&mut self, e: &Entity) {
         let payload = discovery::config_payload(&self.ctx(), e).to_string();
         self.outbox.push_back(Out::Publish {
-            topic: discovery::config_topic(&self.cfg.discovery_prefix, &self.host, &e.object_id),
+            topic: discovery::component_config_topic(
+                &self.cfg.discovery_prefix,
+                e.component,
+                &self.host,
+                &e.object_id,
+            ),
             payload: payload.into_bytes(),
             retain: true,
             discovery: true,
@@ -347,7 +353,7 @@ impl Task {
         for gone in remote.difference(&current) {
             tracing::info!("removing Home Assistant entity {gone} (no longer measured)");
             self.outbox.push_back(Out::Publish {
-                topic: discovery::config_topic(&self.cfg.discovery_prefix, &self.host, gone),
+                topic: discovery::key_config_topic(&self.cfg.discovery_prefix, &self.host, gone),
                 payload: Vec::new(),
                 retain: true,
                 discovery: true,

@@ -17,12 +17,14 @@
 //! | `cstate_deepest`, `cstate_deepest_residency` | name, % | the deepest idle state and its share of the interval |
 //! | `mode` | | the current mode (`idle`, `1 loop`, ...) |
 //! | `meters` | counts | per meter id: `good`, `crc_errors`, `timeouts`, `implausible` |
+//! | `idle_regression` | W, UTC | the latest idle-power regression check, once one is stored: `detected` (bool), `config`, `baseline_idle_w`, `baseline_ci95_w`, `latest_idle_w`, `latest_ci95_w`, `delta_w`, `delta_ci95_w`, `threshold_w`, `checked_at` (RFC 3339), `checked_ms` |
 //! | `series` | | every live series as `[source, metric, channel, value]` in the metric's unit (means; energy totals are the latest value) |
 
 use serde_json::{Map, Value, json};
 use wattson_collectors::{Metric, Sample};
 
 use crate::runtime::live::LiveReading;
+use crate::sweep::regression::Check;
 
 /// Largest state payload the collector accepts, bytes.
 pub const MAX_STATE_BYTES: usize = 64 * 1024;
@@ -60,6 +62,9 @@ pub struct StateExtras {
     /// source by name).
     pub primary_meter: Option<String>,
     pub meter_counters: Vec<MeterCounters>,
+    /// The idle-power regression check the host's `problem` sensor shows (see
+    /// [`crate::sweep::regression::headline`]); `None` until a check is stored.
+    pub idle_regression: Option<Check>,
 }
 
 /// A built state payload.
@@ -161,6 +166,9 @@ pub fn build(
         }
         o.insert("meters".into(), Value::Object(meters));
     }
+    if let Some(c) = &extras.idle_regression {
+        o.insert("idle_regression".into(), regression_json(c));
+    }
     let series: Vec<Value> = means
         .iter()
         .filter_map(|r| {
@@ -183,6 +191,32 @@ pub fn build(
         ts_ms,
         json: Value::Object(o),
     })
+}
+
+/// The `idle_regression` object: also the binary sensor's attributes.
+fn regression_json(c: &Check) -> Value {
+    let mut o = Map::new();
+    o.insert("detected".into(), json!(c.verdict.detected));
+    o.insert("config".into(), json!(c.config));
+    for (k, v) in [
+        ("baseline_idle_w", c.baseline.watts),
+        ("baseline_ci95_w", c.baseline.ci95_w),
+        ("latest_idle_w", c.latest.watts),
+        ("latest_ci95_w", c.latest.ci95_w),
+        ("delta_w", c.verdict.delta_w),
+        ("delta_ci95_w", c.verdict.delta_ci95_w),
+        ("threshold_w", c.verdict.threshold_w),
+    ] {
+        put(&mut o, k, v);
+    }
+    if let Some(t) = chrono::DateTime::from_timestamp_millis(c.checked_ms) {
+        o.insert(
+            "checked_at".into(),
+            json!(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        );
+    }
+    o.insert("checked_ms".into(), json!(c.checked_ms));
+    Value::Object(o)
 }
 
 fn put(o: &mut Map<String, Value>, key: &str, v: f64) {
@@ -317,6 +351,7 @@ mod tests {
                 timeouts: 2,
                 implausible: 0,
             }],
+            idle_regression: None,
         }
     }
 
@@ -415,5 +450,45 @@ mod tests {
             parse(br#"{"ts":5,"series":[["x","warp_drive","",1],["cpu","cpu_busy","all",0.5]]}"#)
                 .unwrap();
         assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn a_stored_regression_check_is_in_the_state_with_its_numbers() {
+        use crate::sweep::regression::{IdleFigure, decide};
+        let means = vec![r("meter:wall", Metric::Power, "", 5, 48.0)];
+        let base = IdleFigure {
+            watts: 40.0,
+            ci95_w: 0.3,
+        };
+        let latest = IdleFigure {
+            watts: 48.0,
+            ci95_w: 0.4,
+        };
+        let mut x = extras();
+        assert!(
+            build(&means, &[], &x, 1.0)
+                .unwrap()
+                .json
+                .get("idle_regression")
+                .is_none()
+        );
+        x.idle_regression = Some(Check {
+            config: "monthly".into(),
+            host: Some("basket".into()),
+            checked_ms: 1_767_225_600_000,
+            baseline_run_id: Some(1),
+            latest_run_id: Some(2),
+            baseline: base,
+            latest,
+            verdict: decide(base, latest),
+        });
+        let j = build(&means, &[], &x, 1.0).unwrap().json;
+        let g = &j["idle_regression"];
+        assert_eq!(g["detected"], true);
+        assert_eq!(g["baseline_idle_w"], 40.0);
+        assert_eq!(g["latest_idle_w"], 48.0);
+        assert_eq!(g["delta_w"], 8.0);
+        assert_eq!(g["delta_ci95_w"], 0.5);
+        assert_eq!(g["checked_at"], "2026-01-01T00:00:00Z");
     }
 }

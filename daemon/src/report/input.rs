@@ -28,6 +28,9 @@ pub struct ReportInput {
     pub configs: Vec<ConfigInput>,
     /// This machine's recorded energy and utilisation, when a database has any.
     pub measured: Option<MeasuredInput>,
+    /// The newest idle-power regression check of each configuration, newest first (see
+    /// [`crate::sweep::regression::latest`]); empty when none ran.
+    pub regression: Vec<crate::sweep::regression::Check>,
     /// What the user asked for.
     pub options: ReportOptions,
 }

@@ -86,8 +86,62 @@ pub struct Report {
     /// This machine's recorded energy, when a database had any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured: Option<MeasuredReport>,
+    /// Idle-power regression checks (`wattson sweep --regression-check`).
+    pub regression: RegressionReport,
     /// Plain-words caveats.
     pub notes: Vec<String>,
+}
+
+/// Whether idle power rose against a configuration's baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegressionStatus {
+    /// No check is stored.
+    NotChecked,
+    /// Checked; no configuration's idle rose.
+    None,
+    /// The newest check of at least one configuration found idle risen.
+    Detected,
+}
+
+impl RegressionStatus {
+    /// `not checked`, `none`, `detected`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RegressionStatus::NotChecked => "not checked",
+            RegressionStatus::None => "none",
+            RegressionStatus::Detected => "detected",
+        }
+    }
+}
+
+/// The idle-power regression checks in a report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RegressionReport {
+    pub status: RegressionStatus,
+    /// The newest check of each configuration, newest first.
+    pub checks: Vec<RegressionCheckReport>,
+}
+
+/// One configuration's newest check. Watts in W; `*_ci95_watts` are 95 % half-widths.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RegressionCheckReport {
+    pub config: String,
+    pub detected: bool,
+    /// RFC 3339, UTC.
+    pub checked_at: String,
+    pub checked_ms: i64,
+    pub baseline_idle_watts: f64,
+    pub baseline_ci95_watts: f64,
+    pub latest_idle_watts: f64,
+    pub latest_ci95_watts: f64,
+    /// Latest minus baseline.
+    pub delta_watts: f64,
+    pub delta_ci95_watts: f64,
+    /// The rise that counts as a regression.
+    pub threshold_watts: f64,
+    /// What the rise costs per year at the report's mean price, currency (negative: saves).
+    pub delta_annual_cost: f64,
 }
 
 /// One configuration's figures.
@@ -634,6 +688,15 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         );
     }
 
+    let regression = regression_report(&input.regression, &pricer);
+    if regression.status == RegressionStatus::Detected {
+        notes.push(
+            "idle power has risen since the baseline sweep (see Idle-power regression): \
+             check C-states, disk spin-down and newly added devices"
+                .to_string(),
+        );
+    }
+
     let base = tariff.change_for(opts.reference_date);
     Ok(Report {
         generated_at: input.generated_at.to_rfc3339(),
@@ -655,8 +718,42 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         configs: reports,
         comparisons,
         measured,
+        regression,
         notes,
     })
+}
+
+fn regression_report(
+    checks: &[crate::sweep::regression::Check],
+    pricer: &Pricer,
+) -> RegressionReport {
+    let status = if checks.is_empty() {
+        RegressionStatus::NotChecked
+    } else if checks.iter().any(|c| c.verdict.detected) {
+        RegressionStatus::Detected
+    } else {
+        RegressionStatus::None
+    };
+    RegressionReport {
+        status,
+        checks: checks
+            .iter()
+            .map(|c| RegressionCheckReport {
+                config: c.config.clone(),
+                detected: c.verdict.detected,
+                checked_at: rfc3339(c.checked_ms),
+                checked_ms: c.checked_ms,
+                baseline_idle_watts: c.baseline.watts,
+                baseline_ci95_watts: c.baseline.ci95_w,
+                latest_idle_watts: c.latest.watts,
+                latest_ci95_watts: c.latest.ci95_w,
+                delta_watts: c.verdict.delta_w,
+                delta_ci95_watts: c.verdict.delta_ci95_w,
+                threshold_watts: c.verdict.threshold_w,
+                delta_annual_cost: pricer.figure(c.verdict.delta_w, None).cost,
+            })
+            .collect(),
+    }
 }
 
 fn fit_report(f: &FitInput, pricer: &Pricer) -> FitReport {
@@ -972,6 +1069,7 @@ mod tests {
             tariff,
             configs,
             measured,
+            regression: Vec::new(),
             options: ReportOptions::new(date(2026, 1, 1)),
         }
     }

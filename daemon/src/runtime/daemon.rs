@@ -451,8 +451,9 @@ fn reload(
 }
 
 /// What the MQTT state carries beyond the live readings: cost today / this month / per
-/// year from the store (recomputed at most once a minute), the current mode and the
-/// meters' counters.
+/// year and the latest idle-power regression check from the store (read at most once a
+/// minute: a check written by `wattson sweep --regression-check` shows within a minute),
+/// the current mode and the meters' counters.
 fn extras_fn(
     config: &Config,
     live: Arc<LiveState>,
@@ -463,6 +464,13 @@ fn extras_fn(
 
     use crate::mqtt::StateExtras;
     use crate::mqtt::state::MeterCounters;
+
+    /// When the store was last read, and what it said: costs, the regression headline.
+    type Cached = (
+        Instant,
+        Option<crate::costs::CostSummary>,
+        Option<crate::sweep::regression::Check>,
+    );
 
     let tariff = crate::costs::tariff(&config.tariff).ok();
     let currency = config.tariff.currency.clone();
@@ -477,15 +485,15 @@ fn extras_fn(
     let mode_options: Vec<String> = (0..=cpus)
         .map(|n| crate::modes::level_name(n as u32))
         .collect();
-    let cache: Mutex<Option<(Instant, Option<crate::costs::CostSummary>)>> = Mutex::new(None);
+    let cache: Mutex<Option<Cached>> = Mutex::new(None);
     Arc::new(move || {
-        let summary = {
+        let (summary, idle_regression) = {
             let Ok(mut guard) = cache.lock() else {
                 return StateExtras::default();
             };
             let stale = guard
                 .as_ref()
-                .is_none_or(|(at, _)| at.elapsed() >= Duration::from_secs(60));
+                .is_none_or(|(at, _, _)| at.elapsed() >= Duration::from_secs(60));
             if stale {
                 let computed = match (&tariff, &wall) {
                     (Some(t), Some(source)) => {
@@ -507,9 +515,26 @@ fn extras_fn(
                     }
                     _ => None,
                 };
-                *guard = Some((Instant::now(), computed));
+                let regression = {
+                    let host = host.clone();
+                    store
+                        .query(move |s| {
+                            crate::sweep::regression::latest(s, Some(host.as_str()))
+                                .map_err(|e| tracing::warn!("reading idle regression checks: {e}"))
+                                .ok()
+                                .and_then(|checks| {
+                                    crate::sweep::regression::headline(&checks).cloned()
+                                })
+                        })
+                        .ok()
+                        .flatten()
+                };
+                *guard = Some((Instant::now(), computed, regression));
             }
-            guard.as_ref().and_then(|(_, s)| s.clone())
+            guard
+                .as_ref()
+                .map(|(_, s, r)| (s.clone(), r.clone()))
+                .unwrap_or_default()
         };
         let busy = live
             .latest()
@@ -558,6 +583,7 @@ fn extras_fn(
                     implausible: c.implausible,
                 })
                 .collect(),
+            idle_regression,
         }
     })
 }

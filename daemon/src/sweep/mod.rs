@@ -9,10 +9,14 @@
 //! or the time cap. Consecutive 1 Hz meter readings are autocorrelated (the meter averages,
 //! supplies ramp), so the interval comes from batch means (see
 //! [`crate::analysis::stats::batch_means_ci`]), not the naive `t * sd / sqrt(n)`.
+//!
+//! With `--regression-check`, the new idle level is compared with the configuration's
+//! baseline and the outcome stored ([`regression`]).
 
 pub mod engine;
 pub mod fingerprint;
 pub mod governor;
 pub mod persist;
+pub mod regression;
 
 pub use engine::{LevelResult, SweepOutcome, SweepPlan, run_sweep};

@@ -1,7 +1,10 @@
 //! CSV (RFC 4180): a header, then one row per configuration and mode. Money is rounded to
 //! 2 decimals and kWh to 3; empty fields mean "not measured" or "not applicable". The
 //! saving columns compare each row with the same mode of the first configuration (the
-//! baseline); `payback_years` is filled on the row of the comparisons' headline mode.
+//! baseline); `payback_years` is filled on the row of the comparisons' headline mode. The
+//! `idle_regression*` columns carry the configuration's newest idle-power regression check
+//! on each of its rows: `none` or `detected`, the rise and its 95 % half-width (W); empty
+//! when the configuration was never checked.
 
 use std::fmt::Write as _;
 
@@ -10,7 +13,7 @@ use crate::analysis::cost::round_money;
 use crate::report::model::Report;
 
 /// The columns, in order.
-pub const HEADER: [&str; 14] = [
+pub const HEADER: [&str; 17] = [
     "config",
     "kind",
     "mode",
@@ -25,6 +28,9 @@ pub const HEADER: [&str; 14] = [
     "annual_kwh_saved_vs_baseline",
     "annual_saving_vs_baseline",
     "payback_years",
+    "idle_regression",
+    "idle_regression_delta_watts",
+    "idle_regression_delta_ci95_watts",
 ];
 
 /// Quotes a field when it holds a comma, quote or line break.
@@ -55,6 +61,7 @@ pub fn render(r: &Report) -> String {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
+        let check = r.regression.checks.iter().find(|x| x.config == c.name);
         for m in c.modes.iter().chain(c.duty_cycle.as_ref()) {
             let vs = base.filter(|_| i > 0).and_then(|b| {
                 let bm = if m.name == crate::report::model::DUTY_CYCLE {
@@ -82,6 +89,11 @@ pub fn render(r: &Report) -> String {
                 opt(vs.map(|v| v.0), 3),
                 vs.map_or_else(String::new, |v| money(v.1)),
                 opt(payback, 2),
+                check.map_or_else(String::new, |x| {
+                    (if x.detected { "detected" } else { "none" }).to_string()
+                }),
+                opt(check.map(|x| x.delta_watts), 3),
+                opt(check.map(|x| x.delta_ci95_watts), 3),
             ];
             let _ = writeln!(out, "{}", row.join(","));
         }

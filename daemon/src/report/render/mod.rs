@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 
 use thiserror::Error;
 
-use super::model::{DUTY_CYCLE, ModeReport, Report};
+use super::model::{DUTY_CYCLE, ModeReport, RegressionStatus, Report};
 use crate::analysis::cost::format_money;
 use crate::modes::mode_rank;
 
@@ -160,7 +160,8 @@ pub struct Section {
     pub lines: Vec<String>,
 }
 
-/// The report's prose: tariff, fits, comparisons, measured vs modelled, notes.
+/// The report's prose: tariff, fits, comparisons, measured vs modelled, idle-power
+/// regression, notes.
 pub fn sections(r: &Report) -> Vec<Section> {
     let cur = r.currency.as_str();
     let mut out = Vec::new();
@@ -333,6 +334,8 @@ pub fn sections(r: &Report) -> Vec<Section> {
         });
     }
 
+    out.push(regression_section(r));
+
     if !r.notes.is_empty() {
         out.push(Section {
             title: "Notes".into(),
@@ -340,6 +343,36 @@ pub fn sections(r: &Report) -> Vec<Section> {
         });
     }
     out
+}
+
+/// "Idle-power regression": the status, then one line per configuration checked.
+fn regression_section(r: &Report) -> Section {
+    let g = &r.regression;
+    let mut lines = vec![match g.status {
+        RegressionStatus::NotChecked => {
+            "none checked: `wattson sweep --name NAME --levels 0,1 --regression-check` compares idle with the baseline".to_string()
+        }
+        s => s.as_str().to_string(),
+    }];
+    for c in &g.checks {
+        lines.push(format!(
+            "{}: {} idle {} now against {} at the baseline ({}{:.1} ± {:.1} W, {}/yr; threshold {:.1} W), checked {}",
+            c.config,
+            if c.detected { "detected:" } else { "none:" },
+            watts(c.latest_idle_watts, Some(c.latest_ci95_watts)),
+            watts(c.baseline_idle_watts, Some(c.baseline_ci95_watts)),
+            if c.delta_watts >= 0.0 { "+" } else { "" },
+            c.delta_watts,
+            c.delta_ci95_watts,
+            format_money(c.delta_annual_cost, &r.currency),
+            c.threshold_watts,
+            c.checked_at
+        ));
+    }
+    Section {
+        title: "Idle-power regression".into(),
+        lines,
+    }
 }
 
 /// The report's title line.
