@@ -191,5 +191,7 @@ echo "wattson threads at the end (name: ctxt switches total):"
 for t in /proc/"$wattson_pid"/task/*; do
     printf '  %s: %s\n' "$(cat "$t/comm")" "$(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status")"
 done
+echo "simulated meter alive at the end: $(kill -0 "${pids[0]}" 2>/dev/null && echo yes || echo NO: figures are without a meter)"
+echo "meter losses in the wattson log: $(grep -c "device gone" "$tmp/wattson.log" || true)"
 echo "wattson log warnings+errors: $(grep -cE " (WARN|ERROR) " "$tmp/wattson.log" || true)"
 grep -E " (WARN|ERROR) " "$tmp/wattson.log" | head -n 5 | sed 's/^/  /' || true
