@@ -155,31 +155,57 @@ fn raw_samples_round_trip_at_resolution_across_chunks_and_restarts() {
     );
 }
 
+/// Regression: after the wall clock stepped back, the repeated samples were stored beside
+/// the first ones (two values per timestamp in raw data). Each series is now kept in time
+/// order: a sample not after the newest stored one is dropped and counted, across a
+/// closed chunk, within the open one, and after the writer restarts.
 #[test]
-fn late_samples_merge_into_their_closed_chunk() {
+fn samples_not_after_the_newest_stored_are_dropped_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
     let mut w = writer(&path);
     w.push(None, vec![power(T0, 10.0), power(T0 + 2000, 12.0)]);
     w.push(None, vec![power(T0 + HOUR_MS, 20.0)]);
+    let first = w.flush().unwrap();
+    assert_eq!((first.samples, first.stale), (3, 0));
+    // Into the closed chunk, the same instant again, and between two stored ones.
+    w.push(
+        None,
+        vec![
+            power(T0 + 1000, 11.0),
+            power(T0 + HOUR_MS, 21.0),
+            power(T0 + HOUR_MS - 1, 19.0),
+        ],
+    );
+    let stats = w.flush().unwrap();
+    assert_eq!((stats.samples, stats.stale), (0, 3));
+    // Later samples still go in, and a new writer on the same file knows the newest.
+    w.push(None, vec![power(T0 + HOUR_MS + 1000, 22.0)]);
     w.flush().unwrap();
-    w.push(None, vec![power(T0 + 1000, 11.0)]);
-    w.flush().unwrap();
+    drop(w);
+    let mut w = writer(&path);
+    w.push(
+        None,
+        vec![power(T0 + HOUR_MS, 23.0), power(T0 + HOUR_MS + 2000, 24.0)],
+    );
+    let stats = w.flush().unwrap();
+    assert_eq!((stats.samples, stats.stale), (1, 1));
     let got = w.store().raw(&wall(), T0, T0 + 2 * HOUR_MS).unwrap();
     assert_eq!(
         got[0].1,
         vec![
             (T0, 10.0),
-            (T0 + 1000, 11.0),
             (T0 + 2000, 12.0),
-            (T0 + HOUR_MS, 20.0)
+            (T0 + HOUR_MS, 20.0),
+            (T0 + HOUR_MS + 1000, 22.0),
+            (T0 + HOUR_MS + 2000, 24.0)
         ]
     );
     let hour = w
         .store()
         .rollups(&wall(), Resolution::Hour, T0, T0 + HOUR_MS)
         .unwrap();
-    assert_eq!(hour[0].1[0].n, 3);
+    assert_eq!(hour[0].1[0].n, 2);
     assert!((hour[0].1[0].mean - 11.0).abs() < 1e-9);
 }
 
@@ -451,8 +477,8 @@ fn per_core_chunks_close_into_their_own_table_and_older_ones_still_read() {
     };
     let tables = |w: &Writer| (count(w, "raw_chunk"), count(w, "raw_detail_chunk"));
     assert_eq!(tables(&w), (1, 1));
-    // A per-core chunk closed before raw_detail_chunk existed is still read, and a late
-    // sample is merged into it where it is rather than duplicated.
+    // A per-core chunk closed before raw_detail_chunk existed is still read, and a sample
+    // older than the newest stored is dropped rather than written into either table.
     w.store()
         .conn()
         .execute_batch(
@@ -468,10 +494,7 @@ fn per_core_chunks_close_into_their_own_table_and_older_ones_still_read() {
         .store()
         .raw(&SeriesFilter::all().channel("cpu0"), T0, T0 + 2 * HOUR_MS)
         .unwrap();
-    assert_eq!(
-        raw[0].1,
-        vec![(T0, 0.5), (T0 + 1000, 0.5), (T0 + HOUR_MS, 0.5)]
-    );
+    assert_eq!(raw[0].1, vec![(T0, 0.5), (T0 + HOUR_MS, 0.5)]);
 }
 
 #[test]

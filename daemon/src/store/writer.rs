@@ -6,8 +6,13 @@
 //! between continuous power samples), and writes every changed open chunk and open hour in
 //! one transaction, so a killed process loses at most the batch it was flushing. Chunks
 //! that close are appended to `raw_chunk` (`raw_detail_chunk` for per-core CPU series,
-//! which are pruned sooner); samples older than a series' open chunk are
-//! merged into their closed chunk. Times are UTC ms, energy Wh.
+//! which are pruned sooner).
+//!
+//! Each series is stored in time order: a sample whose timestamp is not after the newest
+//! one stored for its series (the wall clock stepped back, or a fleet message came twice)
+//! is dropped, counted in [`FlushStats::stale`] and logged once per flush and series, so a
+//! repeated hour is kept once in raw data as it is in the rollups. Times are UTC ms,
+//! energy Wh.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -28,6 +33,9 @@ pub struct FlushStats {
     pub samples: usize,
     /// Samples dropped because their value was not finite.
     pub rejected: usize,
+    /// Samples dropped because their timestamp was not after the newest stored one of
+    /// their series.
+    pub stale: usize,
     /// Gaps recorded.
     pub gaps: usize,
 }
@@ -186,6 +194,8 @@ struct SeriesState {
     /// Per-core CPU detail ([`is_per_core`]): closed chunks go to `raw_detail_chunk`.
     detail: bool,
     open: Option<OpenChunk>,
+    /// The newest timestamp stored for the series (UTC ms); later samples must pass it.
+    newest_ms: Option<i64>,
     prev: Option<(i64, f64)>,
     hour: Option<HourAcc>,
 }
@@ -202,7 +212,6 @@ pub struct Writer {
     index: SeriesIndex,
     states: Vec<SeriesState>,
     gaps: HashMap<(String, String), Vec<(i64, i64)>>,
-    late: BTreeMap<(usize, i64), Vec<(i64, i64)>>,
     newest_ms: i64,
     last_prune: Option<Instant>,
 }
@@ -226,7 +235,6 @@ impl Writer {
             index: HashMap::new(),
             states: Vec::new(),
             gaps: HashMap::new(),
-            late: BTreeMap::new(),
             newest_ms: i64::MIN,
             last_prune: None,
         }
@@ -282,7 +290,6 @@ impl Writer {
         if result.is_err() {
             self.index.clear();
             self.states.clear();
-            self.late.clear();
             return result;
         }
         if self
@@ -361,6 +368,7 @@ impl Writer {
 
     fn write_in_transaction(&mut self, pending: Vec<Pending>) -> Result<FlushStats, StoreError> {
         let mut stats = FlushStats::default();
+        let mut stale: BTreeMap<usize, usize> = BTreeMap::new();
         // Gaps first, so that samples after a gap in the same flush are not integrated.
         for p in &pending {
             if let Pending::Gap {
@@ -396,15 +404,31 @@ impl Writer {
                         continue;
                     }
                     let i = self.state_index(&host, &sample)?;
-                    self.ingest(i, sample.ts_ms, sample.value)?;
-                    stats.samples += 1;
+                    if self.ingest(i, sample.ts_ms, sample.value)? {
+                        stats.samples += 1;
+                    } else {
+                        stats.stale += 1;
+                        *stale.entry(i).or_insert(0_usize) += 1;
+                    }
                 }
             }
         }
-        for ((i, start_ms), points) in std::mem::take(&mut self.late) {
-            let (id, scale) = (self.states[i].series.id, self.states[i].scale);
-            let detail = self.states[i].detail;
-            self.merge_closed(id, detail, start_ms, &points, scale)?;
+        for (i, n) in stale {
+            let series_state = &self.states[i];
+            let s = &series_state.series;
+            tracing::warn!(
+                "dropped {n} samples of {}/{} {}{} not after the newest stored at {} ms (the \
+                 clock stepped back, or samples came twice)",
+                s.host,
+                s.source,
+                s.metric.as_str(),
+                if s.channel.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", s.channel)
+                },
+                series_state.newest_ms.unwrap_or_default(),
+            );
         }
         for state in &mut self.states {
             if let Some(open) = state.open.as_mut().filter(|o| o.dirty) {
@@ -434,6 +458,10 @@ impl Writer {
             self.store
                 .ensure_series(host, &sample.source, sample.metric, &sample.channel)?;
         let open = self.load_open(&series)?;
+        let newest_ms = match open.as_ref().and_then(|o| o.ts.last()) {
+            Some(&ts) => Some(ts),
+            None => self.newest_closed(series.id)?,
+        };
         let (hourly, minutes) = rollup_kind(series.metric, &series.channel);
         let i = self.states.len();
         self.states.push(SeriesState {
@@ -443,6 +471,7 @@ impl Writer {
             hourly,
             minutes,
             open,
+            newest_ms,
             prev: None,
             hour: None,
         });
@@ -479,17 +508,36 @@ impl Writer {
         .transpose()
     }
 
-    fn ingest(&mut self, i: usize, ts: i64, value: f64) -> Result<(), StoreError> {
-        self.newest_ms = self.newest_ms.max(ts);
+    /// The newest timestamp in the closed chunks of a series, for a series with no open
+    /// chunk.
+    fn newest_closed(&self, series_id: i64) -> Result<Option<i64>, StoreError> {
+        self.store
+            .conn
+            .prepare_cached(
+                "SELECT max(t) FROM (
+                   SELECT max(last_ts_ms) AS t FROM raw_chunk WHERE series_id = ?1
+                   UNION ALL
+                   SELECT max(last_ts_ms) FROM raw_detail_chunk WHERE series_id = ?1)",
+            )
+            .and_then(|mut s| s.query_row([series_id], |r| r.get(0)))
+            .map_err(|e| self.store.sql(e))
+    }
+
+    /// Stores one sample; `false` (nothing stored) when `ts` is not after the newest
+    /// timestamp of the series.
+    fn ingest(&mut self, i: usize, ts: i64, value: f64) -> Result<bool, StoreError> {
         let state = &mut self.states[i];
+        if state.newest_ms.is_some_and(|newest| ts <= newest) {
+            return Ok(false);
+        }
+        state.newest_ms = Some(ts);
+        self.newest_ms = self.newest_ms.max(ts);
         let q = quantise(value, state.scale);
         let value = dequantise(q, state.scale);
         let start_ms = floor_to(ts, CHUNK_MS);
         match state.open.as_mut() {
+            // Later than everything stored, so never in a chunk before the open one.
             Some(open) if open.start_ms == start_ms => open.push(ts, q),
-            Some(open) if open.start_ms > start_ms => {
-                self.late.entry((i, start_ms)).or_default().push((ts, q));
-            }
             _ => {
                 if let Some(old) = state.open.take() {
                     let points: Vec<(i64, i64)> = old.ts.into_iter().zip(old.q).collect();
@@ -514,7 +562,7 @@ impl Writer {
         if self.states[i].hourly {
             self.roll_up(i, ts, value)?;
         }
-        Ok(())
+        Ok(true)
     }
 
     fn roll_up(&mut self, i: usize, ts: i64, value: f64) -> Result<(), StoreError> {
