@@ -651,3 +651,101 @@ fn a_full_disk_is_logged_and_survived_without_corruption() {
         "storing did not resume once space was freed"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// A collector stuck in a read.
+// ---------------------------------------------------------------------------------------
+
+/// Regression: a collector blocked in a read that never returns (a hwmon driver hung on
+/// its bus) kept SIGTERM from stopping the daemon: the stop waited for the sampling thread
+/// for ever. Now the daemon stops within its drain timeout, names the stuck collector,
+/// keeps what was stored and exits non-zero.
+///
+/// The hang is real: the fixture's `power1_input` is replaced by a FIFO whose write end the
+/// test holds open without writing, so the daemon's `read` blocks in the kernel.
+#[test]
+fn sigterm_stops_the_daemon_while_a_collector_is_stuck_in_a_read() {
+    use std::os::unix::fs::OpenOptionsExt as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let chip = dir.path().join("sys/class/hwmon/hwmon0");
+    std::fs::create_dir_all(&chip).unwrap();
+    std::fs::create_dir_all(dir.path().join("proc")).unwrap();
+    std::fs::write(chip.join("name"), "testpsu\n").unwrap();
+    let input = chip.join("power1_input");
+    std::fs::write(&input, "42000000\n").unwrap();
+    let db = dir.path().join("stuck.db");
+    let config = dir.path().join("wattson.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[host]\nname = \"faults\"\nsysfs = {:?}\nprocfs = {:?}\n\
+             [storage]\npath = {:?}\nflush_interval = \"1s\"\n\
+             [cpu]\nenabled = false\n\
+             [power]\nrapl = false\ngpu = false\nipmi = false\nhwmon = true\ninterval = \"1s\"\n",
+            dir.path().join("sys").display().to_string(),
+            dir.path().join("proc").display().to_string(),
+            db.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(&config, "120s");
+    assert!(daemon.wait_for("collecting:", Duration::from_secs(10)));
+    let until = Instant::now() + Duration::from_secs(10);
+    while raw_values(&db, "hwmon", Metric::Power, "testpsu/power1").is_empty() {
+        assert!(Instant::now() < until, "no hwmon samples flushed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The sensor hangs: a FIFO takes the file's place.
+    let fifo = chip.join("power1_input.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    std::fs::rename(&fifo, &input).unwrap();
+    // Opening the write end succeeds only once the daemon is in its open() of the read end;
+    // holding it open (and writing nothing) leaves the daemon's read() blocked.
+    let until = Instant::now() + Duration::from_secs(10);
+    let _writer = loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(&input)
+        {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENXIO as i32) => {
+                assert!(
+                    Instant::now() < until,
+                    "the daemon never read the sensor again"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("opening the FIFO: {e}"),
+        }
+    };
+    let stored = raw_values(&db, "hwmon", Metric::Power, "testpsu/power1").len();
+    let pid = nix::unistd::Pid::from_raw(daemon.child.id() as i32);
+    let sent = Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let (status, log) = daemon.finish(Duration::from_secs(30));
+    let took = sent.elapsed();
+    let named: Vec<&String> = log.iter().filter(|l| l.contains("did not stop")).collect();
+    let after = raw_values(&db, "hwmon", Metric::Power, "testpsu/power1").len();
+    let check = integrity(&db);
+    println!(
+        "stuck collector: SIGTERM to exit {:.1} s, exit {status}, {stored} hwmon samples before \
+         the hang, {after} at the end, integrity {check}; log: {:?}",
+        took.as_secs_f64(),
+        named.first()
+    );
+    assert!(
+        took < Duration::from_secs(15),
+        "took {took:?} to stop:\n{}",
+        log.join("\n")
+    );
+    assert_eq!(status.code(), Some(1), "{}", log.join("\n"));
+    assert!(
+        named.iter().any(|l| l.contains("collector hwmon")),
+        "the stuck collector is not named:\n{}",
+        log.join("\n")
+    );
+    assert!(after >= stored, "stored samples lost");
+    assert_eq!(check, "ok");
+}
