@@ -656,7 +656,7 @@ fn a_full_disk_is_logged_and_survived_without_corruption() {
 }
 
 #[test]
-#[ignore = "soak: 5 minutes, the disk filled and freed 10 times"]
+#[ignore = "soak: 5 minutes, the disk filled and freed 10 times; fails today (open finding in RELIABILITY.md)"]
 fn soak_full_disk_filled_and_freed_again_and_again() {
     full_disk(300, 10);
 }
