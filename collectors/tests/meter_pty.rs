@@ -237,6 +237,20 @@ fn probe_identifies_each_simulated_meter() {
     eprintln!("probe of six meters took {:?}", started.elapsed());
 }
 
+/// Regression: a PZEM was reported at address 248, the general address 0xF8 that the probe
+/// asks on (and an address the config refuses). It is now asked for its own address.
+#[test]
+fn probe_reports_a_pzem_at_its_own_address_not_the_general_one() {
+    for protocol in [Protocol::Pzem004t, Protocol::Pzem017] {
+        let sim = Sim::start(SimulatedMeter::constant(protocol, &[17], reading(60.0)));
+        let found = probe(&sim.path, Duration::from_millis(1500))
+            .unwrap_or_else(|e| panic!("{protocol}: {e}"));
+        assert_eq!(found.protocol, protocol);
+        assert_eq!(found.address, Some(17), "{protocol}");
+        assert!(!found.general_address, "{protocol}");
+    }
+}
+
 #[test]
 fn probe_of_a_silent_port_names_it() {
     let (master, slave) = TTYPort::pair().unwrap();

@@ -281,6 +281,28 @@ impl Drop for SimHandle {
     }
 }
 
+/// A pseudo-terminal pair (master, slave) in raw mode whose descriptors close on exec, so
+/// a process that `wattson demo`, a sweep's workload or a test starts while a simulated
+/// meter runs does not inherit the meter's line (`TTYPort::pair` opens both without
+/// `O_CLOEXEC`).
+pub fn pty_pair() -> std::io::Result<(serialport::TTYPort, serialport::TTYPort)> {
+    let (master, slave) = serialport::TTYPort::pair()?;
+    set_cloexec(&master)?;
+    set_cloexec(&slave)?;
+    Ok((master, slave))
+}
+
+#[allow(unsafe_code)]
+fn set_cloexec(port: &impl std::os::fd::AsRawFd) -> std::io::Result<()> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    // SAFETY: the descriptor belongs to `port`, which outlives this borrow; serialport
+    // implements `AsRawFd` but not `AsFd`.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(port.as_raw_fd()) };
+    let flags = FdFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFD)?);
+    fcntl(fd, FcntlArg::F_SETFD(flags | FdFlag::FD_CLOEXEC))?;
+    Ok(())
+}
+
 /// Start a simulated meter of `protocol` whose watts follow `model` (and this machine's
 /// CPU load when the model says so, read from `root`).
 pub fn simulate(
@@ -302,8 +324,8 @@ pub fn simulate_with(
     seed: u64,
     line: Option<LineFormat>,
 ) -> anyhow::Result<SimHandle> {
-    let (master, slave) = serialport::TTYPort::pair()
-        .context("creating a pseudo-terminal for the simulated meter")?;
+    let (master, slave) =
+        pty_pair().context("creating a pseudo-terminal for the simulated meter")?;
     let path = slave
         .name()
         .map(PathBuf::from)
@@ -363,4 +385,49 @@ pub fn simulate_with(
         stop,
         thread: Some(thread),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd as _;
+
+    use super::*;
+
+    /// `fcntl(F_GETFD)` of a descriptor: whether it closes on exec.
+    #[allow(unsafe_code)]
+    fn closes_on_exec(port: &serialport::TTYPort) -> bool {
+        use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+        // SAFETY: `port` owns the descriptor for the duration of this call.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(port.as_raw_fd()) };
+        FdFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFD).unwrap())
+            .contains(FdFlag::FD_CLOEXEC)
+    }
+
+    /// Regression: the simulated meter's pty descriptors were inherited by every process
+    /// started while it ran (a sweep's workload, a child in a test).
+    #[test]
+    fn simulated_meter_pty_descriptors_close_on_exec() {
+        let (master, slave) = pty_pair().unwrap();
+        assert!(closes_on_exec(&master), "master inherited across exec");
+        assert!(closes_on_exec(&slave), "slave inherited across exec");
+    }
+
+    /// The same seen from a child: no descriptor of the running simulated meter's line is
+    /// open in a process started while it runs.
+    #[test]
+    fn a_child_started_while_a_meter_is_simulated_does_not_hold_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::new(dir.path().join("sys"), dir.path().join("proc"));
+        let sim = simulate(Protocol::Pzem004t, &[1], PowerModel::default(), &root, 1).unwrap();
+        let out = std::process::Command::new("sh")
+            .args(["-c", "for f in /proc/$$/fd/*; do readlink \"$f\"; done"])
+            .output()
+            .unwrap();
+        let fds = String::from_utf8_lossy(&out.stdout);
+        let line = sim.path.display().to_string();
+        assert!(
+            !fds.lines().any(|l| l == line),
+            "the child holds {line}: {fds}"
+        );
+    }
 }

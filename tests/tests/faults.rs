@@ -385,8 +385,12 @@ fn store_with(batches: Vec<Vec<Sample>>) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("clock.db");
     let (handle, thread) = StoreHandle::spawn(&db, StoreOptions::default()).unwrap();
-    for b in batches {
+    for (i, b) in batches.into_iter().enumerate() {
         handle.insert(b).unwrap();
+        // The queue is bounded (a full one drops batches): let the writer catch up.
+        if i % 100 == 99 {
+            handle.flush().unwrap();
+        }
     }
     handle.flush().unwrap();
     handle.close().unwrap();
@@ -464,13 +468,83 @@ fn clock_steps_back_then_forward_never_give_negative_energy_or_duplicate_buckets
     clock_jumps();
 }
 
-/// A repeated hour (the clock stepped back) is stored twice in raw data today: readers of
-/// raw samples see two values per timestamp. Rollups and energy are unaffected.
+/// Regression: a repeated hour (the clock stepped back) was stored twice in raw data, so
+/// readers of raw samples saw two values per timestamp. Each series is now stored in time
+/// order and the repeated hour is dropped (and logged).
 #[test]
-#[ignore = "finding: raw samples of a repeated hour are kept twice; see RELIABILITY.md"]
 fn clock_step_back_stores_no_duplicate_raw_timestamps() {
     let (stored, distinct) = clock_jumps();
     assert_eq!(stored, distinct, "duplicate raw timestamps stored");
+    assert_eq!(stored, 5_400, "one hour and half an hour of 1 s samples");
+}
+
+/// A week of 1 s samples from a machine whose clock misbehaves: every 6 h it steps back
+/// 1 h, every day it jumps forward 2 h, and every 12 h it sleeps 10 min (suspend).
+#[test]
+#[ignore = "soak: a week of samples (about 600,000) through the store"]
+fn soak_a_week_of_clock_steps_and_suspends() {
+    let started = Instant::now();
+    let mut batches = Vec::new();
+    let mut clock = T0;
+    let (mut sent_back, mut jumps, mut suspends) = (0, 0, 0);
+    for hour in 0..7 * 24 {
+        let from = clock;
+        let mut to = clock + H;
+        if hour % 12 == 11 {
+            to -= 10 * MIN;
+            suspends += 1;
+        }
+        batches.extend(segment(from, to, 100.0 + f64::from(hour % 5)));
+        clock += H;
+        if hour % 6 == 5 {
+            clock -= H;
+            sent_back += 1;
+        }
+        if hour % 24 == 23 {
+            clock += 2 * H;
+            jumps += 1;
+        }
+    }
+    let sent: usize = batches.iter().map(Vec::len).sum();
+    let (_dir, db) = store_with(batches);
+    let store = Store::open_read_only(&db).unwrap();
+    let stored = raw_values(&db, "meter:wall", Metric::Power, "");
+    let distinct: BTreeSet<i64> = stored.iter().map(|p| p.0).collect();
+    let ordered = stored.windows(2).all(|w| w[0].0 < w[1].0);
+    let filter = SeriesFilter::all().metric(Metric::Power);
+    let (mut buckets, mut duplicate, mut negative) = (0, 0, 0);
+    for res in [Resolution::Minute, Resolution::Hour] {
+        for (_, rollups) in store.rollups(&filter, res, T0 - H, clock + H).unwrap() {
+            let starts: BTreeSet<i64> = rollups.iter().map(|r| r.bucket_ms).collect();
+            duplicate += rollups.len() - starts.len();
+            buckets += rollups.len();
+            negative += rollups
+                .iter()
+                .filter(|r| r.energy_wh.is_some_and(|e| e < 0.0))
+                .count();
+        }
+    }
+    let total = store
+        .energy_wh("localhost", "meter:wall", T0 - H, clock + H)
+        .unwrap();
+    let hours_stored = stored.len() as f64 / 3600.0;
+    println!(
+        "soak clock: {sent} samples sent over a week ({sent_back} steps back, {jumps} forward \
+         jumps, {suspends} suspends); stored {} ({} distinct, in order: {ordered}); {buckets} \
+         rollup buckets, {duplicate} duplicate, {negative} negative; energy {total:.1} Wh for \
+         {hours_stored:.1} h stored; {:.1} s",
+        stored.len(),
+        distinct.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(stored.len(), distinct.len(), "duplicate raw timestamps");
+    assert!(ordered);
+    assert_eq!((duplicate, negative), (0, 0));
+    // 100-104 W over the hours stored, less the edges of gaps and jumps.
+    assert!(
+        total > 99.0 * (hours_stored - 1.0) && total < 105.0 * hours_stored,
+        "{total}"
+    );
 }
 
 #[test]
@@ -578,6 +652,18 @@ fn soak_sighup_under_load() {
 
 #[test]
 fn a_full_disk_is_logged_and_survived_without_corruption() {
+    full_disk(14, 1);
+}
+
+#[test]
+#[ignore = "soak: 5 minutes, the disk filled and freed 10 times; fails today (open finding in RELIABILITY.md)"]
+fn soak_full_disk_filled_and_freed_again_and_again() {
+    full_disk(300, 10);
+}
+
+/// Runs the daemon for `seconds` with its database on a 2 MB tmpfs, which is filled and
+/// freed `cycles` times; each time the error must be logged and storing must resume.
+fn full_disk(seconds: u64, cycles: u32) {
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path().join("small");
     std::fs::create_dir(&mnt).unwrap();
@@ -609,25 +695,45 @@ fn a_full_disk_is_logged_and_survived_without_corruption() {
 
     let db = mnt.join("wattson.db");
     let config = write_config(dir.path(), &db, "");
-    let mut daemon = Daemon::start(&config, "14s");
+    let mut daemon = Daemon::start(&config, &format!("{seconds}s"));
     assert!(daemon.wait_for("collecting:", Duration::from_secs(10)));
+    let started = Instant::now();
     let until = Instant::now() + Duration::from_secs(5);
     while raw_values(&db, "cpu", Metric::CpuBusy, "all").is_empty() {
         assert!(Instant::now() < until, "no samples flushed");
         std::thread::sleep(Duration::from_millis(50));
     }
     let before = raw_values(&db, "cpu", Metric::CpuBusy, "all").len();
-    // Fill the rest of the file system.
-    let filler_path = mnt.join("filler");
-    let mut filler = std::fs::File::create(&filler_path).unwrap();
-    let block = vec![0u8; 4096];
-    while filler.write_all(&block).is_ok() {}
-    let _ = filler.sync_all();
-    let saw_error = daemon.wait_for("flush failed", Duration::from_secs(8));
-    let alive_while_full = daemon.child.try_wait().unwrap().is_none();
-    // Free the space again: storing must resume.
-    drop(filler);
-    std::fs::remove_file(&filler_path).unwrap();
+    let (mut saw_error, mut alive_while_full, mut resumed) = (true, true, 0);
+    for cycle in 0..cycles {
+        // Fill the rest of the file system.
+        let filler_path = mnt.join("filler");
+        let mut filler = std::fs::File::create(&filler_path).unwrap();
+        let block = vec![0u8; 4096];
+        while filler.write_all(&block).is_ok() {}
+        let _ = filler.sync_all();
+        saw_error &= daemon.wait_for("flush failed", Duration::from_secs(8));
+        alive_while_full &= daemon.child.try_wait().unwrap().is_none();
+        // Free the space again: storing must resume.
+        drop(filler);
+        std::fs::remove_file(&filler_path).unwrap();
+        if cycle + 1 < cycles {
+            let n = raw_values(&db, "cpu", Metric::CpuBusy, "all").len();
+            let until = Instant::now() + Duration::from_secs(10);
+            while raw_values(&db, "cpu", Metric::CpuBusy, "all").len() <= n
+                && Instant::now() < until
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if raw_values(&db, "cpu", Metric::CpuBusy, "all").len() > n {
+                resumed += 1;
+            }
+            // Spread the cycles over the run, leaving its last 5 s for the final resume.
+            let next =
+                started + Duration::from_secs((seconds - 5) * u64::from(cycle + 1)) / (cycles + 1);
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+    }
     let (status, log) = daemon.finish(Duration::from_secs(30));
     let error_lines: Vec<&String> = log
         .iter()
@@ -636,9 +742,11 @@ fn a_full_disk_is_logged_and_survived_without_corruption() {
     let after = raw_values(&db, "cpu", Metric::CpuBusy, "all").len();
     let check = integrity(&db);
     println!(
-        "disk full: cpu samples stored before {before}, at the end {after} (run 14 s); error \
-         logged: {saw_error}; alive while full: {alive_while_full}; exit {status}; \
+        "disk full: {cycles} fill/free cycles, storing resumed after {resumed} of {} middle \
+         ones; cpu samples stored before {before}, at the end {after} (run {seconds} s); error \
+         logged each time: {saw_error}; alive while full: {alive_while_full}; exit {status}; \
          integrity_check: {check}; first error line: {:?}",
+        cycles - 1,
         error_lines.first()
     );
     assert!(saw_error, "no error logged:\n{}", log.join("\n"));
@@ -649,4 +757,123 @@ fn a_full_disk_is_logged_and_survived_without_corruption() {
         after > before,
         "storing did not resume once space was freed"
     );
+    assert_eq!(
+        resumed,
+        cycles - 1,
+        "storing did not resume after every cycle"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// A collector stuck in a read.
+// ---------------------------------------------------------------------------------------
+
+/// Regression: a collector blocked in a read that never returns (a hwmon driver hung on
+/// its bus) kept SIGTERM from stopping the daemon: the stop waited for the sampling thread
+/// for ever. Now the daemon stops within its drain timeout, names the stuck collector,
+/// keeps what was stored and exits non-zero.
+///
+/// The hang is real: the fixture's `power1_input` is replaced by a FIFO whose write end the
+/// test holds open without writing, so the daemon's `read` blocks in the kernel.
+#[test]
+fn sigterm_stops_the_daemon_while_a_collector_is_stuck_in_a_read() {
+    stuck_collector();
+}
+
+#[test]
+#[ignore = "soak: the stuck-collector stop 10 times (about 2 minutes)"]
+fn soak_sigterm_with_a_stuck_collector() {
+    let took: Vec<f64> = (0..10).map(|_| stuck_collector().as_secs_f64()).collect();
+    let max = took.iter().copied().fold(0.0, f64::max);
+    println!(
+        "soak: 10 stops with a stuck collector, SIGTERM to exit at most {max:.1} s: {took:.1?}"
+    );
+}
+
+/// The scenario above; returns the time from SIGTERM to exit.
+fn stuck_collector() -> Duration {
+    use std::os::unix::fs::OpenOptionsExt as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let chip = dir.path().join("sys/class/hwmon/hwmon0");
+    std::fs::create_dir_all(&chip).unwrap();
+    std::fs::create_dir_all(dir.path().join("proc")).unwrap();
+    std::fs::write(chip.join("name"), "testpsu\n").unwrap();
+    let input = chip.join("power1_input");
+    std::fs::write(&input, "42000000\n").unwrap();
+    let db = dir.path().join("stuck.db");
+    let config = dir.path().join("wattson.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[host]\nname = \"faults\"\nsysfs = {:?}\nprocfs = {:?}\n\
+             [storage]\npath = {:?}\nflush_interval = \"1s\"\n\
+             [cpu]\nenabled = false\n\
+             [power]\nrapl = false\ngpu = false\nipmi = false\nhwmon = true\ninterval = \"1s\"\n",
+            dir.path().join("sys").display().to_string(),
+            dir.path().join("proc").display().to_string(),
+            db.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(&config, "120s");
+    assert!(daemon.wait_for("collecting:", Duration::from_secs(10)));
+    let until = Instant::now() + Duration::from_secs(10);
+    while raw_values(&db, "hwmon", Metric::Power, "testpsu/power1").is_empty() {
+        assert!(Instant::now() < until, "no hwmon samples flushed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The sensor hangs: a FIFO takes the file's place.
+    let fifo = chip.join("power1_input.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    std::fs::rename(&fifo, &input).unwrap();
+    // Opening the write end succeeds only once the daemon is in its open() of the read end;
+    // holding it open (and writing nothing) leaves the daemon's read() blocked.
+    let until = Instant::now() + Duration::from_secs(10);
+    let _writer = loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(&input)
+        {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENXIO as i32) => {
+                assert!(
+                    Instant::now() < until,
+                    "the daemon never read the sensor again"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("opening the FIFO: {e}"),
+        }
+    };
+    let stored = raw_values(&db, "hwmon", Metric::Power, "testpsu/power1").len();
+    let pid = nix::unistd::Pid::from_raw(daemon.child.id() as i32);
+    let sent = Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let (status, log) = daemon.finish(Duration::from_secs(30));
+    let took = sent.elapsed();
+    let named: Vec<&String> = log.iter().filter(|l| l.contains("did not stop")).collect();
+    let after = raw_values(&db, "hwmon", Metric::Power, "testpsu/power1").len();
+    let check = integrity(&db);
+    println!(
+        "stuck collector: SIGTERM to exit {:.1} s, exit {status}, {stored} hwmon samples before \
+         the hang, {after} at the end, integrity {check}; log: {:?}",
+        took.as_secs_f64(),
+        named.first()
+    );
+    assert!(
+        took < Duration::from_secs(15),
+        "took {took:?} to stop:\n{}",
+        log.join("\n")
+    );
+    assert_eq!(status.code(), Some(1), "{}", log.join("\n"));
+    assert!(
+        named.iter().any(|l| l.contains("collector hwmon")),
+        "the stuck collector is not named:\n{}",
+        log.join("\n")
+    );
+    assert!(after >= stored, "stored samples lost");
+    assert_eq!(check, "ok");
+    took
 }

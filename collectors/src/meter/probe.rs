@@ -1,8 +1,10 @@
 //! `wattson meter probe PORT`: find which supported meter answers on a serial port by trying
 //! each protocol's factory settings in turn. Polled meters get a request (PZEM at the general
 //! address 0xF8; Eastron at address 1); streaming meters are listened to (a Watts Up is first
-//! told to start external logging). Identifying reads are harmless (no writes to a meter's
-//! settings). `timeout` is per attempt.
+//! told to start external logging). A PZEM found on 0xF8 is then asked for its own address
+//! (holding register 0x0002), which is the one to configure: 0xF8 reaches any PZEM and only
+//! works while one is alone on the line. Identifying reads are harmless (no writes to a
+//! meter's settings). `timeout` is per attempt.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -21,8 +23,13 @@ use super::{FrameError, MeterReading, StreamDecoder};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeResult {
     pub protocol: Protocol,
-    /// Modbus address to configure (`None` for streaming meters).
+    /// Modbus address to configure (`None` for streaming meters): for a PZEM, the address
+    /// it reported; [`pzem::GENERAL_ADDRESS`] when it answered there but not with its own
+    /// (see `general_address`).
     pub address: Option<u8>,
+    /// A PZEM that answered on the general address 0xF8 and did not say its own address:
+    /// 0xF8 works only while it is the one device on the line.
+    pub general_address: bool,
     /// The first reading, if the meter gave one.
     pub reading: Option<MeterReading>,
 }
@@ -94,11 +101,8 @@ fn probe_pzem(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, Por
     );
     match s.poll().pop() {
         Some(Ok(r)) => {
-            return Ok(Some(found(
-                Protocol::Pzem004t,
-                pzem::GENERAL_ADDRESS,
-                r.reading,
-            )));
+            drop(s);
+            return pzem_found(path, Protocol::Pzem004t, Some(r.reading), timeout).map(Some);
         }
         Some(Err(SessionError::Frame {
             source:
@@ -110,11 +114,8 @@ fn probe_pzem(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, Por
         })) => {}
         // Decoded but implausible: still a PZEM-004T.
         Some(Err(SessionError::Implausible { .. })) => {
-            return Ok(Some(ProbeResult {
-                protocol: Protocol::Pzem004t,
-                address: Some(pzem::GENERAL_ADDRESS),
-                reading: None,
-            }));
+            drop(s);
+            return pzem_found(path, Protocol::Pzem004t, None, timeout).map(Some);
         }
         _ => return Ok(None),
     }
@@ -126,10 +127,52 @@ fn probe_pzem(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, Por
         &[pzem::GENERAL_ADDRESS],
         options(Protocol::Pzem017, timeout),
     );
-    Ok(match s.poll().pop() {
-        Some(Ok(r)) => Some(found(Protocol::Pzem017, pzem::GENERAL_ADDRESS, r.reading)),
-        _ => None,
+    match s.poll().pop() {
+        Some(Ok(r)) => {
+            drop(s);
+            pzem_found(path, Protocol::Pzem017, Some(r.reading), timeout).map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A PZEM answered on the general address: ask it for its own address.
+fn pzem_found(
+    path: &Path,
+    protocol: Protocol,
+    reading: Option<MeterReading>,
+    timeout: Duration,
+) -> Result<ProbeResult, PortError> {
+    let mut io = opened(path, protocol, timeout)?;
+    let own = read_pzem_address(&mut io, timeout);
+    Ok(ProbeResult {
+        protocol,
+        address: Some(own.unwrap_or(pzem::GENERAL_ADDRESS)),
+        general_address: own.is_none(),
+        reading,
     })
+}
+
+fn read_pzem_address(io: &mut Box<dyn serialport::SerialPort>, timeout: Duration) -> Option<u8> {
+    let _ = io.clear(serialport::ClearBuffer::Input);
+    io.write_all(&pzem::read_address_request(pzem::GENERAL_ADDRESS))
+        .ok()?;
+    let mut parser = pzem::read_address_parser(pzem::GENERAL_ADDRESS);
+    let deadline = std::time::Instant::now() + timeout;
+    let mut buf = [0u8; 64];
+    while std::time::Instant::now() < deadline {
+        match io.read(&mut buf) {
+            Ok(n) if n > 0 => {
+                parser.push(&buf[..n]);
+                if let Some(r) = parser.next_reply() {
+                    return r.ok().and_then(|r| pzem::decode_address(&r));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Ok(_) | Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// Eastron at address 1: 2400 baud first (SDM120's default), then 9600 (SDM230/SDM630).
@@ -157,6 +200,7 @@ fn probe_sdm(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, Port
         return Ok(Some(ProbeResult {
             protocol,
             address: Some(1),
+            general_address: false,
             reading,
         }));
     }
@@ -200,6 +244,7 @@ fn probe_stream(
         Some(Ok(r)) => Some(ProbeResult {
             protocol,
             address: None,
+            general_address: false,
             reading: Some(r.reading),
         }),
         _ => None,
@@ -242,17 +287,10 @@ fn probe_cse(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, Port
             return Ok(Some(ProbeResult {
                 protocol,
                 address: None,
+                general_address: false,
                 reading: Some(reading),
             }));
         }
     }
     Ok(None)
-}
-
-fn found(protocol: Protocol, address: u8, reading: MeterReading) -> ProbeResult {
-    ProbeResult {
-        protocol,
-        address: Some(address),
-        reading: Some(reading),
-    }
 }

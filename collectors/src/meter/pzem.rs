@@ -65,6 +65,20 @@ pub fn read_address_request(address: u8) -> [u8; 8] {
     modbus::read_request(address, modbus::READ_HOLDING, ADDRESS_REGISTER, 1)
 }
 
+/// A parser for the reply to [`read_address_request`] (one holding register).
+pub fn read_address_parser(address: u8) -> ReplyParser {
+    ReplyParser::new(address, modbus::READ_HOLDING, Expect::Registers(1))
+}
+
+/// The slave address in a reply to [`read_address_request`]: `None` unless 1..=247 (the
+/// only addresses a PZEM can be given).
+pub fn decode_address(reply: &Reply) -> Option<u8> {
+    reply
+        .register(0)
+        .and_then(|a| u8::try_from(a).ok())
+        .filter(|a| (1..=0xF7).contains(a))
+}
+
 /// Set the slave address to `new` (1..=247). The reply is an 8-byte echo.
 pub fn set_address_request(address: u8, new: u8) -> Result<[u8; 8], FrameError> {
     if !(1..=0xF7).contains(&new) {

@@ -72,8 +72,17 @@ fn probe(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
                 found.protocol.as_str(),
                 found.protocol.default_serial()
             );
-            if let Some(a) = found.address {
-                let _ = write!(text, ", address {a}");
+            match found.address {
+                Some(_) if found.general_address => {
+                    let _ = write!(
+                        text,
+                        ", answers on the general address 0xF8 (it did not say its own address)"
+                    );
+                }
+                Some(a) => {
+                    let _ = write!(text, ", address {a}");
+                }
+                None => {}
             }
             if let Some(r) = found.reading {
                 let fmt = |v: Option<f64>, unit: &str| {
@@ -95,10 +104,15 @@ fn probe(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
                 "\n  config:\n    [[meter]]\n    id = \"wall\"\n    protocol = \"{}\"\n    port = \"{}\"{}",
                 found.protocol.as_str(),
                 args.port.display(),
-                found
-                    .address
-                    .map(|a| format!("\n    address = {a}"))
-                    .unwrap_or_default()
+                match found.address {
+                    // No `address`: a PZEM's default is the general address, which works
+                    // only while it is alone on the line.
+                    Some(_) if found.general_address => "\n    # no address: the general \
+                         address 0xF8, for a meter alone on its line"
+                        .to_owned(),
+                    Some(a) => format!("\n    address = {a}"),
+                    None => String::new(),
+                }
             );
             crate::output::println(&text);
             Ok(ExitCode::SUCCESS)

@@ -226,6 +226,58 @@ pub async fn run(
 mod tests {
     use super::*;
 
+    const VALID: &str = r#"{"ts":1767225600000,"interval_s":1,"power_w":61.5,"series":[["meter:wall","power","",61.5],["cpu","cpu_busy","all",0.25],["cpu","core_frequency","cpu0",2200.0]]}"#;
+
+    /// Handles one payload and checks what reached the sink: finite values, one `ts`,
+    /// every message counted once.
+    fn check(payload: &[u8]) {
+        let mut sink = MemorySink::default();
+        let stats = FleetStats::default();
+        let mut d = Dedupe::default();
+        handle("w", "w/h/state", payload, &mut d, &mut sink, &stats);
+        let stored = stats.stored.load(Ordering::Relaxed);
+        let malformed = stats.malformed.load(Ordering::Relaxed);
+        assert_eq!(stored + malformed, 1);
+        if let Some(samples) = sink.by_host.get("h") {
+            let ts = samples.first().map(|s| s.ts_ms);
+            for s in samples {
+                assert!(
+                    s.value.is_finite() && Some(s.ts_ms) == ts && s.ts_ms > 0,
+                    "{s:?}"
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        // 2,000 cases; rerun with more: PROPTEST_CASES=20000 cargo test -p wattson --lib fleet::tests::fuzz
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000)
+        ))]
+
+        /// The fleet payload parser on arbitrary bytes: never panics, counts it once.
+        #[test]
+        fn fuzz_arbitrary_state_payloads_never_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600)
+        ) {
+            check(&bytes);
+        }
+
+        /// A valid payload with a range replaced by arbitrary text (numbers, brackets,
+        /// quotes, huge exponents): never panics, counts it once.
+        #[test]
+        fn fuzz_mutated_state_payloads_never_panic(
+            at in 0usize..VALID.len(),
+            len in 0usize..20,
+            insert in "[-0-9eE.,\\[\\]\"{}:a-z ]{0,24}|1e400|-1e400|NaN|9223372036854775808",
+        ) {
+            let mut text = VALID.to_owned();
+            let end = (at + len).min(text.len());
+            text.replace_range(at..end, &insert);
+            check(text.as_bytes());
+        }
+    }
+
     #[test]
     fn topics_name_their_host() {
         assert_eq!(host_of("wattson", "wattson/basket/state"), Some("basket"));

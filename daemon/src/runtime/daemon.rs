@@ -14,7 +14,7 @@ use wattson_collectors::SysRoot;
 use wattson_collectors::cpu::CpuCollector;
 
 use super::live::LiveState;
-use super::sampler::{self, Control, Heartbeat, SampleSink, Scheduled};
+use super::sampler::{self, Control, Heartbeat, InPoll, SampleSink, Scheduled};
 use crate::config::Config;
 use crate::notify::Notifier;
 use crate::store::{StoreHandle, StoreOptions};
@@ -198,6 +198,10 @@ pub fn store_options(config: &Config) -> StoreOptions {
     }
 }
 
+/// How long a stop waits for the sampling thread to finish its poll and hand over its
+/// buffer: longer than any collector's own I/O timeout (IPMI's command gets 5 s).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(6);
+
 /// Run the daemon until a stop signal (or `opts.duration`). Returns when everything has
 /// drained.
 pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
@@ -231,14 +235,29 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     let live = Arc::new(LiveState::default());
     let heartbeat: Heartbeat = Arc::new(AtomicI64::new(sampler::now_ms()));
     let (control_tx, control_rx) = mpsc::channel::<Control>();
+    let in_poll = Arc::new(InPoll::default());
+    // The sampler says it is done on `done`; a thread that panics drops it instead.
+    let (done_tx, done_rx) = mpsc::channel::<()>();
     let sampler_thread = {
         let live = live.clone();
         let heartbeat = heartbeat.clone();
+        let in_poll = in_poll.clone();
         let sink = Box::new(StoreSink(store.clone()));
         let flush = config.storage.flush_interval;
         std::thread::Builder::new()
             .name("wattson-sampler".to_owned())
-            .spawn(move || sampler::run(collectors, sink, &control_rx, flush, &live, &heartbeat))
+            .spawn(move || {
+                sampler::run(
+                    collectors,
+                    sink,
+                    &control_rx,
+                    flush,
+                    &live,
+                    &heartbeat,
+                    &in_poll,
+                );
+                let _ = done_tx.send(());
+            })
             .context("starting the sampling thread")?
     };
     tracing::info!("collecting: {}", names.join(", "));
@@ -270,11 +289,36 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     ));
 
     // Drain in order: collectors (the sampler flushes its buffer), the store, then outputs.
+    // A collector stuck in a read (a driver that never returns) must not keep the daemon
+    // from stopping: after DRAIN_TIMEOUT it is named and left behind, and the exit status
+    // says so.
     notifier.stopping();
     let _ = control_tx.send(Control::Stop);
-    if sampler_thread.join().is_err() {
-        tracing::error!("the sampling thread panicked");
-    }
+    let stuck = match done_rx.recv_timeout(DRAIN_TIMEOUT) {
+        Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+            if sampler_thread.join().is_err() {
+                tracing::error!("the sampling thread panicked");
+            }
+            None
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            let what = match in_poll.current() {
+                Some((name, for_)) => {
+                    format!(
+                        "collector {name} has been in one poll for {:.1} s",
+                        for_.as_secs_f64()
+                    )
+                }
+                None => "no collector is in a poll".to_owned(),
+            };
+            tracing::error!(
+                "the sampling thread did not stop within {} s ({what}); stopping without it: \
+                 the samples it held are lost",
+                DRAIN_TIMEOUT.as_secs()
+            );
+            Some(what)
+        }
+    };
     let stats = store.close().context("flushing the database")?;
     match store_thread.join() {
         Ok(Ok(())) => {}
@@ -294,6 +338,9 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         });
     }
     let _ = stats;
+    if let Some(what) = stuck {
+        anyhow::bail!("stopped with the sampling thread stuck: {what}");
+    }
     tracing::info!("stopped");
     Ok(())
 }

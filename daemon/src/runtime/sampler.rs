@@ -5,9 +5,9 @@
 //! meter) to about one per second at 1 Hz: it sleeps on its control channel until the next
 //! poll is due, so a stop request wakes it at once.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use wattson_collectors::{Action, CollectError, Collector, Sample};
@@ -72,6 +72,33 @@ impl Scheduled {
 /// Shared by the sampler with the watchdog: the UTC ms of the last completed sampling pass.
 pub type Heartbeat = Arc<AtomicI64>;
 
+/// Which collector the sampler is polling right now, and since when: what the daemon names
+/// when the sampler does not stop (a read blocked in a driver, say).
+#[derive(Debug, Default)]
+pub struct InPoll(Mutex<(String, Option<Instant>)>);
+
+impl InPoll {
+    fn enter(&self, name: &str) {
+        if let Ok(mut g) = self.0.lock() {
+            g.0.clear();
+            g.0.push_str(name);
+            g.1 = Some(Instant::now());
+        }
+    }
+
+    fn leave(&self) {
+        if let Ok(mut g) = self.0.lock() {
+            g.1 = None;
+        }
+    }
+
+    /// The collector in a poll and how long it has been in it; `None` between polls.
+    pub fn current(&self) -> Option<(String, Duration)> {
+        let g = self.0.lock().ok()?;
+        g.1.map(|since| (g.0.clone(), since.elapsed()))
+    }
+}
+
 /// The current wall-clock time in UTC milliseconds.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -85,6 +112,7 @@ pub fn run(
     flush_interval: Duration,
     live: &LiveState,
     heartbeat: &Heartbeat,
+    in_poll: &InPoll,
 ) {
     let mut buffer: Vec<Sample> = Vec::with_capacity(256);
     let mut next_flush = Instant::now() + flush_interval;
@@ -147,7 +175,9 @@ pub fn run(
             if c.stopped || c.next_due > now {
                 continue;
             }
+            in_poll.enter(c.name());
             poll_one(c, &mut buffer, &mut *sink, live);
+            in_poll.leave();
             // Keep the schedule on its grid; if we fell behind, skip ahead rather than burst.
             c.next_due += c.interval;
             if c.next_due <= now {
@@ -369,6 +399,7 @@ mod tests {
                 Duration::from_millis(20),
                 &live,
                 &Arc::new(AtomicI64::new(0)),
+                &InPoll::default(),
             );
         });
         wait_for_polls(&polls, 3);

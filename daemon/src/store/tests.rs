@@ -155,31 +155,57 @@ fn raw_samples_round_trip_at_resolution_across_chunks_and_restarts() {
     );
 }
 
+/// Regression: after the wall clock stepped back, the repeated samples were stored beside
+/// the first ones (two values per timestamp in raw data). Each series is now kept in time
+/// order: a sample not after the newest stored one is dropped and counted, across a
+/// closed chunk, within the open one, and after the writer restarts.
 #[test]
-fn late_samples_merge_into_their_closed_chunk() {
+fn samples_not_after_the_newest_stored_are_dropped_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
     let mut w = writer(&path);
     w.push(None, vec![power(T0, 10.0), power(T0 + 2000, 12.0)]);
     w.push(None, vec![power(T0 + HOUR_MS, 20.0)]);
+    let first = w.flush().unwrap();
+    assert_eq!((first.samples, first.stale), (3, 0));
+    // Into the closed chunk, the same instant again, and between two stored ones.
+    w.push(
+        None,
+        vec![
+            power(T0 + 1000, 11.0),
+            power(T0 + HOUR_MS, 21.0),
+            power(T0 + HOUR_MS - 1, 19.0),
+        ],
+    );
+    let stats = w.flush().unwrap();
+    assert_eq!((stats.samples, stats.stale), (0, 3));
+    // Later samples still go in, and a new writer on the same file knows the newest.
+    w.push(None, vec![power(T0 + HOUR_MS + 1000, 22.0)]);
     w.flush().unwrap();
-    w.push(None, vec![power(T0 + 1000, 11.0)]);
-    w.flush().unwrap();
+    drop(w);
+    let mut w = writer(&path);
+    w.push(
+        None,
+        vec![power(T0 + HOUR_MS, 23.0), power(T0 + HOUR_MS + 2000, 24.0)],
+    );
+    let stats = w.flush().unwrap();
+    assert_eq!((stats.samples, stats.stale), (1, 1));
     let got = w.store().raw(&wall(), T0, T0 + 2 * HOUR_MS).unwrap();
     assert_eq!(
         got[0].1,
         vec![
             (T0, 10.0),
-            (T0 + 1000, 11.0),
             (T0 + 2000, 12.0),
-            (T0 + HOUR_MS, 20.0)
+            (T0 + HOUR_MS, 20.0),
+            (T0 + HOUR_MS + 1000, 22.0),
+            (T0 + HOUR_MS + 2000, 24.0)
         ]
     );
     let hour = w
         .store()
         .rollups(&wall(), Resolution::Hour, T0, T0 + HOUR_MS)
         .unwrap();
-    assert_eq!(hour[0].1[0].n, 3);
+    assert_eq!(hour[0].1[0].n, 2);
     assert!((hour[0].1[0].mean - 11.0).abs() < 1e-9);
 }
 
@@ -451,8 +477,8 @@ fn per_core_chunks_close_into_their_own_table_and_older_ones_still_read() {
     };
     let tables = |w: &Writer| (count(w, "raw_chunk"), count(w, "raw_detail_chunk"));
     assert_eq!(tables(&w), (1, 1));
-    // A per-core chunk closed before raw_detail_chunk existed is still read, and a late
-    // sample is merged into it where it is rather than duplicated.
+    // A per-core chunk closed before raw_detail_chunk existed is still read, and a sample
+    // older than the newest stored is dropped rather than written into either table.
     w.store()
         .conn()
         .execute_batch(
@@ -468,10 +494,7 @@ fn per_core_chunks_close_into_their_own_table_and_older_ones_still_read() {
         .store()
         .raw(&SeriesFilter::all().channel("cpu0"), T0, T0 + 2 * HOUR_MS)
         .unwrap();
-    assert_eq!(
-        raw[0].1,
-        vec![(T0, 0.5), (T0 + 1000, 0.5), (T0 + HOUR_MS, 0.5)]
-    );
+    assert_eq!(raw[0].1, vec![(T0, 0.5), (T0 + HOUR_MS, 0.5)]);
 }
 
 #[test]
@@ -703,7 +726,10 @@ fn hourly_energy_matches_hour_by_hour_queries() {
             .hourly_energy_wh("basket", "meter:wall", to, from)
             .unwrap()
             .is_empty()
+    );
+}
 
+#[test]
 fn a_sample_stored_twice_is_kept_once_in_raw_data_and_rollups() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
@@ -716,15 +742,16 @@ fn a_sample_stored_twice_is_kept_once_in_raw_data_and_rollups() {
     w.push(None, first.clone());
     w.push(None, second.clone());
     let stats = w.flush().unwrap();
-    assert_eq!((stats.samples, stats.duplicates), (10, 0));
+    assert_eq!((stats.samples, stats.stale), (10, 0));
 
-    // The same batch again, within one flush and after it: in the open chunk, in a closed
-    // chunk, and twice in one flush.
+    // The same batches again (in the open chunk and in a closed one), and a new sample
+    // twice in one flush.
     w.push(None, second.clone());
     w.push(None, first.clone());
-    w.push(None, vec![power(T0 + 500, 99.0), power(T0 + 500, 98.0)]);
+    let next = T0 + CHUNK_MS + 5000;
+    w.push(None, vec![power(next, 99.0), power(next, 98.0)]);
     let stats = w.flush().unwrap();
-    assert_eq!((stats.samples, stats.duplicates), (1, 11));
+    assert_eq!((stats.samples, stats.stale), (1, 11));
     drop(w);
 
     // After a restart (the fleet collector killed before it acknowledged, then redelivered).
@@ -732,15 +759,14 @@ fn a_sample_stored_twice_is_kept_once_in_raw_data_and_rollups() {
     w.push(None, first.clone());
     w.push(None, second.clone());
     let stats = w.flush().unwrap();
-    assert_eq!((stats.samples, stats.duplicates), (0, 10));
+    assert_eq!((stats.samples, stats.stale), (0, 10));
 
     let got = w.store().raw(&wall(), T0, T0 + HOUR_MS).unwrap();
     let ts: Vec<i64> = got[0].1.iter().map(|p| p.0).collect();
     let mut want: Vec<i64> = first.iter().chain(&second).map(|s| s.ts_ms).collect();
-    want.push(T0 + 500);
-    want.sort_unstable();
+    want.push(next);
     assert_eq!(ts, want);
-    assert_eq!(got[0].1[1], (T0 + 500, 99.0), "the first value is kept");
+    assert_eq!(got[0].1[10], (next, 99.0), "the first value is kept");
     let hour = w
         .store()
         .rollups(&wall(), Resolution::Hour, T0, T0 + HOUR_MS)
@@ -749,14 +775,15 @@ fn a_sample_stored_twice_is_kept_once_in_raw_data_and_rollups() {
 }
 
 #[test]
-fn a_sample_for_a_closed_period_without_an_open_chunk_is_merged_not_duplicated() {
+fn a_sample_for_a_closed_period_without_an_open_chunk_is_not_stored_again() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
     let mut w = writer(&path);
     w.push(None, vec![power(T0, 10.0), power(T0 + 1000, 11.0)]);
     w.push(None, vec![power(T0 + CHUNK_MS, 20.0)]);
     w.flush().unwrap();
-    // Drop the open chunk, as pruning does: the first chunk is closed and nothing is open.
+    // Drop the open chunk, as pruning does: the first chunk is closed and nothing is open,
+    // so the newest stored time comes from the closed chunks.
     w.store()
         .conn()
         .execute("DELETE FROM raw_open", [])
@@ -765,19 +792,13 @@ fn a_sample_for_a_closed_period_without_an_open_chunk_is_merged_not_duplicated()
     let mut w = writer(&path);
     w.push(None, vec![power(T0 + 1000, 11.0), power(T0 + 2000, 12.0)]);
     let stats = w.flush().unwrap();
-    assert_eq!((stats.samples, stats.duplicates), (1, 1));
+    assert_eq!((stats.samples, stats.stale), (0, 2));
     let n_chunks: i64 = w
         .store()
         .conn()
         .query_row("SELECT count(*) FROM raw_chunk", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(
-        n_chunks, 1,
-        "merged into the closed chunk, not a second copy"
-    );
+    assert_eq!(n_chunks, 1, "no second copy of the closed chunk");
     let got = w.store().raw(&wall(), T0, T0 + HOUR_MS).unwrap();
-    assert_eq!(
-        got[0].1,
-        vec![(T0, 10.0), (T0 + 1000, 11.0), (T0 + 2000, 12.0)]
-    );
+    assert_eq!(got[0].1, vec![(T0, 10.0), (T0 + 1000, 11.0)]);
 }

@@ -6,15 +6,13 @@
 //! between continuous power samples), and writes every changed open chunk and open hour in
 //! one transaction, so a killed process loses at most the batch it was flushing. Chunks
 //! that close are appended to `raw_chunk` (`raw_detail_chunk` for per-core CPU series,
-//! which are pruned sooner); samples older than a series' open chunk are
-//! merged into their closed chunk. Times are UTC ms, energy Wh.
+//! which are pruned sooner).
 //!
-//! A series holds at most one sample per millisecond: a sample whose timestamp is already
-//! stored in its series (in the open chunk, a closed chunk, or earlier in the same flush)
-//! is counted in [`FlushStats::duplicates`] and dropped, the first value kept. Raw chunks
-//! and rollups are written in the same transaction, so a sample found in a chunk is also in
-//! its rollups: storing a batch twice (a QoS 1 redelivery after the fleet collector was
-//! killed before it acknowledged) changes nothing.
+//! Each series is stored in time order: a sample whose timestamp is not after the newest
+//! one stored for its series (the wall clock stepped back, or a fleet message came twice)
+//! is dropped, counted in [`FlushStats::stale`] and logged once per flush and series, so a
+//! repeated hour is kept once in raw data as it is in the rollups. Times are UTC ms,
+//! energy Wh.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -35,8 +33,9 @@ pub struct FlushStats {
     pub samples: usize,
     /// Samples dropped because their value was not finite.
     pub rejected: usize,
-    /// Samples dropped because their series already holds a sample at that timestamp.
-    pub duplicates: usize,
+    /// Samples dropped because their timestamp was not after the newest stored one of
+    /// their series.
+    pub stale: usize,
     /// Gaps recorded.
     pub gaps: usize,
 }
@@ -60,10 +59,6 @@ struct OpenChunk {
 }
 
 impl OpenChunk {
-    fn contains(&self, ts: i64) -> bool {
-        self.ts.binary_search(&ts).is_ok()
-    }
-
     fn push(&mut self, ts: i64, q: i64) {
         if self.ts.last().is_none_or(|&last| last <= ts) {
             self.ts.push(ts);
@@ -199,22 +194,10 @@ struct SeriesState {
     /// Per-core CPU detail ([`is_per_core`]): closed chunks go to `raw_detail_chunk`.
     detail: bool,
     open: Option<OpenChunk>,
+    /// The newest timestamp stored for the series (UTC ms); later samples must pass it.
+    newest_ms: Option<i64>,
     prev: Option<(i64, f64)>,
     hour: Option<HourAcc>,
-}
-
-/// Samples of this flush bound for one closed chunk, and the timestamps that chunk
-/// already held when the flush first touched it (sorted), to drop duplicates.
-#[derive(Default)]
-struct LatePoints {
-    stored: Vec<i64>,
-    points: Vec<(i64, i64)>,
-}
-
-impl LatePoints {
-    fn contains(&self, ts: i64) -> bool {
-        self.stored.binary_search(&ts).is_ok() || self.points.iter().any(|p| p.0 == ts)
-    }
 }
 
 /// Series index by host, source, channel and metric, looked up without allocating.
@@ -229,7 +212,6 @@ pub struct Writer {
     index: SeriesIndex,
     states: Vec<SeriesState>,
     gaps: HashMap<(String, String), Vec<(i64, i64)>>,
-    late: BTreeMap<(usize, i64), LatePoints>,
     newest_ms: i64,
     last_prune: Option<Instant>,
 }
@@ -253,7 +235,6 @@ impl Writer {
             index: HashMap::new(),
             states: Vec::new(),
             gaps: HashMap::new(),
-            late: BTreeMap::new(),
             newest_ms: i64::MIN,
             last_prune: None,
         }
@@ -309,7 +290,6 @@ impl Writer {
         if result.is_err() {
             self.index.clear();
             self.states.clear();
-            self.late.clear();
             return result;
         }
         if self
@@ -388,6 +368,7 @@ impl Writer {
 
     fn write_in_transaction(&mut self, pending: Vec<Pending>) -> Result<FlushStats, StoreError> {
         let mut stats = FlushStats::default();
+        let mut stale: BTreeMap<usize, usize> = BTreeMap::new();
         // Gaps first, so that samples after a gap in the same flush are not integrated.
         for p in &pending {
             if let Pending::Gap {
@@ -426,15 +407,28 @@ impl Writer {
                     if self.ingest(i, sample.ts_ms, sample.value)? {
                         stats.samples += 1;
                     } else {
-                        stats.duplicates += 1;
+                        stats.stale += 1;
+                        *stale.entry(i).or_insert(0_usize) += 1;
                     }
                 }
             }
         }
-        for ((i, start_ms), late) in std::mem::take(&mut self.late) {
-            let (id, scale) = (self.states[i].series.id, self.states[i].scale);
-            let detail = self.states[i].detail;
-            self.merge_closed(id, detail, start_ms, &late.points, scale)?;
+        for (i, n) in stale {
+            let series_state = &self.states[i];
+            let s = &series_state.series;
+            tracing::warn!(
+                "dropped {n} samples of {}/{} {}{} not after the newest stored at {} ms (the \
+                 clock stepped back, or samples came twice)",
+                s.host,
+                s.source,
+                s.metric.as_str(),
+                if s.channel.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", s.channel)
+                },
+                series_state.newest_ms.unwrap_or_default(),
+            );
         }
         for state in &mut self.states {
             if let Some(open) = state.open.as_mut().filter(|o| o.dirty) {
@@ -464,6 +458,10 @@ impl Writer {
             self.store
                 .ensure_series(host, &sample.source, sample.metric, &sample.channel)?;
         let open = self.load_open(&series)?;
+        let newest_ms = match open.as_ref().and_then(|o| o.ts.last()) {
+            Some(&ts) => Some(ts),
+            None => self.newest_closed(series.id)?,
+        };
         let (hourly, minutes) = rollup_kind(series.metric, &series.channel);
         let i = self.states.len();
         self.states.push(SeriesState {
@@ -473,6 +471,7 @@ impl Writer {
             hourly,
             minutes,
             open,
+            newest_ms,
             prev: None,
             hour: None,
         });
@@ -509,114 +508,61 @@ impl Writer {
         .transpose()
     }
 
-    /// Adds one sample to its series; false (and nothing written) when the series already
-    /// holds a sample at `ts`.
+    /// The newest timestamp in the closed chunks of a series, for a series with no open
+    /// chunk.
+    fn newest_closed(&self, series_id: i64) -> Result<Option<i64>, StoreError> {
+        self.store
+            .conn
+            .prepare_cached(
+                "SELECT max(t) FROM (
+                   SELECT max(last_ts_ms) AS t FROM raw_chunk WHERE series_id = ?1
+                   UNION ALL
+                   SELECT max(last_ts_ms) FROM raw_detail_chunk WHERE series_id = ?1)",
+            )
+            .and_then(|mut s| s.query_row([series_id], |r| r.get(0)))
+            .map_err(|e| self.store.sql(e))
+    }
+
+    /// Stores one sample; `false` (nothing stored) when `ts` is not after the newest
+    /// timestamp of the series.
     fn ingest(&mut self, i: usize, ts: i64, value: f64) -> Result<bool, StoreError> {
         let state = &mut self.states[i];
+        if state.newest_ms.is_some_and(|newest| ts <= newest) {
+            return Ok(false);
+        }
+        state.newest_ms = Some(ts);
+        self.newest_ms = self.newest_ms.max(ts);
         let q = quantise(value, state.scale);
         let value = dequantise(q, state.scale);
         let start_ms = floor_to(ts, CHUNK_MS);
-        let id = state.series.id;
-        let late = match state.open.as_mut() {
-            Some(open) if open.start_ms == start_ms => {
-                if open.contains(ts) {
-                    return Ok(false);
+        match state.open.as_mut() {
+            // Later than everything stored, so never in a chunk before the open one.
+            Some(open) if open.start_ms == start_ms => open.push(ts, q),
+            _ => {
+                if let Some(old) = state.open.take() {
+                    let points: Vec<(i64, i64)> = old.ts.into_iter().zip(old.q).collect();
+                    let (id, detail, scale) = (state.series.id, state.detail, state.scale);
+                    self.merge_closed(id, detail, old.start_ms, &points, scale)?;
+                    self.store
+                        .conn
+                        .prepare_cached("DELETE FROM raw_open WHERE series_id = ?1")
+                        .and_then(|mut s| s.execute([id]))
+                        .map_err(|e| self.store.sql(e))?;
                 }
+                let mut open = OpenChunk {
+                    start_ms,
+                    ts: Vec::new(),
+                    q: Vec::new(),
+                    dirty: true,
+                };
                 open.push(ts, q);
-                false
+                self.states[i].open = Some(open);
             }
-            Some(open) if open.start_ms > start_ms => true,
-            // A new period, unless a closed chunk already covers it (the open chunk was
-            // pruned, or the clock went back): then the sample belongs in that chunk.
-            _ => self.closed_chunk(id, start_ms)?.is_some(),
-        };
-        if late {
-            if !self.push_late(i, start_ms, ts, q)? {
-                return Ok(false);
-            }
-        } else if self.states[i]
-            .open
-            .as_ref()
-            .is_none_or(|o| o.start_ms != start_ms)
-        {
-            let state = &mut self.states[i];
-            if let Some(old) = state.open.take() {
-                let points: Vec<(i64, i64)> = old.ts.into_iter().zip(old.q).collect();
-                let (detail, scale) = (state.detail, state.scale);
-                self.merge_closed(id, detail, old.start_ms, &points, scale)?;
-                self.store
-                    .conn
-                    .prepare_cached("DELETE FROM raw_open WHERE series_id = ?1")
-                    .and_then(|mut s| s.execute([id]))
-                    .map_err(|e| self.store.sql(e))?;
-            }
-            let mut open = OpenChunk {
-                start_ms,
-                ts: Vec::new(),
-                q: Vec::new(),
-                dirty: true,
-            };
-            open.push(ts, q);
-            self.states[i].open = Some(open);
         }
-        self.newest_ms = self.newest_ms.max(ts);
         if self.states[i].hourly {
             self.roll_up(i, ts, value)?;
         }
         Ok(true)
-    }
-
-    /// Queues a sample for the closed chunk at `start_ms`; false when that chunk, or this
-    /// flush, already holds `ts`.
-    fn push_late(&mut self, i: usize, start_ms: i64, ts: i64, q: i64) -> Result<bool, StoreError> {
-        if !self.late.contains_key(&(i, start_ms)) {
-            let stored = match self.closed_chunk(self.states[i].series.id, start_ms)? {
-                Some((ts, _)) => ts,
-                None => Vec::new(),
-            };
-            self.late.insert(
-                (i, start_ms),
-                LatePoints {
-                    stored,
-                    points: Vec::new(),
-                },
-            );
-        }
-        let late = self.late.entry((i, start_ms)).or_default();
-        if late.contains(ts) {
-            return Ok(false);
-        }
-        late.points.push((ts, q));
-        Ok(true)
-    }
-
-    /// The closed chunk of `series_id` at `start_ms`, if stored: its timestamps (sorted)
-    /// and whether it is in `raw_detail_chunk`.
-    fn closed_chunk(
-        &self,
-        series_id: i64,
-        start_ms: i64,
-    ) -> Result<Option<(Vec<i64>, bool)>, StoreError> {
-        let store = &self.store;
-        let existing: Option<(Vec<u8>, bool)> = store
-            .conn
-            .prepare_cached(
-                "SELECT data, 0 FROM raw_chunk WHERE series_id = ?1 AND start_ms = ?2
-                 UNION ALL
-                 SELECT data, 1 FROM raw_detail_chunk WHERE series_id = ?1 AND start_ms = ?2",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![series_id, start_ms], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()
-            })
-            .map_err(|e| store.sql(e))?;
-        existing
-            .map(|(data, detail)| {
-                let mut ts = store.decode_chunk(series_id, start_ms, &data)?.ts;
-                ts.sort_unstable();
-                Ok((ts, detail))
-            })
-            .transpose()
     }
 
     fn roll_up(&mut self, i: usize, ts: i64, value: f64) -> Result<(), StoreError> {
@@ -727,9 +673,7 @@ impl Writer {
             None => Vec::new(),
         };
         all.extend_from_slice(points);
-        // Stable: where a timestamp is both stored and new, the stored value stays.
         all.sort_by_key(|p| p.0);
-        all.dedup_by_key(|p| p.0);
         let chunk = OpenChunk {
             start_ms,
             ts: all.iter().map(|p| p.0).collect(),
