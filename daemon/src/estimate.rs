@@ -179,7 +179,7 @@ mod tests {
     struct Replay(Vec<Vec<Sample>>);
 
     impl Collector for Replay {
-        fn name(&self) -> &str {
+        fn name(&self) -> &'static str {
             "rapl"
         }
 

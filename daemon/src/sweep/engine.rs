@@ -617,13 +617,13 @@ mod tests {
     }
 
     impl Collector for Jittery {
-        fn name(&self) -> &str {
+        fn name(&self) -> &'static str {
             "meter:test"
         }
 
         fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
             let n = self.polls.fetch_add(1, Ordering::Relaxed);
-            let w = 50.0 + 3.0 * n as f64 + if n % 2 == 0 { -0.5 } else { 0.5 };
+            let w = 50.0 + 3.0 * n as f64 + if n.is_multiple_of(2) { -0.5 } else { 0.5 };
             Ok(vec![Sample::new(
                 now_ms,
                 "meter:test",
