@@ -9,6 +9,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod costs;
+pub mod estimate;
 pub mod logging;
 pub mod meters;
 pub mod modes;

@@ -233,6 +233,10 @@ fn render(s: &Status) -> String {
     for (source, rs) in by_source {
         let newest = rs.iter().map(|r| r.age_s).fold(f64::INFINITY, f64::min);
         let _ = writeln!(out, "\n{source} (updated {})", age_text(newest));
+        if source == crate::estimate::SOURCE {
+            out.push_str(&estimate_lines(&rs));
+            continue;
+        }
         for r in rs {
             let _ = writeln!(
                 out,
@@ -300,6 +304,26 @@ fn render(s: &Status) -> String {
         );
     }
     out
+}
+
+/// The estimated wall draw as "estimated +/- X W", never as a plain measurement.
+fn estimate_lines(rs: &[&Reading]) -> String {
+    let power = |channel: &str| {
+        rs.iter()
+            .find(|r| r.metric == Metric::Power.as_str() && r.channel == channel)
+            .map(|r| r.value)
+    };
+    match (power(""), power(crate::estimate::ERROR_CHANNEL)) {
+        (Some(w), Some(e)) => format!(
+            "  {:<28} {w:.2} W estimated \u{b1} {e:.2} W (no wall meter: from a sweep's calibration)\n",
+            "power"
+        ),
+        (Some(w), None) => format!(
+            "  {:<28} {w:.2} W estimated (no wall meter: from a sweep's calibration)\n",
+            "power"
+        ),
+        _ => String::new(),
+    }
 }
 
 fn age_text(age_s: f64) -> String {

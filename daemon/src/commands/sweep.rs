@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,7 +41,7 @@ pub struct SweepArgs {
     /// Which [[meter]] to read (its id) [default: the first].
     #[arg(long)]
     pub meter: Option<String>,
-    /// Time cap of each level's measuring phase.
+    /// Time cap of each level, settling included (measuring stops at the cap).
     #[arg(long, default_value = "90s", value_parser = crate::cli::parse_duration_arg)]
     pub max_level_time: Duration,
     /// Target half-width of each level's 95 % interval, W (the larger of this and --ci-percent).
@@ -84,11 +84,11 @@ pub fn run(args: &SweepArgs, config_path: Option<&Path>) -> anyhow::Result<ExitC
         return show(args, &db);
     }
     let name = args.name.clone().unwrap_or_default();
-    let outcome = sweep_with_config(&config, args, &name, &db)?;
-    Ok(if outcome {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(130)
+    Ok(match sweep_until_signal(&config, args, &name, &db)? {
+        None => ExitCode::SUCCESS,
+        // 128 + the signal number, as a shell reports a command a signal ended: 130 after
+        // Ctrl-C (SIGINT), 143 after SIGTERM. The completed levels are stored either way.
+        Some(signal) => ExitCode::from(128u8.saturating_add(signal as u8)),
     })
 }
 
@@ -155,14 +155,19 @@ fn show(args: &SweepArgs, db: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Stops the loops at once on Ctrl-C or SIGTERM, from a thread of its own.
+/// Stops the loops at once on Ctrl-C or SIGTERM, from a thread of its own, and remembers
+/// which signal it was.
 struct SignalWatch {
     done: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The signal number received (`SIGINT` = 2, `SIGTERM` = 15); 0 while none has come.
+    received: Arc<AtomicI32>,
 }
 
 impl SignalWatch {
     fn start(stop: Arc<AtomicBool>, slot: LoopSlot) -> anyhow::Result<SignalWatch> {
+        let received = Arc::new(AtomicI32::new(0));
+        let seen = received.clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -176,11 +181,12 @@ impl SignalWatch {
                     else {
                         return;
                     };
-                    tokio::select! {
-                        _ = tokio::signal::ctrl_c() => {}
-                        _ = term.recv() => {}
+                    let signal = tokio::select! {
+                        _ = tokio::signal::ctrl_c() => libc::SIGINT,
+                        _ = term.recv() => libc::SIGTERM,
                         _ = rx => return,
-                    }
+                    };
+                    seen.store(signal, Ordering::SeqCst);
                     stop.store(true, Ordering::SeqCst);
                     stop_loops(&slot);
                     tracing::warn!("interrupted: loops stopped; keeping the completed levels");
@@ -189,7 +195,13 @@ impl SignalWatch {
         Ok(SignalWatch {
             done: Some(tx),
             thread: Some(thread),
+            received,
         })
+    }
+
+    /// The signal that interrupted the sweep, if one did.
+    fn received(&self) -> Option<i32> {
+        Some(self.received.load(Ordering::SeqCst)).filter(|&s| s != 0)
     }
 }
 
@@ -212,6 +224,17 @@ pub fn sweep_with_config(
     name: &str,
     db: &Path,
 ) -> anyhow::Result<bool> {
+    Ok(sweep_until_signal(config, args, name, db)?.is_none())
+}
+
+/// As [`sweep_with_config`]; returns the number of the signal (`SIGINT` 2, `SIGTERM` 15) that
+/// interrupted the sweep, or `None` when every level ran.
+pub fn sweep_until_signal(
+    config: &Config,
+    args: &SweepArgs,
+    name: &str,
+    db: &Path,
+) -> anyhow::Result<Option<i32>> {
     let meter_cfg = match &args.meter {
         Some(id) => config
             .meters
@@ -236,7 +259,7 @@ pub fn sweep_with_config(
         anyhow::bail!("--levels is empty");
     }
     let mut plan = SweepPlan::new(levels, args.kinds.clone(), order.clone(), physical);
-    plan.max_measure = args.max_level_time;
+    plan.max_level = args.max_level_time;
     plan.ci_abs_w = args.ci_watts;
     plan.ci_rel = args.ci_percent / 100.0;
     plan.min_samples = args.min_samples.max(2);
@@ -268,7 +291,7 @@ pub fn sweep_with_config(
 
     let stop = Arc::new(AtomicBool::new(false));
     let slot: LoopSlot = Arc::new(Mutex::new(None));
-    let _signals = SignalWatch::start(stop.clone(), slot.clone())?;
+    let signals = SignalWatch::start(stop.clone(), slot.clone())?;
 
     let runs: Vec<(String, Option<String>)> = match &args.governors {
         None => vec![(name.to_owned(), None)],
@@ -313,7 +336,7 @@ pub fn sweep_with_config(
         let settings = serde_json::json!({
             "levels": plan.levels, "kinds": plan.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
             "ci_watts": plan.ci_abs_w, "ci_percent": plan.ci_rel * 100.0, "min_samples": plan.min_samples,
-            "max_level_s": plan.max_measure.as_secs_f64(), "governor": governor,
+            "max_level_s": plan.max_level.as_secs_f64(), "governor": governor,
             "ci_method": "batch means (see docs)",
         });
         if outcome.levels.is_empty() {
@@ -349,7 +372,15 @@ pub fn sweep_with_config(
         g.restore();
         tracing::info!("governors restored");
     }
-    Ok(all_complete)
+    let signal = signals.received();
+    drop(signals);
+    Ok(match signal {
+        Some(s) => Some(s),
+        // Interrupted without a signal recorded cannot happen (only the watch sets `stop`);
+        // call it an interrupt all the same.
+        None if !all_complete => Some(libc::SIGINT),
+        None => None,
+    })
 }
 
 /// Compare the idle level of `outcome` (stored as `run_id`) with the configuration's

@@ -7,7 +7,8 @@
 //! | `ts` | UTC ms | time of the newest sample in the interval; unique per host, the fleet collector's dedupe key |
 //! | `interval_s` | s | the publish interval |
 //! | `power` | W | mean over the interval (not the last sample) of the primary power source |
-//! | `power_source` | | that source: `meter:<id>`, else `rapl`, else `hwmon` |
+//! | `power_source` | | that source: `meter:<id>`, else `estimate:wall`, else `rapl`, else `hwmon` |
+//! | `power_estimate`, `power_error` | bool, W | present when `power` is estimated from a sweep's calibration (no wall meter): `true`, and the estimate's +/- band |
 //! | `energy` | kWh | the primary meter's energy total (monotonic while the daemon runs) |
 //! | `energy_today` | kWh | energy since local midnight (from the store) |
 //! | `voltage`, `current`, `power_factor`, `frequency` | V, A, 0..1, Hz | interval means, primary meter |
@@ -106,6 +107,12 @@ pub fn build(
         if let Some(p) = mean(src, Metric::Power, "") {
             put(&mut o, "power", p);
             o.insert("power_source".into(), json!(src));
+            if src == crate::estimate::SOURCE {
+                o.insert("power_estimate".into(), json!(true));
+                if let Some(e) = mean(src, Metric::Power, crate::estimate::ERROR_CHANNEL) {
+                    put(&mut o, "power_error", e);
+                }
+            }
         }
         if src.starts_with("meter:") {
             if let Some(wh) = last(src, Metric::EnergyTotal) {
@@ -250,7 +257,7 @@ fn primary_source(means: &[LiveReading], extras: &StateExtras) -> Option<String>
         .map(|r| r.source.clone())
         .min()
         .or_else(|| {
-            ["rapl", "hwmon"]
+            [crate::estimate::SOURCE, "rapl", "hwmon"]
                 .into_iter()
                 .find(|s| has_power(s))
                 .map(str::to_owned)
@@ -409,6 +416,30 @@ mod tests {
         assert_eq!(s.json["power_source"], "rapl");
         assert!(s.json.get("energy").is_none());
         assert!(s.json.get("currency").is_none());
+    }
+
+    #[test]
+    fn an_estimated_wall_is_published_labelled_with_its_error() {
+        let means = vec![
+            r("rapl", Metric::Power, "", 5, 12.0),
+            r("estimate:wall", Metric::Power, "", 5, 43.2),
+            r("estimate:wall", Metric::Power, "error", 5, 1.5),
+        ];
+        let j = build(&means, &[], &StateExtras::default(), 1.0)
+            .unwrap()
+            .json;
+        assert_eq!(j["power"], 43.2);
+        assert_eq!(j["power_source"], "estimate:wall");
+        assert_eq!(j["power_estimate"], true);
+        assert_eq!(j["power_error"], 1.5);
+        // A real meter wins, and its power is not marked as an estimate.
+        let mut with_meter = means.clone();
+        with_meter.push(r("meter:wall", Metric::Power, "", 5, 44.0));
+        let j = build(&with_meter, &[], &StateExtras::default(), 1.0)
+            .unwrap()
+            .json;
+        assert_eq!(j["power_source"], "meter:wall");
+        assert!(j.get("power_estimate").is_none() && j.get("power_error").is_none());
     }
 
     #[test]

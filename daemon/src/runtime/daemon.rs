@@ -150,6 +150,42 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
     out
 }
 
+/// With no wall meter here (none configured and no smart plug, or every configured port
+/// absent at start), the wall draw estimated from the calibration a sweep stored for this
+/// host (see [`crate::estimate`]), if there is one and its source works here.
+pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
+    let meter_here = config.meters.iter().any(|m| m.port.exists()) || !config.plugs.is_empty();
+    if meter_here || !config.storage.path.exists() {
+        return None;
+    }
+    let store = match crate::store::Store::open_read_only(&config.storage.path) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::info!("no wall estimate: reading calibrations: {e}");
+            return None;
+        }
+    };
+    let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
+    match crate::estimate::collector_for_host(&store, &config.host.name, &root) {
+        Ok(Some(c)) => {
+            let cal = c.estimator().calibration();
+            tracing::info!(
+                "no wall meter: estimating wall power as {:.1} W + {:.3} x {} (an estimate, +/- {:.1} W, from a sweep)",
+                cal.intercept_w,
+                cal.slope,
+                cal.source,
+                2.0 * cal.rms_error_w
+            );
+            Some(Scheduled::new(Box::new(c), config.power.interval))
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::info!("no wall estimate: reading calibrations: {e:#}");
+            None
+        }
+    }
+}
+
 /// Smart plugs over MQTT, as wall meters; needs the async runtime for their subscription.
 fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Result<Vec<Scheduled>> {
     use crate::mqtt::{PlugKind, PlugSpec};
@@ -224,6 +260,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     let cancel = CancellationToken::new();
     let outputs = CancellationToken::new();
     let mut collectors = build_collectors(config)?;
+    collectors.extend(estimate_collector(config));
     {
         let _in_runtime = rt.enter();
         collectors.extend(plug_collectors(config, &outputs)?);
@@ -472,14 +509,21 @@ fn reload(
                     || (n.starts_with("meter:") && same_meters)
                     || (!n.starts_with("meter:") && n != "cpu" && same_power)
             };
-            let collectors: Vec<Scheduled> =
+            let mut collectors: Vec<Scheduled> =
                 built.into_iter().filter(|c| !keep_name(c.name())).collect();
+            let same_estimate = same_meters && same_power && new.plugs == current.plugs;
+            if !same_estimate {
+                collectors.extend(estimate_collector(&new));
+            }
             let mut keep: Vec<String> = plug_sources.clone();
             if same_cpu {
                 keep.push("cpu".into());
             }
             if same_meters {
                 keep.extend(crate::meters::collector_names(&current.meters));
+            }
+            if same_estimate {
+                keep.push(crate::estimate::SOURCE.to_owned());
             }
             if same_power {
                 keep.extend(["rapl", "hwmon", "gpu", "ipmi"].map(str::to_owned));

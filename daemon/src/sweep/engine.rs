@@ -27,11 +27,13 @@ pub struct SweepPlan {
     pub ci_rel: f64,
     /// Readings before the interval is trusted.
     pub min_samples: usize,
-    /// Time cap of the measuring phase.
-    pub max_measure: Duration,
+    /// Time cap of a whole level, from its start (the idle guard's wait, settling and
+    /// measuring together): the DESIGN's 90 s per level.
+    pub max_level: Duration,
     /// Readings in the settling window.
     pub settle_window: usize,
-    /// Time cap of the settling phase.
+    /// Time cap of the settling phase; settling also never takes more than half of what is
+    /// left of [`SweepPlan::max_level`], so measuring keeps at least the other half.
     pub max_settle: Duration,
     /// Busy CPUs above which the idle level waits for other load to go away.
     pub idle_guard_busy_cpus: f64,
@@ -59,7 +61,7 @@ impl SweepPlan {
             ci_abs_w: 0.5,
             ci_rel: 0.01,
             min_samples: 20,
-            max_measure: Duration::from_secs(90),
+            max_level: Duration::from_secs(90),
             settle_window: 5,
             max_settle: Duration::from_secs(30),
             idle_guard_busy_cpus: 0.25,
@@ -336,6 +338,8 @@ fn run_level(
     slot: &LoopSlot,
     progress: &mut dyn FnMut(Progress),
 ) -> anyhow::Result<Option<LevelResult>> {
+    let level_start = Instant::now();
+    let deadline = level_start + plan.max_level;
     let mut warnings = Vec::new();
     let mut acc = CpuAcc::default();
     if loops == 0 {
@@ -355,6 +359,9 @@ fn run_level(
     }
     let started_ms = now_ms();
     let t0 = Instant::now();
+    let settle_cap = plan
+        .max_settle
+        .min(deadline.saturating_duration_since(t0) / 2);
 
     // Settling: read until the last `settle_window` readings show no trend.
     let mut window: Vec<f64> = Vec::new();
@@ -381,11 +388,11 @@ fn run_level(
                 break;
             }
         }
-        if t0.elapsed() >= plan.max_settle {
+        if t0.elapsed() >= settle_cap {
             settle_s = t0.elapsed().as_secs_f64();
             warnings.push(format!(
-                "power was still changing after {:.0} s; measured anyway",
-                plan.max_settle.as_secs_f64()
+                "power was still changing after {:.1} s; measured anyway",
+                settle_cap.as_secs_f64()
             ));
             break;
         }
@@ -427,18 +434,19 @@ fn run_level(
         {
             break;
         }
-        if t1.elapsed() >= plan.max_measure {
+        next += plan.interval;
+        // The cap covers the whole level: no reading is started past the deadline.
+        if next >= deadline {
             if let Some(c) = ci {
                 warnings.push(format!(
-                    "time cap of {:.0} s reached at +/- {:.2} W (target {:.2} W)",
-                    plan.max_measure.as_secs_f64(),
+                    "time cap of {:.1} s per level (settling included) reached at +/- {:.2} W (target {:.2} W)",
+                    plan.max_level.as_secs_f64(),
                     c.ci95,
                     plan.ci_target(c.mean)
                 ));
             }
             break;
         }
-        next += plan.interval;
         sleep_until(next, stop);
     }
     let ops1 = slot
@@ -521,6 +529,8 @@ fn idle_guard(
     let _ = inst.busy_cpus(acc);
     let mut next = Instant::now();
     let mut worst = 0.0f64;
+    // Part of the level's time cap: leave settling and measuring at least two thirds of it.
+    let wait = plan.idle_guard_wait.min(plan.max_level / 3);
     loop {
         next += plan.interval;
         sleep_until(next, stop);
@@ -534,10 +544,10 @@ fn idle_guard(
         progress(Progress::Waiting(format!(
             "waiting for other load to settle ({busy:.2} CPUs busy)"
         )));
-        if t0.elapsed() >= plan.idle_guard_wait {
+        if t0.elapsed() >= wait {
             let w = format!(
                 "other load present before idle ({worst:.2} CPUs busy after waiting {:.0} s): idle may read high",
-                plan.idle_guard_wait.as_secs_f64()
+                wait.as_secs_f64()
             );
             tracing::warn!("{w}");
             warnings.push(w);
@@ -590,4 +600,74 @@ pub fn fit_kind(kind: LoopKind, results: &[LevelResult], physical_cores: usize) 
         utilisation_fan,
         notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use wattson_collectors::CollectError;
+
+    use super::*;
+
+    /// A wall meter whose readings climb 3 W per reading, so they never settle and the
+    /// interval never closes, counting its polls.
+    struct Jittery {
+        polls: Arc<AtomicUsize>,
+    }
+
+    impl Collector for Jittery {
+        fn name(&self) -> &'static str {
+            "meter:test"
+        }
+
+        fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
+            let n = self.polls.fetch_add(1, Ordering::Relaxed);
+            let w = 50.0 + 3.0 * n as f64 + if n.is_multiple_of(2) { -0.5 } else { 0.5 };
+            Ok(vec![Sample::new(
+                now_ms,
+                "meter:test",
+                Metric::Power,
+                "",
+                w,
+            )])
+        }
+    }
+
+    #[test]
+    fn the_level_time_cap_includes_settling() {
+        // A target no reading can meet, so only the cap ends the level.
+        let mut plan = SweepPlan::new(vec![0], vec![LoopKind::Spin], vec![0], 1);
+        plan.interval = Duration::from_millis(20);
+        plan.max_level = Duration::from_millis(400);
+        plan.max_settle = Duration::from_secs(30);
+        plan.ci_abs_w = 1e-6;
+        plan.ci_rel = 0.0;
+        plan.min_samples = 4;
+        let polls = Arc::new(AtomicUsize::new(0));
+        let mut meter = Jittery {
+            polls: polls.clone(),
+        };
+        let mut inst = Instruments {
+            meter: &mut meter,
+            cpu: None,
+            components: Vec::new(),
+            online_cpus: 1,
+        };
+        let stop = AtomicBool::new(false);
+        let slot: LoopSlot = Arc::new(Mutex::new(None));
+        let outcome = run_sweep(&plan, &mut inst, &stop, &slot, &mut |_| {}).unwrap();
+        let level = &outcome.levels[0];
+        // Readings are paced on a 20 ms grid from the level's start, and none starts past
+        // the 400 ms cap: at most 21, however slowly the machine runs.
+        let polls = polls.load(Ordering::Relaxed);
+        assert!(polls <= 21, "{polls} readings in a 400 ms level");
+        // Settling gets at most half of the cap, leaving the rest to measuring.
+        assert!(level.settle_s < 0.4, "settled after {} s", level.settle_s);
+        assert!(level.n >= 2, "{level:?}");
+        let warned = |needle: &str| level.warnings.iter().any(|w| w.contains(needle));
+        assert!(warned("still changing"), "{:?}", level.warnings);
+        assert!(warned("settling included"), "{:?}", level.warnings);
+        assert!(outcome.complete);
+    }
 }

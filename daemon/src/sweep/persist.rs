@@ -2,7 +2,7 @@
 //! and fits; and reading them back for `wattson sweep --list/--show` and reports.
 
 use rusqlite::{OptionalExtension, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::engine::{LevelResult, SweepOutcome};
 use super::fingerprint::Fingerprint;
@@ -222,7 +222,7 @@ pub fn load(store: &Store, name: &str) -> anyhow::Result<Option<StoredSweep>> {
 /// A fit of wall watts against one software-visible source (RAPL package, hwmon, GPU), made
 /// during a sweep, so the wall draw can be estimated from it on the same machine once the
 /// meter has moved on: `wall = intercept + slope x source`, with its error.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     /// `source/channel`, e.g. `rapl/package-0`.
     pub source: String,
@@ -277,6 +277,30 @@ pub fn save_calibrations(
         )?;
         out.push(cal);
     }
+    Ok(out)
+}
+
+/// The newest calibration of each source of `host`, best first (smallest error).
+pub fn latest_calibrations(store: &Store, host: &str) -> anyhow::Result<Vec<Calibration>> {
+    let mut stmt = store.conn().prepare(
+        "SELECT c.fit FROM calibration c
+         WHERE c.host = ?1
+           AND c.created_ms = (SELECT MAX(created_ms) FROM calibration d
+                               WHERE d.host = c.host AND d.source = c.source)",
+    )?;
+    let mut out: Vec<Calibration> = stmt
+        .query_map([host], |r| r.get::<_, String>(0))?
+        .filter_map(Result::ok)
+        .filter_map(|text| match serde_json::from_str::<Calibration>(&text) {
+            Ok(c) if c.intercept_w.is_finite() && c.slope.is_finite() => Some(c),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!("calibration of {host} not understood, skipped: {e}");
+                None
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.rms_error_w.total_cmp(&b.rms_error_w));
     Ok(out)
 }
 
@@ -345,5 +369,7 @@ mod tests {
             )
             .unwrap();
         assert!(stored.contains("\"estimate\":true"), "{stored}");
+        assert_eq!(latest_calibrations(&store, "basket").unwrap(), cals);
+        assert!(latest_calibrations(&store, "other").unwrap().is_empty());
     }
 }
