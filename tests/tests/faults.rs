@@ -661,14 +661,14 @@ fn soak_full_disk_filled_and_freed_again_and_again() {
     full_disk(300, 10);
 }
 
-/// Runs the daemon for `seconds` with its database on a 2 MB tmpfs, which is filled and
+/// Runs the daemon for `seconds` with its database on an 8 MB tmpfs, which is filled and
 /// freed `cycles` times; each time the error must be logged and storing must resume.
 fn full_disk(seconds: u64, cycles: u32) {
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path().join("small");
     std::fs::create_dir(&mnt).unwrap();
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
         .arg(&mnt)
         .output();
     match mounted {

@@ -49,6 +49,9 @@ pub const APPLICATION_ID: i32 = 0x5761_7453;
 pub const CHUNK_MS: i64 = 15 * MINUTE_MS;
 /// Page size of new database files, bytes.
 pub const PAGE_SIZE: i64 = 16_384;
+
+/// Size of the write-ahead log at which it is checkpointed and to which it is truncated.
+const WAL_CHECKPOINT_BYTES: i64 = 4 * 1024 * 1024;
 /// One minute, ms.
 pub const MINUTE_MS: i64 = 60_000;
 /// One hour, ms.
@@ -326,6 +329,14 @@ impl Store {
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql)?;
+        // Checkpoint the write-ahead log at about 4 MiB (SQLite's default is 1000 pages,
+        // 16 MiB at our page size) and truncate it back to that size afterwards, so the
+        // log never holds much more than a few minutes of writes: on a nearly full disk it
+        // is what fills up first.
+        conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_BYTES / PAGE_SIZE)
+            .map_err(sql)?;
+        conn.pragma_update(None, "journal_size_limit", WAL_CHECKPOINT_BYTES)
             .map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(sql)?;
