@@ -703,7 +703,10 @@ fn hourly_energy_matches_hour_by_hour_queries() {
             .hourly_energy_wh("basket", "meter:wall", to, from)
             .unwrap()
             .is_empty()
+    );
+}
 
+#[test]
 fn a_sample_stored_twice_is_kept_once_in_raw_data_and_rollups() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
