@@ -68,6 +68,7 @@ fn report_of(
     let store = StoreData {
         configs: extra,
         measured,
+        gpus: vec![],
     };
     let input = input_from_config(&config(), store, args, now()).unwrap();
     report::build(&input).unwrap()
