@@ -751,7 +751,7 @@ fn gpu_idle_report(g: &GpuInput, pricer: &Pricer) -> GpuIdleReport {
             }
         ));
     }
-    let priced = |w: f64| pricer.figure(w, None);
+    let at = |w: f64| pricer.figure(w, None);
     GpuIdleReport {
         channel: g.channel.clone(),
         source: g.source.clone(),
@@ -766,10 +766,10 @@ fn gpu_idle_report(g: &GpuInput, pricer: &Pricer) -> GpuIdleReport {
         idle_bare_share: s.share(&s.idle_bare),
         unclassified_share: s.share(&s.unclassified),
         resident_extra_watts: extra,
-        resident_annual_kwh: extra.map(|w| priced(w * resident_share).kwh),
-        resident_annual_cost: extra.map(|w| priced(w * resident_share).cost),
-        resident_all_year_kwh: extra.map(|w| priced(w).kwh),
-        resident_all_year_cost: extra.map(|w| priced(w).cost),
+        resident_annual_kwh: extra.map(|w| at(w * resident_share).kwh),
+        resident_annual_cost: extra.map(|w| at(w * resident_share).cost),
+        resident_all_year_kwh: extra.map(|w| at(w).kwh),
+        resident_all_year_cost: extra.map(|w| at(w).cost),
         notes,
     }
 }
