@@ -72,6 +72,10 @@ pub enum Metric {
     GpuClock,
     /// GPU performance state number (0 = P0, fastest; 15 = P15, slowest). Channel: `gpuN`.
     PState,
+    /// Compute processes holding a context on a GPU (NVML's running compute processes,
+    /// nvidia-smi's `--query-compute-apps`), a count. An idle GPU with one resident draws
+    /// far more than a bare one (the SM clock is held up). Channel: `gpuN`.
+    GpuProcesses,
 }
 
 impl Metric {
@@ -88,7 +92,7 @@ impl Metric {
                 Unit::Share
             }
             Metric::CoreFrequency | Metric::GpuClock => Unit::Megahertz,
-            Metric::PState => Unit::Count,
+            Metric::PState | Metric::GpuProcesses => Unit::Count,
         }
     }
 
@@ -109,6 +113,7 @@ impl Metric {
             Metric::GpuUtilisation => "gpu_utilisation",
             Metric::GpuClock => "gpu_clock",
             Metric::PState => "pstate",
+            Metric::GpuProcesses => "gpu_processes",
         }
     }
 
@@ -129,6 +134,7 @@ impl Metric {
             Metric::GpuUtilisation,
             Metric::GpuClock,
             Metric::PState,
+            Metric::GpuProcesses,
         ]
         .into_iter()
         .find(|m| m.as_str() == name)
@@ -184,6 +190,7 @@ mod tests {
             Metric::GpuUtilisation,
             Metric::GpuClock,
             Metric::PState,
+            Metric::GpuProcesses,
         ] {
             assert_eq!(Metric::parse(m.as_str()), Some(m));
         }

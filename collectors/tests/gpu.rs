@@ -395,6 +395,131 @@ fn nvidia_smi_collector_reads_what_the_program_prints() {
     assert!(s.iter().all(|s| s.channel == "gpu0" && s.ts_ms == 5));
 }
 
+/// The fixture GPU's UUID (`GPU UUID` in h200-nvidia-smi-q.txt).
+fn h200_uuid() -> String {
+    let q = std::fs::read_to_string(fixture("h200-nvidia-smi-q.txt")).unwrap();
+    let line = q
+        .lines()
+        .find(|l| l.trim().starts_with("GPU UUID"))
+        .unwrap();
+    line.split(':').nth(1).unwrap().trim().to_owned()
+}
+
+#[test]
+fn nvidia_smi_counts_compute_processes_per_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let uuid = h200_uuid();
+    // The resident-idle row of the capture, with one process holding a context.
+    let smi = fake_smi(
+        dir.path(),
+        &format!(
+            "case \"$1\" in\n\
+             --query-gpu=index,uuid,*) echo 'index, uuid, power.draw [W], clocks.current.sm [MHz], utilization.gpu [%], pstate'; echo '0, {uuid}, 119.62, 1980, 0, P0';;\n\
+             --query-compute-apps=gpu_uuid,pid) echo '{uuid}, 31337';;\n\
+             *) exit 2;;\n\
+             esac"
+        ),
+    );
+    let mut c = NvidiaSmiCollector::new(&smi, Duration::from_secs(10)).unwrap();
+    let s = c.poll(9).unwrap();
+    let procs: Vec<&Sample> = s
+        .iter()
+        .filter(|s| s.metric == Metric::GpuProcesses)
+        .collect();
+    assert_eq!(procs.len(), 1);
+    assert_eq!((procs[0].channel.as_str(), procs[0].value), ("gpu0", 1.0));
+    assert_eq!(s.len(), 5);
+}
+
+#[test]
+fn a_failing_compute_apps_query_leaves_the_count_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let uuid = h200_uuid();
+    for apps in [
+        "echo 'Failed to query compute apps' >&2; exit 3",
+        "echo 'garbage line'",
+    ] {
+        let smi = fake_smi(
+            dir.path(),
+            &format!(
+                "case \"$1\" in\n\
+                 --query-gpu=*) echo 'index, uuid, power.draw [W], clocks.current.sm [MHz], utilization.gpu [%], pstate'; echo '0, {uuid}, 76.98, 345, 0, P0';;\n\
+                 *) {apps};;\n\
+                 esac"
+            ),
+        );
+        let mut c = NvidiaSmiCollector::new(&smi, Duration::from_secs(10)).unwrap();
+        let s = c.poll(9).unwrap();
+        assert_eq!(s.len(), 4, "{apps}");
+        assert!(!s.iter().any(|s| s.metric == Metric::GpuProcesses));
+        assert_eq!((s[0].metric, s[0].value), (Metric::Power, 76.98));
+    }
+}
+
+/// A GPU whose process query answers from a script: a count, or an NVML error code.
+struct ProcessScript {
+    answers: Vec<Result<u32, i32>>,
+    calls: Arc<AtomicUsize>,
+}
+
+impl GpuApi for ProcessScript {
+    fn count(&mut self) -> Result<u32, NvmlError> {
+        Ok(1)
+    }
+    fn name(&mut self, _: u32) -> Result<String, NvmlError> {
+        Ok("NVIDIA H200".to_owned())
+    }
+    fn power_mw(&mut self, _: u32) -> Result<u32, NvmlError> {
+        Ok(119_620)
+    }
+    fn energy_mj(&mut self, i: u32) -> Result<u64, NvmlError> {
+        Err(not_supported("nvmlDeviceGetTotalEnergyConsumption", i))
+    }
+    fn pstate(&mut self, _: u32) -> Result<u32, NvmlError> {
+        Ok(0)
+    }
+    fn utilisation_pct(&mut self, _: u32) -> Result<u32, NvmlError> {
+        Ok(0)
+    }
+    fn sm_clock_mhz(&mut self, _: u32) -> Result<u32, NvmlError> {
+        Ok(1980)
+    }
+    fn compute_processes(&mut self, index: u32) -> Result<u32, NvmlError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        self.answers[n.min(self.answers.len() - 1)].map_err(|code| NvmlError::Call {
+            call: "nvmlDeviceGetComputeRunningProcesses_v3",
+            index: Some(index),
+            code,
+            message: "scripted".to_owned(),
+        })
+    }
+}
+
+#[test]
+fn nvml_process_count_is_a_sample_and_its_failures_never_fail_the_poll() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let gpu = ProcessScript {
+        // One resident process; then a transient failure; then two; then Not Supported.
+        answers: vec![Ok(1), Err(999), Ok(2), Err(code::NOT_SUPPORTED)],
+        calls: calls.clone(),
+    };
+    let mut c = NvmlCollector::with_api(Box::new(gpu)).unwrap();
+    let count = |s: &[Sample]| {
+        s.iter()
+            .find(|s| s.metric == Metric::GpuProcesses)
+            .map(|s| (s.channel.clone(), s.value))
+    };
+    assert_eq!(count(&c.poll(1).unwrap()), Some(("gpu0".to_owned(), 1.0)));
+    let failed = c.poll(2).unwrap();
+    assert_eq!(count(&failed), None);
+    assert_eq!(failed[0].metric, Metric::Power, "the rest is still polled");
+    assert_eq!(count(&c.poll(3).unwrap()), Some(("gpu0".to_owned(), 2.0)));
+    assert_eq!(count(&c.poll(4).unwrap()), None);
+    // Not Supported is asked once, then never again.
+    assert_eq!(count(&c.poll(5).unwrap()), None);
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}
+
 #[test]
 fn nvidia_smi_without_a_driver_says_why() {
     let dir = tempfile::tempdir().unwrap();

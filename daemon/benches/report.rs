@@ -129,6 +129,7 @@ fn input() -> ReportInput {
             cpus: 4,
             config: None,
         }),
+        gpus: vec![],
         options: ReportOptions::new(NaiveDate::from_ymd_opt(2026, 1, 1).unwrap()),
     }
 }

@@ -69,6 +69,7 @@ fn report_of(
         configs: extra,
         measured,
         regression: Vec::new(),
+        gpus: vec![],
     };
     let input = input_from_config(&config(), store, args, now()).unwrap();
     report::build(&input).unwrap()

@@ -5,7 +5,14 @@
 //! [`Metric::GpuUtilisation`] share (`utilization.gpu`, percent / 100), [`Metric::PState`]
 //! (`pstate`, `P0` = 0). Columns are found by header name, so the parser also reads
 //! captures taken with other column sets, with or without `nounits`.
+//!
+//! [`Metric::GpuProcesses`] (count) comes from a second query,
+//! `--query-compute-apps=gpu_uuid,pid --format=csv,noheader` (one line per compute
+//! process, none when the GPUs are bare), matched to GPUs by the `uuid` column. It is best
+//! effort: where that query fails or prints something unreadable the count is left out
+//! and the poll goes on.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -14,7 +21,10 @@ use super::nvml::SOURCE;
 use crate::{CollectError, Collector, Metric, Sample, Scope};
 
 /// The columns the collector asks for.
-pub const QUERY: &str = "index,power.draw,clocks.current.sm,utilization.gpu,pstate";
+pub const QUERY: &str = "index,uuid,power.draw,clocks.current.sm,utilization.gpu,pstate";
+
+/// The compute-process query: which GPU (by UUID) each process holds a context on.
+pub const APPS_QUERY: &str = "gpu_uuid,pid";
 
 /// What goes wrong reading nvidia-smi output.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +73,8 @@ impl From<SmiError> for CollectError {
 pub struct SmiRow {
     /// `index`; the row's position among rows of one query where the column is absent.
     pub index: u32,
+    /// `uuid` (`GPU-...`), the key `--query-compute-apps` names GPUs by.
+    pub uuid: Option<String>,
     /// `timestamp` as UTC milliseconds (nvidia-smi prints local time; read as if UTC).
     pub timestamp_ms: Option<i64>,
     /// `power.draw`, W.
@@ -161,6 +173,10 @@ pub fn parse_csv(text: &str) -> Result<Vec<SmiRow>, SmiError> {
                         .map_err(|_| bad(format!("index {:?}", field.trim())))?;
                 }
                 "timestamp" => row.timestamp_ms = parse_timestamp(field),
+                "uuid" | "gpu_uuid" => {
+                    let f = field.trim();
+                    row.uuid = (!f.is_empty() && !f.starts_with('[')).then(|| f.to_owned());
+                }
                 "power.draw" => row.power_w = number(field).map_err(bad)?,
                 "clocks.current.sm" | "clocks.sm" => {
                     row.sm_clock_mhz = number(field).map_err(bad)?;
@@ -181,16 +197,55 @@ pub fn parse_csv(text: &str) -> Result<Vec<SmiRow>, SmiError> {
     Ok(rows)
 }
 
-/// Samples for one query's rows, all stamped `now_ms`.
-pub fn samples(rows: &[SmiRow], now_ms: i64) -> Vec<Sample> {
-    let mut out = Vec::with_capacity(rows.len() * 4);
+/// Compute processes per GPU UUID from `--query-compute-apps=gpu_uuid,pid
+/// --format=csv,noheader` output (a header line, if present, is skipped). Empty output
+/// means no process on any GPU. A PID listed twice for one GPU counts once.
+pub fn parse_compute_apps(text: &str) -> Result<BTreeMap<String, u32>, SmiError> {
+    let mut seen: BTreeSet<(String, u32)> = BTreeSet::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with("gpu_uuid") {
+            continue;
+        }
+        let bad = |detail: String| SmiError::Parse {
+            line: n + 1,
+            detail,
+        };
+        let mut fields = line.split(',').map(str::trim);
+        let (Some(uuid), Some(pid), None) = (fields.next(), fields.next(), fields.next()) else {
+            return Err(bad(format!("{line:?} is not `gpu_uuid, pid`")));
+        };
+        if uuid.is_empty() || uuid.starts_with('[') {
+            return Err(bad(format!("no GPU UUID in {line:?}")));
+        }
+        let pid: u32 = pid
+            .parse()
+            .map_err(|_| bad(format!("pid {pid:?} is not a number")))?;
+        seen.insert((uuid.to_owned(), pid));
+    }
+    let mut counts = BTreeMap::new();
+    for (uuid, _) in seen {
+        *counts.entry(uuid).or_insert(0) += 1;
+    }
+    Ok(counts)
+}
+
+/// Samples for one query's rows, all stamped `now_ms`. `apps` (from
+/// [`parse_compute_apps`]) adds each GPU's process count where the row has a UUID; `None`
+/// leaves the count out.
+pub fn samples(rows: &[SmiRow], apps: Option<&BTreeMap<String, u32>>, now_ms: i64) -> Vec<Sample> {
+    let mut out = Vec::with_capacity(rows.len() * 5);
     for r in rows {
         let channel = format!("gpu{}", r.index);
+        let processes = apps
+            .zip(r.uuid.as_ref())
+            .map(|(a, u)| f64::from(a.get(u).copied().unwrap_or(0)));
         let readings = [
             (Metric::Power, r.power_w),
             (Metric::GpuClock, r.sm_clock_mhz),
             (Metric::GpuUtilisation, r.utilisation_pct.map(|p| p / 100.0)),
             (Metric::PState, r.pstate.map(f64::from)),
+            (Metric::GpuProcesses, processes),
         ];
         for (metric, value) in readings {
             if let Some(v) = value {
@@ -253,6 +308,24 @@ impl NvidiaSmiCollector {
         }
         parse_csv(&out.stdout)
     }
+
+    /// Compute processes per GPU UUID; an error where the query fails.
+    fn query_apps(&self) -> Result<BTreeMap<String, u32>, SmiError> {
+        let query = format!("--query-compute-apps={APPS_QUERY}");
+        let out = command::run(
+            &self.program,
+            &[&query, "--format=csv,noheader"],
+            self.timeout,
+        )?;
+        if !out.status.success() {
+            return Err(SmiError::Failed {
+                program: self.program.clone(),
+                status: out.status.to_string(),
+                message: out.first_line().to_owned(),
+            });
+        }
+        parse_compute_apps(&out.stdout)
+    }
 }
 
 impl Collector for NvidiaSmiCollector {
@@ -265,7 +338,15 @@ impl Collector for NvidiaSmiCollector {
     }
 
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
-        Ok(samples(&self.query()?, now_ms))
+        let rows = self.query()?;
+        let apps = if rows.iter().any(|r| r.uuid.is_some()) {
+            self.query_apps()
+                .map_err(|e| tracing::debug!("{SOURCE} (nvidia-smi): {e}; process count left out"))
+                .ok()
+        } else {
+            None
+        };
+        Ok(samples(&rows, apps.as_ref(), now_ms))
     }
 }
 
@@ -297,7 +378,7 @@ mod tests {
         assert_eq!(rows[1].index, 1);
         assert_eq!(rows[1].power_w, None);
         assert_eq!(rows[1].pstate, Some(8));
-        let s = samples(&rows, 7);
+        let s = samples(&rows, None, 7);
         // gpu1 has no power or clock: utilisation and pstate only.
         assert_eq!(s.iter().filter(|s| s.channel == "gpu1").count(), 2);
         let util = s
@@ -305,6 +386,42 @@ mod tests {
             .find(|s| s.channel == "gpu1" && s.metric == Metric::GpuUtilisation)
             .unwrap();
         assert_eq!(util.value, 0.5);
+    }
+
+    #[test]
+    fn compute_apps_count_per_gpu_uuid() {
+        // `nvidia-smi --query-compute-apps=gpu_uuid,pid --format=csv,noheader` on two GPUs:
+        // two processes on the first (one listed twice), one on the second.
+        let text = "GPU-00000000-0000-0000-0000-000000000000, 4242\n\
+                    GPU-00000000-0000-0000-0000-000000000000, 4243\n\
+                    GPU-00000000-0000-0000-0000-000000000000, 4243\n\
+                    GPU-11111111-0000-0000-0000-000000000000, 77\n";
+        let apps = parse_compute_apps(text).unwrap();
+        assert_eq!(apps["GPU-00000000-0000-0000-0000-000000000000"], 2);
+        assert_eq!(apps["GPU-11111111-0000-0000-0000-000000000000"], 1);
+        // No process anywhere prints nothing; a header (without noheader) is skipped.
+        assert!(parse_compute_apps("").unwrap().is_empty());
+        assert!(parse_compute_apps("gpu_uuid, pid\n").unwrap().is_empty());
+        let err = parse_compute_apps("No running processes found\n").unwrap_err();
+        assert!(matches!(err, SmiError::Parse { line: 1, .. }), "{err}");
+        assert!(parse_compute_apps("GPU-0, many\n").is_err());
+
+        let rows = parse_csv(
+            "index, uuid, power.draw [W]\n\
+             0, GPU-00000000-0000-0000-0000-000000000000, 119.6\n\
+             1, GPU-22222222-0000-0000-0000-000000000000, 77.0\n",
+        )
+        .unwrap();
+        let count = |s: &[Sample], ch: &str| {
+            s.iter()
+                .find(|s| s.channel == ch && s.metric == Metric::GpuProcesses)
+                .map(|s| s.value)
+        };
+        let s = samples(&rows, Some(&apps), 1);
+        assert_eq!(count(&s, "gpu0"), Some(2.0));
+        assert_eq!(count(&s, "gpu1"), Some(0.0), "a GPU nobody lists has none");
+        let s = samples(&rows, None, 1);
+        assert_eq!(count(&s, "gpu0"), None, "no query, no count");
     }
 
     #[test]

@@ -7,7 +7,10 @@
 //! - [`Metric::EnergyCounter`], Wh, from `nvmlDeviceGetTotalEnergyConsumption` (mJ since the
 //!   driver loaded; Volta and newer, skipped where the GPU says Not Supported);
 //! - [`Metric::PState`] (0 = P0), [`Metric::GpuUtilisation`] (share, from percent),
-//!   [`Metric::GpuClock`] (SM clock, MHz).
+//!   [`Metric::GpuClock`] (SM clock, MHz);
+//! - [`Metric::GpuProcesses`] (count), from `nvmlDeviceGetComputeRunningProcesses`: how
+//!   many compute processes hold a context. Best effort: where the call fails the sample
+//!   is left out and the poll goes on.
 //!
 //! This is board power: [`Scope::Component`], never added to a wall reading. An idle GPU
 //! with a process holding a CUDA context draws much more than one without (77 W against
@@ -28,6 +31,7 @@ pub mod code {
     pub const UNINITIALIZED: i32 = 1;
     pub const NOT_SUPPORTED: i32 = 3;
     pub const NO_PERMISSION: i32 = 4;
+    pub const INSUFFICIENT_SIZE: i32 = 7;
     pub const DRIVER_NOT_LOADED: i32 = 9;
     pub const GPU_IS_LOST: i32 = 15;
     pub const LIB_RM_VERSION_MISMATCH: i32 = 18;
@@ -120,6 +124,16 @@ pub trait GpuApi: Send {
     fn utilisation_pct(&mut self, index: u32) -> Result<u32, NvmlError>;
     /// SM clock, MHz.
     fn sm_clock_mhz(&mut self, index: u32) -> Result<u32, NvmlError>;
+    /// Compute processes holding a context on the GPU, a count. Not Supported unless an
+    /// implementation says otherwise.
+    fn compute_processes(&mut self, index: u32) -> Result<u32, NvmlError> {
+        Err(NvmlError::Call {
+            call: "nvmlDeviceGetComputeRunningProcesses",
+            index: Some(index),
+            code: code::NOT_SUPPORTED,
+            message: "Not Supported".to_owned(),
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -129,14 +143,16 @@ enum Reading {
     PState,
     Utilisation,
     Clock,
+    Processes,
 }
 
-const READINGS: [Reading; 5] = [
+const READINGS: [Reading; 6] = [
     Reading::Power,
     Reading::Energy,
     Reading::PState,
     Reading::Utilisation,
     Reading::Clock,
+    Reading::Processes,
 ];
 
 /// One GPU as found at construction.
@@ -222,6 +238,10 @@ fn read(api: &mut dyn GpuApi, reading: Reading, index: u32) -> Result<(Metric, f
             f64::from(api.utilisation_pct(index)?) / 100.0,
         ),
         Reading::Clock => (Metric::GpuClock, f64::from(api.sm_clock_mhz(index)?)),
+        Reading::Processes => (
+            Metric::GpuProcesses,
+            f64::from(api.compute_processes(index)?),
+        ),
     })
 }
 
@@ -250,6 +270,12 @@ impl Collector for NvmlCollector {
                         g.gpu.channel.as_str(),
                         value,
                     )),
+                    Err(e) if reading == Reading::Processes && !e.is_not_supported() => {
+                        // The process list is an extra: a failed query (a container
+                        // that may not see other PIDs, a busy driver) leaves the count
+                        // out and never fails the poll.
+                        tracing::debug!("{SOURCE}: {e}; process count left out");
+                    }
                     Err(e) if e.is_not_supported() => {
                         // Once per reading per GPU: e.g. the energy counter before Volta.
                         tracing::info!("{SOURCE}: {e}; not asking again");

@@ -8,7 +8,7 @@
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_ulonglong, c_void};
 
-use super::nvml::{GpuApi, NvmlError};
+use super::nvml::{GpuApi, NvmlError, code};
 
 /// The soname the driver package installs (the unversioned `libnvidia-ml.so` is only in
 /// the development package).
@@ -42,7 +42,22 @@ struct Fns {
     pstate: unsafe extern "C" fn(Device, *mut c_int) -> Ret,
     utilization: unsafe extern "C" fn(Device, *mut Utilization) -> Ret,
     clock: unsafe extern "C" fn(Device, c_int, *mut c_uint) -> Ret,
+    /// `nvmlDeviceGetComputeRunningProcesses{_v3,_v2,}` with the symbol found; `None` on a
+    /// driver that has none. Only ever called with a zero-length array (`infos` NULL), so
+    /// the per-version layout of `nvmlProcessInfo_t` never matters.
+    processes: Option<(&'static str, ProcessesFn)>,
 }
+
+/// `nvmlReturn_t f(nvmlDevice_t, unsigned int *infoCount, nvmlProcessInfo_t *infos)`, the
+/// same shape in v1, v2 and v3.
+type ProcessesFn = unsafe extern "C" fn(Device, *mut c_uint, *mut c_void) -> Ret;
+
+/// Newest first: v3 (driver 510+), v2 (470+), the original.
+const PROCESSES_SYMBOLS: [&str; 3] = [
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetComputeRunningProcesses_v2",
+    "nvmlDeviceGetComputeRunningProcesses",
+];
 
 /// NVML, initialised, with one handle per GPU. Shut down on drop.
 pub struct Nvml {
@@ -120,6 +135,11 @@ impl Nvml {
                 pstate: sym(&lib, library, "nvmlDeviceGetPerformanceState")?,
                 utilization: sym(&lib, library, "nvmlDeviceGetUtilizationRates")?,
                 clock: sym(&lib, library, "nvmlDeviceGetClockInfo")?,
+                processes: PROCESSES_SYMBOLS.iter().find_map(|&name| {
+                    sym::<ProcessesFn>(&lib, library, name)
+                        .ok()
+                        .map(|f| (name, f))
+                }),
             }
         };
         let mut nvml = Nvml {
@@ -261,5 +281,28 @@ impl GpuApi for Nvml {
         let ret = unsafe { (self.fns.clock)(device, CLOCK_SM, &raw mut mhz) };
         self.check("nvmlDeviceGetClockInfo", Some(index), ret)?;
         Ok(mhz)
+    }
+
+    fn compute_processes(&mut self, index: u32) -> Result<u32, NvmlError> {
+        let device = self.device(index)?;
+        let Some((call, f)) = self.fns.processes else {
+            return Err(NvmlError::Call {
+                call: "nvmlDeviceGetComputeRunningProcesses",
+                index: Some(index),
+                code: code::NOT_SUPPORTED,
+                message: "this driver's NVML has no such call".to_owned(),
+            });
+        };
+        let mut count: c_uint = 0;
+        // SAFETY: valid handle, a valid out-pointer, and a zero count with a NULL array:
+        // NVML writes no entries, answers Success when there are none and Insufficient
+        // Size with the count set when there are some (nvml.h; pynvml sizes it the same
+        // way).
+        let ret = unsafe { f(device, &raw mut count, std::ptr::null_mut()) };
+        if ret == code::INSUFFICIENT_SIZE {
+            return Ok(count);
+        }
+        self.check(call, Some(index), ret)?;
+        Ok(count)
     }
 }

@@ -4,8 +4,10 @@
 //! - [`fit`]: watts against loops or utilisation, and plain-words non-linearity checks.
 //! - [`tariff`]: electricity prices by local time of day and date.
 //! - [`cost`]: energy and annual running cost, comparisons, payback, money formatting.
+//! - [`gpu_idle`]: GPU samples classified busy / idle with a resident process / idle bare.
 
 pub mod cost;
 pub mod fit;
+pub mod gpu_idle;
 pub mod stats;
 pub mod tariff;

@@ -15,7 +15,7 @@ use clap::Args;
 
 use crate::config::Config;
 use crate::report::{
-    self, ConfigInput, Format, MeasuredInput, ReportInput, ReportOptions,
+    self, ConfigInput, Format, GpuInput, GpuPoint, MeasuredInput, ReportInput, ReportOptions,
     model::resolve_config_list,
 };
 
@@ -99,6 +99,8 @@ pub struct StoreData {
     pub measured: Option<MeasuredInput>,
     /// The newest idle-power regression check of each configuration, newest first.
     pub regression: Vec<crate::sweep::regression::Check>,
+    /// Each GPU's raw samples over the window.
+    pub gpus: Vec<GpuInput>,
 }
 
 /// Reads sweeps, hourly energy rollups, gaps and utilisation from the database at `db`.
@@ -122,6 +124,12 @@ pub fn gather_from_store(
         data.configs.push(sweep_config_input(&s));
     }
     data.regression = crate::sweep::regression::latest(&store, None)?;
+    data.gpus = gather_gpus(
+        &store,
+        host,
+        from_ms.unwrap_or(0),
+        to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
+    )?;
 
     // The wall meter's history: the first meter power series of this host.
     let series = store.find_series(
@@ -213,6 +221,63 @@ pub fn gather_from_store(
 }
 
 const HOUR_MS: i64 = 3_600_000;
+
+/// Every GPU power series of `host` (source `gpu`, channel `gpuN`) with its utilisation,
+/// process count and SM clock from the same polls, raw samples in `[from_ms, to_ms)`
+/// (so at most the raw retention back). Samples of one poll share a timestamp.
+pub fn gather_gpus(
+    store: &crate::store::Store,
+    host: &str,
+    from_ms: i64,
+    to_ms: i64,
+) -> anyhow::Result<Vec<GpuInput>> {
+    use std::collections::BTreeMap;
+
+    use crate::store::SeriesFilter;
+    use wattson_collectors::Metric;
+
+    let power = store.find_series(&SeriesFilter::all().host(host).metric(Metric::Power))?;
+    let mut out = Vec::new();
+    for p in power
+        .iter()
+        .filter(|s| s.source == wattson_collectors::power::nvml::SOURCE)
+        .filter(|s| s.channel.starts_with("gpu"))
+    {
+        let raw = |metric: Metric| -> anyhow::Result<BTreeMap<i64, f64>> {
+            let filter = SeriesFilter::all()
+                .host(host)
+                .source(&p.source)
+                .metric(metric)
+                .channel(&p.channel);
+            Ok(store
+                .raw(&filter, from_ms, to_ms)?
+                .into_iter()
+                .flat_map(|(_, pts)| pts)
+                .collect())
+        };
+        let util = raw(Metric::GpuUtilisation)?;
+        let procs = raw(Metric::GpuProcesses)?;
+        let clock = raw(Metric::GpuClock)?;
+        let points: Vec<GpuPoint> = raw(Metric::Power)?
+            .into_iter()
+            .map(|(ts_ms, watts)| GpuPoint {
+                ts_ms,
+                watts,
+                utilisation: util.get(&ts_ms).copied(),
+                processes: procs.get(&ts_ms).map(|n| n.max(0.0).round() as u32),
+                sm_clock_mhz: clock.get(&ts_ms).copied(),
+            })
+            .collect();
+        if !points.is_empty() {
+            out.push(GpuInput {
+                source: p.source.clone(),
+                channel: p.channel.clone(),
+                points,
+            });
+        }
+    }
+    Ok(out)
+}
 
 /// A stored sweep as a report configuration: its levels, and the fit of its first kind.
 fn sweep_config_input(s: &crate::sweep::persist::StoredSweep) -> ConfigInput {
@@ -316,6 +381,7 @@ pub fn input_from_config(
         configs,
         measured: store.measured,
         regression: store.regression,
+        gpus: store.gpus,
         options,
     })
 }

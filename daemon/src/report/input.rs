@@ -12,6 +12,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
 
+pub use crate::analysis::gpu_idle::GpuPoint;
 use crate::analysis::tariff::{Period, Tariff, TariffChange, TariffError};
 use crate::config::{ManualConfig, PeriodConfig, TariffConfig};
 
@@ -31,6 +32,8 @@ pub struct ReportInput {
     /// The newest idle-power regression check of each configuration, newest first (see
     /// [`crate::sweep::regression::latest`]); empty when none ran.
     pub regression: Vec<crate::sweep::regression::Check>,
+    /// This machine's GPUs' recorded samples over the report window (empty: no GPU).
+    pub gpus: Vec<GpuInput>,
     /// What the user asked for.
     pub options: ReportOptions,
 }
@@ -151,6 +154,17 @@ pub struct MeasuredInput {
     /// The configuration whose sweep fit models this machine; `None` picks the first sweep
     /// configuration with a fit measured on `ReportInput::host`, else the first with a fit.
     pub config: Option<String>,
+}
+
+/// One GPU's stored samples over the report window, joined by poll time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuInput {
+    /// Sample source (`gpu`).
+    pub source: String,
+    /// `gpuN`.
+    pub channel: String,
+    /// W, utilisation share, process count, SM clock MHz per poll.
+    pub points: Vec<GpuPoint>,
 }
 
 /// What the user asked for (`wattson report` options).

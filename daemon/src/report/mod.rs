@@ -11,8 +11,8 @@ pub mod model;
 pub mod render;
 
 pub use input::{
-    ConfigInput, ConfigKind, ConfigStatus, FitInput, LevelInput, MeasuredInput, ModeInput,
-    ReportInput, ReportOptions,
+    ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, GpuPoint, LevelInput, MeasuredInput,
+    ModeInput, ReportInput, ReportOptions,
 };
 pub use model::{Report, ReportError, build};
 pub use render::{Format, RenderError, render};

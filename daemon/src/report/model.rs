@@ -20,13 +20,14 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::input::{
-    ConfigInput, ConfigKind, ConfigStatus, FitInput, LevelInput, MeasuredInput, ModeInput,
-    ReportInput,
+    ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, LevelInput, MeasuredInput,
+    ModeInput, ReportInput,
 };
 use crate::analysis::cost::{
     AnnualFigure, CostError, HOURS_PER_YEAR, PriceBand, annual_cost, annual_kwh, compare,
     cost_of_energy,
 };
+use crate::analysis::gpu_idle::{self, Rule};
 use crate::analysis::tariff::Tariff;
 use crate::modes::{level_loops, level_name};
 
@@ -88,6 +89,10 @@ pub struct Report {
     pub measured: Option<MeasuredReport>,
     /// Idle-power regression checks (`wattson sweep --regression-check`).
     pub regression: RegressionReport,
+    /// Per GPU: busy / idle with a resident process / idle bare, and what the resident
+    /// process's idle draw costs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuIdleReport>,
     /// Plain-words caveats.
     pub notes: Vec<String>,
 }
@@ -359,6 +364,53 @@ pub struct ModelledReport {
     pub energy_cost: f64,
     pub annual_kwh: f64,
     pub annual_cost: f64,
+}
+
+/// One GPU's time in each state and the cost of a process resident while it idles.
+/// Shares are of `covered_hours`, `0..=1`; watts are settled means (see
+/// [`crate::analysis::gpu_idle::SETTLE_MS`]), absent where the state was never seen.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuIdleReport {
+    /// `gpuN`.
+    pub channel: String,
+    pub source: String,
+    /// Which evidence told resident from bare idle.
+    pub rule: Rule,
+    /// `rule` in words.
+    pub rule_explanation: String,
+    /// Hours the samples cover.
+    pub covered_hours: f64,
+    /// W at utilisation above 0 %.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_watts: Option<f64>,
+    pub busy_share: f64,
+    /// W at 0 % with a process holding a context.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_resident_watts: Option<f64>,
+    pub idle_resident_share: f64,
+    /// W at 0 % with no process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_bare_watts: Option<f64>,
+    pub idle_bare_share: f64,
+    /// Samples that could not be classified (no utilisation, or an undecidable clock).
+    pub unclassified_share: f64,
+    /// `idle_resident_watts - idle_bare_watts`, W; absent without both.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resident_extra_watts: Option<f64>,
+    /// `resident_extra_watts` x `idle_resident_share` x 8760 h / 1000, kWh per year.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resident_annual_kwh: Option<f64>,
+    /// `resident_annual_kwh` priced at the year's mean price, currency per year.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resident_annual_cost: Option<f64>,
+    /// The extra draw resident all year, kWh per year.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resident_all_year_kwh: Option<f64>,
+    /// The extra draw resident all year, currency per year.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resident_all_year_cost: Option<f64>,
+    /// Plain-words caveats about this GPU's figures.
+    pub notes: Vec<String>,
 }
 
 /// Annual figures priced at one mean price (the year's price does not depend on watts, so
@@ -696,6 +748,11 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
                 .to_string(),
         );
     }
+    let gpus: Vec<GpuIdleReport> = input
+        .gpus
+        .iter()
+        .map(|g| gpu_idle_report(g, &pricer))
+        .collect();
 
     let base = tariff.change_for(opts.reference_date);
     Ok(Report {
@@ -719,6 +776,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         comparisons,
         measured,
         regression,
+        gpus,
         notes,
     })
 }
@@ -753,6 +811,62 @@ fn regression_report(
                 delta_annual_cost: pricer.figure(c.verdict.delta_w, None).cost,
             })
             .collect(),
+    }
+}
+
+fn gpu_idle_report(g: &GpuInput, pricer: &Pricer) -> GpuIdleReport {
+    let s = gpu_idle::summarise(&g.points);
+    let rule = s.rule();
+    let extra = s
+        .idle_resident
+        .mean_watts
+        .zip(s.idle_bare.mean_watts)
+        .map(|(r, b)| r - b);
+    let resident_share = s.share(&s.idle_resident);
+    let mut notes = Vec::new();
+    match (s.idle_resident.samples, s.idle_bare.samples) {
+        (0, _) => notes.push(
+            "no idle time with a resident process was observed: nothing to price".to_string(),
+        ),
+        (_, 0) => notes.push(
+            "no bare idle (no process) was observed, so there is no baseline to price the \
+             resident process against; stop it once while wattson runs to measure one"
+                .to_string(),
+        ),
+        _ => {}
+    }
+    if s.unclassified.samples > 0 {
+        notes.push(format!(
+            "{} sample(s) ({:.1}% of the time) could not be classified: {}",
+            s.unclassified.samples,
+            s.share(&s.unclassified) * 100.0,
+            if rule == Rule::None {
+                Rule::None.explain()
+            } else {
+                "no utilisation recorded, or an SM clock between idle and held"
+            }
+        ));
+    }
+    let at = |w: f64| pricer.figure(w, None);
+    GpuIdleReport {
+        channel: g.channel.clone(),
+        source: g.source.clone(),
+        rule,
+        rule_explanation: rule.explain().to_string(),
+        covered_hours: s.covered_ms as f64 / MS_PER_HOUR,
+        busy_watts: s.busy.mean_watts,
+        busy_share: s.share(&s.busy),
+        idle_resident_watts: s.idle_resident.mean_watts,
+        idle_resident_share: resident_share,
+        idle_bare_watts: s.idle_bare.mean_watts,
+        idle_bare_share: s.share(&s.idle_bare),
+        unclassified_share: s.share(&s.unclassified),
+        resident_extra_watts: extra,
+        resident_annual_kwh: extra.map(|w| at(w * resident_share).kwh),
+        resident_annual_cost: extra.map(|w| at(w * resident_share).cost),
+        resident_all_year_kwh: extra.map(|w| at(w).kwh),
+        resident_all_year_cost: extra.map(|w| at(w).cost),
+        notes,
     }
 }
 
@@ -1070,6 +1184,7 @@ mod tests {
             configs,
             measured,
             regression: Vec::new(),
+            gpus: vec![],
             options: ReportOptions::new(date(2026, 1, 1)),
         }
     }

@@ -222,7 +222,8 @@ pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
         | Metric::EnergyTotal
         | Metric::GpuUtilisation
         | Metric::GpuClock
-        | Metric::PState => (true, false),
+        | Metric::PState
+        | Metric::GpuProcesses => (true, false),
         Metric::CpuBusy => (channel == "all", false),
         Metric::CoreFrequency => (channel == "mean", false),
         Metric::CpuTime | Metric::IdleResidency => (channel.starts_with("all/"), false),

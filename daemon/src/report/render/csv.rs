@@ -5,6 +5,12 @@
 //! `idle_regression*` columns carry the configuration's newest idle-power regression check
 //! on each of its rows: `none` or `detected`, the rise and its 95 % half-width (W); empty
 //! when the configuration was never checked.
+//!
+//!
+//! Each GPU adds rows of kind `gpu` (config = its channel): `busy`, `idle resident` and
+//! `idle bare` at their mean watts (annual figures as if held all year), then `resident
+//! process` (the extra idle watts x the share of time resident and idle) and `resident
+//! process all year`, where a bare baseline was observed.
 
 use std::fmt::Write as _;
 
@@ -94,6 +100,41 @@ pub fn render(r: &Report) -> String {
                 }),
                 opt(check.map(|x| x.delta_watts), 3),
                 opt(check.map(|x| x.delta_ci95_watts), 3),
+            ];
+            let _ = writeln!(out, "{}", row.join(","));
+        }
+    }
+    for g in &r.gpus {
+        let y = r.year_hours / 1000.0;
+        let share = g.idle_resident_share;
+        let rows = [
+            ("busy", g.busy_watts),
+            ("idle resident", g.idle_resident_watts),
+            ("idle bare", g.idle_bare_watts),
+            (
+                "resident process",
+                g.resident_extra_watts.map(|w| w * share),
+            ),
+            ("resident process all year", g.resident_extra_watts),
+        ];
+        for (mode, w) in rows {
+            let Some(w) = w else { continue };
+            let kwh = w * y;
+            let row = [
+                field(&g.channel),
+                "gpu".to_string(),
+                field(mode),
+                num(w, 3),
+                String::new(),
+                num(kwh, 3),
+                String::new(),
+                money(kwh * r.mean_price_per_kwh),
+                String::new(),
+                field(&r.currency),
+                num(r.price_per_kwh, 6),
+                String::new(),
+                String::new(),
+                String::new(),
             ];
             let _ = writeln!(out, "{}", row.join(","));
         }

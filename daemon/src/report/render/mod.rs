@@ -335,6 +335,12 @@ pub fn sections(r: &Report) -> Vec<Section> {
     }
 
     out.push(regression_section(r));
+    if !r.gpus.is_empty() {
+        out.push(Section {
+            title: "GPU idle: what a resident process costs".into(),
+            lines: gpu_lines(r),
+        });
+    }
 
     if !r.notes.is_empty() {
         out.push(Section {
@@ -373,6 +379,53 @@ fn regression_section(r: &Report) -> Section {
         title: "Idle-power regression".into(),
         lines,
     }
+}
+
+/// "119.6 W, 60.0%" or "not seen" for one GPU state.
+fn gpu_state(w: Option<f64>, share: f64) -> String {
+    w.map_or_else(
+        || "not seen".to_string(),
+        |w| format!("{w:.1} W, {}% of the time", num(share * 100.0, 1)),
+    )
+}
+
+/// The GPU section's lines: per GPU its states, the rule, and the resident cost.
+pub fn gpu_lines(r: &Report) -> Vec<String> {
+    let cur = r.currency.as_str();
+    let mut lines = Vec::new();
+    for g in &r.gpus {
+        lines.push(format!(
+            "{}: busy {}; idle with a resident process {}; idle bare {} (over {} h)",
+            g.channel,
+            gpu_state(g.busy_watts, g.busy_share),
+            gpu_state(g.idle_resident_watts, g.idle_resident_share),
+            gpu_state(g.idle_bare_watts, g.idle_bare_share),
+            num(g.covered_hours, 2)
+        ));
+        lines.push(format!(
+            "  {}: idle classified {}",
+            g.channel, g.rule_explanation
+        ));
+        if let (Some(extra), Some(cost), Some(all_year)) = (
+            g.resident_extra_watts,
+            g.resident_annual_cost,
+            g.resident_all_year_cost,
+        ) {
+            lines.push(format!(
+                "  {}: a resident process adds {} at idle: {} at the {}% of the time it was \
+                 resident and idle ({}), {} if resident all year ({})",
+                g.channel,
+                watts(extra, None),
+                money_per_year(cost, None, cur),
+                num(g.idle_resident_share * 100.0, 1),
+                kwh(g.resident_annual_kwh.unwrap_or(0.0), None),
+                money_per_year(all_year, None, cur),
+                kwh(g.resident_all_year_kwh.unwrap_or(0.0), None)
+            ));
+        }
+        lines.extend(g.notes.iter().map(|n| format!("  {}: {n}", g.channel)));
+    }
+    lines
 }
 
 /// The report's title line.
