@@ -51,6 +51,17 @@ fn run_sweep(
     max_level: Duration,
     dir: &Path,
 ) -> Fit {
+    run_sweep_levels(noise, curvature, interval, max_level, levels_top(), dir)
+}
+
+fn run_sweep_levels(
+    noise: f64,
+    curvature: f64,
+    interval: Duration,
+    max_level: Duration,
+    top: usize,
+    dir: &Path,
+) -> Fit {
     let root = SysRoot::new("/sys", "/proc");
     let model = PowerModel {
         idle_w: 40.0,
@@ -78,9 +89,7 @@ fn run_sweep(
     }];
     let db = dir.join("sweep.db");
     config.storage.path.clone_from(&db);
-    // Leave one CPU for the meter, the simulator and the rest of the machine: with every
-    // CPU busy the loops share them with whatever else runs, and the wall rises by less.
-    let cpus = levels_top();
+    let cpus = top;
     let args = SweepArgs {
         name: Some("accuracy".into()),
         levels: Some((0..=cpus).collect()),
@@ -178,6 +187,43 @@ fn linear_machine_idle_and_watts_per_loop_are_recovered() {
         fit.slope
     );
     assert!(fit.r2 > 0.99, "r2 {}", fit.r2);
+    assert!(
+        !fit.notes.iter().any(|n| n.starts_with("later loops")),
+        "a linear machine flagged as non-linear: {:?}",
+        fit.notes
+    );
+}
+
+#[test]
+fn later_loops_cheaper_is_detected_and_reported() {
+    // Three levels (idle, 1 and 2 loops) on any machine with two CPUs: the model's second
+    // loop costs 15 - 8 = 7 W instead of 15 W, as when two loops share a turbo budget.
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let busy = machine_busy_cpus();
+    if cpus < 2 || busy > 0.5 {
+        eprintln!("SKIPPED: needs 2 quiet CPUs ({cpus} CPUs, {busy:.2} busy)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fit = run_sweep_levels(
+        0.5,
+        -8.0,
+        Duration::from_millis(250),
+        Duration::from_secs(30),
+        2,
+        dir.path(),
+    );
+    eprintln!(
+        "idle {:.3} W, {:.3} W per loop, r2 {:.5}, notes {:?}",
+        fit.idle, fit.slope, fit.r2, fit.notes
+    );
+    assert!(
+        fit.notes
+            .iter()
+            .any(|n| n.starts_with("later loops are cheaper")),
+        "non-linearity not reported: {:?}",
+        fit.notes
+    );
 }
 
 #[test]
