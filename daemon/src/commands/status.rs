@@ -232,7 +232,12 @@ fn render(s: &Status) -> String {
     }
     for (source, rs) in by_source {
         let newest = rs.iter().map(|r| r.age_s).fold(f64::INFINITY, f64::min);
-        let _ = writeln!(out, "\n{source} (updated {})", age_text(newest));
+        let _ = writeln!(
+            out,
+            "\n{source} ({}updated {})",
+            scope_label(source).map_or_else(String::new, |l| format!("{l}; ")),
+            age_text(newest)
+        );
         if source == crate::estimate::SOURCE {
             out.push_str(&estimate_lines(&rs));
             continue;
@@ -304,6 +309,24 @@ fn render(s: &Status) -> String {
         );
     }
     out
+}
+
+/// What a source's watts stand for, so that figures from different places are never read
+/// as parts of one sum: the wall meter holds everything inside the box.
+fn scope_label(source: &str) -> Option<&'static str> {
+    if source.starts_with("meter:") {
+        Some("measured at the wall")
+    } else if source.starts_with("estimate:") {
+        Some("estimated, not measured")
+    } else if source.starts_with("ups:") {
+        Some("a UPS: shared by every machine it feeds")
+    } else {
+        match source {
+            "rapl" | "hwmon" | "gpu" => Some("measured inside the box: part of the wall figure"),
+            "ipmi" => Some("the whole server, from its BMC"),
+            _ => None,
+        }
+    }
 }
 
 /// The estimated wall draw as "estimated +/- X W", never as a plain measurement.
