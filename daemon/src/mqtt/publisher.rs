@@ -2,7 +2,8 @@
 //!
 //! Two tasks. The poller owns rumqttc's event loop, sleeps a [`Backoff`] step after every
 //! error (one log line per step) and forwards the few events that matter. The publisher
-//! ticks every `publish_interval`, takes the interval means from [`LiveState`] and hands
+//! runs once per `publish_interval` of sample time (woken by the sampler's pass through
+//! [`LiveState::publish_due`]), takes the interval means from [`LiveState`] and hands
 //! messages to rumqttc's bounded request queue with `try_publish`: when the broker is slow
 //! or away, live updates are dropped (and counted), never queued without bound, and the
 //! sampler, which only writes to `LiveState`, is never blocked.
@@ -171,8 +172,10 @@ impl Task {
         poller: JoinHandle<()>,
     ) {
         let interval = self.cfg.publish_interval.max(Duration::from_millis(100));
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The sampler's tick is the clock: a timer of our own would wake the runtime
+        // several times per interval as tokio's timer wheel cascades towards it.
+        let live = self.live.clone();
+        live.publish_every(interval);
         loop {
             let retry_outbox = !self.outbox.is_empty() && self.connected;
             tokio::select! {
@@ -182,7 +185,7 @@ impl Task {
                     Some(ev) => self.on_event(ev),
                     None => break,
                 },
-                _ = ticker.tick() => self.on_tick(interval),
+                () = live.publish_due() => self.on_tick(interval),
                 () = tokio::time::sleep(Duration::from_millis(50)), if retry_outbox => {}
             }
             self.flush_outbox();

@@ -1,8 +1,14 @@
 //! The daemon's live view: latest readings and running means since the last publish, shared
 //! between the sampler (writer) and the publishers (readers).
+//!
+//! It is also the publishers' clock: the sampler's own tick says when a publish interval
+//! has passed ([`LiveState::publish_every`], [`LiveState::publish_due`]), so publishing
+//! costs no timer wake-ups of its own.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
 use wattson_collectors::{Metric, Sample};
 
@@ -10,6 +16,11 @@ use wattson_collectors::{Metric, Sample};
 #[derive(Debug, Default)]
 pub struct LiveState {
     inner: Mutex<Inner>,
+    /// Publish interval, ms; 0 while nobody publishes.
+    publish_period_ms: AtomicI64,
+    /// Sample time (UTC ms, on the interval's grid) from which the next publish is due.
+    next_publish_ms: AtomicI64,
+    publish: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -32,8 +43,41 @@ pub struct LiveReading {
 }
 
 impl LiveState {
-    /// Record samples (called by the sampler only).
+    /// Record one sampling pass's samples (called by the sampler only, once per pass, so
+    /// that a publish never splits a pass). Wakes [`LiveState::publish_due`] when the
+    /// samples are the first of a new publish interval.
     pub fn observe(&self, samples: &[Sample]) {
+        self.record(samples);
+        let period = self.publish_period_ms.load(Ordering::Relaxed);
+        if let Some(ts) = samples.iter().map(|s| s.ts_ms).max()
+            && period > 0
+        {
+            let next = self.next_publish_ms.load(Ordering::Relaxed);
+            if ts >= next {
+                self.next_publish_ms
+                    .store((ts.div_euclid(period) + 1) * period, Ordering::Relaxed);
+                // The first samples only start the first interval.
+                if next > 0 {
+                    self.publish.notify_one();
+                }
+            }
+        }
+    }
+
+    /// Publish every `period` of sample time, on that period's wall-clock grid.
+    pub fn publish_every(&self, period: Duration) {
+        let ms = i64::try_from(period.as_millis()).unwrap_or(i64::MAX).max(1);
+        self.next_publish_ms.store(0, Ordering::Relaxed);
+        self.publish_period_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Completes when samples of a new publish interval have been observed (at once if that
+    /// happened since the last call).
+    pub async fn publish_due(&self) {
+        self.publish.notified().await;
+    }
+
+    fn record(&self, samples: &[Sample]) {
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
@@ -123,5 +167,33 @@ mod tests {
         assert_eq!(means[0].value, 20.0);
         assert_eq!(live.latest()[0].value, 30.0);
         assert!(live.take_means().is_empty());
+    }
+
+    #[test]
+    fn publishing_is_due_once_per_interval_of_sample_time() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let live = LiveState::default();
+        live.publish_every(Duration::from_secs(10));
+        let due = |live: &LiveState| {
+            rt.block_on(async {
+                tokio::time::timeout(Duration::from_millis(1), live.publish_due())
+                    .await
+                    .is_ok()
+            })
+        };
+        let pass = |ts: i64| [Sample::new(ts, "meter:wall", Metric::Power, "", 1.0)];
+        live.observe(&pass(1_000_003_000));
+        assert!(!due(&live), "the first samples start the first interval");
+        live.observe(&pass(1_000_009_000));
+        assert!(!due(&live));
+        live.observe(&pass(1_000_010_000));
+        live.observe(&pass(1_000_011_000));
+        assert!(due(&live), "a new interval began at ...010 000");
+        assert!(!due(&live), "once per interval");
+        live.observe(&pass(1_000_035_000));
+        assert!(due(&live), "after a gap, the next pass is due");
     }
 }

@@ -170,6 +170,7 @@ pub fn run(
             .filter(|i| !in_flight.contains(i))
             .chain(in_flight.iter().copied())
             .collect();
+        let pass_start = buffer.len();
         for i in due {
             let c = &mut collectors[i];
             if c.stopped || c.next_due > now {
@@ -183,6 +184,10 @@ pub fn run(
             if c.next_due <= now {
                 c.next_due = now + c.interval;
             }
+        }
+        // One pass, one observation: a publish never splits the samples of one tick.
+        if buffer.len() > pass_start {
+            live.observe(&buffer[pass_start..]);
         }
         heartbeat.store(now_ms(), Ordering::Relaxed);
         if Instant::now() >= next_flush {
@@ -261,7 +266,6 @@ fn poll_one(
             c.consecutive_failures = 0;
             if !samples.is_empty() {
                 c.last_good_ms = Some(samples.iter().map(|s| s.ts_ms).max().unwrap_or(ts));
-                live.observe(&samples);
                 buffer.extend(samples);
             }
         }
