@@ -2,6 +2,8 @@
 //! powercap tree whose RAPL counters the test advances, with a simulated wall meter, then
 //! `wattson status`.
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
