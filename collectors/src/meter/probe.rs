@@ -154,10 +154,26 @@ fn pzem_found(
 }
 
 fn read_pzem_address(io: &mut Box<dyn serialport::SerialPort>, timeout: Duration) -> Option<u8> {
+    let request = pzem::read_address_request(pzem::GENERAL_ADDRESS);
+    let reply = exchange(
+        io,
+        &request,
+        pzem::read_address_parser(pzem::GENERAL_ADDRESS),
+        timeout,
+    )?;
+    pzem::decode_address(&reply)
+}
+
+/// Write `request` and read until `parser` yields a good reply, a bad one (`None`), the
+/// port fails, or `timeout` passes.
+fn exchange(
+    io: &mut Box<dyn serialport::SerialPort>,
+    request: &[u8],
+    mut parser: modbus::ReplyParser,
+    timeout: Duration,
+) -> Option<modbus::Reply> {
     let _ = io.clear(serialport::ClearBuffer::Input);
-    io.write_all(&pzem::read_address_request(pzem::GENERAL_ADDRESS))
-        .ok()?;
-    let mut parser = pzem::read_address_parser(pzem::GENERAL_ADDRESS);
+    io.write_all(request).ok()?;
     let deadline = std::time::Instant::now() + timeout;
     let mut buf = [0u8; 64];
     while std::time::Instant::now() < deadline {
@@ -165,7 +181,7 @@ fn read_pzem_address(io: &mut Box<dyn serialport::SerialPort>, timeout: Duration
             Ok(n) if n > 0 => {
                 parser.push(&buf[..n]);
                 if let Some(r) = parser.next_reply() {
-                    return r.ok().and_then(|r| pzem::decode_address(&r));
+                    return r.ok();
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
@@ -213,24 +229,9 @@ fn read_float(
     register: u16,
     timeout: Duration,
 ) -> Option<f32> {
-    let _ = io.clear(serialport::ClearBuffer::Input);
-    io.write_all(&sdm::read_request(address, register)).ok()?;
-    let mut parser = sdm::read_parser(address);
-    let deadline = std::time::Instant::now() + timeout;
-    let mut buf = [0u8; 64];
-    while std::time::Instant::now() < deadline {
-        match io.read(&mut buf) {
-            Ok(n) if n > 0 => {
-                parser.push(&buf[..n]);
-                if let Some(r) = parser.next_reply() {
-                    return r.ok().and_then(|r| sdm::decode_float(&r).ok());
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
-            Ok(_) | Err(_) => return None,
-        }
-    }
-    None
+    let request = sdm::read_request(address, register);
+    let reply = exchange(io, &request, sdm::read_parser(address), timeout)?;
+    sdm::decode_float(&reply).ok()
 }
 
 fn probe_stream(
