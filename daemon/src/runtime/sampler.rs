@@ -166,23 +166,21 @@ pub fn run(
                 in_flight.push(i);
             }
         }
-        let due: Vec<usize> = (0..collectors.len())
-            .filter(|i| !in_flight.contains(i))
-            .chain(in_flight.iter().copied())
-            .collect();
         let pass_start = buffer.len();
-        for i in due {
-            let c = &mut collectors[i];
-            if c.stopped || c.next_due > now {
-                continue;
-            }
-            in_poll.enter(c.name());
-            poll_one(c, &mut buffer, &mut *sink, live);
-            in_poll.leave();
-            // Keep the schedule on its grid; if we fell behind, skip ahead rather than burst.
-            c.next_due += c.interval;
-            if c.next_due <= now {
-                c.next_due = now + c.interval;
+        for read_last in [false, true] {
+            for (i, c) in collectors.iter_mut().enumerate() {
+                if c.stopped || c.next_due > now || in_flight.contains(&i) != read_last {
+                    continue;
+                }
+                in_poll.enter(c.name());
+                poll_one(c, &mut buffer, &mut *sink, live);
+                in_poll.leave();
+                // Keep the schedule on its grid; if we fell behind, skip ahead rather than
+                // burst.
+                c.next_due += c.interval;
+                if c.next_due <= now {
+                    c.next_due = now + c.interval;
+                }
             }
         }
         // One pass, one observation: a publish never splits the samples of one tick.
