@@ -292,11 +292,18 @@ impl NvidiaSmiCollector {
 
     fn query(&self) -> Result<Vec<SmiRow>, SmiError> {
         let query = format!("--query-gpu={QUERY}");
-        let out = command::run(
-            &self.program,
-            &[&query, "--format=csv,nounits"],
-            self.timeout,
-        )?;
+        parse_csv(&self.run(&[&query, "--format=csv,nounits"])?)
+    }
+
+    /// Compute processes per GPU UUID; an error where the query fails.
+    fn query_apps(&self) -> Result<BTreeMap<String, u32>, SmiError> {
+        let query = format!("--query-compute-apps={APPS_QUERY}");
+        parse_compute_apps(&self.run(&[&query, "--format=csv,noheader"])?)
+    }
+
+    /// The program's standard output, or its failure with the first line it printed.
+    fn run(&self, args: &[&str]) -> Result<String, SmiError> {
+        let out = command::run(&self.program, args, self.timeout)?;
         if !out.status.success() {
             // e.g. "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA
             // driver. Make sure that the latest NVIDIA driver is installed and running."
@@ -306,25 +313,7 @@ impl NvidiaSmiCollector {
                 message: out.first_line().to_owned(),
             });
         }
-        parse_csv(&out.stdout)
-    }
-
-    /// Compute processes per GPU UUID; an error where the query fails.
-    fn query_apps(&self) -> Result<BTreeMap<String, u32>, SmiError> {
-        let query = format!("--query-compute-apps={APPS_QUERY}");
-        let out = command::run(
-            &self.program,
-            &[&query, "--format=csv,noheader"],
-            self.timeout,
-        )?;
-        if !out.status.success() {
-            return Err(SmiError::Failed {
-                program: self.program.clone(),
-                status: out.status.to_string(),
-                message: out.first_line().to_owned(),
-            });
-        }
-        parse_compute_apps(&out.stdout)
+        Ok(out.stdout)
     }
 }
 
