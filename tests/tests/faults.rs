@@ -30,36 +30,11 @@ use wattson_collectors::meter::MeterReading;
 use wattson_collectors::meter::modbus::RequestParser;
 use wattson_collectors::meter::pzem::{PzemDevice, PzemModel};
 use wattson_collectors::{Metric, Sample};
+use wattson_tests::wattson_bin;
 
 // ---------------------------------------------------------------------------------------
 // Helpers (kept here: tests/src/lib.rs is shared).
 // ---------------------------------------------------------------------------------------
-
-/// `$WATTSON_BIN`, else the `wattson` binary in this test's target dir (built once if
-/// missing).
-fn wattson_bin() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            if let Some(bin) = std::env::var_os("WATTSON_BIN") {
-                return PathBuf::from(bin);
-            }
-            let exe = std::env::current_exe().unwrap();
-            let dir = exe.parent().unwrap().parent().unwrap().to_owned();
-            let bin = dir.join("wattson");
-            if !bin.exists() {
-                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-                let status = Command::new(cargo)
-                    .args(["build", "-p", "wattson", "--bin", "wattson"])
-                    .status()
-                    .unwrap();
-                assert!(status.success(), "building wattson failed");
-            }
-            assert!(bin.exists(), "no wattson binary at {}", bin.display());
-            bin
-        })
-        .clone()
-}
 
 /// A running daemon whose stderr lines arrive on a channel and are kept.
 struct Daemon {

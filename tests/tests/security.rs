@@ -24,33 +24,9 @@ use std::time::{Duration, Instant};
 
 use wattson::store::{SeriesFilter, Store};
 use wattson_collectors::Metric;
+use wattson_tests::wattson_bin;
 
 const SECRET: &str = "Zebra-7fq2-Secret-Horse";
-
-/// `$WATTSON_BIN`, else the `wattson` binary in this test's target dir (built once if
-/// missing).
-fn wattson_bin() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            if let Some(bin) = std::env::var_os("WATTSON_BIN") {
-                return PathBuf::from(bin);
-            }
-            let exe = std::env::current_exe().unwrap();
-            let dir = exe.parent().unwrap().parent().unwrap().to_owned();
-            let bin = dir.join("wattson");
-            if !bin.exists() {
-                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-                let status = Command::new(cargo)
-                    .args(["build", "-p", "wattson", "--bin", "wattson"])
-                    .status()
-                    .unwrap();
-                assert!(status.success(), "building wattson failed");
-            }
-            bin
-        })
-        .clone()
-}
 
 fn wattson(config: &Path, args: &[&str]) -> Output {
     Command::new(wattson_bin())
