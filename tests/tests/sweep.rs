@@ -62,6 +62,12 @@ fn run_sweep_levels(
     top: usize,
     dir: &Path,
 ) -> Fit {
+    // The simulated meter follows this process's CPU time: two in-process sweeps at once
+    // would see each other's loops.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let root = SysRoot::new("/sys", "/proc");
     let model = PowerModel {
         idle_w: 40.0,
