@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use wattson::workload::{LoopKind, LoopSet, Workload, cpu_order};
+use wattson::sweep::workload::{LoopKind, LoopSet, Workload, cpu_order};
 
 const STOP_TRIALS: usize = 31;
 

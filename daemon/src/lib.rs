@@ -1,24 +1,23 @@
 //! wattson: a power and efficiency monitor for home servers.
 //!
-//! The binary's subcommands live in [`commands`], one module each. The daemon's moving parts
-//! are in [`runtime`]; configuration in [`config`]; the science (statistics, fits, tariffs)
-//! in [`analysis`]; the workload loops sweeps run in [`workload`].
+//! The modules follow the data path (ARCHITECTURE.md): [`sources`] wire the readers of the
+//! `wattson-collectors` crate (and MQTT plugs, fleet hosts) into the daemon; [`runtime`]
+//! samples them on one thread; [`store`] keeps the samples, rollups and gaps in SQLite;
+//! [`ledger`] turns them into energy and money; [`publish`] sends the live view out (MQTT);
+//! [`report`] writes the cost reports; [`sweep`] runs the workload loops. [`config`] is the
+//! typed configuration, [`analysis`] the science (statistics, fits, tariffs), and
+//! [`commands`] has one module per subcommand.
 
 pub mod analysis;
 pub mod cli;
 pub mod commands;
 pub mod config;
-pub mod costs;
-pub mod estimate;
+pub mod ledger;
 pub mod logging;
-pub mod meters;
-pub mod modes;
-pub mod mqtt;
-pub mod notify;
 pub mod output;
-pub mod power_model;
+pub mod publish;
 pub mod report;
 pub mod runtime;
+pub mod sources;
 pub mod store;
 pub mod sweep;
-pub mod workload;

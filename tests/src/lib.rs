@@ -341,17 +341,22 @@ pub fn simulate_child(config: &Path, protocol: &str, args: &[&str]) -> (Child, P
 }
 
 /// A constant-power in-process simulated meter (no noise, no ramp) on a new pty.
-pub fn simulate(protocol: &str, addresses: &[u8], watts: f64) -> wattson::meters::SimHandle {
+pub fn simulate(
+    protocol: &str,
+    addresses: &[u8],
+    watts: f64,
+) -> wattson::sources::meters::SimHandle {
     let protocol = protocol.parse().expect("protocol name");
-    let model = wattson::power_model::PowerModel {
+    let model = wattson::sources::power_model::PowerModel {
         idle_w: watts,
         noise_sd_w: 0.0,
         ramp_s: 0.0,
-        ..wattson::power_model::PowerModel::default()
+        ..wattson::sources::power_model::PowerModel::default()
     };
     let root =
         wattson_collectors::SysRoot::new(kvm_fixture().join("sys"), kvm_fixture().join("proc"));
-    wattson::meters::simulate(protocol, addresses, model, &root, 1).expect("starting a simulator")
+    wattson::sources::meters::simulate(protocol, addresses, model, &root, 1)
+        .expect("starting a simulator")
 }
 
 /// The database opened read-only, once it exists and is migrated.

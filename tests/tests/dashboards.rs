@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use wattson::mqtt::discovery;
-use wattson::mqtt::state::{self, MeterCounters, StateExtras};
+use wattson::publish::mqtt::discovery;
+use wattson::publish::mqtt::state::{self, MeterCounters, StateExtras};
 use wattson::runtime::live::LiveState;
 use wattson::sweep::regression::{Check, IdleFigure, decide};
 use wattson_collectors::{Metric, Sample};

@@ -10,7 +10,7 @@ use nix::sys::signal::Signal;
 use wattson_collectors::Metric;
 use wattson_tests::{Child, TestEnv, db_points, integrity_check, meter_toml, now_ms, simulate};
 
-fn meter_config(env: &TestEnv, sim: &wattson::meters::SimHandle) -> std::path::PathBuf {
+fn meter_config(env: &TestEnv, sim: &wattson::sources::meters::SimHandle) -> std::path::PathBuf {
     env.config(&format!(
         "\n[cpu]\ninterval = \"250ms\"\n{}",
         meter_toml("wall", "pzem004t", &sim.path, "250ms", None)

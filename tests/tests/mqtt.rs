@@ -14,9 +14,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use wattson::config::MqttConfig;
-use wattson::mqtt::state::MeterCounters;
-use wattson::mqtt::{Publisher, SharedMemorySink, StateExtras, fleet};
+use wattson::publish::mqtt::state::MeterCounters;
+use wattson::publish::mqtt::{Publisher, StateExtras};
 use wattson::runtime::live::LiveState;
+use wattson::sources::{SharedMemorySink, fleet};
 use wattson_collectors::{Collector, Metric, Sample};
 use wattson_tests::broker::{Kind, Options, TestBroker, Watcher, kinds, wait_for};
 
@@ -38,7 +39,7 @@ fn cfg(url: String, client_id: &str) -> MqttConfig {
     }
 }
 
-fn extras() -> wattson::mqtt::publisher::ExtrasFn {
+fn extras() -> wattson::publish::mqtt::publisher::ExtrasFn {
     Arc::new(|| StateExtras {
         currency: "GBP".into(),
         cost_today: Some(0.42),
@@ -698,18 +699,18 @@ async fn plugs_feed_collectors_over_mqtt() {
     let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
     let cancel = CancellationToken::new();
     let specs = vec![
-        wattson::mqtt::PlugSpec {
+        wattson::sources::PlugSpec {
             id: "desk".into(),
-            kind: wattson::mqtt::PlugKind::Tasmota,
+            kind: wattson::sources::PlugKind::Tasmota,
             topic: "tasmota_1A2B3C".into(),
         },
-        wattson::mqtt::PlugSpec {
+        wattson::sources::PlugSpec {
             id: "nas".into(),
-            kind: wattson::mqtt::PlugKind::Shelly,
+            kind: wattson::sources::PlugKind::Shelly,
             topic: "shellyplusplugs-aabbcc".into(),
         },
     ];
-    let (join, mut collectors) = wattson::mqtt::plug::spawn_plugs(
+    let (join, mut collectors) = wattson::sources::plug::spawn_plugs(
         &cfg(broker.url(false), "wattson-basket"),
         &specs,
         cancel.clone(),

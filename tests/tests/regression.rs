@@ -12,7 +12,7 @@ use serde_json::Value;
 use wattson::commands::sweep::{SweepArgs, sweep_with_config};
 use wattson::config::Config;
 use wattson::store::Store;
-use wattson::workload::LoopKind;
+use wattson::sweep::workload::LoopKind;
 use wattson_tests::broker::{Kind, Options, TestBroker, Watcher, wait_for};
 use wattson_tests::{Child, HOST, TestEnv, meter_toml, simulate, wattson};
 

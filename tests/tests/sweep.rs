@@ -23,9 +23,9 @@ use wattson_tests::{Child, TestEnv, meter_toml, wattson};
 
 use wattson::commands::sweep::{SweepArgs, sweep_with_config};
 use wattson::config::{Config, MeterConfig};
-use wattson::power_model::PowerModel;
+use wattson::sources::power_model::PowerModel;
 use wattson::store::Store;
-use wattson::workload::LoopKind;
+use wattson::sweep::workload::LoopKind;
 use wattson_collectors::SysRoot;
 use wattson_collectors::meter::Protocol;
 
@@ -79,7 +79,8 @@ fn run_sweep_levels(
         curvature_w: curvature,
         ..PowerModel::default()
     };
-    let sim = wattson::meters::simulate(Protocol::Pzem004t, &[1], model, &root, 7).unwrap();
+    let sim =
+        wattson::sources::meters::simulate(Protocol::Pzem004t, &[1], model, &root, 7).unwrap();
     let mut config = Config::defaults();
     config.meters = vec![MeterConfig {
         id: "wall".into(),
@@ -296,7 +297,8 @@ fn interrupt_sweep(signal: Signal) -> Interrupted {
     };
     let fixture = wattson_tests::kvm_fixture();
     let root = SysRoot::new(fixture.join("sys"), fixture.join("proc"));
-    let sim = wattson::meters::simulate(Protocol::Pzem004t, &[1], model, &root, 3).unwrap();
+    let sim =
+        wattson::sources::meters::simulate(Protocol::Pzem004t, &[1], model, &root, 3).unwrap();
     let config = env.config(&meter_toml("wall", "pzem004t", &sim.path, "100ms", Some(1)));
     let mut cmd = wattson();
     // Each level measures 40 readings (4 s): the idle level completes and is kept; the

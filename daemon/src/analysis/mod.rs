@@ -5,9 +5,11 @@
 //! - [`tariff`]: electricity prices by local time of day and date.
 //! - [`cost`]: energy and annual running cost, comparisons, payback, money formatting.
 //! - [`gpu_idle`]: GPU samples classified busy / idle with a resident process / idle bare.
+//! - [`modes`]: the names of operating modes (`standby`, `idle`, `1 loop`, ...).
 
 pub mod cost;
 pub mod fit;
 pub mod gpu_idle;
+pub mod modes;
 pub mod stats;
 pub mod tariff;

@@ -12,8 +12,8 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 use wattson_collectors::Sample;
 
-use crate::mqtt::FleetSink;
-use crate::mqtt::fleet::{self, FleetStats};
+use crate::sources::FleetSink;
+use crate::sources::fleet::{self, FleetStats};
 
 #[derive(Debug, Args)]
 pub struct CollectArgs {

@@ -18,9 +18,9 @@ use crate::analysis::cost::{annual_cost, format_money};
 use crate::cli::DemoArgs;
 use crate::commands::sweep::{SweepArgs, sweep_with_config};
 use crate::config::{Config, MeterConfig};
-use crate::power_model::PowerModel;
 use crate::runtime::daemon::{self, RunOptions};
-use crate::workload::LoopKind;
+use crate::sources::power_model::PowerModel;
+use crate::sweep::workload::LoopKind;
 
 pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
@@ -47,7 +47,7 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
         ramp_s: 1.0,
         ..PowerModel::default()
     };
-    let sim = crate::meters::simulate(Protocol::Pzem004t, &[1], model, &root, 42)?;
+    let sim = crate::sources::meters::simulate(Protocol::Pzem004t, &[1], model, &root, 42)?;
     config.meters = vec![MeterConfig {
         id: "demo".into(),
         protocol: "pzem004t".into(),
@@ -133,11 +133,11 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
 
 fn summary(config: &Config, db: &Path) -> anyhow::Result<String> {
     let store = super::open_database(db)?;
-    let tariff = crate::costs::tariff(&config.tariff)?;
+    let tariff = crate::ledger::costs::tariff(&config.tariff)?;
     let currency = tariff.currency().to_owned();
     let today = chrono::Utc::now();
     let mut out = String::new();
-    let c = crate::costs::summary(
+    let c = crate::ledger::costs::summary(
         &store,
         &config.host.name,
         "meter:demo",
@@ -160,7 +160,7 @@ fn summary(config: &Config, db: &Path) -> anyhow::Result<String> {
             let _ = writeln!(
                 out,
                 "  {:<10} {:>6.1} +/- {:<4.1} W  {:>7.0} kWh  {}",
-                crate::modes::level_name(l.loops as u32),
+                crate::analysis::modes::level_name(l.loops as u32),
                 l.mean_w,
                 l.ci95_w.unwrap_or(0.0),
                 fig.kwh,

@@ -10,7 +10,7 @@ use wattson_collectors::SysRoot;
 use wattson_collectors::meter::{self, Protocol};
 
 use crate::cli::MeterCommand;
-use crate::power_model::PowerModel;
+use crate::sources::power_model::PowerModel;
 
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
@@ -146,8 +146,14 @@ fn simulate(args: &SimulateArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         ..PowerModel::default()
     };
     let line = (args.protocol == Protocol::Line).then(meter::line::LineFormat::default);
-    let sim =
-        crate::meters::simulate_with(args.protocol, &args.address, model, &root, args.seed, line)?;
+    let sim = crate::sources::meters::simulate_with(
+        args.protocol,
+        &args.address,
+        model,
+        &root,
+        args.seed,
+        line,
+    )?;
     crate::output::println(&sim.path.display().to_string());
     tracing::info!(
         "simulated {} meter on {} ({}); Ctrl-C to stop",

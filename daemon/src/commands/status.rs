@@ -10,7 +10,7 @@ use serde::Serialize;
 use wattson_collectors::{Metric, SysRoot};
 
 use crate::cli::StatusArgs;
-use crate::costs::{self, CostSummary};
+use crate::ledger::costs::{self, CostSummary};
 
 /// One latest reading.
 #[derive(Debug, Serialize)]
@@ -238,7 +238,7 @@ fn render(s: &Status) -> String {
             scope_label(source).map_or_else(String::new, |l| format!("{l}; ")),
             age_text(newest)
         );
-        if source == crate::estimate::SOURCE {
+        if source == crate::sources::estimate::SOURCE {
             out.push_str(&estimate_lines(&rs));
             continue;
         }
@@ -336,7 +336,7 @@ fn estimate_lines(rs: &[&Reading]) -> String {
             .find(|r| r.metric == Metric::Power.as_str() && r.channel == channel)
             .map(|r| r.value)
     };
-    match (power(""), power(crate::estimate::ERROR_CHANNEL)) {
+    match (power(""), power(crate::sources::estimate::ERROR_CHANNEL)) {
         (Some(w), Some(e)) => format!(
             "  {:<28} {w:.2} W estimated \u{b1} {e:.2} W (no wall meter: from a sweep's calibration)\n",
             "power"

@@ -22,7 +22,7 @@ use crate::sweep::fingerprint;
 use crate::sweep::governor::GovernorGuard;
 use crate::sweep::persist;
 use crate::sweep::regression;
-use crate::workload::{LoopKind, cpu_order};
+use crate::sweep::workload::{LoopKind, cpu_order};
 
 #[derive(Debug, Args)]
 pub struct SweepArgs {
@@ -130,7 +130,7 @@ fn show(args: &SweepArgs, db: &Path) -> anyhow::Result<ExitCode> {
                     out,
                     "  {:<7} {:<9} {:>8.2} W +/- {:<5.2} n={:<4} {}",
                     l.kind,
-                    crate::modes::level_name(l.loops as u32),
+                    crate::analysis::modes::level_name(l.loops as u32),
                     l.mean_w,
                     l.ci95_w.unwrap_or(f64::NAN),
                     l.n,
@@ -267,7 +267,7 @@ pub fn sweep_until_signal(
     plan.idle_guard_wait = args.idle_wait;
     plan.sysfs.clone_from(&config.host.sysfs);
 
-    let mut meters = crate::meters::build_collectors(std::slice::from_ref(meter_cfg))?;
+    let mut meters = crate::sources::meters::build_collectors(std::slice::from_ref(meter_cfg))?;
     let (mut meter, _) = meters.pop().context("no meter collector")?;
     let mut cpu = CpuCollector::new(root.clone());
     let mut components: Vec<Box<dyn Collector>> = Vec::new();
@@ -451,7 +451,7 @@ fn report_progress(bar: &indicatif::ProgressBar, p: &Progress) {
         } => {
             bar.set_prefix(format!(
                 "[{index}/{total}] {} ({kind})",
-                crate::modes::level_name(*loops as u32)
+                crate::analysis::modes::level_name(*loops as u32)
             ));
             bar.set_message("starting");
         }
@@ -475,7 +475,7 @@ fn report_progress(bar: &indicatif::ProgressBar, p: &Progress) {
 fn level_line(r: &LevelResult) -> String {
     let mut s = format!(
         "{:<9} {:<6} {:>8.2} W +/- {:.2} (n={}, settled in {:.0} s)",
-        crate::modes::level_name(r.loops as u32),
+        crate::analysis::modes::level_name(r.loops as u32),
         r.kind.as_str(),
         r.mean_w,
         r.ci95_w,

@@ -84,7 +84,7 @@ pub struct ConfigInput {
 /// Mean watts in one mode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModeInput {
-    /// Mode name, see [`crate::modes`].
+    /// Mode name, see [`crate::analysis::modes`].
     pub name: String,
     /// W.
     pub watts: f64,

@@ -28,8 +28,8 @@ use crate::analysis::cost::{
     cost_of_energy,
 };
 use crate::analysis::gpu_idle::{self, Rule};
+use crate::analysis::modes::{level_loops, level_name};
 use crate::analysis::tariff::Tariff;
-use crate::modes::{level_loops, level_name};
 
 /// The headline basis when a measured duty cycle decides it.
 pub const DUTY_CYCLE: &str = "duty cycle";
@@ -683,7 +683,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
                     .iter()
                     .flat_map(|r| r.modes.iter().map(|x| x.name.as_str()))
                     .collect();
-                known.sort_by_key(|k| crate::modes::mode_rank(k));
+                known.sort_by_key(|k| crate::analysis::modes::mode_rank(k));
                 known.dedup();
                 return Err(ReportError::UnknownMode {
                     mode: m.clone(),

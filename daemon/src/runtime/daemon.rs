@@ -16,7 +16,7 @@ use wattson_collectors::cpu::CpuCollector;
 use super::live::LiveState;
 use super::sampler::{self, Control, Heartbeat, InPoll, SampleSink, Scheduled};
 use crate::config::Config;
-use crate::notify::Notifier;
+use crate::runtime::notify::Notifier;
 use crate::store::{StoreHandle, StoreOptions};
 
 /// What `wattson run` is asked to do.
@@ -59,7 +59,7 @@ pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
         }
         out.push(Scheduled::new(Box::new(cpu), config.cpu.interval));
     }
-    for (meter, interval) in crate::meters::build_collectors(&config.meters)? {
+    for (meter, interval) in crate::sources::meters::build_collectors(&config.meters)? {
         out.push(Scheduled::new(Box::new(meter), interval));
     }
     out.extend(power_sources(config, &root));
@@ -152,7 +152,7 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
 
 /// With no wall meter here (none configured and no smart plug, or every configured port
 /// absent at start), the wall draw estimated from the calibration a sweep stored for this
-/// host (see [`crate::estimate`]), if there is one and its source works here.
+/// host (see [`crate::sources::estimate`]), if there is one and its source works here.
 pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
     let meter_here = config.meters.iter().any(|m| m.port.exists()) || !config.plugs.is_empty();
     if meter_here || !config.storage.path.exists() {
@@ -166,7 +166,7 @@ pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
         }
     };
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
-    match crate::estimate::collector_for_host(&store, &config.host.name, &root) {
+    match crate::sources::estimate::collector_for_host(&store, &config.host.name, &root) {
         Ok(Some(c)) => {
             let cal = c.estimator().calibration();
             tracing::info!(
@@ -188,7 +188,7 @@ pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
 
 /// Smart plugs over MQTT, as wall meters; needs the async runtime for their subscription.
 fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Result<Vec<Scheduled>> {
-    use crate::mqtt::{PlugKind, PlugSpec};
+    use crate::sources::{PlugKind, PlugSpec};
     let (Some(mqtt), false) = (&config.mqtt, config.plugs.is_empty()) else {
         return Ok(Vec::new());
     };
@@ -205,7 +205,7 @@ fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Resul
             topic: p.topic.clone(),
         })
         .collect();
-    let (_task, collectors) = crate::mqtt::plug::spawn_plugs(mqtt, &specs, cancel.child_token())
+    let (_task, collectors) = crate::sources::plug::spawn_plugs(mqtt, &specs, cancel.child_token())
         .context("subscribing to the smart plugs")?;
     Ok(collectors
         .into_iter()
@@ -394,14 +394,14 @@ async fn serve(
     outputs: &CancellationToken,
     live: &Arc<LiveState>,
     store: &StoreHandle,
-) -> anyhow::Result<Option<crate::mqtt::publisher::PublisherHandle>> {
+) -> anyhow::Result<Option<crate::publish::mqtt::publisher::PublisherHandle>> {
     let publisher = match &config.mqtt {
         None => None,
         Some(mqtt) => {
             crate::commands::config_check::check_secret_file_opt(mqtt.password_file.as_deref());
             let extras = extras_fn(config, live.clone(), store.clone());
             Some(
-                crate::mqtt::Publisher::spawn(
+                crate::publish::mqtt::Publisher::spawn(
                     mqtt.clone(),
                     config.host.name.clone(),
                     live.clone(),
@@ -416,7 +416,7 @@ async fn serve(
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     let mut current = config.clone();
-    let watchdog = crate::notify::watchdog_interval();
+    let watchdog = crate::runtime::notify::watchdog_interval();
     let watchdog_task = watchdog.map(|interval| {
         let heartbeat = heartbeat.clone();
         let cancel = cancel.clone();
@@ -520,10 +520,10 @@ fn reload(
                 keep.push("cpu".into());
             }
             if same_meters {
-                keep.extend(crate::meters::collector_names(&current.meters));
+                keep.extend(crate::sources::meters::collector_names(&current.meters));
             }
             if same_estimate {
-                keep.push(crate::estimate::SOURCE.to_owned());
+                keep.push(crate::sources::estimate::SOURCE.to_owned());
             }
             if same_power {
                 keep.extend(["rapl", "hwmon", "gpu", "ipmi"].map(str::to_owned));
@@ -549,23 +549,23 @@ fn extras_fn(
     config: &Config,
     live: Arc<LiveState>,
     store: StoreHandle,
-) -> crate::mqtt::publisher::ExtrasFn {
+) -> crate::publish::mqtt::publisher::ExtrasFn {
     use std::sync::Mutex;
     use std::time::Instant;
 
-    use crate::mqtt::StateExtras;
-    use crate::mqtt::state::MeterCounters;
+    use crate::publish::mqtt::StateExtras;
+    use crate::publish::mqtt::state::MeterCounters;
 
     /// When the store was last read, and what it said: costs, the regression headline.
     type Cached = (
         Instant,
-        Option<crate::costs::CostSummary>,
+        Option<crate::ledger::costs::CostSummary>,
         Option<crate::sweep::regression::Check>,
     );
 
-    let tariff = crate::costs::tariff(&config.tariff).ok();
+    let tariff = crate::ledger::costs::tariff(&config.tariff).ok();
     let currency = config.tariff.currency.clone();
-    let wall = crate::costs::wall_source(config);
+    let wall = crate::ledger::costs::wall_source(config);
     let host = config.host.name.clone();
     let interval_ms = config
         .meters
@@ -574,7 +574,7 @@ fn extras_fn(
     let primary_meter = config.meters.first().map(|m| m.id.clone());
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let mode_options: Vec<String> = (0..=cpus)
-        .map(|n| crate::modes::level_name(n as u32))
+        .map(|n| crate::analysis::modes::level_name(n as u32))
         .collect();
     let cache: Mutex<Option<Cached>> = Mutex::new(None);
     Arc::new(move || {
@@ -591,7 +591,7 @@ fn extras_fn(
                         let (t, source, host) = (t.clone(), source.clone(), host.clone());
                         store
                             .query(move |s| {
-                                crate::costs::summary(
+                                crate::ledger::costs::summary(
                                     s,
                                     &host,
                                     &source,
@@ -660,7 +660,9 @@ fn extras_fn(
                 .and_then(|s| s.annual_cost)
                 .or_else(live_projection),
             energy_today_kwh: summary.as_ref().map(|s| s.today.kwh + 0.0),
-            mode: busy.map(|b| crate::modes::level_name(b.round().clamp(0.0, cpus as f64) as u32)),
+            mode: busy.map(|b| {
+                crate::analysis::modes::level_name(b.round().clamp(0.0, cpus as f64) as u32)
+            }),
             mode_options: mode_options.clone(),
             primary_meter: primary_meter.clone(),
             meter_counters: live

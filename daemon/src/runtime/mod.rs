@@ -2,4 +2,5 @@
 
 pub mod daemon;
 pub mod live;
+pub mod notify;
 pub mod sampler;

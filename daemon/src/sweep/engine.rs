@@ -10,7 +10,7 @@ use wattson_collectors::{Collector, Metric, Sample};
 
 use crate::analysis::fit::{self, LinearFit, UtilisationFit};
 use crate::analysis::stats::{self, MeanCi};
-use crate::workload::{LoopKind, LoopSet, Workload};
+use crate::sweep::workload::{LoopKind, LoopSet, Workload};
 
 /// What to run and how precisely.
 #[derive(Debug, Clone)]
@@ -161,7 +161,7 @@ pub enum Progress {
 pub type LoopSlot = Arc<Mutex<Option<LoopSet>>>;
 
 /// Stop the loops in `slot`, if any (called from the signal handler thread too).
-pub fn stop_loops(slot: &LoopSlot) -> Option<crate::workload::LoopStats> {
+pub fn stop_loops(slot: &LoopSlot) -> Option<crate::sweep::workload::LoopStats> {
     let set = slot.lock().ok()?.take()?;
     Some(set.stop())
 }

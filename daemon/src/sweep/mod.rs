@@ -18,5 +18,6 @@ pub mod fingerprint;
 pub mod governor;
 pub mod persist;
 pub mod regression;
+pub mod workload;
 
 pub use engine::{LevelResult, SweepOutcome, SweepPlan, run_sweep};

@@ -309,7 +309,7 @@ mod tests {
     use super::*;
     use crate::store::StoreOptions;
     use crate::sweep::engine::LevelResult;
-    use crate::workload::LoopKind;
+    use crate::sweep::workload::LoopKind;
 
     fn level(loops: usize, wall: f64, package: f64) -> LevelResult {
         LevelResult {

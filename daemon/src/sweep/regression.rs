@@ -331,7 +331,7 @@ mod tests {
         use crate::sweep::LevelResult;
         crate::sweep::SweepOutcome {
             levels: vec![LevelResult {
-                kind: crate::workload::LoopKind::Spin,
+                kind: crate::sweep::workload::LoopKind::Spin,
                 loops: 0,
                 started_ms,
                 ended_ms: started_ms + 1,

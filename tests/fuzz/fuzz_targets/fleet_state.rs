@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wattson::mqtt::MemorySink;
-use wattson::mqtt::fleet::{self, Dedupe, FleetStats};
+use wattson::sources::MemorySink;
+use wattson::sources::fleet::{self, Dedupe, FleetStats};
 
 fuzz_target!(|data: &[u8]| {
     let mut sink = MemorySink::default();
@@ -26,5 +26,5 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(Some(s.ts_ms), ts);
         }
     }
-    let _ = wattson::mqtt::state::parse(data);
+    let _ = wattson::publish::mqtt::state::parse(data);
 });

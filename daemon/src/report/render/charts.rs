@@ -12,7 +12,7 @@ use plotters::prelude::*;
 
 use super::RenderError;
 use crate::analysis::cost::format_money;
-use crate::modes::level_loops;
+use crate::analysis::modes::level_loops;
 use crate::report::model::{DUTY_CYCLE, Report};
 
 /// Colour of the 95 % error bars (distinct from every series colour, so a reader and a

@@ -17,7 +17,7 @@ use thiserror::Error;
 
 use super::model::{DUTY_CYCLE, ModeReport, RegressionStatus, Report};
 use crate::analysis::cost::format_money;
-use crate::modes::mode_rank;
+use crate::analysis::modes::mode_rank;
 
 /// Output formats of `wattson report --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 use wattson_collectors::meter::EnergyTracker;
 use wattson_collectors::{CollectError, Collector, Metric, Sample};
 
-use super::{Backoff, MqttError};
 use crate::config::MqttConfig;
+use crate::publish::mqtt::{Backoff, MqttError};
 
 /// Hands a plug's readings (UTC ms of receipt, reading) to its collector.
 type PlugSender = SyncSender<(i64, PlugReading)>;
@@ -194,7 +194,8 @@ pub fn spawn_plugs(
     plugs: &[PlugSpec],
     cancel: CancellationToken,
 ) -> Result<(JoinHandle<()>, Vec<PlugCollector>), MqttError> {
-    let (opts, broker) = super::mqtt_options(cfg, &format!("{}-plugs", cfg.client_id))?;
+    let (opts, broker) =
+        crate::publish::mqtt::mqtt_options(cfg, &format!("{}-plugs", cfg.client_id))?;
     let (client, mut eventloop) = AsyncClient::new(opts, 64);
     let mut routes: Vec<(String, PlugKind, PlugSender)> = Vec::new();
     let mut collectors = Vec::new();
@@ -241,7 +242,7 @@ pub fn spawn_plugs(
                     let delay = backoff.next_delay();
                     tracing::warn!(
                         "plugs: {}; retrying in {:.1} s",
-                        super::describe_error(&broker, user.as_deref(), &e),
+                        crate::publish::mqtt::describe_error(&broker, user.as_deref(), &e),
                         delay.as_secs_f64()
                     );
                     tokio::select! {

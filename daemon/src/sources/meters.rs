@@ -15,7 +15,7 @@ use wattson_collectors::meter::line::{FieldMap, Layout, LineFormat};
 use wattson_collectors::meter::{self, MeterCollector, MeterReading, Protocol, SimulatedMeter};
 
 use crate::config::{LineField, LineFormatConfig, MeterConfig};
-use crate::power_model::{ModelState, PowerModel};
+use crate::sources::power_model::{ModelState, PowerModel};
 
 /// Protocol names accepted in `[[meter]] protocol = ...`.
 pub const PROTOCOL_NAMES: &[&str] = &[

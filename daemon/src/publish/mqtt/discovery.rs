@@ -392,7 +392,7 @@ pub fn parse_announced(payload: &[u8]) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mqtt::state::MeterCounters;
+    use crate::publish::mqtt::state::MeterCounters;
 
     fn full_state() -> Value {
         json!({

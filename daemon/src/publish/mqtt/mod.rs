@@ -1,4 +1,6 @@
-//! MQTT: the live publisher, Home Assistant discovery, the fleet collector and smart plugs.
+//! MQTT: the connection layer every client shares (broker URL, TLS, backoff), the live
+//! publisher and Home Assistant discovery. The smart plugs and the fleet collector, which
+//! read over MQTT, are in [`crate::sources`].
 //!
 //! Speaks MQTT 3.1.1 through rumqttc over `mqtt://` (TCP) or `mqtts://` (TLS, rustls). The
 //! topic contract (DESIGN.md) is `<topic_prefix>/<host>/availability` (`online`/`offline`,
@@ -13,8 +15,6 @@
 //! one line per step. Passwords are read from `password_file` and never logged.
 
 pub mod discovery;
-pub mod fleet;
-pub mod plug;
 pub mod publisher;
 pub mod state;
 
@@ -26,8 +26,6 @@ use rumqttc::{ConnectReturnCode, ConnectionError, MqttOptions, TlsConfiguration,
 
 use crate::config::MqttConfig;
 
-pub use fleet::{FleetSink, FleetStats, MemorySink, SharedMemorySink};
-pub use plug::{PlugCollector, PlugKind, PlugReading, PlugSpec};
 pub use publisher::Publisher;
 pub use state::StateExtras;
 

@@ -107,9 +107,9 @@ pub fn build(
         if let Some(p) = mean(src, Metric::Power, "") {
             put(&mut o, "power", p);
             o.insert("power_source".into(), json!(src));
-            if src == crate::estimate::SOURCE {
+            if src == crate::sources::estimate::SOURCE {
                 o.insert("power_estimate".into(), json!(true));
-                if let Some(e) = mean(src, Metric::Power, crate::estimate::ERROR_CHANNEL) {
+                if let Some(e) = mean(src, Metric::Power, crate::sources::estimate::ERROR_CHANNEL) {
                     put(&mut o, "power_error", e);
                 }
             }
@@ -257,7 +257,7 @@ fn primary_source(means: &[LiveReading], extras: &StateExtras) -> Option<String>
         .map(|r| r.source.clone())
         .min()
         .or_else(|| {
-            [crate::estimate::SOURCE, "rapl", "hwmon"]
+            [crate::sources::estimate::SOURCE, "rapl", "hwmon"]
                 .into_iter()
                 .find(|s| has_power(s))
                 .map(str::to_owned)

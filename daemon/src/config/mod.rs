@@ -931,13 +931,13 @@ impl Validator<'_> {
                 ));
             }
             let protocol = m.protocol.get_ref().trim().to_ascii_lowercase();
-            if !crate::meters::PROTOCOL_NAMES.contains(&protocol.as_str()) {
+            if !crate::sources::meters::PROTOCOL_NAMES.contains(&protocol.as_str()) {
                 return Err(self.err::<()>(
                     m.protocol.span(),
                     "meter.protocol",
                     format!(
                         "unknown protocol {protocol:?}; supported: {}",
-                        crate::meters::PROTOCOL_NAMES.join(", ")
+                        crate::sources::meters::PROTOCOL_NAMES.join(", ")
                     ),
                 ));
             }
@@ -1234,7 +1234,7 @@ impl Validator<'_> {
                 }
                 modes.push((mode, w));
             }
-            modes.sort_by_key(|(m, _)| crate::modes::mode_rank(m));
+            modes.sort_by_key(|(m, _)| crate::analysis::modes::mode_rank(m));
             config.manual.push(ManualConfig {
                 name,
                 description: c.description,

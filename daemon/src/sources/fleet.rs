@@ -18,9 +18,9 @@ use rumqttc::{AsyncClient, ConnectionError, Event, Packet, QoS};
 use tokio_util::sync::CancellationToken;
 use wattson_collectors::Sample;
 
-use super::state::{self, MAX_STATE_BYTES};
-use super::{Backoff, MqttError};
 use crate::config::MqttConfig;
+use crate::publish::mqtt::state::{self, MAX_STATE_BYTES};
+use crate::publish::mqtt::{Backoff, MqttError};
 
 /// Where collected samples go; the SQLite store implements it with a host column.
 pub trait FleetSink: Send {
@@ -144,7 +144,7 @@ pub async fn run(
     stats: &FleetStats,
     cancel: CancellationToken,
 ) -> Result<(), MqttError> {
-    let (mut opts, broker) = super::mqtt_options(cfg, client_id)?;
+    let (mut opts, broker) = crate::publish::mqtt::mqtt_options(cfg, client_id)?;
     opts.set_clean_session(false);
     opts.set_manual_acks(true);
     opts.set_max_packet_size(MAX_STATE_BYTES + 1024, 16 * 1024);
@@ -199,7 +199,7 @@ pub async fn run(
                 stats.connection_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     "collector: {}; retrying in {:.1} s",
-                    super::describe_error(&broker, cfg.username.as_deref(), &e),
+                    crate::publish::mqtt::describe_error(&broker, cfg.username.as_deref(), &e),
                     delay.as_secs_f64()
                 );
                 tokio::select! {

@@ -1,0 +1,14 @@
+//! Where samples come from, as the daemon wires them: serial meters from their config
+//! sections ([`meters`]), smart plugs over MQTT ([`plug`]), other hosts' MQTT state for the
+//! fleet collector ([`fleet`]), and the wall draw estimated from a sweep's calibration when
+//! no meter is here ([`estimate`]). The hardware readers themselves are in the
+//! `wattson-collectors` crate; [`power_model`] drives simulated meters.
+
+pub mod estimate;
+pub mod fleet;
+pub mod meters;
+pub mod plug;
+pub mod power_model;
+
+pub use fleet::{FleetSink, FleetStats, MemorySink, SharedMemorySink};
+pub use plug::{PlugCollector, PlugKind, PlugReading, PlugSpec};
