@@ -76,6 +76,10 @@ pub enum Metric {
     /// nvidia-smi's `--query-compute-apps`), a count. An idle GPU with one resident draws
     /// far more than a bare one (the SM clock is held up). Channel: `gpuN`.
     GpuProcesses,
+    /// Readings a source rejected as implausible since its collector started, a count
+    /// (cumulative; it restarts at zero with the daemon). Channel: the reason
+    /// ([`crate::plausibility::Reason::as_str`]).
+    Rejected,
 }
 
 impl Metric {
@@ -92,7 +96,7 @@ impl Metric {
                 Unit::Share
             }
             Metric::CoreFrequency | Metric::GpuClock => Unit::Megahertz,
-            Metric::PState | Metric::GpuProcesses => Unit::Count,
+            Metric::PState | Metric::GpuProcesses | Metric::Rejected => Unit::Count,
         }
     }
 
@@ -114,6 +118,7 @@ impl Metric {
             Metric::GpuClock => "gpu_clock",
             Metric::PState => "pstate",
             Metric::GpuProcesses => "gpu_processes",
+            Metric::Rejected => "rejected",
         }
     }
 
@@ -135,6 +140,7 @@ impl Metric {
             Metric::GpuClock,
             Metric::PState,
             Metric::GpuProcesses,
+            Metric::Rejected,
         ]
         .into_iter()
         .find(|m| m.as_str() == name)
@@ -191,6 +197,7 @@ mod tests {
             Metric::GpuClock,
             Metric::PState,
             Metric::GpuProcesses,
+            Metric::Rejected,
         ] {
             assert_eq!(Metric::parse(m.as_str()), Some(m));
         }

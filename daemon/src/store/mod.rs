@@ -223,7 +223,8 @@ pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
         | Metric::GpuUtilisation
         | Metric::GpuClock
         | Metric::PState
-        | Metric::GpuProcesses => (true, false),
+        | Metric::GpuProcesses
+        | Metric::Rejected => (true, false),
         Metric::CpuBusy => (channel == "all", false),
         Metric::CoreFrequency => (channel == "mean", false),
         Metric::CpuTime | Metric::IdleResidency => (channel.starts_with("all/"), false),
