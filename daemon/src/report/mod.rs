@@ -7,6 +7,7 @@
 //! tariff's currency per year.
 
 pub mod input;
+pub mod measured;
 pub mod model;
 pub mod render;
 

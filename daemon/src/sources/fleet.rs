@@ -8,6 +8,14 @@
 //! sample per (host, source, metric, channel, ts): a message stored but not acknowledged
 //! before the collector was killed is redelivered to the next run and stored once.
 //! Payloads are bounded ([`MAX_STATE_BYTES`]); malformed ones are counted and dropped.
+//!
+//! Every message passes the shared plausibility rules ([`wattson_collectors::plausibility`])
+//! before it is stored: a `ts` more than 5 minutes after its receipt (a host whose clock says
+//! 9999 would otherwise shut out its own later states) or more than 30 days before it (the
+//! broker keeps a persistent session's messages while the collector is down) drops the
+//! message; an implausible value (-1e12 W, 1e300 W, a power factor of 2.55) drops that
+//! sample. Both are counted per host and stored as the host's `rejected` counts, which
+//! `wattson status --host` shows.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +24,8 @@ use std::time::Instant;
 
 use rumqttc::{AsyncClient, ConnectionError, Event, Packet, QoS};
 use tokio_util::sync::CancellationToken;
-use wattson_collectors::Sample;
+use wattson_collectors::plausibility::{Limits, Reason, Rejections};
+use wattson_collectors::{Metric, Sample};
 
 use crate::config::MqttConfig;
 use crate::publish::mqtt::state::{self, MAX_STATE_BYTES};
@@ -67,14 +76,28 @@ pub struct FleetStats {
     pub duplicates: AtomicU64,
     /// Messages dropped as malformed or oversized.
     pub malformed: AtomicU64,
+    /// Messages dropped as implausible (a timestamp far from their receipt).
+    pub rejected: AtomicU64,
+    /// Samples dropped as implausible (an impossible value) from messages otherwise stored.
+    pub rejected_samples: AtomicU64,
     /// Connection errors (one log line and one backoff step each).
     pub connection_errors: AtomicU64,
 }
 
-/// Remembers the recent `ts` of each host to drop duplicates.
+/// Remembers the recent `ts` of each host to drop duplicates, and what each host had
+/// rejected.
 #[derive(Debug, Default)]
 pub struct Dedupe {
     seen: HashMap<String, BTreeSet<i64>>,
+    rejected: HashMap<String, BTreeMap<String, Rejections>>,
+}
+
+/// How far from its receipt a fleet message's `ts` may be.
+fn fleet_limits() -> Limits {
+    Limits {
+        past_ms: 30 * 24 * 3_600_000,
+        ..Limits::default()
+    }
 }
 
 impl Dedupe {
@@ -92,6 +115,34 @@ impl Dedupe {
             set.pop_first();
         }
         set.insert(ts)
+    }
+}
+
+impl Dedupe {
+    /// Counts a rejection of `source` on `host`; the host's counts for that source.
+    fn reject(&mut self, host: &str, source: &str, reason: Reason) -> &Rejections {
+        let r = self
+            .rejected
+            .entry(host.to_owned())
+            .or_default()
+            .entry(source.to_owned())
+            .or_default();
+        r.record(reason);
+        r
+    }
+}
+
+trait RejectionSamples {
+    /// The counts as [`Metric::Rejected`] samples of `source` at `ts`.
+    fn samples(&self, ts: i64, source: &str) -> Vec<Sample>;
+}
+
+impl RejectionSamples for Rejections {
+    fn samples(&self, ts: i64, source: &str) -> Vec<Sample> {
+        self.nonzero()
+            .into_iter()
+            .map(|(reason, n)| Sample::new(ts, source, Metric::Rejected, reason.as_str(), n as f64))
+            .collect()
     }
 }
 
@@ -115,15 +166,30 @@ pub fn handle(
         return;
     };
     stats.received.fetch_add(1, Ordering::Relaxed);
-    match state::parse(payload) {
-        Ok((ts, samples)) => {
-            if dedupe.first(host, ts) {
-                sink.samples(host, samples);
-                stats.stored.fetch_add(1, Ordering::Relaxed);
-            } else {
-                stats.duplicates.fetch_add(1, Ordering::Relaxed);
+    let received_ms = crate::runtime::sampler::now_ms();
+    match state::parse_payload(payload) {
+        Ok(p) => match p.checked_samples(received_ms, &fleet_limits()) {
+            Err(why) => {
+                stats.rejected.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("dropping state from {topic}: {why}");
+                let counts = dedupe.reject(host, "state", Reason::Timestamp);
+                sink.samples(host, counts.samples(received_ms, "state"));
             }
-        }
+            Ok((mut samples, rejected)) => {
+                if dedupe.first(host, p.ts) {
+                    for (source, why) in &rejected {
+                        stats.rejected_samples.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!("dropping a sample of {topic}: {why}");
+                        let counts = dedupe.reject(host, source, why.reason);
+                        samples.extend(counts.samples(p.ts, source));
+                    }
+                    sink.samples(host, samples);
+                    stats.stored.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    stats.duplicates.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        },
         Err(e) => {
             let n = stats.malformed.fetch_add(1, Ordering::Relaxed);
             // The first few, then every thousandth: a broken publisher must not flood logs.
@@ -226,7 +292,13 @@ pub async fn run(
 mod tests {
     use super::*;
 
-    const VALID: &str = r#"{"ts":1767225600000,"interval_s":1,"power_w":61.5,"series":[["meter:wall","power","",61.5],["cpu","cpu_busy","all",0.25],["cpu","core_frequency","cpu0",2200.0]]}"#;
+    /// A valid payload stamped now (the collector refuses times far from their receipt).
+    fn valid() -> String {
+        format!(
+            r#"{{"ts":{},"interval_s":1,"power_w":61.5,"series":[["meter:wall","power","",61.5],["cpu","cpu_busy","all",0.25],["cpu","core_frequency","cpu0",2200.0]]}}"#,
+            crate::runtime::sampler::now_ms()
+        )
+    }
 
     /// Handles one payload and checks what reached the sink: finite values, one `ts`,
     /// every message counted once.
@@ -237,7 +309,8 @@ mod tests {
         handle("w", "w/h/state", payload, &mut d, &mut sink, &stats);
         let stored = stats.stored.load(Ordering::Relaxed);
         let malformed = stats.malformed.load(Ordering::Relaxed);
-        assert_eq!(stored + malformed, 1);
+        let rejected = stats.rejected.load(Ordering::Relaxed);
+        assert_eq!(stored + malformed + rejected, 1);
         if let Some(samples) = sink.by_host.get("h") {
             let ts = samples.first().map(|s| s.ts_ms);
             for s in samples {
@@ -267,11 +340,12 @@ mod tests {
         /// quotes, huge exponents): never panics, counts it once.
         #[test]
         fn fuzz_mutated_state_payloads_never_panic(
-            at in 0usize..VALID.len(),
+            at in 0usize..120,
             len in 0usize..20,
             insert in "[-0-9eE.,\\[\\]\"{}:a-z ]{0,24}|1e400|-1e400|NaN|9223372036854775808",
         ) {
-            let mut text = VALID.to_owned();
+            let mut text = valid();
+            let at = at.min(text.len());
             let end = (at + len).min(text.len());
             text.replace_range(at..end, &insert);
             check(text.as_bytes());
@@ -291,7 +365,11 @@ mod tests {
         let mut sink = MemorySink::default();
         let stats = FleetStats::default();
         let mut d = Dedupe::default();
-        let msg = br#"{"ts":10,"series":[["cpu","cpu_busy","all",0.5]]}"#;
+        let msg = format!(
+            r#"{{"ts":{},"series":[["cpu","cpu_busy","all",0.5]]}}"#,
+            crate::runtime::sampler::now_ms()
+        );
+        let msg = msg.as_bytes();
         for _ in 0..3 {
             handle("w", "w/h1/state", msg, &mut d, &mut sink, &stats);
         }
@@ -302,6 +380,51 @@ mod tests {
         assert_eq!(stats.duplicates.load(Ordering::Relaxed), 2);
         assert_eq!(stats.malformed.load(Ordering::Relaxed), 1);
         assert_eq!(stats.stored.load(Ordering::Relaxed), 2);
+    }
+
+    /// Regression: states with -1e12 W or 1e300 W were stored (status then showed GBP
+    /// 1,152,909,004), and one state in the year 9999 shut out every later state of its host.
+    #[test]
+    fn implausible_states_are_counted_and_do_not_shut_out_later_ones() {
+        let mut sink = MemorySink::default();
+        let stats = FleetStats::default();
+        let mut d = Dedupe::default();
+        let now = crate::runtime::sampler::now_ms();
+        let msg =
+            |ts: i64, w: f64| format!(r#"{{"ts":{ts},"series":[["meter:wall","power","",{w}]]}}"#);
+        for (ts, w) in [
+            (now - 2000, -1e12),
+            (now - 1000, 1e300),
+            (253_402_300_799_000, 50.0),
+            (now, 50.0),
+        ] {
+            handle(
+                "w",
+                "w/h/state",
+                msg(ts, w).as_bytes(),
+                &mut d,
+                &mut sink,
+                &stats,
+            );
+        }
+        let power: Vec<&Sample> = sink.by_host["h"]
+            .iter()
+            .filter(|s| s.metric == Metric::Power)
+            .collect();
+        assert_eq!(power.len(), 1);
+        assert_eq!((power[0].ts_ms, power[0].value), (now, 50.0));
+        assert_eq!(stats.rejected.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.rejected_samples.load(Ordering::Relaxed), 2);
+        let counted: Vec<(String, f64)> = sink.by_host["h"]
+            .iter()
+            .filter(|s| s.metric == Metric::Rejected)
+            .map(|s| (s.channel.clone(), s.value))
+            .collect();
+        assert!(counted.contains(&("power".to_owned(), 2.0)), "{counted:?}");
+        assert!(
+            counted.contains(&("timestamp".to_owned(), 1.0)),
+            "{counted:?}"
+        );
     }
 
     #[test]

@@ -3,10 +3,17 @@
 //!
 //! Samples wait in memory until [`Writer::flush`]. A flush appends them to each series'
 //! open chunk, updates the open hour's rollup (and its minutes, with energy integrated
-//! between continuous power samples), and writes every changed open chunk and open hour in
-//! one transaction, so a killed process loses at most the batch it was flushing. Chunks
-//! that close are appended to `raw_chunk` (`raw_detail_chunk` for per-core CPU series,
-//! which are pruned sooner).
+//! between continuous power samples and the time that covers), and writes every changed
+//! open chunk and open hour in one transaction, so a killed process loses at most the batch
+//! it was flushing. Chunks that close are appended to `raw_chunk` (`raw_detail_chunk` for
+//! per-core CPU series, which are pruned sooner).
+//!
+//! A pair of power samples is continuous when no recorded gap overlaps it and it is no
+//! longer than [`integrate::max_pair_ms`] of the series' spacing: the one configured for its
+//! source ([`StoreOptions::spacing_ms`]), else the one its batch states (a fleet host's
+//! publish interval), else the median of the series' last few sample intervals. The pair
+//! that straddles a restart of the writer is judged like any other, so a fleet collector's
+//! restart costs its hosts no energy; the daemon records its own downtime as a gap.
 //!
 //! Each series is stored in time order: a sample whose timestamp is not after the newest
 //! one stored for its series (the wall clock stepped back, or a fleet message came twice)
@@ -14,7 +21,7 @@
 //! repeated hour is kept once in raw data as it is in the rollups. Times are UTC ms,
 //! energy Wh.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{OptionalExtension, params};
@@ -41,7 +48,9 @@ pub struct FlushStats {
 }
 
 enum Pending {
-    Samples(Option<String>, Vec<Sample>),
+    /// Samples of a host (the configured one when `None`), with the spacing of their
+    /// sources when the sender knows it (ms).
+    Samples(Option<String>, Option<i64>, Vec<Sample>),
     Gap {
         host: Option<String>,
         source: String,
@@ -79,6 +88,8 @@ struct Acc {
     min: f64,
     max: f64,
     energy_wh: f64,
+    /// ms; `None` in a minute stored before covered time was.
+    covered_ms: Option<i64>,
 }
 
 impl Default for Acc {
@@ -89,6 +100,7 @@ impl Default for Acc {
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
             energy_wh: 0.0,
+            covered_ms: Some(0),
         }
     }
 }
@@ -101,19 +113,28 @@ impl Acc {
         self.max = self.max.max(v);
     }
 
-    fn from_stored(n: u64, mean: f64, min: f64, max: f64, energy_wh: f64) -> Acc {
-        if n == 0 {
+    fn from_stored(m: &MinuteRollup) -> Acc {
+        if m.n == 0 {
             return Acc {
-                energy_wh,
+                energy_wh: m.energy_wh,
+                covered_ms: m.covered_ms,
                 ..Acc::default()
             };
         }
         Acc {
-            n,
-            sum: mean * n as f64,
-            min,
-            max,
-            energy_wh,
+            n: m.n,
+            sum: m.mean * m.n as f64,
+            min: m.min,
+            max: m.max,
+            energy_wh: m.energy_wh,
+            covered_ms: m.covered_ms,
+        }
+    }
+
+    fn integrate(&mut self, wh: f64, ms: i64) {
+        self.energy_wh += wh;
+        if let Some(c) = self.covered_ms.as_mut() {
+            *c += ms;
         }
     }
 
@@ -129,6 +150,11 @@ impl Acc {
 struct HourAcc {
     hour_ms: i64,
     all: Acc,
+    /// The hour's energy and covered time, kept apart from the minutes' so that they stay
+    /// exact (minutes store energy to 1 mWh).
+    energy_wh: f64,
+    covered_ms: i64,
+    approximate: bool,
     minutes: BTreeMap<u8, Acc>,
     dirty: bool,
 }
@@ -139,23 +165,39 @@ impl HourAcc {
             return HourAcc {
                 hour_ms,
                 all: Acc::default(),
+                energy_wh: 0.0,
+                covered_ms: 0,
+                approximate: false,
                 minutes: BTreeMap::new(),
                 dirty: false,
             };
         };
+        let all = MinuteRollup {
+            n: h.n,
+            mean: h.mean,
+            min: h.min,
+            max: h.max,
+            ..MinuteRollup::default()
+        };
         HourAcc {
             hour_ms,
-            all: Acc::from_stored(h.n, h.mean, h.min, h.max, 0.0),
+            all: Acc::from_stored(&all),
+            energy_wh: h.energy_wh.unwrap_or(0.0),
+            covered_ms: h.covered_ms.unwrap_or(0),
+            approximate: h.approximate || h.covered_ms.is_none(),
             minutes: h
                 .minutes
                 .iter()
-                .map(|m| {
-                    let acc = Acc::from_stored(m.n, m.mean, m.min, m.max, m.energy_wh);
-                    (m.minute, acc)
-                })
+                .map(|m| (m.minute, Acc::from_stored(m)))
                 .collect(),
             dirty: false,
         }
+    }
+
+    fn integrate(&mut self, minute: u8, wh: f64, ms: i64) {
+        self.minutes.entry(minute).or_default().integrate(wh, ms);
+        self.energy_wh += wh;
+        self.covered_ms += ms;
     }
 
     fn to_rollup(&self, power: bool) -> HourRollup {
@@ -166,7 +208,9 @@ impl HourAcc {
             mean,
             min,
             max,
-            energy_wh: power.then(|| self.minutes.values().map(|m| m.energy_wh).sum()),
+            energy_wh: power.then_some(self.energy_wh),
+            covered_ms: power.then_some(self.covered_ms.clamp(0, HOUR_MS)),
+            approximate: power && self.approximate,
             minutes: self
                 .minutes
                 .iter()
@@ -179,9 +223,56 @@ impl HourAcc {
                         min,
                         max,
                         energy_wh: m.energy_wh,
+                        covered_ms: m.covered_ms,
                     }
                 })
                 .collect(),
+        }
+    }
+}
+
+/// The spacing a series' pairs are judged by (see the module documentation).
+struct Spacing {
+    /// Configured for the source, or stated by the batch, ms.
+    fixed: Option<i64>,
+    /// The series' last few sample intervals, ms.
+    recent: VecDeque<i64>,
+    /// What `series.spacing_ms` says.
+    stored: Option<i64>,
+}
+
+/// Intervals the learned spacing is the median of.
+const LEARNED_FROM: usize = 5;
+/// A series of unknown spacing integrates its first pair up to twice Tasmota's default
+/// telemetry period (300 s), so a plug at its defaults is covered from its second reading.
+const UNKNOWN_SPACING_MS: i64 = 300_000;
+
+impl Spacing {
+    fn current(&self) -> Option<i64> {
+        self.fixed.or_else(|| {
+            let mut v: Vec<i64> = self.recent.iter().copied().collect();
+            v.sort_unstable();
+            v.get(v.len() / 2).copied()
+        })
+    }
+
+    fn max_pair_ms(&self) -> i64 {
+        integrate::max_pair_ms(self.current().unwrap_or(UNKNOWN_SPACING_MS))
+    }
+
+    fn observe(&mut self, interval_ms: i64) {
+        if self.recent.len() == LEARNED_FROM {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(interval_ms);
+    }
+
+    /// The spacing to store, when it differs from the stored one by more than a tenth.
+    fn to_store(&self) -> Option<i64> {
+        let now = self.current()?;
+        match self.stored {
+            Some(s) if (now - s).abs() * 10 <= s => None,
+            _ => Some(now),
         }
     }
 }
@@ -196,7 +287,9 @@ struct SeriesState {
     open: Option<OpenChunk>,
     /// The newest timestamp stored for the series (UTC ms); later samples must pass it.
     newest_ms: Option<i64>,
+    /// The newest sample, the start of the next pair.
     prev: Option<(i64, f64)>,
+    spacing: Spacing,
     hour: Option<HourAcc>,
 }
 
@@ -257,8 +350,23 @@ impl Writer {
 
     /// Queues samples of `host` (the configured host when `None`).
     pub fn push(&mut self, host: Option<String>, samples: Vec<Sample>) {
+        self.push_with_spacing(host, None, samples);
+    }
+
+    /// Queues samples of `host` whose sources' spacing the sender knows, ms (a fleet host's
+    /// publish interval); `None` leaves it to the configuration or the data.
+    pub fn push_with_spacing(
+        &mut self,
+        host: Option<String>,
+        spacing_ms: Option<i64>,
+        samples: Vec<Sample>,
+    ) {
         self.pending_samples += samples.len();
-        self.pending.push(Pending::Samples(host, samples));
+        self.pending.push(Pending::Samples(
+            host,
+            spacing_ms.filter(|s| *s > 0),
+            samples,
+        ));
     }
 
     /// Queues a gap `[start_ms, end_ms]` of `source` on `host` (configured host if `None`).
@@ -396,7 +504,7 @@ impl Writer {
             }
         }
         for p in pending {
-            if let Pending::Samples(host, samples) = p {
+            if let Pending::Samples(host, spacing, samples) = p {
                 let host = host.unwrap_or_else(|| self.options.host.clone());
                 for sample in samples {
                     if !sample.value.is_finite() {
@@ -404,6 +512,11 @@ impl Writer {
                         continue;
                     }
                     let i = self.state_index(&host, &sample)?;
+                    let configured = host == self.options.host
+                        && self.options.spacing_ms.contains_key(&sample.source);
+                    if spacing.is_some() && !configured {
+                        self.states[i].spacing.fixed = spacing;
+                    }
                     if self.ingest(i, sample.ts_ms, sample.value)? {
                         stats.samples += 1;
                     } else {
@@ -431,6 +544,12 @@ impl Writer {
             );
         }
         for state in &mut self.states {
+            if state.minutes
+                && let Some(spacing) = state.spacing.to_store()
+            {
+                self.store.set_spacing(state.series.id, spacing)?;
+                state.spacing.stored = Some(spacing);
+            }
             if let Some(open) = state.open.as_mut().filter(|o| o.dirty) {
                 write_open(&self.store, state.series.id, open, state.scale)?;
                 open.dirty = false;
@@ -458,21 +577,47 @@ impl Writer {
             self.store
                 .ensure_series(host, &sample.source, sample.metric, &sample.channel)?;
         let open = self.load_open(&series)?;
-        let newest_ms = match open.as_ref().and_then(|o| o.ts.last()) {
-            Some(&ts) => Some(ts),
+        let scale = resolution(series.unit);
+        let newest = match open.as_ref().and_then(|o| o.ts.last().zip(o.q.last())) {
+            Some((&ts, &q)) => Some((ts, dequantise(q, scale))),
             None => self.newest_closed(series.id)?,
         };
         let (hourly, minutes) = rollup_kind(series.metric, &series.channel);
+        if minutes && let Some((ts, _)) = newest {
+            // Gaps recorded before this writer started that the next pair may straddle.
+            let key = (host.to_owned(), sample.source.clone());
+            if !self.gaps.contains_key(&key) {
+                let known: Vec<(i64, i64)> = self
+                    .store
+                    .gaps(host, ts, i64::MAX)?
+                    .into_iter()
+                    .filter(|g| g.source == sample.source)
+                    .map(|g| (g.start_ms, g.end_ms))
+                    .collect();
+                self.gaps.insert(key, known);
+            }
+        }
+        // Configured intervals are this host's; a fleet collector's other hosts state theirs
+        // or have it learned.
+        let configured = (host == self.options.host)
+            .then(|| self.options.spacing_ms.get(&series.source).copied())
+            .flatten();
+        let spacing = Spacing {
+            fixed: configured,
+            recent: series.spacing_ms.into_iter().collect(),
+            stored: series.spacing_ms,
+        };
         let i = self.states.len();
         self.states.push(SeriesState {
-            scale: resolution(series.unit),
+            scale,
             detail: is_per_core(series.metric, &series.channel),
             series,
             hourly,
             minutes,
             open,
-            newest_ms,
-            prev: None,
+            newest_ms: newest.map(|n| n.0),
+            prev: newest,
+            spacing,
             hour: None,
         });
         self.index
@@ -508,18 +653,22 @@ impl Writer {
         .transpose()
     }
 
-    /// The newest timestamp in the closed chunks of a series, for a series with no open
-    /// chunk.
-    fn newest_closed(&self, series_id: i64) -> Result<Option<i64>, StoreError> {
+    /// The newest sample (ms, value) in the closed chunks of a series, for a series with no
+    /// open chunk.
+    fn newest_closed(&self, series_id: i64) -> Result<Option<(i64, f64)>, StoreError> {
         self.store
             .conn
             .prepare_cached(
-                "SELECT max(t) FROM (
-                   SELECT max(last_ts_ms) AS t FROM raw_chunk WHERE series_id = ?1
+                "SELECT last_ts_ms, last_value FROM (
+                   SELECT last_ts_ms, last_value FROM raw_chunk WHERE series_id = ?1
                    UNION ALL
-                   SELECT max(last_ts_ms) FROM raw_detail_chunk WHERE series_id = ?1)",
+                   SELECT last_ts_ms, last_value FROM raw_detail_chunk WHERE series_id = ?1)
+                 ORDER BY last_ts_ms DESC LIMIT 1",
             )
-            .and_then(|mut s| s.query_row([series_id], |r| r.get(0)))
+            .and_then(|mut s| {
+                s.query_row([series_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
             .map_err(|e| self.store.sql(e))
     }
 
@@ -566,28 +715,31 @@ impl Writer {
     }
 
     fn roll_up(&mut self, i: usize, ts: i64, value: f64) -> Result<(), StoreError> {
-        let state = &self.states[i];
-        let mut pieces: Vec<(i64, f64)> = Vec::new();
+        let state = &mut self.states[i];
+        // (minute start, Wh, covered ms) of the pair that ends at this sample.
+        let mut pieces: Vec<(i64, f64, i64)> = Vec::new();
         if state.minutes
             && let Some((t0, v0)) = state.prev
+            && ts > t0
         {
             let key = (state.series.host.clone(), state.series.source.clone());
             let gaps = self.gaps.get(&key).map_or(&[][..], Vec::as_slice);
-            if integrate::continuous(t0, ts, self.options.max_interval_ms(), gaps) {
+            if integrate::continuous(t0, ts, state.spacing.max_pair_ms(), gaps) {
                 let mut m = floor_to(t0, MINUTE_MS);
                 while m < ts {
+                    let end = m + MINUTE_MS;
                     pieces.push((
                         m,
-                        integrate::clipped_wh(t0, v0, ts, value, m, m + MINUTE_MS),
+                        integrate::clipped_wh(t0, v0, ts, value, m, end),
+                        integrate::clipped_ms(t0, ts, m, end),
                     ));
-                    m += MINUTE_MS;
+                    m = end;
                 }
             }
+            state.spacing.observe(ts - t0);
         }
-        for (minute_ms, wh) in pieces {
-            self.with_hour(i, minute_ms, |h| {
-                h.minutes.entry(minute_of(minute_ms)).or_default().energy_wh += wh;
-            })?;
+        for (minute_ms, wh, ms) in pieces {
+            self.with_hour(i, minute_ms, |h| h.integrate(minute_of(minute_ms), wh, ms))?;
         }
         let minutes = self.states[i].minutes;
         self.with_hour(i, ts, |h| {

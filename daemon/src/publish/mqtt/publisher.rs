@@ -37,8 +37,9 @@ const STABLE_CONNECTION: Duration = Duration::from_secs(10);
 /// Budget for publishing `offline` and disconnecting on shutdown.
 const SHUTDOWN_BUDGET: Duration = Duration::from_millis(800);
 
-/// The daemon's figures from its store, read once per publish.
-pub type ExtrasFn = Arc<dyn Fn() -> StateExtras + Send + Sync>;
+/// The daemon's figures from its store and live view, kept up to date by a feed of their
+/// own ([`crate::runtime::ledger_feed`]): reading them never waits.
+pub type Extras = tokio::sync::watch::Receiver<StateExtras>;
 
 /// Counters a caller can watch (tests, `wattson status`).
 #[derive(Debug, Default)]
@@ -76,7 +77,7 @@ impl Publisher {
         cfg: MqttConfig,
         host: String,
         live: Arc<LiveState>,
-        extras: ExtrasFn,
+        extras: Extras,
         cancel: CancellationToken,
     ) -> Result<PublisherHandle, MqttError> {
         let (mut opts, broker) = super::mqtt_options(&cfg, &cfg.client_id)?;
@@ -148,7 +149,7 @@ struct Task {
     host: String,
     client: AsyncClient,
     live: Arc<LiveState>,
-    extras: ExtrasFn,
+    extras: Extras,
     stats: Arc<PublisherStats>,
     availability: String,
     state_topic: String,
@@ -269,7 +270,7 @@ impl Task {
             return;
         }
         let latest = self.live.latest();
-        let extras = (self.extras)();
+        let extras = self.extras.borrow().clone();
         let Some(snapshot) = state::build(&means, &latest, &extras, interval.as_secs_f64()) else {
             return;
         };
