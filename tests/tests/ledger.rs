@@ -450,7 +450,7 @@ fn smart_plugs_at_60_and_300_s_report_the_truth() {
     let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
     let watcher = Watcher::start(broker.port, "plug-watch", &["wattson/+/state"]);
     let dir = tempfile::tempdir().unwrap();
-    for (period_s, count) in [(60_i64, 31_i64), (300, 12)] {
+    for (period_s, count) in [(60_i64, 30_i64), (300, 11)] {
         let host = format!("e2e-plug{period_s}");
         let db = dir.path().join(format!("{host}.db"));
         let extra = format!(
@@ -461,45 +461,38 @@ fn smart_plugs_at_60_and_300_s_report_the_truth() {
         let config = config_for(dir.path(), &host, &db, &extra);
         let mut daemon = Child::run_daemon(&config, &[]);
         let topic = format!("tele/{host}/SENSOR");
-        // Readings `period_s` apart, the newest now, the oldest within the hour a plug's
-        // own time is trusted.
+        // `count` readings `period_s` apart ending a period ago, the oldest within the hour a
+        // plug's own time is trusted; then one more, now, as the plug's next report.
         let now = now_ms();
-        let first = now - (count - 1) * period_s * 1000;
+        let first = now - count * period_s * 1000;
         let reading = |k: i64| {
             let ts = first + k * period_s * 1000;
             tasmota(ts, 1.0 + WATTS * (ts - first) as f64 / 3_600_000.0 / 1000.0)
         };
-        // The first reading again and again until the daemon has subscribed and stored it
-        // (repeats have the same time: dropped as not newer).
-        daemon.wait_for("the plug subscription", Duration::from_secs(20), || {
+        daemon.wait_for_log("plugs: subscribed", Duration::from_secs(20));
+        let send = |from: i64, to: i64| {
             rt.block_on(publish(
                 broker.port,
-                &format!("{host}-probe"),
+                &format!("{host}-plug-{from}"),
                 &topic,
-                vec![reading(0)],
-                Duration::ZERO,
+                (from..to).map(reading).collect(),
+                Duration::from_millis(150),
             ));
-            (!power_points(&db, &host, "meter:plug").is_empty()).then_some(())
-        });
-        rt.block_on(publish(
-            broker.port,
-            &format!("{host}-plug"),
-            &topic,
-            (1..count).map(reading).collect(),
-            Duration::from_millis(150),
-        ));
-        daemon.wait_for("every plug reading stored", Duration::from_secs(20), || {
+        };
+        send(0, count);
+        daemon.wait_for("the readings stored", Duration::from_secs(20), || {
             (power_points(&db, &host, "meter:plug").len() as i64 == count).then_some(())
         });
-        // A state that counts every reading.
-        let last_ts = power_points(&db, &host, "meter:plug").last().unwrap().0;
+        // A state goes out when a report arrives, with the energy stored by then.
+        let stored = power_points(&db, &host, "meter:plug").last().unwrap().0;
+        send(count, count + 1);
         daemon.wait_for(
-            "a state counting every reading",
+            "a state counting the readings",
             Duration::from_secs(20),
             || {
                 states(&watcher, &host)
                     .iter()
-                    .any(|s| s["energy_ts"].as_i64() == Some(last_ts))
+                    .any(|s| s["energy_ts"].as_i64() >= Some(stored))
                     .then_some(())
             },
         );
@@ -512,7 +505,7 @@ fn smart_plugs_at_60_and_300_s_report_the_truth() {
         within(
             &format!("{host} truth"),
             truth,
-            WATTS * ((count - 1) * period_s) as f64 / 3600.0,
+            WATTS * (count * period_s) as f64 / 3600.0,
             1e-9,
         );
         check_state(&watcher, &host, first);
@@ -854,22 +847,13 @@ fn hostile_plug_power_is_rejected() {
     let config = config_for(env.dir.path(), host, &env.db, &extra);
     let mut daemon = Child::run_daemon(&config, &[]);
     let good = |kwh: f64| format!(r#"{{"ENERGY":{{"Power":{WATTS},"Total":{kwh}}}}}"#);
-    daemon.wait_for("the plug subscription", Duration::from_secs(20), || {
-        rt.block_on(publish(
-            broker.port,
-            "probe",
-            "tele/hostile/SENSOR",
-            vec![good(0.1)],
-            Duration::ZERO,
-        ));
-        (!power_points(&env.db, host, "meter:wall").is_empty()).then_some(())
-    });
+    daemon.wait_for_log("plugs: subscribed", Duration::from_secs(20));
     let hostile = r#"{"ENERGY":{"Power":99999999,"Total":100}}"#.to_owned();
     rt.block_on(publish(
         broker.port,
         "hostile",
         "tele/hostile/SENSOR",
-        vec![hostile.clone(), hostile, good(0.1)],
+        vec![good(0.1), hostile.clone(), hostile, good(0.1)],
         Duration::from_millis(1100),
     ));
     daemon.wait_for("the rejections counted", Duration::from_secs(20), || {
@@ -959,4 +943,161 @@ fn hostile_fleet_states_are_rejected_and_do_not_shut_out_later_ones() {
         "state",
     );
     assert!(t.contains(&("timestamp".to_owned(), 1)), "{t:?}");
+}
+
+/// Home Assistant's verdict on an entity, restated from its sources (home-assistant/core):
+/// - `homeassistant/components/sensor/const.py`, `DEVICE_CLASS_STATE_CLASSES`: `energy`
+///   allows `total` and `total_increasing`, `monetary` only `total`, `power` only
+///   `measurement` (a sensor breaking this is logged as impossible on every state write);
+/// - the recorder compiles long-term statistics only for sensors with a state class, so an
+///   entity without one has none (`statistics_not_defined`);
+/// - `homeassistant/components/energy/validate.py`, `_async_validate_usage_stat` (the grid
+///   consumption, `stat_energy_from`): statistics defined, a numeric state that is not
+///   negative (`entity_negative_state`), device class `energy`
+///   (`entity_unexpected_device_class`), a unit of `UnitOfEnergy`
+///   (`entity_unexpected_unit_energy`), state class `measurement`, `total` or
+///   `total_increasing` (`entity_unexpected_state_class`), and `measurement` only with
+///   `last_reset`; `_async_validate_cost_stat` (the "entity tracking the total costs",
+///   `stat_cost`): statistics defined, and the same state classes.
+mod home_assistant {
+    use serde_json::Value;
+
+    const STATE_CLASSES: [&str; 3] = ["measurement", "total", "total_increasing"];
+    /// `UnitOfEnergy` (homeassistant/const.py).
+    const ENERGY_UNITS: [&str; 13] = [
+        "J", "kJ", "MJ", "GJ", "mWh", "Wh", "kWh", "MWh", "GWh", "TWh", "cal", "kcal", "Mcal",
+    ];
+
+    /// `DEVICE_CLASS_STATE_CLASSES` for the classes wattson uses.
+    pub fn impossible(config: &Value) -> Option<String> {
+        let dc = config["device_class"].as_str()?;
+        let sc = config["state_class"].as_str()?;
+        let allowed: &[&str] = match dc {
+            "energy" => &["total", "total_increasing"],
+            "monetary" => &["total"],
+            "power" | "voltage" | "current" | "power_factor" | "frequency" => &["measurement"],
+            _ => return None,
+        };
+        (!allowed.contains(&sc)).then(|| format!("state class {sc} with device class {dc}"))
+    }
+
+    fn common(config: &Value, issues: &mut Vec<&'static str>) {
+        match config["state_class"].as_str() {
+            None => {
+                issues.push("statistics_not_defined");
+                issues.push("entity_unexpected_state_class");
+            }
+            Some(sc) if !STATE_CLASSES.contains(&sc) => {
+                issues.push("entity_unexpected_state_class");
+            }
+            Some("measurement") if config.get("last_reset").is_none() => {
+                issues.push("entity_state_class_measurement_no_last_reset");
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// `_async_validate_usage_stat` on an energy entity with its current state.
+    pub fn usage_issues(config: &Value, state: Option<f64>) -> Vec<&'static str> {
+        let mut issues = Vec::new();
+        match state {
+            None => issues.push("entity_unavailable"),
+            Some(v) if v < 0.0 => issues.push("entity_negative_state"),
+            Some(_) => {}
+        }
+        if config["device_class"].as_str() == Some("energy") {
+            let unit = config["unit_of_measurement"].as_str().unwrap_or_default();
+            if !ENERGY_UNITS.contains(&unit) {
+                issues.push("entity_unexpected_unit_energy");
+            }
+        } else {
+            issues.push("entity_unexpected_device_class");
+        }
+        common(config, &mut issues);
+        issues
+    }
+
+    /// `_async_validate_cost_stat` on a cost entity.
+    pub fn cost_issues(config: &Value) -> Vec<&'static str> {
+        let mut issues = Vec::new();
+        common(config, &mut issues);
+        issues
+    }
+
+    /// The state field a wattson entity's value template reads
+    /// (`{{ value_json.FIELD | default(none) }}`).
+    pub fn value(config: &Value, state: &Value) -> Option<f64> {
+        let t = config["value_template"].as_str()?;
+        let field = t
+            .split("value_json.")
+            .nth(1)?
+            .split([' ', '|', '}'])
+            .next()?;
+        state.get(field)?.as_f64()
+    }
+}
+
+/// Home Assistant's Energy dashboard validation reports no error for wattson's energy and
+/// cost entities as `wattson run` announces them (and reproduces the refusal of the
+/// `cost_today`/`cost_month` entities that led to `cost_total`).
+#[test]
+fn home_assistant_energy_validation_accepts_the_energy_and_cost_entities() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let watcher = Watcher::start(broker.port, "ha", &["homeassistant/#", "wattson/+/state"]);
+    let env = TestEnv::new();
+    let host = "e2e-ha";
+    let sim = wattson_tests::simulate("pzem004t", &[1], WATTS);
+    let extra = meter_toml(&sim.path, "1s") + &mqtt_toml(&broker, "1s");
+    let config = config_for(env.dir.path(), host, &env.db, &extra);
+    let mut daemon = Child::run_daemon(&config, &[]);
+    let topic = |object: &str| format!("homeassistant/sensor/wattson_e2e_ha/{object}/config");
+    let state = daemon.wait_for(
+        "the energy and cost entities",
+        Duration::from_secs(30),
+        || {
+            let s = states(&watcher, host)
+                .into_iter()
+                .rev()
+                .find(|s| s.get("energy").is_some() && s.get("cost_total").is_some())?;
+            (watcher.last(&topic("energy")).is_some()
+                && watcher.last(&topic("cost_total")).is_some())
+            .then_some(s)
+        },
+    );
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(10)).is_some());
+    let config_of = |object: &str| -> Value {
+        serde_json::from_slice(&watcher.last(&topic(object)).unwrap().payload).unwrap()
+    };
+    let energy = config_of("energy");
+    assert_eq!(
+        home_assistant::usage_issues(&energy, home_assistant::value(&energy, &state)),
+        Vec::<&str>::new(),
+        "{energy}"
+    );
+    let cost = config_of("cost_total");
+    assert_eq!(
+        home_assistant::cost_issues(&cost),
+        Vec::<&str>::new(),
+        "{cost}"
+    );
+    for object in [
+        "energy",
+        "cost_total",
+        "power",
+        "energy_today",
+        "cost_today",
+    ] {
+        let c = config_of(object);
+        assert_eq!(home_assistant::impossible(&c), None, "{object}: {c}");
+    }
+    // What Home Assistant said of the daily cost sensors, which have no state class (and
+    // keep none: their daily reset would be booked as a refund).
+    let today = config_of("cost_today");
+    assert_eq!(
+        home_assistant::cost_issues(&today),
+        ["statistics_not_defined", "entity_unexpected_state_class"]
+    );
 }

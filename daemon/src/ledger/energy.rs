@@ -249,9 +249,17 @@ fn ragged(
             None => (0.0, 0, false),
         }
     } else if raw_from.is_some_and(|f| f <= start.saturating_sub(max_pair)) {
-        let points = store.raw_points(series, start - max_pair, end + max_pair)?;
+        let points = store.raw_points(
+            series,
+            start.saturating_sub(max_pair),
+            end.saturating_add(max_pair),
+        )?;
         let gaps: Vec<(i64, i64)> = store
-            .gaps(&series.host, start - max_pair, end + max_pair)?
+            .gaps(
+                &series.host,
+                start.saturating_sub(max_pair),
+                end.saturating_add(max_pair),
+            )?
             .into_iter()
             .filter(|g| g.source == series.source)
             .map(|g| (g.start_ms, g.end_ms))

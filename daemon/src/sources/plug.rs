@@ -284,6 +284,7 @@ pub fn spawn_plugs(
         collectors.push(PlugCollector::new(&p.id, rx));
     }
     let user = cfg.username.clone();
+    let topics: Vec<String> = routes.iter().map(|(t, _, _)| t.clone()).collect();
     let join = tokio::spawn(async move {
         let mut backoff = Backoff::reconnect();
         loop {
@@ -298,6 +299,9 @@ pub fn spawn_plugs(
                     for (topic, _, _) in &routes {
                         let _ = client.try_subscribe(topic, QoS::AtMostOnce);
                     }
+                }
+                Ok(Event::Incoming(Packet::SubAck(_))) => {
+                    tracing::info!("plugs: subscribed to {}", topics.join(", "));
                 }
                 Ok(Event::Incoming(Packet::Publish(p))) => {
                     let Some((_, kind, tx)) = routes.iter().find(|(t, _, _)| *t == p.topic) else {

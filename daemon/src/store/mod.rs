@@ -674,9 +674,9 @@ fn decode_minutes(blob: &[u8], scale: f64) -> Result<Vec<MinuteRollup>, codec::D
         .collect())
 }
 
-/// `t` rounded down to a multiple of `step`.
+/// `t` rounded down to a multiple of `step` (saturating at the `i64` range).
 pub fn floor_to(t: i64, step: i64) -> i64 {
-    t.div_euclid(step) * step
+    t.div_euclid(step).saturating_mul(step)
 }
 
 /// `t` rounded up to a multiple of `step`.
