@@ -76,6 +76,10 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
             per_core += 1;
             continue;
         }
+        // Shown summed in their own section.
+        if l.series.metric == Metric::Rejected {
+            continue;
+        }
         readings.push(Reading {
             source: l.series.source.clone(),
             metric: l.series.metric.as_str(),

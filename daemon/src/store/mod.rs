@@ -34,6 +34,7 @@ pub mod codec;
 mod handle;
 pub mod integrate;
 mod read;
+mod rollup;
 mod writer;
 
 #[cfg(test)]
