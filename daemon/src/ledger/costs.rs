@@ -20,8 +20,8 @@ use crate::store::{HOUR_MS, Store, floor_to};
 
 /// The projection looks back this far.
 const PROJECTION_WINDOW_MS: i64 = 7 * 24 * HOUR_MS;
-/// Less covered time than this gives no projection, ms.
-const MIN_PROJECTION_MS: i64 = 30_000;
+/// Less covered time than this gives no projection, ms (ten samples of a 1 s meter).
+const MIN_PROJECTION_MS: i64 = 10_000;
 
 /// The tariff of the config as the analysis type (one conversion, shared with reports).
 pub fn tariff(cfg: &TariffConfig) -> anyhow::Result<Tariff> {
