@@ -311,7 +311,7 @@ async fn broker_restart_reconnects_without_spinning() {
     let outage = Duration::from_secs(4);
     tokio::time::sleep(outage).await; // the measurement window, not synchronisation
     let cpu = thread_cpu_seconds() - cpu0;
-    let errors = h.stats.connection_errors.load(Ordering::Relaxed);
+    let errors = h.stats.connection.connection_errors.load(Ordering::Relaxed);
     eprintln!("outage: {cpu:.3} s CPU in {outage:?}, {errors} connection errors");
     // Generous: 20 % of one core. A spinning reconnect loop uses ~100 %.
     assert!(
@@ -322,7 +322,7 @@ async fn broker_restart_reconnects_without_spinning() {
 
     broker.restart();
     let w = Watcher::start(broker.port, "watch", &["wattson/#", "homeassistant/#"]);
-    let connects = h.stats.connects.load(Ordering::Relaxed);
+    let connects = h.stats.connection.connects.load(Ordering::Relaxed);
     assert!(
         wait_for(Duration::from_secs(15), || w
             .last("wattson/basket/availability")
@@ -332,7 +332,7 @@ async fn broker_restart_reconnects_without_spinning() {
         .await,
         "no reconnect: availability/discovery/state not re-sent"
     );
-    assert!(h.stats.connects.load(Ordering::Relaxed) >= connects.max(2));
+    assert!(h.stats.connection.connects.load(Ordering::Relaxed) >= connects.max(2));
     cancel.cancel();
     h.join.await.unwrap();
 }
@@ -362,13 +362,13 @@ async fn wrong_password(kind: Kind) {
     )
     .unwrap();
     tokio::time::sleep(Duration::from_secs(4)).await; // the observation window
-    let errors = h.stats.connection_errors.load(Ordering::Relaxed);
+    let errors = h.stats.connection.connection_errors.load(Ordering::Relaxed);
     // Backoff 0.5, 1, 2, 4 s (each 50-100 %): at most 5 attempts fit in 4 s.
     assert!(
         (2..=6).contains(&errors),
         "{kind:?}: {errors} error lines in 4 s"
     );
-    assert_eq!(h.stats.connects.load(Ordering::Relaxed), 0);
+    assert_eq!(h.stats.connection.connects.load(Ordering::Relaxed), 0);
     cancel.cancel();
     h.join.await.unwrap();
 
@@ -379,6 +379,7 @@ async fn wrong_password(kind: Kind) {
     assert!(
         wait_for(Duration::from_secs(10), || h
             .stats
+            .connection
             .connects
             .load(Ordering::Relaxed)
             > 0)
@@ -507,15 +508,15 @@ async fn connects(c: MqttConfig) -> (u64, u64) {
     )
     .unwrap();
     wait_for(Duration::from_secs(3), || {
-        h.stats.connects.load(Ordering::Relaxed) > 0
+        h.stats.connection.connects.load(Ordering::Relaxed) > 0
     })
     .await;
     cancel.cancel();
     let stats = h.stats.clone();
     h.join.await.unwrap();
     (
-        stats.connects.load(Ordering::Relaxed),
-        stats.connection_errors.load(Ordering::Relaxed),
+        stats.connection.connects.load(Ordering::Relaxed),
+        stats.connection.connection_errors.load(Ordering::Relaxed),
     )
 }
 
@@ -570,9 +571,11 @@ async fn fleet(kind: Kind, hosts: usize, secs: u64) {
     let start_collector = |cancel: CancellationToken| {
         let (c, mut s, st) = (collector_cfg.clone(), sink.clone(), stats.clone());
         tokio::spawn(async move {
-            fleet::run(&c, "wattson-collect-test", &mut s, &st, cancel)
-                .await
-                .unwrap();
+            let opts = fleet::CollectorOptions {
+                client_id: "wattson-collect-test".into(),
+                max_hosts: 100,
+            };
+            fleet::run(&c, &opts, &mut s, &st, cancel).await.unwrap();
         })
     };
     let mut col_cancel = CancellationToken::new();

@@ -4,6 +4,7 @@
 //! a house; or, with `--jsonl`, appends JSON lines (one object per sample: `host`, `ts` (UTC
 //! ms), `source`, `metric`, `channel`, `value` in the metric's unit).
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use wattson_collectors::Sample;
 
 use crate::sources::FleetSink;
-use crate::sources::fleet::{self, FleetStats};
+use crate::sources::fleet::{self, CollectorOptions, FleetStats, SinkError};
 
 #[derive(Debug, Args)]
 pub struct CollectArgs {
@@ -28,20 +29,53 @@ pub struct CollectArgs {
     /// Store into this database instead of `[storage] path`.
     #[arg(long, value_name = "PATH", conflicts_with = "jsonl")]
     pub db: Option<PathBuf>,
+    /// Most hosts taken (those already in the database first); messages of further hosts
+    /// are acknowledged, counted and logged as refused.
+    #[arg(long, value_name = "N", default_value_t = fleet::DEFAULT_MAX_HOSTS,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_hosts: u32,
 }
 
-/// Stores each host's samples; a message is acknowledged to the broker only after its
-/// samples are committed, so a collector killed mid-way loses nothing the broker kept.
-struct StoreSink(crate::store::StoreHandle);
+/// Stores each host's samples and commits them before the message is acknowledged, so a
+/// collector killed mid-way loses nothing the broker kept. The store is opened without
+/// flushes of its own (see `run`), so the commit's result is this batch's.
+struct StoreSink {
+    store: crate::store::StoreHandle,
+    path: PathBuf,
+}
 
 impl FleetSink for StoreSink {
-    fn samples(&mut self, host: &str, batch: Vec<Sample>) {
-        if let Err(e) = self.0.insert_for_host(host, batch) {
-            tracing::error!("storing samples of {host}: {e}");
-            return;
-        }
-        if let Err(e) = self.0.flush() {
-            tracing::error!("committing samples of {host}: {e}");
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+        let why = |e: &dyn std::error::Error| {
+            let mut text = format!("database {}: {e}", self.path.display());
+            let mut source = e.source();
+            while let Some(s) = source {
+                let more = s.to_string();
+                if !text.contains(&more) {
+                    text.push_str(": ");
+                    text.push_str(&more);
+                }
+                source = s.source();
+            }
+            SinkError(text)
+        };
+        self.store
+            .insert_for_host(host, batch)
+            .map_err(|e| why(&e))?;
+        self.store.flush().map(|_| ()).map_err(|e| why(&e))
+    }
+
+    fn known_hosts(&mut self) -> Vec<String> {
+        let hosts = self.store.query(|s| {
+            s.series()
+                .map(|all| all.into_iter().map(|s| s.host).collect::<BTreeSet<_>>())
+        });
+        match hosts {
+            Ok(Ok(hosts)) => hosts.into_iter().collect(),
+            Ok(Err(e)) | Err(e) => {
+                tracing::warn!("reading the hosts already stored: {e}");
+                Vec::new()
+            }
         }
     }
 }
@@ -50,18 +84,16 @@ impl FleetSink for StoreSink {
 struct JsonLines<W: Write + Send>(W);
 
 impl<W: Write + Send> FleetSink for JsonLines<W> {
-    fn samples(&mut self, host: &str, batch: Vec<Sample>) {
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+        let failed = |e: std::io::Error| SinkError(format!("writing collected samples: {e}"));
         for s in batch {
             let line = serde_json::json!({
                 "host": host, "ts": s.ts_ms, "source": s.source,
                 "metric": s.metric.as_str(), "channel": s.channel, "value": s.value,
             });
-            if let Err(e) = writeln!(self.0, "{line}") {
-                tracing::error!("writing collected samples: {e}");
-                return;
-            }
+            writeln!(self.0, "{line}").map_err(failed)?;
         }
-        let _ = self.0.flush();
+        self.0.flush().map_err(failed)
     }
 }
 
@@ -91,15 +123,27 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 std::fs::create_dir_all(dir)
                     .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
             }
-            let (handle, thread) =
-                crate::store::StoreHandle::spawn(&db, crate::runtime::daemon::store_options(&cfg))
-                    .map_err(|e| anyhow::anyhow!("opening the database {}: {e}", db.display()))?;
+            // Only the collector's own flushes commit, one per message, so a failed
+            // commit is known to be that message's.
+            let options = crate::store::StoreOptions {
+                flush_interval: std::time::Duration::from_secs(24 * 3600),
+                max_batch_samples: usize::MAX,
+                ..crate::runtime::daemon::store_options(&cfg)
+            };
+            let (handle, thread) = crate::store::StoreHandle::spawn(&db, options)
+                .map_err(|e| anyhow::anyhow!("opening the database {}: {e}", db.display()))?;
             tracing::info!("collecting every host's samples into {}", db.display());
             store_thread = Some((handle.clone(), thread));
-            Box::new(StoreSink(handle))
+            Box::new(StoreSink {
+                store: handle,
+                path: db,
+            })
         }
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
+    // Two workers: the sink's commits block one (`block_in_place`) while the MQTT driver
+    // keeps the connection alive on the other.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()?;
     let stats = FleetStats::default();
@@ -122,7 +166,11 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 });
             }
         }
-        fleet::run(&mqtt, &client_id, sink.as_mut(), &stats, cancel).await
+        let opts = CollectorOptions {
+            client_id,
+            max_hosts: args.max_hosts as usize,
+        };
+        fleet::run(&mqtt, &opts, sink.as_mut(), &stats, cancel).await
     })?;
     drop(sink);
     if let Some((handle, thread)) = store_thread {
@@ -133,10 +181,14 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
     }
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     tracing::info!(
-        "collector stopped: {} messages stored, {} duplicates, {} malformed",
+        "collector stopped: {} messages stored, {} duplicates, {} malformed, {} oversized, {} from hosts beyond --max-hosts, {} samples of series beyond the per-host limit, {} failed commits (left to the broker to deliver again)",
         load(&stats.stored),
         load(&stats.duplicates),
-        load(&stats.malformed)
+        load(&stats.malformed),
+        load(&stats.connection.oversized),
+        load(&stats.refused_hosts),
+        load(&stats.refused_series),
+        load(&stats.not_stored)
     );
     Ok(ExitCode::SUCCESS)
 }
