@@ -41,13 +41,13 @@ pub struct CollectArgs {
 /// flushes of its own (see `run`), so the commit's result is this batch's.
 struct StoreSink {
     store: crate::store::StoreHandle,
-    path: PathBuf,
 }
 
 impl FleetSink for StoreSink {
     fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+        // The store's errors name the database; SQLite's reason is their source.
         let why = |e: &dyn std::error::Error| {
-            let mut text = format!("database {}: {e}", self.path.display());
+            let mut text = e.to_string();
             let mut source = e.source();
             while let Some(s) = source {
                 let more = s.to_string();
@@ -134,10 +134,7 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 .map_err(|e| anyhow::anyhow!("opening the database {}: {e}", db.display()))?;
             tracing::info!("collecting every host's samples into {}", db.display());
             store_thread = Some((handle.clone(), thread));
-            Box::new(StoreSink {
-                store: handle,
-                path: db,
-            })
+            Box::new(StoreSink { store: handle })
         }
     };
     // Two workers: the sink's commits block one (`block_in_place`) while the MQTT driver

@@ -318,7 +318,10 @@ pub async fn run(
             persistent_session: true,
             manual_acks: true,
             last_will: None,
-            queue: 1024,
+            // Room for an acknowledgement of every packet id: a broker cannot have more
+            // QoS 1 messages unacknowledged to us, so `ack` never finds the queue full
+            // (rumqttc drains it one request per ten packets read during a flood).
+            queue: 65_536,
             stats: stats.connection.clone(),
         },
     )?;

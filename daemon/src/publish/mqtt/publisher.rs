@@ -132,6 +132,7 @@ impl Publisher {
             remote_announced: None,
             outbox: VecDeque::new(),
             oversized_state_logged: false,
+            foreign_logged: false,
         };
         let join = tokio::spawn(task.run(conn, cancel));
         Ok(PublisherHandle { join, stats })
@@ -166,6 +167,8 @@ struct Task {
     /// At most one message per topic, in the order first queued.
     outbox: VecDeque<Out>,
     oversized_state_logged: bool,
+    /// Entries of the announced list naming entities wattson does not create were logged.
+    foreign_logged: bool,
 }
 
 impl Task {
@@ -181,7 +184,7 @@ impl Task {
                 biased;
                 () = cancel.cancelled() => break,
                 ev = conn.recv() => match ev {
-                    Some(ev) => self.on_event(&conn, ev),
+                    Some(ev) => self.on_event(ev),
                     None => break,
                 },
                 () = live.publish_due() => self.on_tick(interval),
@@ -207,7 +210,7 @@ impl Task {
             .await;
     }
 
-    fn on_event(&mut self, conn: &Connection, ev: Event) {
+    fn on_event(&mut self, ev: Event) {
         match ev {
             Event::Connected { .. } => {
                 self.connected = true;
@@ -218,12 +221,12 @@ impl Task {
                 }
             }
             Event::Disconnected => self.connected = false,
-            Event::Message(m) => self.on_message(conn, &m),
+            Event::Message(m) => self.on_message(&m),
         }
     }
 
     /// A message on one of the two subscribed topics.
-    fn on_message(&mut self, conn: &Connection, m: &Message) {
+    fn on_message(&mut self, m: &Message) {
         if !self.cfg.discovery {
             return;
         }
@@ -234,20 +237,18 @@ impl Task {
             }
         } else if m.topic() == self.announced_topic {
             let (keys, foreign) = discovery::parse_announced(m.payload());
-            if !foreign.is_empty() {
+            if !foreign.is_empty() && !std::mem::replace(&mut self.foreign_logged, true) {
                 let shown: Vec<String> = foreign.iter().take(5).map(|k| format!("{k:?}")).collect();
-                conn.skip(
-                    m,
-                    &format_args!(
-                        "{} entries name no entity wattson creates ({}{}); they are left alone",
-                        foreign.len(),
-                        shown.join(", "),
-                        if foreign.len() > shown.len() {
-                            ", ..."
-                        } else {
-                            ""
-                        }
-                    ),
+                tracing::warn!(
+                    "MQTT: the announced list on {:?} has {} entries that name no entity wattson creates ({}{}): left alone",
+                    m.topic(),
+                    foreign.len(),
+                    shown.join(", "),
+                    if foreign.len() > shown.len() {
+                        ", ..."
+                    } else {
+                        ""
+                    }
                 );
             }
             self.remote_announced = Some(keys);

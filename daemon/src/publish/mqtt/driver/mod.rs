@@ -288,6 +288,7 @@ impl Connection {
         self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
         self.shared.skipped.log(
             self.shared.role,
+            "unreadable",
             message.topic(),
             message.payload().len() as u64,
             message.retained(),
@@ -485,6 +486,7 @@ impl Driver {
         self.shared.stats.oversized.fetch_add(1, Ordering::Relaxed);
         self.shared.skipped.log(
             self.shared.role,
+            "oversized",
             &p.topic,
             size,
             p.retain,
@@ -508,7 +510,11 @@ impl Driver {
             e,
             ConnectionError::Io(_)
                 | ConnectionError::NetworkTimeout
-                | ConnectionError::MqttState(StateError::Io(_) | StateError::ConnectionAborted)
+                | ConnectionError::MqttState(
+                    StateError::Io(_)
+                        | StateError::ConnectionAborted
+                        | StateError::Deserialization(rumqttc::Error::Io(_))
+                )
         );
         match relayed {
             Some(why) if transport => format!("{}: {why}", self.broker),
@@ -526,23 +532,31 @@ async fn forward(tx: &mpsc::Sender<Event>, stop: &CancellationToken, ev: Event) 
     }
 }
 
-/// Logs skipped messages: the first on each topic (up to 256 topics), then every 1000th,
-/// so a broken or hostile publisher cannot flood the log.
+/// Logs skipped messages: the first of each kind (oversized, unreadable) on each topic (up
+/// to 256), then every 1000th, so a broken or hostile publisher cannot flood the log.
 #[derive(Default)]
 struct SkipLog {
-    inner: Mutex<(HashSet<String>, u64)>,
+    inner: Mutex<(HashSet<(&'static str, String)>, u64)>,
 }
 
 impl SkipLog {
     const TOPICS: usize = 256;
 
-    fn log(&self, role: &str, topic: &str, size: u64, retained: bool, why: &dyn std::fmt::Display) {
+    fn log(
+        &self,
+        role: &str,
+        kind: &'static str,
+        topic: &str,
+        size: u64,
+        retained: bool,
+        why: &dyn std::fmt::Display,
+    ) {
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
         let (topics, count) = &mut *inner;
         *count += 1;
-        let first_on_topic = topics.len() < Self::TOPICS && topics.insert(topic.to_owned());
+        let first_on_topic = topics.len() < Self::TOPICS && topics.insert((kind, topic.to_owned()));
         if !first_on_topic && !count.is_multiple_of(1000) {
             return;
         }
@@ -592,9 +606,9 @@ pub fn describe_error(broker: &Broker, user: Option<&str>, e: &ConnectionError) 
         ConnectionError::MqttState(StateError::AwaitPingResp) => {
             format!("{broker}: no answer to a keepalive ping (the broker stalled)")
         }
-        ConnectionError::MqttState(StateError::ConnectionAborted) => {
-            format!("{broker}: the connection was closed")
-        }
+        ConnectionError::MqttState(
+            StateError::ConnectionAborted | StateError::Deserialization(rumqttc::Error::Io(_)),
+        ) => format!("{broker}: the connection was closed"),
         other => format!("{broker}: {other}"),
     }
 }
