@@ -1,6 +1,7 @@
 //! End-to-end MQTT tests against real brokers: rumqttd embedded, and mosquitto when it is
 //! installed (`apt-get install mosquitto`). Tests that need to kill a broker, a password
-//! file or a TLS listener use mosquitto and are skipped (with a note) without it.
+//! file or a TLS listener use mosquitto and are skipped (with a note) without it, except
+//! under CI (`CI=true`), where they fail.
 // Test helpers fail loudly on a broken setup.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -281,8 +282,7 @@ fn thread_cpu_seconds() -> f64 {
 /// discovery. Runs on one thread so that thread's CPU time is all the publisher's.
 #[tokio::test(flavor = "current_thread")]
 async fn broker_restart_reconnects_without_spinning() {
-    if wattson_tests::broker::mosquitto_path().is_none() {
-        eprintln!("skipped: needs mosquitto");
+    if !wattson_tests::broker::have_mosquitto("broker_restart_reconnects_without_spinning") {
         return;
     }
     let mut broker = TestBroker::start(Kind::Mosquitto, &Options::default());
@@ -526,8 +526,15 @@ async fn tls_verifies_the_broker_against_the_ca_file() {
         .arg("version")
         .output()
         .is_ok_and(|o| o.status.success());
-    if wattson_tests::broker::mosquitto_path().is_none() || !have_openssl {
-        eprintln!("skipped: needs mosquitto and openssl");
+    if !wattson_tests::broker::have_mosquitto("tls_verifies_the_broker_against_the_ca_file") {
+        return;
+    }
+    if !have_openssl {
+        assert!(
+            !wattson_tests::broker::in_ci(),
+            "openssl is not installed (CI=true)"
+        );
+        eprintln!("skipped: needs openssl");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -795,8 +802,10 @@ fn mqtt_retries(log: &str) -> usize {
 fn the_daemon_rides_out_a_broker_restart_on_the_same_port() {
     use wattson_tests::{Child, HOST, TestEnv, db_points, meter_toml, now_ms, q, simulate};
     const INTERVAL_MS: i64 = 500;
-    if wattson_tests::broker::mosquitto_path().is_none() {
-        eprintln!("skipped: needs mosquitto (rumqttd cannot be stopped in-process)");
+    // rumqttd cannot be stopped in-process.
+    if !wattson_tests::broker::have_mosquitto(
+        "the_daemon_rides_out_a_broker_restart_on_the_same_port",
+    ) {
         return;
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -942,47 +951,6 @@ fn state_payload(ts: i64, watts: f64) -> String {
     )
 }
 
-/// Connect as `client_id`, publish every `(topic, payload)` at QoS 1 and return once the
-/// broker has acknowledged them all.
-/// `pace`: publish one message per `pace` (a host publishing on its interval) instead of as
-/// fast as the broker takes them.
-async fn publish_acked(
-    port: u16,
-    client_id: String,
-    msgs: Vec<(String, String)>,
-    pace: Option<Duration>,
-) {
-    let mut opts = rumqttc::MqttOptions::new(client_id, "127.0.0.1", port);
-    opts.set_keep_alive(Duration::from_secs(5));
-    let (client, mut el) = rumqttc::AsyncClient::new(opts, 16);
-    let n = msgs.len();
-    let sender = tokio::spawn(async move {
-        let mut ticks = pace.map(tokio::time::interval);
-        for (topic, payload) in msgs {
-            if let Some(t) = ticks.as_mut() {
-                t.tick().await;
-            }
-            client
-                .publish(topic, rumqttc::QoS::AtLeastOnce, false, payload)
-                .await
-                .unwrap();
-        }
-        client
-    });
-    let mut acked = 0;
-    while acked < n {
-        match tokio::time::timeout(Duration::from_secs(20), el.poll()).await {
-            Ok(Ok(rumqttc::Event::Incoming(rumqttc::Packet::PubAck(_)))) => acked += 1,
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => panic!("publisher: {e}"),
-            Err(elapsed) => panic!("publisher: {acked} of {n} acknowledged: {elapsed}"),
-        }
-    }
-    let client = sender.await.unwrap();
-    let _ = client.disconnect().await;
-    let _ = tokio::time::timeout(Duration::from_millis(200), el.poll()).await;
-}
-
 /// Stored power samples `(ts, W)` of `host`, in time order.
 fn host_power(store: &wattson::store::Store, host: &str) -> Vec<(i64, f64)> {
     let filter = wattson::store::SeriesFilter::all()
@@ -1051,7 +1019,13 @@ fn fleet_into_sqlite(kind: Kind) {
                 })
                 .collect();
             msgs.extend(msgs[..5].to_vec());
-            rt.spawn(publish_acked(broker.port, format!("host{i}"), msgs, pace))
+            rt.spawn(wattson_tests::broker::publish_acked(
+                broker.port,
+                format!("host{i}"),
+                msgs,
+                false,
+                pace,
+            ))
         })
         .collect();
     for p in publishers {
