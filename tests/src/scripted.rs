@@ -82,7 +82,8 @@ impl ScriptedBroker {
     }
 }
 
-fn read_packet(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
+/// One packet: its first byte (type and flags) and its body.
+pub fn read_packet(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
     let mut byte = [0u8; 1];
     s.read_exact(&mut byte)?;
     let kind = byte[0];
@@ -98,6 +99,25 @@ fn read_packet(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
     let mut body = vec![0; len];
     s.read_exact(&mut body)?;
     Ok((kind, body))
+}
+
+/// A packet of `kind` (its first byte) around `body`.
+pub fn packet(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![kind];
+    let mut len = body.len();
+    loop {
+        let mut b = (len & 0x7f) as u8;
+        len >>= 7;
+        if len > 0 {
+            b |= 0x80;
+        }
+        out.push(b);
+        if len == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(body);
+    out
 }
 
 /// The client id of a CONNECT body (protocol name, level, flags, keepalive, then the id).

@@ -953,18 +953,7 @@ fn state_payload(ts: i64, watts: f64) -> String {
 
 /// Stored power samples `(ts, W)` of `host`, in time order.
 fn host_power(store: &wattson::store::Store, host: &str) -> Vec<(i64, f64)> {
-    let filter = wattson::store::SeriesFilter::all()
-        .host(host)
-        .source("meter:wall")
-        .metric(Metric::Power);
-    let mut out: Vec<(i64, f64)> = store
-        .raw(&filter, 0, i64::MAX)
-        .unwrap()
-        .into_iter()
-        .flat_map(|(_, p)| p)
-        .collect();
-    out.sort_by_key(|p| p.0);
-    out
+    wattson_tests::host_points(store, host, "meter:wall", Metric::Power)
 }
 
 fn fleet_into_sqlite(kind: Kind) {
@@ -1091,45 +1080,11 @@ fn fleet_of_20_hosts_into_sqlite_stores_every_sample_once() {
 /// subscription, delivers one QoS 1 message, and answers pings. What it does with the
 /// client's PUBACK is the test's choice, which no real broker offers.
 mod scripted {
-    use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
+    use std::io::Write;
+    use std::net::TcpListener;
     use std::time::Duration;
 
-    fn read_packet(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
-        let mut byte = [0u8; 1];
-        s.read_exact(&mut byte)?;
-        let kind = byte[0];
-        let (mut len, mut shift) = (0usize, 0);
-        loop {
-            s.read_exact(&mut byte)?;
-            len |= usize::from(byte[0] & 0x7f) << shift;
-            if byte[0] & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-        }
-        let mut body = vec![0; len];
-        s.read_exact(&mut body)?;
-        Ok((kind, body))
-    }
-
-    fn packet(kind: u8, body: &[u8]) -> Vec<u8> {
-        let mut out = vec![kind];
-        let mut len = body.len();
-        loop {
-            let mut b = (len & 0x7f) as u8;
-            len >>= 7;
-            if len > 0 {
-                b |= 0x80;
-            }
-            out.push(b);
-            if len == 0 {
-                break;
-            }
-        }
-        out.extend_from_slice(body);
-        out
-    }
+    use wattson_tests::scripted::{packet, read_packet};
 
     /// One session: CONNACK (with `session_present`), SUBACK, then PUBLISH `payload` on
     /// `topic` at QoS 1 with packet id 7 (`dup` set on a redelivery). Serves until the

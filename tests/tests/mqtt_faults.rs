@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use wattson::store::{SeriesFilter, Store};
+use wattson::store::Store;
 use wattson_collectors::Metric;
 use wattson_tests::broker::{Kind, Options, TestBroker, Watcher, kinds, publish_acked};
 use wattson_tests::scripted::{Behaviour, ScriptedBroker};
@@ -53,18 +53,7 @@ fn lines<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
 
 /// Stored power samples `(ts, W)` of `host`'s `meter:wall`, in time order.
 fn host_power(store: &Store, host: &str) -> Vec<(i64, f64)> {
-    let filter = SeriesFilter::all()
-        .host(host)
-        .source("meter:wall")
-        .metric(Metric::Power);
-    let mut out: Vec<(i64, f64)> = store
-        .raw(&filter, 0, i64::MAX)
-        .unwrap()
-        .into_iter()
-        .flat_map(|(_, p)| p)
-        .collect();
-    out.sort_by_key(|p| p.0);
-    out
+    wattson_tests::host_points(store, host, "meter:wall", Metric::Power)
 }
 
 /// Hosts with anything stored.

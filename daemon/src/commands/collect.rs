@@ -46,19 +46,7 @@ struct StoreSink {
 impl FleetSink for StoreSink {
     fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
         // The store's errors name the database; SQLite's reason is their source.
-        let why = |e: &dyn std::error::Error| {
-            let mut text = e.to_string();
-            let mut source = e.source();
-            while let Some(s) = source {
-                let more = s.to_string();
-                if !text.contains(&more) {
-                    text.push_str(": ");
-                    text.push_str(&more);
-                }
-                source = s.source();
-            }
-            SinkError(text)
-        };
+        let why = |e: &crate::store::StoreError| SinkError(crate::store::error_chain(e));
         self.store
             .insert_for_host(host, batch)
             .map_err(|e| why(&e))?;

@@ -71,6 +71,23 @@ pub struct PlugReading {
     pub energy_wh: Option<f64>,
 }
 
+impl PlugReading {
+    /// True when every value is a finite number (what the parsers guarantee).
+    pub fn is_finite(&self) -> bool {
+        self.power_w.is_finite()
+            && [
+                self.voltage_v,
+                self.current_a,
+                self.power_factor,
+                self.frequency_hz,
+                self.energy_wh,
+            ]
+            .into_iter()
+            .flatten()
+            .all(f64::is_finite)
+    }
+}
+
 /// Why a plug payload was rejected.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PlugError {
@@ -302,6 +319,42 @@ mod tests {
             parse_tasmota_sensor(&big),
             Err(PlugError::TooLarge(_))
         ));
+    }
+
+    proptest::proptest! {
+        // 2,000 cases; more: PROPTEST_CASES=20000 cargo test -p wattson --lib plug::tests::fuzz
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000)
+        ))]
+
+        /// Arbitrary bytes as either firmware's payload: no panic, finite readings only.
+        #[test]
+        fn fuzz_arbitrary_plug_payloads_never_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400)
+        ) {
+            for r in [parse_tasmota_sensor(&bytes), parse_shelly_switch(&bytes)].iter().flatten() {
+                proptest::prop_assert!(r.is_finite(), "{r:?}");
+            }
+        }
+
+        /// A real payload with a range replaced by JSON-ish text, huge exponents and the
+        /// like: no panic, finite readings only.
+        #[test]
+        fn fuzz_mutated_plug_payloads_never_panic(
+            shelly in proptest::prelude::any::<bool>(),
+            at in 0usize..300,
+            len in 0usize..20,
+            insert in "[-0-9eE.,\\[\\]\"{}:a-zA-Z ]{0,24}|1e400|-1e400|NaN|null|9223372036854775808",
+        ) {
+            let base = if shelly { SHELLY } else { TASMOTA };
+            let mut text = String::from_utf8_lossy(base).into_owned();
+            let at = at.min(text.len());
+            let end = (at + len).min(text.len());
+            text.replace_range(at..end, &insert);
+            for r in [parse_tasmota_sensor(text.as_bytes()), parse_shelly_switch(text.as_bytes())].iter().flatten() {
+                proptest::prop_assert!(r.is_finite(), "{r:?}");
+            }
+        }
     }
 
     #[test]

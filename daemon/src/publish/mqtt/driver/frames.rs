@@ -81,10 +81,10 @@ impl Filter {
         }
     }
 
-    /// The largest packet (remaining length) the client can then receive: a PUBLISH within
-    /// the limit with the longest topic, or a control packet.
+    /// The largest packet (remaining length) the client can then receive: a PUBLISH with
+    /// the longest topic and a payload within the limit (or a marker), or a control packet.
     pub fn max_client_packet(max_payload: usize) -> usize {
-        (max_payload + MAX_PUBLISH_HEADER).max(MAX_CONTROL_PACKET)
+        (max_payload.max(MARKER_LEN) + MAX_PUBLISH_HEADER).max(MAX_CONTROL_PACKET)
     }
 
     /// Feeds bytes read from the broker; appends what the client should read to `out`.
@@ -300,6 +300,15 @@ mod tests {
         let mut f = Filter::new(64 * 1024, NONCE);
         let out = run(&mut f, &stream, 64 * 1024).unwrap();
         assert_eq!(out.len(), 2 + 2 + 15 + 2 + MARKER_LEN);
+    }
+
+    #[test]
+    fn a_marker_with_the_longest_topic_still_fits_the_client() {
+        let topic = "t".repeat(65_535);
+        let stream = publish(1, false, &topic, 1, &[0; 100]);
+        let out = run(&mut Filter::new(0, NONCE), &stream, 4096).unwrap();
+        assert_eq!(out.len(), 1 + 3 + MAX_PUBLISH_HEADER + MARKER_LEN);
+        assert!(MAX_PUBLISH_HEADER + MARKER_LEN <= Filter::max_client_packet(0));
     }
 
     #[test]

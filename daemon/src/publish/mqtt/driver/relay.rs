@@ -129,6 +129,7 @@ async fn accept_loop(
     nonce: [u8; 16],
 ) {
     let me = i32::try_from(std::process::id()).ok();
+    let mut refused = 0_u64;
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -140,9 +141,14 @@ async fn accept_loop(
         };
         let peer = stream.peer_cred().ok().and_then(|c| c.pid());
         if peer.is_none() || peer != me {
-            tracing::warn!(
-                "refused a connection to wattson's MQTT relay socket from process {peer:?}: only wattson itself may use it"
-            );
+            refused += 1;
+            // The first few: another local process must not be able to flood the log.
+            if refused <= 3 {
+                tracing::warn!(
+                    "refused a connection to wattson's MQTT relay socket from process {}: only wattson itself may use it ({refused} refused)",
+                    peer.map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+                );
+            }
             continue;
         }
         if let Ok(mut e) = shared.error.lock() {
