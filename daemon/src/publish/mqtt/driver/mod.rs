@@ -600,7 +600,7 @@ pub fn describe_error(broker: &Broker, user: Option<&str>, e: &ConnectionError) 
             CONNECT_TIMEOUT.as_secs()
         ),
         ConnectionError::FlushTimeout => format!(
-            "{broker}: the broker took no data for {} s (stalled)",
+            "{broker}: a write waited {} s for the broker to read (the broker stalled)",
             CONNECT_TIMEOUT.as_secs()
         ),
         ConnectionError::MqttState(StateError::AwaitPingResp) => {
