@@ -1,0 +1,281 @@
+use super::*;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::from_toml(text, Path::new("test.toml"))
+}
+
+#[test]
+fn empty_file_gives_defaults() {
+    let c = parse("").unwrap();
+    assert_eq!(c.storage.raw_retention, Duration::from_secs(30 * 86_400));
+    assert_eq!(c.storage.detail_retention, Duration::from_secs(3 * 86_400));
+    assert_eq!(c.cpu.interval, Duration::from_secs(1));
+    assert_eq!(c.tariff.price_per_kwh, 0.09);
+    assert!(c.meters.is_empty());
+}
+
+#[test]
+fn unknown_key_is_named_with_its_line() {
+    let err = parse("[storage]\npath = \"/tmp/x.db\"\nretention = \"3d\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("line 3"), "{err}");
+    assert!(err.contains("retention"), "{err}");
+}
+
+#[test]
+fn bad_duration_names_key_and_line() {
+    let err = parse("[cpu]\n\ninterval = \"1 fortnight\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("test.toml:3: cpu.interval:"), "{err}");
+}
+
+#[test]
+fn unknown_protocol_lists_supported() {
+    let err = parse("[[meter]]\nid = \"wall\"\nprotocol = \"pzem999\"\nport = \"/dev/ttyUSB0\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("meter.protocol") && err.contains("pzem004t"),
+        "{err}"
+    );
+}
+
+#[test]
+fn full_example_parses_and_round_trips() {
+    let text = r#"
+[host]
+name = "basket"
+sysfs = "/tmp/sys"
+[storage]
+path = "/tmp/w.db"
+raw_retention = "7d"
+detail_retention = "12h"
+[[meter]]
+id = "wall"
+protocol = "pzem004t"
+port = "/dev/ttyUSB0"
+address = 1
+[[meter]]
+id = "desk"
+protocol = "line"
+port = "/dev/ttyACM0"
+baud = 115200
+[meter.line]
+format = "kv"
+fields = { power = "P", voltage = "U" }
+scale = { power = 0.001 }
+[tariff]
+currency = "gbp"
+price_per_kwh = 0.30
+timezone = "Europe/London"
+[[tariff.period]]
+start = "00:30"
+end = "07:30"
+price_per_kwh = 0.07
+[[tariff.change]]
+effective_from = "2027-01-01"
+price_per_kwh = 0.25
+[mqtt]
+url = "mqtt://broker.lan:1883"
+username = "wattson"
+password_file = "/run/credentials/wattson.service/mqtt"
+[[config]]
+name = "2x Opteron 2.2 GHz, 6 disks"
+modes = { standby = 40.0, idle = 240.0, "1 loop" = 260.0, "2 loops" = 280.0 }
+"#;
+    let c = parse(text).unwrap();
+    assert_eq!(c.host.name, "basket");
+    assert_eq!(c.tariff.currency, "GBP");
+    assert_eq!(c.meters.len(), 2);
+    assert_eq!(c.storage.detail_retention, Duration::from_secs(12 * 3600));
+    assert_eq!(
+        c.meters[1].line.as_ref().unwrap().fields["power"],
+        LineField::Key("P".into())
+    );
+    assert_eq!(c.manual[0].modes[1], ("idle".to_owned(), 240.0));
+    let again = parse(&c.to_effective_toml()).unwrap();
+    assert_eq!(
+        Config {
+            source: None,
+            ..again
+        },
+        Config { source: None, ..c }
+    );
+}
+
+#[test]
+fn password_in_url_is_refused_and_never_echoed() {
+    let err = parse("[mqtt]\nurl = \"mqtt://u:hunter2@h\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("password_file"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+#[test]
+fn durations_parse_and_format() {
+    assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+    assert_eq!(
+        parse_duration("30d").unwrap(),
+        Duration::from_secs(30 * 86_400)
+    );
+    assert!(parse_duration("0s").is_err());
+    assert!(parse_duration("10").is_err());
+    assert_eq!(format_duration(Duration::from_secs(90)), "90s");
+    assert_eq!(format_duration(Duration::from_secs(7200)), "2h");
+}
+
+// -----------------------------------------------------------------------------------
+// Fuzzing: arbitrary text and mutations of a valid file never panic, and every error
+// names a line or a key. Rerun with more cases:
+// PROPTEST_CASES=20000 cargo test -p wattson --lib config::tests::fuzz
+// -----------------------------------------------------------------------------------
+
+const VALID: &str = r#"[host]
+name = "basket"
+[storage]
+path = "/tmp/w.db"
+raw_retention = "7d"
+flush_interval = "5s"
+[[meter]]
+id = "wall"
+protocol = "pzem004t"
+port = "/dev/ttyUSB0"
+address = 1
+interval = "1s"
+[[meter]]
+id = "desk"
+protocol = "line"
+port = "/dev/ttyACM0"
+baud = 115200
+[meter.line]
+format = "csv"
+separator = ";"
+fields = { power = 0, voltage = 1 }
+[cpu]
+interval = "1s"
+[tariff]
+currency = "GBP"
+price_per_kwh = 0.09
+timezone = "Europe/London"
+[[tariff.period]]
+start = "00:30"
+end = "07:30"
+price_per_kwh = 0.07
+[mqtt]
+url = "mqtt://broker.lan:1883"
+username = "wattson"
+password_file = "/etc/wattson/mqtt-password"
+keepalive = "30s"
+[[config]]
+name = "Athlon"
+modes = { standby = 4.0, idle = 78.0 }
+"#;
+
+/// An error names where: `line N` (syntax) or `path:N: key:` (validation).
+fn names_line_or_key(e: &ConfigError) -> bool {
+    match e {
+        ConfigError::Syntax { message, .. } => {
+            message.contains("line ") || message.contains("missing field")
+        }
+        ConfigError::Invalid { line, key, .. } => *line >= 1 && !key.is_empty(),
+        ConfigError::Read { .. } => false,
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Mutation {
+    Delete(usize, usize),
+    Insert(usize, String),
+    DuplicateLine(usize),
+    SwapLines(usize, usize),
+    ReplaceValue(usize, String),
+}
+
+fn mutation() -> impl proptest::strategy::Strategy<Value = Mutation> {
+    use proptest::prelude::*;
+    let token = prop_oneof![
+        any::<String>(),
+        "[-+0-9.eE_inf nan]{0,12}",
+        "\"[0-9a-z: ]{0,10}\"",
+        Just("[[meter]]".to_owned()),
+        Just("=".to_owned()),
+        Just("{".to_owned()),
+        Just("\"\u{0}\"".to_owned()),
+    ];
+    prop_oneof![
+        (any::<usize>(), 0usize..40).prop_map(|(a, n)| Mutation::Delete(a, n)),
+        (any::<usize>(), token.clone()).prop_map(|(a, t)| Mutation::Insert(a, t)),
+        any::<usize>().prop_map(Mutation::DuplicateLine),
+        (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Mutation::SwapLines(a, b)),
+        (any::<usize>(), token).prop_map(|(a, t)| Mutation::ReplaceValue(a, t)),
+    ]
+}
+
+fn apply(text: &str, m: &Mutation) -> String {
+    let mut chars: Vec<char> = text.chars().collect();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    match m {
+        Mutation::Delete(at, n) => {
+            let at = at % (chars.len() + 1);
+            let end = (at + n).min(chars.len());
+            chars.drain(at..end);
+            chars.into_iter().collect()
+        }
+        Mutation::Insert(at, t) => {
+            let at = at % (chars.len() + 1);
+            chars.splice(at..at, t.chars());
+            chars.into_iter().collect()
+        }
+        Mutation::DuplicateLine(i) => {
+            let i = i % lines.len();
+            lines.insert(i, lines[i].clone());
+            lines.join("\n")
+        }
+        Mutation::SwapLines(a, b) => {
+            let n = lines.len();
+            lines.swap(a % n, b % n);
+            lines.join("\n")
+        }
+        Mutation::ReplaceValue(i, t) => {
+            let i = i % lines.len();
+            if let Some((k, _)) = lines[i].split_once('=') {
+                lines[i] = format!("{k}= {t}");
+            }
+            lines.join("\n")
+        }
+    }
+}
+
+#[test]
+fn fuzz_valid_config_parses() {
+    assert!(parse(VALID).is_ok(), "{:?}", parse(VALID).err());
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000)
+    ))]
+
+    #[test]
+    fn fuzz_arbitrary_text_never_panics_and_errors_say_where(text in proptest::prelude::any::<String>()) {
+        if let Err(e) = parse(&text) {
+            proptest::prop_assert!(names_line_or_key(&e), "{e}");
+        }
+    }
+
+    #[test]
+    fn fuzz_mutated_config_never_panics_and_errors_say_where(
+        muts in proptest::collection::vec(mutation(), 1..4)
+    ) {
+        let mut text = VALID.to_owned();
+        for m in &muts {
+            text = apply(&text, m);
+        }
+        if let Err(e) = parse(&text) {
+            proptest::prop_assert!(names_line_or_key(&e), "{e}\n--- input:\n{text}");
+        }
+    }
+}
