@@ -14,7 +14,7 @@ pub fn run(path: Option<&Path>) -> anyhow::Result<ExitCode> {
             .as_ref()
             .and_then(|m| m.password_file.as_deref()),
     );
-    crate::output::print(&config.to_effective_toml());
+    crate::output::print(&config.to_effective_toml()?);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,36 +3,56 @@
 //! Lookup order: `--config PATH`, else `$WATTSON_CONFIG`, else `/etc/wattson/wattson.toml`.
 //! Unknown keys are errors. Every error names the file, the key and (where known) the line,
 //! and a bad config makes the process exit with `EX_CONFIG` (78).
+//!
+//! The file is read into [`file`]'s structs (names already in their domain types), checked
+//! and assembled once by [`validate`] into [`Config`], which every command uses; what
+//! `config check` passes, `run` runs. [`effective`] prints a [`Config`] back by serialising
+//! it. Durations are in [`duration`].
 
 mod duration;
 mod effective;
 mod file;
+mod lines;
+mod meter;
 mod validate;
 
-use std::collections::BTreeMap;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
-pub use duration::{format_duration, parse_duration};
+use serde::Serialize;
+use wattson_collectors::meter::line::LineFormat;
+use wattson_collectors::meter::{Parity, Protocol};
+
+pub use duration::{MAX_DURATION, Range, format_duration, parse_duration};
 pub use effective::redact_url;
 use file::FileConfig;
-pub use validate::LINE_FIELDS;
+pub use lines::{LineError, SerialLine, collector_names, serial_lines};
 use validate::Validator;
+pub use validate::{FLUSH, KEEPALIVE, METER_TIMEOUT, PUBLISH, RETENTION, SAMPLING};
 
 /// Default location of the configuration file.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/wattson/wattson.toml";
 /// Exit status for a bad configuration (sysexits.h `EX_CONFIG`).
 pub const EXIT_CONFIG: i32 = 78;
+/// The largest config file read, bytes. A real one is a few KB; this keeps `/dev/zero` or a
+/// runaway file from being read into memory.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+/// The environment variable systemd sets to the directory holding a unit's credentials
+/// (`LoadCredential=`).
+pub const CREDENTIALS_DIRECTORY: &str = "CREDENTIALS_DIRECTORY";
 
 /// A configuration problem, with enough context to find and fix it.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("reading config {path}: {source}")]
+    #[error("reading config {path}: {error}")]
     Read {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
+    #[error("config {path}: {message}")]
+    NotAConfigFile { path: PathBuf, message: String },
     #[error("{path}: {message}")]
     Syntax { path: PathBuf, message: String },
     #[error("{path}:{line}: {key}: {message}")]
@@ -42,33 +62,48 @@ pub enum ConfigError {
         key: String,
         message: String,
     },
+    /// Valid as written, but unusable on this machine as this user (a password file that
+    /// cannot be read, a credential that systemd did not pass).
+    #[error("{path}: {key}: {message}")]
+    Unusable {
+        path: PathBuf,
+        key: String,
+        message: String,
+    },
 }
 
 // ---------------------------------------------------------------------------------------
-// The validated configuration.
+// The validated configuration. `Serialize` writes it back as the file would say it
+// (`config check`); see [`effective`].
 // ---------------------------------------------------------------------------------------
 
 /// The validated configuration the rest of wattson uses.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
     /// Where it came from (`None` for the built-in defaults).
+    #[serde(skip)]
     pub source: Option<PathBuf>,
     pub host: HostConfig,
     pub storage: StorageConfig,
+    #[serde(rename = "meter", skip_serializing_if = "Vec::is_empty")]
     pub meters: Vec<MeterConfig>,
     pub cpu: CpuConfig,
     pub tariff: TariffConfig,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mqtt: Option<MqttConfig>,
-    pub manual: Vec<ManualConfig>,
     pub power: PowerConfig,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ups: Vec<UpsConfig>,
+    #[serde(rename = "plug", skip_serializing_if = "Vec::is_empty")]
     pub plugs: Vec<PlugConfig>,
+    #[serde(rename = "config", skip_serializing_if = "Vec::is_empty")]
+    pub manual: Vec<ManualConfig>,
 }
 
 /// Software-visible power sources inside the box (`[power]`). One switch per source, as in
 /// the file.
 #[allow(clippy::struct_excessive_bools)]
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PowerConfig {
     /// RAPL package/DRAM energy (powercap), when present.
     pub rapl: bool,
@@ -79,156 +114,219 @@ pub struct PowerConfig {
     /// The BMC's DCMI power reading through ipmitool (off by default: it starts a process).
     pub ipmi: bool,
     pub ipmi_command: PathBuf,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ipmi_args: Vec<String>,
+    #[serde(serialize_with = "duration::serialize")]
     pub interval: Duration,
+    #[serde(serialize_with = "duration::serialize")]
     pub ipmi_interval: Duration,
 }
 
 /// A UPS read through Network UPS Tools' upsd (`[[ups]]`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UpsConfig {
     pub id: String,
     pub host: String,
     pub port: u16,
     /// The UPS name in upsd (`ups` in `ups@host`).
     pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub username: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub password_file: Option<PathBuf>,
+    #[serde(serialize_with = "duration::serialize")]
     pub interval: Duration,
 }
 
+/// Which firmware a smart plug runs (`kind = "tasmota"` or `"shelly"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlugKind {
+    /// Tasmota: `tele/<topic>/SENSOR`.
+    Tasmota,
+    /// Shelly Gen2+: `<topic>/status/switch:0`.
+    Shelly,
+}
+
+impl FromStr for PlugKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "tasmota" => Ok(PlugKind::Tasmota),
+            "shelly" => Ok(PlugKind::Shelly),
+            other => Err(format!(
+                "{other:?} is not a plug kind: use \"tasmota\" or \"shelly\""
+            )),
+        }
+    }
+}
+
 /// A smart plug reporting over MQTT, used as a wall meter (`[[plug]]`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlugConfig {
     pub id: String,
-    /// `tasmota` or `shelly`.
-    pub kind: String,
+    pub kind: PlugKind,
     pub topic: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HostConfig {
     pub name: String,
     pub sysfs: PathBuf,
     pub procfs: PathBuf,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StorageConfig {
     pub path: PathBuf,
+    #[serde(serialize_with = "duration::serialize")]
     pub raw_retention: Duration,
     /// How long raw per-core CPU samples (`cpuN`, `cpuN/<x>`) are kept; never longer than
     /// `raw_retention`.
+    #[serde(serialize_with = "duration::serialize")]
     pub detail_retention: Duration,
     /// How often buffered samples are committed (at most this much is lost on a crash).
+    #[serde(serialize_with = "duration::serialize")]
     pub flush_interval: Duration,
 }
 
-/// Serial parity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parity {
-    None,
-    Even,
-    Odd,
-}
-
-impl Parity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Parity::None => "none",
-            Parity::Even => "even",
-            Parity::Odd => "odd",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
+/// One `[[meter]]` as written, with its names in their domain types. Meters that name the
+/// same port share one serial line: see [`serial_lines`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MeterConfig {
     pub id: String,
-    pub protocol: String,
+    pub protocol: Protocol,
     pub port: PathBuf,
+    /// Bit/s; `None`: the protocol's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub baud: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub parity: Option<Parity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_bits: Option<u8>,
+    /// Modbus address; `None`: the protocol's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<u8>,
+    #[serde(serialize_with = "duration::serialize")]
     pub interval: Duration,
+    /// Reply or record timeout; `None`: the protocol's default.
+    #[serde(
+        serialize_with = "duration::serialize_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub timeout: Option<Duration>,
-    pub line: Option<LineFormatConfig>,
+    /// How a `line` meter's text maps to readings (`[meter.line]`).
+    #[serde(
+        serialize_with = "effective::line_format",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub line: Option<LineFormat>,
 }
 
-/// How a text-line meter's lines map to measurements.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LineFormatConfig {
-    pub kv: bool,
-    pub separator: String,
-    /// metric name (`power`, `voltage`, `current`, `power_factor`, `frequency`, `energy`) ->
-    /// CSV column or key.
-    pub fields: BTreeMap<String, LineField>,
-    pub scale: BTreeMap<String, f64>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum LineField {
-    Column(usize),
-    Key(String),
-}
-
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CpuConfig {
     pub enabled: bool,
+    #[serde(serialize_with = "duration::serialize")]
     pub interval: Duration,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TariffConfig {
     pub currency: String,
     pub price_per_kwh: f64,
     pub standing_charge_per_day: f64,
     /// IANA time zone for time-of-use periods; `None` means the machine's local zone.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
+    #[serde(rename = "period", skip_serializing_if = "Vec::is_empty")]
     pub periods: Vec<PeriodConfig>,
+    #[serde(rename = "change", skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<TariffChangeConfig>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PeriodConfig {
+    #[serde(serialize_with = "effective::time_of_day")]
     pub start: chrono::NaiveTime,
+    #[serde(serialize_with = "effective::time_of_day")]
     pub end: chrono::NaiveTime,
     pub price_per_kwh: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TariffChangeConfig {
     pub effective_from: chrono::NaiveDate,
     pub price_per_kwh: f64,
+    #[serde(rename = "period", skip_serializing_if = "Vec::is_empty")]
     pub periods: Vec<PeriodConfig>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::struct_excessive_bools)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MqttConfig {
+    /// Never holds a password (refused by validation); printed through [`redact_url`] all the
+    /// same.
+    #[serde(serialize_with = "effective::redacted_url")]
     pub url: String,
     pub client_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub username: Option<String>,
+    /// The file holding the password, as written; see [`MqttConfig::password_path`].
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub password_file: Option<PathBuf>,
+    /// Or the systemd credential holding it (`LoadCredential=<name>:<file>` in the unit),
+    /// read from `$CREDENTIALS_DIRECTORY/<name>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_credential: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_cert_file: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_key_file: Option<PathBuf>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub insecure_skip_verify: bool,
     pub topic_prefix: String,
     pub discovery_prefix: String,
     pub discovery: bool,
+    #[serde(serialize_with = "duration::serialize")]
     pub publish_interval: Duration,
+    #[serde(serialize_with = "duration::serialize")]
     pub keepalive: Duration,
 }
 
 /// A configuration measured by hand: watts per mode, read off a meter's display.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ManualConfig {
     pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// Mode name -> watts, in file order where the modes are standard ones.
-    pub modes: Vec<(String, f64)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub upgrade_cost: Option<f64>,
+    /// Mode name -> watts, in file order where the modes are standard ones.
+    #[serde(serialize_with = "effective::modes")]
+    pub modes: Vec<(String, f64)>,
+}
+
+impl MqttConfig {
+    /// The file the password is read from: `password_file`, or for `password_credential`
+    /// the file systemd passed in `$CREDENTIALS_DIRECTORY`. `Err` says why a named credential
+    /// cannot be found (wattson was not started by systemd with `LoadCredential=`).
+    pub fn password_path(&self) -> Result<Option<PathBuf>, String> {
+        let Some(name) = &self.password_credential else {
+            return Ok(self.password_file.clone());
+        };
+        match std::env::var_os(CREDENTIALS_DIRECTORY).filter(|d| !d.is_empty()) {
+            Some(dir) => Ok(Some(Path::new(&dir).join(name))),
+            None => Err(format!(
+                "${CREDENTIALS_DIRECTORY} is not set, so credential {name:?} cannot be found: \
+                 systemd sets it for a unit with LoadCredential={name}:FILE (see wattson.service); \
+                 to check by hand, run with {CREDENTIALS_DIRECTORY}= the directory holding FILE, \
+                 e.g. sudo {CREDENTIALS_DIRECTORY}=/etc/wattson wattson config check"
+            )),
+        }
+    }
 }
 
 impl Default for TariffConfig {
@@ -304,20 +402,16 @@ impl Config {
         }
     }
 
+    /// Read and validate `path`: a regular file of at most [`MAX_CONFIG_BYTES`]. It is
+    /// opened without blocking, so a FIFO is refused instead of waited on.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = read_config_file(path)?;
         Config::from_toml(&text, path)
     }
 
     /// Parse and validate `text`, naming `path` in errors.
     pub fn from_toml(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let file: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
-            path: path.to_owned(),
-            message: describe_toml_error(&e, text),
-        })?;
+        let file = parse_file(text, path)?;
         let mut v = Validator { path, text };
         let mut config = v.validate(file)?;
         config.source = Some(path.to_owned());
@@ -331,6 +425,111 @@ fn default_host_name() -> String {
         .and_then(|h| h.into_string().ok())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// Open `path` without blocking (a FIFO with no writer must not hang us), refuse anything
+/// that is not a regular file or is larger than [`MAX_CONFIG_BYTES`], and read it as UTF-8.
+fn read_config_file(path: &Path) -> Result<String, ConfigError> {
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+    let read_err = |error| ConfigError::Read {
+        path: path.to_owned(),
+        error,
+    };
+    let not_config = |message: String| ConfigError::NotAConfigFile {
+        path: path.to_owned(),
+        message,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(read_err)?;
+    let meta = file.metadata().map_err(read_err)?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_char_device() {
+            "a character device"
+        } else if kind.is_block_device() {
+            "a block device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(not_config(format!(
+            "is {what}, not a regular file: point --config or $WATTSON_CONFIG at a TOML file"
+        )));
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(not_config(format!(
+            "is {} bytes; a config file is at most {MAX_CONFIG_BYTES} bytes",
+            meta.len()
+        )));
+    }
+    // The file may grow after the check: never read more than the limit.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(not_config(format!(
+            "grew past {MAX_CONFIG_BYTES} bytes while being read"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        not_config(format!(
+            "is not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// Read `text` into the file structs. A bad value is named by its key path
+/// (`meter.protocol`) and line; a TOML syntax error by its line.
+fn parse_file(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
+    let syntax = |e: &toml::de::Error| ConfigError::Syntax {
+        path: path.to_owned(),
+        message: describe_toml_error(e, text),
+    };
+    let de = toml::Deserializer::parse(text).map_err(|e| syntax(&e))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = key_path(e.path());
+        let inner = e.into_inner();
+        match inner.span() {
+            Some(span) if !key.is_empty() => ConfigError::Invalid {
+                path: path.to_owned(),
+                line: line_of(text, span.start),
+                key,
+                message: inner.message().trim().to_owned(),
+            },
+            _ => syntax(&inner),
+        }
+    })
+}
+
+/// `meter[0].protocol.$__serde_spanned_private_value` as the file names it:
+/// `meter.protocol` (the line says which meter).
+fn key_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut key = String::new();
+    for segment in path {
+        let name = match segment {
+            Segment::Map { key } | Segment::Enum { variant: key } => key.as_str(),
+            Segment::Seq { .. } | Segment::Unknown => continue,
+        };
+        if name.starts_with("$__") {
+            continue;
+        }
+        if !key.is_empty() {
+            key.push('.');
+        }
+        key.push_str(name);
+    }
+    key
 }
 
 /// Turn a TOML error into one message with the line number and the offending key.

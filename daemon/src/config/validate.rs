@@ -1,18 +1,42 @@
 //! Validation: the file as written ([`super::file`]) into the typed [`Config`], once, with
-//! every error naming the file, the key and the line.
+//! every error naming the file, the key and the line. Every command loads its config
+//! through here, so what `config check` passes, `run` runs. Meters are in [`super::meter`].
+//!
+//! Every duration has a range (below), so none can overflow an `Instant`, wrap when turned
+//! into milliseconds, or make a collector spin.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use toml::Spanned;
 
-use super::duration::parse_duration;
-use super::file::{FileConfig, FileLineFormat, FilePeriod};
+use super::duration::{Range, Written};
+use super::file::{FileConfig, FilePeriod};
 use super::{
-    Config, ConfigError, LineField, LineFormatConfig, ManualConfig, MeterConfig, MqttConfig,
-    Parity, PeriodConfig, PlugConfig, TariffChangeConfig, UpsConfig, line_of, redact_url,
+    Config, ConfigError, ManualConfig, MqttConfig, PeriodConfig, PlugConfig, TariffChangeConfig,
+    UpsConfig, line_of, redact_url,
 };
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+const fn hours(n: u64) -> Duration {
+    Duration::from_secs(n * 3600)
+}
+
+/// How often a source is sampled (`meter`, `cpu`, `power`, `ups` intervals): 100 ms to 1 h.
+pub const SAMPLING: Range = Range::new(ms(100), hours(1));
+/// `storage.flush_interval`: 100 ms to 1 h.
+pub const FLUSH: Range = Range::new(ms(100), hours(1));
+/// `storage.raw_retention` and `detail_retention`: 1 h to 100 years.
+pub const RETENTION: Range = Range::new(hours(1), hours(36_500 * 24));
+/// `meter.timeout`, how long to wait for a reply or a record: 10 ms to 60 s.
+pub const METER_TIMEOUT: Range = Range::new(ms(10), ms(60_000));
+/// `mqtt.publish_interval`: 100 ms to 1 h.
+pub const PUBLISH: Range = Range::new(ms(100), hours(1));
+/// `mqtt.keepalive`: 1 s (rumqttc's least) to 1 h.
+pub const KEEPALIVE: Range = Range::new(ms(1000), hours(1));
 
 pub(super) struct Validator<'a> {
     pub(super) path: &'a Path,
@@ -20,13 +44,12 @@ pub(super) struct Validator<'a> {
 }
 
 impl Validator<'_> {
-    fn err<T>(
+    pub(super) fn err(
         &self,
         span: std::ops::Range<usize>,
         key: &str,
         message: impl Into<String>,
     ) -> ConfigError {
-        let _ = std::marker::PhantomData::<T>;
         ConfigError::Invalid {
             path: self.path.to_owned(),
             line: line_of(self.text, span.start),
@@ -36,14 +59,14 @@ impl Validator<'_> {
     }
 
     /// An id used in source names and topics: letters, digits, `-` and `_`.
-    fn identifier(&self, v: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
+    pub(super) fn identifier(&self, v: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
         let id = v.get_ref().trim();
         if id.is_empty()
             || !id
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         {
-            return Err(self.err::<()>(
+            return Err(self.err(
                 v.span(),
                 key,
                 format!("{id:?} must be non-empty letters, digits, '-' or '_'"),
@@ -52,22 +75,43 @@ impl Validator<'_> {
         Ok(id.to_owned())
     }
 
-    fn duration(
+    /// The duration at `key`, or `default` when the key is absent; within `range` either way.
+    pub(super) fn duration(
         &self,
-        v: Option<&Spanned<String>>,
+        v: Option<&Spanned<Written>>,
         key: &str,
         default: Duration,
+        range: Range,
     ) -> Result<Duration, ConfigError> {
         match v {
             None => Ok(default),
-            Some(s) => parse_duration(s.get_ref()).map_err(|m| self.err::<()>(s.span(), key, m)),
+            Some(s) => range
+                .check(s.get_ref().0)
+                .map_err(|m| self.err(s.span(), key, m)),
         }
+    }
+
+    /// A systemd credential name (`LoadCredential=<name>:...`): a file name in
+    /// `$CREDENTIALS_DIRECTORY`.
+    fn credential_name(&self, v: &Spanned<String>) -> Result<String, ConfigError> {
+        let name = v.get_ref().trim();
+        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+            return Err(self.err(
+                v.span(),
+                "mqtt.password_credential",
+                format!(
+                    "{name:?} is not a credential name: use the name in the unit's \
+                     LoadCredential=NAME:FILE, e.g. \"mqtt-password\""
+                ),
+            ));
+        }
+        Ok(name.to_owned())
     }
 
     fn price(&self, v: &Spanned<f64>, key: &str) -> Result<f64, ConfigError> {
         let p = *v.get_ref();
         if !p.is_finite() || p < 0.0 {
-            return Err(self.err::<()>(v.span(), key, format!("{p} must be a price of 0 or more")));
+            return Err(self.err(v.span(), key, format!("{p} must be a price of 0 or more")));
         }
         Ok(p)
     }
@@ -78,7 +122,7 @@ impl Validator<'_> {
             .map(|per| {
                 let time = |s: &Spanned<String>, k: &str| {
                     chrono::NaiveTime::parse_from_str(s.get_ref(), "%H:%M").map_err(|_| {
-                        self.err::<()>(
+                        self.err(
                             s.span(),
                             &format!("{key}.{k}"),
                             format!("{:?} is not a time of day: write \"HH:MM\"", s.get_ref()),
@@ -88,7 +132,7 @@ impl Validator<'_> {
                 let start = time(&per.start, "start")?;
                 let end = time(&per.end, "end")?;
                 if start == end {
-                    return Err(self.err::<()>(
+                    return Err(self.err(
                         per.start.span(),
                         key,
                         "a period must not start and end at the same time",
@@ -110,7 +154,7 @@ impl Validator<'_> {
         if let Some(name) = file.host.name {
             let n = name.get_ref().trim();
             if n.is_empty() || n.contains(['/', '+', '#']) {
-                return Err(self.err::<()>(
+                return Err(self.err(
                     name.span(),
                     "host.name",
                     "must be non-empty and must not contain '/', '+' or '#' (it is part of MQTT topics)",
@@ -132,16 +176,19 @@ impl Validator<'_> {
             file.storage.raw_retention.as_ref(),
             "storage.raw_retention",
             config.storage.raw_retention,
+            RETENTION,
         )?;
         config.storage.detail_retention = self.duration(
             file.storage.detail_retention.as_ref(),
             "storage.detail_retention",
             config.storage.detail_retention,
+            RETENTION,
         )?;
         config.storage.flush_interval = self.duration(
             file.storage.flush_interval.as_ref(),
             "storage.flush_interval",
             config.storage.flush_interval,
+            FLUSH,
         )?;
 
         config.cpu.enabled = file.cpu.enabled.unwrap_or(true);
@@ -149,105 +196,16 @@ impl Validator<'_> {
             file.cpu.interval.as_ref(),
             "cpu.interval",
             config.cpu.interval,
+            SAMPLING,
         )?;
 
-        let mut ids = std::collections::BTreeSet::new();
-        for m in file.meter {
-            let id = self.identifier(&m.id, "meter.id")?;
-            if !ids.insert(id.clone()) {
-                return Err(self.err::<()>(
-                    m.id.span(),
-                    "meter.id",
-                    format!("{id:?} is used by two meters"),
-                ));
-            }
-            let protocol = m.protocol.get_ref().trim().to_ascii_lowercase();
-            if !crate::sources::meters::PROTOCOL_NAMES.contains(&protocol.as_str()) {
-                return Err(self.err::<()>(
-                    m.protocol.span(),
-                    "meter.protocol",
-                    format!(
-                        "unknown protocol {protocol:?}; supported: {}",
-                        crate::sources::meters::PROTOCOL_NAMES.join(", ")
-                    ),
-                ));
-            }
-            let parity = match &m.parity {
-                None => None,
-                Some(p) => Some(match p.get_ref().to_ascii_lowercase().as_str() {
-                    "none" | "n" => Parity::None,
-                    "even" | "e" => Parity::Even,
-                    "odd" | "o" => Parity::Odd,
-                    other => {
-                        return Err(self.err::<()>(
-                            p.span(),
-                            "meter.parity",
-                            format!("{other:?} is not a parity: use \"none\", \"even\" or \"odd\""),
-                        ));
-                    }
-                }),
-            };
-            if let Some(s) = &m.stop_bits
-                && !matches!(s.get_ref(), 1 | 2)
-            {
-                return Err(self.err::<()>(s.span(), "meter.stop_bits", "must be 1 or 2"));
-            }
-            if let Some(b) = &m.baud
-                && !(300..=4_000_000).contains(b.get_ref())
-            {
-                return Err(self.err::<()>(
-                    b.span(),
-                    "meter.baud",
-                    "must be between 300 and 4000000",
-                ));
-            }
-            if let Some(a) = &m.address
-                && !(1..=247).contains(a.get_ref())
-            {
-                return Err(self.err::<()>(
-                    a.span(),
-                    "meter.address",
-                    "a Modbus address must be between 1 and 247",
-                ));
-            }
-            let line = match m.line {
-                None if protocol == "line" => {
-                    return Err(self.err::<()>(
-                        m.protocol.span(),
-                        "meter.line",
-                        "protocol \"line\" needs a [meter.line] table saying which fields hold which values",
-                    ));
-                }
-                None => None,
-                Some(l) => Some(self.line_format(l)?),
-            };
-            config.meters.push(MeterConfig {
-                id,
-                protocol,
-                port: m.port,
-                baud: m.baud.map(Spanned::into_inner),
-                parity,
-                stop_bits: m.stop_bits.map(Spanned::into_inner),
-                address: m.address.map(Spanned::into_inner),
-                interval: self.duration(
-                    m.interval.as_ref(),
-                    "meter.interval",
-                    Duration::from_secs(1),
-                )?,
-                timeout: m
-                    .timeout
-                    .as_ref()
-                    .map(|t| self.duration(Some(t), "meter.timeout", Duration::ZERO))
-                    .transpose()?,
-                line,
-            });
-        }
+        config.meters = self.meters(file.meter)?;
 
         if let Some(t) = file.tariff {
             if let Some(c) = t.currency {
                 let cur = c.get_ref().trim().to_ascii_uppercase();
                 if cur.len() != 3 || !cur.chars().all(|ch| ch.is_ascii_alphabetic()) {
-                    return Err(self.err::<()>(
+                    return Err(self.err(
                         c.span(),
                         "tariff.currency",
                         format!(
@@ -267,7 +225,7 @@ impl Validator<'_> {
             }
             if let Some(tz) = t.timezone {
                 if tz.get_ref().parse::<chrono_tz::Tz>().is_err() {
-                    return Err(self.err::<()>(
+                    return Err(self.err(
                         tz.span(),
                         "tariff.timezone",
                         format!(
@@ -283,7 +241,7 @@ impl Validator<'_> {
                 let date =
                     chrono::NaiveDate::parse_from_str(c.effective_from.get_ref(), "%Y-%m-%d")
                         .map_err(|_| {
-                            self.err::<()>(
+                            self.err(
                                 c.effective_from.span(),
                                 "tariff.change.effective_from",
                                 format!(
@@ -304,7 +262,7 @@ impl Validator<'_> {
         if let Some(m) = file.mqtt {
             let url = m.url.get_ref().trim().to_owned();
             if !(url.starts_with("mqtt://") || url.starts_with("mqtts://")) {
-                return Err(self.err::<()>(
+                return Err(self.err(
                     m.url.span(),
                     "mqtt.url",
                     format!("{} must start with mqtt:// or mqtts://", redact_url(&url)),
@@ -312,12 +270,32 @@ impl Validator<'_> {
             }
             if url
                 .split_once("://")
-                .is_some_and(|(_, r)| r.contains(':') && r.contains('@'))
+                .is_some_and(|(_, r)| r.split('/').next().unwrap_or_default().contains('@'))
             {
-                return Err(self.err::<()>(
+                return Err(self.err(
                     m.url.span(),
                     "mqtt.url",
-                    "put the password in password_file, not in the URL",
+                    "put the user in mqtt.username and the password in password_file or \
+                     password_credential, not in the URL",
+                ));
+            }
+            let password_credential = match &m.password_credential {
+                None => None,
+                Some(c) => Some(self.credential_name(c)?),
+            };
+            if let (Some(_), Some(c)) = (&m.password_file, &m.password_credential) {
+                return Err(self.err(
+                    c.span(),
+                    "mqtt.password_credential",
+                    "set password_file or password_credential, not both",
+                ));
+            }
+            if m.username.is_none() && (m.password_file.is_some() || password_credential.is_some())
+            {
+                return Err(self.err(
+                    m.url.span(),
+                    "mqtt.username",
+                    "a password is set but no username: add username = \"...\" to [mqtt]",
                 ));
             }
             let prefix = |v: Option<Spanned<String>>,
@@ -329,7 +307,7 @@ impl Validator<'_> {
                     Some(s) => {
                         let p = s.get_ref().trim_matches('/').to_owned();
                         if p.is_empty() || p.contains(['+', '#']) {
-                            Err(self.err::<()>(
+                            Err(self.err(
                                 s.span(),
                                 key,
                                 "must be a non-empty topic without '+' or '#'",
@@ -347,6 +325,7 @@ impl Validator<'_> {
                 url,
                 username: m.username,
                 password_file: m.password_file,
+                password_credential,
                 ca_file: m.ca_file,
                 client_cert_file: m.client_cert_file,
                 client_key_file: m.client_key_file,
@@ -362,11 +341,13 @@ impl Validator<'_> {
                     m.publish_interval.as_ref(),
                     "mqtt.publish_interval",
                     Duration::from_secs(10),
+                    PUBLISH,
                 )?,
                 keepalive: self.duration(
                     m.keepalive.as_ref(),
                     "mqtt.keepalive",
                     Duration::from_secs(30),
+                    KEEPALIVE,
                 )?,
             });
         }
@@ -379,28 +360,43 @@ impl Validator<'_> {
         if let Some(c) = p.ipmi_command {
             config.power.ipmi_command = c;
         }
-        config.power.ipmi_args = p.ipmi_args;
-        if config.power.ipmi_args.iter().any(|a| a == "-P") {
-            return Err(ConfigError::Invalid {
-                path: self.path.to_owned(),
-                line: 0,
-                key: "power.ipmi_args".into(),
-                message: "pass the BMC password with -f FILE or -E, not -P (arguments are visible to every user in ps)".into(),
-            });
+        if let Some(arg) = p.ipmi_args.iter().find(|a| a.get_ref() == "-P") {
+            return Err(self.err(
+                arg.span(),
+                "power.ipmi_args",
+                "pass the BMC password with -f FILE or -E, not -P (arguments are visible to every user in ps)",
+            ));
         }
-        config.power.interval =
-            self.duration(p.interval.as_ref(), "power.interval", config.power.interval)?;
+        config.power.ipmi_args = p.ipmi_args.into_iter().map(Spanned::into_inner).collect();
+        config.power.interval = self.duration(
+            p.interval.as_ref(),
+            "power.interval",
+            config.power.interval,
+            SAMPLING,
+        )?;
         config.power.ipmi_interval = self.duration(
             p.ipmi_interval.as_ref(),
             "power.ipmi_interval",
             config.power.ipmi_interval,
+            SAMPLING,
         )?;
         for u in file.ups {
             let id = self.identifier(&u.id, "ups.id")?;
+            let port = match u.port {
+                None => 3493,
+                Some(p) if *p.get_ref() == 0 => {
+                    return Err(self.err(
+                        p.span(),
+                        "ups.port",
+                        "must be a TCP port from 1 to 65535",
+                    ));
+                }
+                Some(p) => p.into_inner(),
+            };
             config.ups.push(UpsConfig {
                 id,
                 host: u.host,
-                port: u.port.unwrap_or(3493),
+                port,
                 name: u.name,
                 username: u.username,
                 password_file: u.password_file,
@@ -408,38 +404,30 @@ impl Validator<'_> {
                     u.interval.as_ref(),
                     "ups.interval",
                     Duration::from_secs(5),
+                    SAMPLING,
                 )?,
             });
         }
         for pl in file.plug {
-            let kind = pl.kind.get_ref().to_ascii_lowercase();
-            if kind != "tasmota" && kind != "shelly" {
-                return Err(self.err::<()>(
-                    pl.kind.span(),
-                    "plug.kind",
-                    format!("{kind:?} is not a plug kind: use \"tasmota\" or \"shelly\""),
-                ));
-            }
             let id = pl.id.get_ref().trim().to_owned();
             if id.is_empty() || config.meters.iter().any(|m| m.id == id) {
-                return Err(self.err::<()>(
+                return Err(self.err(
                     pl.id.span(),
                     "plug.id",
                     format!("{id:?} must be non-empty and differ from every meter id"),
                 ));
             }
+            if config.mqtt.is_none() {
+                return Err(self.err(
+                    pl.id.span(),
+                    "plug",
+                    "smart plugs report over MQTT: add an [mqtt] section with the broker they publish to",
+                ));
+            }
             config.plugs.push(PlugConfig {
                 id,
-                kind,
+                kind: pl.kind.into_inner().0,
                 topic: pl.topic,
-            });
-        }
-        if !config.plugs.is_empty() && config.mqtt.is_none() {
-            return Err(ConfigError::Invalid {
-                path: self.path.to_owned(),
-                line: 0,
-                key: "plug".into(),
-                message: "smart plugs report over MQTT: add an [mqtt] section with the broker they publish to".into(),
             });
         }
 
@@ -447,7 +435,7 @@ impl Validator<'_> {
         for c in file.config {
             let name = c.name.get_ref().trim().to_owned();
             if name.is_empty() || !names.insert(name.clone()) {
-                return Err(self.err::<()>(
+                return Err(self.err(
                     c.name.span(),
                     "config.name",
                     format!("{name:?} must be non-empty and unique"),
@@ -457,7 +445,7 @@ impl Validator<'_> {
             for (mode, watts) in c.modes {
                 let w = *watts.get_ref();
                 if !w.is_finite() || !(0.0..=100_000.0).contains(&w) {
-                    return Err(self.err::<()>(
+                    return Err(self.err(
                         watts.span(),
                         &format!("config.modes.{mode}"),
                         format!("{w} is not a plausible power in watts"),
@@ -470,74 +458,12 @@ impl Validator<'_> {
                 name,
                 description: c.description,
                 modes,
-                upgrade_cost: c.upgrade_cost,
+                upgrade_cost: c
+                    .upgrade_cost
+                    .map(|u| self.price(&u, "config.upgrade_cost"))
+                    .transpose()?,
             });
         }
         Ok(config)
     }
-
-    fn line_format(&self, l: FileLineFormat) -> Result<LineFormatConfig, ConfigError> {
-        let kv = match l.format.get_ref().as_str() {
-            "csv" => false,
-            "kv" => true,
-            other => {
-                return Err(self.err::<()>(
-                    l.format.span(),
-                    "meter.line.format",
-                    format!("{other:?} is not a line format: use \"csv\" or \"kv\""),
-                ));
-            }
-        };
-        let mut fields = BTreeMap::new();
-        for (name, v) in l.fields {
-            if !LINE_FIELDS.contains(&name.as_str()) {
-                return Err(self.err::<()>(
-                    v.span(),
-                    &format!("meter.line.fields.{name}"),
-                    format!("unknown field; use one of {}", LINE_FIELDS.join(", ")),
-                ));
-            }
-            let field = match (kv, v.get_ref()) {
-                (false, toml::Value::Integer(c)) if *c >= 0 => LineField::Column(*c as usize),
-                (true, toml::Value::String(k)) if !k.is_empty() => LineField::Key(k.clone()),
-                _ => {
-                    return Err(self.err::<()>(
-                        v.span(),
-                        &format!("meter.line.fields.{name}"),
-                        if kv {
-                            "with format \"kv\" each field names a key (a string)"
-                        } else {
-                            "with format \"csv\" each field is a 0-based column number"
-                        },
-                    ));
-                }
-            };
-            fields.insert(name, field);
-        }
-        if !fields.contains_key("power") {
-            return Err(self.err::<()>(
-                l.format.span(),
-                "meter.line.fields",
-                "a line meter must map at least the \"power\" field",
-            ));
-        }
-        Ok(LineFormatConfig {
-            kv,
-            separator: l
-                .separator
-                .unwrap_or_else(|| if kv { " ".to_owned() } else { ",".to_owned() }),
-            fields,
-            scale: l.scale,
-        })
-    }
 }
-
-/// The fields a text-line meter can map.
-pub const LINE_FIELDS: &[&str] = &[
-    "power",
-    "voltage",
-    "current",
-    "power_factor",
-    "frequency",
-    "energy",
-];

@@ -188,7 +188,7 @@ pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
 
 /// Smart plugs over MQTT, as wall meters; needs the async runtime for their subscription.
 fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Result<Vec<Scheduled>> {
-    use crate::sources::{PlugKind, PlugSpec};
+    use crate::sources::PlugSpec;
     let (Some(mqtt), false) = (&config.mqtt, config.plugs.is_empty()) else {
         return Ok(Vec::new());
     };
@@ -197,11 +197,7 @@ fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Resul
         .iter()
         .map(|p| PlugSpec {
             id: p.id.clone(),
-            kind: if p.kind == "shelly" {
-                PlugKind::Shelly
-            } else {
-                PlugKind::Tasmota
-            },
+            kind: p.kind,
             topic: p.topic.clone(),
         })
         .collect();
@@ -520,7 +516,7 @@ fn reload(
                 keep.push("cpu".into());
             }
             if same_meters {
-                keep.extend(crate::sources::meters::collector_names(&current.meters));
+                keep.extend(crate::config::collector_names(&current.meters));
             }
             if same_estimate {
                 keep.push(crate::sources::estimate::SOURCE.to_owned());
