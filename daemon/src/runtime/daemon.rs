@@ -394,7 +394,6 @@ async fn serve(
     let publisher = match &config.mqtt {
         None => None,
         Some(mqtt) => {
-            crate::commands::config_check::check_secret_file_opt(mqtt.password_file.as_deref());
             let extras = extras_fn(config, live.clone(), store.clone());
             Some(
                 crate::publish::mqtt::Publisher::spawn(
@@ -472,8 +471,15 @@ fn reload(
 ) {
     notifier.reloading();
     let path = opts.config_path.clone().or_else(|| current.source.clone());
-    let new = match Config::load(path.as_deref()) {
-        Ok(c) => c,
+    let new = match Config::load(path.as_deref())
+        .and_then(|c| crate::commands::config_check::preflight(&c).map(|warnings| (c, warnings)))
+    {
+        Ok((c, warnings)) => {
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+            c
+        }
         Err(e) => {
             tracing::error!("reload refused, keeping the running configuration: {e}");
             notifier.ready();
