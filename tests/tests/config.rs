@@ -441,6 +441,82 @@ fn the_mqtt_password_as_a_systemd_credential() {
     );
 }
 
+/// As installed, the pieces agree: the unit's `LoadCredential=NAME:FILE`, the package's root-only
+/// empty FILE (a conffile), the README's manual step that creates FILE, and the example config,
+/// whose `[mqtt]` (uncommented) names NAME and passes `config check` with the credential laid out
+/// as systemd does.
+#[test]
+fn the_unit_the_package_the_readme_and_the_example_agree_on_the_mqtt_credential() {
+    let root = wattson_tests::workspace_root();
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let unit = read("systemd/wattson.service");
+    let load = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("LoadCredential="))
+        .expect("no LoadCredential= in wattson.service");
+    let (name, file) = load.split_once(':').expect("LoadCredential=NAME:FILE");
+
+    let cargo: toml::Table = toml::from_str(&read("daemon/Cargo.toml")).unwrap();
+    let deb = &cargo["package"]["metadata"]["deb"];
+    let asset = deb["assets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_array())
+        .find(|a| a[1].as_str() == file.strip_prefix('/'))
+        .unwrap_or_else(|| panic!("the .deb does not install {file}"));
+    assert_eq!(asset[2].as_str(), Some("600"), "{file} must be root-only");
+    let source = root.join("daemon").join(asset[0].as_str().unwrap());
+    assert_eq!(
+        std::fs::metadata(&source).unwrap().len(),
+        0,
+        "{file} ships non-empty"
+    );
+    assert!(
+        deb["conf-files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c.as_str() == Some(file)),
+        "{file} is not a conffile: an upgrade would overwrite the password"
+    );
+
+    let readme = read("README.md");
+    assert!(
+        readme.contains(&format!("sudo install -m 600 /dev/null {file}")),
+        "the README's service steps do not create {file}"
+    );
+
+    let example = read("systemd/wattson.toml.example");
+    let mut mqtt_on = false;
+    let enabled: String = example
+        .lines()
+        .map(|l| {
+            if l.starts_with("#[") {
+                mqtt_on = l == "#[mqtt]";
+            }
+            match l.strip_prefix('#') {
+                Some(rest) if mqtt_on && !rest.starts_with(' ') => format!("{rest}\n"),
+                _ => format!("{l}\n"),
+            }
+        })
+        .collect();
+    assert!(
+        enabled.contains(&format!("\npassword_credential = {}\n", q(name))),
+        "the example config does not name credential {name}:\n{enabled}"
+    );
+    let env = TestEnv::new();
+    let config = env.path("wattson.toml");
+    std::fs::write(&config, &enabled).unwrap();
+    let creds = env.path("credentials");
+    std::fs::create_dir(&creds).unwrap();
+    std::fs::write(creds.join(name), "").unwrap();
+    let mut cmd = wattson();
+    cmd.env("CREDENTIALS_DIRECTORY", &creds);
+    let (code, stderr) = wattson_with(cmd, &config, &["config", "check"]);
+    assert_eq!(code, Some(0), "{stderr}\n--- config:\n{enabled}");
+}
+
 // ---------------------------------------------------------------------------------------
 // What `run` refuses, `config check` refuses with 78: a property over generated configs.
 // Rerun with more cases: PROPTEST_CASES=200 cargo test -p wattson-tests --test config generated
