@@ -26,6 +26,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(&args, config_path.as_deref()),
         Command::Demo(args) => demo::run(&args, config_path.as_deref()),
         Command::Collect(args) => collect::run(&args, config_path.as_deref()),
+        Command::Help(args) => {
+            crate::cli::print_help(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

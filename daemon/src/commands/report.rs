@@ -24,30 +24,42 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// Write the report to FILE instead of stdout.
-    #[arg(long, value_name = "FILE")]
+    /// Write the report to this file instead of stdout.
+    #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
     /// Configurations to show, in order, separated by commas (names may be shortened to a
-    /// unique prefix); the first is the baseline the others are compared with.
-    #[arg(long, value_name = "A,B")]
+    /// unique prefix); the first is the baseline the others are compared with [default:
+    /// every configuration, the costliest first].
+    #[arg(long, value_name = "NAME,...")]
     pub configs: Option<String>,
     /// Start of the measured window: a date (YYYY-MM-DD) or a duration such as 30d
     /// (the last 30 days).
-    #[arg(long, value_name = "WHEN", value_parser = parse_when)]
+    #[arg(long, value_name = "WHEN", value_parser = parse_when, allow_hyphen_values = true)]
     pub since: Option<When>,
     /// End of the measured window: a date (YYYY-MM-DD, to the end of that day) or a
     /// duration such as 1d (up to a day ago) [default: now].
-    #[arg(long, value_name = "WHEN", value_parser = parse_when)]
+    #[arg(long, value_name = "WHEN", value_parser = parse_when, allow_hyphen_values = true)]
     pub until: Option<When>,
     /// Compare at this mode (e.g. "idle", "2 loops") instead of idle or the measured duty
     /// cycle.
     #[arg(long, value_name = "MODE")]
     pub mode: Option<String>,
-    /// What the upgrade costs, in the tariff's currency: gives the payback time.
-    #[arg(long, value_name = "AMOUNT")]
+    /// What the upgrade costs, in the tariff's currency: gives the payback time (overrides
+    /// each target's `upgrade_cost`).
+    #[arg(
+        long,
+        value_name = "AMOUNT",
+        value_parser = crate::cli::parse_non_negative,
+        allow_hyphen_values = true
+    )]
     pub upgrade_cost: Option<f64>,
     /// Grid carbon intensity, g CO2 per kWh: adds CO2 per year and CO2 saved.
-    #[arg(long, value_name = "G_PER_KWH")]
+    #[arg(
+        long,
+        value_name = "G_PER_KWH",
+        value_parser = crate::cli::parse_non_negative,
+        allow_hyphen_values = true
+    )]
     pub co2: Option<f64>,
     /// Read this database instead of `[storage] path`.
     #[arg(long, value_name = "PATH")]
