@@ -98,15 +98,15 @@ fn man_page(cmd: &clap::Command, related: &[String]) -> Vec<u8> {
 
 /// Every file under `dist/` as the clap definitions generate it, by path relative to `dist/`.
 fn generated() -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut cmd = Cli::command();
-    cmd.build();
-    let mut pages = Vec::new();
     fn walk(cmd: &clap::Command, pages: &mut Vec<clap::Command>) {
         pages.push(cmd.clone());
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
             walk(sub, pages);
         }
     }
+    let mut cmd = Cli::command();
+    cmd.build();
+    let mut pages = Vec::new();
     walk(&cmd, &mut pages);
     let names: Vec<String> = pages
         .iter()

@@ -135,16 +135,15 @@ fn probe(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
             crate::output::println(&text);
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => Err(anyhow::Error::new(e).context(format!(
-            "no supported meter answered on {} (tried {})",
-            args.port.display(),
-            Protocol::ALL
-                .iter()
-                .filter(|p| **p != Protocol::Line)
-                .map(|p| p.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
+        Err(meter::probe::ProbeError::Port(e)) => {
+            anyhow::bail!("{}; no meter was tried", e.explain(false))
+        }
+        Err(e @ meter::probe::ProbeError::NothingAnswered { .. }) => anyhow::bail!(
+            "{e}: check that the meter is powered and wired (RS-485 A/B, or TX/RX crossed); a \
+             meter at other settings than its factory ones needs them in a [[meter]] section \
+             (protocol, baud, address), and a text-line meter (protocol \"line\") cannot be \
+             recognised without its column map"
+        ),
     }
 }
 

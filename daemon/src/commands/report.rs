@@ -127,7 +127,7 @@ pub fn gather_from_store(
     use crate::store::{Resolution, SeriesFilter};
     use wattson_collectors::Metric;
 
-    if !db.exists() {
+    if !super::database_exists(db)? {
         return Ok(StoreData::default());
     }
     let store = super::open_database(db)?;
@@ -418,6 +418,20 @@ pub fn produce(config: &Config, args: &ReportArgs, now: DateTime<Utc>) -> anyhow
             args.until.map(|w| resolve_when(w, now, tz, true)),
         )
     };
+    // Without a database only the configurations measured by hand can be reported; with
+    // none of those either there is nothing to report, which is an error, not an empty table.
+    if !super::database_exists(&db)? && (args.db.is_some() || config.manual.is_empty()) {
+        anyhow::bail!(
+            "no database at {}{}: run `wattson run` (this machine's history) or `wattson sweep \
+             --name NAME` (its modes) first, add a [[config]] measured by hand, or pass --db PATH",
+            db.display(),
+            if config.manual.is_empty() {
+                " and no [[config]] in the configuration"
+            } else {
+                ""
+            }
+        );
+    }
     let store = gather_from_store(&db, &config.host.name, from_ms, to_ms)
         .with_context(|| format!("reading {}", db.display()))?;
     let input = input_from_config(config, store, args, now)?;

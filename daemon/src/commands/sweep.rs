@@ -136,7 +136,7 @@ pub fn run(args: &SweepArgs, config_path: Option<&Path>) -> anyhow::Result<ExitC
 }
 
 fn show(args: &SweepArgs, db: &Path) -> anyhow::Result<ExitCode> {
-    if !db.exists() {
+    if !super::database_exists(db)? {
         anyhow::bail!(
             "no database at {}: run a sweep first, or pass --db",
             db.display()
@@ -301,6 +301,14 @@ pub fn sweep_until_signal(
     if levels.is_empty() {
         anyhow::bail!("--levels is empty");
     }
+    if let Some(too_many) = levels.iter().find(|&&l| l > order.len()) {
+        anyhow::bail!(
+            "--levels {too_many}: this machine has {} logical CPUs, and each loop needs one of its \
+             own, so levels go from 0 (idle) to {}",
+            order.len(),
+            order.len()
+        );
+    }
     let mut plan = SweepPlan::new(levels, args.kinds.clone(), order.clone(), physical);
     plan.max_level = args.max_level_time;
     plan.ci_abs_w = args.ci_watts;
@@ -312,6 +320,7 @@ pub fn sweep_until_signal(
 
     let mut meters = crate::sources::meters::build_collectors(std::slice::from_ref(meter_cfg))?;
     let (mut meter, _) = meters.pop().context("no meter collector")?;
+    first_reading(&mut meter, meter_cfg)?;
     let mut cpu = CpuCollector::new(root.clone());
     let mut components: Vec<Box<dyn Collector>> = Vec::new();
     if let Ok(r) = wattson_collectors::power::rapl::RaplCollector::new(&root) {
@@ -424,6 +433,51 @@ pub fn sweep_until_signal(
         None if !all_complete => Some(libc::SIGINT),
         None => None,
     })
+}
+
+/// Polls the meter until it gives a reading, before any loop starts, so that a port that
+/// does not exist, is held by another program or stays silent fails the sweep at once, with
+/// a message that says which and what to do.
+fn first_reading(meter: &mut dyn Collector, m: &crate::config::MeterConfig) -> anyhow::Result<()> {
+    use wattson_collectors::{Action, CollectError};
+    const TRIES: usize = 3;
+    let port = m.port.display();
+    let mut last = None;
+    for _ in 0..TRIES {
+        let now = chrono::Utc::now().timestamp_millis();
+        match meter.poll(now) {
+            Ok(samples) if !samples.is_empty() => return Ok(()),
+            Ok(_) => {}
+            // Missing or busy port, or a permission problem: trying again will not help.
+            // (The error names the meter already: `meter:<id>: ...`.)
+            Err(e) if e.action() != Action::Retry => {
+                anyhow::bail!("{}", wattson_collectors::ErrorChain(&e))
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let probe = format!("`wattson meter probe {port}` tries every supported meter");
+    match last {
+        Some(CollectError::Timeout { timeout_ms, .. }) => anyhow::bail!(
+            "meter {}: the {} meter on {port} does not answer ({TRIES} requests, no reply within \
+             {timeout_ms} ms each): check that it is powered and wired (RS-485 A/B, or TX/RX \
+             crossed), and the protocol, baud and address in its [[meter]] section; {probe}",
+            m.id,
+            m.protocol
+        ),
+        Some(e @ CollectError::BadFrame { .. }) => anyhow::bail!(
+            "meter {}: something answers on {port}, but not as a {} meter ({}): check the \
+             protocol, baud and parity in its [[meter]] section; {probe}",
+            m.id,
+            m.protocol,
+            wattson_collectors::ErrorChain(&e)
+        ),
+        Some(e) => anyhow::bail!("{}", wattson_collectors::ErrorChain(&e)),
+        None => anyhow::bail!(
+            "meter {}: {port} opened, but {TRIES} polls gave no reading; {probe}",
+            m.id
+        ),
+    }
 }
 
 /// Compare the idle level of `outcome` (stored as `run_id`) with the configuration's

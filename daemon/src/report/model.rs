@@ -40,7 +40,7 @@ const MS_PER_HOUR: f64 = 3_600_000.0;
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum ReportError {
     /// A figure could not be priced.
-    #[error("pricing {what}: {source}")]
+    #[error("pricing {what}")]
     Cost {
         what: String,
         #[source]

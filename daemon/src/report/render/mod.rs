@@ -38,7 +38,7 @@ pub enum Format {
 #[derive(Debug, Error)]
 pub enum RenderError {
     /// JSON serialisation failed.
-    #[error("writing the report as JSON: {0}")]
+    #[error("writing the report as JSON")]
     Json(#[from] serde_json::Error),
     /// A chart could not be drawn.
     #[error("drawing the {chart} chart: {message}")]
