@@ -420,16 +420,12 @@ pub fn produce(config: &Config, args: &ReportArgs, now: DateTime<Utc>) -> anyhow
     };
     // Without a database only the configurations measured by hand can be reported; with
     // none of those either there is nothing to report, which is an error, not an empty table.
-    if !super::database_exists(&db)? && (args.db.is_some() || config.manual.is_empty()) {
+    if !super::database_exists(&db)? && config.manual.is_empty() {
         anyhow::bail!(
-            "no database at {}{}: run `wattson run` (this machine's history) or `wattson sweep \
-             --name NAME` (its modes) first, add a [[config]] measured by hand, or pass --db PATH",
-            db.display(),
-            if config.manual.is_empty() {
-                " and no [[config]] in the configuration"
-            } else {
-                ""
-            }
+            "no database at {} and no [[config]] in the configuration: nothing to report; run \
+             `wattson run` (this machine's history) or `wattson sweep --name NAME` (its modes) \
+             first, add a [[config]] measured by hand, or pass --db PATH",
+            db.display()
         );
     }
     let store = gather_from_store(&db, &config.host.name, from_ms, to_ms)
