@@ -24,6 +24,8 @@ use crate::sweep::persist;
 use crate::sweep::regression;
 use crate::sweep::workload::{LoopKind, cpu_order};
 
+// Command-line flags are bools by nature.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args)]
 pub struct SweepArgs {
     /// Name of the configuration to store the results under (e.g. "basket, powersave");
@@ -115,6 +117,10 @@ pub struct SweepArgs {
     /// Database to store into [default: [storage] path].
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
+    /// The caller prints its own summary (`wattson demo`): no level lines, calibrations or
+    /// summary, only the progress spinner and warnings.
+    #[arg(skip)]
+    pub quiet: bool,
 }
 
 pub fn run(args: &SweepArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
@@ -375,15 +381,21 @@ pub fn sweep_until_signal(
             online_cpus: online,
         };
         let bar = progress_bar();
-        let mut on_progress = |p: Progress| report_progress(&bar, &p);
+        crate::logging::set_progress(Some(&bar));
+        // Each level is printed once: live above the spinner on a terminal (and then not
+        // again in the summary), else in the summary.
+        let live_levels = !bar.is_hidden() && !args.quiet;
+        let mut on_progress = |p: Progress| report_progress(&bar, &p, live_levels);
         // Read before this run is stored, so the run is never its own baseline.
         let baseline = if args.regression_check {
             regression::baseline(&store, &config_name)?
         } else {
             None
         };
-        let outcome = run_sweep(&plan, &mut inst, &stop, &slot, &mut on_progress)?;
+        let outcome = run_sweep(&plan, &mut inst, &stop, &slot, &mut on_progress);
         bar.finish_and_clear();
+        crate::logging::set_progress(None);
+        let outcome = outcome?;
         let fp = fingerprint::gather(&root, &config.host.name, &meter_desc);
         let settings = serde_json::json!({
             "levels": plan.levels, "kinds": plan.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
@@ -398,22 +410,25 @@ pub fn sweep_until_signal(
             if args.regression_check {
                 check_regression(&store, &config_name, &fp.host, baseline, run_id, &outcome)?;
             }
-            for c in persist::save_calibrations(&store, &config.host.name, &outcome)? {
+            let calibrations = persist::save_calibrations(&store, &config.host.name, &outcome)?;
+            if !args.quiet {
+                for c in calibrations {
+                    crate::output::println(&format!(
+                        "calibration (an estimate): wall = {:.1} W + {:.3} x {} (r2 {:.3}, +/- {:.1} W rms)",
+                        c.intercept_w, c.slope, c.source, c.r2, c.rms_error_w
+                    ));
+                }
+                crate::output::print(&summarise(&config_name, &outcome, !live_levels));
                 crate::output::println(&format!(
-                    "calibration (an estimate): wall = {:.1} W + {:.3} x {} (r2 {:.3}, +/- {:.1} W rms)",
-                    c.intercept_w, c.slope, c.source, c.r2, c.rms_error_w
+                    "stored as configuration {config_name:?} (run {run_id}, {}) in {}",
+                    if outcome.complete {
+                        "complete"
+                    } else {
+                        "partial"
+                    },
+                    db.display()
                 ));
             }
-            crate::output::print(&summarise(&config_name, &outcome));
-            crate::output::println(&format!(
-                "stored as configuration {config_name:?} (run {run_id}, {}) in {}",
-                if outcome.complete {
-                    "complete"
-                } else {
-                    "partial"
-                },
-                db.display()
-            ));
         }
         all_complete &= outcome.complete;
         if !outcome.complete {
@@ -538,7 +553,7 @@ fn progress_bar() -> indicatif::ProgressBar {
     bar
 }
 
-fn report_progress(bar: &indicatif::ProgressBar, p: &Progress) {
+fn report_progress(bar: &indicatif::ProgressBar, p: &Progress, live_levels: bool) {
     match p {
         Progress::Level {
             kind,
@@ -565,7 +580,8 @@ fn report_progress(bar: &indicatif::ProgressBar, p: &Progress) {
             Some(c) => format!("measuring {elapsed_s:.0} s: {mean_w:.2} +/- {c:.2} W (n={n})"),
             None => format!("measuring {elapsed_s:.0} s: {mean_w:.2} W (n={n})"),
         }),
-        Progress::Done(r) => bar.println(level_line(r)),
+        Progress::Done(r) if live_levels => bar.println(level_line(r)),
+        Progress::Done(_) => {}
     }
 }
 
@@ -591,10 +607,11 @@ fn level_line(r: &LevelResult) -> String {
     s
 }
 
-/// The fit of each kind in plain words.
-pub fn summarise(name: &str, outcome: &SweepOutcome) -> String {
+/// The fit of each kind in plain words, after each level's line when `with_levels` (not
+/// when they were printed live).
+pub fn summarise(name: &str, outcome: &SweepOutcome, with_levels: bool) -> String {
     let mut out = format!("\n{name}\n");
-    for l in &outcome.levels {
+    for l in outcome.levels.iter().filter(|_| with_levels) {
         let _ = writeln!(out, "  {}", level_line(l));
     }
     for f in &outcome.fits {
