@@ -46,10 +46,11 @@ pub const CREDENTIALS_DIRECTORY: &str = "CREDENTIALS_DIRECTORY";
 /// A configuration problem, with enough context to find and fix it.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("reading config {path}: {error}")]
+    #[error("reading config {path}")]
     Read {
         path: PathBuf,
-        error: std::io::Error,
+        #[source]
+        source: std::io::Error,
     },
     #[error("config {path}: {message}")]
     NotAConfigFile { path: PathBuf, message: String },
@@ -431,9 +432,9 @@ fn default_host_name() -> String {
 /// that is not a regular file or is larger than [`MAX_CONFIG_BYTES`], and read it as UTF-8.
 fn read_config_file(path: &Path) -> Result<String, ConfigError> {
     use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
-    let read_err = |error| ConfigError::Read {
+    let read_err = |source| ConfigError::Read {
         path: path.to_owned(),
-        error,
+        source,
     };
     let not_config = |message: String| ConfigError::NotAConfigFile {
         path: path.to_owned(),
