@@ -4,6 +4,7 @@
 //! a house; or, with `--jsonl`, appends JSON lines (one object per sample: `host`, `ts` (UTC
 //! ms), `source`, `metric`, `channel`, `value` in the metric's unit).
 
+use anyhow::Context as _;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -46,7 +47,8 @@ struct StoreSink {
 impl FleetSink for StoreSink {
     fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
         // The store's errors name the database; SQLite's reason is their source.
-        let why = |e: &crate::store::StoreError| SinkError(crate::store::error_chain(e));
+        let why =
+            |e: &crate::store::StoreError| SinkError(wattson_collectors::ErrorChain(e).to_string());
         self.store
             .insert_for_host(host, batch)
             .map_err(|e| why(&e))?;
@@ -73,7 +75,12 @@ struct JsonLines<W: Write + Send>(W);
 
 impl<W: Write + Send> FleetSink for JsonLines<W> {
     fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
-        let failed = |e: std::io::Error| SinkError(format!("writing collected samples: {e}"));
+        let failed = |e: std::io::Error| {
+            SinkError(format!(
+                "writing collected samples: {}",
+                wattson_collectors::ErrorChain(&e)
+            ))
+        };
         for s in batch {
             let line = serde_json::json!({
                 "host": host, "ts": s.ts_ms, "source": s.source,
@@ -102,14 +109,14 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 .create(true)
                 .append(true)
                 .open(path)
-                .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
+                .with_context(|| format!("opening {}", path.display()))?;
             Box::new(JsonLines(std::io::BufWriter::new(f)))
         }
         None => {
             let db = args.db.clone().unwrap_or_else(|| cfg.storage.path.clone());
             if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)
-                    .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+                    .with_context(|| format!("creating {}", dir.display()))?;
             }
             // Only the collector's own flushes commit, one per message, so a failed
             // commit is known to be that message's.
@@ -118,8 +125,7 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 max_batch_samples: usize::MAX,
                 ..crate::runtime::daemon::store_options(&cfg)
             };
-            let (handle, thread) = crate::store::StoreHandle::spawn(&db, options)
-                .map_err(|e| anyhow::anyhow!("opening the database {}: {e}", db.display()))?;
+            let (handle, thread) = crate::store::StoreHandle::spawn(&db, options)?;
             tracing::info!("collecting every host's samples into {}", db.display());
             store_thread = Some((handle.clone(), thread));
             Box::new(StoreSink { store: handle })
@@ -159,9 +165,7 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
     })?;
     drop(sink);
     if let Some((handle, thread)) = store_thread {
-        handle
-            .close()
-            .map_err(|e| anyhow::anyhow!("flushing the database: {e}"))?;
+        handle.close().context("flushing the database")?;
         let _ = thread.join();
     }
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);

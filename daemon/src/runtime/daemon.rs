@@ -34,13 +34,13 @@ struct StoreSink(StoreHandle);
 impl SampleSink for StoreSink {
     fn samples(&mut self, batch: Vec<wattson_collectors::Sample>) {
         if let Err(e) = self.0.insert(batch) {
-            tracing::warn!("samples not stored: {e}");
+            tracing::warn!("samples not stored: {}", wattson_collectors::ErrorChain(&e));
         }
     }
 
     fn gap(&mut self, source: &str, start_ms: i64, end_ms: i64, reason: &str) {
         if let Err(e) = self.0.record_gap(source, start_ms, end_ms, reason) {
-            tracing::warn!("gap not recorded: {e}");
+            tracing::warn!("gap not recorded: {}", wattson_collectors::ErrorChain(&e));
         }
     }
 }
@@ -127,9 +127,10 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
                 Ok(s) => Some(s.trim().to_owned()),
                 Err(e) => {
                     tracing::warn!(
-                        "ups {}: cannot read password_file {}: {e}",
+                        "ups {}: cannot read password_file {}: {}",
                         u.id,
-                        f.display()
+                        f.display(),
+                        wattson_collectors::ErrorChain(&e)
                     );
                     continue;
                 }
@@ -161,7 +162,10 @@ pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
     let store = match crate::store::Store::open_read_only(&config.storage.path) {
         Ok(s) => s,
         Err(e) => {
-            tracing::info!("no wall estimate: reading calibrations: {e}");
+            tracing::info!(
+                "no wall estimate: reading calibrations: {}",
+                wattson_collectors::ErrorChain(&e)
+            );
             return None;
         }
     };
@@ -188,7 +192,7 @@ pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
 
 /// Smart plugs over MQTT, as wall meters; needs the async runtime for their subscription.
 fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Result<Vec<Scheduled>> {
-    use crate::sources::{PlugKind, PlugSpec};
+    use crate::sources::PlugSpec;
     let (Some(mqtt), false) = (&config.mqtt, config.plugs.is_empty()) else {
         return Ok(Vec::new());
     };
@@ -197,11 +201,7 @@ fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Resul
         .iter()
         .map(|p| PlugSpec {
             id: p.id.clone(),
-            kind: if p.kind == "shelly" {
-                PlugKind::Shelly
-            } else {
-                PlugKind::Tasmota
-            },
+            kind: p.kind,
             topic: p.topic.clone(),
         })
         .collect();
@@ -359,7 +359,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     let stats = store.close().context("flushing the database")?;
     match store_thread.join() {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::error!("database writer: {e}"),
+        Ok(Err(e)) => tracing::error!("database writer: {}", wattson_collectors::ErrorChain(&e)),
         Err(_) => tracing::error!("the database writer panicked"),
     }
     // Outputs last: the publisher says `offline` and disconnects.
@@ -398,7 +398,6 @@ async fn serve(
     let publisher = match &config.mqtt {
         None => None,
         Some(mqtt) => {
-            crate::commands::config_check::check_secret_file_opt(mqtt.password_file.as_deref());
             let extras = extras_fn(config, live.clone(), store.clone());
             Some(
                 crate::publish::mqtt::Publisher::spawn(
@@ -476,10 +475,20 @@ fn reload(
 ) {
     notifier.reloading();
     let path = opts.config_path.clone().or_else(|| current.source.clone());
-    let new = match Config::load(path.as_deref()) {
-        Ok(c) => c,
+    let new = match Config::load(path.as_deref())
+        .and_then(|c| crate::commands::config_check::preflight(&c).map(|warnings| (c, warnings)))
+    {
+        Ok((c, warnings)) => {
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+            c
+        }
         Err(e) => {
-            tracing::error!("reload refused, keeping the running configuration: {e}");
+            tracing::error!(
+                "reload refused, keeping the running configuration: {}",
+                wattson_collectors::ErrorChain(&e)
+            );
             notifier.ready();
             return;
         }
@@ -520,7 +529,7 @@ fn reload(
                 keep.push("cpu".into());
             }
             if same_meters {
-                keep.extend(crate::sources::meters::collector_names(&current.meters));
+                keep.extend(crate::config::collector_names(&current.meters));
             }
             if same_estimate {
                 keep.push(crate::sources::estimate::SOURCE.to_owned());
@@ -611,7 +620,12 @@ fn extras_fn(
                     store
                         .query(move |s| {
                             crate::sweep::regression::latest(s, Some(host.as_str()))
-                                .map_err(|e| tracing::warn!("reading idle regression checks: {e}"))
+                                .map_err(|e| {
+                                    tracing::warn!(
+                                        "reading idle regression checks: {}",
+                                        wattson_collectors::ErrorChain(&e)
+                                    );
+                                })
                                 .ok()
                                 .and_then(|checks| {
                                     crate::sweep::regression::headline(&checks).cloned()

@@ -224,8 +224,9 @@ impl Intake {
             Err(e) => {
                 throttled(&stats.malformed, |n| {
                     tracing::warn!(
-                        "dropping a {}-byte state from {topic:?}: {e}; {n} malformed so far",
-                        payload.len()
+                        "dropping a {}-byte state from {topic:?}: {}; {n} malformed so far",
+                        payload.len(),
+                        wattson_collectors::ErrorChain(&e)
                     );
                 });
                 return Outcome::Malformed;

@@ -34,12 +34,7 @@ type PlugSender = SyncSender<(i64, PlugReading)>;
 /// by default; a Shelly switch status is about 600).
 pub const MAX_PLUG_BYTES: usize = 8 * 1024;
 
-/// Which firmware a plug runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlugKind {
-    Tasmota,
-    Shelly,
-}
+pub use crate::config::PlugKind;
 
 /// One plug: its meter id and its MQTT topic (Tasmota `%topic%`, Shelly device id / prefix).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,7 +258,7 @@ pub fn spawn_plugs(
                 Ok(r) => {
                     let _ = tx.try_send((crate::runtime::sampler::now_ms(), r));
                 }
-                Err(e) => conn.skip(&m, &e),
+                Err(e) => conn.skip(&m, &wattson_collectors::ErrorChain(&e)),
             }
         }
         conn.close(std::time::Duration::from_millis(200)).await;

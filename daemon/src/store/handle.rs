@@ -291,7 +291,7 @@ fn writer_max_batch(writer: &Writer) -> usize {
 
 /// An error and its causes on one line (SQLite's own reason, such as "database or disk is
 /// full", is the cause of the store's error).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
+fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -39,7 +39,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use rusqlite_migration::{M, Migrations};
 use wattson_collectors::{Metric, Unit};
 
-pub use handle::{FlushStats, StoreHandle, error_chain};
+pub use handle::{FlushStats, StoreHandle};
 pub use read::{Gap, Latest, RawSeries, Resolution, Rollup, SeriesFilter};
 pub use writer::Writer;
 

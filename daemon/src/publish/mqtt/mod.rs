@@ -34,7 +34,7 @@ pub use state::StateExtras;
 pub enum MqttError {
     #[error("mqtt.url {url}: {reason}")]
     Url { url: String, reason: String },
-    #[error("reading {what} {path}: {source}")]
+    #[error("reading {what} {path}")]
     ReadFile {
         what: &'static str,
         path: PathBuf,
@@ -51,6 +51,8 @@ pub enum MqttError {
     Tls { url: String, reason: String },
     #[error("mqtt.password_file {path} is set but mqtt.username is not")]
     PasswordWithoutUser { path: PathBuf },
+    #[error("mqtt.password_credential: {reason}")]
+    Credential { reason: String },
     #[error("opening the MQTT client's socket")]
     Relay {
         #[source]
@@ -152,8 +154,18 @@ pub fn broker_access(cfg: &MqttConfig) -> Result<BrokerAccess, MqttError> {
     } else {
         cfg.keepalive.max(Duration::from_secs(1))
     };
-    let credentials = match (&cfg.username, &cfg.password_file) {
-        (Some(user), Some(path)) => Some((user.clone(), read_password(path)?)),
+    let password_file = cfg
+        .password_path()
+        .map_err(|reason| MqttError::Credential { reason })?;
+    let credentials = match (&cfg.username, &password_file) {
+        (Some(user), Some(path)) => {
+            let what = if cfg.password_credential.is_some() {
+                "mqtt.password_credential"
+            } else {
+                "mqtt.password_file"
+            };
+            Some((user.clone(), read_password(path, what)?))
+        }
         (Some(user), None) => Some((user.clone(), String::new())),
         (None, Some(path)) => {
             return Err(MqttError::PasswordWithoutUser { path: path.clone() });
@@ -174,9 +186,9 @@ pub fn broker_access(cfg: &MqttConfig) -> Result<BrokerAccess, MqttError> {
 }
 
 /// The password: the file's content without its trailing newline.
-fn read_password(path: &Path) -> Result<String, MqttError> {
+fn read_password(path: &Path, what: &'static str) -> Result<String, MqttError> {
     let text = std::fs::read_to_string(path).map_err(|source| MqttError::ReadFile {
-        what: "mqtt.password_file",
+        what,
         path: path.to_owned(),
         source,
     })?;
@@ -363,8 +375,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("pw");
         std::fs::write(&p, "s3cret\n").unwrap();
-        assert_eq!(read_password(&p).unwrap(), "s3cret");
-        let e = read_password(&dir.path().join("missing"))
+        assert_eq!(read_password(&p, "mqtt.password_file").unwrap(), "s3cret");
+        let e = read_password(&dir.path().join("missing"), "mqtt.password_file")
             .unwrap_err()
             .to_string();
         assert!(
