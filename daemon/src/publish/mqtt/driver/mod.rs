@@ -18,18 +18,18 @@
 //! - Cancellation: [`Connection::close`] sends DISCONNECT after what the client queued and
 //!   waits (within a budget) until it has left; dropping the connection stops the task.
 
+mod backoff;
 pub mod frames;
+mod log;
 mod relay;
 
-use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rumqttc::{
-    AsyncClient, ConnectReturnCode, ConnectionError, Event as RumqttEvent, EventLoop, LastWill,
-    MqttOptions, Outgoing, Packet, PubAck, Publish, QoS, Request, StateError, Subscribe,
-    SubscribeFilter, Transport,
+    AsyncClient, ConnectionError, Event as RumqttEvent, EventLoop, LastWill, MqttOptions, Outgoing,
+    Packet, PubAck, Publish, QoS, Request, StateError, Subscribe, SubscribeFilter, Transport,
 };
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
@@ -37,52 +37,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Broker, MqttError};
 use crate::config::MqttConfig;
+pub use backoff::{Backoff, STABLE_CONNECTION};
+use log::SkipLog;
+pub use log::{describe_error, is_auth_error};
 use relay::{Relay, Upstream};
 
-/// A connection that stayed up this long resets the backoff to its first step.
-pub const STABLE_CONNECTION: Duration = Duration::from_secs(10);
 /// Longest wait for TCP, TLS and the broker's CONNACK.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Exponential backoff with jitter for reconnecting: each step doubles up to `max`, and the
-/// delay actually slept is drawn uniformly from the upper half of the step, so a fleet of
-/// daemons that lost the same broker does not reconnect in lockstep.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    min: Duration,
-    max: Duration,
-    step: Duration,
-}
-
-impl Backoff {
-    /// Steps from `min` doubling to `max`.
-    pub fn new(min: Duration, max: Duration) -> Backoff {
-        Backoff {
-            min,
-            max: max.max(min),
-            step: min,
-        }
-    }
-
-    /// Every client's policy: 0.5 s doubling to 60 s.
-    pub fn reconnect() -> Backoff {
-        Backoff::new(Duration::from_millis(500), Duration::from_secs(60))
-    }
-
-    /// The delay before the next attempt.
-    pub fn next_delay(&mut self) -> Duration {
-        let step = self.step;
-        self.step = (self.step * 2).min(self.max);
-        let half = step / 2;
-        let jitter = rand::random_range(0.0..=1.0_f64);
-        half + half.mul_f64(jitter)
-    }
-
-    /// Back to the shortest step (after a connection that stayed up).
-    pub fn reset(&mut self) {
-        self.step = self.min;
-    }
-}
 
 /// What a client is and what it may receive.
 pub struct ClientSpec {
@@ -529,123 +490,5 @@ async fn forward(tx: &mpsc::Sender<Event>, stop: &CancellationToken, ev: Event) 
     tokio::select! {
         () = stop.cancelled() => false,
         r = tx.send(ev) => r.is_ok(),
-    }
-}
-
-/// Logs skipped messages: the first of each kind (oversized, unreadable) on each topic (up
-/// to 256), then every 1000th, so a broken or hostile publisher cannot flood the log.
-#[derive(Default)]
-struct SkipLog {
-    inner: Mutex<(HashSet<(&'static str, String)>, u64)>,
-}
-
-impl SkipLog {
-    const TOPICS: usize = 256;
-
-    fn log(
-        &self,
-        role: &str,
-        kind: &'static str,
-        topic: &str,
-        size: u64,
-        retained: bool,
-        why: &dyn std::fmt::Display,
-    ) {
-        let Ok(mut inner) = self.inner.lock() else {
-            return;
-        };
-        let (topics, count) = &mut *inner;
-        *count += 1;
-        let first_on_topic = topics.len() < Self::TOPICS && topics.insert((kind, topic.to_owned()));
-        if !first_on_topic && !count.is_multiple_of(1000) {
-            return;
-        }
-        let shown: String = topic.chars().take(200).collect();
-        let retained = if retained { "retained " } else { "" };
-        tracing::warn!(
-            "{role}: skipped a {size}-byte {retained}message on {shown:?}: {why} ({count} skipped so far; later ones on this topic are counted, not logged)"
-        );
-    }
-}
-
-/// One line describing a connection error for the log: no secrets, and plain words for the
-/// errors users cause (wrong password, wrong CA, broker down).
-pub fn describe_error(broker: &Broker, user: Option<&str>, e: &ConnectionError) -> String {
-    match e {
-        ConnectionError::ConnectionRefused(code) => {
-            let why = match code {
-                ConnectReturnCode::BadUserNamePassword => format!(
-                    "bad username or password for user {:?} (check mqtt.username and mqtt.password_file)",
-                    user.unwrap_or("")
-                ),
-                ConnectReturnCode::NotAuthorized => format!(
-                    "not authorised (user {:?}; check mqtt.username, mqtt.password_file and the broker's ACL)",
-                    user.unwrap_or("")
-                ),
-                ConnectReturnCode::BadClientId => {
-                    "client id rejected (check mqtt.client_id)".to_owned()
-                }
-                ConnectReturnCode::RefusedProtocolVersion => {
-                    "MQTT 3.1.1 not supported by the broker".to_owned()
-                }
-                ConnectReturnCode::ServiceUnavailable => "service unavailable".to_owned(),
-                ConnectReturnCode::Success => "refused".to_owned(),
-            };
-            format!("{broker} refused the connection: {why}")
-        }
-        ConnectionError::Io(io) => format!("{broker}: {io}"),
-        ConnectionError::Tls(t) => format!("{broker}: TLS: {t}"),
-        ConnectionError::NetworkTimeout => format!(
-            "{broker}: no CONNACK within {} s",
-            CONNECT_TIMEOUT.as_secs()
-        ),
-        ConnectionError::FlushTimeout => format!(
-            "{broker}: a write waited {} s for the broker to read (the broker stalled)",
-            CONNECT_TIMEOUT.as_secs()
-        ),
-        ConnectionError::MqttState(StateError::AwaitPingResp) => {
-            format!("{broker}: no answer to a keepalive ping (the broker stalled)")
-        }
-        ConnectionError::MqttState(
-            StateError::ConnectionAborted | StateError::Deserialization(rumqttc::Error::Io(_)),
-        ) => format!("{broker}: the connection was closed"),
-        other => format!("{broker}: {other}"),
-    }
-}
-
-/// True when the error is the broker refusing our login: retrying faster will not help.
-pub fn is_auth_error(e: &ConnectionError) -> bool {
-    matches!(
-        e,
-        ConnectionError::ConnectionRefused(
-            ConnectReturnCode::BadUserNamePassword | ConnectReturnCode::NotAuthorized
-        )
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_with_jitter_and_caps() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(800));
-        let d: Vec<Duration> = (0..6).map(|_| b.next_delay()).collect();
-        for (i, cap) in [100, 200, 400, 800, 800, 800].iter().enumerate() {
-            let cap = Duration::from_millis(*cap);
-            assert!(d[i] >= cap / 2 && d[i] <= cap, "{i}: {:?}", d[i]);
-        }
-        b.reset();
-        assert!(b.next_delay() <= Duration::from_millis(100));
-    }
-
-    #[test]
-    fn auth_errors_name_the_user_not_the_password() {
-        let broker = super::super::parse_url("mqtt://h").unwrap();
-        let e = ConnectionError::ConnectionRefused(ConnectReturnCode::BadUserNamePassword);
-        let line = describe_error(&broker, Some("wattson"), &e);
-        assert!(line.contains("bad username or password"), "{line}");
-        assert!(line.contains("\"wattson\""), "{line}");
-        assert!(is_auth_error(&e));
     }
 }
