@@ -91,9 +91,9 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 std::fs::create_dir_all(dir)
                     .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
             }
+            // Its errors name the database (and the other writer, or why it is read-only).
             let (handle, thread) =
-                crate::store::StoreHandle::spawn(&db, crate::runtime::daemon::store_options(&cfg))
-                    .map_err(|e| anyhow::anyhow!("opening the database {}: {e}", db.display()))?;
+                crate::store::StoreHandle::spawn(&db, crate::runtime::daemon::store_options(&cfg))?;
             tracing::info!("collecting every host's samples into {}", db.display());
             store_thread = Some((handle.clone(), thread));
             Box::new(StoreSink(handle))

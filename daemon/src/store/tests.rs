@@ -98,7 +98,7 @@ fn a_new_database_is_marked_versioned_and_in_wal_mode() {
         .unwrap();
     assert_eq!(
         (id, version, mode.as_str(), fk),
-        (APPLICATION_ID, 4, "wal", 1)
+        (APPLICATION_ID, MIGRATION_LIST.len() as i64, "wal", 1)
     );
     assert_eq!(page, PAGE_SIZE);
     drop(store);
