@@ -152,7 +152,10 @@ mod tests {
         let heartbeat: Heartbeat = Arc::new(AtomicI64::new(sampler::now_ms()));
         let health = Health::new(heartbeat.clone(), Duration::from_secs(3), store.clone());
         let report = health.report();
-        assert_eq!((report.http_status(), report.reason()), (200, "ok".to_owned()));
+        assert_eq!(
+            (report.http_status(), report.reason()),
+            (200, "ok".to_owned())
+        );
 
         // The writer's connection refuses writes: the next flush fails.
         store
@@ -160,7 +163,13 @@ mod tests {
             .unwrap();
         let now = sampler::now_ms();
         store
-            .insert(vec![Sample::new(now, "meter:wall", Metric::Power, "", 50.0)])
+            .insert(vec![Sample::new(
+                now,
+                "meter:wall",
+                Metric::Power,
+                "",
+                50.0,
+            )])
             .unwrap();
         store.flush().unwrap_err();
         let report = health.report();
@@ -184,7 +193,9 @@ mod tests {
         let report = health.report();
         assert_eq!(report.http_status(), 503);
         assert!(
-            report.reason().starts_with("sampler: sampling loop stalled for "),
+            report
+                .reason()
+                .starts_with("sampler: sampling loop stalled for "),
             "{}",
             report.reason()
         );

@@ -400,3 +400,34 @@ fn an_undecodable_closed_chunk_met_by_the_writer_is_set_aside() {
     drop(w);
     assert_eq!(stored(&path), 2);
 }
+
+/// While flushes fail, new batches wait for the next retry (no attempt per batch, each of
+/// which would write everything held again) and are held within the memory bound.
+#[test]
+fn while_failing_new_batches_wait_for_the_retry_within_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let opts = StoreOptions {
+        flush_interval: Duration::ZERO,
+        max_held_bytes: 3 * 500 * 110,
+        ..options()
+    };
+    let (handle, join) = StoreHandle::spawn(&path, opts).unwrap();
+    freeze(&handle);
+    handle.insert(batch(50, 0, 10)).unwrap();
+    handle.flush().unwrap_err();
+    for k in 1..10 {
+        handle.insert(batch(50, k * 10, 10)).unwrap();
+    }
+    // A query is answered after the inserts before it.
+    handle.query(|_| ()).unwrap();
+    let health = handle.health();
+    assert_eq!(health.failing.as_ref().unwrap().attempts, 1, "{health:?}");
+    assert!(health.dropped_samples > 0, "{health:?}");
+    unfreeze(&handle);
+    let stats = handle.flush().unwrap();
+    let health = handle.health();
+    assert_eq!(stats.samples as u64 + health.dropped_samples, 5000);
+    handle.close().unwrap();
+    join.join().unwrap().unwrap();
+}

@@ -5,8 +5,10 @@
 //! The writer flushes (one transaction) when the oldest waiting sample is
 //! `flush_interval` old or `max_batch_samples` wait, and on `flush`, `close` and when the
 //! last handle is dropped. It sleeps in a blocking receive while idle, so an idle store
-//! costs no wakeups. After a failed flush it tries again every `retry_interval` (and with
-//! every new batch) until one commits; [`StoreHandle::health`] says how it stands.
+//! costs no wakeups. After a failed flush it tries again every `retry_interval` (new
+//! batches wait for that attempt, so a stream of small batches cannot make it retry
+//! everything it holds at each one; an explicit `flush` still tries at once) until one
+//! commits; [`StoreHandle::health`] says how it stands.
 //!
 //! [`StoreHandle::spawn`] takes the database's writer lock ([`super::lock`]) before it
 //! opens the file, so a second writer is refused with the first one named.
@@ -263,6 +265,8 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
         .retry_interval
         .max(std::time::Duration::from_millis(10));
     let max_batch = writer.options().max_batch_samples.max(1);
+    // While failing, the next attempt is the retry.
+    let next = |w: &Writer| if w.failing() { retry } else { interval };
     let mut deadline: Option<Instant> = None;
     loop {
         let command = match deadline {
@@ -284,7 +288,7 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
             }
             Some(Command::Insert(host, samples)) => {
                 writer.push(host, samples);
-                deadline.get_or_insert_with(|| Instant::now() + interval);
+                deadline.get_or_insert_with(|| Instant::now() + next(&writer));
             }
             Some(Command::Gap {
                 host,
@@ -294,7 +298,7 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
                 reason,
             }) => {
                 writer.record_gap(host, &source, start_ms, end_ms, &reason);
-                deadline.get_or_insert_with(|| Instant::now() + interval);
+                deadline.get_or_insert_with(|| Instant::now() + next(&writer));
             }
             Some(Command::Flush(reply)) => {
                 deadline = None;
@@ -308,7 +312,7 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
                 return Ok(());
             }
         }
-        if writer.pending() >= max_batch {
+        if writer.pending() >= max_batch && !writer.failing() {
             deadline = None;
             let _ = writer.flush();
         }

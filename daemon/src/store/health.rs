@@ -216,6 +216,14 @@ impl HealthBoard {
         }
     }
 
+    /// `held` samples (`bytes`) wait for the next attempt.
+    pub(super) fn holding(&self, held: usize, bytes: usize) {
+        self.update(|s| {
+            s.held_samples = held as u64;
+            s.held_bytes = bytes as u64;
+        });
+    }
+
     /// `samples` held samples were dropped (oldest first, the oldest from `oldest_ms`).
     pub(super) fn dropped(&self, samples: usize, oldest_ms: Option<i64>) {
         if samples == 0 {

@@ -225,6 +225,8 @@ pub struct Writer {
     quarantined: Vec<Quarantined>,
     /// The file is gone and not yet opened anew (logged once).
     reopening: bool,
+    /// The last flush failed.
+    failing_now: bool,
 }
 
 impl std::fmt::Debug for Writer {
@@ -251,6 +253,7 @@ impl Writer {
             board: Arc::default(),
             quarantined: Vec::new(),
             reopening: false,
+            failing_now: false,
         }
     }
 
@@ -301,6 +304,17 @@ impl Writer {
     /// Queues samples of `host` (the configured host when `None`).
     pub fn push(&mut self, host: Option<String>, samples: Vec<Sample>) {
         self.pending.push(Pending::Samples(host, samples));
+        self.hold_within_bound();
+    }
+
+    /// While flushes fail, what arrives is held within the memory bound too.
+    fn hold_within_bound(&mut self) {
+        if self.failing_now {
+            let dropped = self.pending.drop_oldest(self.options.max_held_bytes);
+            self.board.dropped(dropped.samples, dropped.oldest_ms);
+            self.board
+                .holding(self.pending.samples(), self.pending.bytes());
+        }
     }
 
     /// Queues a gap `[start_ms, end_ms]` of `source` on `host` (configured host if `None`).
@@ -319,6 +333,7 @@ impl Writer {
             end_ms: end_ms.max(start_ms),
             reason: reason.to_owned(),
         });
+        self.hold_within_bound();
     }
 
     /// Writes everything pending in one transaction; then prunes expired raw chunks when
@@ -329,6 +344,7 @@ impl Writer {
         self.board.begin_write();
         let result = self.flush_pending();
         self.board.end_write();
+        self.failing_now = result.is_err();
         match &result {
             Ok(stats) => {
                 self.board.committed(self.store.path(), stats.samples);
@@ -353,7 +369,7 @@ impl Writer {
 
     /// Whether samples are held after a failed flush (and want another attempt).
     pub fn failing(&self) -> bool {
-        !self.pending.is_empty() && !self.board.snapshot().writable()
+        self.failing_now && !self.pending.is_empty()
     }
 
     fn flush_pending(&mut self) -> Result<FlushStats, StoreError> {
