@@ -193,9 +193,9 @@ pub struct StoreOptions {
     /// How often expired raw chunks are deleted (default 10 min).
     pub prune_interval: Duration,
     /// Memory for samples whose flush failed, kept for the next attempt (default 8 MiB,
-    /// about 70,000 samples); past it the oldest are dropped and counted.
+    /// about 100,000 samples); past it the oldest are dropped and counted.
     pub max_held_bytes: usize,
-    /// How soon a failed flush is tried again when nothing else arrives (default 1 s).
+    /// How often a failed flush is tried again (default 1 s); new batches wait for it.
     pub retry_interval: Duration,
 }
 
