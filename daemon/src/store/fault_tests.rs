@@ -41,16 +41,6 @@ fn batch(series: usize, from_s: i64, n: i64) -> Vec<Sample> {
     out
 }
 
-fn stored(path: &Path) -> usize {
-    let store = Store::open_read_only(path).unwrap();
-    store
-        .raw(&SeriesFilter::all(), i64::MIN / 2, i64::MAX / 2)
-        .unwrap()
-        .iter()
-        .map(|(_, p)| p.len())
-        .sum()
-}
-
 /// Makes the writer's connection refuse writes: every flush fails with SQLite's "attempt
 /// to write a readonly database", as on a file system remounted read-only.
 fn freeze(handle: &StoreHandle) {
@@ -145,7 +135,7 @@ fn a_failed_flush_keeps_its_samples_and_the_next_one_stores_them() {
     assert!(health.losses().is_empty(), "{health:?}");
     handle.close().unwrap();
     join.join().unwrap().unwrap();
-    assert_eq!(stored(&path), 3520);
+    assert_eq!(super::tests::stored_samples(&path), 3520);
 }
 
 #[test]
@@ -175,7 +165,7 @@ fn the_writer_retries_a_failed_flush_on_its_own() {
     }
     handle.close().unwrap();
     join.join().unwrap().unwrap();
-    assert_eq!(stored(&path), 3001);
+    assert_eq!(super::tests::stored_samples(&path), 3001);
 }
 
 #[test]
@@ -216,7 +206,10 @@ fn held_samples_beyond_the_memory_bound_are_dropped_oldest_first_and_counted() {
     let ts: Vec<i64> = m0[0].1.iter().map(|p| p.0).collect();
     assert!(ts.contains(&(T0 + 100_000)), "{ts:?}");
     assert!(!ts.contains(&(T0 + 1000)), "{ts:?}");
-    assert_eq!(stored(&path) as u64, 1 + health.held_samples);
+    assert_eq!(
+        super::tests::stored_samples(&path) as u64,
+        1 + health.held_samples
+    );
 }
 
 #[test]
@@ -263,7 +256,7 @@ fn a_database_deleted_with_its_directory_while_in_use_is_created_again() {
     handle.close().unwrap();
     join.join().unwrap().unwrap();
     assert_eq!(
-        stored(&path),
+        super::tests::stored_samples(&path),
         20,
         "the samples after the deletion are in the new file"
     );
@@ -288,7 +281,7 @@ fn a_database_replaced_while_in_use_is_written_at_its_path() {
     handle.close().unwrap();
     join.join().unwrap().unwrap();
     assert_eq!(
-        stored(&path),
+        super::tests::stored_samples(&path),
         5,
         "the old file's samples came into the new one"
     );
@@ -322,7 +315,7 @@ fn a_directory_that_cannot_be_created_again_keeps_the_samples_until_it_can() {
     assert_eq!(handle.flush().unwrap().samples, 10);
     handle.close().unwrap();
     join.join().unwrap().unwrap();
-    assert_eq!(stored(&path), 10);
+    assert_eq!(super::tests::stored_samples(&path), 10);
 }
 
 /// Corrupts the stored open chunk of `source`.
@@ -351,7 +344,7 @@ fn an_undecodable_open_chunk_is_set_aside_and_every_series_goes_on() {
     join.join().unwrap().unwrap();
     corrupt_open_chunk(&path, "meter:m1");
     // Readers leave it out instead of failing.
-    assert_eq!(stored(&path), 20);
+    assert_eq!(super::tests::stored_samples(&path), 20);
 
     let (handle, join) = StoreHandle::spawn(&path, options()).unwrap();
     assert_eq!(handle.health().quarantined, 1);
@@ -366,7 +359,7 @@ fn an_undecodable_open_chunk_is_set_aside_and_every_series_goes_on() {
     assert!(q[0].series.contains("meter:m1"), "{:?}", q[0]);
     assert_eq!(q[0].n, Some(10));
     assert_eq!(
-        stored(&path),
+        super::tests::stored_samples(&path),
         50,
         "20 + 30: only the corrupt chunk's 10 are gone"
     );
@@ -398,7 +391,7 @@ fn an_undecodable_closed_chunk_met_by_the_writer_is_set_aside() {
     assert_eq!(q.len(), 1, "{q:?}");
     assert_eq!((q[0].kind.as_str(), q[0].n), ("raw_chunk", Some(10)));
     drop(w);
-    assert_eq!(stored(&path), 2);
+    assert_eq!(super::tests::stored_samples(&path), 2);
 }
 
 /// While flushes fail, new batches wait for the next retry (no attempt per batch, each of

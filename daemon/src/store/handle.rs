@@ -23,6 +23,7 @@ use wattson_collectors::Sample;
 
 use super::health::HealthBoard;
 use super::lock::WriterLock;
+use super::pending::Pending;
 use super::{Store, StoreError, StoreHealth, StoreOptions, Writer, error_chain, wal};
 
 pub use super::writer::FlushStats;
@@ -45,14 +46,8 @@ impl<T> Reply<T> {
 }
 
 enum Command {
-    Insert(Option<String>, Vec<Sample>),
-    Gap {
-        host: Option<String>,
-        source: String,
-        start_ms: i64,
-        end_ms: i64,
-        reason: String,
-    },
+    /// Samples or a gap, for the next flush.
+    Queue(Pending),
     Flush(Reply<Result<FlushStats, StoreError>>),
     Query(Job),
     Close(Reply<Result<FlushStats, StoreError>>),
@@ -129,12 +124,15 @@ impl StoreHandle {
     /// Queues samples of the configured host. Never waits: when the queue is full the batch
     /// is dropped, counted, and reported as [`StoreError::QueueFull`].
     pub fn insert(&self, samples: Vec<Sample>) -> Result<(), StoreError> {
-        self.send_batch(Command::Insert(None, samples))
+        self.send_batch(Command::Queue(Pending::Samples(None, samples)))
     }
 
     /// Queues samples of another host (a fleet collector). Never waits, like `insert`.
     pub fn insert_for_host(&self, host: &str, samples: Vec<Sample>) -> Result<(), StoreError> {
-        self.send_batch(Command::Insert(Some(host.to_owned()), samples))
+        self.send_batch(Command::Queue(Pending::Samples(
+            Some(host.to_owned()),
+            samples,
+        )))
     }
 
     /// Records that `source` (of the configured host) produced nothing in
@@ -146,13 +144,13 @@ impl StoreHandle {
         end_ms: i64,
         reason: &str,
     ) -> Result<(), StoreError> {
-        self.send(Command::Gap {
+        self.send(Command::Queue(Pending::Gap {
             host: None,
             source: source.to_owned(),
             start_ms,
             end_ms,
             reason: reason.to_owned(),
-        })
+        }))
     }
 
     /// Writes everything queued before this call; waits for the commit.
@@ -286,18 +284,8 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
                 deadline = None;
                 let _ = writer.flush();
             }
-            Some(Command::Insert(host, samples)) => {
-                writer.push(host, samples);
-                deadline.get_or_insert_with(|| Instant::now() + next(&writer));
-            }
-            Some(Command::Gap {
-                host,
-                source,
-                start_ms,
-                end_ms,
-                reason,
-            }) => {
-                writer.record_gap(host, &source, start_ms, end_ms, &reason);
+            Some(Command::Queue(item)) => {
+                writer.queue(item);
                 deadline.get_or_insert_with(|| Instant::now() + next(&writer));
             }
             Some(Command::Flush(reply)) => {

@@ -87,35 +87,20 @@ impl Store {
     ) -> Result<Quarantined, StoreError> {
         let now = super::health::now_ms();
         let reason = format!("undecodable: {error}");
-        let (copy, delete) = match kind {
-            Kind::RollupHour => (
-                "INSERT INTO quarantine (quarantined_ms, kind, series_id, start_ms, n, data, reason)
-                 SELECT ?1, ?2, series_id, hour_ms, n, minutes, ?5 FROM rollup_hour
-                 WHERE series_id = ?3 AND hour_ms = ?4",
-                "DELETE FROM rollup_hour WHERE series_id = ?1 AND hour_ms = ?2",
-            ),
-            Kind::RawOpen => (
-                "INSERT INTO quarantine (quarantined_ms, kind, series_id, start_ms, n, data, reason)
-                 SELECT ?1, ?2, series_id, start_ms, n, data, ?5 FROM raw_open
-                 WHERE series_id = ?3 AND start_ms = ?4",
-                "DELETE FROM raw_open WHERE series_id = ?1 AND start_ms = ?2",
-            ),
-            Kind::RawChunk => (
-                "INSERT INTO quarantine (quarantined_ms, kind, series_id, start_ms, n, data, reason)
-                 SELECT ?1, ?2, series_id, start_ms, n, data, ?5 FROM raw_chunk
-                 WHERE series_id = ?3 AND start_ms = ?4",
-                "DELETE FROM raw_chunk WHERE series_id = ?1 AND start_ms = ?2",
-            ),
-            Kind::RawDetailChunk => (
-                "INSERT INTO quarantine (quarantined_ms, kind, series_id, start_ms, n, data, reason)
-                 SELECT ?1, ?2, series_id, start_ms, n, data, ?5 FROM raw_detail_chunk
-                 WHERE series_id = ?3 AND start_ms = ?4",
-                "DELETE FROM raw_detail_chunk WHERE series_id = ?1 AND start_ms = ?2",
-            ),
+        // Rollups are keyed by hour and keep their packed minutes in `minutes`.
+        let (table, start, data) = match kind {
+            Kind::RollupHour => ("rollup_hour", "hour_ms", "minutes"),
+            other => (other.table(), "start_ms", "data"),
         };
+        let copy = format!(
+            "INSERT INTO quarantine (quarantined_ms, kind, series_id, start_ms, n, data, reason)
+             SELECT ?1, ?2, series_id, {start}, n, {data}, ?5 FROM {table}
+             WHERE series_id = ?3 AND {start} = ?4"
+        );
+        let delete = format!("DELETE FROM {table} WHERE series_id = ?1 AND {start} = ?2");
         let n: Option<i64> = self
             .conn
-            .prepare_cached(copy)
+            .prepare_cached(&copy)
             .and_then(|mut s| s.execute(params![now, kind.table(), series.id, start_ms, reason]))
             .and_then(|_| {
                 self.conn.query_row(
@@ -126,7 +111,7 @@ impl Store {
             })
             .map_err(|e| self.sql(e))?;
         self.conn
-            .prepare_cached(delete)
+            .prepare_cached(&delete)
             .and_then(|mut s| s.execute(params![series.id, start_ms]))
             .map_err(|e| self.sql(e))?;
         Ok(Quarantined {

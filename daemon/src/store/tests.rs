@@ -618,7 +618,7 @@ fn kill_child_writer() {
     }
 }
 
-fn stored_samples(path: &Path) -> usize {
+pub(super) fn stored_samples(path: &Path) -> usize {
     let store = Store::open_read_only(path).unwrap();
     assert_eq!(store.integrity_check().unwrap(), "ok");
     store

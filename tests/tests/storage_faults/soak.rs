@@ -116,6 +116,43 @@ impl Events {
     }
 }
 
+/// A source that comes and goes: when it is back, the time it was away is recorded as a
+/// gap, as the daemon's sampler does.
+struct Source {
+    name: &'static str,
+    reason: &'static str,
+    last_good_ms: Option<i64>,
+    away: bool,
+}
+
+impl Source {
+    fn new(name: &'static str, reason: &'static str) -> Source {
+        Source {
+            name,
+            reason,
+            last_good_ms: None,
+            away: false,
+        }
+    }
+
+    /// Whether it has a sample at `ts_ms`; records the gap when it comes back.
+    fn present(&mut self, handle: &StoreHandle, here: bool, ts_ms: i64) -> bool {
+        if !here {
+            self.away = true;
+            return false;
+        }
+        if std::mem::take(&mut self.away)
+            && let Some(from) = self.last_good_ms
+        {
+            handle
+                .record_gap(self.name, from, ts_ms, self.reason)
+                .unwrap();
+        }
+        self.last_good_ms = Some(ts_ms);
+        true
+    }
+}
+
 fn store_options() -> StoreOptions {
     StoreOptions {
         host: HOST.to_owned(),
@@ -144,10 +181,8 @@ fn soak_month_child() {
     let events = Events::new(start, days());
     let (handle, join) = StoreHandle::spawn(Path::new(&db), store_options()).unwrap();
     let mut out = std::io::stdout();
-    let mut meter_last_good: Option<i64> = None;
-    let mut meter_down = false;
-    let mut plug_last_good: Option<i64> = None;
-    let mut plug_down = false;
+    let mut meter = Source::new("meter:wall", "device gone");
+    let mut plug = Source::new("meter:plug", "broker unreachable");
     let mut batches = 0u64;
     for line in std::io::stdin().lines() {
         let line = line.unwrap();
@@ -159,17 +194,7 @@ fn soak_month_child() {
                     let mut batch = Vec::with_capacity(4 * BATCH_S as usize);
                     for s in t..(t + BATCH_S).min(until) {
                         let ts = s * 1000;
-                        if events.unplugged(s) {
-                            meter_down = true;
-                        } else {
-                            if std::mem::take(&mut meter_down)
-                                && let Some(from) = meter_last_good
-                            {
-                                handle
-                                    .record_gap("meter:wall", from, ts, "device gone")
-                                    .unwrap();
-                            }
-                            meter_last_good = Some(ts);
+                        if meter.present(&handle, !events.unplugged(s), ts) {
                             batch.push(Sample::new(
                                 ts,
                                 "meter:wall",
@@ -185,17 +210,7 @@ fn soak_month_child() {
                                 230.0 + 3.0 * noise(s, 3),
                             ));
                         }
-                        if events.broker_down(s) {
-                            plug_down = true;
-                        } else {
-                            if std::mem::take(&mut plug_down)
-                                && let Some(from) = plug_last_good
-                            {
-                                handle
-                                    .record_gap("meter:plug", from, ts, "broker unreachable")
-                                    .unwrap();
-                            }
-                            plug_last_good = Some(ts);
+                        if plug.present(&handle, !events.broker_down(s), ts) {
                             batch.push(Sample::new(
                                 ts,
                                 "meter:plug",
