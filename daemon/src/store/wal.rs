@@ -4,7 +4,7 @@
 //! checkpoint; the log is reused from its start after a complete checkpoint and cut back
 //! to `journal_size_limit`. On a big disk wattson lets it reach [`MAX_BYTES`] (a few
 //! minutes of writes); on a small file system it gets a sixteenth of its size (and no more
-//! than a quarter of the space free when the store opens), at least [`MIN_PAGES`] pages, so
+//! than a quarter of the space free when the store opens), at least four pages, so
 //! the log can never be what fills the disk: a database of 400 KB on a 2 MB file system
 //! keeps a log of at most 128 KiB plus one transaction.
 //!

@@ -25,8 +25,8 @@ impl Writer {
         self.board.clone()
     }
 
-    /// Sets aside every open chunk that cannot be decoded (see [`super::quarantine`]), in
-    /// one transaction; returns how many.
+    /// Sets aside every open chunk that cannot be decoded (see
+    /// [`crate::store::quarantine`]), in one transaction; returns how many.
     pub fn quarantine_undecodable(&mut self) -> Result<usize, StoreError> {
         let store = &self.store;
         let tx = store
@@ -54,7 +54,8 @@ impl Writer {
     /// Writes everything pending in one transaction; then prunes expired raw chunks when
     /// the prune interval has passed. On error the in-memory state is dropped (it is
     /// reloaded from the file) and what was pending stays queued for the next flush, within
-    /// [`StoreOptions::max_held_bytes`] (the oldest beyond it are dropped and counted).
+    /// [`crate::store::StoreOptions::max_held_bytes`] (the oldest beyond it are dropped and
+    /// counted).
     pub fn flush(&mut self) -> Result<FlushStats, StoreError> {
         self.board.begin_write();
         let result = self.flush_pending();
