@@ -113,6 +113,7 @@ fn run_sweep_levels(
         show: None,
         json: false,
         db: Some(db.clone()),
+        quiet: false,
     };
     assert!(
         sweep_with_config(&config, &args, "accuracy", &db).unwrap(),

@@ -4,6 +4,7 @@
 //! a house; or, with `--jsonl`, appends JSON lines (one object per sample: `host`, `ts` (UTC
 //! ms), `source`, `metric`, `channel`, `value` in the metric's unit).
 
+use anyhow::Context as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -37,11 +38,17 @@ struct StoreSink(crate::store::StoreHandle);
 impl FleetSink for StoreSink {
     fn samples(&mut self, host: &str, batch: Vec<Sample>) {
         if let Err(e) = self.0.insert_for_host(host, batch) {
-            tracing::error!("storing samples of {host}: {e}");
+            tracing::error!(
+                "storing samples of {host}: {}",
+                wattson_collectors::ErrorChain(&e)
+            );
             return;
         }
         if let Err(e) = self.0.flush() {
-            tracing::error!("committing samples of {host}: {e}");
+            tracing::error!(
+                "committing samples of {host}: {}",
+                wattson_collectors::ErrorChain(&e)
+            );
         }
     }
 }
@@ -57,7 +64,10 @@ impl<W: Write + Send> FleetSink for JsonLines<W> {
                 "metric": s.metric.as_str(), "channel": s.channel, "value": s.value,
             });
             if let Err(e) = writeln!(self.0, "{line}") {
-                tracing::error!("writing collected samples: {e}");
+                tracing::error!(
+                    "writing collected samples: {}",
+                    wattson_collectors::ErrorChain(&e)
+                );
                 return;
             }
         }
@@ -82,14 +92,14 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 .create(true)
                 .append(true)
                 .open(path)
-                .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
+                .with_context(|| format!("opening {}", path.display()))?;
             Box::new(JsonLines(std::io::BufWriter::new(f)))
         }
         None => {
             let db = args.db.clone().unwrap_or_else(|| cfg.storage.path.clone());
             if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)
-                    .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+                    .with_context(|| format!("creating {}", dir.display()))?;
             }
             // Its errors name the database (and the other writer, or why it is read-only).
             let (handle, thread) =
@@ -126,9 +136,7 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
     })?;
     drop(sink);
     if let Some((handle, thread)) = store_thread {
-        handle
-            .close()
-            .map_err(|e| anyhow::anyhow!("flushing the database: {e}"))?;
+        handle.close().context("flushing the database")?;
         let _ = thread.join();
     }
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);

@@ -28,7 +28,11 @@ pub fn check_secret_file(path: &Path) {
             path.display()
         ),
         Ok(_) => {}
-        Err(e) => tracing::warn!("mqtt.password_file {}: {e}", path.display()),
+        Err(e) => tracing::warn!(
+            "mqtt.password_file {}: {}",
+            path.display(),
+            wattson_collectors::ErrorChain(&e)
+        ),
     }
 }
 

@@ -26,6 +26,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(&args, config_path.as_deref()),
         Command::Demo(args) => demo::run(&args, config_path.as_deref()),
         Command::Collect(args) => collect::run(&args, config_path.as_deref()),
+        Command::Help(args) => {
+            crate::cli::print_help(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -63,5 +67,26 @@ pub fn open_database(path: &std::path::Path) -> anyhow::Result<crate::store::Sto
             Ok(Store::open_read_only(path)?)
         }
         other => Ok(other.with_context(|| format!("opening {}", path.display()))?),
+    }
+}
+
+/// Whether the database at `path` is there to be read: `Ok(false)` when it does not exist,
+/// `Ok(true)` when it can be opened, and an error naming the path and the OS reason (a
+/// permission problem is not "no database") otherwise.
+pub fn database_exists(path: &std::path::Path) -> anyhow::Result<bool> {
+    match std::fs::File::open(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(anyhow::Error::new(e)
+            .context(format!(
+                "cannot read the database {}: run this as a user who may read it (the \
+                 service's database belongs to its dynamic user: sudo, or a member of its group), \
+                 or pass --db PATH",
+                path.display()
+            ))),
+        Err(e) => {
+            Err(anyhow::Error::new(e)
+                .context(format!("cannot read the database {}", path.display())))
+        }
     }
 }

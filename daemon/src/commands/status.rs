@@ -99,7 +99,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         .db
         .clone()
         .unwrap_or_else(|| config.storage.path.clone());
-    if !db.exists() {
+    if !super::database_exists(&db)? {
         anyhow::bail!(
             "no database at {}: start the daemon (wattson run) or pass --db PATH",
             db.display()

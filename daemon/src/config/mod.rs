@@ -20,7 +20,7 @@ pub const EXIT_CONFIG: i32 = 78;
 /// A configuration problem, with enough context to find and fix it.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("reading config {path}: {source}")]
+    #[error("reading config {path}")]
     Read {
         path: PathBuf,
         #[source]

@@ -35,13 +35,13 @@ struct StoreSink(StoreHandle);
 impl SampleSink for StoreSink {
     fn samples(&mut self, batch: Vec<wattson_collectors::Sample>) {
         if let Err(e) = self.0.insert(batch) {
-            tracing::warn!("samples not stored: {e}");
+            tracing::warn!("samples not stored: {}", wattson_collectors::ErrorChain(&e));
         }
     }
 
     fn gap(&mut self, source: &str, start_ms: i64, end_ms: i64, reason: &str) {
         if let Err(e) = self.0.record_gap(source, start_ms, end_ms, reason) {
-            tracing::warn!("gap not recorded: {e}");
+            tracing::warn!("gap not recorded: {}", wattson_collectors::ErrorChain(&e));
         }
     }
 }
@@ -128,9 +128,10 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
                 Ok(s) => Some(s.trim().to_owned()),
                 Err(e) => {
                     tracing::warn!(
-                        "ups {}: cannot read password_file {}: {e}",
+                        "ups {}: cannot read password_file {}: {}",
                         u.id,
-                        f.display()
+                        f.display(),
+                        wattson_collectors::ErrorChain(&e)
                     );
                     continue;
                 }
@@ -162,7 +163,10 @@ pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
     let store = match crate::store::Store::open_read_only(&config.storage.path) {
         Ok(s) => s,
         Err(e) => {
-            tracing::info!("no wall estimate: reading calibrations: {e}");
+            tracing::info!(
+                "no wall estimate: reading calibrations: {}",
+                wattson_collectors::ErrorChain(&e)
+            );
             return None;
         }
     };
@@ -367,7 +371,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     let stats = store.close().context("flushing the database")?;
     match store_thread.join() {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::error!("database writer: {e}"),
+        Ok(Err(e)) => tracing::error!("database writer: {}", wattson_collectors::ErrorChain(&e)),
         Err(_) => tracing::error!("the database writer panicked"),
     }
     // Outputs last: the publisher says `offline` and disconnects.
@@ -507,7 +511,10 @@ fn reload(
     let new = match Config::load(path.as_deref()) {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!("reload refused, keeping the running configuration: {e}");
+            tracing::error!(
+                "reload refused, keeping the running configuration: {}",
+                wattson_collectors::ErrorChain(&e)
+            );
             notifier.ready();
             return;
         }
@@ -639,7 +646,12 @@ fn extras_fn(
                     store
                         .query(move |s| {
                             crate::sweep::regression::latest(s, Some(host.as_str()))
-                                .map_err(|e| tracing::warn!("reading idle regression checks: {e}"))
+                                .map_err(|e| {
+                                    tracing::warn!(
+                                        "reading idle regression checks: {}",
+                                        wattson_collectors::ErrorChain(&e)
+                                    );
+                                })
                                 .ok()
                                 .and_then(|checks| {
                                     crate::sweep::regression::headline(&checks).cloned()

@@ -128,7 +128,10 @@ pub fn handle(
             let n = stats.malformed.fetch_add(1, Ordering::Relaxed);
             // The first few, then every thousandth: a broken publisher must not flood logs.
             if n < 5 || n.is_multiple_of(1000) {
-                tracing::warn!("dropping state from {topic}: {e}");
+                tracing::warn!(
+                    "dropping state from {topic}: {}",
+                    wattson_collectors::ErrorChain(&e)
+                );
             }
         }
     }

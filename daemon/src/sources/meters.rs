@@ -376,7 +376,10 @@ pub fn simulate_with(
             // Keep the slave side open so the device exists until we stop.
             let _slave = slave;
             if let Err(e) = sim.serve(master, &stop2) {
-                tracing::debug!("simulated meter stopped: {e}");
+                tracing::debug!(
+                    "simulated meter stopped: {}",
+                    wattson_collectors::ErrorChain(&e)
+                );
             }
         })
         .context("starting the simulated meter thread")?;

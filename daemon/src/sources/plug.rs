@@ -233,7 +233,11 @@ pub fn spawn_plugs(
                         Ok(r) => {
                             let _ = tx.try_send((crate::runtime::sampler::now_ms(), r));
                         }
-                        Err(e) => tracing::debug!("plug payload on {}: {e}", p.topic),
+                        Err(e) => tracing::debug!(
+                            "plug payload on {}: {}",
+                            p.topic,
+                            wattson_collectors::ErrorChain(&e)
+                        ),
                     }
                 }
                 Ok(_) => {}

@@ -159,6 +159,15 @@ pub fn announced_topic(topic_prefix: &str, host: &str) -> String {
     format!("{topic_prefix}/{}/discovery", super::topic_segment(host))
 }
 
+/// The idle-regression binary sensor's state: `ON`/`OFF` once a check exists, else `None`
+/// (Home Assistant's "unknown").
+pub const IDLE_REGRESSION_TEMPLATE: &str = "{% if value_json.idle_regression is defined %}\
+     {{ 'ON' if value_json.idle_regression.detected else 'OFF' }}{% else %}None{% endif %}";
+
+/// Its attributes: the check's numbers, or none before the first check.
+pub const IDLE_REGRESSION_ATTRIBUTES: &str =
+    "{{ value_json.idle_regression | default({}) | tojson }}";
+
 /// The entities a state object supports: one per field present (see [`super::state`]), and
 /// four diagnostic counters per meter.
 pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
@@ -267,14 +276,16 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
         }
         out.push(e);
     }
-    if has("idle_regression") {
+    // Announced from the first state on, so a dashboard has no dead rows on a new install:
+    // until a check is stored the state has no `idle_regression`, and the template renders
+    // `None`, which Home Assistant shows as `unknown` (an MQTT binary sensor's third payload).
+    {
         let mut e = Entity::new("idle_regression", "Idle power regression", "");
         e.component = "binary_sensor";
         e.device_class = Some("problem");
         e.icon = Some("mdi:trending-up");
-        "{{ 'ON' if value_json.idle_regression.detected else 'OFF' }}"
-            .clone_into(&mut e.value_template);
-        e.attributes_template = Some("{{ value_json.idle_regression | tojson }}".to_owned());
+        IDLE_REGRESSION_TEMPLATE.clone_into(&mut e.value_template);
+        e.attributes_template = Some(IDLE_REGRESSION_ATTRIBUTES.to_owned());
         out.push(e);
     }
     if let Some(meters) = state.get("meters").and_then(Value::as_object) {
@@ -421,7 +432,8 @@ mod tests {
             .collect();
         assert!(ids.contains(&"sensor.wattson_basket_power".to_owned()));
         assert!(ids.contains(&"sensor.wattson_basket_meter_wall_crc_errors".to_owned()));
-        assert_eq!(es.len(), 14 + 4);
+        // 14 sensors, the idle-regression binary sensor, 4 meter counters.
+        assert_eq!(es.len(), 14 + 1 + 4);
         let unique: BTreeSet<&String> = ids.iter().collect();
         assert_eq!(unique.len(), ids.len());
     }
@@ -480,11 +492,14 @@ mod tests {
     #[test]
     fn a_regression_check_is_a_problem_binary_sensor_with_attributes() {
         let mut state = full_state();
-        assert!(
-            entities(&state, &StateExtras::default())
-                .iter()
-                .all(|e| e.component == "sensor")
-        );
+        // Announced before any check exists, so dashboards have the entity from the start.
+        let before = entities(&state, &StateExtras::default());
+        let binary: Vec<_> = before
+            .iter()
+            .filter(|e| e.component == "binary_sensor")
+            .collect();
+        assert_eq!(binary.len(), 1);
+        assert!(binary[0].value_template.contains("None"));
         state["idle_regression"] = json!({"detected": true, "delta_w": 8.0});
         let es = entities(&state, &StateExtras::default());
         let e = es

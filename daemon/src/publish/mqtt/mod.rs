@@ -34,7 +34,7 @@ pub use state::StateExtras;
 pub enum MqttError {
     #[error("mqtt.url {url}: {reason}")]
     Url { url: String, reason: String },
-    #[error("reading {what} {path}: {source}")]
+    #[error("reading {what} {path}")]
     ReadFile {
         what: &'static str,
         path: PathBuf,
