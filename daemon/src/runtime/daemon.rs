@@ -193,7 +193,7 @@ pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
 
 /// Smart plugs over MQTT, as wall meters; needs the async runtime for their subscription.
 fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Result<Vec<Scheduled>> {
-    use crate::sources::{PlugKind, PlugSpec};
+    use crate::sources::PlugSpec;
     let (Some(mqtt), false) = (&config.mqtt, config.plugs.is_empty()) else {
         return Ok(Vec::new());
     };
@@ -202,11 +202,7 @@ fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Resul
         .iter()
         .map(|p| PlugSpec {
             id: p.id.clone(),
-            kind: if p.kind == "shelly" {
-                PlugKind::Shelly
-            } else {
-                PlugKind::Tasmota
-            },
+            kind: p.kind,
             topic: p.topic.clone(),
         })
         .collect();
@@ -419,7 +415,6 @@ async fn serve(
     let publisher = match &config.mqtt {
         None => None,
         Some(mqtt) => {
-            crate::commands::config_check::check_secret_file_opt(mqtt.password_file.as_deref());
             let extras = extras_fn(config, live.clone(), store.clone());
             Some(
                 crate::publish::mqtt::Publisher::spawn(
@@ -508,8 +503,15 @@ fn reload(
 ) {
     notifier.reloading();
     let path = opts.config_path.clone().or_else(|| current.source.clone());
-    let new = match Config::load(path.as_deref()) {
-        Ok(c) => c,
+    let new = match Config::load(path.as_deref())
+        .and_then(|c| crate::commands::config_check::preflight(&c).map(|warnings| (c, warnings)))
+    {
+        Ok((c, warnings)) => {
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+            c
+        }
         Err(e) => {
             tracing::error!(
                 "reload refused, keeping the running configuration: {}",
@@ -555,7 +557,7 @@ fn reload(
                 keep.push("cpu".into());
             }
             if same_meters {
-                keep.extend(crate::sources::meters::collector_names(&current.meters));
+                keep.extend(crate::config::collector_names(&current.meters));
             }
             if same_estimate {
                 keep.push(crate::sources::estimate::SOURCE.to_owned());
