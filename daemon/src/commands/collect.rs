@@ -39,13 +39,25 @@ pub struct CollectArgs {
 
 /// Stores each host's samples and commits them before the message is acknowledged, so a
 /// collector killed mid-way loses nothing the broker kept. The store is opened without
-/// flushes of its own (see `run`), so the commit's result is this batch's.
+/// timed flushes of its own (see `run`), so a commit's result covers this batch. A batch
+/// whose commit failed stays with the writer, which retries it (`retry_interval`); the
+/// message is delivered again too, and the store drops the second copy as not newer.
 struct StoreSink {
     store: crate::store::StoreHandle,
 }
 
 impl FleetSink for StoreSink {
     fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+        // While the writer holds earlier batches for its own retries (a full disk), a
+        // message is not added to them: the broker keeps it and delivers it again, and a
+        // second copy would only take the writer's memory for held samples.
+        let health = self.store.health();
+        if let Some(failing) = health.failing.filter(|_| health.held_samples > 0) {
+            return Err(SinkError(format!(
+                "{} (the store is retrying what it holds; {} attempts so far)",
+                failing.error, failing.attempts
+            )));
+        }
         // The store's errors name the database; SQLite's reason is their source.
         let why =
             |e: &crate::store::StoreError| SinkError(wattson_collectors::ErrorChain(e).to_string());
@@ -118,6 +130,7 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("creating {}", dir.display()))?;
             }
+            // Its errors name the database (and the other writer, or why it is read-only).
             // Only the collector's own flushes commit, one per message, so a failed
             // commit is known to be that message's.
             let options = crate::store::StoreOptions {
