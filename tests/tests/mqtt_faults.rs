@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use wattson::store::Store;
 use wattson_collectors::Metric;
-use wattson_tests::broker::{Kind, Options, TestBroker, Watcher, kinds, publish_acked};
+use wattson_tests::broker::{Kind, Options, TestBroker, Watcher, in_ci, kinds, publish_acked};
 use wattson_tests::scripted::{Behaviour, ScriptedBroker};
 use wattson_tests::{Child, HOST, TestEnv, db_points, now_ms, q, wattson};
 
@@ -437,7 +437,7 @@ fn a_10_mb_qos1_message_to_the_collector_is_skipped_and_never_comes_back() {
 // ---------------------------------------------------------------------------------------
 
 /// An 8 MB tmpfs, unmounted on drop; `None` (the test is skipped with a note) where this
-/// user may not mount.
+/// user may not mount. Under CI (`CI=true`), which runs as root, a failed mount fails the test.
 struct SmallDisk {
     mnt: std::path::PathBuf,
     _dir: tempfile::TempDir,
@@ -455,13 +455,16 @@ impl SmallDisk {
         match out {
             Ok(o) if o.status.success() => Some(SmallDisk { mnt, _dir: dir }),
             Ok(o) => {
-                eprintln!(
-                    "SKIPPED collector disk full: mount -t tmpfs failed: {}",
+                let why = format!(
+                    "mount -t tmpfs failed: {}",
                     String::from_utf8_lossy(&o.stderr).trim()
                 );
+                assert!(!in_ci(), "CI=true and {why}");
+                eprintln!("SKIPPED collector disk full: {why}");
                 None
             }
             Err(e) => {
+                assert!(!in_ci(), "CI=true and mount cannot run: {e}");
                 eprintln!("SKIPPED collector disk full: cannot run mount: {e}");
                 None
             }
