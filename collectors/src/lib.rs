@@ -13,6 +13,23 @@ pub mod sample;
 pub mod sysroot;
 
 pub use sample::{Metric, Sample, Unit};
+
+/// Displays an error and each of its sources once: `outer: inner: root cause`, as anyhow's
+/// `{:#}` does. Error types here carry their cause as `#[source]` without interpolating it
+/// in their message, so a plain `{e}` names the thing and `ErrorChain(&e)` adds why.
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut next = self.0.source();
+        while let Some(e) = next {
+            write!(f, ": {e}")?;
+            next = e.source();
+        }
+        Ok(())
+    }
+}
 pub use sysroot::SysRoot;
 
 use std::path::PathBuf;
@@ -58,7 +75,9 @@ pub enum CollectError {
     },
     #[error("{source_name}: bad frame: {detail}")]
     BadFrame { source_name: String, detail: String },
-    #[error("{source_name}: device gone: {detail}")]
+    /// The device is not there (never was, unplugged, or held by another program); `detail`
+    /// says which, and what to do.
+    #[error("{source_name}: {detail}")]
     Gone { source_name: String, detail: String },
     /// The device answered, with an error of its own (an NVML return code, a UPS `ERR`).
     #[error("{source_name}: {detail}")]

@@ -11,7 +11,14 @@ use clap::{Args, Parser, Subcommand};
 /// wall; stores everything in SQLite; publishes to MQTT / Home Assistant; and turns it into
 /// the annual running cost of each machine and configuration.
 #[derive(Debug, Parser)]
-#[command(name = "wattson", version, propagate_version = true)]
+#[command(
+    name = "wattson",
+    version,
+    propagate_version = true,
+    // Our own `help` subcommand, so that `wattson help --help` works like every other one.
+    disable_help_subcommand = true,
+    after_help = examples::WATTSON
+)]
 pub struct Cli {
     /// Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it
     /// exists, else built-in defaults].
@@ -29,23 +36,44 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The daemon: collect, store and publish until stopped (systemd Type=notify).
+    #[command(after_help = examples::RUN)]
     Run(RunArgs),
     /// The whole pipeline on this machine with a simulated meter: no hardware, no broker.
+    #[command(after_help = examples::DEMO)]
     Demo(DemoArgs),
     /// Current readings and today's energy and cost, from the database.
+    #[command(after_help = examples::STATUS)]
     Status(StatusArgs),
     /// Run workload loops against the meter and fit watts per loop, with confidence intervals.
+    #[command(
+        after_help = examples::SWEEP,
+        override_usage = "wattson sweep --name <NAME> [OPTIONS]\n       \
+                          wattson sweep --list [--json]\n       \
+                          wattson sweep --show <NAME> [--json]"
+    )]
     Sweep(crate::commands::sweep::SweepArgs),
     /// Annual cost per configuration and mode, comparisons, savings and payback.
+    #[command(after_help = examples::REPORT)]
     Report(crate::commands::report::ReportArgs),
     /// Serial meter tools: probe a port, or simulate a meter on a pseudo-terminal.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = examples::METER)]
     Meter(MeterCommand),
     /// Configuration tools.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = examples::CONFIG_CHECK)]
     Config(ConfigCommand),
     /// Fleet collector: store every host's MQTT state messages once (persistent session).
+    #[command(after_help = examples::COLLECT)]
     Collect(crate::commands::collect::CollectArgs),
+    /// Print the help of wattson or of the given subcommand(s).
+    #[command(after_help = examples::HELP)]
+    Help(HelpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HelpArgs {
+    /// The subcommand to describe, e.g. `sweep` or `meter probe` [default: wattson itself].
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -54,14 +82,20 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
     /// Stop after this long (e.g. `60s`) instead of running until SIGTERM.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, allow_hyphen_values = true)]
     pub duration: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// How long to run the whole demo.
-    #[arg(long, value_name = "DURATION", default_value = "90s", value_parser = parse_duration_arg)]
+    /// How long to run the whole demo, 20 s or more (kept to within 5 %).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "90s",
+        value_parser = parse_duration_arg,
+        allow_hyphen_values = true
+    )]
     pub duration: std::time::Duration,
     /// Keep the database here instead of a temporary file.
     #[arg(long, value_name = "PATH")]
@@ -88,20 +122,171 @@ pub struct StatusArgs {
 #[derive(Debug, Subcommand)]
 pub enum MeterCommand {
     /// Identify which supported meter answers on PORT.
+    #[command(after_help = examples::METER_PROBE)]
     Probe(crate::commands::meter::ProbeArgs),
     /// Simulate a meter on a new pseudo-terminal and print its path.
+    #[command(after_help = examples::METER_SIMULATE)]
     Simulate(crate::commands::meter::SimulateArgs),
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Validate the configuration and print the effective config (secrets redacted).
+    #[command(after_help = examples::CONFIG_CHECK)]
     Check,
 }
 
 /// clap value parser for durations such as `90s` or `2m`.
 pub fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!(
+            "{s} is negative: give a positive duration such as 5s"
+        ));
+    }
     crate::config::parse_duration(s)
+}
+
+/// clap value parser for a quantity that is 0 or more (watts, seconds, money, g CO2/kWh).
+/// Options that take one also take values starting with `-`, so `-5` reaches this check
+/// instead of being mistaken for an option.
+pub fn parse_non_negative(s: &str) -> Result<f64, String> {
+    let v = parse_number(s)?;
+    if v < 0.0 {
+        return Err(format!("{s} is negative: give 0 or more"));
+    }
+    Ok(v)
+}
+
+/// clap value parser for a quantity that is more than 0.
+pub fn parse_positive(s: &str) -> Result<f64, String> {
+    let v = parse_number(s)?;
+    if v <= 0.0 {
+        return Err(format!("{s} is not more than 0: give a positive number"));
+    }
+    Ok(v)
+}
+
+/// clap value parser for any finite number (negative allowed).
+pub fn parse_number(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?} is not a number")),
+    }
+}
+
+/// clap value parser for a count (loops, samples, a seed): a whole number, 0 or more.
+pub fn parse_count(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("{s} is negative: give a whole number, 0 or more"));
+    }
+    t.parse()
+        .map_err(|_| format!("{s:?} is not a whole number"))
+}
+
+/// `wattson help [COMMAND...]`: the long help of wattson or of a subcommand.
+pub fn print_help(args: &HelpArgs) -> anyhow::Result<()> {
+    use clap::CommandFactory as _;
+    let mut cmd = Cli::command();
+    let mut path = vec!["wattson".to_owned()];
+    for name in &args.command {
+        let Some(sub) = cmd.find_subcommand(name).cloned() else {
+            let known: Vec<String> = cmd
+                .get_subcommands()
+                .map(|c| c.get_name().to_owned())
+                .collect();
+            anyhow::bail!(
+                "{} has no subcommand {name:?}: it has {}",
+                path.join(" "),
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            );
+        };
+        path.push(name.clone());
+        cmd = sub.bin_name(path.join(" "));
+    }
+    let text = cmd.render_long_help().to_string();
+    crate::output::print(&text);
+    Ok(())
+}
+
+/// The examples each `--help` ends with (and the man pages' EXAMPLES sections).
+pub mod examples {
+    pub const WATTSON: &str = "\
+Examples:
+  wattson demo                                  # the whole pipeline, no hardware needed
+  wattson --config /etc/wattson/wattson.toml config check
+  wattson status
+  wattson report --format html --out report.html
+  wattson help sweep                            # the help of one subcommand";
+
+    pub const RUN: &str = "\
+Examples:
+  wattson run                                   # until SIGTERM or Ctrl-C (systemd: wattson.service)
+  wattson run --config ./wattson.toml --db /tmp/test.db --duration 60s";
+
+    pub const DEMO: &str = "\
+Examples:
+  wattson demo                                  # 90 s: collect, a short sweep, a cost summary
+  wattson demo --duration 3m --db demo.db       # keep the database, then: wattson report --db demo.db
+  wattson demo --no-sweep --duration 30s";
+
+    pub const STATUS: &str = "\
+Examples:
+  wattson status
+  wattson status --json | jq .cost
+  wattson status --db /var/lib/wattson/wattson.db";
+
+    pub const SWEEP: &str = "\
+Examples:
+  wattson sweep --name \"basket, powersave\"      # idle, then 1 .. N loops of the spin kind
+  wattson sweep --name basket --levels 0,1,2,4 --kinds spin,memory,pause
+  sudo wattson sweep --name basket --governors powersave,performance
+  wattson sweep --name monthly --levels 0,1 --regression-check
+  wattson sweep --list
+  wattson sweep --show \"basket, powersave\" --json";
+
+    pub const REPORT: &str = "\
+Examples:
+  wattson report                                # aligned table on the terminal
+  wattson report --upgrade-cost 300 --co2 200   # payback time and CO2 saved
+  wattson report --configs \"athlon,2x opteron\"  # these, in this order (prefixes will do)
+  wattson report --mode \"2 loops\"
+  wattson report --since 30d --format html --out report.html";
+
+    pub const METER: &str = "\
+Examples:
+  wattson meter probe /dev/ttyUSB0
+  wattson meter simulate --protocol sdm630 --watts 60";
+
+    pub const METER_PROBE: &str = "\
+Examples:
+  wattson meter probe /dev/ttyUSB0              # which meter answers, its address and a reading
+  wattson meter probe /dev/wattson-meter --timeout 3s";
+
+    pub const METER_SIMULATE: &str = "\
+Examples:
+  wattson meter simulate --protocol sdm630 --watts 60            # prints a pty path: use it as `port`
+  wattson meter simulate --protocol pzem004t --follow-cpu --address 1,2,3
+  wattson meter simulate --protocol cse7766 --duration 10m";
+
+    pub const CONFIG_CHECK: &str = "\
+Examples:
+  wattson config check
+  wattson --config ./wattson.toml config check  # exit 78 and the key and line when it is wrong";
+
+    pub const COLLECT: &str = "\
+Examples:
+  wattson collect --db fleet.db                 # every host's state from [mqtt]'s broker
+  wattson collect --jsonl - | head";
+
+    pub const HELP: &str = "\
+Examples:
+  wattson help
+  wattson help meter probe";
 }
 
 #[cfg(test)]
@@ -112,5 +297,32 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_subcommand_has_examples() {
+        fn walk(cmd: &clap::Command, path: &str) {
+            for sub in cmd.get_subcommands() {
+                let path = format!("{path} {}", sub.get_name());
+                let after = sub.get_after_help().map(ToString::to_string);
+                assert!(
+                    after.is_some_and(|a| a.contains("Examples:")),
+                    "{path}: no examples"
+                );
+                walk(sub, &path);
+            }
+        }
+        walk(&Cli::command(), "wattson");
+    }
+
+    #[test]
+    fn numbers_are_checked_with_their_sign() {
+        assert_eq!(parse_non_negative("0").unwrap(), 0.0);
+        assert!(parse_non_negative("-5").unwrap_err().contains("negative"));
+        assert!(parse_positive("0").is_err());
+        assert!(parse_count("-5").unwrap_err().contains("negative"));
+        assert!(parse_count("two").unwrap_err().contains("whole number"));
+        assert!(parse_duration_arg("-5s").unwrap_err().contains("negative"));
+        assert!(parse_number("nan").is_err());
     }
 }

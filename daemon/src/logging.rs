@@ -15,16 +15,53 @@ use tracing_subscriber::registry::LookupSpan;
 /// Install the global subscriber. `verbose` raises the default level to debug.
 /// `RUST_LOG` overrides both (e.g. `RUST_LOG=wattson=trace`).
 pub fn init(verbose: bool) {
-    let default = if verbose { "debug" } else { "info" };
+    init_with_default(if verbose { "debug" } else { "info" });
+}
+
+/// As [`init`], with `default` as the level when `RUST_LOG` is not set (`wattson demo` on a
+/// terminal logs warnings only: its own progress says what happens).
+pub fn init_with_default(default: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| ProgressAwareStderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     if std::env::var_os("JOURNAL_STREAM").is_some() {
         let _ = builder.event_format(JournalFormat).try_init();
     } else {
         let _ = builder.with_target(false).try_init();
+    }
+}
+
+/// The progress bar or spinner on the terminal, if one is showing: log lines are written
+/// with it hidden and redrawn after, so a line never breaks it.
+static PROGRESS: std::sync::Mutex<Option<indicatif::ProgressBar>> = std::sync::Mutex::new(None);
+
+/// Say which progress bar is showing (`None` when it is finished).
+pub fn set_progress(bar: Option<&indicatif::ProgressBar>) {
+    if let Ok(mut p) = PROGRESS.lock() {
+        *p = bar.cloned();
+    }
+}
+
+/// stderr, written around the progress bar if one is showing. tracing writes each event
+/// with one `write_all`.
+struct ProgressAwareStderr;
+
+impl std::io::Write for ProgressAwareStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let bar = PROGRESS.lock().ok().and_then(|p| p.clone());
+        match bar {
+            Some(bar) if !bar.is_hidden() => {
+                bar.suspend(|| std::io::stderr().write_all(buf))?;
+                Ok(buf.len())
+            }
+            _ => std::io::stderr().write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
     }
 }
 

@@ -301,7 +301,7 @@ pub fn collector(dir: &Path, broker: &TestBroker) -> (PathBuf, PathBuf, Child) {
     let mut c = wattson();
     c.arg("--config").arg(&cconf).arg("collect");
     let collect = Child::spawn(c);
-    collect.wait_for_log("collector connected", Duration::from_secs(20));
+    collect.wait_for_log("collector: subscribed", Duration::from_secs(20));
     (cdb, cconf, collect)
 }
 

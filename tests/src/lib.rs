@@ -9,6 +9,7 @@
 
 pub mod broker;
 pub mod ledger;
+pub mod scripted;
 
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _};
@@ -371,7 +372,12 @@ pub fn open_db(path: &Path) -> Option<Store> {
 /// Stored raw samples `(ts_ms, value)` of `source`/`metric` (channel `""` unless the source
 /// is `cpu`, any channel then), all time, host [`HOST`].
 pub fn points(store: &Store, source: &str, metric: Metric) -> Vec<(i64, f64)> {
-    let filter = SeriesFilter::all().host(HOST).source(source).metric(metric);
+    host_points(store, HOST, source, metric)
+}
+
+/// [`points`] of another host (a fleet collector's database).
+pub fn host_points(store: &Store, host: &str, source: &str, metric: Metric) -> Vec<(i64, f64)> {
+    let filter = SeriesFilter::all().host(host).source(source).metric(metric);
     let mut out: Vec<(i64, f64)> = store
         .raw(&filter, 0, i64::MAX)
         .expect("reading raw samples")
@@ -394,4 +400,25 @@ pub fn integrity_check(db: &Path) -> String {
             .expect("opening the database");
     conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .expect("integrity_check")
+}
+
+/// Run `cmd` to completion, stdout discarded: (exit code, all of its stderr). Panics,
+/// killing it, if it has not exited `within`.
+pub fn output_within(mut cmd: Command, within: Duration) -> (Option<i32>, String) {
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawning wattson");
+    let pid = Pid::from_raw(child.id() as i32);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(out) = rx.recv_timeout(within) else {
+        let _ = kill(pid, Signal::SIGKILL);
+        panic!("{cmd:?} did not exit within {within:?}");
+    };
+    let out = out.expect("waiting for wattson");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

@@ -35,6 +35,7 @@ fn idle_sweep_args(db: &Path) -> SweepArgs {
         show: None,
         json: false,
         db: Some(db.to_owned()),
+        quiet: false,
     }
 }
 

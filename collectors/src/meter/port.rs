@@ -39,10 +39,45 @@ impl PortError {
         match self {
             PortError::Open { source, .. } => matches!(
                 source.kind(),
-                serialport::ErrorKind::NoDevice
-                    | serialport::ErrorKind::Io(std::io::ErrorKind::NotFound)
+                serialport::ErrorKind::Io(std::io::ErrorKind::NotFound)
             ),
             PortError::Config { .. } => false,
+        }
+    }
+
+    /// True if another program holds the port: `serialport` opens ports exclusively
+    /// (`TIOCEXCL` and an exclusive `flock`) and reports EBUSY or a held lock as `NoDevice`.
+    pub fn is_busy(&self) -> bool {
+        match self {
+            PortError::Open { source, .. } => source.kind() == serialport::ErrorKind::NoDevice,
+            PortError::Config { .. } => false,
+        }
+    }
+
+    /// What a user reads when the port could not be opened: which port, why (the OS reason)
+    /// and what to do. `was_open`: the port worked earlier in this run (so it was unplugged,
+    /// rather than never there).
+    pub fn explain(&self, was_open: bool) -> String {
+        let PortError::Open { path, source } = self else {
+            return self.to_string();
+        };
+        let path = path.display();
+        let reason = source.to_string();
+        if self.is_missing() && was_open {
+            format!("{path} is gone ({reason}): unplugged? It is reopened as soon as it returns")
+        } else if self.is_missing() {
+            format!(
+                "{path} does not exist ({reason}): check that the adapter is plugged in and \
+                 that this is its name (ls /dev/serial/by-id/ lists the adapters present)"
+            )
+        } else if self.is_busy() {
+            format!(
+                "{path} is in use by another program ({reason}): while `wattson run` is \
+                 running it holds the meter; stop it (systemctl stop wattson) or the other \
+                 program, then try again"
+            )
+        } else {
+            format!("cannot open {path}: {reason}")
         }
     }
 }
@@ -193,6 +228,8 @@ pub struct MeterCollector {
     energy: Vec<(u8, EnergyTracker, Rejections)>,
     backoff_ms: i64,
     next_open_ms: i64,
+    /// The port has been open at least once in this run.
+    was_open: bool,
 }
 
 impl MeterCollector {
@@ -219,6 +256,7 @@ impl MeterCollector {
             energy,
             backoff_ms: 0,
             next_open_ms: i64::MIN,
+            was_open: false,
         })
     }
 
@@ -322,14 +360,15 @@ impl MeterCollector {
                     self.config.session_options(),
                 ));
                 self.backoff_ms = 0;
+                self.was_open = true;
                 tracing::info!(meter = %self.name, port = %self.config.port.display(), "meter port open");
                 Ok(())
             }
             Err(e) => {
                 self.backoff_ms = (self.backoff_ms * 2).clamp(100, MAX_REOPEN_BACKOFF_MS);
                 self.next_open_ms = now_ms.saturating_add(self.backoff_ms);
-                if e.is_missing() {
-                    Err(self.gone(format!("{}: {e}", self.config.port.display())))
+                if e.is_missing() || e.is_busy() {
+                    Err(self.gone(e.explain(self.was_open)))
                 } else {
                     let source = match e {
                         PortError::Open { source, .. } => std::io::Error::from(source),
@@ -428,7 +467,7 @@ impl Collector for MeterCollector {
                 }
                 Err(SessionError::Gone { source }) => gone = Some(source),
                 Err(e) => {
-                    tracing::debug!(meter = %self.name, error = %e, "meter poll failed");
+                    tracing::debug!(meter = %self.name, error = %crate::ErrorChain(&e), "meter poll failed");
                     first_error.get_or_insert(e);
                 }
             }
@@ -440,7 +479,10 @@ impl Collector for MeterCollector {
             // Try again at the very next poll: a replugged adapter is back within one interval.
             self.next_open_ms = now_ms;
             self.backoff_ms = 0;
-            return Err(self.gone(format!("{}: {source}", self.config.port.display())));
+            return Err(self.gone(format!(
+                "{} is gone ({source}): unplugged? It is reopened as soon as it returns",
+                self.config.port.display()
+            )));
         }
         match (samples.is_empty(), first_error) {
             (false, _) | (true, None) => Ok(samples),
@@ -452,7 +494,7 @@ impl Collector for MeterCollector {
                 SessionError::Io { source } => CollectError::io(&self.config.port, source),
                 other => CollectError::BadFrame {
                     source_name: self.name.clone(),
-                    detail: other.to_string(),
+                    detail: crate::ErrorChain(&other).to_string(),
                 },
             }),
         }

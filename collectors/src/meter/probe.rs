@@ -39,13 +39,14 @@ pub struct ProbeResult {
 pub enum ProbeError {
     #[error(transparent)]
     Port(#[from] PortError),
-    #[error("no supported meter answered on {path} (tried: {tried})")]
+    #[error("no supported meter answered on {path} (tried {tried})")]
     NothingAnswered { path: PathBuf, tried: String },
 }
 
 /// Try every protocol's defaults on `path`, `timeout` per attempt. The `line` protocol is not
 /// probed: a text format cannot be recognised without its column map.
 pub fn probe(path: &Path, timeout: Duration) -> Result<ProbeResult, ProbeError> {
+    // What was tried, as the user would configure it: filled in by each attempt.
     let mut tried = Vec::new();
     for protocol in [
         Protocol::Pzem004t,
@@ -53,12 +54,17 @@ pub fn probe(path: &Path, timeout: Duration) -> Result<ProbeResult, ProbeError> 
         Protocol::WattsUp,
         Protocol::Cse7766,
     ] {
-        tried.push(protocol.as_str());
         let found = match protocol {
-            Protocol::Pzem004t => probe_pzem(path, timeout)?,
-            Protocol::Sdm120 => probe_sdm(path, timeout)?,
-            Protocol::WattsUp => probe_stream(path, Protocol::WattsUp, timeout)?,
-            _ => probe_cse(path, timeout)?,
+            Protocol::Pzem004t => probe_pzem(path, timeout, &mut tried)?,
+            Protocol::Sdm120 => probe_sdm(path, timeout, &mut tried)?,
+            Protocol::WattsUp => {
+                tried.push("wattsup (115200 baud)".to_owned());
+                probe_stream(path, Protocol::WattsUp, timeout)?
+            }
+            _ => {
+                tried.push("cse7766 and hlw8032 (4800 baud)".to_owned());
+                probe_cse(path, timeout)?
+            }
         };
         if let Some(found) = found {
             return Ok(found);
@@ -91,7 +97,12 @@ fn opened(
 
 /// PZEM-004T reads 10 registers; a PZEM-017 has only 8 and answers exception 0x02, so on
 /// that answer try the DC map (at 8N2).
-fn probe_pzem(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, PortError> {
+fn probe_pzem(
+    path: &Path,
+    timeout: Duration,
+    tried: &mut Vec<String>,
+) -> Result<Option<ProbeResult>, PortError> {
+    tried.push("pzem004t (9600 baud, general address 0xF8)".to_owned());
     let io = opened(path, Protocol::Pzem004t, timeout)?;
     let mut s = MeterSession::new(
         io,
@@ -120,6 +131,7 @@ fn probe_pzem(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, Por
         _ => return Ok(None),
     }
     drop(s);
+    tried.push("pzem017 (9600 baud 8N2, after a PZEM-style exception)".to_owned());
     let io = opened(path, Protocol::Pzem017, timeout)?;
     let mut s = MeterSession::new(
         io,
@@ -193,8 +205,17 @@ fn exchange(
 
 /// Eastron at address 1: 2400 baud first (SDM120's default), then 9600 (SDM230/SDM630).
 /// The SDM630 is told apart by its total-system-power register 0x0034.
-fn probe_sdm(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, PortError> {
+fn probe_sdm(
+    path: &Path,
+    timeout: Duration,
+    tried: &mut Vec<String>,
+) -> Result<Option<ProbeResult>, PortError> {
     for protocol in [Protocol::Sdm120, Protocol::Sdm230] {
+        tried.push(if protocol == Protocol::Sdm120 {
+            "sdm120 (2400 baud, address 1)".to_owned()
+        } else {
+            "sdm230 and sdm630 (9600 baud, address 1)".to_owned()
+        });
         let mut io = opened(path, protocol, timeout)?;
         let Some(_) = read_float(&mut io, 1, 0x0000, timeout) else {
             continue;

@@ -46,7 +46,7 @@ pub struct MeterCounters {
 pub enum SessionError {
     #[error("address {address}: no reply within {timeout_ms} ms")]
     Timeout { address: u8, timeout_ms: u64 },
-    #[error("address {address}: {source}")]
+    #[error("address {address}")]
     Frame {
         address: u8,
         #[source]

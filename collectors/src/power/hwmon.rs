@@ -306,7 +306,7 @@ impl Collector for HwmonCollector {
         match first_err {
             Some(e) if out.is_empty() => Err(e),
             Some(e) => {
-                tracing::debug!("hwmon: {e}");
+                tracing::debug!("hwmon: {}", crate::ErrorChain(&e));
                 Ok(out)
             }
             None => Ok(out),

@@ -330,7 +330,12 @@ impl Collector for NvidiaSmiCollector {
         let rows = self.query()?;
         let apps = if rows.iter().any(|r| r.uuid.is_some()) {
             self.query_apps()
-                .map_err(|e| tracing::debug!("{SOURCE} (nvidia-smi): {e}; process count left out"))
+                .map_err(|e| {
+                    tracing::debug!(
+                        "{SOURCE} (nvidia-smi): {}; process count left out",
+                        crate::ErrorChain(&e)
+                    );
+                })
                 .ok()
         } else {
             None

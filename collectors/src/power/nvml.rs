@@ -274,11 +274,14 @@ impl Collector for NvmlCollector {
                         // The process list is an extra: a failed query (a container
                         // that may not see other PIDs, a busy driver) leaves the count
                         // out and never fails the poll.
-                        tracing::debug!("{SOURCE}: {e}; process count left out");
+                        tracing::debug!(
+                            "{SOURCE}: {}; process count left out",
+                            crate::ErrorChain(&e)
+                        );
                     }
                     Err(e) if e.is_not_supported() => {
                         // Once per reading per GPU: e.g. the energy counter before Volta.
-                        tracing::info!("{SOURCE}: {e}; not asking again");
+                        tracing::info!("{SOURCE}: {}; not asking again", crate::ErrorChain(&e));
                         g.unsupported.insert(reading);
                     }
                     Err(e) => {
@@ -294,7 +297,7 @@ impl Collector for NvmlCollector {
         match first_err {
             Some(e) if out.is_empty() => Err(e),
             Some(e) => {
-                tracing::debug!("{e}");
+                tracing::debug!("{}", crate::ErrorChain(&e));
                 Ok(out)
             }
             None => Ok(out),

@@ -1,9 +1,10 @@
 //! `wattson demo`: the whole pipeline on this machine with no hardware and no broker.
 //!
 //! A simulated PZEM-004T on a pseudo-terminal draws 40 W plus 15 W per busy CPU of this
-//! machine's real load (with noise and a 1 s ramp); `wattson run` stores it and the CPU
-//! telemetry into a temporary (or `--db`) database; a short sweep fits watts per loop; and a
-//! cost summary closes.
+//! machine's real load (with noise and a 1 s ramp); a short sweep fits watts per loop; then
+//! `wattson run` stores it and the CPU telemetry into a temporary (or `--db`) database for
+//! the rest of `--duration` (so the whole demo keeps to it however early the sweep's levels
+//! converge); and a cost summary closes.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -11,8 +12,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use wattson_collectors::SysRoot;
 use wattson_collectors::meter::Protocol;
+use wattson_collectors::{Metric, SysRoot};
 
 use crate::analysis::cost::{annual_cost, format_money};
 use crate::cli::DemoArgs;
@@ -22,8 +23,27 @@ use crate::runtime::daemon::{self, RunOptions};
 use crate::sources::power_model::PowerModel;
 use crate::sweep::workload::LoopKind;
 
+/// The shortest demo: a two-level sweep needs about 6 s a level, and collecting a few more.
+const MIN_DURATION: Duration = Duration::from_secs(20);
+/// The share of the demo the sweep may take; collecting fills the rest, so the whole demo
+/// keeps to `--duration` however early the sweep's levels converge.
+const SWEEP_SHARE: f64 = 0.65;
+/// What a sweep level should be given at least, s.
+const MIN_LEVEL_S: f64 = 6.0;
+/// Kept back at the end for stopping the daemon and the cost summary, s.
+const CLOSING_S: f64 = 0.6;
+/// The shortest collecting phase, s.
+const MIN_COLLECT_S: f64 = 3.0;
+
 pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
+    if args.duration < MIN_DURATION {
+        anyhow::bail!(
+            "--duration {}: the demo needs at least {} s (a two-level sweep and some collecting)",
+            crate::config::format_duration(args.duration),
+            MIN_DURATION.as_secs()
+        );
+    }
     // The user's config supplies the host name, sysfs roots and tariff; meters and storage
     // are the demo's own.
     let mut config = match config_path {
@@ -50,13 +70,14 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     let sim = crate::sources::meters::simulate(Protocol::Pzem004t, &[1], model, &root, 42)?;
     config.meters = vec![MeterConfig {
         id: "demo".into(),
-        protocol: "pzem004t".into(),
+        protocol: Protocol::Pzem004t,
         port: sim.path.clone(),
         baud: None,
         parity: None,
         stop_bits: None,
         address: Some(1),
-        interval: Duration::from_secs(1),
+        // Two readings a second: short sweep levels still get enough of them.
+        interval: Duration::from_millis(500),
         timeout: None,
         line: None,
     }];
@@ -64,35 +85,28 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     config.storage.flush_interval = Duration::from_secs(1);
     config.mqtt = None;
 
-    let total = args.duration.max(Duration::from_secs(20));
-    let sweep_share = if args.no_sweep { 0.0 } else { 0.7 };
-    let collect = Duration::from_secs_f64((total.as_secs_f64() * (1.0 - sweep_share)).max(10.0));
+    let total = args.duration.as_secs_f64();
     let say = |s: &str| crate::output::println(s);
     say(&format!(
         "wattson demo: a simulated PZEM-004T on {} draws 40 W + 15 W per busy CPU of this machine\n\
-         database: {}\n\n1/3 collecting wall power and CPU telemetry for {:.0} s (wattson run)...",
+         database: {}\nabout {total:.0} s in all",
         sim.path.display(),
         db.display(),
-        collect.as_secs_f64()
     ));
-    daemon::run(
-        &config,
-        &RunOptions {
-            duration: Some(collect),
-            config_path: None,
-        },
-    )?;
 
     let mut sweep_ok = true;
     if args.no_sweep {
-        say("\n2/3 sweep skipped (--no-sweep)");
+        say("\n1/3 sweep skipped (--no-sweep)");
     } else {
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        let levels: Vec<usize> = (0..=cpus.min(4)).collect();
-        let left = total.saturating_sub(started.elapsed()).as_secs_f64();
-        let per_level = (left / levels.len() as f64 - 6.0).clamp(8.0, 90.0);
+        let budget = total * SWEEP_SHARE;
+        // As many levels (idle, 1, 2, ... loops, up to 4) as get MIN_LEVEL_S each.
+        let fit = ((budget / MIN_LEVEL_S).floor() as usize).max(2);
+        let levels: Vec<usize> = (0..=cpus.min(4)).take(fit).collect();
+        let per_level = (budget / levels.len() as f64).min(90.0);
         say(&format!(
-            "\n2/3 sweeping levels {levels:?} (idle, then busy loops), about {per_level:.0} s each..."
+            "\n1/3 sweeping levels {levels:?} (idle, then busy loops), at most {per_level:.0} s each \
+             (wattson sweep)"
         ));
         let sweep = SweepArgs {
             name: Some("demo".into()),
@@ -101,17 +115,30 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
             governors: None,
             meter: None,
             max_level_time: Duration::from_secs_f64(per_level),
-            ci_watts: 0.5,
-            ci_percent: 1.0,
-            min_samples: 8,
-            idle_wait: Duration::from_secs(5),
+            // The simulated meter's noise (1 W sd) at two readings a second reaches +/- 1 W
+            // within a few seconds; the DESIGN's 0.5 W needs minutes.
+            ci_watts: 1.0,
+            ci_percent: 2.0,
+            min_samples: 6,
+            idle_wait: Duration::from_secs_f64((per_level / 3.0).min(5.0)),
             regression_check: false,
             list: false,
             show: None,
             json: false,
             db: Some(db.clone()),
+            quiet: true,
         };
         sweep_ok = sweep_with_config(&config, &sweep, "demo", &db)?;
+    }
+
+    if sweep_ok {
+        let left = total - started.elapsed().as_secs_f64() - CLOSING_S;
+        let collect = Duration::from_secs_f64(left.max(MIN_COLLECT_S));
+        say(&format!(
+            "\n2/3 collecting wall power and CPU telemetry for {:.0} s (wattson run)",
+            collect.as_secs_f64()
+        ));
+        collect_with_progress(&config, collect)?;
     }
     sim.stop();
 
@@ -129,6 +156,56 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     } else {
         ExitCode::from(130)
     })
+}
+
+/// `wattson run` for `collect`, with a progress bar of the time and the latest wall watts.
+fn collect_with_progress(config: &Config, collect: Duration) -> anyhow::Result<()> {
+    let tenths = (collect.as_secs_f64() * 10.0).round() as u64;
+    let bar = indicatif::ProgressBar::new(tenths.max(1));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    crate::logging::set_progress(Some(&bar));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let result = std::thread::scope(|scope| {
+        let daemon = scope.spawn(|| {
+            let r = daemon::run(
+                config,
+                &RunOptions {
+                    duration: Some(collect),
+                    config_path: None,
+                },
+            );
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            r
+        });
+        let t0 = Instant::now();
+        let mut store = None;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            bar.set_position(((t0.elapsed().as_secs_f64() * 10.0) as u64).min(tenths));
+            if store.is_none() && config.storage.path.exists() {
+                store = crate::store::Store::open_read_only(&config.storage.path).ok();
+            }
+            let watts = store.as_ref().and_then(|s| {
+                s.latest(&config.host.name)
+                    .ok()?
+                    .into_iter()
+                    .find(|l| l.series.source == "meter:demo" && l.series.metric == Metric::Power)
+            });
+            bar.set_message(match watts {
+                Some(l) => format!("{:.1} W at the wall", l.value),
+                None => "starting".to_owned(),
+            });
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        daemon
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the collecting thread panicked")))
+    });
+    bar.finish_and_clear();
+    crate::logging::set_progress(None);
+    result
 }
 
 fn summary(config: &Config, db: &Path) -> anyhow::Result<String> {
@@ -166,6 +243,9 @@ fn summary(config: &Config, db: &Path) -> anyhow::Result<String> {
                 fig.kwh,
                 format_money(fig.cost, &currency)
             );
+            for w in l.warnings.iter().flat_map(|w| w.split("; ")) {
+                let _ = writeln!(out, "             warning: {w}");
+            }
         }
         if let Some(f) = s
             .fit

@@ -15,9 +15,16 @@ use crate::sources::power_model::PowerModel;
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     /// Serial port to probe, e.g. /dev/ttyUSB0.
+    #[arg(value_name = "PORT")]
     pub port: PathBuf,
     /// How long to wait for each protocol's answer.
-    #[arg(long, default_value = "1500ms", value_parser = crate::cli::parse_duration_arg)]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1500ms",
+        value_parser = crate::cli::parse_duration_arg,
+        allow_hyphen_values = true
+    )]
     pub timeout: Duration,
 }
 
@@ -25,34 +32,45 @@ pub struct ProbeArgs {
 pub struct SimulateArgs {
     /// Protocol to simulate: pzem004t, pzem017, sdm120, sdm230, sdm630, wattsup, cse7766,
     /// hlw8032, line.
-    #[arg(long)]
+    #[arg(long, value_name = "PROTOCOL")]
     pub protocol: Protocol,
     /// Watts with no load (or constant watts without --follow-cpu).
-    #[arg(long, default_value_t = 40.0)]
+    #[arg(long, value_name = "W", default_value_t = 40.0, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
     pub watts: f64,
     /// Follow this machine's CPU load: watts = --watts + --per-cpu x busy CPUs.
     #[arg(long)]
     pub follow_cpu: bool,
     /// Extra watts per fully busy CPU with --follow-cpu.
-    #[arg(long, default_value_t = 15.0)]
+    #[arg(long, value_name = "W", default_value_t = 15.0, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
     pub per_cpu: f64,
     /// Standard deviation of added noise, W.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, value_name = "W", default_value_t = 0.5, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
     pub noise: f64,
     /// Time constant of the ramp to a new level, s.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
     pub ramp: f64,
     /// Extra watts per busy CPU beyond the first (negative: later loops cheaper).
-    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    #[arg(long, value_name = "W", default_value_t = 0.0, value_parser = crate::cli::parse_number, allow_hyphen_values = true)]
     pub curvature: f64,
     /// Modbus addresses to answer on (comma-separated), e.g. 1,2,3 for three meters on one bus.
-    #[arg(long, value_delimiter = ',', default_value = "1")]
+    #[arg(
+        long,
+        value_name = "ADDRESS,...",
+        value_delimiter = ',',
+        default_value = "1",
+        allow_hyphen_values = true
+    )]
     pub address: Vec<u8>,
     /// Stop after this long instead of running until interrupted.
-    #[arg(long, value_parser = crate::cli::parse_duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::cli::parse_duration_arg, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Random seed for the noise.
-    #[arg(long, default_value_t = 1)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        allow_hyphen_values = true
+    )]
     pub seed: u64,
 }
 
@@ -117,16 +135,15 @@ fn probe(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
             crate::output::println(&text);
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => Err(anyhow::Error::new(e).context(format!(
-            "no supported meter answered on {} (tried {})",
-            args.port.display(),
-            Protocol::ALL
-                .iter()
-                .filter(|p| **p != Protocol::Line)
-                .map(|p| p.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
+        Err(meter::probe::ProbeError::Port(e)) => {
+            anyhow::bail!("{}; no meter was tried", e.explain(false))
+        }
+        Err(e @ meter::probe::ProbeError::NothingAnswered { .. }) => anyhow::bail!(
+            "{e}: check that the meter is powered and wired (RS-485 A/B, or TX/RX crossed); a \
+             meter at other settings than its factory ones needs them in a [[meter]] section \
+             (protocol, baud, address), and a text-line meter (protocol \"line\") cannot be \
+             recognised without its column map"
+        ),
     }
 }
 

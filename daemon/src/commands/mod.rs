@@ -26,6 +26,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(&args, config_path.as_deref()),
         Command::Demo(args) => demo::run(&args, config_path.as_deref()),
         Command::Collect(args) => collect::run(&args, config_path.as_deref()),
+        Command::Help(args) => {
+            crate::cli::print_help(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -34,10 +38,16 @@ pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
     Ok(Config::load(path)?)
 }
 
-/// The process exit status for an error: 78 for configuration problems, 1 otherwise.
+/// The process exit status for an error: 78 for configuration problems, 74 for the
+/// database (cannot open or write it, another writer holds it, samples lost), 1 otherwise.
 pub fn exit_code_for(e: &anyhow::Error) -> u8 {
     if e.chain().any(|c| c.downcast_ref::<ConfigError>().is_some()) {
         EXIT_CONFIG as u8
+    } else if e
+        .chain()
+        .any(|c| c.downcast_ref::<crate::store::StoreError>().is_some())
+    {
+        crate::store::EXIT_STORE
     } else {
         1
     }
@@ -57,5 +67,26 @@ pub fn open_database(path: &std::path::Path) -> anyhow::Result<crate::store::Sto
             Ok(Store::open_read_only(path)?)
         }
         other => Ok(other.with_context(|| format!("opening {}", path.display()))?),
+    }
+}
+
+/// Whether the database at `path` is there to be read: `Ok(false)` when it does not exist,
+/// `Ok(true)` when it can be opened, and an error naming the path and the OS reason (a
+/// permission problem is not "no database") otherwise.
+pub fn database_exists(path: &std::path::Path) -> anyhow::Result<bool> {
+    match std::fs::File::open(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(anyhow::Error::new(e)
+            .context(format!(
+                "cannot read the database {}: run this as a user who may read it (the \
+                 service's database belongs to its dynamic user: sudo, or a member of its group), \
+                 or pass --db PATH",
+                path.display()
+            ))),
+        Err(e) => {
+            Err(anyhow::Error::new(e)
+                .context(format!("cannot read the database {}", path.display())))
+        }
     }
 }

@@ -24,30 +24,42 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// Write the report to FILE instead of stdout.
-    #[arg(long, value_name = "FILE")]
+    /// Write the report to this file instead of stdout.
+    #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
     /// Configurations to show, in order, separated by commas (names may be shortened to a
-    /// unique prefix); the first is the baseline the others are compared with.
-    #[arg(long, value_name = "A,B")]
+    /// unique prefix); the first is the baseline the others are compared with [default:
+    /// every configuration, the costliest first].
+    #[arg(long, value_name = "NAME,...")]
     pub configs: Option<String>,
     /// Start of the measured window: a date (YYYY-MM-DD) or a duration such as 30d
     /// (the last 30 days).
-    #[arg(long, value_name = "WHEN", value_parser = parse_when)]
+    #[arg(long, value_name = "WHEN", value_parser = parse_when, allow_hyphen_values = true)]
     pub since: Option<When>,
     /// End of the measured window: a date (YYYY-MM-DD, to the end of that day) or a
     /// duration such as 1d (up to a day ago) [default: now].
-    #[arg(long, value_name = "WHEN", value_parser = parse_when)]
+    #[arg(long, value_name = "WHEN", value_parser = parse_when, allow_hyphen_values = true)]
     pub until: Option<When>,
     /// Compare at this mode (e.g. "idle", "2 loops") instead of idle or the measured duty
     /// cycle.
     #[arg(long, value_name = "MODE")]
     pub mode: Option<String>,
-    /// What the upgrade costs, in the tariff's currency: gives the payback time.
-    #[arg(long, value_name = "AMOUNT")]
+    /// What the upgrade costs, in the tariff's currency: gives the payback time (overrides
+    /// each target's `upgrade_cost`).
+    #[arg(
+        long,
+        value_name = "AMOUNT",
+        value_parser = crate::cli::parse_non_negative,
+        allow_hyphen_values = true
+    )]
     pub upgrade_cost: Option<f64>,
     /// Grid carbon intensity, g CO2 per kWh: adds CO2 per year and CO2 saved.
-    #[arg(long, value_name = "G_PER_KWH")]
+    #[arg(
+        long,
+        value_name = "G_PER_KWH",
+        value_parser = crate::cli::parse_non_negative,
+        allow_hyphen_values = true
+    )]
     pub co2: Option<f64>,
     /// Read this database instead of `[storage] path`.
     #[arg(long, value_name = "PATH")]
@@ -123,7 +135,7 @@ pub fn gather_from_store(
     use crate::store::{Resolution, SeriesFilter};
     use wattson_collectors::Metric;
 
-    if !db.exists() {
+    if !super::database_exists(db)? {
         return Ok(StoreData::default());
     }
     let store = super::open_database(db)?;
@@ -423,6 +435,16 @@ pub fn produce(config: &Config, args: &ReportArgs, now: DateTime<Utc>) -> anyhow
             args.until.map(|w| resolve_when(w, now, tz, true)),
         )
     };
+    // Without a database only the configurations measured by hand can be reported; with
+    // none of those either there is nothing to report, which is an error, not an empty table.
+    if !super::database_exists(&db)? && config.manual.is_empty() {
+        anyhow::bail!(
+            "no database at {} and no [[config]] in the configuration: nothing to report; run \
+             `wattson run` (this machine's history) or `wattson sweep --name NAME` (its modes) \
+             first, add a [[config]] measured by hand, or pass --db PATH",
+            db.display()
+        );
+    }
     let host = args
         .host
         .clone()

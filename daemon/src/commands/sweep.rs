@@ -24,37 +24,82 @@ use crate::sweep::persist;
 use crate::sweep::regression;
 use crate::sweep::workload::{LoopKind, cpu_order};
 
+// Command-line flags are bools by nature.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args)]
 pub struct SweepArgs {
-    /// Name of the configuration to store the results under (e.g. "basket, powersave").
-    #[arg(long, required_unless_present_any = ["list", "show"])]
+    /// Name of the configuration to store the results under (e.g. "basket, powersave");
+    /// required, except with --list or --show.
+    #[arg(long, value_name = "NAME", required_unless_present_any = ["list", "show"])]
     pub name: Option<String>,
-    /// Busy loops per level, comma-separated [default: 0 (idle), 1, ... up to the logical CPUs].
-    #[arg(long, value_delimiter = ',')]
+    /// Busy loops per level, comma-separated, each from 0 (idle) to the logical CPUs
+    /// [default: 0, 1, ... up to the logical CPUs].
+    #[arg(
+        long,
+        value_name = "N,...",
+        value_delimiter = ',',
+        value_parser = crate::cli::parse_count,
+        allow_hyphen_values = true
+    )]
     pub levels: Option<Vec<usize>>,
     /// Loop kinds: spin (compute-bound), memory (memory-bound), pause (spin-wait with the pause hint).
-    #[arg(long, value_delimiter = ',', default_value = "spin")]
+    #[arg(
+        long,
+        value_name = "KIND,...",
+        value_delimiter = ',',
+        default_value = "spin"
+    )]
     pub kinds: Vec<LoopKind>,
     /// Repeat the sweep under each cpufreq governor (root only); originals are restored.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_name = "GOVERNOR,...", value_delimiter = ',')]
     pub governors: Option<Vec<String>>,
     /// Which [[meter]] to read (its id) [default: the first].
-    #[arg(long)]
+    #[arg(long, value_name = "ID")]
     pub meter: Option<String>,
     /// Time cap of each level, settling included (measuring stops at the cap).
-    #[arg(long, default_value = "90s", value_parser = crate::cli::parse_duration_arg)]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "90s",
+        value_parser = crate::cli::parse_duration_arg,
+        allow_hyphen_values = true
+    )]
     pub max_level_time: Duration,
     /// Target half-width of each level's 95 % interval, W (the larger of this and --ci-percent).
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(
+        long,
+        value_name = "W",
+        default_value_t = 0.5,
+        value_parser = crate::cli::parse_non_negative,
+        allow_hyphen_values = true
+    )]
     pub ci_watts: f64,
     /// Target half-width of each level's 95 % interval, percent of the mean.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value_t = 1.0,
+        value_parser = crate::cli::parse_non_negative,
+        allow_hyphen_values = true
+    )]
     pub ci_percent: f64,
     /// How long the idle level waits for other load to go away before measuring anyway.
-    #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration_arg)]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "30s",
+        value_parser = crate::cli::parse_duration_arg,
+        allow_hyphen_values = true
+    )]
     pub idle_wait: Duration,
     /// Readings before a level's interval is trusted.
-    #[arg(long, default_value_t = 20)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20,
+        value_parser = crate::cli::parse_count,
+        allow_hyphen_values = true
+    )]
     pub min_samples: usize,
     /// Compare idle with the baseline (the newest complete sweep of --name that was not a
     /// regression) and store the verdict for the daemon and `wattson report`.
@@ -72,6 +117,10 @@ pub struct SweepArgs {
     /// Database to store into [default: [storage] path].
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
+    /// The caller prints its own summary (`wattson demo`): no level lines, calibrations or
+    /// summary, only the progress spinner and warnings.
+    #[arg(skip)]
+    pub quiet: bool,
 }
 
 pub fn run(args: &SweepArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
@@ -93,7 +142,7 @@ pub fn run(args: &SweepArgs, config_path: Option<&Path>) -> anyhow::Result<ExitC
 }
 
 fn show(args: &SweepArgs, db: &Path) -> anyhow::Result<ExitCode> {
-    if !db.exists() {
+    if !super::database_exists(db)? {
         anyhow::bail!(
             "no database at {}: run a sweep first, or pass --db",
             db.display()
@@ -258,6 +307,14 @@ pub fn sweep_until_signal(
     if levels.is_empty() {
         anyhow::bail!("--levels is empty");
     }
+    if let Some(too_many) = levels.iter().find(|&&l| l > order.len()) {
+        anyhow::bail!(
+            "--levels {too_many}: this machine has {} logical CPUs, and each loop needs one of its \
+             own, so levels go from 0 (idle) to {}",
+            order.len(),
+            order.len()
+        );
+    }
     let mut plan = SweepPlan::new(levels, args.kinds.clone(), order.clone(), physical);
     plan.max_level = args.max_level_time;
     plan.ci_abs_w = args.ci_watts;
@@ -269,6 +326,7 @@ pub fn sweep_until_signal(
 
     let mut meters = crate::sources::meters::build_collectors(std::slice::from_ref(meter_cfg))?;
     let (mut meter, _) = meters.pop().context("no meter collector")?;
+    first_reading(&mut meter, meter_cfg)?;
     let mut cpu = CpuCollector::new(root.clone());
     let mut components: Vec<Box<dyn Collector>> = Vec::new();
     if let Ok(r) = wattson_collectors::power::rapl::RaplCollector::new(&root) {
@@ -323,15 +381,21 @@ pub fn sweep_until_signal(
             online_cpus: online,
         };
         let bar = progress_bar();
-        let mut on_progress = |p: Progress| report_progress(&bar, &p);
+        crate::logging::set_progress(Some(&bar));
+        // Each level is printed once: live above the spinner on a terminal (and then not
+        // again in the summary), else in the summary.
+        let live_levels = !bar.is_hidden() && !args.quiet;
+        let mut on_progress = |p: Progress| report_progress(&bar, &p, live_levels);
         // Read before this run is stored, so the run is never its own baseline.
         let baseline = if args.regression_check {
             regression::baseline(&store, &config_name)?
         } else {
             None
         };
-        let outcome = run_sweep(&plan, &mut inst, &stop, &slot, &mut on_progress)?;
+        let outcome = run_sweep(&plan, &mut inst, &stop, &slot, &mut on_progress);
         bar.finish_and_clear();
+        crate::logging::set_progress(None);
+        let outcome = outcome?;
         let fp = fingerprint::gather(&root, &config.host.name, &meter_desc);
         let settings = serde_json::json!({
             "levels": plan.levels, "kinds": plan.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
@@ -346,22 +410,25 @@ pub fn sweep_until_signal(
             if args.regression_check {
                 check_regression(&store, &config_name, &fp.host, baseline, run_id, &outcome)?;
             }
-            for c in persist::save_calibrations(&store, &config.host.name, &outcome)? {
+            let calibrations = persist::save_calibrations(&store, &config.host.name, &outcome)?;
+            if !args.quiet {
+                for c in calibrations {
+                    crate::output::println(&format!(
+                        "calibration (an estimate): wall = {:.1} W + {:.3} x {} (r2 {:.3}, +/- {:.1} W rms)",
+                        c.intercept_w, c.slope, c.source, c.r2, c.rms_error_w
+                    ));
+                }
+                crate::output::print(&summarise(&config_name, &outcome, !live_levels));
                 crate::output::println(&format!(
-                    "calibration (an estimate): wall = {:.1} W + {:.3} x {} (r2 {:.3}, +/- {:.1} W rms)",
-                    c.intercept_w, c.slope, c.source, c.r2, c.rms_error_w
+                    "stored as configuration {config_name:?} (run {run_id}, {}) in {}",
+                    if outcome.complete {
+                        "complete"
+                    } else {
+                        "partial"
+                    },
+                    db.display()
                 ));
             }
-            crate::output::print(&summarise(&config_name, &outcome));
-            crate::output::println(&format!(
-                "stored as configuration {config_name:?} (run {run_id}, {}) in {}",
-                if outcome.complete {
-                    "complete"
-                } else {
-                    "partial"
-                },
-                db.display()
-            ));
         }
         all_complete &= outcome.complete;
         if !outcome.complete {
@@ -381,6 +448,51 @@ pub fn sweep_until_signal(
         None if !all_complete => Some(libc::SIGINT),
         None => None,
     })
+}
+
+/// Polls the meter until it gives a reading, before any loop starts, so that a port that
+/// does not exist, is held by another program or stays silent fails the sweep at once, with
+/// a message that says which and what to do.
+fn first_reading(meter: &mut dyn Collector, m: &crate::config::MeterConfig) -> anyhow::Result<()> {
+    use wattson_collectors::{Action, CollectError};
+    const TRIES: usize = 3;
+    let port = m.port.display();
+    let mut last = None;
+    for _ in 0..TRIES {
+        let now = chrono::Utc::now().timestamp_millis();
+        match meter.poll(now) {
+            Ok(samples) if !samples.is_empty() => return Ok(()),
+            Ok(_) => {}
+            // Missing or busy port, or a permission problem: trying again will not help.
+            // (The error names the meter already: `meter:<id>: ...`.)
+            Err(e) if e.action() != Action::Retry => {
+                anyhow::bail!("{}", wattson_collectors::ErrorChain(&e))
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let probe = format!("`wattson meter probe {port}` tries every supported meter");
+    match last {
+        Some(CollectError::Timeout { timeout_ms, .. }) => anyhow::bail!(
+            "meter {}: the {} meter on {port} does not answer ({TRIES} requests, no reply within \
+             {timeout_ms} ms each): check that it is powered and wired (RS-485 A/B, or TX/RX \
+             crossed), and the protocol, baud and address in its [[meter]] section; {probe}",
+            m.id,
+            m.protocol
+        ),
+        Some(e @ CollectError::BadFrame { .. }) => anyhow::bail!(
+            "meter {}: something answers on {port}, but not as a {} meter ({}): check the \
+             protocol, baud and parity in its [[meter]] section; {probe}",
+            m.id,
+            m.protocol,
+            wattson_collectors::ErrorChain(&e)
+        ),
+        Some(e) => anyhow::bail!("{}", wattson_collectors::ErrorChain(&e)),
+        None => anyhow::bail!(
+            "meter {}: {port} opened, but {TRIES} polls gave no reading; {probe}",
+            m.id
+        ),
+    }
 }
 
 /// Compare the idle level of `outcome` (stored as `run_id`) with the configuration's
@@ -441,7 +553,7 @@ fn progress_bar() -> indicatif::ProgressBar {
     bar
 }
 
-fn report_progress(bar: &indicatif::ProgressBar, p: &Progress) {
+fn report_progress(bar: &indicatif::ProgressBar, p: &Progress, live_levels: bool) {
     match p {
         Progress::Level {
             kind,
@@ -468,7 +580,8 @@ fn report_progress(bar: &indicatif::ProgressBar, p: &Progress) {
             Some(c) => format!("measuring {elapsed_s:.0} s: {mean_w:.2} +/- {c:.2} W (n={n})"),
             None => format!("measuring {elapsed_s:.0} s: {mean_w:.2} W (n={n})"),
         }),
-        Progress::Done(r) => bar.println(level_line(r)),
+        Progress::Done(r) if live_levels => bar.println(level_line(r)),
+        Progress::Done(_) => {}
     }
 }
 
@@ -494,10 +607,11 @@ fn level_line(r: &LevelResult) -> String {
     s
 }
 
-/// The fit of each kind in plain words.
-pub fn summarise(name: &str, outcome: &SweepOutcome) -> String {
+/// The fit of each kind in plain words, after each level's line when `with_levels` (not
+/// when they were printed live).
+pub fn summarise(name: &str, outcome: &SweepOutcome, with_levels: bool) -> String {
     let mut out = format!("\n{name}\n");
-    for l in &outcome.levels {
+    for l in outcome.levels.iter().filter(|_| with_levels) {
         let _ = writeln!(out, "  {}", level_line(l));
     }
     for f in &outcome.fits {

@@ -7,8 +7,10 @@
 //! per year, UTC milliseconds for instants, kg CO2 per year. A `ci95` is the half-width of a
 //! 95 % interval in its value's unit.
 //!
-//! Comparisons run from the first configuration shown (the baseline, usually the machine
-//! you have) to each other one (the candidates), so N configurations give N-1 comparisons.
+//! Comparisons run from the baseline (the configuration that costs most at the headline, or
+//! the first one `--configs` names) to each other one (the candidates), so N configurations
+//! give N-1 comparisons; a candidate's `upgrade_cost` (or `--upgrade-cost`) is what moving
+//! to it costs.
 //! Their headline is at `--mode` when given, else at this machine's measured duty cycle
 //! when the database has a utilisation history, else at idle (a home server spends most of
 //! its time idle); the saving in every mode both share is listed beside it.
@@ -40,7 +42,7 @@ const MS_PER_HOUR: f64 = 3_600_000.0;
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum ReportError {
     /// A figure could not be priced.
-    #[error("pricing {what}: {source}")]
+    #[error("pricing {what}")]
     Cost {
         what: String,
         #[source]
@@ -82,6 +84,9 @@ pub struct Report {
     pub co2_g_per_kwh: Option<f64>,
     /// What the comparisons' headline is at: a mode name or [`DUTY_CYCLE`].
     pub headline_mode: String,
+    /// Which configuration the comparisons start from: `costliest` (at the headline mode,
+    /// the default) or `first` (the first of `--configs`).
+    pub baseline: Baseline,
     pub configs: Vec<ConfigReport>,
     pub comparisons: Vec<ComparisonReport>,
     /// This machine's recorded energy, when a database had any.
@@ -95,6 +100,16 @@ pub struct Report {
     pub gpus: Vec<GpuIdleReport>,
     /// Plain-words caveats.
     pub notes: Vec<String>,
+}
+
+/// How the comparisons' baseline was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Baseline {
+    /// The configuration that costs most at the headline: every comparison is a saving.
+    Costliest,
+    /// The first configuration `--configs` named.
+    First,
 }
 
 /// Whether idle power rose against a configuration's baseline.
@@ -647,6 +662,21 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         None => "idle".to_string(),
     };
 
+    // Unless --configs gave an order, the costliest configuration at the headline comes
+    // first and is the baseline, so comparisons read as what moving to each cheaper one
+    // saves (configurations without the headline mode keep their order, last).
+    let baseline = if opts.configs.is_empty() {
+        let at = |r: &ConfigReport| headline_watts(r, &headline);
+        reports.sort_by(|a, b| match (at(a), at(b)) {
+            (Some(x), Some(y)) => y.total_cmp(&x),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
+        Baseline::Costliest
+    } else {
+        Baseline::First
+    };
     let comparisons = comparisons(&reports, &headline, &pricer, opts, &mut notes);
 
     let measured = match &input.measured {
@@ -720,6 +750,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         reference_date: opts.reference_date.to_string(),
         co2_g_per_kwh: opts.co2_g_per_kwh,
         headline_mode: headline,
+        baseline,
         configs: reports,
         comparisons,
         measured,
@@ -829,6 +860,15 @@ fn fit_report(f: &FitInput, pricer: &Pricer) -> FitReport {
         notes: f.notes.clone(),
         idle_annual_cost: pricer.figure(f.idle_watts, None).cost,
         per_loop_annual_cost: pricer.figure(f.watts_per_loop, None).cost,
+    }
+}
+
+/// A configuration's watts at the headline: a mode, or [`DUTY_CYCLE`].
+fn headline_watts(r: &ConfigReport, headline: &str) -> Option<f64> {
+    if headline == DUTY_CYCLE {
+        r.duty_cycle.as_ref().map(|m| m.watts)
+    } else {
+        r.modes.iter().find(|m| m.name == headline).map(|m| m.watts)
     }
 }
 

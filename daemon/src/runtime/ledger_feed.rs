@@ -108,7 +108,10 @@ pub fn spawn(
                             .query(move |s| {
                                 crate::sweep::regression::latest(s, Some(host.as_str()))
                                     .map_err(|e| {
-                                        tracing::warn!("reading idle regression checks: {e}");
+                                        tracing::warn!(
+                                            "reading idle regression checks: {}",
+                                            wattson_collectors::ErrorChain(&e)
+                                        );
                                     })
                                     .ok()
                                     .and_then(|c| crate::sweep::regression::headline(&c).cloned())

@@ -50,7 +50,10 @@ impl Notifier {
             }
         });
         if let Err(e) = result {
-            tracing::warn!("could not notify the service manager ({state:?}): {e}");
+            tracing::warn!(
+                "could not notify the service manager ({state:?}): {}",
+                wattson_collectors::ErrorChain(&e)
+            );
         }
     }
 

@@ -313,8 +313,8 @@ fn store_rejections(
 
 fn on_error(c: &mut Scheduled, e: &CollectError, ts: i64) {
     c.consecutive_failures += 1;
-    // Errors usually name their source already; say it once.
-    let full = e.to_string();
+    // Errors usually name their source already; say it once (and their cause once).
+    let full = wattson_collectors::ErrorChain(e).to_string();
     let action = e.action();
     let e = full
         .strip_prefix(&format!("{}: ", c.name()))
@@ -326,23 +326,24 @@ fn on_error(c: &mut Scheduled, e: &CollectError, ts: i64) {
     }
     match action {
         Action::Stop => {
-            tracing::warn!("{}: unavailable, no longer polled: {e}", c.name());
+            tracing::warn!("{}: unavailable, no longer polled: {}", c.name(), e);
             c.stopped = true;
         }
         Action::Reopen if first => {
-            tracing::warn!("{}: {e}; reconnecting in the background", c.name());
+            tracing::warn!("{}: {}; reconnecting in the background", c.name(), e);
         }
         Action::Retry if c.consecutive_failures == 5 => {
-            tracing::warn!("{}: 5 failed polls in a row, latest: {e}", c.name());
+            tracing::warn!("{}: 5 failed polls in a row, latest: {}", c.name(), e);
         }
         Action::Retry if c.consecutive_failures.is_power_of_two() && c.consecutive_failures > 5 => {
             tracing::warn!(
-                "{}: {} failed polls in a row, latest: {e}",
+                "{}: {} failed polls in a row, latest: {}",
                 c.name(),
-                c.consecutive_failures
+                c.consecutive_failures,
+                e
             );
         }
-        _ => tracing::debug!("{}: {e}", c.name()),
+        _ => tracing::debug!("{}: {}", c.name(), e),
     }
 }
 

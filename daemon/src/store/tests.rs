@@ -620,7 +620,7 @@ fn kill_child_writer() {
     }
 }
 
-fn stored_samples(path: &Path) -> usize {
+pub(super) fn stored_samples(path: &Path) -> usize {
     let store = Store::open_read_only(path).unwrap();
     assert_eq!(store.integrity_check().unwrap(), "ok");
     store
@@ -848,23 +848,23 @@ fn each_series_is_integrated_by_its_own_spacing_and_stores_covered_time() {
     assert_eq!(series[0].spacing_ms, Some(300_000));
 }
 
-/// A fleet host's batches say their spacing; a collector restart costs the host no energy,
-/// a recorded gap does.
+/// A fleet host's spacing is learned from its states; a collector restart costs the host no
+/// energy, a recorded gap does.
 #[test]
-fn stated_spacing_and_a_writer_restart_keep_pairs_a_gap_breaks_them() {
+fn learned_spacing_and_a_writer_restart_keep_pairs_a_gap_breaks_them() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
     let host = Some("h1".to_owned());
     let state = |ts: i64| vec![Sample::new(ts, "meter:wall", Metric::Power, "", 35.0)];
     let mut w = writer(&path);
     for k in 0..6 {
-        w.push_with_spacing(host.clone(), Some(10_000), state(T0 + k * 10_000));
+        w.push(host.clone(), state(T0 + k * 10_000));
     }
     w.flush().unwrap();
     drop(w);
     // The collector restarts; the host's next state is one interval later.
     let mut w = writer(&path);
-    w.push_with_spacing(host.clone(), Some(10_000), state(T0 + 60_000));
+    w.push(host.clone(), state(T0 + 60_000));
     w.record_gap(
         host.clone(),
         "meter:wall",
@@ -872,7 +872,7 @@ fn stated_spacing_and_a_writer_restart_keep_pairs_a_gap_breaks_them() {
         T0 + 95_000,
         "host stopped",
     );
-    w.push_with_spacing(host.clone(), Some(10_000), state(T0 + 100_000));
+    w.push(host.clone(), state(T0 + 100_000));
     w.flush().unwrap();
     let e = crate::ledger::energy::energy(w.store(), "h1", "meter:wall", T0, T0 + HOUR_MS).unwrap();
     assert_eq!(e.covered_ms, 60_000, "{e:?}");

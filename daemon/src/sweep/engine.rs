@@ -409,6 +409,8 @@ fn run_level(
         .unwrap_or(0);
     let mut xs: Vec<f64> = Vec::new();
     let mut ci: Option<MeanCi> = None;
+    // The first failure of the meter says most (later ones may only be "reopening").
+    let mut first_error: Option<String> = None;
     loop {
         if stop.load(Ordering::SeqCst) {
             stop_loops(slot);
@@ -417,7 +419,11 @@ fn run_level(
         match inst.poll(&mut acc) {
             Ok(Some(w)) => xs.push(w),
             Ok(None) => {}
-            Err(e) => tracing::debug!("meter: {e}"),
+            Err(e) => {
+                let text = wattson_collectors::ErrorChain(&e).to_string();
+                tracing::debug!("meter: {text}");
+                first_error.get_or_insert(text);
+            }
         }
         if xs.len() >= plan.min_samples.max(2) {
             ci = stats::batch_means_ci(&xs).ok();
@@ -459,8 +465,12 @@ fn run_level(
     let ended_ms = now_ms();
     if xs.len() < 2 {
         anyhow::bail!(
-            "the meter gave {} readings in {measure_s:.0} s at {loops} loops: check it is connected and answering",
-            xs.len()
+            "the meter gave {} readings in {measure_s:.0} s at {loops} loops{}",
+            xs.len(),
+            first_error.map_or_else(
+                || ": check it is connected and answering".to_owned(),
+                |e| format!(" (first failure: {e})")
+            )
         );
     }
     let summary = stats::Summary::of(&xs)?;

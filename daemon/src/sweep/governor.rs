@@ -77,7 +77,11 @@ impl GovernorGuard {
     pub fn restore(&self) {
         for (p, g) in &self.original {
             if let Err(e) = std::fs::write(p, g) {
-                tracing::error!("could not restore governor {g:?} in {}: {e}", p.display());
+                tracing::error!(
+                    "could not restore governor {g:?} in {}: {}",
+                    p.display(),
+                    wattson_collectors::ErrorChain(&e)
+                );
             }
         }
     }

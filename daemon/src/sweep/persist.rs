@@ -295,7 +295,10 @@ pub fn latest_calibrations(store: &Store, host: &str) -> anyhow::Result<Vec<Cali
             Ok(c) if c.intercept_w.is_finite() && c.slope.is_finite() => Some(c),
             Ok(_) => None,
             Err(e) => {
-                tracing::warn!("calibration of {host} not understood, skipped: {e}");
+                tracing::warn!(
+                    "calibration of {host} not understood, skipped: {}",
+                    wattson_collectors::ErrorChain(&e)
+                );
                 None
             }
         })

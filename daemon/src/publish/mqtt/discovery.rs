@@ -165,6 +165,15 @@ pub fn announced_topic(topic_prefix: &str, host: &str) -> String {
     format!("{topic_prefix}/{}/discovery", super::topic_segment(host))
 }
 
+/// The idle-regression binary sensor's state: `ON`/`OFF` once a check exists, else `None`
+/// (Home Assistant's "unknown").
+pub const IDLE_REGRESSION_TEMPLATE: &str = "{% if value_json.idle_regression is defined %}\
+     {{ 'ON' if value_json.idle_regression.detected else 'OFF' }}{% else %}None{% endif %}";
+
+/// Its attributes: the check's numbers, or none before the first check.
+pub const IDLE_REGRESSION_ATTRIBUTES: &str =
+    "{{ value_json.idle_regression | default({}) | tojson }}";
+
 /// The entities a state object supports: one per field present (see [`super::state`]), and
 /// four diagnostic counters per meter.
 pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
@@ -281,14 +290,16 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
         }
         out.push(e);
     }
-    if has("idle_regression") {
+    // Announced from the first state on, so a dashboard has no dead rows on a new install:
+    // until a check is stored the state has no `idle_regression`, and the template renders
+    // `None`, which Home Assistant shows as `unknown` (an MQTT binary sensor's third payload).
+    {
         let mut e = Entity::new("idle_regression", "Idle power regression", "");
         e.component = "binary_sensor";
         e.device_class = Some("problem");
         e.icon = Some("mdi:trending-up");
-        "{{ 'ON' if value_json.idle_regression.detected else 'OFF' }}"
-            .clone_into(&mut e.value_template);
-        e.attributes_template = Some("{{ value_json.idle_regression | tojson }}".to_owned());
+        IDLE_REGRESSION_TEMPLATE.clone_into(&mut e.value_template);
+        e.attributes_template = Some(IDLE_REGRESSION_ATTRIBUTES.to_owned());
         out.push(e);
     }
     if let Some(meters) = state.get("meters").and_then(Value::as_object) {
@@ -396,17 +407,87 @@ pub fn config_payload(ctx: &Context<'_>, e: &Entity) -> Value {
     p
 }
 
-/// The object ids in an announced-list payload; empty for anything unreadable.
-pub fn parse_announced(payload: &[u8]) -> BTreeSet<String> {
-    serde_json::from_slice::<Vec<String>>(payload)
-        .map(|v| v.into_iter().collect())
-        .unwrap_or_default()
+/// Reads an announced-list payload: the keys that name an entity wattson creates (an object
+/// id of `a-z`, `0-9` and `_`, at most 255 characters, alone for a sensor or after
+/// `binary_sensor/`), and the other entries, which are left alone. Anything but a JSON array
+/// of strings reads as an empty list.
+pub fn parse_announced(payload: &[u8]) -> (BTreeSet<String>, Vec<String>) {
+    let entries = serde_json::from_slice::<Vec<String>>(payload).unwrap_or_default();
+    let (ours, foreign): (Vec<String>, Vec<String>) =
+        entries.into_iter().partition(|k| is_own_key(k));
+    (ours.into_iter().collect(), foreign)
+}
+
+/// True for a key [`Entity::key`] can produce.
+pub fn is_own_key(key: &str) -> bool {
+    let object_id = match key.split_once('/') {
+        Some(("binary_sensor", object_id)) => object_id,
+        Some(_) => return false,
+        None => key,
+    };
+    !object_id.is_empty()
+        && object_id.len() <= 255
+        && object_id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// True when a `<discovery_prefix>/status` payload says Home Assistant (re)started.
+pub fn is_online(payload: &[u8]) -> bool {
+    payload.trim_ascii() == b"online"
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::publish::mqtt::state::MeterCounters;
+
+    #[test]
+    fn only_keys_of_entities_wattson_creates_are_read_from_the_announced_list() {
+        let (ours, foreign) = parse_announced(
+            br#"["power","binary_sensor/idle_regression","sensor/zz#","light/kitchen","","POWER","a/b/c"]"#,
+        );
+        assert_eq!(
+            ours.into_iter().collect::<Vec<_>>(),
+            ["binary_sensor/idle_regression", "power"]
+        );
+        assert_eq!(
+            foreign,
+            ["sensor/zz#", "light/kitchen", "", "POWER", "a/b/c"]
+        );
+        assert!(is_online(b"online\n") && !is_online(b"offline"));
+    }
+
+    proptest::proptest! {
+        // 2,000 cases; more: PROPTEST_CASES=20000 cargo test -p wattson --lib discovery::tests::fuzz
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000)
+        ))]
+
+        /// Any announced list: every key acted on gives a valid topic under this host's own
+        /// discovery node, in a component wattson creates.
+        #[test]
+        fn fuzz_announced_lists_act_only_on_own_topics(
+            keys in proptest::collection::vec("[a-z_/#+]{0,12}|sensor/[ -~]{0,8}|binary_sensor/[a-z0-9_#]{0,8}", 0..8),
+            raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        ) {
+            let list = serde_json::to_vec(&keys).unwrap();
+            for payload in [list, raw] {
+                let (ours, foreign) = parse_announced(&payload);
+                for key in &ours {
+                    let topic = key_config_topic("homeassistant", "Basket", key);
+                    proptest::prop_assert!(rumqttc::valid_topic(&topic), "{topic}");
+                    proptest::prop_assert!(
+                        topic.starts_with("homeassistant/sensor/wattson_basket/")
+                            || topic.starts_with("homeassistant/binary_sensor/wattson_basket/"),
+                        "{topic}"
+                    );
+                    proptest::prop_assert_eq!(topic.matches('/').count(), 4);
+                }
+                proptest::prop_assert!(ours.len() + foreign.len() <= keys.len().max(payload.len()));
+            }
+        }
+    }
 
     fn full_state() -> Value {
         json!({
@@ -435,7 +516,9 @@ mod tests {
             .collect();
         assert!(ids.contains(&"sensor.wattson_basket_power".to_owned()));
         assert!(ids.contains(&"sensor.wattson_basket_meter_wall_crc_errors".to_owned()));
-        assert_eq!(es.len(), 15 + 4);
+        // 15 sensors (cost_total among them), the idle-regression binary sensor, 4 meter
+        // counters.
+        assert_eq!(es.len(), 15 + 1 + 4);
         let unique: BTreeSet<&String> = ids.iter().collect();
         assert_eq!(unique.len(), ids.len());
     }
@@ -499,11 +582,14 @@ mod tests {
     #[test]
     fn a_regression_check_is_a_problem_binary_sensor_with_attributes() {
         let mut state = full_state();
-        assert!(
-            entities(&state, &StateExtras::default())
-                .iter()
-                .all(|e| e.component == "sensor")
-        );
+        // Announced before any check exists, so dashboards have the entity from the start.
+        let before = entities(&state, &StateExtras::default());
+        let binary: Vec<_> = before
+            .iter()
+            .filter(|e| e.component == "binary_sensor")
+            .collect();
+        assert_eq!(binary.len(), 1);
+        assert!(binary[0].value_template.contains("None"));
         state["idle_regression"] = json!({"detected": true, "delta_w": 8.0});
         let es = entities(&state, &StateExtras::default());
         let e = es
@@ -543,7 +629,7 @@ mod tests {
     #[test]
     fn host_names_become_safe_slugs() {
         assert_eq!(host_slug("Basket-01.lan"), "basket_01_lan");
-        assert_eq!(parse_announced(br#"["power","energy"]"#).len(), 2);
-        assert!(parse_announced(b"garbage").is_empty());
+        assert_eq!(parse_announced(br#"["power","energy"]"#).0.len(), 2);
+        assert!(parse_announced(b"garbage").0.is_empty());
     }
 }

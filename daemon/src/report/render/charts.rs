@@ -1,7 +1,8 @@
 //! SVG charts for the HTML report, drawn with plotters' SVG backend into strings: watts per
-//! level per configuration with 95 % error bars, annual cost per configuration, energy and
-//! cost per day, and C-state residency per sweep level. Each function returns `None` when
-//! the report has nothing to draw.
+//! level per configuration with 95 % error bars, annual cost per configuration (at the
+//! measured duty cycle where there is one), energy and cost per day as bars, and C-state
+//! residency per sweep level with the busy share. Each function returns `None` when the
+//! report has nothing to draw.
 //!
 //! Units: W, the tariff's currency per year, kWh and currency per day, percent of time.
 
@@ -9,6 +10,7 @@ use std::collections::BTreeSet;
 
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::RenderError;
 use crate::analysis::cost::format_money;
@@ -20,6 +22,9 @@ use crate::report::model::{DUTY_CYCLE, Report};
 pub const ERROR_BAR: RGBColor = RGBColor(0x44, 0x44, 0x44);
 
 const SIZE: (u32, u32) = (760, 380);
+
+/// The C-state chart's name for the time no idle state covers: the CPUs were running.
+pub const BUSY_STATE: &str = "busy (C0)";
 const FONT: &str = "sans-serif";
 
 fn chart_err<E: std::fmt::Display>(chart: &'static str) -> impl Fn(E) -> RenderError {
@@ -164,39 +169,67 @@ pub fn watts_per_level(r: &Report) -> Result<Option<String>, RenderError> {
     Ok(Some(svg))
 }
 
-/// Annual cost per configuration at the comparisons' headline mode, as bars.
+/// What each configuration costs a year as bars: at this machine's measured duty cycle
+/// where the report has one for it (the utilisation history priced through its fit or
+/// modes), else at the comparisons' headline mode (named under the bar).
 pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
-    let bars: Vec<(String, f64)> = r
+    let fallback = if r.headline_mode == DUTY_CYCLE {
+        "idle"
+    } else {
+        r.headline_mode.as_str()
+    };
+    // (name, cost, at the duty cycle)
+    let bars: Vec<(String, f64, bool)> = r
         .configs
         .iter()
-        .filter_map(|c| {
-            let m = if r.headline_mode == DUTY_CYCLE {
-                c.duty_cycle.as_ref()
-            } else {
-                c.modes.iter().find(|m| m.name == r.headline_mode)
-            }?;
-            Some((c.name.clone(), m.annual_cost))
+        .filter_map(|c| match c.duty_cycle.as_ref() {
+            Some(m) => Some((c.name.clone(), m.annual_cost, true)),
+            None => c
+                .modes
+                .iter()
+                .find(|m| m.name == fallback)
+                .map(|m| (c.name.clone(), m.annual_cost, false)),
         })
         .collect();
     if bars.is_empty() {
         return Ok(None);
     }
+    let at_duty = bars.iter().filter(|b| b.2).count();
+    let caption = if at_duty == bars.len() {
+        format!(
+            "Annual cost per configuration at this machine's measured duty cycle ({})",
+            r.currency
+        )
+    } else if at_duty == 0 {
+        format!(
+            "Annual cost per configuration at {fallback} ({})",
+            r.currency
+        )
+    } else {
+        format!(
+            "Annual cost per configuration at the measured duty cycle, else at {fallback} ({})",
+            r.currency
+        )
+    };
     let err = chart_err("annual cost");
     let n = bars.len() as u32;
     let y_max = bars.iter().map(|b| b.1).fold(1.0, f64::max) * 1.2;
-    let names: Vec<String> = bars.iter().map(|b| short(&b.0, 28)).collect();
+    let names: Vec<String> = bars
+        .iter()
+        .map(|b| {
+            if b.2 || at_duty == 0 {
+                short(&b.0, 28)
+            } else {
+                format!("{} ({fallback})", short(&b.0, 22))
+            }
+        })
+        .collect();
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(&err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "Annual cost per configuration at {} ({})",
-                    r.headline_mode, r.currency
-                ),
-                (FONT, 18),
-            )
+            .caption(caption, (FONT, 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
@@ -216,7 +249,7 @@ pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
             .draw()
             .map_err(&err)?;
         chart
-            .draw_series(bars.iter().enumerate().map(|(i, (_, cost))| {
+            .draw_series(bars.iter().enumerate().map(|(i, (_, cost, _))| {
                 let i = i as u32;
                 let mut rect = Rectangle::new(
                     [
@@ -229,12 +262,17 @@ pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
                 rect
             }))
             .map_err(&err)?;
+        // The label's bottom edge sits just above its bar, centred on it.
+        let above = (FONT, 14)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Center, VPos::Bottom));
         chart
-            .draw_series(bars.iter().enumerate().map(|(i, (_, cost))| {
+            .draw_series(bars.iter().enumerate().map(|(i, (_, cost, _))| {
                 Text::new(
                     format_money(*cost, &r.currency),
-                    (SegmentValue::CenterOf(i as u32), *cost + y_max * 0.02),
-                    (FONT, 14).into_font().color(&BLACK),
+                    (SegmentValue::CenterOf(i as u32), *cost + y_max * 0.01),
+                    above.clone(),
                 )
             }))
             .map_err(&err)?;
@@ -243,7 +281,8 @@ pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
     Ok(Some(svg))
 }
 
-/// One value per measured day as a line: `kwh` picks energy, else cost.
+/// One bar per measured day (one day of history draws one bar; a year, 365): `kwh` picks
+/// energy, else cost.
 pub fn per_day(r: &Report, kwh: bool) -> Result<Option<String>, RenderError> {
     let Some(m) = r.measured.as_ref().filter(|m| !m.daily.is_empty()) else {
         return Ok(None);
@@ -258,13 +297,9 @@ pub fn per_day(r: &Report, kwh: bool) -> Result<Option<String>, RenderError> {
         .iter()
         .map(|d| if kwh { d.kwh } else { d.cost })
         .collect();
-    let dates: Vec<String> = m
-        .daily
-        .iter()
-        .map(|d| d.date.get(5..).unwrap_or(&d.date).to_string())
-        .collect();
+    let dates: Vec<String> = m.daily.iter().map(|d| d.date.clone()).collect();
     let y_max = values.iter().copied().fold(0.0, f64::max).max(1e-3) * 1.15;
-    let x_max = (values.len().max(2) - 1) as f64;
+    let n = values.len() as f64;
     let (caption, unit) = if kwh {
         ("Energy per day (kWh)".to_string(), "kWh".to_string())
     } else {
@@ -279,12 +314,13 @@ pub fn per_day(r: &Report, kwh: bool) -> Result<Option<String>, RenderError> {
             .margin(12)
             .x_label_area_size(35)
             .y_label_area_size(55)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .build_cartesian_2d(-0.5..n - 0.5, 0.0..y_max)
             .map_err(&err)?;
         chart
             .configure_mesh()
+            .disable_x_mesh()
             .y_desc(unit)
-            .x_labels(8)
+            .x_labels(6)
             .x_label_formatter(&|x| {
                 let i = x.round();
                 if (x - i).abs() < 1e-9 && i >= 0.0 {
@@ -300,11 +336,13 @@ pub fn per_day(r: &Report, kwh: bool) -> Result<Option<String>, RenderError> {
         } else {
             Palette99::pick(1)
         };
+        // Bars a fifth of a day apart at most, so that a year of them stays one bar each.
+        let half = if values.len() > 60 { 0.5 } else { 0.4 };
         chart
-            .draw_series(LineSeries::new(
-                values.iter().enumerate().map(|(i, v)| (i as f64, *v)),
-                colour.stroke_width(2),
-            ))
+            .draw_series(values.iter().enumerate().map(|(i, v)| {
+                let x = i as f64;
+                Rectangle::new([(x - half, 0.0), (x + half, *v)], colour.filled())
+            }))
             .map_err(&err)?;
         root.present().map_err(&err)?;
     }
@@ -325,11 +363,20 @@ pub fn residency(r: &Report) -> Result<Vec<String>, RenderError> {
         if levels.is_empty() {
             continue;
         }
-        let states: Vec<&String> = levels
+        let idle_states: Vec<&String> = levels
             .iter()
             .flat_map(|l| l.residency.keys())
             .collect::<BTreeSet<_>>()
             .into_iter()
+            .collect();
+        // cpuidle reports the idle states only: the rest of the time the CPUs were busy
+        // (C0), which is most of it at the busy levels. Shown first, at the bottom.
+        let busy = BUSY_STATE.to_string();
+        let has_c0 = idle_states.iter().any(|s| s.as_str() == "C0");
+        let states: Vec<&String> = (!has_c0)
+            .then_some(&busy)
+            .into_iter()
+            .chain(idle_states)
             .collect();
         let names: Vec<String> = levels
             .iter()
@@ -371,7 +418,11 @@ pub fn residency(r: &Report) -> Result<Vec<String>, RenderError> {
                     .iter()
                     .enumerate()
                     .map(|(i, l)| {
-                        let share = l.residency.get(*state).copied().unwrap_or(0.0) * 100.0;
+                        let share = if *state == &busy {
+                            (1.0 - l.residency.values().sum::<f64>()).clamp(0.0, 1.0) * 100.0
+                        } else {
+                            l.residency.get(*state).copied().unwrap_or(0.0) * 100.0
+                        };
                         let lo = base[i];
                         base[i] += share.max(0.0);
                         let mut rect = Rectangle::new(

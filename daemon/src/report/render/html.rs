@@ -82,11 +82,16 @@ pub fn render(r: &Report) -> Result<String, RenderError> {
     figures.extend(charts::per_day(r, true)?);
     figures.extend(charts::per_day(r, false)?);
     figures.extend(charts::residency(r)?);
-    if !figures.is_empty() {
-        out.push_str("<h2>Charts</h2>\n");
-        for svg in figures {
-            let _ = writeln!(out, "<figure>\n{svg}\n</figure>");
-        }
+    out.push_str("<h2>Charts</h2>\n");
+    if figures.is_empty() {
+        out.push_str(
+            "<p class=\"meta\">Nothing to chart yet: no configuration, sweep or measured history \
+             (run <code>wattson run</code> or <code>wattson sweep</code>, or add a \
+             <code>[[config]]</code>).</p>\n",
+        );
+    }
+    for svg in figures {
+        let _ = writeln!(out, "<figure>\n{svg}\n</figure>");
     }
     // `<` only occurs inside JSON strings, where `\u003c` means the same; escaping it keeps
     // `</script>` in a configuration name from ending the block.

@@ -38,7 +38,7 @@ pub enum Format {
 #[derive(Debug, Error)]
 pub enum RenderError {
     /// JSON serialisation failed.
-    #[error("writing the report as JSON: {0}")]
+    #[error("writing the report as JSON")]
     Json(#[from] serde_json::Error),
     /// A chart could not be drawn.
     #[error("drawing the {chart} chart: {message}")]
@@ -298,7 +298,11 @@ pub fn sections(r: &Report) -> Vec<Section> {
                         "; the upgrade ({}) never pays for itself: it saves nothing",
                         format_money(u, cur)
                     ),
-                    (None, _) => write!(head, "; no upgrade cost given (--upgrade-cost)"),
+                    (None, _) => write!(
+                        head,
+                        "; no upgrade cost given (--upgrade-cost, or upgrade_cost in the [[config]] of {:?})",
+                        c.to
+                    ),
                 };
                 let mut v = vec![head];
                 let per_mode: Vec<String> = c
@@ -321,7 +325,11 @@ pub fn sections(r: &Report) -> Vec<Section> {
             .collect();
         out.push(Section {
             title: format!(
-                "Comparisons (from the first configuration; headline at {})",
+                "Comparisons (from the {} configuration; headline at {})",
+                match r.baseline {
+                    crate::report::model::Baseline::Costliest => "costliest",
+                    crate::report::model::Baseline::First => "first",
+                },
                 r.headline_mode
             ),
             lines,

@@ -1,0 +1,142 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_wattson_global_optspecs
+    string join \n c/config= v/verbose h/help V/version
+end
+
+function __fish_wattson_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_wattson_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_wattson_using_subcommand
+    set -l cmd (__fish_wattson_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c wattson -n "__fish_wattson_needs_command" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_needs_command" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c wattson -n "__fish_wattson_needs_command" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "run" -d 'The daemon: collect, store and publish until stopped (systemd Type=notify)'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "demo" -d 'The whole pipeline on this machine with a simulated meter: no hardware, no broker'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "status" -d 'Current readings and today\'s energy and cost, from the database'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "sweep" -d 'Run workload loops against the meter and fit watts per loop, with confidence intervals'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "report" -d 'Annual cost per configuration and mode, comparisons, savings and payback'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "meter" -d 'Serial meter tools: probe a port, or simulate a meter on a pseudo-terminal'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "config" -d 'Configuration tools'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "collect" -d 'Fleet collector: store every host\'s MQTT state messages once (persistent session)'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "help" -d 'Print the help of wattson or of the given subcommand(s)'
+complete -c wattson -n "__fish_wattson_using_subcommand run" -l db -d 'Store into this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand run" -l duration -d 'Stop after this long (e.g. `60s`) instead of running until SIGTERM' -r
+complete -c wattson -n "__fish_wattson_using_subcommand run" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand run" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand run" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand run" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand demo" -l duration -d 'How long to run the whole demo, 20 s or more (kept to within 5 %)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand demo" -l db -d 'Keep the database here instead of a temporary file' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand demo" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand demo" -l no-sweep -d 'Skip the short workload sweep'
+complete -c wattson -n "__fish_wattson_using_subcommand demo" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand demo" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand demo" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand status" -l db -d 'Read this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand status" -l host -d 'Show this host\'s figures (a fleet collector\'s database holds several) [default: `[host] name`]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand status" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand status" -l json -d 'Print JSON instead of a table'
+complete -c wattson -n "__fish_wattson_using_subcommand status" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand status" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand status" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l name -d 'Name of the configuration to store the results under (e.g. "basket, powersave"); required, except with --list or --show' -r
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l levels -d 'Busy loops per level, comma-separated, each from 0 (idle) to the logical CPUs [default: 0, 1, ... up to the logical CPUs]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l kinds -d 'Loop kinds: spin (compute-bound), memory (memory-bound), pause (spin-wait with the pause hint)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l governors -d 'Repeat the sweep under each cpufreq governor (root only); originals are restored' -r
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l meter -d 'Which [[meter]] to read (its id) [default: the first]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l max-level-time -d 'Time cap of each level, settling included (measuring stops at the cap)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l ci-watts -d 'Target half-width of each level\'s 95 % interval, W (the larger of this and --ci-percent)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l ci-percent -d 'Target half-width of each level\'s 95 % interval, percent of the mean' -r
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l idle-wait -d 'How long the idle level waits for other load to go away before measuring anyway' -r
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l min-samples -d 'Readings before a level\'s interval is trusted' -r
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l show -d 'Show one stored sweep' -r
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l db -d 'Database to store into [default: [storage] path]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l regression-check -d 'Compare idle with the baseline (the newest complete sweep of --name that was not a regression) and store the verdict for the daemon and `wattson report`'
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l list -d 'List the stored sweeps'
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l json -d 'Print --list/--show as JSON'
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l format -d 'Output format' -r -f -a "table\t'Aligned text for a terminal'
+markdown\t'A Markdown document with the same table'
+csv\t'One row per configuration and mode, with a header'
+json\t'One JSON object (the documented contract)'
+html\t'One self-contained HTML file with SVG charts and the JSON embedded'"
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l out -d 'Write the report to this file instead of stdout' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l configs -d 'Configurations to show, in order, separated by commas (names may be shortened to a unique prefix); the first is the baseline the others are compared with [default: every configuration, the costliest first]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l since -d 'Start of the measured window: a date (YYYY-MM-DD) or a duration such as 30d (the last 30 days)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l until -d 'End of the measured window: a date (YYYY-MM-DD, to the end of that day) or a duration such as 1d (up to a day ago) [default: now]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l mode -d 'Compare at this mode (e.g. "idle", "2 loops") instead of idle or the measured duty cycle' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l upgrade-cost -d 'What the upgrade costs, in the tariff\'s currency: gives the payback time (overrides each target\'s `upgrade_cost`)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l co2 -d 'Grid carbon intensity, g CO2 per kWh: adds CO2 per year and CO2 saved' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l db -d 'Read this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l host -d 'The host whose measured history to report (a fleet collector\'s database holds several) [default: `[host] name`]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand report" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand report" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c wattson -n "__fish_wattson_using_subcommand report" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -f -a "probe" -d 'Identify which supported meter answers on PORT'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -f -a "simulate" -d 'Simulate a meter on a new pseudo-terminal and print its path'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -l timeout -d 'How long to wait for each protocol\'s answer' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l protocol -d 'Protocol to simulate: pzem004t, pzem017, sdm120, sdm230, sdm630, wattsup, cse7766, hlw8032, line' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l watts -d 'Watts with no load (or constant watts without --follow-cpu)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l per-cpu -d 'Extra watts per fully busy CPU with --follow-cpu' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l noise -d 'Standard deviation of added noise, W' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l ramp -d 'Time constant of the ramp to a new level, s' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l curvature -d 'Extra watts per busy CPU beyond the first (negative: later loops cheaper)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l address -d 'Modbus addresses to answer on (comma-separated), e.g. 1,2,3 for three meters on one bus' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l duration -d 'Stop after this long instead of running until interrupted' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l seed -d 'Random seed for the noise' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l follow-cpu -d 'Follow this machine\'s CPU load: watts = --watts + --per-cpu x busy CPUs'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand config; and not __fish_seen_subcommand_from check" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand config; and not __fish_seen_subcommand_from check" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand config; and not __fish_seen_subcommand_from check" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand config; and not __fish_seen_subcommand_from check" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand config; and not __fish_seen_subcommand_from check" -f -a "check" -d 'Validate the configuration and print the effective config (secrets redacted)'
+complete -c wattson -n "__fish_wattson_using_subcommand config; and __fish_seen_subcommand_from check" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand config; and __fish_seen_subcommand_from check" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand config; and __fish_seen_subcommand_from check" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand config; and __fish_seen_subcommand_from check" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand collect" -l client-id -d 'MQTT client id; fixed so the broker keeps this collector\'s session (and queues messages) while it is down [default: wattson-collect-<host>]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand collect" -l jsonl -d 'Append samples as JSON lines to this file (`-` for standard output) instead of storing them in the database' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand collect" -l db -d 'Store into this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand collect" -l max-hosts -d 'Most hosts taken (those already in the database first); messages of further hosts are acknowledged, counted and logged as refused' -r
+complete -c wattson -n "__fish_wattson_using_subcommand collect" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand collect" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand collect" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand collect" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand help" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand help" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand help" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand help" -s V -l version -d 'Print version'

@@ -1,0 +1,152 @@
+//! `wattson demo` in a terminal (a pseudo-terminal), through the real binary: progress in
+//! every phase, no log lines, each level printed once, no warning about time caps, and the
+//! whole demo within 5 % of `--duration`.
+
+// Helpers outside #[test] fns are test code too.
+#![allow(clippy::panic, clippy::unwrap_used)]
+
+use std::io::Read as _;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use wattson_tests::{TestEnv, wattson};
+
+/// Runs `wattson demo ARGS` with stdout and stderr on a new 120x40 pseudo-terminal, and
+/// returns its exit code, everything it wrote to the terminal, and how long it took.
+fn demo_on_a_terminal(args: &[&str]) -> (Option<i32>, String, Duration) {
+    let size = nix::pty::Winsize {
+        ws_row: 40,
+        ws_col: 120,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
+    let mut cmd = wattson();
+    // As a user types it: the default log level, not the test helpers' RUST_LOG=info.
+    cmd.env_remove("RUST_LOG")
+        .env("TERM", "xterm-256color")
+        .arg("demo")
+        .args(args)
+        .stdout(Stdio::from(pty.slave.try_clone().unwrap()))
+        .stderr(Stdio::from(pty.slave));
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("starting wattson demo");
+    let mut master = std::fs::File::from(pty.master);
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        // EIO once the child has exited and the last slave descriptor is closed.
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    });
+    let status = child.wait().expect("waiting for wattson demo");
+    let took = started.elapsed();
+    // The command held the only copy of the slave end; the reader ends at EIO.
+    drop(cmd);
+    let out = reader.join().unwrap();
+    (
+        status.code(),
+        String::from_utf8_lossy(&out).into_owned(),
+        took,
+    )
+}
+
+/// What stays on the screen of each line: the text after its last carriage return, with the
+/// terminal's control sequences removed.
+fn screen_lines(raw: &str) -> Vec<String> {
+    raw.split('\n')
+        .map(|line| {
+            let last = line
+                .trim_end_matches('\r')
+                .rsplit('\r')
+                .next()
+                .unwrap_or("");
+            let mut out = String::new();
+            let mut chars = last.chars().peekable();
+            while let Some(c) = chars.next() {
+                if c == '\u{1b}' {
+                    // CSI: ESC [ parameters final-byte.
+                    if chars.peek() == Some(&'[') {
+                        chars.next();
+                        for d in chars.by_ref() {
+                            if d.is_ascii_alphabetic() {
+                                break;
+                            }
+                        }
+                    }
+                } else {
+                    out.push(c);
+                }
+            }
+            out.trim_end().to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn the_demo_on_a_terminal_shows_progress_without_log_noise_and_keeps_its_duration() {
+    let env = TestEnv::new();
+    let db = env.path("demo.db");
+    let db_arg = db.to_string_lossy().into_owned();
+    let (code, raw, took) = demo_on_a_terminal(&["--duration", "30s", "--db", &db_arg]);
+    assert_eq!(code, Some(0), "{raw}");
+
+    // Kept within 5 % of --duration.
+    let secs = took.as_secs_f64();
+    assert!((28.5..=31.5).contains(&secs), "30 s demo took {secs:.1} s");
+
+    // Progress in every phase: the sweep's spinner, then the collecting bar.
+    for needle in [
+        "1/3 sweeping",
+        "measuring",
+        "2/3 collecting",
+        "W at the wall",
+        "3/3 running cost",
+    ] {
+        assert!(raw.contains(needle), "no {needle:?} in:\n{raw}");
+    }
+    // No log lines on the terminal, and no time-cap warning on the happy path.
+    assert!(!raw.contains(" INFO "), "log noise:\n{raw}");
+    assert!(!raw.contains("time cap"), "{raw}");
+
+    // Each level once, in the cost summary.
+    let lines = screen_lines(&raw);
+    for level in ["idle ", "1 loop "] {
+        let rows: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.trim_start().starts_with(level) && l.contains(" W "))
+            .collect();
+        assert_eq!(
+            rows.len(),
+            1,
+            "{level:?} printed {} times:\n{}",
+            rows.len(),
+            lines.join("\n")
+        );
+    }
+    assert!(
+        lines.iter().any(|l| l.starts_with("demo finished in")),
+        "{raw}"
+    );
+    // The database was kept, with the sweep in it.
+    assert!(db.exists());
+}
+
+#[test]
+fn a_demo_shorter_than_it_can_be_is_refused() {
+    let out = wattson()
+        .args(["demo", "--duration", "10s"])
+        .output()
+        .expect("running wattson demo");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--duration 10s") && stderr.contains("20 s"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,258 @@
+//! Errors through the real binary name their cause and what to do, exit non-zero where the
+//! command cannot do its job, and print each OS reason once: a missing, a busy and a silent
+//! meter port; a port that never existed; `meter probe` on a port it cannot open; `status`
+//! on a database it may not read; `report` with no database; `--levels` beyond the CPUs.
+
+// Helpers outside #[test] fns are test code too.
+#![allow(clippy::panic, clippy::unwrap_used)]
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use wattson_tests::{Child, TestEnv, meter_toml, q, simulate, wattson};
+
+/// Run `wattson --config CONFIG ARGS` to completion: (exit code, stdout, stderr).
+fn run(config: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = wattson()
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .output()
+        .expect("running wattson");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A pseudo-terminal nobody answers on: its path, and the master end to keep it open.
+fn silent_pty() -> (PathBuf, std::os::fd::OwnedFd) {
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let path = nix::unistd::ttyname(&pty.slave).expect("ttyname");
+    // The slave stays open here too, so the line does not hang up when wattson closes it.
+    std::mem::forget(pty.slave);
+    (path, pty.master)
+}
+
+fn sweep_args() -> Vec<&'static str> {
+    vec![
+        "sweep",
+        "--name",
+        "x",
+        "--levels",
+        "0",
+        "--max-level-time",
+        "5s",
+    ]
+}
+
+#[test]
+fn a_missing_a_busy_and_a_silent_port_give_three_different_messages() {
+    let env = TestEnv::new();
+
+    let missing = env.path("ttyUSB9");
+    let config = env.config(&meter_toml("wall", "pzem004t", &missing, "1s", Some(1)));
+    let (code, _, missing_err) = run(&config, &sweep_args());
+    assert_eq!(code, Some(1), "{missing_err}");
+    assert!(
+        missing_err.contains("does not exist")
+            && missing_err.contains("No such file or directory")
+            && missing_err.contains(&missing.display().to_string()),
+        "{missing_err}"
+    );
+
+    // Busy: another program holds the port (serialport opens it exclusively, as the daemon
+    // does).
+    let sim = simulate("pzem004t", &[1], 40.0);
+    let _held = serialport::new(sim.path.to_string_lossy(), 9600)
+        .open()
+        .expect("holding the simulator's port");
+    let config = env.config(&meter_toml("wall", "pzem004t", &sim.path, "1s", Some(1)));
+    let (code, _, busy_err) = run(&config, &sweep_args());
+    assert_eq!(code, Some(1), "{busy_err}");
+    assert!(
+        busy_err.contains("in use by another program") && busy_err.contains("wattson run"),
+        "{busy_err}"
+    );
+
+    let (silent, _master) = silent_pty();
+    let config = env.config(&meter_toml("wall", "pzem004t", &silent, "1s", Some(1)));
+    let (code, _, silent_err) = run(&config, &sweep_args());
+    assert_eq!(code, Some(1), "{silent_err}");
+    assert!(
+        silent_err.contains("does not answer")
+            && silent_err.contains("wattson meter probe")
+            && silent_err.contains("pzem004t"),
+        "{silent_err}"
+    );
+
+    for e in [&missing_err, &busy_err, &silent_err] {
+        assert!(!e.contains("check it is connected"), "{e}");
+        assert!(!e.contains("device gone"), "{e}");
+    }
+    assert!(missing_err != busy_err && busy_err != silent_err && missing_err != silent_err);
+}
+
+#[test]
+fn the_daemon_says_a_port_that_never_existed_does_not_exist() {
+    let env = TestEnv::new();
+    let missing = env.path("ttyUSB7");
+    let config = env.config(&meter_toml("wall", "pzem004t", &missing, "1s", Some(1)));
+    let mut daemon = Child::run_daemon(&config, &["--duration", "2s"]);
+    daemon
+        .wait_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("still running: {}", daemon.stderr()));
+    let stderr = daemon.stderr();
+    assert!(
+        stderr.contains(&format!("{} does not exist", missing.display()))
+            && stderr.contains("No such file or directory"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("gone"), "{stderr}");
+}
+
+#[test]
+fn meter_probe_names_a_port_it_could_not_open_and_lists_what_it_tried_once() {
+    let env = TestEnv::new();
+    let config = env.config("");
+    let missing = env.path("ttyACM3");
+    let missing_arg = missing.to_string_lossy().into_owned();
+    let (code, _, stderr) = run(&config, &["meter", "probe", &missing_arg]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("does not exist") && stderr.contains("no meter was tried"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("no supported meter answered"), "{stderr}");
+
+    let (silent, _master) = silent_pty();
+    let silent_arg = silent.to_string_lossy().into_owned();
+    let (code, _, stderr) = run(
+        &config,
+        &["meter", "probe", &silent_arg, "--timeout", "100ms"],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("no supported meter answered"), "{stderr}");
+    // One list of what was tried, naming the settings used.
+    assert_eq!(stderr.matches("pzem004t").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("sdm120 (2400 baud") && stderr.contains("cse7766"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn status_on_a_database_it_may_not_read_says_so() {
+    let env = TestEnv::new();
+    // The config must stay readable to the user wattson runs as; the database's directory not.
+    std::fs::set_permissions(env.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let private = env.path("private");
+    std::fs::create_dir(&private).unwrap();
+    let db = private.join("wattson.db");
+    std::fs::write(&db, b"").unwrap();
+    let config = env.config("");
+    let db_arg = db.to_string_lossy().into_owned();
+    let mut cmd = wattson();
+    cmd.arg("--config")
+        .arg(&config)
+        .args(["status", "--db", &db_arg]);
+    // A file this test created belongs to the user the test runs as.
+    let running_as_root =
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&db).unwrap()) == 0;
+    if running_as_root {
+        // root reads everything: run as nobody against a root-only directory.
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::process::CommandExt::uid(&mut cmd, 65_534);
+        std::os::unix::process::CommandExt::gid(&mut cmd, 65_534);
+    } else {
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o000)).unwrap();
+    }
+    let out = cmd.output().expect("running wattson status");
+    let _ = std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot read the database")
+            && stderr.contains("Permission denied")
+            && stderr.contains(&db_arg),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("no database"), "{stderr}");
+    assert_eq!(stderr.matches("os error 13").count(), 1, "{stderr}");
+}
+
+#[test]
+fn report_without_a_database_or_a_manual_configuration_fails() {
+    let env = TestEnv::new();
+    let config = env.config("");
+    let (code, stdout, stderr) = run(&config, &["report"]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!("no database at {}", env.db.display()))
+            && stderr.contains("wattson sweep"),
+        "{stderr}"
+    );
+    // With a configuration measured by hand there is something to report.
+    let config = env.config("\n[[config]]\nname = \"old box\"\nmodes = { idle = 240.0 }\n");
+    let (code, stdout, stderr) = run(&config, &["report"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("old box"), "{stdout}");
+}
+
+#[test]
+fn levels_beyond_the_logical_cpus_are_refused() {
+    let env = TestEnv::new();
+    let config = env.config(&meter_toml(
+        "wall",
+        "pzem004t",
+        &env.path("ttyUSB0"),
+        "1s",
+        Some(1),
+    ));
+    // The KVM fixture has 2 vCPUs.
+    let (code, _, stderr) = run(&config, &["sweep", "--name", "x", "--levels", "0,1,999"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--levels 999") && stderr.contains("2 logical CPUs"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn os_errors_are_printed_once() {
+    let env = TestEnv::new();
+    let missing_config = env.path("nowhere.toml");
+    let (code, _, stderr) = run(&missing_config, &["status"]);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(stderr.contains("nowhere.toml"), "{stderr}");
+    assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
+
+    let out = env.path("no/such/dir/report.html");
+    let out_arg = out.to_string_lossy().into_owned();
+    let manual = env.config("\n[[config]]\nname = \"old box\"\nmodes = { idle = 240.0 }\n");
+    let (code, _, stderr) = run(&manual, &["report", "--format", "html", "--out", &out_arg]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains(&out_arg), "{stderr}");
+    assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
+
+    // A password file that is not there: named, with its OS reason, once.
+    let password = env.path("mqtt-password");
+    let config = env.config(&format!(
+        "\n[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\nusername = \"u\"\npassword_file = {}\n",
+        q(&password)
+    ));
+    let (code, _, stderr) = run(&config, &["run", "--duration", "1s"]);
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("mqtt-password"), "{stderr}");
+    for line in stderr.lines() {
+        assert!(line.matches("os error 2").count() <= 1, "{line}");
+    }
+    assert!(
+        stderr.lines().any(|l| l.contains("ERROR")
+            && l.contains("mqtt-password")
+            && l.contains("os error 2")),
+        "{stderr}"
+    );
+}
