@@ -115,7 +115,8 @@ pub struct SweepArgs {
     /// Print --list/--show as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Database to store into [default: [storage] path].
+    /// Database to store into [default: [storage] path]; while a daemon runs for it, the
+    /// daemon stores the sweep.
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
     /// The caller prints its own summary (`wattson demo`): no level lines, calibrations or
