@@ -123,6 +123,14 @@ fn not_connected(db: &Path, socket: &Path, e: &std::io::Error) -> Result<Located
                 socket.display()
             ),
         }),
+        // No daemon can serve a socket there either (the daemon logs the same at start).
+        (ErrorKind::InvalidInput, _) => Ok(Located::NoDaemon {
+            why: format!(
+                "no control socket can exist at {}: {reason} (a shorter [storage] path would \
+                 let a daemon share the meter)",
+                socket.display()
+            ),
+        }),
         (ErrorKind::NotFound, _) => Ok(Located::NoDaemon {
             why: format!("no daemon is running for {}", db.display()),
         }),
