@@ -98,6 +98,30 @@ fn with_name<'a>(name: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
     v
 }
 
+/// `wattson --config CONFIG status`'s stdout, after checking that it exits 0.
+fn status_text(config: &Path) -> String {
+    let mut cmd = wattson();
+    cmd.arg("--config").arg(config).arg("status");
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// `wattson --config CONFIG sweep --name NAME ARGS` run to its end: exit code and stderr.
+fn failing_sweep(cmd: Command, config: &Path, name: &str, args: &[&str]) -> (Option<i32>, String) {
+    let mut cmd = cmd;
+    cmd.arg("--config")
+        .arg(config)
+        .arg("sweep")
+        .args(with_name(name, args));
+    wattson_tests::output_within(cmd, Duration::from_secs(60))
+}
+
 #[test]
 fn a_sweep_runs_through_the_daemon_which_keeps_storing_and_stores_the_sweep() {
     let env = TestEnv::new();
@@ -183,11 +207,7 @@ fn a_sweep_runs_through_the_daemon_which_keeps_storing_and_stores_the_sweep() {
     );
 
     // Status reads live readings from the daemon and says so.
-    let mut cmd = wattson();
-    cmd.arg("--config").arg(&config).arg("status");
-    let status = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&status.stdout);
-    assert!(status.status.success(), "{text}");
+    let text = status_text(&config);
     assert!(
         text.contains("readings: live from the daemon (pid"),
         "{text}"
@@ -244,9 +264,7 @@ fn a_stale_socket_file_is_named_and_the_next_daemon_replaces_it() {
 
     let mut daemon = daemon(&env, &config);
     daemon.wait_for_log("replaced a stale one", Duration::from_secs(5));
-    let mut cmd = wattson();
-    cmd.arg("--config").arg(&config).arg("status");
-    let text = String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned();
+    let text = status_text(&config);
     assert!(text.contains("readings: live from the daemon"), "{text}");
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(15)).unwrap().success());
@@ -269,11 +287,7 @@ fn a_socket_this_user_may_not_use_is_named_with_the_reason_and_what_to_do() {
     } else {
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o000)).unwrap();
     }
-    cmd.arg("--config")
-        .arg(&config)
-        .arg("sweep")
-        .args(with_name("denied", QUICK));
-    let (code, err) = wattson_tests::output_within(cmd, Duration::from_secs(60));
+    let (code, err) = failing_sweep(cmd, &config, "denied", QUICK);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains(&format!(
@@ -328,9 +342,7 @@ fn a_client_that_never_reads_is_dropped_while_sampling_and_storing_go_on() {
         "a {longest} ms hole in the stored power while the client stalled"
     );
     // The daemon answers others meanwhile.
-    let mut cmd = wattson();
-    cmd.arg("--config").arg(&config).arg("status");
-    let text = String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned();
+    let text = status_text(&config);
     assert!(text.contains("readings: live from the daemon"), "{text}");
     // The stalled client finds its connection closed once it reads.
     let mut rest = Vec::new();
@@ -438,12 +450,7 @@ fn the_socket_is_bounded_and_nothing_received_changes_a_setting() {
     BufReader::new(extra).read_line(&mut first).unwrap();
     assert!(first.contains("busy"), "{first}");
     // And a client told so says it, naming the socket.
-    let mut cmd = wattson();
-    cmd.arg("--config")
-        .arg(&config)
-        .arg("sweep")
-        .args(with_name("busy", QUICK));
-    let (code, err) = wattson_tests::output_within(cmd, Duration::from_secs(30));
+    let (code, err) = failing_sweep(wattson(), &config, "busy", QUICK);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains(&format!("the daemon on {} refused: busy", socket.display())),
@@ -477,12 +484,7 @@ fn a_daemon_of_another_protocol_is_named_by_sweep_and_status() {
             );
         }
     });
-    let mut cmd = wattson();
-    cmd.arg("--config")
-        .arg(&config)
-        .arg("sweep")
-        .args(with_name("newer", QUICK));
-    let (code, err) = wattson_tests::output_within(cmd, Duration::from_secs(30));
+    let (code, err) = failing_sweep(wattson(), &config, "newer", QUICK);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains(&format!(
@@ -491,11 +493,7 @@ fn a_daemon_of_another_protocol_is_named_by_sweep_and_status() {
         )) && err.contains("speaks 1"),
         "{err}"
     );
-    let mut cmd = wattson();
-    cmd.arg("--config").arg(&config).arg("status");
-    let out = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = status_text(&config);
     assert!(
         text.contains("readings: the database (the daemon on")
             && text.contains("speaks control protocol 99"),

@@ -316,14 +316,27 @@ impl Client {
     /// The oldest reading taken at or after `from_ms` (older ones are dropped), waiting at
     /// most `within` for one.
     pub fn next_reading(&self, from_ms: i64, within: Duration) -> Result<Reading, ControlError> {
-        let deadline = Instant::now() + within;
-        let mut state = self.inbox.lock();
-        loop {
+        self.wait(within, "reading", |state| {
             while state.readings.front().is_some_and(|r| r.ts_ms < from_ms) {
                 state.readings.pop_front();
             }
-            if let Some(r) = state.readings.pop_front() {
-                return Ok(r);
+            state.readings.pop_front().map(Ok)
+        })
+    }
+
+    /// Wait at most `within` until `take` finds what the caller waits for in the inbox (or
+    /// the connection ends).
+    fn wait<T>(
+        &self,
+        within: Duration,
+        what: &'static str,
+        mut take: impl FnMut(&mut InboxState) -> Option<Result<T, ControlError>>,
+    ) -> Result<T, ControlError> {
+        let deadline = Instant::now() + within;
+        let mut state = self.inbox.lock();
+        loop {
+            if let Some(found) = take(&mut state) {
+                return found;
             }
             if let Some(why) = &state.closed {
                 return Err(ControlError::Closed {
@@ -335,7 +348,7 @@ impl Client {
             if left.is_zero() {
                 return Err(ControlError::Timeout {
                     socket: self.socket.clone(),
-                    what: "reading",
+                    what,
                     within,
                 });
             }
@@ -368,39 +381,15 @@ impl Client {
                     reason: crate::store::error_chain(&e),
                 })?;
         }
-        let deadline = Instant::now() + within;
-        let mut state = self.inbox.lock();
-        loop {
-            if let Some(m) = state.replies.pop_front() {
-                return match m {
-                    Message::Error { message } => Err(ControlError::Refused {
-                        socket: self.socket.clone(),
-                        message,
-                    }),
-                    m => Ok(m),
-                };
-            }
-            if let Some(why) = &state.closed {
-                return Err(ControlError::Closed {
+        self.wait(within, "reply", |state| {
+            state.replies.pop_front().map(|m| match m {
+                Message::Error { message } => Err(ControlError::Refused {
                     socket: self.socket.clone(),
-                    detail: why.clone(),
-                });
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(ControlError::Timeout {
-                    socket: self.socket.clone(),
-                    what: "reply",
-                    within,
-                });
-            }
-            state = self
-                .inbox
-                .changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
-        }
+                    message,
+                }),
+                m => Ok(m),
+            })
+        })
     }
 
     fn unexpected(&self, m: &Message) -> ControlError {

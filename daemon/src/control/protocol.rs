@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use wattson_collectors::{Metric, Sample};
+use wattson_collectors::{DeviceCounters, Metric, Sample};
 
+use crate::runtime::live::LiveReading;
 use crate::sweep::engine::LevelResult;
 use crate::sweep::persist::Calibration;
 use crate::sweep::workload::LoopKind;
@@ -149,32 +150,13 @@ pub struct DaemonStatus {
     /// The sources it collects.
     pub sources: Vec<String>,
     /// The latest reading of every series (per-core detail left out).
-    pub readings: Vec<LatestValue>,
-    pub meters: Vec<MeterCounters>,
+    pub readings: Vec<LiveReading>,
+    /// Each meter's frame counters since the daemon started.
+    pub meters: Vec<DeviceCounters>,
     /// The writer's health.
     pub store: crate::store::StoreHealth,
     /// Connections open on the control socket, this one included.
     pub clients: usize,
-}
-
-/// The latest value of one series.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LatestValue {
-    pub source: String,
-    pub metric: Metric,
-    pub channel: String,
-    pub ts_ms: i64,
-    pub value: f64,
-}
-
-/// A meter's frame counters since the daemon started.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MeterCounters {
-    pub id: String,
-    pub good: u64,
-    pub crc_errors: u64,
-    pub timeouts: u64,
-    pub implausible: u64,
 }
 
 /// How a sweep was asked to measure, stored with its run.

@@ -36,8 +36,8 @@ struct Inner {
     sums: BTreeMap<(String, Metric, String), (f64, u32)>,
 }
 
-/// A reading as seen by publishers.
-#[derive(Debug, Clone, PartialEq)]
+/// A reading as seen by publishers (and the control socket's `status`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LiveReading {
     pub source: String,
     pub metric: Metric,

@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Pass, Shared, vouch};
 use crate::control::protocol::{
-    DaemonStatus, FIRST_REQUEST_WITHIN, Hello, LatestValue, MAX_CLIENTS, MAX_LINE_BYTES, Message,
-    MeterCounters, PROTOCOL, Reading, Request, SweepRecord, WRITE_TIMEOUT,
+    DaemonStatus, FIRST_REQUEST_WITHIN, Hello, MAX_CLIENTS, MAX_LINE_BYTES, Message, PROTOCOL,
+    Reading, Request, SweepRecord, WRITE_TIMEOUT,
 };
 
 /// What the kernel may hold for a client that is not reading, bytes (it doubles it): about
@@ -265,30 +265,8 @@ impl Connection {
             database: ctx.config.storage.path.clone(),
             host: ctx.config.host.name.clone(),
             sources: ctx.sources.clone(),
-            readings: ctx
-                .live
-                .latest()
-                .into_iter()
-                .map(|r| LatestValue {
-                    source: r.source,
-                    metric: r.metric,
-                    channel: r.channel,
-                    ts_ms: r.ts_ms,
-                    value: r.value,
-                })
-                .collect(),
-            meters: ctx
-                .live
-                .counters()
-                .into_iter()
-                .map(|c| MeterCounters {
-                    id: c.id,
-                    good: c.good,
-                    crc_errors: c.crc_errors,
-                    timeouts: c.timeouts,
-                    implausible: c.implausible,
-                })
-                .collect(),
+            readings: ctx.live.latest(),
+            meters: ctx.live.counters(),
             store: ctx.store.health(),
             clients: self.shared.clients(),
         }
