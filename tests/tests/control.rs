@@ -66,6 +66,12 @@ fn sweep(config: &Path, sim: &SimHandle, args: &[&str]) -> (Option<i32>, String,
 }
 
 fn run_followed(cmd: Command, sim: &SimHandle) -> (Option<i32>, String, String) {
+    // One sweep with loops at a time: on a small machine two would share its CPUs, the
+    // loops' watts would wander, and each level would run to its time cap.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut child = Child::spawn(cmd);
     sim.follow_process(child.pid().as_raw() as u32);
     let status = child
