@@ -223,10 +223,37 @@ impl Limits {
     }
 }
 
-/// Rejections counted by reason since a collector started.
+/// Rejections counted by reason since a collector started. On the wire (the daemon's
+/// control socket) it is an object of reason name to count, listing the nonzero ones.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Rejections {
     counts: [u64; Reason::ALL.len()],
+}
+
+impl serde::Serialize for Rejections {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let nonzero = self.nonzero();
+        let mut map = serializer.serialize_map(Some(nonzero.len()))?;
+        for (reason, n) in nonzero {
+            map.serialize_entry(reason.as_str(), &n)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Rejections {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = std::collections::BTreeMap::<String, u64>::deserialize(deserializer)?;
+        let mut out = Rejections::default();
+        for (name, n) in map {
+            // A reason this version does not know (a newer daemon's) is left out.
+            if let Some(i) = Reason::ALL.iter().position(|r| r.as_str() == name) {
+                out.counts[i] = n;
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl Rejections {

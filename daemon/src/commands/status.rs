@@ -1,6 +1,8 @@
-//! `wattson status`: the latest readings and today's energy and cost, from the database;
-//! and which power sources this machine has. Every energy and money figure comes from the
-//! ledger ([`crate::ledger`]), so it is the same as the report's on the same window.
+//! `wattson status`: the latest readings (live from the running daemon over its control
+//! socket when one runs for the database, else the newest stored ones) and today's energy
+//! and cost, from the database; and which power sources this machine has. Every energy and
+//! money figure comes from the ledger ([`crate::ledger`]), so it is the same as the report's
+//! on the same window.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -49,10 +51,25 @@ struct StoreStatus {
     quarantined: Vec<crate::store::Quarantined>,
 }
 
+/// The running daemon, as it answered on its control socket.
+#[derive(Debug, Serialize)]
+struct Daemon {
+    pid: u32,
+    version: String,
+    since_ms: i64,
+    socket: String,
+    sources: Vec<String>,
+    /// Connections open on its control socket, this one included.
+    clients: usize,
+}
+
 #[derive(Debug, Serialize)]
 struct Status {
     host: String,
     database: String,
+    /// Where `readings` come from, in words: live from the daemon, or the database and why.
+    readings_from: String,
+    daemon: Option<Daemon>,
     store: StoreStatus,
     readings: Vec<Reading>,
     per_core_series: usize,
@@ -141,6 +158,18 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
             age_s: (now_ms - l.ts_ms) as f64 / 1000.0,
         });
     }
+    // The daemon's live readings are this host's own; another host's come from the database.
+    let (readings_from, daemon) = if own_host {
+        match live_readings(&db, now_ms) {
+            Ok((live, from, daemon)) => {
+                readings = live;
+                (from, Some(daemon))
+            }
+            Err(why) => (format!("the database ({why})"), None),
+        }
+    } else {
+        (format!("the database (host {host})"), None)
+    };
     let wall = own_host
         .then(|| costs::wall_source(&config))
         .flatten()
@@ -171,6 +200,8 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     };
     let status = Status {
         database: db.display().to_string(),
+        readings_from,
+        daemon,
         store: store_status(&db, &store)?,
         readings,
         per_core_series: per_core,
@@ -189,6 +220,49 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         crate::output::print(&render(&status));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The daemon's latest readings, where it says where they came from; else why not, in
+/// words (no daemon running; or a socket this user may not use, or a daemon of another
+/// protocol, logged as a warning).
+fn live_readings(db: &Path, now_ms: i64) -> Result<(Vec<Reading>, String, Daemon), String> {
+    use crate::control::{Located, locate};
+    let client = match locate(db) {
+        Ok(Located::Daemon(c)) => c,
+        Ok(Located::NoDaemon { why }) => return Err(why),
+        Err(e) => {
+            tracing::warn!("{e}");
+            return Err(e.to_string());
+        }
+    };
+    let status = client.status().map_err(|e| {
+        tracing::warn!("{e}");
+        e.to_string()
+    })?;
+    let readings = status
+        .readings
+        .into_iter()
+        // Shown summed in their own section, as from the database.
+        .filter(|r| r.metric != Metric::Rejected)
+        .map(|r| Reading {
+            source: r.source,
+            metric: r.metric.as_str(),
+            channel: r.channel,
+            unit: r.metric.unit().symbol(),
+            value: r.value,
+            ts_ms: r.ts_ms,
+            age_s: (now_ms - r.ts_ms) as f64 / 1000.0,
+        })
+        .collect();
+    let daemon = Daemon {
+        pid: status.pid,
+        version: status.version,
+        since_ms: status.since_ms,
+        socket: client.socket().display().to_string(),
+        sources: status.sources,
+        clients: status.clients,
+    };
+    Ok((readings, format!("live from {}", client.describe()), daemon))
 }
 
 /// Which sources this machine offers and why the others are unavailable.
@@ -296,6 +370,7 @@ fn value_text(r: &Reading) -> String {
 fn render(s: &Status) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "wattson status: host {} ({})", s.host, s.database);
+    let _ = writeln!(out, "readings: {}", s.readings_from);
     let mut by_source: BTreeMap<&str, Vec<&Reading>> = BTreeMap::new();
     for r in &s.readings {
         by_source.entry(&r.source).or_default().push(r);
