@@ -19,6 +19,8 @@ pub enum Unit {
     Megahertz,
     /// Dimensionless count.
     Count,
+    /// Seconds (CPU time).
+    Second,
 }
 
 impl Unit {
@@ -34,6 +36,7 @@ impl Unit {
             Unit::Share => "share",
             Unit::Megahertz => "MHz",
             Unit::Count => "count",
+            Unit::Second => "s",
         }
     }
 }
@@ -80,6 +83,10 @@ pub enum Metric {
     /// (cumulative; it restarts at zero with the daemon). Channel: the reason
     /// ([`crate::plausibility::Reason::as_str`]).
     Rejected,
+    /// CPU time a control group used since the previous poll, s (the `groups` channel is a
+    /// count). Channel: `<kind>:<name>`, `other`, `rest`, `total`, `elapsed`, `groups`
+    /// ([`crate::cgroup`]). Accounted per service by the daemon, never stored as a series.
+    CgroupCpu,
 }
 
 impl Metric {
@@ -97,6 +104,7 @@ impl Metric {
             }
             Metric::CoreFrequency | Metric::GpuClock => Unit::Megahertz,
             Metric::PState | Metric::GpuProcesses | Metric::Rejected => Unit::Count,
+            Metric::CgroupCpu => Unit::Second,
         }
     }
 
@@ -119,6 +127,7 @@ impl Metric {
             Metric::PState => "pstate",
             Metric::GpuProcesses => "gpu_processes",
             Metric::Rejected => "rejected",
+            Metric::CgroupCpu => "cgroup_cpu",
         }
     }
 
@@ -141,6 +150,7 @@ impl Metric {
             Metric::PState,
             Metric::GpuProcesses,
             Metric::Rejected,
+            Metric::CgroupCpu,
         ]
         .into_iter()
         .find(|m| m.as_str() == name)
@@ -198,6 +208,7 @@ mod tests {
             Metric::PState,
             Metric::GpuProcesses,
             Metric::Rejected,
+            Metric::CgroupCpu,
         ] {
             assert_eq!(Metric::parse(m.as_str()), Some(m));
         }
