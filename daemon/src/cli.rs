@@ -69,6 +69,14 @@ pub enum Command {
     /// Fleet collector: store every host's MQTT state messages once (persistent session).
     #[command(after_help = examples::COLLECT)]
     Collect(crate::commands::collect::CollectArgs),
+    /// CPU share, estimated watts and money per systemd service, container and session.
+    ///
+    /// From the CPU time the daemon records per cgroup v2 group (`[services]`): the wall's
+    /// power above this host's idle floor (its newest sweep fit) is shared by busy CPU time;
+    /// the idle floor is shown apart, as the box being on. Every figure is an estimate with
+    /// its interval; without a sweep there is CPU time only.
+    #[command(after_help = examples::SERVICES)]
+    Services(crate::commands::services::ServicesArgs),
     /// Print the help of wattson or of the given subcommand(s).
     #[command(after_help = examples::HELP)]
     Help(HelpArgs),
@@ -244,6 +252,12 @@ Examples:
   wattson status
   wattson status --json | jq .cost
   wattson status --db /var/lib/wattson/wattson.db";
+
+    pub const SERVICES: &str = "\
+Examples:
+  wattson services
+  wattson services --days 1
+  wattson services --json | jq '.groups[] | {name, watts_now, cost}'";
 
     pub const SWEEP: &str = "\
 Examples:

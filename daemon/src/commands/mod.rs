@@ -6,6 +6,7 @@ pub mod demo;
 pub mod meter;
 pub mod report;
 pub mod run;
+pub mod services;
 pub mod status;
 pub mod sweep;
 
@@ -26,6 +27,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(&args, config_path.as_deref()),
         Command::Demo(args) => demo::run(&args, config_path.as_deref()),
         Command::Collect(args) => collect::run(&args, config_path.as_deref()),
+        Command::Services(args) => services::run(&args, config_path.as_deref()),
         Command::Help(args) => {
             crate::cli::print_help(&args)?;
             Ok(ExitCode::SUCCESS)

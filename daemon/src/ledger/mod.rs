@@ -16,6 +16,7 @@
 pub mod costs;
 pub mod counter;
 pub mod energy;
+pub mod estimates;
 pub mod interval;
 
 #[cfg(test)]

@@ -98,6 +98,9 @@ pub struct Report {
     /// process's idle draw costs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<GpuIdleReport>,
+    /// What each service costs (estimates), where the database has CPU time per service.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub services: Option<crate::services::ServicesEstimate>,
     /// Plain-words caveats.
     pub notes: Vec<String>,
 }
@@ -756,6 +759,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         measured,
         regression,
         gpus,
+        services: None,
         notes,
     })
 }

@@ -29,11 +29,13 @@ pub struct RunOptions {
     pub config_path: Option<std::path::PathBuf>,
 }
 
-/// The store as the sampler's sink.
-struct StoreSink(StoreHandle);
+/// The store as the sampler's sink; the services collector's samples go to their own
+/// tables instead.
+struct StoreSink(StoreHandle, super::services_sink::ServicesSink);
 
 impl SampleSink for StoreSink {
-    fn samples(&mut self, batch: Vec<wattson_collectors::Sample>) {
+    fn samples(&mut self, mut batch: Vec<wattson_collectors::Sample>) {
+        self.1.take(&mut batch);
         if let Err(e) = self.0.insert(batch) {
             tracing::warn!("samples not stored: {}", wattson_collectors::ErrorChain(&e));
         }
@@ -64,6 +66,7 @@ pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
         out.push(Scheduled::new(Box::new(meter), interval));
     }
     out.extend(power_sources(config, &root));
+    out.extend(super::services_sink::collector(config, &root));
     Ok(out)
 }
 
@@ -321,7 +324,10 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         let live = live.clone();
         let heartbeat = heartbeat.clone();
         let in_poll = in_poll.clone();
-        let sink = Box::new(StoreSink(store.clone()));
+        let sink = Box::new(StoreSink(
+            store.clone(),
+            super::services_sink::ServicesSink::new(config, store.clone()),
+        ));
         let flush = config.storage.flush_interval;
         std::thread::Builder::new()
             .name("wattson-sampler".to_owned())
@@ -616,6 +622,8 @@ fn reload(
             let same_meters = new.meters == current.meters;
             let same_power =
                 new.power == current.power && new.ups == current.ups && new.host == current.host;
+            let services = wattson_collectors::cgroup::SOURCE;
+            let same_services = new.services == current.services && new.host == current.host;
             let plug_sources: Vec<String> = current
                 .plugs
                 .iter()
@@ -625,8 +633,9 @@ fn reload(
             let keep_name = |n: &str| {
                 is_plug(n)
                     || (n == "cpu" && same_cpu)
+                    || (n == services && same_services)
                     || (n.starts_with("meter:") && same_meters)
-                    || (!n.starts_with("meter:") && n != "cpu" && same_power)
+                    || (!n.starts_with("meter:") && n != "cpu" && n != services && same_power)
             };
             let mut collectors: Vec<Scheduled> =
                 built.into_iter().filter(|c| !keep_name(c.name())).collect();
@@ -637,6 +646,9 @@ fn reload(
             let mut keep: Vec<String> = plug_sources.clone();
             if same_cpu {
                 keep.push("cpu".into());
+            }
+            if same_services {
+                keep.push(services.to_owned());
             }
             if same_meters {
                 keep.extend(crate::config::collector_names(&current.meters));

@@ -92,8 +92,9 @@ impl LiveState {
             return;
         };
         for s in samples {
-            // Per-core detail is not published live; keep the state small.
-            if s.channel.starts_with("cpu") {
+            // Per-core detail is not published live, nor each cgroup's CPU time (groups come
+            // and go); keep the state small.
+            if s.channel.starts_with("cpu") || s.metric == Metric::CgroupCpu {
                 continue;
             }
             let key = (s.source.clone(), s.metric, s.channel.clone());
