@@ -101,10 +101,6 @@ fn cli(config: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn services_json(config: &Path) -> Value {
-    serde_json::from_str(&cli(config, &["services", "--json"])).unwrap()
-}
-
 /// `wattson services --json` once the daemon has created the database; `None` before.
 fn services_json_when_stored(config: &Path) -> Option<Value> {
     let out = wattson()
