@@ -109,6 +109,7 @@ fn args(format: Format) -> ReportArgs {
         mode: None,
         upgrade_cost: None,
         co2: None,
+        tariffs: None,
         db: None,
         host: None,
     }

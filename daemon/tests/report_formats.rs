@@ -52,6 +52,7 @@ fn args(format: Format) -> ReportArgs {
         mode: None,
         upgrade_cost: None,
         co2: None,
+        tariffs: None,
         db: None,
         host: None,
     }
@@ -71,6 +72,7 @@ fn report_of(
         measured,
         regression: Vec::new(),
         gpus: vec![],
+        ..StoreData::default()
     };
     let input = input_from_config(&config(), store, args, now()).unwrap();
     report::build(&input).unwrap()

@@ -8,6 +8,7 @@ pub mod report;
 pub mod run;
 pub mod status;
 pub mod sweep;
+pub mod tariff;
 
 use std::process::ExitCode;
 
@@ -26,6 +27,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(&args, config_path.as_deref()),
         Command::Demo(args) => demo::run(&args, config_path.as_deref()),
         Command::Collect(args) => collect::run(&args, config_path.as_deref()),
+        Command::Tariff(cmd) => tariff::run(&cmd, config_path.as_deref()),
         Command::Help(args) => {
             crate::cli::print_help(&args)?;
             Ok(ExitCode::SUCCESS)

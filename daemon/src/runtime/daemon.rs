@@ -505,6 +505,14 @@ async fn serve(
             )
         }
     };
+    // The live price of [tariff] price_topic, stored as slots as it arrives.
+    let _price = match &config.mqtt {
+        Some(mqtt) => {
+            crate::tariff::live::spawn(mqtt, &config.tariff, store.clone(), cancel.child_token())
+                .context("subscribing to [tariff] price_topic")?
+        }
+        None => None,
+    };
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;

@@ -85,6 +85,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0004-idle-regression.sql")),
     M::up(include_str!("../../../schema/0005-ledger.sql")),
     M::up(include_str!("../../../schema/0006-quarantine.sql")),
+    M::up(include_str!("../../../schema/0008-price-slots.sql")),
 ];
 
 /// The schema migrations, in order.
