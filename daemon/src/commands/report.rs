@@ -228,7 +228,12 @@ pub fn gather_from_store(
     data.measured = Some(MeasuredInput {
         from_ms: first,
         to_ms: to,
-        energy: e.priced_buckets(),
+        // Minute by minute where price series (slots shorter than an hour) may price it.
+        energy: if data.price_series.is_empty() {
+            e.priced_buckets()
+        } else {
+            e.minute_buckets(&store)?
+        },
         covered_ms: e.covered_ms,
         gaps: e
             .gaps

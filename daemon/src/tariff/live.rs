@@ -202,14 +202,10 @@ mod tests {
             ),
             Ok(0.21)
         );
-        assert_eq!(
-            parse_price(b"86.5", None, PriceUnit::PerMwh, 10.0),
-            Ok(0.0865)
-        );
-        assert_eq!(
-            parse_price(b"24.5", None, PriceUnit::CentsPerKwh, 10.0),
-            Ok(0.245)
-        );
+        let mwh = parse_price(b"86.5", None, PriceUnit::PerMwh, 10.0).unwrap();
+        assert!((mwh - 0.0865).abs() < 1e-12);
+        let cents = parse_price(b"24.5", None, PriceUnit::CentsPerKwh, 10.0).unwrap();
+        assert!((cents - 0.245).abs() < 1e-12);
     }
 
     #[test]

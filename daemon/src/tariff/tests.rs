@@ -136,7 +136,7 @@ fn known_energy_per_slot_gives_the_hand_computed_cost() {
     };
     let tariff = super::tariff_with_series(&cfg, store, T0).unwrap();
     let e = energy::energy(store, "h", "meter:wall", T0, T0 + 7_200_000).unwrap();
-    let c = e.cost(&tariff).unwrap();
+    let c = e.cost_in(store, &tariff).unwrap();
     let want = 0.1 * 0.20 + 0.1 * -0.05 + 0.3 * 0.40 + 0.3 * 0.10;
     // The 1 s pair across the step (200 -> 600 W, a trapezoid of 400 W) adds 200 W x 1 s
     // to the second half hour.

@@ -133,10 +133,10 @@ fn gb_carbon_intensity_prefers_the_actual_figure() {
 #[test]
 fn a_plain_csv_and_its_errors_name_line_and_field() {
     let good = "start,end,price_per_kwh\n2026-11-29T00:00:00Z,2026-11-29T12:00:00Z,0.10\n\
-                2026-11-29T12:00:00+01:00,2026-11-30T00:00:00Z,0.30\n";
+                2026-11-29T13:00:00+01:00,2026-11-30T00:00:00Z,0.30\n";
     let p = parse(good, &opts()).unwrap();
     assert_eq!(p.slots.len(), 2);
-    assert_eq!(p.slots[1].start_ms, ms("2026-11-29T11:00:00Z"));
+    assert_eq!(p.slots[1].start_ms, ms("2026-11-29T12:00:00Z"));
     let case = |text: &str| parse(text, &opts()).unwrap_err();
     let e = case(
         "start,end,price_per_kwh\n2026-11-29T00:00:00Z,2026-11-29T01:00:00Z,0.1\n2026-11-29T01:00:00Z,2026-11-29T02:00:00Z,cheap\n",
