@@ -144,15 +144,14 @@ impl Energy {
         }
         let mut out = Vec::with_capacity(self.buckets.len());
         for b in &self.buckets {
-            let parts = minutes.get(&b.start_ms).filter(|_| {
-                b.end_ms - b.start_ms == HOUR_MS && b.start_ms % HOUR_MS == 0
-            });
+            let parts = minutes
+                .get(&b.start_ms)
+                .filter(|_| b.end_ms - b.start_ms == HOUR_MS && b.start_ms % HOUR_MS == 0);
             let sum: f64 = parts.map_or(0.0, |p| p.iter().map(|m| m.1).sum());
             match parts {
-                Some(p) if sum > 0.0 && b.wh > 0.0 => out.extend(
-                    p.iter()
-                        .map(|&(t, wh)| (t, t + MINUTE_MS, wh * b.wh / sum)),
-                ),
+                Some(p) if sum > 0.0 && b.wh > 0.0 => {
+                    out.extend(p.iter().map(|&(t, wh)| (t, t + MINUTE_MS, wh * b.wh / sum)))
+                }
                 _ => out.push((b.start_ms, b.end_ms, b.wh)),
             }
         }
