@@ -226,7 +226,9 @@ pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
         | Metric::GpuProcesses => (true, false),
         Metric::CpuBusy => (channel == "all", false),
         Metric::CoreFrequency => (channel == "mean", false),
-        Metric::CpuTime | Metric::IdleResidency => (channel.starts_with("all/"), false),
+        Metric::CpuTime | Metric::IdleResidency | Metric::PackageResidency => {
+            (channel.starts_with("all/"), false)
+        }
     }
 }
 
