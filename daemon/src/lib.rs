@@ -12,6 +12,7 @@ pub mod analysis;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod idle;
 pub mod ledger;
 pub mod logging;
 pub mod output;

@@ -139,7 +139,8 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
             detail: "no [[meter]] configured: wall power is not measured".into(),
         });
     }
-    let cpu = wattson_collectors::cpu::CpuCollector::new(root.clone());
+    let cpu =
+        wattson_collectors::cpu::CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
     for (part, state) in cpu.availability() {
         out.push(SourceState {
             source: format!("cpu {part}"),

@@ -106,6 +106,7 @@ struct FileHost {
     name: Option<Spanned<String>>,
     sysfs: Option<PathBuf>,
     procfs: Option<PathBuf>,
+    devfs: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -277,6 +278,8 @@ pub struct HostConfig {
     pub name: String,
     pub sysfs: PathBuf,
     pub procfs: PathBuf,
+    /// Where devices are (`/dev`): the CPU's MSRs as `<devfs>/cpu/N/msr`.
+    pub devfs: PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -419,6 +422,7 @@ impl Config {
                 name: default_host_name(),
                 sysfs: PathBuf::from("/sys"),
                 procfs: PathBuf::from("/proc"),
+                devfs: PathBuf::from("/dev"),
             },
             storage: StorageConfig {
                 path: PathBuf::from("/var/lib/wattson/wattson.db"),
@@ -507,6 +511,7 @@ impl Config {
         let _ = writeln!(out, "name = {}", q(&self.host.name));
         let _ = writeln!(out, "sysfs = {}", p(&self.host.sysfs));
         let _ = writeln!(out, "procfs = {}", p(&self.host.procfs));
+        let _ = writeln!(out, "devfs = {}", p(&self.host.devfs));
         let _ = writeln!(out, "\n[storage]");
         let _ = writeln!(out, "path = {}", p(&self.storage.path));
         let _ = writeln!(
@@ -892,6 +897,9 @@ impl Validator<'_> {
         }
         if let Some(p) = file.host.procfs {
             config.host.procfs = p;
+        }
+        if let Some(p) = file.host.devfs {
+            config.host.devfs = p;
         }
 
         if let Some(p) = file.storage.path {

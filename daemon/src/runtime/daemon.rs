@@ -51,7 +51,7 @@ pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
     let mut out = Vec::new();
     if config.cpu.enabled {
-        let cpu = CpuCollector::new(root.clone());
+        let cpu = CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
         for (part, state) in cpu.availability() {
             if let Err(why) = state {
                 tracing::info!("cpu {part}: unavailable: {why}");

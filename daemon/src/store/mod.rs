@@ -64,6 +64,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0002-raw-detail-chunk.sql")),
     M::up(include_str!("../../../schema/0003-dashboard-views.sql")),
     M::up(include_str!("../../../schema/0004-idle-regression.sql")),
+    M::up(include_str!("../../../schema/0007-idle-measure.sql")),
 ];
 
 /// The schema migrations, in order.

@@ -127,6 +127,7 @@ pub(super) fn disks(root: &SysRoot) -> Vec<Setting> {
             Some(f.first()? + f.get(4)?)
         });
         let current = match status.as_deref() {
+            _ if !rotational => "solid state (nothing to spin down)".to_owned(),
             Some("suspended") => "spun down (runtime suspended)".to_owned(),
             Some("active") if rotational => "spinning as far as the kernel knows".to_owned(),
             Some(s) => format!("runtime status {s}"),
