@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
 
 pub mod broker;
+pub mod idle;
 
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _};

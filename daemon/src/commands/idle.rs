@@ -242,19 +242,26 @@ fn effect_line(e: &Effect, config: &Config) -> String {
     line
 }
 
-/// `26.7 kWh, GBP 2.40/yr` for a change of `delta_w` all year.
+/// `saves 26.7 kWh, GBP 2.40 a year` for a change of `delta_w` all year (`costs ... more`
+/// for a rise), priced at the configured tariff over the coming year.
 fn yearly(delta_w: f64, ci95_w: f64, config: &Config) -> String {
     let today = chrono::Local::now().date_naive();
+    let verb = if delta_w < 0.0 { "saves" } else { "costs" };
+    let more = if delta_w < 0.0 { "" } else { " more" };
     match crate::ledger::costs::tariff(&config.tariff)
         .ok()
-        .and_then(|t| annual_cost(delta_w, Some(ci95_w), &t, today).ok())
+        .and_then(|t| annual_cost(delta_w.abs(), Some(ci95_w), &t, today).ok())
     {
         Some(f) => format!(
-            "{:+.1} kWh, {}/yr",
+            "{verb} {:.1} kWh, {} a year{more} (+/- {})",
             f.kwh,
-            format_money(f.cost, &f.currency)
+            format_money(f.cost, &f.currency),
+            format_money(f.cost_ci95.unwrap_or(0.0), &f.currency)
         ),
-        None => format!("{:+.1} kWh/yr", crate::analysis::cost::annual_kwh(delta_w)),
+        None => format!(
+            "{verb} {:.1} kWh a year{more}",
+            crate::analysis::cost::annual_kwh(delta_w.abs())
+        ),
     }
 }
 
@@ -404,12 +411,15 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
                     phases: serde_json::to_value(&o.phases)?,
                 };
                 idle_store::save_effect(&store, &effect)?;
-                bar.println(effect_line(&effect, config));
+                say(&bar, &effect_line(&effect, config));
                 for p in o.phases.iter().filter(|p| p.unsettled) {
-                    bar.println(format!(
-                        "  warning: a {} phase was still settling after {:.0} s; measured anyway",
-                        p.phase, p.settle_s
-                    ));
+                    say(
+                        &bar,
+                        &format!(
+                            "  warning: a {} phase was still settling after {:.0} s; measured anyway",
+                            p.phase, p.settle_s
+                        ),
+                    );
                 }
                 results.push((c.clone(), effect));
             }
@@ -483,6 +493,15 @@ fn summary(results: &[(Candidate, Effect)], interrupted: bool) -> String {
         }
     }
     out
+}
+
+/// A result line: above the progress line on a terminal, else on stdout.
+fn say(bar: &indicatif::ProgressBar, line: &str) {
+    if bar.is_hidden() {
+        crate::output::println(line);
+    } else {
+        bar.println(line);
+    }
 }
 
 fn progress_bar() -> indicatif::ProgressBar {

@@ -1,0 +1,347 @@
+//! `wattson idle --measure` through the real binary, against a simulated PZEM-004T on a real
+//! pseudo-terminal whose idle watts depend on the fixture's setting files: 40 W, 3 W less
+//! with the ASPM policy at `powersave`, 1.5 W less with all four SATA hosts at
+//! `med_power_with_dipm` (0.375 W each), the NMI watchdog with no effect, noise sd 1 W.
+//!
+//! The default suite measures at 10 Hz with 3 s phases (the same statistics as 1 Hz with
+//! 30 s phases, in a tenth of the time); the full budget (1 Hz, the default 24 s phases, at
+//! most 3 minutes per setting) is `#[ignore]`d: `cargo test -p wattson-tests --test idle --
+//! --ignored --nocapture`, figures in BENCHMARKS.md.
+//!
+//! Every test checks that every file of the fixture tree holds its original content
+//! afterwards: after success, Ctrl-C, SIGTERM, and SIGKILL followed by the next command.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use wattson_tests::idle::{changed_content, intel_desktop, snapshot, touched};
+use wattson_tests::{Child, TestEnv, q, wattson};
+
+/// The machine, its simulated meter and a config naming both.
+struct Bench {
+    env: TestEnv,
+    root: PathBuf,
+    config: PathBuf,
+    _meter: Child,
+}
+
+impl Bench {
+    fn policy(&self) -> PathBuf {
+        self.root.join("sys/module/pcie_aspm/parameters/policy")
+    }
+
+    fn hosts(&self) -> Vec<PathBuf> {
+        (0..4)
+            .map(|h| {
+                self.root.join(format!(
+                    "sys/class/scsi_host/host{h}/link_power_management_policy"
+                ))
+            })
+            .collect()
+    }
+
+    /// `wattson --config CONFIG idle ARGS`.
+    fn idle(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = wattson();
+        cmd.arg("--config").arg(&self.config).arg("idle").args(args);
+        cmd
+    }
+}
+
+fn host_toml(root: &Path, db: &Path) -> String {
+    format!(
+        "[host]\nname = \"e2e\"\nsysfs = {}\nprocfs = {}\ndevfs = {}\n\n[storage]\npath = {}\n",
+        q(root.join("sys")),
+        q(root.join("proc")),
+        q(root.join("dev")),
+        q(db)
+    )
+}
+
+/// A fresh Intel desktop tree and a meter simulating it, read every `interval`.
+fn bench(interval: &str, seed: u64) -> Bench {
+    let env = TestEnv::new();
+    let root = env.path("machine");
+    intel_desktop(&root);
+    let sim_config = env.path("sim.toml");
+    std::fs::write(&sim_config, host_toml(&root, &env.db)).unwrap();
+    let mut cmd = wattson();
+    cmd.arg("--config")
+        .arg(&sim_config)
+        .args([
+            "meter",
+            "simulate",
+            "--protocol",
+            "pzem004t",
+            "--watts",
+            "40",
+        ])
+        .args(["--noise", "1", "--ramp", "0.2", "--seed", &seed.to_string()]);
+    let policy = root.join("sys/module/pcie_aspm/parameters/policy");
+    cmd.arg("--effect")
+        .arg(format!("{}=powersave:-3", policy.display()));
+    for h in 0..4 {
+        let host = root.join(format!(
+            "sys/class/scsi_host/host{h}/link_power_management_policy"
+        ));
+        cmd.arg("--effect")
+            .arg(format!("{}=med_power_with_dipm:-0.375", host.display()));
+    }
+    let meter = Child::spawn(cmd);
+    let port = meter
+        .stdout_line(Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("simulator printed no path; stderr:\n{}", meter.stderr()));
+    let config = env.path("wattson.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[[meter]]\nid = \"wall\"\nprotocol = \"pzem004t\"\nport = {}\ninterval = {}\n\n\
+             [tariff]\ncurrency = \"GBP\"\nprice_per_kwh = 0.30\n",
+            host_toml(&root, &env.db),
+            q(port.trim()),
+            q(interval)
+        ),
+    )
+    .unwrap();
+    Bench {
+        env,
+        root,
+        config,
+        _meter: meter,
+    }
+}
+
+/// `(candidate, delta_w, ci95_w, effect)` of every stored effect, in measuring order.
+fn effects(db: &Path) -> Vec<(String, f64, f64, bool)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT candidate, delta_w, delta_ci95_w, effect FROM idle_effect ORDER BY id")
+        .unwrap();
+    stmt.query_map([], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, i64>(3)? != 0))
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+/// Rows of `idle_original` not yet restored.
+fn unrestored(db: &Path) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row(
+        "SELECT count(*) FROM idle_original WHERE restored_ms IS NULL",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+fn check_three_settings(db: &Path) {
+    let found = effects(db);
+    eprintln!("measured: {found:?}");
+    let get = |id: &str| {
+        found
+            .iter()
+            .find(|e| e.0 == id)
+            .unwrap_or_else(|| panic!("{id} not measured: {found:?}"))
+            .clone()
+    };
+    let aspm = get("pcie_aspm");
+    assert!((aspm.1 + 3.0).abs() <= 0.5, "ASPM: {aspm:?}");
+    assert!(aspm.3, "ASPM's 3 W must be distinguishable: {aspm:?}");
+    let sata = get("sata_alpm");
+    assert!((sata.1 + 1.5).abs() <= 0.5, "ALPM: {sata:?}");
+    assert!(sata.3, "ALPM's 1.5 W must be distinguishable: {sata:?}");
+    let nmi = get("nmi_watchdog");
+    assert!(nmi.1.abs() <= 0.5, "NMI watchdog: {nmi:?}");
+    assert!(!nmi.3, "the NMI watchdog has no effect here: {nmi:?}");
+}
+
+fn measure_three(interval: &str, phase: &str, seed: u64) {
+    let b = bench(interval, seed);
+    let before = snapshot(&b.root);
+    let t0 = Instant::now();
+    let out = b
+        .idle(&[
+            "--measure",
+            "--only",
+            "pcie_aspm,sata_alpm,nmi_watchdog",
+            "--phase",
+            phase,
+        ])
+        .output()
+        .unwrap();
+    let took = t0.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    eprintln!("{stdout}\n3 settings in {:.0} s", took.as_secs_f64());
+    check_three_settings(&b.env.db);
+    assert!(
+        stdout.contains("ASPM powersave (performance -> powersave): -"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("a year (+/- GBP"), "{stdout}");
+    assert!(
+        stdout.contains("NMI watchdog off (1 -> 0): no effect that this meter can distinguish"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("pcie_aspm.policy=powersave"), "{stdout}");
+    assert!(
+        stdout.contains("ATTR{link_power_management_policy}=\"med_power_with_dipm\""),
+        "{stdout}"
+    );
+    let after = snapshot(&b.root);
+    assert_eq!(changed_content(&before, &after), Vec::<PathBuf>::new());
+    // Only the allowlist was ever written: the policy, the four hosts, the NMI watchdog.
+    let mut allowed = b.hosts();
+    allowed.push(b.policy());
+    allowed.push(b.root.join("proc/sys/kernel/nmi_watchdog"));
+    allowed.sort();
+    let mut written = touched(&before, &after);
+    written.sort();
+    assert_eq!(written, allowed);
+    assert_eq!(unrestored(&b.env.db), 0);
+    // `wattson idle` shows what was measured.
+    let shown = b.idle(&["--sample", "100ms"]).output().unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("Measured at the wall"), "{text}");
+    assert!(text.contains("SATA ALPM med_power_with_dipm"), "{text}");
+}
+
+#[test]
+fn measure_finds_each_settings_effect_and_restores_every_file() {
+    measure_three("100ms", "3s", 11);
+}
+
+/// The DESIGN's budget: a 1 Hz meter with noise sd 1 W, the default phases, at most three
+/// minutes per setting.
+#[test]
+#[ignore = "about 8 minutes: the full-budget run, recorded in BENCHMARKS.md"]
+fn measure_at_one_hertz_within_three_minutes_per_setting() {
+    measure_three("1s", "24s", 11);
+}
+
+/// Start a measurement of ASPM alone and wait until its first changed phase has begun.
+fn start_and_wait_for_change(b: &Bench) -> Child {
+    let child = Child::spawn(b.idle(&["--measure", "--only", "pcie_aspm", "--phase", "2s"]));
+    let policy = b.policy();
+    child.wait_for("the policy to be changed", Duration::from_secs(30), || {
+        std::fs::read_to_string(&policy)
+            .ok()
+            .filter(|t| t.trim() == "powersave")
+    });
+    child
+}
+
+fn interrupted_by(signal: Signal, code: i32) {
+    let b = bench("100ms", 3);
+    let before = snapshot(&b.root);
+    let mut child = start_and_wait_for_change(&b);
+    child.signal(signal);
+    let status = child
+        .wait_exit(Duration::from_secs(10))
+        .expect("measure did not stop within 10 s");
+    assert_eq!(status.code(), Some(code), "stderr:\n{}", child.stderr());
+    assert_eq!(
+        changed_content(&before, &snapshot(&b.root)),
+        Vec::<PathBuf>::new()
+    );
+    assert_eq!(unrestored(&b.env.db), 0);
+    let conn = rusqlite::Connection::open(&b.env.db).unwrap();
+    let status: String = conn
+        .query_row("SELECT status FROM idle_run", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(status, "interrupted");
+}
+
+#[test]
+fn ctrl_c_puts_every_setting_back() {
+    interrupted_by(Signal::SIGINT, 130);
+}
+
+#[test]
+fn sigterm_puts_every_setting_back() {
+    interrupted_by(Signal::SIGTERM, 143);
+}
+
+#[test]
+fn after_sigkill_the_next_command_puts_every_setting_back() {
+    let b = bench("100ms", 5);
+    let before = snapshot(&b.root);
+    let mut child = start_and_wait_for_change(&b);
+    child.signal(Signal::SIGKILL);
+    child.wait_exit(Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(b.policy()).unwrap().trim(),
+        "powersave",
+        "SIGKILL leaves the change in place until the next command"
+    );
+    assert_eq!(unrestored(&b.env.db), 1);
+    // Any command: `wattson status` here.
+    let out = wattson()
+        .arg("--config")
+        .arg(&b.config)
+        .arg("status")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ended without restoring"), "{stderr}");
+    assert_eq!(
+        changed_content(&before, &snapshot(&b.root)),
+        Vec::<PathBuf>::new()
+    );
+    assert_eq!(unrestored(&b.env.db), 0);
+}
+
+#[test]
+fn a_command_started_during_a_measurement_leaves_it_alone() {
+    let b = bench("100ms", 7);
+    let mut child = start_and_wait_for_change(&b);
+    let out = wattson()
+        .arg("--config")
+        .arg(&b.config)
+        .arg("status")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        std::fs::read_to_string(b.policy()).unwrap().trim(),
+        "powersave",
+        "status restored a setting under a running measurement"
+    );
+    child.signal(Signal::SIGINT);
+    child.wait_exit(Duration::from_secs(10)).unwrap();
+}
+
+#[test]
+fn without_write_access_measure_is_refused_and_nothing_changes() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let b = bench("100ms", 9);
+    let before = snapshot(&b.root);
+    let mut cmd = b.idle(&["--measure", "--only", "pcie_aspm"]);
+    if nix::unistd::geteuid().is_root() {
+        // As an unprivileged user, who can read the tree but write none of it.
+        for p in [b.env.dir.path(), b.root.as_path()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::set_permissions(&b.config, std::fs::Permissions::from_mode(0o644)).unwrap();
+        cmd.uid(65534).gid(65534);
+    } else {
+        std::fs::set_permissions(b.policy(), std::fs::Permissions::from_mode(0o444)).unwrap();
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write"), "{stderr}");
+    assert!(stderr.contains("only by root"), "{stderr}");
+    assert!(stderr.contains("Nothing was changed"), "{stderr}");
+    assert_eq!(
+        changed_content(&before, &snapshot(&b.root)),
+        Vec::<PathBuf>::new()
+    );
+}
