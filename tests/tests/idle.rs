@@ -345,3 +345,207 @@ fn without_write_access_measure_is_refused_and_nothing_changes() {
         Vec::<PathBuf>::new()
     );
 }
+
+/// Advance the package and core counters of the Intel desktop as a machine idling with its
+/// cores 78 % in C6 and its package 30 % in PC2 and 70 % in PC3 (never PC6 or deeper),
+/// until `stop`: the TSC at 3.3 GHz of wall time, cpuidle `time` in microseconds.
+fn advance_counters(root: &Path, stop: &std::sync::atomic::AtomicBool) {
+    use std::sync::atomic::Ordering;
+    let t0 = Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        let us = t0.elapsed().as_micros() as u64;
+        let tsc = us * 3_300;
+        wattson_tests::idle::write_msr(
+            root,
+            0,
+            &[
+                (0x10, 1_000_000 + tsc),
+                (0x60D, tsc * 3 / 10),
+                (0x3F8, tsc * 7 / 10),
+            ],
+        );
+        for cpu in 0..8 {
+            // state3 is C6 on this intel_idle machine.
+            let time = root.join(format!(
+                "sys/devices/system/cpu/cpu{cpu}/cpuidle/state3/time"
+            ));
+            std::fs::write(time, format!("{}\n", us * 78 / 100)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn idle_explains_a_package_kept_awake_from_the_daemons_history() {
+    let env = TestEnv::new();
+    let root = env.path("machine");
+    intel_desktop(&root);
+    let config = env.path("wattson.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}flush_interval = \"200ms\"\n\n[cpu]\ninterval = \"100ms\"\n",
+            host_toml(&root, &env.db)
+        ),
+    )
+    .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let advancer = {
+        let (root, stop) = (root.clone(), stop.clone());
+        std::thread::spawn(move || advance_counters(&root, &stop))
+    };
+    let mut daemon = Child::run_daemon(&config, &[]);
+    // Wait for 80 package samples (8 s at 10 Hz) in the database.
+    daemon.wait_for("package C-state history", Duration::from_secs(60), || {
+        let n =
+            wattson_tests::db_points(&env.db, "cpu", wattson_collectors::Metric::PackageResidency)
+                .len();
+        (n >= 5 * 80).then_some(())
+    });
+    daemon.signal(Signal::SIGTERM);
+    daemon.wait_exit(Duration::from_secs(10)).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    advancer.join().unwrap();
+
+    let out = wattson()
+        .arg("--config")
+        .arg(&config)
+        .arg("idle")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{text}");
+    assert!(
+        text.contains(
+            "deepest package C-state reached: PC3 (PC6 and deeper never, 0 % of the last"
+        ),
+        "{text}"
+    );
+    // The cores' share is cpuidle time against the collector's own clock: within a point or
+    // two of the 78 % written.
+    let cores = text
+        .split("although the cores spend ")
+        .nth(1)
+        .and_then(|t| t.split(" %").next())
+        .and_then(|n| n.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no core share in {text}"));
+    assert!((75.0..=80.0).contains(&cores), "{cores} % in {text}");
+    assert!(
+        text.contains("% in C6 and deeper: something keeps the package awake"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "something keeps the package awake; candidates: ASPM is disabled (policy \
+             `performance`), SATA host0-host3 at `max_performance`, 0000:00:17.0 runtime PM `on`, \
+             0000:03:00.0 runtime PM `on`"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("PC2 30.0 %  PC3 70.0 %  PC6 0.0 %  PC8 0.0 %  PC10 0.0 %"),
+        "{text}"
+    );
+    assert!(
+        text.contains("firmware limit: unlimited (locked)"),
+        "{text}"
+    );
+    assert!(text.contains("PCIe ASPM policy"), "{text}");
+    let json = wattson()
+        .arg("--config")
+        .arg(&config)
+        .args(["idle", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["package"]["deepest_reached"], "PC3");
+    assert_eq!(v["window"]["source"], "history");
+    assert_eq!(v["package"]["platform"], "adl");
+    assert!(v["settings"].as_array().unwrap().len() > 20);
+    assert!(
+        v["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == "pcie_aspm" && c["changed"] == "powersave")
+    );
+}
+
+#[test]
+fn amd_server_and_kvm_guest_say_why_each_reader_is_unavailable() {
+    let env = TestEnv::new();
+    let amd = env.path("amd");
+    wattson_tests::idle::amd_server(&amd);
+    let kvm = wattson_tests::kvm_fixture();
+    for (root, expect) in [
+        (
+            amd.as_path(),
+            "AMD documents no package C-state residency counters",
+        ),
+        (kvm.as_path(), "a virtual machine"),
+    ] {
+        let config = env.path("wattson.toml");
+        std::fs::write(&config, host_toml(root, &env.db)).unwrap();
+        let out = wattson()
+            .arg("--config")
+            .arg(&config)
+            .args(["idle", "--json", "--sample", "200ms"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let reason = v["package"]["unavailable"]["reason"].as_str().unwrap();
+        assert!(reason.contains(expect), "{reason}");
+        assert!(
+            v["package"]["unavailable"]["has"][0]
+                .as_str()
+                .unwrap()
+                .contains("core idle states"),
+            "{v}"
+        );
+        let findings = v["findings"].to_string();
+        assert!(findings.contains("package C-states unknown"), "{findings}");
+        if root == kvm.as_path() {
+            let absent = v["absent"].as_array().unwrap();
+            for kind in [
+                "pcie_aspm",
+                "sata_alpm",
+                "runtime_pm_pci",
+                "nmi_watchdog",
+                "cpufreq_governor",
+                "disk",
+            ] {
+                let why = absent
+                    .iter()
+                    .find(|a| a["kind"] == kind)
+                    .unwrap_or_else(|| panic!("no reason for {kind}: {absent:?}"));
+                assert!(why["why"].as_str().unwrap().starts_with("no "), "{why}");
+            }
+            let text = wattson()
+                .arg("--config")
+                .arg(&config)
+                .args(["idle", "--sample", "200ms"])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&text.stdout);
+            assert!(text.contains("pcie_aspm: not here (no "), "{text}");
+            assert!(text.contains("unavailable: a virtual machine"), "{text}");
+        } else {
+            let v_settings = v["settings"].as_array().unwrap();
+            assert!(
+                v_settings
+                    .iter()
+                    .any(|s| s["id"] == "sata_alpm:host0" && s["lower"].is_null())
+            );
+        }
+    }
+}

@@ -38,7 +38,7 @@ pub struct Residency {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "source", rename_all = "snake_case")]
 pub enum Window {
-    /// The database's samples of the last hour.
+    /// The database's samples of the last hour: the first and last one, UTC ms.
     History {
         from_ms: i64,
         to_ms: i64,
@@ -55,11 +55,13 @@ impl Window {
     pub fn describe(&self) -> String {
         match self {
             Window::History { from_ms, to_ms, .. } => {
-                let minutes = (to_ms - from_ms) as f64 / 60_000.0;
-                if minutes >= 59.0 {
+                let seconds = (to_ms - from_ms) as f64 / 1000.0;
+                if seconds >= 59.0 * 60.0 {
                     "the last hour".to_owned()
+                } else if seconds >= 120.0 {
+                    format!("the last {:.0} minutes recorded", seconds / 60.0)
                 } else {
-                    format!("the last {minutes:.0} minutes")
+                    format!("the last {seconds:.0} s recorded")
                 }
             }
             Window::Live { seconds } => format!("a {seconds:.0} s sample taken now"),
@@ -160,30 +162,39 @@ fn sorted_package_states(shares: BTreeMap<String, f64>) -> Vec<Residency> {
     states
 }
 
-/// Mean share per state of `metric`'s `all/<state>` channels over `[from, to)`, and the
-/// largest sample count of any of them.
-fn history_means(
-    store: &Store,
-    host: &str,
-    metric: Metric,
-    from_ms: i64,
-    to_ms: i64,
-) -> (BTreeMap<String, f64>, usize) {
+/// What the database holds of one metric's `all/<state>` channels over a window.
+struct History {
+    means: BTreeMap<String, f64>,
+    /// The largest sample count of any state.
+    samples: usize,
+    /// First and last sample, UTC ms.
+    span: Option<(i64, i64)>,
+}
+
+/// Mean share per state of `metric`'s `all/<state>` channels over `[from, to)`.
+fn history(store: &Store, host: &str, metric: Metric, from_ms: i64, to_ms: i64) -> History {
     let filter = SeriesFilter::all().host(host).source("cpu").metric(metric);
-    let mut out = BTreeMap::new();
-    let mut most = 0;
+    let mut out = History {
+        means: BTreeMap::new(),
+        samples: 0,
+        span: None,
+    };
     for (series, points) in store.raw(&filter, from_ms, to_ms).unwrap_or_default() {
         let Some(state) = series.channel.strip_prefix("all/") else {
             continue;
         };
-        if points.is_empty() {
+        let (Some(first), Some(last)) = (points.first(), points.last()) else {
             continue;
-        }
-        most = most.max(points.len());
+        };
+        out.samples = out.samples.max(points.len());
+        out.span = Some(match out.span {
+            Some((a, b)) => (a.min(first.0), b.max(last.0)),
+            None => (first.0, last.0),
+        });
         let mean = points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64;
-        out.insert(state.to_owned(), mean);
+        out.means.insert(state.to_owned(), mean);
     }
-    (out, most)
+    out
 }
 
 /// A live sample: two CPU polls `sample` apart.
@@ -222,27 +233,26 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleR
     let reader = PackageReader::discover(&root, &config.host.devfs);
     let to_ms = chrono::Utc::now().timestamp_millis();
     let from_ms = to_ms - HOUR_MS;
-    let history = store.map(|s| {
-        let (cores, n) = history_means(s, &config.host.name, Metric::IdleResidency, from_ms, to_ms);
-        let (package, m) = history_means(
-            s,
-            &config.host.name,
-            Metric::PackageResidency,
-            from_ms,
-            to_ms,
-        );
-        (cores, package, n.max(m))
+    let recorded = store.map(|s| {
+        let host = &config.host.name;
+        (
+            history(s, host, Metric::IdleResidency, from_ms, to_ms),
+            history(s, host, Metric::PackageResidency, from_ms, to_ms),
+        )
     });
-    let (window, core_shares, package_shares) = match history {
-        Some((cores, package, n)) if n >= MIN_HISTORY => (
-            Window::History {
-                from_ms,
-                to_ms,
-                samples: n,
-            },
-            cores,
-            package,
-        ),
+    let (window, core_shares, package_shares) = match recorded {
+        Some((cores, package)) if cores.samples.max(package.samples) >= MIN_HISTORY => {
+            let (first, last) = cores.span.or(package.span).unwrap_or((from_ms, to_ms));
+            (
+                Window::History {
+                    from_ms: first,
+                    to_ms: last,
+                    samples: cores.samples.max(package.samples),
+                },
+                cores.means,
+                package.means,
+            )
+        }
         _ if sample.is_zero() => (Window::None, BTreeMap::new(), BTreeMap::new()),
         _ => {
             let (cores, package) = live_sample(&root, &config.host.devfs, sample);
