@@ -395,3 +395,24 @@ pub fn integrity_check(db: &Path) -> String {
     conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .expect("integrity_check")
 }
+
+/// Run `cmd` to completion, stdout discarded: (exit code, all of its stderr). Panics,
+/// killing it, if it has not exited `within`.
+pub fn output_within(mut cmd: Command, within: Duration) -> (Option<i32>, String) {
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawning wattson");
+    let pid = Pid::from_raw(child.id() as i32);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(out) = rx.recv_timeout(within) else {
+        let _ = kill(pid, Signal::SIGKILL);
+        panic!("{cmd:?} did not exit within {within:?}");
+    };
+    let out = out.expect("waiting for wattson");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -64,9 +64,9 @@ fn a_bad_config_exits_78_and_names_the_key_and_line() {
         + 1;
     let (code, _, stderr) = run(&[os("--config"), config.as_os_str(), os("run")]);
     assert_eq!(code, Some(78), "{stderr}");
-    assert!(stderr.contains("intreval"), "{stderr}");
+    assert!(stderr.contains("cpu.intreval"), "{stderr}");
     assert!(
-        stderr.contains(&format!("line {line}")),
+        stderr.contains(&format!(":{line}:")),
         "line {line}: {stderr}"
     );
 }

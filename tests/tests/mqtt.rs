@@ -27,6 +27,7 @@ fn cfg(url: String, client_id: &str) -> MqttConfig {
         client_id: client_id.to_owned(),
         username: None,
         password_file: None,
+        password_credential: None,
         ca_file: None,
         client_cert_file: None,
         client_key_file: None,

@@ -84,7 +84,7 @@ fn run_sweep_levels(
     let mut config = Config::defaults();
     config.meters = vec![MeterConfig {
         id: "wall".into(),
-        protocol: "pzem004t".into(),
+        protocol: Protocol::Pzem004t,
         port: sim.path.clone(),
         baud: None,
         parity: None,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{FrameError, MeterReading, StreamDecoder};
 
 /// Which reading field a column or key feeds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Field {
     Power,

@@ -15,6 +15,33 @@ pub enum Parity {
     Odd,
 }
 
+impl Parity {
+    /// The config-file name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Parity::None => "none",
+            Parity::Even => "even",
+            Parity::Odd => "odd",
+        }
+    }
+}
+
+impl FromStr for Parity {
+    type Err = String;
+
+    /// `none`, `even` or `odd` (or `n`, `e`, `o`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" | "n" => Ok(Parity::None),
+            "even" | "e" => Ok(Parity::Even),
+            "odd" | "o" => Ok(Parity::Odd),
+            other => Err(format!(
+                "{other:?} is not a parity: use \"none\", \"even\" or \"odd\""
+            )),
+        }
+    }
+}
+
 /// Line settings of a serial port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SerialSettings {

@@ -101,6 +101,7 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("creating {}", dir.display()))?;
             }
+            // Its errors name the database (and the other writer, or why it is read-only).
             let (handle, thread) =
                 crate::store::StoreHandle::spawn(&db, crate::runtime::daemon::store_options(&cfg))?;
             tracing::info!("collecting every host's samples into {}", db.display());

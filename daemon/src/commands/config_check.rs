@@ -1,44 +1,126 @@
-//! `wattson config check`: validate the configuration and print the effective config.
+//! `wattson config check`: validate the configuration, check what `run` needs from this
+//! machine as this user, and print the effective config.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Print the effective configuration; warn about a world-readable password file.
+use crate::config::{Config, ConfigError};
+use crate::publish::mqtt::MqttError;
+
+/// Validate, check, print the effective configuration. Exit 78 for anything `run` would
+/// refuse; warnings (a meter port that is not there yet) keep exit 0.
 pub fn run(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(path)?;
-    // The config file itself never holds a password (URLs with passwords are refused), so
-    // only the password file's mode matters.
-    check_secret_file_opt(
-        config
-            .mqtt
-            .as_ref()
-            .and_then(|m| m.password_file.as_deref()),
-    );
-    crate::output::print(&config.to_effective_toml());
+    for warning in preflight(&config)? {
+        tracing::warn!("{warning}");
+    }
+    crate::output::print(&config.to_effective_toml()?);
     Ok(ExitCode::SUCCESS)
 }
 
-/// Warn when a file holding a secret can be read by every user on the machine.
-pub fn check_secret_file(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    match std::fs::metadata(path) {
-        Ok(m) if m.permissions().mode() & 0o004 != 0 => tracing::warn!(
-            "{} holds the MQTT password and is readable by every user: chmod o-r {}",
-            path.display(),
-            path.display()
-        ),
-        Ok(_) => {}
-        Err(e) => tracing::warn!(
-            "mqtt.password_file {}: {}",
-            path.display(),
-            wattson_collectors::ErrorChain(&e)
-        ),
+/// What `wattson run` needs from this machine beyond a valid file, checked as the user that
+/// runs it, by `config check` (the unit's `ExecStartPre=`) and by `run` before it opens
+/// anything, so that both refuse the same configs: the MQTT connection settings as the
+/// client will use them (the URL, the password file or systemd credential, which must be
+/// readable, the TLS files). `Ok` holds warnings about what may still work later: a meter's
+/// port that does not exist yet (an adapter plugged in later is picked up), a password file
+/// every user can read, a UPS password file that cannot be read.
+pub fn preflight(config: &Config) -> Result<Vec<String>, ConfigError> {
+    let mut warnings = Vec::new();
+    if let Some(mqtt) = &config.mqtt {
+        crate::publish::mqtt::mqtt_options(mqtt, &mqtt.client_id)
+            .map_err(|e| mqtt_unusable(config, &e))?;
+        if let Ok(Some(file)) = mqtt.password_path() {
+            warnings.extend(world_readable(&file, "mqtt"));
+        }
+    }
+    for m in &config.meters {
+        match std::fs::metadata(&m.port) {
+            Ok(meta) => {
+                use std::os::unix::fs::FileTypeExt as _;
+                if !meta.file_type().is_char_device() {
+                    warnings.push(format!(
+                        "meter {}: port {} is not a character device: is it the serial adapter?",
+                        m.id,
+                        m.port.display()
+                    ));
+                }
+            }
+            Err(e) => warnings.push(format!(
+                "meter {}: port {} is not there ({e}): plug the adapter in, or fix meter.port \
+                 (ls /dev/serial/by-id/ lists adapters; `wattson meter probe PORT` finds the \
+                 meter); wattson run starts anyway and opens it when it appears",
+                m.id,
+                m.port.display()
+            )),
+        }
+    }
+    for u in &config.ups {
+        if let Some(file) = &u.password_file {
+            match std::fs::File::open(file) {
+                Ok(_) => warnings.extend(world_readable(file, "ups")),
+                Err(e) => warnings.push(format!(
+                    "ups {}: password_file {} cannot be read by {} ({e}): upsd will be asked \
+                     without a login",
+                    u.id,
+                    file.display(),
+                    this_user()
+                )),
+            }
+        }
+    }
+    Ok(warnings)
+}
+
+/// `uid N`, for messages about what this process may read.
+fn this_user() -> String {
+    format!("this user (uid {})", nix::unistd::geteuid())
+}
+
+/// An MQTT setting `run` could not use, as a config error naming the key.
+fn mqtt_unusable(config: &Config, e: &MqttError) -> ConfigError {
+    let (key, message) = match e {
+        MqttError::ReadFile { what, path, source } => {
+            let hint = if source.kind() == std::io::ErrorKind::PermissionDenied {
+                format!(
+                    ": {} cannot read it; as a service, put the password in the root-only file \
+                     the unit's LoadCredential= names and set password_credential = \
+                     \"mqtt-password\" (see README, \"Running as a service\")",
+                    this_user()
+                )
+            } else {
+                String::new()
+            };
+            (
+                (*what).to_owned(),
+                format!("{}: {source}{hint}", path.display()),
+            )
+        }
+        MqttError::Pem { what, .. } => ((*what).to_owned(), e.to_string()),
+        MqttError::Url { .. } => ("mqtt.url".to_owned(), e.to_string()),
+        MqttError::PasswordWithoutUser { .. } => ("mqtt.username".to_owned(), e.to_string()),
+        MqttError::Credential { reason } => ("mqtt.password_credential".to_owned(), reason.clone()),
+        MqttError::Tls { .. } => ("mqtt".to_owned(), e.to_string()),
+    };
+    ConfigError::Unusable {
+        path: config
+            .source
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("(built-in defaults)")),
+        key,
+        message,
     }
 }
 
-/// [`check_secret_file`] when a file is configured.
-pub fn check_secret_file_opt(path: Option<&Path>) {
-    if let Some(p) = path {
-        check_secret_file(p);
-    }
+/// A warning when a file holding a secret can be read by every user on the machine.
+fn world_readable(path: &Path, section: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode();
+    (mode & 0o004 != 0).then(|| {
+        format!(
+            "{} holds the {section} password and is readable by every user: chmod o-r {}",
+            path.display(),
+            path.display()
+        )
+    })
 }

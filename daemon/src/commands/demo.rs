@@ -70,7 +70,7 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     let sim = crate::sources::meters::simulate(Protocol::Pzem004t, &[1], model, &root, 42)?;
     config.meters = vec![MeterConfig {
         id: "demo".into(),
-        protocol: "pzem004t".into(),
+        protocol: Protocol::Pzem004t,
         port: sim.path.clone(),
         baud: None,
         parity: None,

@@ -74,10 +74,16 @@ pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
     Ok(Config::load(path)?)
 }
 
-/// The process exit status for an error: 78 for configuration problems, 1 otherwise.
+/// The process exit status for an error: 78 for configuration problems, 74 for the
+/// database (cannot open or write it, another writer holds it, samples lost), 1 otherwise.
 pub fn exit_code_for(e: &anyhow::Error) -> u8 {
     if e.chain().any(|c| c.downcast_ref::<ConfigError>().is_some()) {
         EXIT_CONFIG as u8
+    } else if e
+        .chain()
+        .any(|c| c.downcast_ref::<crate::store::StoreError>().is_some())
+    {
+        crate::store::EXIT_STORE
     } else {
         1
     }

@@ -32,14 +32,65 @@ pub struct SourceState {
     pub detail: String,
 }
 
+/// How the database is being written: by whom, whether it can, what was lost or set aside.
+#[derive(Debug, Serialize)]
+struct StoreStatus {
+    /// `writing`, `failing` (a writer runs but cannot write), or `no writer`.
+    state: &'static str,
+    /// The writer holding the database (pid, command line, since), or the last one.
+    writer: Option<String>,
+    /// Why the writer cannot write, while it cannot.
+    problem: Option<String>,
+    /// What the running writer lost or set aside since it started.
+    losses: Vec<String>,
+    /// Rows set aside into the `quarantine` table, newest first.
+    quarantined: Vec<crate::store::Quarantined>,
+}
+
 #[derive(Debug, Serialize)]
 struct Status {
     host: String,
     database: String,
+    store: StoreStatus,
     readings: Vec<Reading>,
     per_core_series: usize,
     cost: Option<CostSummary>,
     sources: Vec<SourceState>,
+}
+
+fn store_status(db: &Path, store: &crate::store::Store) -> anyhow::Result<StoreStatus> {
+    use crate::store::lock::{WriterState, writer_state};
+    let quarantined = store.quarantined()?;
+    Ok(match writer_state(db) {
+        WriterState::Live(holder) => {
+            let health = holder.as_ref().map(|h| h.store.clone()).unwrap_or_default();
+            StoreStatus {
+                state: if health.writable() {
+                    "writing"
+                } else {
+                    "failing"
+                },
+                writer: holder.map(|h| h.describe()),
+                problem: health.problem(),
+                losses: health.losses(),
+                quarantined,
+            }
+        }
+        WriterState::Stopped(holder) => StoreStatus {
+            state: "no writer",
+            writer: holder.map(|h| format!("last: pid {} ({})", h.pid, h.command)),
+            problem: None,
+            losses: Vec::new(),
+            quarantined,
+        },
+        WriterState::Never => StoreStatus {
+            state: "no writer",
+            writer: None,
+            problem: None,
+            losses: Vec::new(),
+            quarantined,
+        },
+    })
 }
 
 pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
@@ -102,6 +153,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     let status = Status {
         host,
         database: db.display().to_string(),
+        store: store_status(&db, &store)?,
         readings,
         per_core_series: per_core,
         cost,
@@ -295,6 +347,7 @@ fn render(s: &Status) -> String {
             );
         }
     }
+    render_store(&mut out, &s.store);
     let _ = writeln!(out, "\nsources");
     for src in &s.sources {
         let _ = writeln!(
@@ -310,6 +363,29 @@ fn render(s: &Status) -> String {
         );
     }
     out
+}
+
+fn render_store(out: &mut String, s: &StoreStatus) {
+    let _ = writeln!(out, "\nstore");
+    let state = match (s.state, &s.problem) {
+        ("failing", Some(p)) => format!("NOT WRITING: {p}"),
+        (state, _) => state.to_owned(),
+    };
+    let _ = writeln!(out, "  {:<12} {state}", "state");
+    if let Some(w) = &s.writer {
+        let _ = writeln!(out, "  {:<12} {w}", "writer");
+    }
+    for loss in &s.losses {
+        let _ = writeln!(out, "  {:<12} {loss}", "lost");
+    }
+    if let Some(newest) = s.quarantined.first() {
+        let _ = writeln!(
+            out,
+            "  {:<12} {} undecodable rows set aside (table quarantine); newest: {newest}",
+            "quarantine",
+            s.quarantined.len()
+        );
+    }
 }
 
 /// What a source's watts stand for, so that figures from different places are never read

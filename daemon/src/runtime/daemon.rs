@@ -3,7 +3,7 @@
 //! collectors, store flush, outputs.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::AtomicI64;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use wattson_collectors::SysRoot;
 use wattson_collectors::cpu::CpuCollector;
 
+use super::health::Health;
 use super::live::LiveState;
 use super::sampler::{self, Control, Heartbeat, InPoll, SampleSink, Scheduled};
 use crate::config::Config;
@@ -192,7 +193,7 @@ pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
 
 /// Smart plugs over MQTT, as wall meters; needs the async runtime for their subscription.
 fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Result<Vec<Scheduled>> {
-    use crate::sources::{PlugKind, PlugSpec};
+    use crate::sources::PlugSpec;
     let (Some(mqtt), false) = (&config.mqtt, config.plugs.is_empty()) else {
         return Ok(Vec::new());
     };
@@ -201,11 +202,7 @@ fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Resul
         .iter()
         .map(|p| PlugSpec {
             id: p.id.clone(),
-            kind: if p.kind == "shelly" {
-                PlugKind::Shelly
-            } else {
-                PlugKind::Tasmota
-            },
+            kind: p.kind,
             topic: p.topic.clone(),
         })
         .collect();
@@ -251,8 +248,8 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the database directory {}", dir.display()))?;
     }
-    let (store, store_thread) = StoreHandle::spawn(path, store_options(config))
-        .with_context(|| format!("opening the database {}", path.display()))?;
+    // Its errors name the database (and the other writer, or why it is read-only).
+    let (store, store_thread) = StoreHandle::spawn(path, store_options(config))?;
     tracing::info!("storing into {}", path.display());
 
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -316,13 +313,19 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         .chain(std::iter::once(config.cpu.interval))
         .max()
         .unwrap_or(Duration::from_secs(1));
+    // Healthy: the sampler completed a pass within three of its longest intervals, and the
+    // store writes.
+    let health = Health::new(
+        heartbeat.clone(),
+        (max_interval * 3).max(Duration::from_secs(3)),
+        store.clone(),
+    );
     let result = rt.block_on(serve(
         config,
         opts,
         &notifier,
         &control_tx,
-        &heartbeat,
-        max_interval,
+        &health,
         &cancel,
         &outputs,
         &live,
@@ -360,6 +363,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
             Some(what)
         }
     };
+    let board = store.clone();
     let stats = store.close().context("flushing the database")?;
     match store_thread.join() {
         Ok(Ok(())) => {}
@@ -382,6 +386,16 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     if let Some(what) = stuck {
         anyhow::bail!("stopped with the sampling thread stuck: {what}");
     }
+    // A run that lost samples to the store does not end as a success, even after the store
+    // recovered: systemd shows the unit failed, with this line.
+    let losses = board.health().losses();
+    if !losses.is_empty() {
+        return Err(crate::store::StoreError::Lost {
+            path: path.clone(),
+            detail: format!("stopped after storage faults: {}", losses.join("; ")),
+        }
+        .into());
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -392,8 +406,7 @@ async fn serve(
     opts: &RunOptions,
     notifier: &Notifier,
     control: &mpsc::Sender<Control>,
-    heartbeat: &Heartbeat,
-    max_interval: Duration,
+    health: &Health,
     cancel: &CancellationToken,
     outputs: &CancellationToken,
     live: &Arc<LiveState>,
@@ -402,7 +415,6 @@ async fn serve(
     let publisher = match &config.mqtt {
         None => None,
         Some(mqtt) => {
-            crate::commands::config_check::check_secret_file_opt(mqtt.password_file.as_deref());
             let extras = extras_fn(config, live.clone(), store.clone());
             Some(
                 crate::publish::mqtt::Publisher::spawn(
@@ -422,28 +434,17 @@ async fn serve(
     let mut current = config.clone();
     let watchdog = crate::runtime::notify::watchdog_interval();
     let watchdog_task = watchdog.map(|interval| {
-        let heartbeat = heartbeat.clone();
+        let health = health.clone();
         let cancel = cancel.clone();
         let notifier = Notifier::from_env();
-        // Healthy: the sampler completed a pass within three of its longest intervals.
-        let stale_ms = (max_interval.as_millis() as i64 * 3).max(3000);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(interval / 2);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut warned = false;
+            let mut withheld: Option<String> = None;
             loop {
                 tokio::select! {
                     () = cancel.cancelled() => break,
-                    _ = tick.tick() => {
-                        let age = sampler::now_ms() - heartbeat.load(Ordering::Relaxed);
-                        if age <= stale_ms {
-                            notifier.watchdog();
-                            warned = false;
-                        } else if !warned {
-                            tracing::error!("sampling loop stalled for {age} ms: withholding watchdog pings");
-                            warned = true;
-                        }
-                    }
+                    _ = tick.tick() => watchdog_tick(&health, &notifier, &mut withheld),
                 }
             }
         })
@@ -470,6 +471,28 @@ async fn serve(
     Ok(publisher)
 }
 
+/// One watchdog tick: `WATCHDOG=1` while healthy; while not, no ping (systemd restarts the
+/// service after `WatchdogSec`), the reason logged once and shown as the unit's status.
+fn watchdog_tick(health: &Health, notifier: &Notifier, withheld: &mut Option<String>) {
+    let report = health.report();
+    if report.healthy {
+        notifier.watchdog();
+        if withheld.take().is_some() {
+            tracing::warn!("healthy again: watchdog pings resumed");
+            notifier.status("healthy again");
+        }
+        return;
+    }
+    // Logged when the set of unhealthy parts changes, not at every tick of a growing count.
+    let parts = format!("{}{}", report.sampler.healthy, report.store.healthy);
+    if withheld.as_deref() != Some(parts.as_str()) {
+        let reason = report.reason();
+        tracing::error!("{reason}: withholding watchdog pings");
+        notifier.status(&format!("unhealthy: {reason}"));
+    }
+    *withheld = Some(parts);
+}
+
 /// SIGHUP: re-read the config; replace the collectors; settings that need a restart are
 /// named in a warning. A bad file leaves everything as it was.
 fn reload(
@@ -480,8 +503,15 @@ fn reload(
 ) {
     notifier.reloading();
     let path = opts.config_path.clone().or_else(|| current.source.clone());
-    let new = match Config::load(path.as_deref()) {
-        Ok(c) => c,
+    let new = match Config::load(path.as_deref())
+        .and_then(|c| crate::commands::config_check::preflight(&c).map(|warnings| (c, warnings)))
+    {
+        Ok((c, warnings)) => {
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+            c
+        }
         Err(e) => {
             tracing::error!(
                 "reload refused, keeping the running configuration: {}",
@@ -527,7 +557,7 @@ fn reload(
                 keep.push("cpu".into());
             }
             if same_meters {
-                keep.extend(crate::sources::meters::collector_names(&current.meters));
+                keep.extend(crate::config::collector_names(&current.meters));
             }
             if same_estimate {
                 keep.push(crate::sources::estimate::SOURCE.to_owned());

@@ -1,7 +1,6 @@
 //! Wiring of the serial meter collectors into the daemon: config sections to collectors
 //! (meters naming the same port share one line), and simulated meters on pseudo-terminals.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,164 +10,27 @@ use anyhow::Context as _;
 use serialport::SerialPort as _;
 use wattson_collectors::SysRoot;
 use wattson_collectors::cpu::stat::{CpuTimes, parse_stat};
-use wattson_collectors::meter::line::{FieldMap, Layout, LineFormat};
-use wattson_collectors::meter::{self, MeterCollector, MeterReading, Protocol, SimulatedMeter};
+use wattson_collectors::meter::line::LineFormat;
+use wattson_collectors::meter::{MeterCollector, MeterReading, Protocol, SimulatedMeter};
 
-use crate::config::{LineField, LineFormatConfig, MeterConfig};
+use crate::config::MeterConfig;
 use crate::sources::power_model::{ModelState, PowerModel};
 
-/// Protocol names accepted in `[[meter]] protocol = ...`.
-pub const PROTOCOL_NAMES: &[&str] = &[
-    "pzem004t", "pzem017", "sdm120", "sdm230", "sdm630", "wattsup", "cse7766", "hlw8032", "line",
-];
-
-/// Build one collector per serial line: meters that name the same port are polled in turn.
+/// Build one collector per serial line ([`crate::config::serial_lines`]): meters that name
+/// the same port are polled in turn. The config was validated by the same rules, so this
+/// fails only for a config that was not.
 pub fn build_collectors(
     meters: &[MeterConfig],
 ) -> anyhow::Result<Vec<(MeterCollector, std::time::Duration)>> {
-    let mut by_port: BTreeMap<PathBuf, Vec<&MeterConfig>> = BTreeMap::new();
-    for m in meters {
-        by_port.entry(m.port.clone()).or_default().push(m);
-    }
-    let mut out = Vec::new();
-    for (port, group) in by_port {
-        let first = group[0];
-        let protocol: Protocol = first
-            .protocol
-            .parse()
-            .map_err(|e| anyhow::anyhow!("meter {}: {e}", first.id))?;
-        if let Some(other) = group.iter().find(|m| m.protocol != first.protocol) {
-            anyhow::bail!(
-                "meters {} and {} share {} but speak different protocols ({} and {}): one line carries one protocol",
-                first.id,
-                other.id,
-                port.display(),
-                first.protocol,
-                other.protocol
-            );
-        }
-        if group.len() > 1 && !protocol.is_polled() {
-            anyhow::bail!(
-                "meters {} share {}, but {} meters stream on their own line: give each its own port",
-                group
-                    .iter()
-                    .map(|m| m.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                port.display(),
-                protocol.as_str()
-            );
-        }
-        let id = if group.len() == 1 {
-            first.id.clone()
-        } else {
-            group
-                .iter()
-                .map(|m| m.id.as_str())
-                .collect::<Vec<_>>()
-                .join("+")
-        };
-        let mut cfg = meter::MeterConfig::new(id, protocol, port.clone());
-        if let Some(b) = first.baud {
-            cfg.serial.baud = b;
-        }
-        if let Some(p) = first.parity {
-            cfg.serial.parity = match p {
-                crate::config::Parity::None => meter::Parity::None,
-                crate::config::Parity::Even => meter::Parity::Even,
-                crate::config::Parity::Odd => meter::Parity::Odd,
-            };
-        }
-        if let Some(s) = first.stop_bits {
-            cfg.serial.stop_bits = s;
-        }
-        if protocol.is_polled() {
-            let mut addresses = Vec::new();
-            for m in &group {
-                let a = m.address.or(protocol.default_address()).unwrap_or(1);
-                if addresses.contains(&a) {
-                    anyhow::bail!(
-                        "two meters on {} use Modbus address {a}: give each meter on a shared line its own `address`",
-                        port.display()
-                    );
-                }
-                addresses.push(a);
-            }
-            cfg.addresses = addresses;
-            cfg.ids = group.iter().map(|m| m.id.clone()).collect();
-        }
-        cfg.interval_ms = first.interval.as_millis() as u64;
-        if let Some(t) = first.timeout {
-            cfg.timeout_ms = t.as_millis() as u64;
-        }
-        if let Some(line) = &first.line {
-            cfg.line = Some(line_format(line));
-        }
-        let interval = first.interval;
-        let collector = MeterCollector::new(cfg).with_context(|| format!("meter {}", first.id))?;
-        out.push((collector, interval));
-    }
-    Ok(out)
-}
-
-/// The names the collectors for `meters` report under (`meter:<id>`, or the ids joined with
-/// `+` for meters sharing a line), as [`build_collectors`] names them.
-pub fn collector_names(meters: &[MeterConfig]) -> Vec<String> {
-    let mut by_port: BTreeMap<&std::path::Path, Vec<&str>> = BTreeMap::new();
-    for m in meters {
-        by_port.entry(m.port.as_path()).or_default().push(&m.id);
-    }
-    by_port
-        .into_values()
-        .map(|ids| format!("meter:{}", ids.join("+")))
-        .collect()
-}
-
-/// The collectors' line format from the config's `[meter.line]`.
-pub fn line_format(cfg: &LineFormatConfig) -> LineFormat {
-    let sep = cfg
-        .separator
-        .chars()
-        .next()
-        .unwrap_or(if cfg.kv { ' ' } else { ',' });
-    let layout = if cfg.kv {
-        Layout::KeyValue {
-            pair_separator: sep,
-            assign: '=',
-        }
-    } else {
-        Layout::Csv { separator: sep }
-    };
-    let fields = cfg
-        .fields
-        .iter()
-        .filter_map(|(name, f)| {
-            let field = match name.as_str() {
-                "power" => meter::line::Field::Power,
-                "voltage" => meter::line::Field::Voltage,
-                "current" => meter::line::Field::Current,
-                "power_factor" => meter::line::Field::PowerFactor,
-                "frequency" => meter::line::Field::Frequency,
-                "energy" => meter::line::Field::Energy,
-                _ => return None,
-            };
-            let (column, key) = match f {
-                LineField::Column(c) => (Some(*c), None),
-                LineField::Key(k) => (None, Some(k.clone())),
-            };
-            Some(FieldMap {
-                field,
-                column,
-                key,
-                scale: cfg.scale.get(name).copied().unwrap_or(1.0),
-            })
+    crate::config::serial_lines(meters)?
+        .into_iter()
+        .map(|line| {
+            let id = line.meter.id.clone();
+            let collector =
+                MeterCollector::new(line.meter).with_context(|| format!("meter {id}"))?;
+            Ok((collector, line.interval))
         })
-        .collect();
-    LineFormat {
-        layout,
-        fields,
-        ..LineFormat::default()
-    }
+        .collect()
 }
 
 /// Busy CPUs of this machine (1.5 = one and a half CPUs busy), from `/proc/stat` deltas, or

@@ -29,12 +29,7 @@ type PlugSender = SyncSender<(i64, PlugReading)>;
 /// Largest plug payload accepted, bytes.
 pub const MAX_PLUG_BYTES: usize = 8 * 1024;
 
-/// Which firmware a plug runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlugKind {
-    Tasmota,
-    Shelly,
-}
+pub use crate::config::PlugKind;
 
 /// One plug: its meter id and its MQTT topic (Tasmota `%topic%`, Shelly device id / prefix).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,18 +5,26 @@
 //! The writer flushes (one transaction) when the oldest waiting sample is
 //! `flush_interval` old or `max_batch_samples` wait, and on `flush`, `close` and when the
 //! last handle is dropped. It sleeps in a blocking receive while idle, so an idle store
-//! costs no wakeups.
+//! costs no wakeups. After a failed flush it tries again every `retry_interval` (new
+//! batches wait for that attempt, so a stream of small batches cannot make it retry
+//! everything it holds at each one; an explicit `flush` still tries at once) until one
+//! commits; [`StoreHandle::health`] says how it stands.
+//!
+//! [`StoreHandle::spawn`] takes the database's writer lock ([`super::lock`]) before it
+//! opens the file, so a second writer is refused with the first one named.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use wattson_collectors::Sample;
 
-use super::{Store, StoreError, StoreOptions, Writer};
+use super::health::HealthBoard;
+use super::lock::WriterLock;
+use super::pending::Pending;
+use super::{Store, StoreError, StoreHealth, StoreOptions, Writer, error_chain, wal};
 
 pub use super::writer::FlushStats;
 
@@ -38,14 +46,8 @@ impl<T> Reply<T> {
 }
 
 enum Command {
-    Insert(Option<String>, Vec<Sample>),
-    Gap {
-        host: Option<String>,
-        source: String,
-        start_ms: i64,
-        end_ms: i64,
-        reason: String,
-    },
+    /// Samples or a gap, for the next flush.
+    Queue(Pending),
     Flush(Reply<Result<FlushStats, StoreError>>),
     Query(Job),
     Close(Reply<Result<FlushStats, StoreError>>),
@@ -53,7 +55,7 @@ enum Command {
 
 struct Shared {
     path: PathBuf,
-    dropped_batches: AtomicU64,
+    board: Arc<HealthBoard>,
 }
 
 /// A cheap, cloneable handle to the writer thread.
@@ -73,32 +75,45 @@ impl std::fmt::Debug for StoreHandle {
 }
 
 impl StoreHandle {
-    /// Opens (creating, migrating) the database at `path` and starts its writer thread.
+    /// Takes the writer lock of the database at `path` (refused, naming the holder, when
+    /// another writer has it), opens it (creating, migrating; refused when the file is
+    /// read-only), sets aside undecodable open chunks, and starts its writer thread.
     /// The thread ends after [`StoreHandle::close`] or when every handle is dropped; its
     /// result is the last flush's.
     pub fn spawn(
         path: &Path,
         options: StoreOptions,
     ) -> Result<(StoreHandle, JoinHandle<Result<(), StoreError>>), StoreError> {
+        let lock = WriterLock::acquire(path)?;
         let store = Store::open(path, &options)?;
+        let sql = |source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        };
         // A service writer touches few pages (the open chunks, the latest rollups): a 1 MiB
         // page cache instead of SQLite's 2 MiB keeps a years-old daemon's memory flat.
         store
             .conn
             .pragma_update(None, "cache_size", -1024)
-            .map_err(|source| StoreError::Open {
-                path: path.to_owned(),
-                source,
-            })?;
-        let (tx, rx) = mpsc::sync_channel(options.queue_batches.max(1));
+            .map_err(sql)?;
+        // A log left by a crash or by an older, bigger limit goes back to the file system.
+        if let Err(e) = wal::truncate(&store.conn) {
+            tracing::warn!(
+                "database {}: could not truncate the write-ahead log: {e}",
+                path.display()
+            );
+        }
+        let mut writer = Writer::new(store, options).with_lock(lock);
+        writer.quarantine_undecodable()?;
+        let (tx, rx) = mpsc::sync_channel(writer.options().queue_batches.max(1));
         let shared = Arc::new(Shared {
             path: path.to_owned(),
-            dropped_batches: AtomicU64::new(0),
+            board: writer.board(),
         });
         let thread_path = path.to_owned();
         let join = std::thread::Builder::new()
             .name("wattson-store".to_owned())
-            .spawn(move || run(Writer::new(store, options), &rx))
+            .spawn(move || run(writer, &rx))
             .map_err(|e| StoreError::Open {
                 path: thread_path,
                 source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
@@ -109,12 +124,15 @@ impl StoreHandle {
     /// Queues samples of the configured host. Never waits: when the queue is full the batch
     /// is dropped, counted, and reported as [`StoreError::QueueFull`].
     pub fn insert(&self, samples: Vec<Sample>) -> Result<(), StoreError> {
-        self.send_batch(Command::Insert(None, samples))
+        self.send_batch(Command::Queue(Pending::Samples(None, samples)))
     }
 
     /// Queues samples of another host (a fleet collector). Never waits, like `insert`.
     pub fn insert_for_host(&self, host: &str, samples: Vec<Sample>) -> Result<(), StoreError> {
-        self.send_batch(Command::Insert(Some(host.to_owned()), samples))
+        self.send_batch(Command::Queue(Pending::Samples(
+            Some(host.to_owned()),
+            samples,
+        )))
     }
 
     /// Records that `source` (of the configured host) produced nothing in
@@ -126,13 +144,13 @@ impl StoreHandle {
         end_ms: i64,
         reason: &str,
     ) -> Result<(), StoreError> {
-        self.send(Command::Gap {
+        self.send(Command::Queue(Pending::Gap {
             host: None,
             source: source.to_owned(),
             start_ms,
             end_ms,
             reason: reason.to_owned(),
-        })
+        }))
     }
 
     /// Writes everything queued before this call; waits for the commit.
@@ -193,15 +211,31 @@ impl StoreHandle {
 
     /// Batches dropped because the queue was full, since the start.
     pub fn dropped_batches(&self) -> u64 {
-        self.shared.dropped_batches.load(Ordering::Relaxed)
+        self.shared.board.dropped_batches()
+    }
+
+    /// The writer's health now: whether it can write, what it holds for a retry, what it
+    /// dropped or set aside.
+    pub fn health(&self) -> StoreHealth {
+        self.shared.board.snapshot()
+    }
+
+    /// The health board itself: also how long the writer has been in its current write and
+    /// when it last committed.
+    pub fn board(&self) -> &HealthBoard {
+        &self.shared.board
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
     }
 
     fn send_batch(&self, command: Command) -> Result<(), StoreError> {
         match self.tx.try_send(command) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(_)) => {
-                let dropped_batches =
-                    self.shared.dropped_batches.fetch_add(1, Ordering::Relaxed) + 1;
+                let dropped_batches = self.shared.board.dropped_batch();
                 Err(StoreError::QueueFull {
                     path: self.shared.path.clone(),
                     dropped_batches,
@@ -223,8 +257,14 @@ impl StoreHandle {
 }
 
 fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreError> {
-    let interval = writer_interval(&writer);
-    let max_batch = writer_max_batch(&writer);
+    let interval = writer.options().flush_interval;
+    let retry = writer
+        .options()
+        .retry_interval
+        .max(std::time::Duration::from_millis(10));
+    let max_batch = writer.options().max_batch_samples.max(1);
+    // While failing, the next attempt is the retry.
+    let next = |w: &Writer| if w.failing() { retry } else { interval };
     let mut deadline: Option<Instant> = None;
     loop {
         let command = match deadline {
@@ -238,26 +278,15 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
                 Err(_) => break,
             },
         };
+        // A failed flush is logged and counted by the writer; its samples stay queued.
         match command {
             None => {
                 deadline = None;
-                if let Err(e) = writer.flush() {
-                    tracing::error!("store flush failed; batch lost: {}", error_chain(&e));
-                }
+                let _ = writer.flush();
             }
-            Some(Command::Insert(host, samples)) => {
-                writer.push(host, samples);
-                deadline.get_or_insert_with(|| Instant::now() + interval);
-            }
-            Some(Command::Gap {
-                host,
-                source,
-                start_ms,
-                end_ms,
-                reason,
-            }) => {
-                writer.record_gap(host, &source, start_ms, end_ms, &reason);
-                deadline.get_or_insert_with(|| Instant::now() + interval);
+            Some(Command::Queue(item)) => {
+                writer.queue(item);
+                deadline.get_or_insert_with(|| Instant::now() + next(&writer));
             }
             Some(Command::Flush(reply)) => {
                 deadline = None;
@@ -265,42 +294,37 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
             }
             Some(Command::Query(job)) => job(writer.store()),
             Some(Command::Close(reply)) => {
-                let result = writer.flush();
+                let result = last_flush(&mut writer);
                 drop(writer);
                 reply.send(result);
                 return Ok(());
             }
         }
-        if writer.pending() >= max_batch {
+        if writer.pending() >= max_batch && !writer.failing() {
             deadline = None;
-            if let Err(e) = writer.flush() {
-                tracing::error!("store flush failed; batch lost: {}", error_chain(&e));
-            }
+            let _ = writer.flush();
+        }
+        if writer.failing() && deadline.is_none() {
+            deadline = Some(Instant::now() + retry);
         }
     }
-    writer.flush().map(|_| ())
+    last_flush(&mut writer).map(|_| ())
 }
 
-fn writer_interval(writer: &Writer) -> std::time::Duration {
-    writer.options().flush_interval
-}
-
-fn writer_max_batch(writer: &Writer) -> usize {
-    writer.options().max_batch_samples.max(1)
-}
-
-/// An error and its causes on one line (SQLite's own reason, such as "database or disk is
-/// full", is the cause of the store's error).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let more = s.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
+/// The flush before the writer stops: what it cannot store now is lost, and the error
+/// says how much.
+fn last_flush(writer: &mut Writer) -> Result<FlushStats, StoreError> {
+    writer.flush().map_err(|e| {
+        let held = writer.pending();
+        if held == 0 {
+            return e;
         }
-        source = s.source();
-    }
-    text
+        StoreError::Lost {
+            path: writer.store().path().to_owned(),
+            detail: format!(
+                "{held} samples could not be stored before the writer stopped and are lost: {}",
+                error_chain(&e)
+            ),
+        }
+    })
 }

@@ -24,11 +24,19 @@
 //! another process, open the file with [`Store::open_read_only`].
 
 pub mod codec;
+mod file;
 mod handle;
+pub mod health;
 pub mod integrate;
+pub mod lock;
+mod pending;
+pub mod quarantine;
 mod read;
+pub mod wal;
 mod writer;
 
+#[cfg(test)]
+mod fault_tests;
 #[cfg(test)]
 mod tests;
 
@@ -40,6 +48,8 @@ use rusqlite_migration::{M, Migrations};
 use wattson_collectors::{Metric, Unit};
 
 pub use handle::{FlushStats, StoreHandle};
+pub use health::StoreHealth;
+pub use quarantine::Quarantined;
 pub use read::{Gap, Latest, RawSeries, Resolution, Rollup, SeriesFilter};
 pub use writer::Writer;
 
@@ -50,8 +60,9 @@ pub const CHUNK_MS: i64 = 15 * MINUTE_MS;
 /// Page size of new database files, bytes.
 pub const PAGE_SIZE: i64 = 16_384;
 
-/// Size of the write-ahead log at which it is checkpointed and to which it is truncated.
-const WAL_CHECKPOINT_BYTES: i64 = 4 * 1024 * 1024;
+/// Exit status of a command stopped by the database (cannot open or write it, another
+/// writer holds it, samples were lost): `EX_IOERR` from sysexits.h.
+pub const EXIT_STORE: u8 = 74;
 /// One minute, ms.
 pub const MINUTE_MS: i64 = 60_000;
 /// One hour, ms.
@@ -64,6 +75,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0002-raw-detail-chunk.sql")),
     M::up(include_str!("../../../schema/0003-dashboard-views.sql")),
     M::up(include_str!("../../../schema/0004-idle-regression.sql")),
+    M::up(include_str!("../../../schema/0006-quarantine.sql")),
     M::up(include_str!("../../../schema/0007-idle-measure.sql")),
 ];
 
@@ -129,6 +141,36 @@ pub enum StoreError {
     QueueFull { path: PathBuf, dropped_batches: u64 },
     #[error("store writer for {path} has stopped")]
     Closed { path: PathBuf },
+    #[error(
+        "database {path} is already being written by {holder}: one writer per database \
+         (`wattson run` and `wattson collect` share [storage] path by default); stop that \
+         one, or give this one another [storage] path or --db"
+    )]
+    Locked { path: PathBuf, holder: String },
+    #[error(
+        "cannot open the writer lock {path} (wattson runs as uid {uid}): the database's \
+         directory and files must be writable by that user"
+    )]
+    Lock {
+        path: PathBuf,
+        uid: u32,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "database {path} is read-only for wattson ({detail}): make it writable by the user \
+         wattson runs as, or give another [storage] path or --db"
+    )]
+    ReadOnly { path: PathBuf, detail: String },
+    #[error("database {path} was {what} while in use and cannot be created again")]
+    Reopen {
+        path: PathBuf,
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("database {path}: {detail}")]
+    Lost { path: PathBuf, detail: String },
 }
 
 /// How the store is written.
@@ -152,6 +194,11 @@ pub struct StoreOptions {
     pub expected_interval_ms: i64,
     /// How often expired raw chunks are deleted (default 10 min).
     pub prune_interval: Duration,
+    /// Memory for samples whose flush failed, kept for the next attempt (default 8 MiB,
+    /// about 100,000 samples); past it the oldest are dropped and counted.
+    pub max_held_bytes: usize,
+    /// How often a failed flush is tried again (default 1 s); new batches wait for it.
+    pub retry_interval: Duration,
 }
 
 impl Default for StoreOptions {
@@ -165,6 +212,8 @@ impl Default for StoreOptions {
             queue_batches: 1024,
             expected_interval_ms: 1000,
             prune_interval: Duration::from_mins(10),
+            max_held_bytes: 8 * 1024 * 1024,
+            retry_interval: Duration::from_secs(1),
         }
     }
 }
@@ -294,6 +343,12 @@ pub struct Store {
     conn: Connection,
     path: PathBuf,
     max_interval_ms: i64,
+    /// Device and inode of the file a writing store opened: a path that no longer leads to
+    /// it means the file (or its directory) was deleted or replaced.
+    identity: Option<(u64, u64)>,
+    /// Its write-ahead log and shared-memory index (`-wal`, `-shm`) with their device and
+    /// inode: see [`Store::close_moved`].
+    companions: Vec<(PathBuf, (u64, u64))>,
 }
 
 impl Store {
@@ -308,6 +363,14 @@ impl Store {
             source,
         };
         conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
+        // SQLite opens a file it may not write read-only without a word; every flush would
+        // then fail.
+        if conn.is_readonly(rusqlite::MAIN_DB).map_err(sql)? {
+            return Err(StoreError::ReadOnly {
+                path: path.to_owned(),
+                detail: file::read_only_detail(path),
+            });
+        }
         let application_id: i32 = conn
             .query_row("PRAGMA application_id", [], |r| r.get(0))
             .map_err(sql)?;
@@ -334,14 +397,8 @@ impl Store {
             .map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
-        // Checkpoint the write-ahead log at about 4 MiB (SQLite's default is 1000 pages,
-        // 16 MiB at our page size) and truncate it back to that size afterwards, so the
-        // log never holds much more than a few minutes of writes: on a nearly full disk it
-        // is what fills up first.
-        conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_BYTES / PAGE_SIZE)
-            .map_err(sql)?;
-        conn.pragma_update(None, "journal_size_limit", WAL_CHECKPOINT_BYTES)
-            .map_err(sql)?;
+        // A log sized to the file system, so that it can never fill a small disk.
+        wal::apply(&conn, path).map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(sql)?;
         MIGRATIONS
@@ -350,10 +407,22 @@ impl Store {
                 path: path.to_owned(),
                 source,
             })?;
+        let identity = file::identity(path);
+        let companions = ["-wal", "-shm"]
+            .into_iter()
+            .filter_map(|suffix| {
+                let mut name = path.as_os_str().to_owned();
+                name.push(suffix);
+                let p = PathBuf::from(name);
+                file::identity(&p).map(|id| (p, id))
+            })
+            .collect();
         Ok(Store {
             conn,
             path: path.to_owned(),
             max_interval_ms: options.max_interval_ms(),
+            identity,
+            companions,
         })
     }
 
@@ -386,6 +455,8 @@ impl Store {
             conn,
             path: path.to_owned(),
             max_interval_ms: StoreOptions::default().max_interval_ms(),
+            identity: None,
+            companions: Vec::new(),
         })
     }
 
@@ -623,6 +694,22 @@ fn decode_minutes(blob: &[u8], scale: f64) -> Result<Vec<MinuteRollup>, codec::D
             energy_wh: dequantise(energy[i], 1000.0),
         })
         .collect())
+}
+
+/// An error and its causes on one line (SQLite's own reason, such as "database or disk is
+/// full", is the cause of the store's error).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
 }
 
 /// `t` rounded down to a multiple of `step`.

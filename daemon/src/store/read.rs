@@ -265,9 +265,19 @@ impl Store {
             })
             .and_then(Iterator::collect::<Result<Vec<_>, _>>)
             .map_err(|e| self.sql(e))?;
-        rows.into_iter()
-            .map(|(start_ms, data)| self.decode_chunk(series_id, start_ms, &data))
-            .collect()
+        // A chunk that cannot be decoded is left out and named (the writer sets it aside
+        // into `quarantine`): one bad blob must not make every figure of the series fail.
+        let mut out = Vec::with_capacity(rows.len());
+        for (start_ms, data) in rows {
+            match self.decode_chunk(series_id, start_ms, &data) {
+                Ok(chunk) => out.push(chunk),
+                Err(e @ StoreError::Corrupt { .. }) => {
+                    tracing::warn!("{}: left out", super::error_chain(&e));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
     }
 
     pub(super) fn decode_chunk(

@@ -98,7 +98,7 @@ fn a_new_database_is_marked_versioned_and_in_wal_mode() {
         .unwrap();
     assert_eq!(
         (id, version, mode.as_str(), fk),
-        (APPLICATION_ID, 4, "wal", 1)
+        (APPLICATION_ID, MIGRATION_LIST.len() as i64, "wal", 1)
     );
     assert_eq!(page, PAGE_SIZE);
     drop(store);
@@ -618,7 +618,7 @@ fn kill_child_writer() {
     }
 }
 
-fn stored_samples(path: &Path) -> usize {
+pub(super) fn stored_samples(path: &Path) -> usize {
     let store = Store::open_read_only(path).unwrap();
     assert_eq!(store.integrity_check().unwrap(), "ok");
     store

@@ -13,18 +13,34 @@
 //! is dropped, counted in [`FlushStats::stale`] and logged once per flush and series, so a
 //! repeated hour is kept once in raw data as it is in the rollups. Times are UTC ms,
 //! energy Wh.
+//!
+//! A flush that fails (disk full, read-only, I/O error) loses nothing at once: its samples
+//! stay queued and go into the next attempt, within [`StoreOptions::max_held_bytes`] of
+//! memory; past that the oldest are dropped, counted and logged ([`super::health`]).
+//! Before and after each write the writer checks that its path still leads to the file it
+//! has open; a file (or directory) deleted or replaced while in use is opened anew at its
+//! path, so that samples are not written into a file nobody can read. A row that cannot be
+//! decoded is set aside into `quarantine` ([`super::quarantine`]) instead of failing every
+//! flush.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::Instant;
 
 use rusqlite::{OptionalExtension, params};
 use wattson_collectors::{Metric, Sample};
 
 use super::codec::{self, Order};
+use super::health::HealthBoard;
+use super::lock::WriterLock;
+use super::pending::{Pending, PendingQueue};
+use super::quarantine::{Kind, Quarantined};
 use super::{
     CHUNK_MS, HOUR_MS, HourRollup, MINUTE_MS, MinuteRollup, Series, Store, StoreError,
     StoreOptions, dequantise, floor_to, integrate, is_per_core, quantise, resolution, rollup_kind,
 };
+
+mod recovery;
 
 /// What one flush wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,17 +54,6 @@ pub struct FlushStats {
     pub stale: usize,
     /// Gaps recorded.
     pub gaps: usize,
-}
-
-enum Pending {
-    Samples(Option<String>, Vec<Sample>),
-    Gap {
-        host: Option<String>,
-        source: String,
-        start_ms: i64,
-        end_ms: i64,
-        reason: String,
-    },
 }
 
 struct OpenChunk {
@@ -207,20 +212,29 @@ type SeriesIndex = HashMap<String, HashMap<String, HashMap<String, HashMap<Metri
 pub struct Writer {
     store: Store,
     options: StoreOptions,
-    pending: Vec<Pending>,
-    pending_samples: usize,
+    pending: PendingQueue,
     index: SeriesIndex,
     states: Vec<SeriesState>,
     gaps: HashMap<(String, String), Vec<(i64, i64)>>,
     newest_ms: i64,
     last_prune: Option<Instant>,
+    /// The writer lock, when this writer took one ([`super::StoreHandle::spawn`]); taken
+    /// again when the file is opened anew.
+    lock: Option<WriterLock>,
+    board: Arc<HealthBoard>,
+    /// Rows set aside in the flush under way: counted and logged once it commits.
+    quarantined: Vec<Quarantined>,
+    /// The file is gone and not yet opened anew (logged once).
+    reopening: bool,
+    /// The last flush failed.
+    failing_now: bool,
 }
 
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer")
             .field("path", &self.store.path())
-            .field("pending_samples", &self.pending_samples)
+            .field("pending_samples", &self.pending.samples())
             .finish_non_exhaustive()
     }
 }
@@ -230,13 +244,17 @@ impl Writer {
         Writer {
             store,
             options,
-            pending: Vec::new(),
-            pending_samples: 0,
+            pending: PendingQueue::default(),
             index: HashMap::new(),
             states: Vec::new(),
             gaps: HashMap::new(),
             newest_ms: i64::MIN,
             last_prune: None,
+            lock: None,
+            board: Arc::default(),
+            quarantined: Vec::new(),
+            reopening: false,
+            failing_now: false,
         }
     }
 
@@ -252,13 +270,34 @@ impl Writer {
 
     /// Samples (and gaps) waiting for the next flush.
     pub fn pending(&self) -> usize {
-        self.pending_samples
+        self.pending.samples()
     }
 
     /// Queues samples of `host` (the configured host when `None`).
     pub fn push(&mut self, host: Option<String>, samples: Vec<Sample>) {
-        self.pending_samples += samples.len();
-        self.pending.push(Pending::Samples(host, samples));
+        self.queue(Pending::Samples(host, samples));
+    }
+
+    /// Queues samples or a gap (whose ends may come in either order).
+    pub(super) fn queue(&mut self, item: Pending) {
+        let item = match item {
+            Pending::Gap {
+                host,
+                source,
+                start_ms,
+                end_ms,
+                reason,
+            } => Pending::Gap {
+                host,
+                source,
+                start_ms: start_ms.min(end_ms),
+                end_ms: end_ms.max(start_ms),
+                reason,
+            },
+            samples @ Pending::Samples(..) => samples,
+        };
+        self.pending.push(item);
+        self.hold_within_bound();
     }
 
     /// Queues a gap `[start_ms, end_ms]` of `source` on `host` (configured host if `None`).
@@ -270,42 +309,13 @@ impl Writer {
         end_ms: i64,
         reason: &str,
     ) {
-        self.pending_samples += 1;
-        self.pending.push(Pending::Gap {
+        self.queue(Pending::Gap {
             host,
             source: source.to_owned(),
-            start_ms: start_ms.min(end_ms),
-            end_ms: end_ms.max(start_ms),
+            start_ms,
+            end_ms,
             reason: reason.to_owned(),
         });
-    }
-
-    /// Writes everything pending in one transaction; then prunes expired raw chunks when
-    /// the prune interval has passed. On error the in-memory state is dropped (it is
-    /// reloaded from the file) and the failed batch is lost.
-    pub fn flush(&mut self) -> Result<FlushStats, StoreError> {
-        let pending = std::mem::take(&mut self.pending);
-        self.pending_samples = 0;
-        let result = self.write(pending);
-        if result.is_err() {
-            self.index.clear();
-            self.states.clear();
-            return result;
-        }
-        if self
-            .last_prune
-            .is_none_or(|t| t.elapsed() >= self.options.prune_interval)
-        {
-            self.last_prune = Some(Instant::now());
-            let wall = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(i64::MAX, |d| d.as_millis() as i64);
-            let now = wall.min(self.newest_ms);
-            if now > i64::MIN {
-                self.prune(now)?;
-            }
-        }
-        result
     }
 
     /// Deletes raw chunks expired at `now_ms`: those that end at or before `now_ms` minus
@@ -346,7 +356,7 @@ impl Writer {
         Ok(deleted)
     }
 
-    fn write(&mut self, pending: Vec<Pending>) -> Result<FlushStats, StoreError> {
+    fn write(&mut self, pending: &PendingQueue) -> Result<FlushStats, StoreError> {
         let conn = &self.store.conn;
         conn.execute_batch("BEGIN IMMEDIATE")
             .map_err(|e| self.store.sql(e))?;
@@ -366,11 +376,11 @@ impl Writer {
         }
     }
 
-    fn write_in_transaction(&mut self, pending: Vec<Pending>) -> Result<FlushStats, StoreError> {
+    fn write_in_transaction(&mut self, pending: &PendingQueue) -> Result<FlushStats, StoreError> {
         let mut stats = FlushStats::default();
         let mut stale: BTreeMap<usize, usize> = BTreeMap::new();
         // Gaps first, so that samples after a gap in the same flush are not integrated.
-        for p in &pending {
+        for p in pending.iter() {
             if let Pending::Gap {
                 host,
                 source,
@@ -388,22 +398,26 @@ impl Writer {
                     )
                     .and_then(|mut s| s.execute(params![host, source, start_ms, end_ms, reason]))
                     .map_err(|e| self.store.sql(e))?;
-                self.gaps
+                // Kept once, though a failed flush brings the same gap again.
+                let known = self
+                    .gaps
                     .entry((host.to_owned(), source.clone()))
-                    .or_default()
-                    .push((*start_ms, *end_ms));
+                    .or_default();
+                if !known.contains(&(*start_ms, *end_ms)) {
+                    known.push((*start_ms, *end_ms));
+                }
                 stats.gaps += 1;
             }
         }
-        for p in pending {
+        for p in pending.iter() {
             if let Pending::Samples(host, samples) = p {
-                let host = host.unwrap_or_else(|| self.options.host.clone());
+                let host = host.as_deref().unwrap_or(&self.options.host).to_owned();
                 for sample in samples {
                     if !sample.value.is_finite() {
                         stats.rejected += 1;
                         continue;
                     }
-                    let i = self.state_index(&host, &sample)?;
+                    let i = self.state_index(&host, sample)?;
                     if self.ingest(i, sample.ts_ms, sample.value)? {
                         stats.samples += 1;
                     } else {
@@ -486,7 +500,8 @@ impl Writer {
         Ok(i)
     }
 
-    fn load_open(&self, series: &Series) -> Result<Option<OpenChunk>, StoreError> {
+    /// The stored open chunk of `series`; one that cannot be decoded is set aside.
+    fn load_open(&mut self, series: &Series) -> Result<Option<OpenChunk>, StoreError> {
         let row: Option<(i64, Vec<u8>)> = self
             .store
             .conn
@@ -496,16 +511,25 @@ impl Writer {
                     .optional()
             })
             .map_err(|e| self.store.sql(e))?;
-        row.map(|(start_ms, data)| {
-            let chunk = self.store.decode_chunk(series.id, start_ms, &data)?;
-            Ok(OpenChunk {
+        let Some((start_ms, data)) = row else {
+            return Ok(None);
+        };
+        match self.store.decode_chunk(series.id, start_ms, &data) {
+            Ok(chunk) => Ok(Some(OpenChunk {
                 start_ms,
                 ts: chunk.ts,
                 q: chunk.q,
                 dirty: false,
-            })
-        })
-        .transpose()
+            })),
+            Err(StoreError::Corrupt { source, .. }) => {
+                let q = self
+                    .store
+                    .quarantine(Kind::RawOpen, series, start_ms, &source)?;
+                self.quarantined.push(q);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The newest timestamp in the closed chunks of a series, for a series with no open
@@ -542,7 +566,8 @@ impl Writer {
                 if let Some(old) = state.open.take() {
                     let points: Vec<(i64, i64)> = old.ts.into_iter().zip(old.q).collect();
                     let (id, detail, scale) = (state.series.id, state.detail, state.scale);
-                    self.merge_closed(id, detail, old.start_ms, &points, scale)?;
+                    let series = state.series.clone();
+                    self.merge_closed(&series, detail, old.start_ms, &points, scale)?;
                     self.store
                         .conn
                         .prepare_cached("DELETE FROM raw_open WHERE series_id = ?1")
@@ -619,7 +644,8 @@ impl Writer {
                 h.dirty = true;
             }
             Some(h) if h.hour_ms > hour_ms => {
-                let stored = self.store.hour_rollup(&state.series, hour_ms)?;
+                let stored =
+                    stored_hour(&self.store, &mut self.quarantined, &state.series, hour_ms)?;
                 let mut old = HourAcc::from_stored(hour_ms, stored);
                 f(&mut old);
                 self.store
@@ -630,7 +656,8 @@ impl Writer {
                     self.store
                         .put_hour_rollup(&state.series, &h.to_rollup(state.minutes))?;
                 }
-                let stored = self.store.hour_rollup(&state.series, hour_ms)?;
+                let stored =
+                    stored_hour(&self.store, &mut self.quarantined, &state.series, hour_ms)?;
                 let mut h = HourAcc::from_stored(hour_ms, stored);
                 f(&mut h);
                 h.dirty = true;
@@ -644,13 +671,14 @@ impl Writer {
     /// `raw_detail_chunk` for per-core series (`detail`) and `raw_chunk` for the rest; a
     /// chunk already stored is rewritten in the table it is in.
     fn merge_closed(
-        &self,
-        series_id: i64,
+        &mut self,
+        series: &Series,
         detail: bool,
         start_ms: i64,
         points: &[(i64, i64)],
         scale: f64,
     ) -> Result<(), StoreError> {
+        let series_id = series.id;
         let store = &self.store;
         let existing: Option<(Vec<u8>, bool)> = store
             .conn
@@ -666,12 +694,23 @@ impl Writer {
             .map_err(|e| store.sql(e))?;
         let detail = existing.as_ref().map_or(detail, |e| e.1);
         let mut all: Vec<(i64, i64)> = match existing.map(|e| e.0) {
-            Some(data) => {
-                let c = store.decode_chunk(series_id, start_ms, &data)?;
-                c.ts.into_iter().zip(c.q).collect()
-            }
+            Some(data) => match store.decode_chunk(series_id, start_ms, &data) {
+                Ok(c) => c.ts.into_iter().zip(c.q).collect(),
+                Err(StoreError::Corrupt { source, .. }) => {
+                    let kind = if detail {
+                        Kind::RawDetailChunk
+                    } else {
+                        Kind::RawChunk
+                    };
+                    let q = store.quarantine(kind, series, start_ms, &source)?;
+                    self.quarantined.push(q);
+                    Vec::new()
+                }
+                Err(e) => return Err(e),
+            },
             None => Vec::new(),
         };
+        let store = &self.store;
         all.extend_from_slice(points);
         all.sort_by_key(|p| p.0);
         let chunk = OpenChunk {
@@ -709,6 +748,23 @@ impl Writer {
             })
             .map_err(|e| store.sql(e))?;
         Ok(())
+    }
+}
+
+/// The stored rollup of `series` at `hour_ms`; one whose minutes cannot be decoded is set
+/// aside (into `quarantined`) and the hour starts afresh.
+fn stored_hour(
+    store: &Store,
+    quarantined: &mut Vec<Quarantined>,
+    series: &Series,
+    hour_ms: i64,
+) -> Result<Option<HourRollup>, StoreError> {
+    match store.hour_rollup(series, hour_ms) {
+        Err(StoreError::Corrupt { source, .. }) => {
+            quarantined.push(store.quarantine(Kind::RollupHour, series, hour_ms, &source)?);
+            Ok(None)
+        }
+        other => other,
     }
 }
 

@@ -51,6 +51,8 @@ pub enum MqttError {
     Tls { url: String, reason: String },
     #[error("mqtt.password_file {path} is set but mqtt.username is not")]
     PasswordWithoutUser { path: PathBuf },
+    #[error("mqtt.password_credential: {reason}")]
+    Credential { reason: String },
 }
 
 /// Where the broker is, parsed from `mqtt.url`.
@@ -138,9 +140,17 @@ pub fn mqtt_options(cfg: &MqttConfig, client_id: &str) -> Result<(MqttOptions, B
     } else {
         cfg.keepalive.max(Duration::from_secs(1))
     });
-    match (&cfg.username, &cfg.password_file) {
+    let password_file = cfg
+        .password_path()
+        .map_err(|reason| MqttError::Credential { reason })?;
+    match (&cfg.username, &password_file) {
         (Some(user), Some(path)) => {
-            opts.set_credentials(user.clone(), read_password(path)?);
+            let what = if cfg.password_credential.is_some() {
+                "mqtt.password_credential"
+            } else {
+                "mqtt.password_file"
+            };
+            opts.set_credentials(user.clone(), read_password(path, what)?);
         }
         (Some(user), None) => {
             opts.set_credentials(user.clone(), String::new());
@@ -160,9 +170,9 @@ pub fn mqtt_options(cfg: &MqttConfig, client_id: &str) -> Result<(MqttOptions, B
 }
 
 /// The password: the file's content without its trailing newline.
-fn read_password(path: &Path) -> Result<String, MqttError> {
+fn read_password(path: &Path, what: &'static str) -> Result<String, MqttError> {
     let text = std::fs::read_to_string(path).map_err(|source| MqttError::ReadFile {
-        what: "mqtt.password_file",
+        what,
         path: path.to_owned(),
         source,
     })?;
@@ -453,8 +463,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("pw");
         std::fs::write(&p, "s3cret\n").unwrap();
-        assert_eq!(read_password(&p).unwrap(), "s3cret");
-        let e = read_password(&dir.path().join("missing"))
+        assert_eq!(read_password(&p, "mqtt.password_file").unwrap(), "s3cret");
+        let e = read_password(&dir.path().join("missing"), "mqtt.password_file")
             .unwrap_err()
             .to_string();
         assert!(

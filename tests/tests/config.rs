@@ -1,0 +1,490 @@
+//! The config file through the real binary: the limits every duration and the file itself
+//! are held to (issue 14's config rows), configs `config check` used to pass and `run` to
+//! refuse, a reload with a bad file keeping the running config, and the MQTT password as a
+//! systemd credential. The property over generated configs is in `config_generated.rs`.
+
+// Helpers outside #[test] fns are test code too.
+#![allow(clippy::panic, clippy::unwrap_used)]
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use wattson_collectors::Metric;
+use wattson_tests::{Child, TestEnv, db_points, output_within, q, wattson};
+
+/// `wattson --config CONFIG ARGS` to completion, within 30 s: (exit code, stderr).
+fn wattson_with(mut cmd: Command, config: &Path, args: &[&str]) -> (Option<i32>, String) {
+    cmd.arg("--config").arg(config).args(args);
+    output_within(cmd, Duration::from_secs(30))
+}
+
+fn check(config: &Path) -> (Option<i32>, String) {
+    wattson_with(wattson(), config, &["config", "check"])
+}
+
+/// The 1-based line of `config` that contains `needle`.
+fn line_of(config: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(config)
+        .unwrap()
+        .lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no {needle:?} in {}", config.display()))
+        + 1
+}
+
+/// Every command that reads the config refuses `extra` with exit 78, naming `key` and the
+/// line holding `value`, and stores nothing.
+fn refused_everywhere(extra: &str, key: &str, value: &str) {
+    let env = TestEnv::new();
+    let config = env.config(extra);
+    let line = line_of(&config, value);
+    for args in [
+        &["config", "check"][..],
+        &["run", "--duration", "2s"],
+        &["status"],
+        &["report"],
+        &["sweep", "--name", "x", "--levels", "0"],
+        &["meter", "simulate", "--protocol", "pzem004t"],
+    ] {
+        let (code, stderr) = wattson_with(wattson(), &config, args);
+        assert_eq!(code, Some(78), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(":{line}: {key}:")),
+            "{args:?}: {key} at line {line} not named: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    assert!(!env.db.exists(), "a refused config created the database");
+}
+
+/// Regression: `interval = "18446744073709551616s"` panicked (exit 134) on every command.
+#[test]
+fn an_interval_past_u64_seconds_is_refused_by_every_command() {
+    refused_everywhere(
+        "\n[cpu]\ninterval = \"18446744073709551616s\"\n",
+        "cpu.interval",
+        "18446744073709551616s",
+    );
+}
+
+/// Regression: `config check` passed `flush_interval = "60000000000000d"` and `run` panicked
+/// ("overflow when adding duration to instant").
+#[test]
+fn a_flush_interval_of_sixty_trillion_days_is_refused() {
+    let env = TestEnv::new();
+    let config = env.config("");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "flush_interval = \"200ms\"",
+        "flush_interval = \"60000000000000d\"",
+    );
+    std::fs::write(&config, text).unwrap();
+    for args in [&["config", "check"][..], &["run", "--duration", "2s"]] {
+        let (code, stderr) = wattson_with(wattson(), &config, args);
+        assert_eq!(code, Some(78), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("storage.flush_interval: \"60000000000000d\" is too long"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// Regression: `raw_retention = "18446744073709552s"` wrapped to 384 ms, and the first prune
+/// deleted every raw sample. Now refused; the longest retention accepted keeps what is
+/// stored.
+#[test]
+fn a_retention_that_would_wrap_is_refused_and_the_longest_allowed_keeps_samples() {
+    let env = TestEnv::new();
+    let config = env.config("");
+    let base = std::fs::read_to_string(&config).unwrap();
+    let with = |retention: &str| {
+        base.replace(
+            "flush_interval = \"200ms\"",
+            &format!("flush_interval = \"200ms\"\n{retention}"),
+        )
+    };
+    std::fs::write(&config, with("raw_retention = \"18446744073709552s\"")).unwrap();
+    let (code, stderr) = check(&config);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains("storage.raw_retention: \"18446744073709552s\" is too long"),
+        "{stderr}"
+    );
+
+    std::fs::write(
+        &config,
+        with("raw_retention = \"36500d\"\ndetail_retention = \"36500d\""),
+    )
+    .unwrap();
+    let (code, stderr) = wattson_with(wattson(), &config, &["run", "--duration", "3s"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let first = db_points(&env.db, "cpu", Metric::CoreFrequency);
+    assert!(!first.is_empty(), "no CPU samples stored: {stderr}");
+    // A second run (which prunes by the same retention) keeps every sample of the first.
+    let (code, stderr) = wattson_with(wattson(), &config, &["run", "--duration", "2s"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let after = db_points(&env.db, "cpu", Metric::CoreFrequency);
+    assert!(
+        first.iter().all(|p| after.contains(p)) && after.len() > first.len(),
+        "samples pruned: {} before, {} after; {stderr}",
+        first.len(),
+        after.len()
+    );
+}
+
+/// Regression: `cpu.interval = "0.0001ms"` was accepted (about 340 samples/s per series).
+#[test]
+fn a_sub_millisecond_sampling_interval_is_refused_with_its_range() {
+    let env = TestEnv::new();
+    let config = env.config("\n[cpu]\ninterval = \"0.0001ms\"\n");
+    let (code, stderr) = check(&config);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains("cpu.interval: 0.0001ms is too short: use 100ms to 1h"),
+        "{stderr}"
+    );
+}
+
+/// Regression: `WATTSON_CONFIG=/dev/zero` read 1 GB and ran out of memory; a FIFO hung for
+/// ever. Anything but a regular file of at most 1 MiB is refused at once.
+#[test]
+fn a_config_that_is_a_device_a_fifo_a_directory_or_huge_is_refused() {
+    let env = TestEnv::new();
+    let fifo = env.path("fifo.toml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let huge = env.path("huge.toml");
+    std::fs::write(&huge, format!("# {}\n", "x".repeat(2 * 1024 * 1024))).unwrap();
+    for (path, why) in [
+        (
+            Path::new("/dev/zero"),
+            "is a character device, not a regular file",
+        ),
+        (fifo.as_path(), "is a FIFO, not a regular file"),
+        (env.dir.path(), "is a directory, not a regular file"),
+        (
+            huge.as_path(),
+            "bytes; a config file is at most 1048576 bytes",
+        ),
+    ] {
+        for args in [&["config", "check"][..], &["run", "--duration", "1s"]] {
+            let mut cmd = wattson();
+            cmd.env("WATTSON_CONFIG", path).args(args);
+            // Fails the test if it hangs, as it did on a FIFO; reads all of stderr.
+            let (code, stderr) = output_within(cmd, Duration::from_secs(10));
+            assert_eq!(code, Some(78), "{}: {stderr}", path.display());
+            assert!(
+                stderr.contains(&format!("config {}", path.display())) && stderr.contains(why),
+                "{}: {stderr}",
+                path.display()
+            );
+        }
+    }
+}
+
+/// Regression: a bad file written into a running daemon's config and a SIGHUP aborted it.
+/// Now the reload is refused, the reason logged with the key and line, and the daemon keeps
+/// collecting with the config it had.
+#[test]
+fn sighup_with_a_bad_config_keeps_the_running_one_and_says_why() {
+    let env = TestEnv::new();
+    let config = env.config("\n[cpu]\ninterval = \"250ms\"\n");
+    let good = std::fs::read_to_string(&config).unwrap();
+    let daemon = Child::run_daemon(&config, &["--duration", "60s"]);
+    daemon.wait_for("CPU samples", Duration::from_secs(20), || {
+        (!db_points(&env.db, "cpu", Metric::CoreFrequency).is_empty()).then_some(())
+    });
+    for (bad, key) in [
+        (
+            good.replace("\"250ms\"", "\"18446744073709551616s\""),
+            "cpu.interval: \"18446744073709551616s\" is too long",
+        ),
+        (
+            good.replace("\"250ms\"", "\"0.5ms\""),
+            "cpu.interval: 0.5ms is too short",
+        ),
+        (good.replace("interval = ", "intervall = "), "cpu.intervall"),
+    ] {
+        std::fs::write(&config, &bad).unwrap();
+        daemon.signal(Signal::SIGHUP);
+        daemon.wait_for_log(key, Duration::from_secs(10));
+        let before = db_points(&env.db, "cpu", Metric::CoreFrequency).len();
+        daemon.wait_for(
+            "samples after the refused reload",
+            Duration::from_secs(10),
+            || (db_points(&env.db, "cpu", Metric::CoreFrequency).len() >= before + 2).then_some(()),
+        );
+    }
+    let log = daemon.stderr();
+    assert_eq!(
+        log.matches("reload refused, keeping the running configuration")
+            .count(),
+        3,
+        "{log}"
+    );
+    let mut daemon = daemon;
+    daemon.signal(Signal::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_secs(15)).expect("exit");
+    assert_eq!(status.code(), Some(0), "{}", daemon.stderr());
+}
+
+/// Regression: `config check` passed what `run` then refused with exit 1: meters of two
+/// protocols on one port, two meters sharing a port with no address, two streaming meters on
+/// one port, a timeout under a millisecond. Also an empty port (accepted before).
+#[test]
+fn configs_run_refused_are_refused_by_config_check_with_78() {
+    let env = TestEnv::new();
+    let a = env.path("ttyA");
+    let meter = |id: &str, protocol: &str, port: &Path, more: &str| {
+        let mut s = format!(
+            "\n[[meter]]\nid = {}\nprotocol = {}\nport = {}\n{more}",
+            q(id),
+            q(protocol),
+            q(port)
+        );
+        if protocol == "line" {
+            s.push_str("[meter.line]\nformat = \"csv\"\nfields = { power = 0 }\n");
+        }
+        s
+    };
+    let cases = [
+        (
+            meter("a", "pzem004t", &a, "address = 1\n")
+                + &meter("b", "sdm120", &a, "address = 2\n"),
+            "meter.protocol: meters a and b share",
+        ),
+        (
+            meter("a", "pzem004t", &a, "") + &meter("b", "pzem004t", &a, ""),
+            "meter.address: meter a on shared line",
+        ),
+        (
+            meter("a", "sdm120", &a, "address = 1\n") + &meter("b", "sdm120", &a, ""),
+            "meter.address: meters a and b on",
+        ),
+        (
+            meter("a", "cse7766", &a, "") + &meter("b", "cse7766", &a, ""),
+            "cse7766 meters stream on their own line",
+        ),
+        (
+            meter("a", "line", &a, "") + &meter("b", "wattsup", &a, ""),
+            "meter.protocol: meters a and b share",
+        ),
+        (
+            meter("a", "pzem004t", &a, "timeout = \"0.5ms\"\n"),
+            "meter.timeout: 0.5ms is too short",
+        ),
+        (
+            meter("a", "pzem004t", Path::new(""), ""),
+            "meter.port: \"\" is not a serial port",
+        ),
+        (
+            meter("a", "line", &a, "").replace(
+                "fields = { power = 0 }",
+                "fields = { power = 0 }\nscale = { power = 0.0 }",
+            ),
+            "meter.line.scale.power: 0 must be a finite, non-zero multiplier",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let config = env.config(&extra);
+        for args in [&["config", "check"][..], &["run", "--duration", "1s"]] {
+            let (code, stderr) = wattson_with(wattson(), &config, args);
+            assert_eq!(code, Some(78), "{args:?} {extra}: {stderr}");
+            assert!(
+                stderr.contains(needle),
+                "{args:?} {extra}: no {needle:?} in {stderr}"
+            );
+        }
+    }
+}
+
+/// A meter port that does not exist yet is a warning naming it (exit 0): the adapter may be
+/// plugged in later, and `run` picks it up.
+#[test]
+fn config_check_warns_about_a_port_that_is_not_there() {
+    let env = TestEnv::new();
+    let port = env.path("ttyUSB9");
+    let config = env.config(&format!(
+        "\n[[meter]]\nid = \"wall\"\nprotocol = \"pzem004t\"\nport = {}\n",
+        q(&port)
+    ));
+    let (code, stderr) = check(&config);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("WARN")
+            && stderr.contains(&format!("meter wall: port {} is not there", port.display()))
+            && stderr.contains("No such file or directory"),
+        "{stderr}"
+    );
+}
+
+/// `[mqtt] password_credential` is read from `$CREDENTIALS_DIRECTORY` as systemd passes it
+/// (a temp dir stands in for /run/credentials/wattson.service); without it, or with a
+/// credential that is missing or cannot be read, `config check` and `run` exit 78 naming
+/// the key. A password file the service user cannot read is refused the same way, checked
+/// as that user (uid 65534) when the test runs as root.
+#[test]
+fn the_mqtt_password_as_a_systemd_credential() {
+    let env = TestEnv::new();
+    let creds = env.path("credentials");
+    std::fs::create_dir(&creds).unwrap();
+    let mqtt = "\n[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\nusername = \"wattson\"\npassword_credential = \"mqtt-password\"\n";
+    let config = env.config(mqtt);
+    let with_creds = |dir: &Path| {
+        let mut cmd = wattson();
+        cmd.env("CREDENTIALS_DIRECTORY", dir);
+        cmd
+    };
+
+    // Not started by systemd: no $CREDENTIALS_DIRECTORY.
+    for args in [&["config", "check"][..], &["run", "--duration", "1s"]] {
+        let (code, stderr) = wattson_with(wattson(), &config, args);
+        assert_eq!(code, Some(78), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("mqtt.password_credential: $CREDENTIALS_DIRECTORY is not set"),
+            "{args:?}: {stderr}"
+        );
+    }
+    // systemd passed a directory without it.
+    let (code, stderr) = wattson_with(with_creds(&creds), &config, &["config", "check"]);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains("mqtt.password_credential: ")
+            && stderr.contains(&creds.join("mqtt-password").display().to_string())
+            && stderr.contains("No such file or directory"),
+        "{stderr}"
+    );
+    // Unreadable: a directory where the file should be.
+    std::fs::create_dir(creds.join("mqtt-password")).unwrap();
+    let (code, stderr) = wattson_with(with_creds(&creds), &config, &["config", "check"]);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(stderr.contains("Is a directory"), "{stderr}");
+    std::fs::remove_dir(creds.join("mqtt-password")).unwrap();
+    // As systemd lays it out: a file readable by the service only.
+    let secret = "cr3d-do-not-print";
+    std::fs::write(creds.join("mqtt-password"), format!("{secret}\n")).unwrap();
+    std::fs::set_permissions(
+        creds.join("mqtt-password"),
+        std::fs::Permissions::from_mode(0o400),
+    )
+    .unwrap();
+    let (code, stderr) = wattson_with(with_creds(&creds), &config, &["config", "check"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains(secret), "{stderr}");
+    let (code, stderr) = wattson_with(with_creds(&creds), &config, &["run", "--duration", "1s"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains(secret), "{stderr}");
+
+    if !nix::unistd::geteuid().is_root() {
+        println!("not root: the unreadable-as-the-service-user case was not run");
+        return;
+    }
+    // The README's old layout: password_file = a root-only file, checked as the service's
+    // (dynamic) user. The temp dir and config must be readable by that user.
+    let password = env.path("mqtt-password");
+    std::fs::write(&password, "x\n").unwrap();
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(env.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = env.config(&format!(
+        "\n[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\nusername = \"wattson\"\npassword_file = {}\n",
+        q(&password)
+    ));
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let as_nobody = || {
+        use std::os::unix::process::CommandExt as _;
+        let mut cmd = wattson();
+        cmd.uid(65534).gid(65534);
+        cmd
+    };
+    let (code, stderr) = wattson_with(as_nobody(), &config, &["config", "check"]);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "mqtt.password_file: {}: Permission denied",
+            password.display()
+        )) && stderr.contains("password_credential"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("Permission denied").count(),
+        1,
+        "printed twice: {stderr}"
+    );
+}
+
+/// As installed, the pieces agree: the unit's `LoadCredential=NAME:FILE`, the package's root-only
+/// empty FILE (a conffile), the README's manual step that creates FILE, and the example config,
+/// whose `[mqtt]` (uncommented) names NAME and passes `config check` with the credential laid out
+/// as systemd does.
+#[test]
+fn the_unit_the_package_the_readme_and_the_example_agree_on_the_mqtt_credential() {
+    let root = wattson_tests::workspace_root();
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let unit = read("systemd/wattson.service");
+    let load = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("LoadCredential="))
+        .expect("no LoadCredential= in wattson.service");
+    let (name, file) = load.split_once(':').expect("LoadCredential=NAME:FILE");
+
+    let cargo: toml::Table = toml::from_str(&read("daemon/Cargo.toml")).unwrap();
+    let deb = &cargo["package"]["metadata"]["deb"];
+    let asset = deb["assets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_array())
+        .find(|a| a[1].as_str() == file.strip_prefix('/'))
+        .unwrap_or_else(|| panic!("the .deb does not install {file}"));
+    assert_eq!(asset[2].as_str(), Some("600"), "{file} must be root-only");
+    let source = root.join("daemon").join(asset[0].as_str().unwrap());
+    assert_eq!(
+        std::fs::metadata(&source).unwrap().len(),
+        0,
+        "{file} ships non-empty"
+    );
+    assert!(
+        deb["conf-files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c.as_str() == Some(file)),
+        "{file} is not a conffile: an upgrade would overwrite the password"
+    );
+
+    let readme = read("README.md");
+    assert!(
+        readme.contains(&format!("sudo install -m 600 /dev/null {file}")),
+        "the README's service steps do not create {file}"
+    );
+
+    let example = read("systemd/wattson.toml.example");
+    let mut mqtt_on = false;
+    let enabled: String = example
+        .lines()
+        .map(|l| {
+            if l.starts_with("#[") {
+                mqtt_on = l == "#[mqtt]";
+            }
+            match l.strip_prefix('#') {
+                Some(rest) if mqtt_on && !rest.starts_with(' ') => format!("{rest}\n"),
+                _ => format!("{l}\n"),
+            }
+        })
+        .collect();
+    assert!(
+        enabled.contains(&format!("\npassword_credential = {}\n", q(name))),
+        "the example config does not name credential {name}:\n{enabled}"
+    );
+    let env = TestEnv::new();
+    let config = env.path("wattson.toml");
+    std::fs::write(&config, &enabled).unwrap();
+    let creds = env.path("credentials");
+    std::fs::create_dir(&creds).unwrap();
+    std::fs::write(creds.join(name), "").unwrap();
+    let mut cmd = wattson();
+    cmd.env("CREDENTIALS_DIRECTORY", &creds);
+    let (code, stderr) = wattson_with(cmd, &config, &["config", "check"]);
+    assert_eq!(code, Some(0), "{stderr}\n--- config:\n{enabled}");
+}
