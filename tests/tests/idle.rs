@@ -3,8 +3,8 @@
 //! with the ASPM policy at `powersave`, 1.5 W less with all four SATA hosts at
 //! `med_power_with_dipm` (0.375 W each), the NMI watchdog with no effect, noise sd 1 W.
 //!
-//! The default suite measures at 10 Hz with 3 s phases (the same statistics as 1 Hz with
-//! 30 s phases, in a tenth of the time); the full budget (1 Hz, the default 24 s phases, at
+//! The default suite measures at 10 Hz with 2 s phases (the same statistics as 1 Hz with
+//! 20 s phases, in a tenth of the time); the full budget (1 Hz, the default 20 s phases, at
 //! most 3 minutes per setting) is `#[ignore]`d: `cargo test -p wattson-tests --test idle --
 //! --ignored --nocapture`, figures in BENCHMARKS.md.
 //!
@@ -214,7 +214,7 @@ fn measure_three(interval: &str, phase: &str, seed: u64) {
 
 #[test]
 fn measure_finds_each_settings_effect_and_restores_every_file() {
-    measure_three("100ms", "3s", 11);
+    measure_three("100ms", "2s", 11);
 }
 
 /// The DESIGN's budget: a 1 Hz meter with noise sd 1 W, the default phases, at most three
@@ -222,7 +222,7 @@ fn measure_finds_each_settings_effect_and_restores_every_file() {
 #[test]
 #[ignore = "about 8 minutes: the full-budget run, recorded in BENCHMARKS.md"]
 fn measure_at_one_hertz_within_three_minutes_per_setting() {
-    measure_three("1s", "24s", 11);
+    measure_three("1s", "20s", 11);
 }
 
 /// Start a measurement of ASPM alone and wait until its first changed phase has begun.

@@ -41,7 +41,7 @@ pub struct IdleArgs {
     )]
     pub sample: Duration,
     /// Measure what each setting saves at the wall (root, with a [[meter]]): each one
-    /// changed and put back in turn, A/B/A/B/A against idle as it was, then restored.
+    /// changed and put back in turn, A/B/A/B/A/B/A against idle as it was, then restored.
     #[arg(long)]
     pub measure: bool,
     /// With --measure: only these settings (comma-separated ids: pcie_aspm, sata_alpm,
@@ -69,7 +69,7 @@ pub struct IdleArgs {
     #[arg(
         long,
         value_name = "DURATION",
-        default_value = "24s",
+        default_value = "20s",
         value_parser = crate::cli::parse_duration_arg,
         allow_hyphen_values = true,
         requires = "measure"
@@ -79,7 +79,7 @@ pub struct IdleArgs {
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 5,
+        default_value_t = 7,
         value_parser = crate::cli::parse_count,
         allow_hyphen_values = true,
         requires = "measure"

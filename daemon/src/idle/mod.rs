@@ -8,7 +8,7 @@
 //! - [`journal`]: the original value of every file, stored in the database before the first
 //!   write, restored after success, Ctrl-C, SIGTERM, and at the next start of any wattson
 //!   command after a crash;
-//! - [`measure`]: idle with each candidate changed against idle as it was, in an A/B/A/B/A
+//! - [`measure`]: idle with each candidate changed against idle as it was, in an A/B/A/B/A/B/A
 //!   sequence using the sweep's settling test and batch-means intervals;
 //! - [`persist`]: how to make a setting that saved something permanent (wattson never does);
 //! - [`store`]: the measured effects in the database, for `wattson idle` and `wattson report`.
