@@ -130,6 +130,7 @@ fn input() -> ReportInput {
             config: None,
         }),
         gpus: vec![],
+        idle: wattson::report::idle::IdleInput::default(),
         options: ReportOptions::new(NaiveDate::from_ymd_opt(2026, 1, 1).unwrap()),
     }
 }

@@ -210,6 +210,21 @@ fn measure_three(interval: &str, phase: &str, seed: u64) {
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("Measured at the wall"), "{text}");
     assert!(text.contains("SATA ALPM med_power_with_dipm"), "{text}");
+    // And `wattson report` compares each with idle as found.
+    let report = wattson()
+        .arg("--config")
+        .arg(&b.config)
+        .arg("report")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        report.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert!(text.contains("Idle: where the watts go"), "{text}");
+    assert!(text.contains("ASPM powersave: -"), "{text}");
 }
 
 #[test]

@@ -113,6 +113,8 @@ pub struct StoreData {
     pub regression: Vec<crate::sweep::regression::Check>,
     /// Each GPU's raw samples over the window.
     pub gpus: Vec<GpuInput>,
+    /// Package C-state history and measured idle settings.
+    pub idle: crate::report::idle::IdleInput,
 }
 
 /// Reads sweeps, hourly energy rollups, gaps and utilisation from the database at `db`.
@@ -136,6 +138,12 @@ pub fn gather_from_store(
         data.configs.push(sweep_config_input(&s));
     }
     data.regression = crate::sweep::regression::latest(&store, None)?;
+    data.idle = crate::report::idle::load(
+        &store,
+        host,
+        from_ms.unwrap_or(0),
+        to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
+    )?;
     data.gpus = gather_gpus(
         &store,
         host,
@@ -394,6 +402,7 @@ pub fn input_from_config(
         measured: store.measured,
         regression: store.regression,
         gpus: store.gpus,
+        idle: store.idle,
         options,
     })
 }

@@ -126,7 +126,7 @@ pub fn latest_effects(store: &Store, host: &str) -> Result<Vec<Effect>, StoreErr
              FROM idle_effect e
              WHERE host = ?1 AND id = (SELECT max(id) FROM idle_effect x
                                        WHERE x.host = e.host AND x.candidate = e.candidate)
-             ORDER BY started_ms",
+             ORDER BY started_ms, id",
         )
         .map_err(|e| sql(store, e))?;
     let rows = stmt
