@@ -72,15 +72,40 @@ pub enum Kind {
     Mosquitto,
 }
 
-/// The brokers available here: rumqttd always, mosquitto when installed.
+/// True under continuous integration (`CI=true`), where `.ci/run` installs every package a
+/// test needs: a missing one is a failure there, not a skip.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// The brokers available here: rumqttd always, mosquitto when installed (under CI it must
+/// be).
 pub fn kinds() -> Vec<Kind> {
     let mut k = vec![Kind::Rumqttd];
     if mosquitto_path().is_some() {
         k.push(Kind::Mosquitto);
     } else {
+        assert!(
+            !in_ci(),
+            "mosquitto is not installed (CI=true): .ci/run installs it (apt-get install mosquitto)"
+        );
         eprintln!("mosquitto not installed: testing against rumqttd only");
     }
     k
+}
+
+/// True when mosquitto is installed. Without it `test` is skipped with a note, except
+/// under CI, where it fails.
+pub fn have_mosquitto(test: &str) -> bool {
+    if mosquitto_path().is_some() {
+        return true;
+    }
+    assert!(
+        !in_ci(),
+        "{test} needs mosquitto, which is not installed (CI=true): .ci/run installs it"
+    );
+    eprintln!("skipped {test}: needs mosquitto (apt-get install mosquitto)");
+    false
 }
 
 /// Extra broker settings.
@@ -130,7 +155,8 @@ impl TestBroker {
     fn start_rumqttd(&mut self, opts: &Options) {
         assert!(opts.tls.is_none(), "TLS tests use mosquitto");
         let mut conns = serde_json::json!({
-            "connection_timeout_ms": 60000, "max_payload_size": 262_144,
+            // 16 MiB: the oversized-message tests send 10 MB through it.
+            "connection_timeout_ms": 60000, "max_payload_size": 16 << 20,
             "max_inflight_count": 200, "dynamic_filters": true,
         });
         if !opts.users.is_empty() {
@@ -324,4 +350,47 @@ impl Drop for Watcher {
     fn drop(&mut self) {
         self.cancel.cancel();
     }
+}
+
+/// Connect as `client_id`, publish every `(topic, payload)` at QoS 1 (retained if
+/// `retain`) and return once the broker has acknowledged them all. Packets up to 16 MiB.
+/// `pace`: one message per `pace` (a host publishing on its interval) instead of as fast
+/// as the broker takes them.
+pub async fn publish_acked<P: Into<Vec<u8>> + Send + 'static>(
+    port: u16,
+    client_id: String,
+    msgs: Vec<(String, P)>,
+    retain: bool,
+    pace: Option<Duration>,
+) {
+    let mut opts = MqttOptions::new(client_id, "127.0.0.1", port);
+    opts.set_keep_alive(Duration::from_secs(5));
+    opts.set_max_packet_size(16 << 20, 16 << 20);
+    let (client, mut el) = AsyncClient::new(opts, 16);
+    let n = msgs.len();
+    let sender = tokio::spawn(async move {
+        let mut ticks = pace.map(tokio::time::interval);
+        for (topic, payload) in msgs {
+            if let Some(t) = ticks.as_mut() {
+                t.tick().await;
+            }
+            client
+                .publish(topic, QoS::AtLeastOnce, retain, payload)
+                .await
+                .unwrap();
+        }
+        client
+    });
+    let mut acked = 0;
+    while acked < n {
+        match tokio::time::timeout(Duration::from_secs(20), el.poll()).await {
+            Ok(Ok(Event::Incoming(Packet::PubAck(_)))) => acked += 1,
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => panic!("publisher: {e}"),
+            Err(elapsed) => panic!("publisher: {acked} of {n} acknowledged: {elapsed}"),
+        }
+    }
+    let client = sender.await.unwrap();
+    let _ = client.disconnect().await;
+    let _ = tokio::time::timeout(Duration::from_millis(200), el.poll()).await;
 }

@@ -9,6 +9,7 @@
 
 pub mod broker;
 pub mod idle;
+pub mod scripted;
 
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _};
@@ -371,7 +372,12 @@ pub fn open_db(path: &Path) -> Option<Store> {
 /// Stored raw samples `(ts_ms, value)` of `source`/`metric` (channel `""` unless the source
 /// is `cpu`, any channel then), all time, host [`HOST`].
 pub fn points(store: &Store, source: &str, metric: Metric) -> Vec<(i64, f64)> {
-    let filter = SeriesFilter::all().host(HOST).source(source).metric(metric);
+    host_points(store, HOST, source, metric)
+}
+
+/// [`points`] of another host (a fleet collector's database).
+pub fn host_points(store: &Store, host: &str, source: &str, metric: Metric) -> Vec<(i64, f64)> {
+    let filter = SeriesFilter::all().host(host).source(source).metric(metric);
     let mut out: Vec<(i64, f64)> = store
         .raw(&filter, 0, i64::MAX)
         .expect("reading raw samples")

@@ -84,7 +84,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__collect)
-            opts="-c -v -h -V --client-id --jsonl --db --config --verbose --help --version"
+            opts="-c -v -h -V --client-id --jsonl --db --max-hosts --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -99,6 +99,10 @@ _wattson() {
                     return 0
                     ;;
                 --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-hosts)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

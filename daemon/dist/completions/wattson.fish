@@ -131,6 +131,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand config; and __fish_seen_
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -l client-id -d 'MQTT client id; fixed so the broker keeps this collector\'s session (and queues messages) while it is down [default: wattson-collect-<host>]' -r
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -l jsonl -d 'Append samples as JSON lines to this file (`-` for standard output) instead of storing them in the database' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -l db -d 'Store into this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand collect" -l max-hosts -d 'Most hosts taken (those already in the database first); messages of further hosts are acknowledged, counted and logged as refused' -r
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s h -l help -d 'Print help'

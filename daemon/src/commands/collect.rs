@@ -5,6 +5,7 @@
 //! ms), `source`, `metric`, `channel`, `value` in the metric's unit).
 
 use anyhow::Context as _;
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -14,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use wattson_collectors::Sample;
 
 use crate::sources::FleetSink;
-use crate::sources::fleet::{self, FleetStats};
+use crate::sources::fleet::{self, CollectorOptions, FleetStats, SinkError};
 
 #[derive(Debug, Args)]
 pub struct CollectArgs {
@@ -29,26 +30,54 @@ pub struct CollectArgs {
     /// Store into this database instead of `[storage] path`.
     #[arg(long, value_name = "PATH", conflicts_with = "jsonl")]
     pub db: Option<PathBuf>,
+    /// Most hosts taken (those already in the database first); messages of further hosts
+    /// are acknowledged, counted and logged as refused.
+    #[arg(long, value_name = "N", default_value_t = fleet::DEFAULT_MAX_HOSTS,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_hosts: u32,
 }
 
-/// Stores each host's samples; a message is acknowledged to the broker only after its
-/// samples are committed, so a collector killed mid-way loses nothing the broker kept.
-struct StoreSink(crate::store::StoreHandle);
+/// Stores each host's samples and commits them before the message is acknowledged, so a
+/// collector killed mid-way loses nothing the broker kept. The store is opened without
+/// timed flushes of its own (see `run`), so a commit's result covers this batch. A batch
+/// whose commit failed stays with the writer, which retries it (`retry_interval`); the
+/// message is delivered again too, and the store drops the second copy as not newer.
+struct StoreSink {
+    store: crate::store::StoreHandle,
+}
 
 impl FleetSink for StoreSink {
-    fn samples(&mut self, host: &str, batch: Vec<Sample>) {
-        if let Err(e) = self.0.insert_for_host(host, batch) {
-            tracing::error!(
-                "storing samples of {host}: {}",
-                wattson_collectors::ErrorChain(&e)
-            );
-            return;
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+        // While the writer holds earlier batches for its own retries (a full disk), a
+        // message is not added to them: the broker keeps it and delivers it again, and a
+        // second copy would only take the writer's memory for held samples.
+        let health = self.store.health();
+        if let Some(failing) = health.failing.filter(|_| health.held_samples > 0) {
+            return Err(SinkError(format!(
+                "{} (the store is retrying what it holds; {} attempts so far)",
+                failing.error, failing.attempts
+            )));
         }
-        if let Err(e) = self.0.flush() {
-            tracing::error!(
-                "committing samples of {host}: {}",
-                wattson_collectors::ErrorChain(&e)
-            );
+        // The store's errors name the database; SQLite's reason is their source.
+        let why =
+            |e: &crate::store::StoreError| SinkError(wattson_collectors::ErrorChain(e).to_string());
+        self.store
+            .insert_for_host(host, batch)
+            .map_err(|e| why(&e))?;
+        self.store.flush().map(|_| ()).map_err(|e| why(&e))
+    }
+
+    fn known_hosts(&mut self) -> Vec<String> {
+        let hosts = self.store.query(|s| {
+            s.series()
+                .map(|all| all.into_iter().map(|s| s.host).collect::<BTreeSet<_>>())
+        });
+        match hosts {
+            Ok(Ok(hosts)) => hosts.into_iter().collect(),
+            Ok(Err(e)) | Err(e) => {
+                tracing::warn!("reading the hosts already stored: {e}");
+                Vec::new()
+            }
         }
     }
 }
@@ -57,21 +86,21 @@ impl FleetSink for StoreSink {
 struct JsonLines<W: Write + Send>(W);
 
 impl<W: Write + Send> FleetSink for JsonLines<W> {
-    fn samples(&mut self, host: &str, batch: Vec<Sample>) {
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+        let failed = |e: std::io::Error| {
+            SinkError(format!(
+                "writing collected samples: {}",
+                wattson_collectors::ErrorChain(&e)
+            ))
+        };
         for s in batch {
             let line = serde_json::json!({
                 "host": host, "ts": s.ts_ms, "source": s.source,
                 "metric": s.metric.as_str(), "channel": s.channel, "value": s.value,
             });
-            if let Err(e) = writeln!(self.0, "{line}") {
-                tracing::error!(
-                    "writing collected samples: {}",
-                    wattson_collectors::ErrorChain(&e)
-                );
-                return;
-            }
+            writeln!(self.0, "{line}").map_err(failed)?;
         }
-        let _ = self.0.flush();
+        self.0.flush().map_err(failed)
     }
 }
 
@@ -102,14 +131,23 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                     .with_context(|| format!("creating {}", dir.display()))?;
             }
             // Its errors name the database (and the other writer, or why it is read-only).
-            let (handle, thread) =
-                crate::store::StoreHandle::spawn(&db, crate::runtime::daemon::store_options(&cfg))?;
+            // Only the collector's own flushes commit, one per message, so a failed
+            // commit is known to be that message's.
+            let options = crate::store::StoreOptions {
+                flush_interval: std::time::Duration::from_secs(24 * 3600),
+                max_batch_samples: usize::MAX,
+                ..crate::runtime::daemon::store_options(&cfg)
+            };
+            let (handle, thread) = crate::store::StoreHandle::spawn(&db, options)?;
             tracing::info!("collecting every host's samples into {}", db.display());
             store_thread = Some((handle.clone(), thread));
-            Box::new(StoreSink(handle))
+            Box::new(StoreSink { store: handle })
         }
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
+    // Two workers: the sink's commits block one (`block_in_place`) while the MQTT driver
+    // keeps the connection alive on the other.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()?;
     let stats = FleetStats::default();
@@ -132,7 +170,11 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 });
             }
         }
-        fleet::run(&mqtt, &client_id, sink.as_mut(), &stats, cancel).await
+        let opts = CollectorOptions {
+            client_id,
+            max_hosts: args.max_hosts as usize,
+        };
+        fleet::run(&mqtt, &opts, sink.as_mut(), &stats, cancel).await
     })?;
     drop(sink);
     if let Some((handle, thread)) = store_thread {
@@ -141,10 +183,14 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
     }
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     tracing::info!(
-        "collector stopped: {} messages stored, {} duplicates, {} malformed",
+        "collector stopped: {} messages stored, {} duplicates, {} malformed, {} oversized, {} from hosts beyond --max-hosts, {} samples of series beyond the per-host limit, {} failed commits (left to the broker to deliver again)",
         load(&stats.stored),
         load(&stats.duplicates),
-        load(&stats.malformed)
+        load(&stats.malformed),
+        load(&stats.connection.oversized),
+        load(&stats.refused_hosts),
+        load(&stats.refused_series),
+        load(&stats.not_stored)
     );
     Ok(ExitCode::SUCCESS)
 }

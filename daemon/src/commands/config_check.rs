@@ -28,8 +28,7 @@ pub fn run(path: Option<&Path>) -> anyhow::Result<ExitCode> {
 pub fn preflight(config: &Config) -> Result<Vec<String>, ConfigError> {
     let mut warnings = Vec::new();
     if let Some(mqtt) = &config.mqtt {
-        crate::publish::mqtt::mqtt_options(mqtt, &mqtt.client_id)
-            .map_err(|e| mqtt_unusable(config, &e))?;
+        crate::publish::mqtt::broker_access(mqtt).map_err(|e| mqtt_unusable(config, &e))?;
         if let Ok(Some(file)) = mqtt.password_path() {
             warnings.extend(world_readable(&file, "mqtt"));
         }
@@ -100,7 +99,7 @@ fn mqtt_unusable(config: &Config, e: &MqttError) -> ConfigError {
         MqttError::Url { .. } => ("mqtt.url".to_owned(), e.to_string()),
         MqttError::PasswordWithoutUser { .. } => ("mqtt.username".to_owned(), e.to_string()),
         MqttError::Credential { reason } => ("mqtt.password_credential".to_owned(), reason.clone()),
-        MqttError::Tls { .. } => ("mqtt".to_owned(), e.to_string()),
+        MqttError::Tls { .. } | MqttError::Relay { .. } => ("mqtt".to_owned(), e.to_string()),
     };
     ConfigError::Unusable {
         path: config

@@ -2,31 +2,61 @@
 //!
 //! It subscribes with QoS 1 on a persistent session (clean session off, fixed client id), so
 //! the broker queues what arrives while the collector is down, and it acknowledges each
-//! message only after the sink has taken its samples: a restart loses nothing the broker
-//! kept. QoS 1 may deliver a message twice; samples are deduplicated by (host, `ts`), the
-//! state payload's sample timestamp, in memory, and again by the store, which keeps one
-//! sample per (host, source, metric, channel, ts): a message stored but not acknowledged
-//! before the collector was killed is redelivered to the next run and stored once.
-//! Payloads are bounded ([`MAX_STATE_BYTES`]); malformed ones are counted and dropped.
+//! message only after the sink has committed its samples: a restart loses nothing the broker
+//! kept. When a commit fails (a full disk) the message is not acknowledged, not counted as
+//! stored, and the collector drops the connection and connects again after a backoff step:
+//! the broker then delivers again every message not acknowledged, until a commit succeeds.
+//! QoS 1 may deliver a message twice; samples are deduplicated by (host, `ts`), the state
+//! payload's sample timestamp, in memory, and again by the store, which keeps one sample per
+//! (host, source, metric, channel, ts): a message stored but not acknowledged before the
+//! collector was killed is redelivered to the next run and stored once.
+//!
+//! Bounds, so a broken or hostile publisher cannot exhaust memory: payloads of at most
+//! [`MAX_STATE_BYTES`] (larger ones are skipped by the MQTT driver, acknowledged, counted);
+//! at most `max_hosts` hosts (those already in the database first; messages of further
+//! hosts are acknowledged, counted as refused and logged); per host, the last
+//! [`Dedupe::WINDOW`] timestamps and at most [`MAX_SERIES_PER_HOST`] series (samples of
+//! further series are dropped, counted and logged); host names of at most
+//! [`MAX_HOST_NAME`] bytes. Malformed payloads are counted and dropped.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::Duration;
 
-use rumqttc::{AsyncClient, ConnectionError, Event, Packet, QoS};
+use rumqttc::QoS;
 use tokio_util::sync::CancellationToken;
-use wattson_collectors::Sample;
+use wattson_collectors::{Metric, Sample};
 
 use crate::config::MqttConfig;
+use crate::publish::mqtt::MqttError;
+use crate::publish::mqtt::driver::{ClientSpec, Connection, ConnectionStats, Event};
 use crate::publish::mqtt::state::{self, MAX_STATE_BYTES};
-use crate::publish::mqtt::{Backoff, MqttError};
+
+/// Hosts a collector takes by default (`wattson collect --max-hosts`).
+pub const DEFAULT_MAX_HOSTS: u32 = 100;
+/// Distinct (source, metric, channel) series kept per host; a 128-thread host publishes
+/// about 800.
+pub const MAX_SERIES_PER_HOST: usize = 2048;
+/// Longest host name (the topic segment) accepted, bytes: a DNS name.
+pub const MAX_HOST_NAME: usize = 253;
+
+/// Why a sink did not commit a batch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SinkError(pub String);
 
 /// Where collected samples go; the SQLite store implements it with a host column.
 pub trait FleetSink: Send {
-    /// One state message's samples for `host`, all stamped with the message's `ts`
-    /// (UTC ms). Called once per (host, ts).
-    fn samples(&mut self, host: &str, batch: Vec<Sample>);
+    /// Stores and commits one state message's samples for `host`, all stamped with the
+    /// message's `ts` (UTC ms). Called once per (host, ts) until it succeeds. An error
+    /// means none of them is vouched for: the message will be delivered again.
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError>;
+
+    /// Hosts already stored: they are taken first under the host limit.
+    fn known_hosts(&mut self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A sink that keeps everything in memory, by host (tests, `--jsonl` output buffering).
@@ -36,11 +66,12 @@ pub struct MemorySink {
 }
 
 impl FleetSink for MemorySink {
-    fn samples(&mut self, host: &str, batch: Vec<Sample>) {
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
         self.by_host
             .entry(host.to_owned())
             .or_default()
             .extend(batch);
+        Ok(())
     }
 }
 
@@ -49,26 +80,35 @@ impl FleetSink for MemorySink {
 pub struct SharedMemorySink(pub Arc<Mutex<MemorySink>>);
 
 impl FleetSink for SharedMemorySink {
-    fn samples(&mut self, host: &str, batch: Vec<Sample>) {
-        if let Ok(mut s) = self.0.lock() {
-            s.samples(host, batch);
-        }
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+        let mut s = self
+            .0
+            .lock()
+            .map_err(|_| SinkError("the shared sink's lock is poisoned".to_owned()))?;
+        s.store(host, batch)
     }
 }
 
 /// Counters of what the collector saw.
 #[derive(Debug, Default)]
 pub struct FleetStats {
-    /// State messages received.
+    /// State messages received (within the size limit).
     pub received: AtomicU64,
-    /// Messages whose samples went to the sink.
+    /// Messages whose samples the sink committed.
     pub stored: AtomicU64,
     /// Messages already stored (QoS 1 redelivery, or a publisher's retry).
     pub duplicates: AtomicU64,
-    /// Messages dropped as malformed or oversized.
+    /// Messages dropped as malformed.
     pub malformed: AtomicU64,
-    /// Connection errors (one log line and one backoff step each).
-    pub connection_errors: AtomicU64,
+    /// Messages of hosts beyond the host limit, acknowledged and dropped.
+    pub refused_hosts: AtomicU64,
+    /// Samples of series beyond [`MAX_SERIES_PER_HOST`], dropped.
+    pub refused_series: AtomicU64,
+    /// Commits that failed: those messages were not acknowledged (delivered again later).
+    pub not_stored: AtomicU64,
+    /// The connection's counters (connects, errors, messages skipped as larger than
+    /// [`MAX_STATE_BYTES`]).
+    pub connection: Arc<ConnectionStats>,
 }
 
 /// Remembers the recent `ts` of each host to drop duplicates.
@@ -78,20 +118,29 @@ pub struct Dedupe {
 }
 
 impl Dedupe {
-    /// Timestamps remembered per host (about an hour at 1 Hz).
-    pub const WINDOW: usize = 4096;
+    /// Timestamps remembered per host (about four minutes at 1 Hz; the store drops older
+    /// repeats on its own).
+    pub const WINDOW: usize = 256;
 
-    /// True the first time (host, ts) is offered.
-    pub fn first(&mut self, host: &str, ts: i64) -> bool {
+    /// True when (host, ts) has not been stored.
+    pub fn is_new(&self, host: &str, ts: i64) -> bool {
+        let Some(set) = self.seen.get(host) else {
+            return true;
+        };
+        if set.len() >= Self::WINDOW && set.first().is_some_and(|oldest| ts < *oldest) {
+            // Older than anything remembered: it was stored long ago.
+            return false;
+        }
+        !set.contains(&ts)
+    }
+
+    /// Remember that (host, ts) is stored.
+    pub fn record(&mut self, host: &str, ts: i64) {
         let set = self.seen.entry(host.to_owned()).or_default();
-        if set.len() >= Self::WINDOW {
-            if set.first().is_some_and(|oldest| ts < *oldest) {
-                // Older than anything remembered: it was stored long ago.
-                return false;
-            }
+        set.insert(ts);
+        while set.len() > Self::WINDOW {
             set.pop_first();
         }
-        set.insert(ts)
     }
 }
 
@@ -102,127 +151,245 @@ pub fn host_of<'t>(prefix: &str, topic: &'t str) -> Option<&'t str> {
     (!host.is_empty() && !host.contains('/')).then_some(host)
 }
 
-/// Handle one message: parse, dedupe, store. Returns what happened for the counters.
-pub fn handle(
-    prefix: &str,
-    topic: &str,
-    payload: &[u8],
-    dedupe: &mut Dedupe,
-    sink: &mut dyn FleetSink,
-    stats: &FleetStats,
-) {
-    let Some(host) = host_of(prefix, topic) else {
-        return;
-    };
-    stats.received.fetch_add(1, Ordering::Relaxed);
-    match state::parse(payload) {
-        Ok((ts, samples)) => {
-            if dedupe.first(host, ts) {
-                sink.samples(host, samples);
-                stats.stored.fetch_add(1, Ordering::Relaxed);
+/// What became of one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Committed (possibly without the samples of refused series).
+    Stored,
+    Duplicate,
+    Malformed,
+    /// From a host beyond the limit.
+    Refused,
+    /// Not a state topic of this prefix.
+    NotOurs,
+    /// The sink failed: not stored, to be delivered again.
+    NotStored(SinkError),
+}
+
+/// One series of a host.
+type SeriesKey = (String, Metric, String);
+
+/// The collector's memory of hosts: what each stored lately and which series it has.
+#[derive(Debug)]
+pub struct Intake {
+    prefix: String,
+    max_hosts: usize,
+    dedupe: Dedupe,
+    series: HashMap<String, HashSet<SeriesKey>>,
+}
+
+impl Intake {
+    /// Takes `<prefix>/<host>/state` of at most `max_hosts` hosts, `known` ones first.
+    pub fn new(prefix: &str, max_hosts: usize, known: Vec<String>) -> Intake {
+        let mut intake = Intake {
+            prefix: prefix.to_owned(),
+            max_hosts,
+            dedupe: Dedupe::default(),
+            series: HashMap::new(),
+        };
+        for host in known {
+            intake.series.entry(host).or_default();
+        }
+        intake
+    }
+
+    /// Hosts taken so far.
+    pub fn hosts(&self) -> usize {
+        self.series.len()
+    }
+
+    /// Parse, dedupe, bound and store one message.
+    pub fn handle(
+        &mut self,
+        topic: &str,
+        payload: &[u8],
+        sink: &mut dyn FleetSink,
+        stats: &FleetStats,
+    ) -> Outcome {
+        let Some(host) = host_of(&self.prefix, topic) else {
+            return Outcome::NotOurs;
+        };
+        stats.received.fetch_add(1, Ordering::Relaxed);
+        if host.len() > MAX_HOST_NAME {
+            throttled(&stats.malformed, |n| {
+                tracing::warn!(
+                    "dropping state from a host name of {} bytes (at most {MAX_HOST_NAME}); {n} malformed so far",
+                    host.len()
+                );
+            });
+            return Outcome::Malformed;
+        }
+        let (ts, samples) = match state::parse(payload) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                throttled(&stats.malformed, |n| {
+                    tracing::warn!(
+                        "dropping a {}-byte state from {topic:?}: {}; {n} malformed so far",
+                        payload.len(),
+                        wattson_collectors::ErrorChain(&e)
+                    );
+                });
+                return Outcome::Malformed;
+            }
+        };
+        if !self.series.contains_key(host) && self.series.len() >= self.max_hosts {
+            throttled(&stats.refused_hosts, |n| {
+                tracing::warn!(
+                    "refusing state from host {host:?}: the collector already takes {} hosts (raise with --max-hosts); {n} messages refused so far",
+                    self.max_hosts
+                );
+            });
+            return Outcome::Refused;
+        }
+        if !self.dedupe.is_new(host, ts) {
+            stats.duplicates.fetch_add(1, Ordering::Relaxed);
+            return Outcome::Duplicate;
+        }
+        let known = self.series.entry(host.to_owned()).or_default();
+        let mut kept = Vec::with_capacity(samples.len());
+        let mut refused = 0_u64;
+        for s in samples {
+            let key = (s.source.clone(), s.metric, s.channel.clone());
+            if known.contains(&key) || known.len() < MAX_SERIES_PER_HOST && known.insert(key) {
+                kept.push(s);
             } else {
-                stats.duplicates.fetch_add(1, Ordering::Relaxed);
+                refused += 1;
             }
         }
-        Err(e) => {
-            let n = stats.malformed.fetch_add(1, Ordering::Relaxed);
-            // The first few, then every thousandth: a broken publisher must not flood logs.
-            if n < 5 || n.is_multiple_of(1000) {
+        if refused > 0 {
+            let before = stats.refused_series.fetch_add(refused, Ordering::Relaxed);
+            if before == 0 || before / 1000 != (before + refused) / 1000 {
                 tracing::warn!(
-                    "dropping state from {topic}: {}",
-                    wattson_collectors::ErrorChain(&e)
+                    "host {host:?} has more than {MAX_SERIES_PER_HOST} series: dropped {refused} samples of new ones ({} so far)",
+                    before + refused
                 );
+            }
+        }
+        match sink.store(host, kept) {
+            Ok(()) => {
+                self.dedupe.record(host, ts);
+                stats.stored.fetch_add(1, Ordering::Relaxed);
+                Outcome::Stored
+            }
+            Err(e) => {
+                stats.not_stored.fetch_add(1, Ordering::Relaxed);
+                Outcome::NotStored(e)
             }
         }
     }
 }
 
-/// Run the collector until `cancel`: connect as `client_id` with a persistent session,
-/// subscribe to `<topic_prefix>/+/state` at QoS 1 and feed `sink`. Connection errors are
-/// retried with backoff forever; only setup errors (URL, files) return early.
+/// Count one more in `counter`; call `log` (with the new count) for the first five, then
+/// every thousandth, so a broken publisher cannot flood the log.
+fn throttled(counter: &AtomicU64, log: impl FnOnce(u64)) {
+    let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
+    if n <= 5 || n.is_multiple_of(1000) {
+        log(n);
+    }
+}
+
+/// How the collector connects and what it takes.
+#[derive(Debug, Clone)]
+pub struct CollectorOptions {
+    /// Fixed, so the broker keeps this collector's session while it is down.
+    pub client_id: String,
+    pub max_hosts: usize,
+}
+
+/// Run the collector until `cancel`: connect with a persistent session, subscribe to
+/// `<topic_prefix>/+/state` at QoS 1 and feed `sink`. Connection errors are retried with
+/// backoff forever; only setup errors (URL, files) return early. On a multi-threaded
+/// runtime the sink's commits run off the async workers (`block_in_place`).
 pub async fn run(
     cfg: &MqttConfig,
-    client_id: &str,
+    opts: &CollectorOptions,
     sink: &mut dyn FleetSink,
     stats: &FleetStats,
     cancel: CancellationToken,
 ) -> Result<(), MqttError> {
-    let (mut opts, broker) = crate::publish::mqtt::mqtt_options(cfg, client_id)?;
-    opts.set_clean_session(false);
-    opts.set_manual_acks(true);
-    opts.set_max_packet_size(MAX_STATE_BYTES + 1024, 16 * 1024);
-    let (client, mut eventloop) = AsyncClient::new(opts, 256);
-    let filter = format!("{}/+/state", cfg.topic_prefix);
-    let mut dedupe = Dedupe::default();
-    let mut backoff = Backoff::reconnect();
-    let mut up_since: Option<Instant> = None;
+    let mut conn = Connection::start(
+        cfg,
+        ClientSpec {
+            role: "collector",
+            client_id: opts.client_id.clone(),
+            subscriptions: vec![format!("{}/+/state", cfg.topic_prefix)],
+            qos: QoS::AtLeastOnce,
+            max_payload: MAX_STATE_BYTES,
+            max_outgoing: 1024,
+            persistent_session: true,
+            manual_acks: true,
+            last_will: None,
+            // Room for an acknowledgement of every packet id: a broker cannot have more
+            // QoS 1 messages unacknowledged to us, so `ack` never finds the queue full
+            // (rumqttc drains it one request per ten packets read during a flood).
+            queue: 65_536,
+            stats: stats.connection.clone(),
+        },
+    )?;
+    let known = blocking(|| sink.known_hosts());
+    let mut intake = Intake::new(&cfg.topic_prefix, opts.max_hosts, known);
+    // Set when a commit failed: what still arrives on that connection is left
+    // unacknowledged for the broker to deliver again after the reconnect.
+    let mut failing = false;
+    let mut failures = 0_u64;
     loop {
         let ev = tokio::select! {
             biased;
             () = cancel.cancelled() => break,
-            ev = eventloop.poll() => ev,
+            ev = conn.recv() => ev,
         };
-        match ev {
-            Ok(Event::Incoming(Packet::ConnAck(ack))) => {
-                up_since = Some(Instant::now());
-                tracing::info!(
-                    "collector connected to {broker} (session {})",
-                    if ack.session_present {
-                        "resumed"
-                    } else {
-                        "new"
-                    }
-                );
-                if client.try_subscribe(&filter, QoS::AtLeastOnce).is_err() {
-                    tracing::warn!("collector: request queue full; subscribing on reconnect");
-                }
+        let m = match ev {
+            None => break,
+            Some(Event::Connected { .. }) => {
+                failing = false;
+                continue;
             }
-            Ok(Event::Incoming(Packet::Publish(p))) => {
-                handle(
-                    &cfg.topic_prefix,
-                    &p.topic,
-                    &p.payload,
-                    &mut dedupe,
-                    sink,
-                    stats,
+            Some(Event::Disconnected) => continue,
+            Some(Event::Message(m)) => m,
+        };
+        if failing {
+            continue;
+        }
+        let outcome = blocking(|| intake.handle(m.topic(), m.payload(), &mut *sink, stats));
+        if let Outcome::NotStored(e) = outcome {
+            failing = true;
+            failures += 1;
+            if failures <= 5 || failures.is_multiple_of(100) {
+                tracing::error!(
+                    "collector: could not store the {}-byte state on {:?}: {e}; not acknowledged, so the broker keeps it and delivers it again ({failures} failed commits so far)",
+                    m.payload().len(),
+                    m.topic()
                 );
-                // Acknowledge only once stored: an unacknowledged message is redelivered.
-                let _ = client.try_ack(&p);
             }
-            Ok(_) => {}
-            Err(ConnectionError::RequestsDone) => break,
-            Err(e) => {
-                if up_since
-                    .take()
-                    .is_some_and(|t| t.elapsed() >= std::time::Duration::from_secs(10))
-                {
-                    backoff.reset();
-                }
-                let delay = backoff.next_delay();
-                stats.connection_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "collector: {}; retrying in {:.1} s",
-                    crate::publish::mqtt::describe_error(&broker, cfg.username.as_deref(), &e),
-                    delay.as_secs_f64()
-                );
-                tokio::select! {
-                    () = cancel.cancelled() => break,
-                    () = tokio::time::sleep(delay) => {}
-                }
-            }
+            conn.reconnect(&m);
+            continue;
+        }
+        if failures > 0 && outcome == Outcome::Stored {
+            tracing::info!("collector: storing again after {failures} failed commits");
+            failures = 0;
+        }
+        if !conn.ack(&m) {
+            tracing::warn!(
+                "collector: rumqttc's request queue is full; reconnecting so the broker delivers the unacknowledged messages again"
+            );
+            failing = true;
+            conn.reconnect(&m);
         }
     }
     // Leave the session on the broker (no clean session): it keeps queueing for us.
-    let _ = client.try_disconnect();
-    let _ = tokio::time::timeout(std::time::Duration::from_millis(300), async {
-        while let Ok(ev) = eventloop.poll().await {
-            if matches!(ev, Event::Outgoing(rumqttc::Outgoing::Disconnect)) {
-                break;
-            }
-        }
-    })
-    .await;
+    conn.close(Duration::from_millis(300)).await;
     Ok(())
+}
+
+/// Run `f`, off the async workers when the runtime has more than one.
+fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
 }
 
 #[cfg(test)]
@@ -236,8 +403,8 @@ mod tests {
     fn check(payload: &[u8]) {
         let mut sink = MemorySink::default();
         let stats = FleetStats::default();
-        let mut d = Dedupe::default();
-        handle("w", "w/h/state", payload, &mut d, &mut sink, &stats);
+        let mut intake = Intake::new("w", 10, Vec::new());
+        intake.handle("w/h/state", payload, &mut sink, &stats);
         let stored = stats.stored.load(Ordering::Relaxed);
         let malformed = stats.malformed.load(Ordering::Relaxed);
         assert_eq!(stored + malformed, 1);
@@ -293,13 +460,13 @@ mod tests {
     fn duplicates_and_garbage_are_counted_not_stored() {
         let mut sink = MemorySink::default();
         let stats = FleetStats::default();
-        let mut d = Dedupe::default();
+        let mut intake = Intake::new("w", 10, Vec::new());
         let msg = br#"{"ts":10,"series":[["cpu","cpu_busy","all",0.5]]}"#;
         for _ in 0..3 {
-            handle("w", "w/h1/state", msg, &mut d, &mut sink, &stats);
+            intake.handle("w/h1/state", msg, &mut sink, &stats);
         }
-        handle("w", "w/h2/state", msg, &mut d, &mut sink, &stats);
-        handle("w", "w/h1/state", b"{oops", &mut d, &mut sink, &stats);
+        intake.handle("w/h2/state", msg, &mut sink, &stats);
+        intake.handle("w/h1/state", b"{oops", &mut sink, &stats);
         assert_eq!(sink.by_host["h1"].len(), 1);
         assert_eq!(sink.by_host["h2"].len(), 1);
         assert_eq!(stats.duplicates.load(Ordering::Relaxed), 2);
@@ -307,14 +474,98 @@ mod tests {
         assert_eq!(stats.stored.load(Ordering::Relaxed), 2);
     }
 
+    /// A sink whose commits fail while `full` is set.
+    #[derive(Default)]
+    struct FullDisk {
+        full: bool,
+        stored: MemorySink,
+    }
+
+    impl FleetSink for FullDisk {
+        fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+            if self.full {
+                return Err(SinkError("database or disk is full".to_owned()));
+            }
+            self.stored.store(host, batch)
+        }
+    }
+
+    #[test]
+    fn a_failed_commit_is_not_counted_and_the_redelivery_is_stored() {
+        let mut sink = FullDisk {
+            full: true,
+            ..FullDisk::default()
+        };
+        let stats = FleetStats::default();
+        let mut intake = Intake::new("w", 10, Vec::new());
+        let msg = br#"{"ts":10,"series":[["cpu","cpu_busy","all",0.5]]}"#;
+        assert!(matches!(
+            intake.handle("w/h/state", msg, &mut sink, &stats),
+            Outcome::NotStored(_)
+        ));
+        assert_eq!(stats.stored.load(Ordering::Relaxed), 0);
+        assert_eq!(stats.not_stored.load(Ordering::Relaxed), 1);
+        sink.full = false;
+        // The redelivery is not taken for a duplicate.
+        assert_eq!(
+            intake.handle("w/h/state", msg, &mut sink, &stats),
+            Outcome::Stored
+        );
+        assert_eq!(sink.stored.by_host["h"].len(), 1);
+        assert_eq!(
+            intake.handle("w/h/state", msg, &mut sink, &stats),
+            Outcome::Duplicate
+        );
+    }
+
+    #[test]
+    fn hosts_beyond_the_limit_are_refused_known_ones_first() {
+        let mut sink = MemorySink::default();
+        let stats = FleetStats::default();
+        let mut intake = Intake::new("w", 2, vec!["old".to_owned()]);
+        let msg = br#"{"ts":10,"series":[["cpu","cpu_busy","all",0.5]]}"#;
+        for host in ["a", "b", "c", "old"] {
+            intake.handle(&format!("w/{host}/state"), msg, &mut sink, &stats);
+        }
+        assert_eq!(
+            sink.by_host.keys().collect::<Vec<_>>(),
+            ["a", "old"],
+            "the known host and one new one"
+        );
+        assert_eq!(stats.refused_hosts.load(Ordering::Relaxed), 2);
+        assert_eq!(intake.hosts(), 2);
+        let long = format!("w/{}/state", "x".repeat(MAX_HOST_NAME + 1));
+        assert_eq!(
+            intake.handle(&long, msg, &mut sink, &stats),
+            Outcome::Malformed
+        );
+    }
+
+    #[test]
+    fn series_beyond_the_limit_are_dropped_and_counted() {
+        let mut sink = MemorySink::default();
+        let stats = FleetStats::default();
+        let mut intake = Intake::new("w", 2, Vec::new());
+        let series: Vec<String> = (0..MAX_SERIES_PER_HOST + 10)
+            .map(|i| format!(r#"["s{i}","power","",1.0]"#))
+            .collect();
+        let msg = format!(r#"{{"ts":10,"series":[{}]}}"#, series.join(","));
+        assert!(msg.len() <= MAX_STATE_BYTES);
+        intake.handle("w/h/state", msg.as_bytes(), &mut sink, &stats);
+        assert_eq!(sink.by_host["h"].len(), MAX_SERIES_PER_HOST);
+        assert_eq!(stats.refused_series.load(Ordering::Relaxed), 10);
+    }
+
     #[test]
     fn dedupe_window_forgets_the_oldest_but_refuses_older_still() {
         let mut d = Dedupe::default();
         for ts in 0..Dedupe::WINDOW as i64 {
-            assert!(d.first("h", ts));
+            assert!(d.is_new("h", ts));
+            d.record("h", ts);
         }
-        assert!(d.first("h", 1_000_000));
-        assert!(!d.first("h", 0), "older than the window counts as stored");
-        assert!(!d.first("h", 1_000_000));
+        d.record("h", 1_000_000);
+        assert!(!d.is_new("h", 0), "older than the window counts as stored");
+        assert!(!d.is_new("h", 1_000_000));
+        assert!(d.is_new("h", 1_000_001));
     }
 }

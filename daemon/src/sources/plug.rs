@@ -6,14 +6,17 @@
 //! - Shelly Gen2+ publishes `<device id>/status/switch:0` (with `status_ntf` on):
 //!   `{"id":0,"apower":W,"voltage":V,"current":A,"pf":..,"freq":Hz,"aenergy":{"total":Wh,..}}`.
 //!
-//! The parsers are pure functions. One subscription task feeds every [`PlugCollector`]
+//! The parsers are pure functions. One subscription task, on a [`Connection`] of the MQTT
+//! driver (backoff, subscriptions re-made on reconnect), feeds every [`PlugCollector`]
 //! through a bounded channel; `poll()` takes the newest reading since the last poll and
 //! reports it as `meter:<id>` samples (W, V, A, power factor, Hz, the plug's own energy
-//! counter in Wh, and the monotonic [`Metric::EnergyTotal`]).
+//! counter in Wh, and the monotonic [`Metric::EnergyTotal`]). A payload larger than
+//! [`MAX_PLUG_BYTES`] is skipped by the driver before it is read; one that does not parse
+//! is skipped here; both are counted and logged once per topic with their size.
 
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 
-use rumqttc::{AsyncClient, ConnectionError, Event, Packet, QoS};
+use rumqttc::QoS;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -21,12 +24,14 @@ use wattson_collectors::meter::EnergyTracker;
 use wattson_collectors::{CollectError, Collector, Metric, Sample};
 
 use crate::config::MqttConfig;
-use crate::publish::mqtt::{Backoff, MqttError};
+use crate::publish::mqtt::MqttError;
+use crate::publish::mqtt::driver::{ClientSpec, Connection, Event};
 
 /// Hands a plug's readings (UTC ms of receipt, reading) to its collector.
 type PlugSender = SyncSender<(i64, PlugReading)>;
 
-/// Largest plug payload accepted, bytes.
+/// Largest plug payload accepted, bytes (Tasmota's own MQTT packets are at most 1,200 bytes
+/// by default; a Shelly switch status is about 600).
 pub const MAX_PLUG_BYTES: usize = 8 * 1024;
 
 pub use crate::config::PlugKind;
@@ -59,6 +64,23 @@ pub struct PlugReading {
     pub frequency_hz: Option<f64>,
     /// The plug's own cumulative counter, Wh (resets when the plug is reset).
     pub energy_wh: Option<f64>,
+}
+
+impl PlugReading {
+    /// True when every value is a finite number (what the parsers guarantee).
+    pub fn is_finite(&self) -> bool {
+        self.power_w.is_finite()
+            && [
+                self.voltage_v,
+                self.current_a,
+                self.power_factor,
+                self.frequency_hz,
+                self.energy_wh,
+            ]
+            .into_iter()
+            .flatten()
+            .all(f64::is_finite)
+    }
 }
 
 /// Why a plug payload was rejected.
@@ -189,9 +211,6 @@ pub fn spawn_plugs(
     plugs: &[PlugSpec],
     cancel: CancellationToken,
 ) -> Result<(JoinHandle<()>, Vec<PlugCollector>), MqttError> {
-    let (opts, broker) =
-        crate::publish::mqtt::mqtt_options(cfg, &format!("{}-plugs", cfg.client_id))?;
-    let (client, mut eventloop) = AsyncClient::new(opts, 64);
     let mut routes: Vec<(String, PlugKind, PlugSender)> = Vec::new();
     let mut collectors = Vec::new();
     for p in plugs {
@@ -199,59 +218,50 @@ pub fn spawn_plugs(
         routes.push((p.subscription(), p.kind, tx));
         collectors.push(PlugCollector::new(&p.id, rx));
     }
-    let user = cfg.username.clone();
+    let mut conn = Connection::start(
+        cfg,
+        ClientSpec {
+            role: "plugs",
+            client_id: format!("{}-plugs", cfg.client_id),
+            subscriptions: routes.iter().map(|(t, _, _)| t.clone()).collect(),
+            qos: QoS::AtMostOnce,
+            max_payload: MAX_PLUG_BYTES,
+            max_outgoing: 1024,
+            persistent_session: false,
+            manual_acks: false,
+            last_will: None,
+            queue: 16,
+            stats: std::sync::Arc::default(),
+        },
+    )?;
     let join = tokio::spawn(async move {
-        let mut backoff = Backoff::reconnect();
         loop {
             let ev = tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
-                ev = eventloop.poll() => ev,
+                ev = conn.recv() => ev,
             };
-            match ev {
-                Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                    backoff.reset();
-                    for (topic, _, _) in &routes {
-                        let _ = client.try_subscribe(topic, QoS::AtMostOnce);
-                    }
+            let m = match ev {
+                None => break,
+                Some(Event::Message(m)) => m,
+                Some(_) => continue,
+            };
+            let Some((_, kind, tx)) = routes.iter().find(|(t, _, _)| t == m.topic()) else {
+                continue;
+            };
+            let parsed = match kind {
+                PlugKind::Tasmota => parse_tasmota_sensor(m.payload()),
+                PlugKind::Shelly => parse_shelly_switch(m.payload()),
+            };
+            match parsed {
+                // A full channel means the sampler has not polled: drop, it wants the newest.
+                Ok(r) => {
+                    let _ = tx.try_send((crate::runtime::sampler::now_ms(), r));
                 }
-                Ok(Event::Incoming(Packet::Publish(p))) => {
-                    let Some((_, kind, tx)) = routes.iter().find(|(t, _, _)| *t == p.topic) else {
-                        continue;
-                    };
-                    let parsed = match kind {
-                        PlugKind::Tasmota => parse_tasmota_sensor(&p.payload),
-                        PlugKind::Shelly => parse_shelly_switch(&p.payload),
-                    };
-                    match parsed {
-                        // A full channel means the sampler has not polled: drop, it wants the newest.
-                        Ok(r) => {
-                            let _ = tx.try_send((crate::runtime::sampler::now_ms(), r));
-                        }
-                        Err(e) => tracing::debug!(
-                            "plug payload on {}: {}",
-                            p.topic,
-                            wattson_collectors::ErrorChain(&e)
-                        ),
-                    }
-                }
-                Ok(_) => {}
-                Err(ConnectionError::RequestsDone) => break,
-                Err(e) => {
-                    let delay = backoff.next_delay();
-                    tracing::warn!(
-                        "plugs: {}; retrying in {:.1} s",
-                        crate::publish::mqtt::describe_error(&broker, user.as_deref(), &e),
-                        delay.as_secs_f64()
-                    );
-                    tokio::select! {
-                        () = cancel.cancelled() => break,
-                        () = tokio::time::sleep(delay) => {}
-                    }
-                }
+                Err(e) => conn.skip(&m, &wattson_collectors::ErrorChain(&e)),
             }
         }
-        let _ = client.try_disconnect();
+        conn.close(std::time::Duration::from_millis(200)).await;
     });
     Ok((join, collectors))
 }
@@ -304,6 +314,42 @@ mod tests {
             parse_tasmota_sensor(&big),
             Err(PlugError::TooLarge(_))
         ));
+    }
+
+    proptest::proptest! {
+        // 2,000 cases; more: PROPTEST_CASES=20000 cargo test -p wattson --lib plug::tests::fuzz
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000)
+        ))]
+
+        /// Arbitrary bytes as either firmware's payload: no panic, finite readings only.
+        #[test]
+        fn fuzz_arbitrary_plug_payloads_never_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400)
+        ) {
+            for r in [parse_tasmota_sensor(&bytes), parse_shelly_switch(&bytes)].iter().flatten() {
+                proptest::prop_assert!(r.is_finite(), "{r:?}");
+            }
+        }
+
+        /// A real payload with a range replaced by JSON-ish text, huge exponents and the
+        /// like: no panic, finite readings only.
+        #[test]
+        fn fuzz_mutated_plug_payloads_never_panic(
+            shelly in proptest::prelude::any::<bool>(),
+            at in 0usize..300,
+            len in 0usize..20,
+            insert in "[-0-9eE.,\\[\\]\"{}:a-zA-Z ]{0,24}|1e400|-1e400|NaN|null|9223372036854775808",
+        ) {
+            let base = if shelly { SHELLY } else { TASMOTA };
+            let mut text = String::from_utf8_lossy(base).into_owned();
+            let at = at.min(text.len());
+            let end = (at + len).min(text.len());
+            text.replace_range(at..end, &insert);
+            for r in [parse_tasmota_sensor(text.as_bytes()), parse_shelly_switch(text.as_bytes())].iter().flatten() {
+                proptest::prop_assert!(r.is_finite(), "{r:?}");
+            }
+        }
     }
 
     #[test]

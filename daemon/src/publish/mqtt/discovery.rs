@@ -393,17 +393,87 @@ pub fn config_payload(ctx: &Context<'_>, e: &Entity) -> Value {
     p
 }
 
-/// The object ids in an announced-list payload; empty for anything unreadable.
-pub fn parse_announced(payload: &[u8]) -> BTreeSet<String> {
-    serde_json::from_slice::<Vec<String>>(payload)
-        .map(|v| v.into_iter().collect())
-        .unwrap_or_default()
+/// Reads an announced-list payload: the keys that name an entity wattson creates (an object
+/// id of `a-z`, `0-9` and `_`, at most 255 characters, alone for a sensor or after
+/// `binary_sensor/`), and the other entries, which are left alone. Anything but a JSON array
+/// of strings reads as an empty list.
+pub fn parse_announced(payload: &[u8]) -> (BTreeSet<String>, Vec<String>) {
+    let entries = serde_json::from_slice::<Vec<String>>(payload).unwrap_or_default();
+    let (ours, foreign): (Vec<String>, Vec<String>) =
+        entries.into_iter().partition(|k| is_own_key(k));
+    (ours.into_iter().collect(), foreign)
+}
+
+/// True for a key [`Entity::key`] can produce.
+pub fn is_own_key(key: &str) -> bool {
+    let object_id = match key.split_once('/') {
+        Some(("binary_sensor", object_id)) => object_id,
+        Some(_) => return false,
+        None => key,
+    };
+    !object_id.is_empty()
+        && object_id.len() <= 255
+        && object_id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// True when a `<discovery_prefix>/status` payload says Home Assistant (re)started.
+pub fn is_online(payload: &[u8]) -> bool {
+    payload.trim_ascii() == b"online"
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::publish::mqtt::state::MeterCounters;
+
+    #[test]
+    fn only_keys_of_entities_wattson_creates_are_read_from_the_announced_list() {
+        let (ours, foreign) = parse_announced(
+            br#"["power","binary_sensor/idle_regression","sensor/zz#","light/kitchen","","POWER","a/b/c"]"#,
+        );
+        assert_eq!(
+            ours.into_iter().collect::<Vec<_>>(),
+            ["binary_sensor/idle_regression", "power"]
+        );
+        assert_eq!(
+            foreign,
+            ["sensor/zz#", "light/kitchen", "", "POWER", "a/b/c"]
+        );
+        assert!(is_online(b"online\n") && !is_online(b"offline"));
+    }
+
+    proptest::proptest! {
+        // 2,000 cases; more: PROPTEST_CASES=20000 cargo test -p wattson --lib discovery::tests::fuzz
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000)
+        ))]
+
+        /// Any announced list: every key acted on gives a valid topic under this host's own
+        /// discovery node, in a component wattson creates.
+        #[test]
+        fn fuzz_announced_lists_act_only_on_own_topics(
+            keys in proptest::collection::vec("[a-z_/#+]{0,12}|sensor/[ -~]{0,8}|binary_sensor/[a-z0-9_#]{0,8}", 0..8),
+            raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        ) {
+            let list = serde_json::to_vec(&keys).unwrap();
+            for payload in [list, raw] {
+                let (ours, foreign) = parse_announced(&payload);
+                for key in &ours {
+                    let topic = key_config_topic("homeassistant", "Basket", key);
+                    proptest::prop_assert!(rumqttc::valid_topic(&topic), "{topic}");
+                    proptest::prop_assert!(
+                        topic.starts_with("homeassistant/sensor/wattson_basket/")
+                            || topic.starts_with("homeassistant/binary_sensor/wattson_basket/"),
+                        "{topic}"
+                    );
+                    proptest::prop_assert_eq!(topic.matches('/').count(), 4);
+                }
+                proptest::prop_assert!(ours.len() + foreign.len() <= keys.len().max(payload.len()));
+            }
+        }
+    }
 
     fn full_state() -> Value {
         json!({
@@ -539,7 +609,7 @@ mod tests {
     #[test]
     fn host_names_become_safe_slugs() {
         assert_eq!(host_slug("Basket-01.lan"), "basket_01_lan");
-        assert_eq!(parse_announced(br#"["power","energy"]"#).len(), 2);
-        assert!(parse_announced(b"garbage").is_empty());
+        assert_eq!(parse_announced(br#"["power","energy"]"#).0.len(), 2);
+        assert!(parse_announced(b"garbage").0.is_empty());
     }
 }

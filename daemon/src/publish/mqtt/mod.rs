@@ -9,12 +9,13 @@
 //! discovery configs under `<discovery_prefix>/sensor/...` and `.../binary_sensor/...` (see
 //! [`discovery`]).
 //!
-//! rumqttc has no reconnect backoff: polling its event loop after an error reconnects at once,
-//! so a dead broker plus a bare poll loop spins a core (rumqtt issues 703, 918). Every event
-//! loop here sleeps a [`Backoff`] step (exponential, with jitter) after each error and logs
-//! one line per step. Passwords are read from `password_file` and never logged.
+//! Every client (the publisher here, the plugs and the fleet collector in [`crate::sources`])
+//! connects through the one [`driver`]: reconnect backoff, packet limits, subscriptions,
+//! cancellation. This module turns `[mqtt]` into what the driver needs to reach the broker
+//! ([`broker_access`]). Passwords are read from `password_file` and never logged.
 
 pub mod discovery;
+pub mod driver;
 pub mod publisher;
 pub mod state;
 
@@ -22,10 +23,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rumqttc::{ConnectReturnCode, ConnectionError, MqttOptions, TlsConfiguration, Transport};
-
 use crate::config::MqttConfig;
 
+pub use driver::{Backoff, Connection, describe_error, is_auth_error};
 pub use publisher::Publisher;
 pub use state::StateExtras;
 
@@ -53,6 +53,11 @@ pub enum MqttError {
     PasswordWithoutUser { path: PathBuf },
     #[error("mqtt.password_credential: {reason}")]
     Credential { reason: String },
+    #[error("opening the MQTT client's socket")]
+    Relay {
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Where the broker is, parsed from `mqtt.url`.
@@ -129,44 +134,55 @@ pub fn parse_url(url: &str) -> Result<Broker, MqttError> {
     })
 }
 
-/// rumqttc options for `cfg`, connecting as `client_id`: transport (TLS per `cfg`),
-/// credentials, keepalive. The caller adds a Last Will or session settings.
-pub fn mqtt_options(cfg: &MqttConfig, client_id: &str) -> Result<(MqttOptions, Broker), MqttError> {
+/// What every client of `[mqtt]` needs to reach the broker. No `Debug`: it holds the
+/// password.
+pub struct BrokerAccess {
+    pub broker: Broker,
+    /// TLS settings for `mqtts://`.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// User and password (read from `password_file`; empty without one).
+    pub credentials: Option<(String, String)>,
+    /// rumqttc refuses keepalives under one second (other than zero).
+    pub keepalive: Duration,
+}
+
+/// Read `[mqtt]` into a [`BrokerAccess`]: the URL, the password file, TLS files.
+pub fn broker_access(cfg: &MqttConfig) -> Result<BrokerAccess, MqttError> {
     let broker = parse_url(&cfg.url)?;
-    let mut opts = MqttOptions::new(client_id, broker.host.clone(), broker.port);
-    // rumqttc refuses keepalives under one second (other than zero).
-    opts.set_keep_alive(if cfg.keepalive.is_zero() {
+    let keepalive = if cfg.keepalive.is_zero() {
         Duration::ZERO
     } else {
         cfg.keepalive.max(Duration::from_secs(1))
-    });
+    };
     let password_file = cfg
         .password_path()
         .map_err(|reason| MqttError::Credential { reason })?;
-    match (&cfg.username, &password_file) {
+    let credentials = match (&cfg.username, &password_file) {
         (Some(user), Some(path)) => {
             let what = if cfg.password_credential.is_some() {
                 "mqtt.password_credential"
             } else {
                 "mqtt.password_file"
             };
-            opts.set_credentials(user.clone(), read_password(path, what)?);
+            Some((user.clone(), read_password(path, what)?))
         }
-        (Some(user), None) => {
-            opts.set_credentials(user.clone(), String::new());
-        }
+        (Some(user), None) => Some((user.clone(), String::new())),
         (None, Some(path)) => {
             return Err(MqttError::PasswordWithoutUser { path: path.clone() });
         }
-        (None, None) => {}
-    }
-    if broker.tls {
-        let tls = tls_config(cfg)?;
-        opts.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(
-            Arc::new(tls),
-        )));
-    }
-    Ok((opts, broker))
+        (None, None) => None,
+    };
+    let tls = if broker.tls {
+        Some(Arc::new(tls_config(cfg)?))
+    } else {
+        None
+    };
+    Ok(BrokerAccess {
+        broker,
+        tls,
+        credentials,
+        keepalive,
+    })
 }
 
 /// The password: the file's content without its trailing newline.
@@ -313,88 +329,6 @@ impl rustls::client::danger::ServerCertVerifier for NoVerify {
     }
 }
 
-/// Exponential backoff with jitter for reconnecting: each step doubles up to `max`, and the
-/// delay actually slept is drawn uniformly from the upper half of the step, so a fleet of
-/// daemons that lost the same broker does not reconnect in lockstep.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    min: Duration,
-    max: Duration,
-    step: Duration,
-}
-
-impl Backoff {
-    /// Steps from `min` doubling to `max`.
-    pub fn new(min: Duration, max: Duration) -> Backoff {
-        Backoff {
-            min,
-            max: max.max(min),
-            step: min,
-        }
-    }
-
-    /// The daemon's default: 0.5 s doubling to 60 s.
-    pub fn reconnect() -> Backoff {
-        Backoff::new(Duration::from_millis(500), Duration::from_secs(60))
-    }
-
-    /// The delay before the next attempt.
-    pub fn next_delay(&mut self) -> Duration {
-        let step = self.step;
-        self.step = (self.step * 2).min(self.max);
-        let half = step / 2;
-        let jitter = rand::random_range(0.0..=1.0_f64);
-        half + half.mul_f64(jitter)
-    }
-
-    /// Back to the shortest step (after a connection that stayed up).
-    pub fn reset(&mut self) {
-        self.step = self.min;
-    }
-}
-
-/// One line describing a connection error for the log: no secrets, and plain words for the
-/// errors users cause (wrong password, wrong CA, broker down).
-pub fn describe_error(broker: &Broker, user: Option<&str>, e: &ConnectionError) -> String {
-    match e {
-        ConnectionError::ConnectionRefused(code) => {
-            let why = match code {
-                ConnectReturnCode::BadUserNamePassword => format!(
-                    "bad username or password for user {:?} (check mqtt.username and mqtt.password_file)",
-                    user.unwrap_or("")
-                ),
-                ConnectReturnCode::NotAuthorized => format!(
-                    "not authorised (user {:?}; check mqtt.username, mqtt.password_file and the broker's ACL)",
-                    user.unwrap_or("")
-                ),
-                ConnectReturnCode::BadClientId => {
-                    "client id rejected (check mqtt.client_id)".to_owned()
-                }
-                ConnectReturnCode::RefusedProtocolVersion => {
-                    "MQTT 3.1.1 not supported by the broker".to_owned()
-                }
-                ConnectReturnCode::ServiceUnavailable => "service unavailable".to_owned(),
-                ConnectReturnCode::Success => "refused".to_owned(),
-            };
-            format!("{broker} refused the connection: {why}")
-        }
-        ConnectionError::Io(io) => format!("{broker}: {io}"),
-        ConnectionError::Tls(t) => format!("{broker}: TLS: {t}"),
-        ConnectionError::NetworkTimeout => format!("{broker}: connection timed out"),
-        other => format!("{broker}: {other}"),
-    }
-}
-
-/// True when the error is the broker refusing our login: retrying faster will not help.
-pub fn is_auth_error(e: &ConnectionError) -> bool {
-    matches!(
-        e,
-        ConnectionError::ConnectionRefused(
-            ConnectReturnCode::BadUserNamePassword | ConnectReturnCode::NotAuthorized
-        )
-    )
-}
-
 /// A topic segment made safe: `+`, `#`, `/` and control characters become `_`.
 pub fn topic_segment(s: &str) -> String {
     s.chars()
@@ -434,28 +368,6 @@ mod tests {
     fn url_with_credentials_is_refused_without_echoing_them() {
         let e = parse_url("mqtt://u:pw@h").unwrap_err().to_string();
         assert!(e.contains("password_file"), "{e}");
-    }
-
-    #[test]
-    fn backoff_grows_with_jitter_and_caps() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(800));
-        let d: Vec<Duration> = (0..6).map(|_| b.next_delay()).collect();
-        for (i, cap) in [100, 200, 400, 800, 800, 800].iter().enumerate() {
-            let cap = Duration::from_millis(*cap);
-            assert!(d[i] >= cap / 2 && d[i] <= cap, "{i}: {:?}", d[i]);
-        }
-        b.reset();
-        assert!(b.next_delay() <= Duration::from_millis(100));
-    }
-
-    #[test]
-    fn auth_errors_name_the_user_not_the_password() {
-        let broker = parse_url("mqtt://h").unwrap();
-        let e = ConnectionError::ConnectionRefused(ConnectReturnCode::BadUserNamePassword);
-        let line = describe_error(&broker, Some("wattson"), &e);
-        assert!(line.contains("bad username or password"), "{line}");
-        assert!(line.contains("\"wattson\""), "{line}");
-        assert!(is_auth_error(&e));
     }
 
     #[test]

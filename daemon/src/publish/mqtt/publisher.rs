@@ -1,39 +1,43 @@
 //! The live publisher: availability, state and Home Assistant discovery for one host.
 //!
-//! Two tasks. The poller owns rumqttc's event loop, sleeps a [`Backoff`] step after every
-//! error (one log line per step) and forwards the few events that matter. The publisher
-//! runs once per `publish_interval` of sample time (woken by the sampler's pass through
+//! One task, on a [`Connection`] of the MQTT [`driver`](super::driver) (which owns
+//! rumqttc's event loop, reconnects with backoff and skips oversized messages). It runs
+//! once per `publish_interval` of sample time (woken by the sampler's pass through
 //! [`LiveState::publish_due`]), takes the interval means from [`LiveState`] and hands
 //! messages to rumqttc's bounded request queue with `try_publish`: when the broker is slow
 //! or away, live updates are dropped (and counted), never queued without bound, and the
-//! sampler, which only writes to `LiveState`, is never blocked.
+//! sampler, which only writes to `LiveState`, is never blocked. Retained messages waiting
+//! for room (availability, discovery) are kept one per topic, the newest.
 //!
 //! Topics: `<topic_prefix>/<host>/availability` (`online`/`offline`, retained, QoS 1, the
 //! Last Will), `<topic_prefix>/<host>/state` (QoS 1, not retained, see [`super::state`]),
 //! discovery as in [`super::discovery`]. The only topics it subscribes to are
 //! `<discovery_prefix>/status` (re-send discovery on `online`) and its own retained
-//! announced list: nothing received over MQTT changes settings or starts anything.
+//! announced list: nothing received over MQTT changes settings or starts anything. Each
+//! accepts payloads of at most [`MAX_INCOMING_BYTES`]; of the announced list only the keys
+//! of entities wattson creates are acted on (see [`discovery::parse_announced`]).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rumqttc::{AsyncClient, ConnectionError, Event, EventLoop, LastWill, Outgoing, Packet, QoS};
-use tokio::sync::mpsc;
+use rumqttc::{AsyncClient, LastWill, QoS};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::MqttError;
 use super::discovery::{self, Entity};
-use super::state::{self, StateExtras};
-use super::{Backoff, Broker, MqttError};
+use super::driver::{ClientSpec, Connection, ConnectionStats, Event, Message};
+use super::state::{self, MAX_STATE_BYTES, StateExtras};
 use crate::config::MqttConfig;
 use crate::runtime::live::LiveState;
 
 /// How many requests rumqttc may hold for the broker; beyond this live updates are dropped.
 const REQUEST_QUEUE: usize = 64;
-/// A connection that stayed up this long resets the backoff to its shortest step.
-const STABLE_CONNECTION: Duration = Duration::from_secs(10);
+/// Largest payload accepted on the subscribed topics, bytes: Home Assistant's status is
+/// `online` or `offline`, and the announced list of a host with ten meters is about 2 KB.
+pub const MAX_INCOMING_BYTES: usize = 16 * 1024;
 /// Budget for publishing `offline` and disconnecting on shutdown.
 const SHUTDOWN_BUDGET: Duration = Duration::from_millis(800);
 
@@ -43,13 +47,12 @@ pub type ExtrasFn = Arc<dyn Fn() -> StateExtras + Send + Sync>;
 /// Counters a caller can watch (tests, `wattson status`).
 #[derive(Debug, Default)]
 pub struct PublisherStats {
-    /// Successful connections (CONNACK accepted).
-    pub connects: AtomicU64,
-    /// Connection errors, each of which logged one line and slept one backoff step.
-    pub connection_errors: AtomicU64,
+    /// The connection's counters: connects, connection errors, skipped messages.
+    pub connection: Arc<ConnectionStats>,
     /// State messages handed to the client.
     pub states_published: AtomicU64,
-    /// State messages dropped because the request queue was full or the broker away.
+    /// State messages dropped because the request queue was full, the broker away, or the
+    /// payload larger than a collector accepts ([`MAX_STATE_BYTES`]).
     pub states_dropped: AtomicU64,
     /// Discovery configs (and removals) handed to the client.
     pub discovery_sent: AtomicU64,
@@ -79,36 +82,48 @@ impl Publisher {
         extras: ExtrasFn,
         cancel: CancellationToken,
     ) -> Result<PublisherHandle, MqttError> {
-        let (mut opts, broker) = super::mqtt_options(&cfg, &cfg.client_id)?;
         let host_topic = super::topic_segment(&host);
         let availability = format!("{}/{host_topic}/availability", cfg.topic_prefix);
-        opts.set_last_will(LastWill::new(
-            availability.clone(),
-            "offline",
-            QoS::AtLeastOnce,
-            true,
-        ));
-        opts.set_clean_session(true);
-        let (client, eventloop) = AsyncClient::new(opts, REQUEST_QUEUE);
-        let stats = Arc::new(PublisherStats::default());
-        let (tx, rx) = mpsc::channel(64);
-        let poll_stop = CancellationToken::new();
-        let poller = tokio::spawn(poll_loop(
-            eventloop,
-            tx,
-            poll_stop.clone(),
-            broker,
-            cfg.username.clone(),
-            stats.clone(),
-        ));
+        let announced_topic = discovery::announced_topic(&cfg.topic_prefix, &host);
+        let status_topic = format!("{}/status", cfg.discovery_prefix);
+        let subscriptions = if cfg.discovery {
+            vec![status_topic.clone(), announced_topic.clone()]
+        } else {
+            Vec::new()
+        };
+        let conn = Connection::start(
+            &cfg,
+            ClientSpec {
+                role: "MQTT",
+                client_id: cfg.client_id.clone(),
+                subscriptions,
+                qos: QoS::AtLeastOnce,
+                max_payload: MAX_INCOMING_BYTES,
+                max_outgoing: MAX_STATE_BYTES,
+                persistent_session: false,
+                manual_acks: false,
+                last_will: Some(LastWill::new(
+                    availability.clone(),
+                    "offline",
+                    QoS::AtLeastOnce,
+                    true,
+                )),
+                queue: REQUEST_QUEUE,
+                stats: Arc::default(),
+            },
+        )?;
+        let stats = Arc::new(PublisherStats {
+            connection: conn.stats().clone(),
+            ..PublisherStats::default()
+        });
         let task = Task {
             state_topic: format!("{}/{host_topic}/state", cfg.topic_prefix),
-            announced_topic: discovery::announced_topic(&cfg.topic_prefix, &host),
-            status_topic: format!("{}/status", cfg.discovery_prefix),
+            announced_topic,
+            status_topic,
             availability,
             cfg,
             host,
-            client,
+            client: conn.client().clone(),
             live,
             extras,
             stats: stats.clone(),
@@ -116,31 +131,20 @@ impl Publisher {
             entities: BTreeMap::new(),
             remote_announced: None,
             outbox: VecDeque::new(),
+            oversized_state_logged: false,
+            foreign_logged: false,
         };
-        let join = tokio::spawn(task.run(rx, cancel, poll_stop, poller));
+        let join = tokio::spawn(task.run(conn, cancel));
         Ok(PublisherHandle { join, stats })
     }
 }
 
-/// What the poller tells the publisher.
+/// A retained message waiting for room in the client's queue.
 #[derive(Debug)]
-enum PollEvent {
-    Connected,
-    Disconnected,
-    Message { topic: String, payload: Vec<u8> },
-    DisconnectSent,
-}
-
-/// An outgoing request waiting for room in the client's queue.
-#[derive(Debug)]
-enum Out {
-    Publish {
-        topic: String,
-        payload: Vec<u8>,
-        retain: bool,
-        discovery: bool,
-    },
-    Subscribe(String),
+struct Out {
+    topic: String,
+    payload: Vec<u8>,
+    discovery: bool,
 }
 
 struct Task {
@@ -160,17 +164,15 @@ struct Task {
     entities: BTreeMap<String, Entity>,
     /// The announced list read back from the broker, not yet reconciled.
     remote_announced: Option<BTreeSet<String>>,
+    /// At most one message per topic, in the order first queued.
     outbox: VecDeque<Out>,
+    oversized_state_logged: bool,
+    /// Entries of the announced list naming entities wattson does not create were logged.
+    foreign_logged: bool,
 }
 
 impl Task {
-    async fn run(
-        mut self,
-        mut rx: mpsc::Receiver<PollEvent>,
-        cancel: CancellationToken,
-        poll_stop: CancellationToken,
-        poller: JoinHandle<()>,
-    ) {
+    async fn run(mut self, mut conn: Connection, cancel: CancellationToken) {
         let interval = self.cfg.publish_interval.max(Duration::from_millis(100));
         // The sampler's tick is the clock: a timer of our own would wake the runtime
         // several times per interval as tokio's timer wheel cascades towards it.
@@ -181,7 +183,7 @@ impl Task {
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
-                ev = rx.recv() => match ev {
+                ev = conn.recv() => match ev {
                     Some(ev) => self.on_event(ev),
                     None => break,
                 },
@@ -190,71 +192,67 @@ impl Task {
             }
             self.flush_outbox();
         }
-        self.shutdown(&mut rx).await;
-        poll_stop.cancel();
-        let _ = tokio::time::timeout(Duration::from_millis(150), poller).await;
+        self.shutdown(conn).await;
     }
 
-    async fn shutdown(&mut self, rx: &mut mpsc::Receiver<PollEvent>) {
-        if !self.connected {
-            return;
-        }
+    async fn shutdown(&mut self, conn: Connection) {
         let deadline = tokio::time::Instant::now() + SHUTDOWN_BUDGET;
-        let offline = self
-            .client
-            .publish(&self.availability, QoS::AtLeastOnce, true, "offline");
-        if tokio::time::timeout_at(deadline, offline).await.is_err() {
-            tracing::warn!("MQTT: could not queue the offline message before shutdown");
-        }
-        if tokio::time::timeout_at(deadline, self.client.disconnect())
-            .await
-            .is_err()
-        {
-            return;
-        }
-        // Wait until the poller has written DISCONNECT (so `offline` went out before it).
-        while let Ok(Some(ev)) = tokio::time::timeout_at(deadline, rx.recv()).await {
-            if matches!(ev, PollEvent::DisconnectSent | PollEvent::Disconnected) {
-                break;
+        if self.connected {
+            let offline =
+                self.client
+                    .publish(&self.availability, QoS::AtLeastOnce, true, "offline");
+            if tokio::time::timeout_at(deadline, offline).await.is_err() {
+                tracing::warn!("MQTT: could not queue the offline message before shutdown");
             }
         }
+        // DISCONNECT goes out after `offline`; the close waits until both have left.
+        conn.close(deadline.saturating_duration_since(tokio::time::Instant::now()))
+            .await;
     }
 
-    fn on_event(&mut self, ev: PollEvent) {
+    fn on_event(&mut self, ev: Event) {
         match ev {
-            PollEvent::Connected => {
+            Event::Connected { .. } => {
                 self.connected = true;
                 self.outbox.clear();
-                self.outbox.push_back(Out::Publish {
-                    topic: self.availability.clone(),
-                    payload: b"online".to_vec(),
-                    retain: true,
-                    discovery: false,
-                });
+                self.queue(self.availability.clone(), b"online".to_vec(), false);
                 if self.cfg.discovery {
-                    self.outbox
-                        .push_back(Out::Subscribe(self.status_topic.clone()));
-                    self.outbox
-                        .push_back(Out::Subscribe(self.announced_topic.clone()));
                     self.queue_all_discovery();
                 }
             }
-            PollEvent::Disconnected => self.connected = false,
-            PollEvent::DisconnectSent => {}
-            PollEvent::Message { topic, payload } => {
-                if !self.cfg.discovery {
-                    return;
-                }
-                if topic == self.status_topic {
-                    if payload.trim_ascii() == b"online" {
-                        tracing::info!("Home Assistant is online: re-sending discovery");
-                        self.queue_all_discovery();
-                    }
-                } else if topic == self.announced_topic {
-                    self.remote_announced = Some(discovery::parse_announced(&payload));
-                    self.reconcile();
-                }
+            Event::Disconnected => self.connected = false,
+            Event::Message(m) => self.on_message(&m),
+        }
+    }
+
+    /// A message on one of the two subscribed topics.
+    fn on_message(&mut self, m: &Message) {
+        if !self.cfg.discovery {
+            return;
+        }
+        if m.topic() == self.status_topic {
+            if discovery::is_online(m.payload()) {
+                tracing::info!("Home Assistant is online: re-sending discovery");
+                self.queue_all_discovery();
             }
+        } else if m.topic() == self.announced_topic {
+            let (keys, foreign) = discovery::parse_announced(m.payload());
+            if !foreign.is_empty() && !std::mem::replace(&mut self.foreign_logged, true) {
+                let shown: Vec<String> = foreign.iter().take(5).map(|k| format!("{k:?}")).collect();
+                tracing::warn!(
+                    "MQTT: the announced list on {:?} has {} entries that name no entity wattson creates ({}{}): left alone",
+                    m.topic(),
+                    foreign.len(),
+                    shown.join(", "),
+                    if foreign.len() > shown.len() {
+                        ", ..."
+                    } else {
+                        ""
+                    }
+                );
+            }
+            self.remote_announced = Some(keys);
+            self.reconcile();
         }
     }
 
@@ -289,6 +287,19 @@ impl Task {
         }
         self.flush_outbox();
         let payload = snapshot.json.to_string();
+        if payload.len() > MAX_STATE_BYTES {
+            // rumqttc would refuse the packet and drop the connection; a collector would
+            // skip it anyway.
+            self.stats.states_dropped.fetch_add(1, Ordering::Relaxed);
+            if !std::mem::replace(&mut self.oversized_state_logged, true) {
+                tracing::warn!(
+                    "MQTT: not publishing a {}-byte state on {}: larger than the {MAX_STATE_BYTES} bytes a collector accepts",
+                    payload.len(),
+                    self.state_topic
+                );
+            }
+            return;
+        }
         match self
             .client
             .try_publish(&self.state_topic, QoS::AtLeastOnce, false, payload)
@@ -306,19 +317,30 @@ impl Task {
         }
     }
 
+    /// Queue a retained message, replacing one still waiting on the same topic.
+    fn queue(&mut self, topic: String, payload: Vec<u8>, discovery: bool) {
+        if !rumqttc::valid_topic(&topic) {
+            // Never queued: it could never be sent and would hold up everything behind it.
+            tracing::warn!("MQTT: not publishing on {topic:?}: not a valid topic name");
+            return;
+        }
+        self.outbox.retain(|o| o.topic != topic);
+        self.outbox.push_back(Out {
+            topic,
+            payload,
+            discovery,
+        });
+    }
+
     fn queue_config(&mut self, e: &Entity) {
         let payload = discovery::config_payload(&self.ctx(), e).to_string();
-        self.outbox.push_back(Out::Publish {
-            topic: discovery::component_config_topic(
-                &self.cfg.discovery_prefix,
-                e.component,
-                &self.host,
-                &e.object_id,
-            ),
-            payload: payload.into_bytes(),
-            retain: true,
-            discovery: true,
-        });
+        let topic = discovery::component_config_topic(
+            &self.cfg.discovery_prefix,
+            e.component,
+            &self.host,
+            &e.object_id,
+        );
+        self.queue(topic, payload.into_bytes(), true);
     }
 
     fn queue_all_discovery(&mut self) {
@@ -335,12 +357,7 @@ impl Task {
     fn queue_announced_list(&mut self) {
         let ids: Vec<&String> = self.entities.keys().collect();
         let payload = serde_json::to_vec(&ids).unwrap_or_default();
-        self.outbox.push_back(Out::Publish {
-            topic: self.announced_topic.clone(),
-            payload,
-            retain: true,
-            discovery: false,
-        });
+        self.queue(self.announced_topic.clone(), payload, false);
     }
 
     /// Remove entities a previous run announced that this run does not have. Runs once the
@@ -355,12 +372,8 @@ impl Task {
         let current: BTreeSet<String> = self.entities.keys().cloned().collect();
         for gone in remote.difference(&current) {
             tracing::info!("removing Home Assistant entity {gone} (no longer measured)");
-            self.outbox.push_back(Out::Publish {
-                topic: discovery::key_config_topic(&self.cfg.discovery_prefix, &self.host, gone),
-                payload: Vec::new(),
-                retain: true,
-                discovery: true,
-            });
+            let topic = discovery::key_config_topic(&self.cfg.discovery_prefix, &self.host, gone);
+            self.queue(topic, Vec::new(), true);
         }
         if remote != current {
             self.queue_announced_list();
@@ -372,98 +385,17 @@ impl Task {
             return;
         }
         while let Some(out) = self.outbox.pop_front() {
-            let result = match &out {
-                Out::Publish {
-                    topic,
-                    payload,
-                    retain,
-                    ..
-                } => self
-                    .client
-                    .try_publish(topic, QoS::AtLeastOnce, *retain, payload.clone()),
-                Out::Subscribe(topic) => self.client.try_subscribe(topic, QoS::AtLeastOnce),
-            };
+            let result =
+                self.client
+                    .try_publish(&out.topic, QoS::AtLeastOnce, true, out.payload.clone());
             if result.is_err() {
+                // The queue is full (topics are checked when queued): try again shortly.
                 self.outbox.push_front(out);
                 return;
             }
-            if let Out::Publish {
-                discovery: true, ..
-            } = out
-            {
+            if out.discovery {
                 self.stats.discovery_sent.fetch_add(1, Ordering::Relaxed);
             }
-        }
-    }
-}
-
-/// Forward `ev` unless stopped; false when the publisher is gone or stopping.
-async fn forward(tx: &mpsc::Sender<PollEvent>, stop: &CancellationToken, ev: PollEvent) -> bool {
-    tokio::select! {
-        () = stop.cancelled() => false,
-        r = tx.send(ev) => r.is_ok(),
-    }
-}
-
-/// Drive rumqttc's event loop, with a backoff sleep after every error.
-async fn poll_loop(
-    mut eventloop: EventLoop,
-    tx: mpsc::Sender<PollEvent>,
-    stop: CancellationToken,
-    broker: Broker,
-    user: Option<String>,
-    stats: Arc<PublisherStats>,
-) {
-    let mut backoff = Backoff::reconnect();
-    let mut up_since: Option<Instant> = None;
-    loop {
-        let ev = tokio::select! {
-            biased;
-            () = stop.cancelled() => return,
-            ev = eventloop.poll() => ev,
-        };
-        let forwarded = match ev {
-            Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                up_since = Some(Instant::now());
-                stats.connects.fetch_add(1, Ordering::Relaxed);
-                tracing::info!("MQTT: connected to {broker}");
-                forward(&tx, &stop, PollEvent::Connected).await
-            }
-            Ok(Event::Incoming(Packet::Publish(p))) => {
-                let msg = PollEvent::Message {
-                    topic: p.topic,
-                    payload: p.payload.to_vec(),
-                };
-                forward(&tx, &stop, msg).await
-            }
-            Ok(Event::Outgoing(Outgoing::Disconnect)) => {
-                forward(&tx, &stop, PollEvent::DisconnectSent).await
-            }
-            Ok(_) => true,
-            Err(ConnectionError::RequestsDone) => return,
-            Err(e) => {
-                if up_since.is_some_and(|t| t.elapsed() >= STABLE_CONNECTION) {
-                    backoff.reset();
-                }
-                let was_up = up_since.take().is_some();
-                if was_up && !forward(&tx, &stop, PollEvent::Disconnected).await {
-                    return;
-                }
-                let delay = backoff.next_delay();
-                stats.connection_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "MQTT: {}; retrying in {:.1} s",
-                    super::describe_error(&broker, user.as_deref(), &e),
-                    delay.as_secs_f64()
-                );
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(delay) => true,
-                }
-            }
-        };
-        if !forwarded {
-            return;
         }
     }
 }
