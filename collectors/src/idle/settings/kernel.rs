@@ -137,7 +137,7 @@ pub(super) fn disks(root: &SysRoot) -> Vec<Setting> {
             if rotational {
                 "rotational"
             } else {
-                "solid state"
+                "no spindle"
             }
             .to_owned(),
         ];
