@@ -257,6 +257,7 @@ fn label(metric: &str, channel: &str) -> String {
         ("cpu_busy", "all") => "CPU busy".into(),
         ("core_frequency", "mean") => "mean core frequency".into(),
         ("idle_residency", c) => format!("idle state {}", c.trim_start_matches("all/")),
+        ("package_residency", c) => format!("package state {}", c.trim_start_matches("all/")),
         ("cpu_time", c) => format!("CPU time {}", c.trim_start_matches("all/")),
         (m, "") => m.replace('_', " "),
         (m, c) => format!("{} {c}", m.replace('_', " ")),
