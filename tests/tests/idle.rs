@@ -564,3 +564,62 @@ fn amd_server_and_kvm_guest_say_why_each_reader_is_unavailable() {
         }
     }
 }
+
+#[test]
+fn home_assistant_gets_the_deepest_package_state_and_its_residency() {
+    use wattson_tests::broker::{Kind, Options, TestBroker, Watcher};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let env = TestEnv::new();
+    let root = env.path("machine");
+    intel_desktop(&root);
+    let config = env.path("wattson.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}flush_interval = \"200ms\"\n\n[cpu]\ninterval = \"100ms\"\n\n[mqtt]\nurl = {}\n\
+             publish_interval = \"1s\"\n",
+            host_toml(&root, &env.db),
+            q(broker.url(false))
+        ),
+    )
+    .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let advancer = {
+        let (root, stop) = (root.clone(), stop.clone());
+        std::thread::spawn(move || advance_counters(&root, &stop))
+    };
+    let w = Watcher::start(broker.port, "watch-idle", &["wattson/#", "homeassistant/#"]);
+    let daemon = Child::run_daemon(&config, &[]);
+    let discovery = "homeassistant/sensor/wattson_e2e/package_cstate_deepest/config";
+    let state: serde_json::Value = daemon.wait_for(
+        "a state with the package's deepest state, and its discovery",
+        Duration::from_secs(30),
+        || {
+            w.last(discovery)?;
+            let m = w.last("wattson/e2e/state")?;
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).ok()?;
+            (v["package_cstate_deepest"] == "PC3").then_some(v)
+        },
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    advancer.join().unwrap();
+    let residency = state["package_cstate_deepest_residency"].as_f64().unwrap();
+    assert!((residency - 70.0).abs() < 2.0, "{state}");
+    let config: serde_json::Value =
+        serde_json::from_slice(&w.last(discovery).unwrap().payload).unwrap();
+    assert_eq!(config["device_class"], "enum");
+    assert_eq!(
+        config["default_entity_id"],
+        "sensor.wattson_e2e_package_cstate_deepest"
+    );
+    let residency_config: serde_json::Value = serde_json::from_slice(
+        &w.last("homeassistant/sensor/wattson_e2e/package_cstate_deepest_residency/config")
+            .unwrap()
+            .payload,
+    )
+    .unwrap();
+    assert_eq!(residency_config["unit_of_measurement"], "%");
+    assert_eq!(residency_config["state_class"], "measurement");
+}

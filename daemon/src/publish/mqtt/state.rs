@@ -16,6 +16,7 @@
 //! | `cpu_utilisation` | % | mean busy share of all CPUs |
 //! | `cpu_frequency` | MHz | mean core frequency |
 //! | `cstate_deepest`, `cstate_deepest_residency` | name, % | the deepest idle state and its share of the interval |
+//! | `package_cstate_deepest`, `package_cstate_deepest_residency` | name, % | the deepest package C-state (`PC2` .. `PC10`) holding at least 0.1 % of the interval, `none` when none did, and its share (where the package counters are read) |
 //! | `mode` | | the current mode (`idle`, `1 loop`, ...) |
 //! | `meters` | counts | per meter id: `good`, `crc_errors`, `timeouts`, `implausible` |
 //! | `idle_regression` | W, UTC | the latest idle-power regression check, once one is stored: `detected` (bool), `config`, `baseline_idle_w`, `baseline_ci95_w`, `latest_idle_w`, `latest_ci95_w`, `delta_w`, `delta_ci95_w`, `threshold_w`, `checked_at` (RFC 3339), `checked_ms` |
@@ -155,6 +156,10 @@ pub fn build(
         o.insert("cstate_deepest".into(), json!(name));
         put(&mut o, "cstate_deepest_residency", share * 100.0);
     }
+    if let Some((name, share)) = deepest_package_state(means) {
+        o.insert("package_cstate_deepest".into(), json!(name));
+        put(&mut o, "package_cstate_deepest_residency", share * 100.0);
+    }
     if let Some(m) = &extras.mode {
         o.insert("mode".into(), json!(m));
     }
@@ -283,6 +288,30 @@ fn deepest_cstate(means: &[LiveReading]) -> Option<(String, f64)> {
         .max_by_key(|(name, _)| cstate_depth(name))
 }
 
+/// The deepest package C-state reached in the interval (its mean share at least
+/// [`crate::idle::explain::REACHED`]) and that share; `("none", 0.0)` when the package
+/// counters are read but no state was reached; `None` without package counters.
+pub fn deepest_package_state(means: &[LiveReading]) -> Option<(String, f64)> {
+    use wattson_collectors::idle::PcState;
+    let states: Vec<(PcState, f64)> = means
+        .iter()
+        .filter(|r| r.metric == Metric::PackageResidency && r.source == "cpu")
+        .filter_map(|r| Some((PcState::parse(r.channel.strip_prefix("all/")?)?, r.value)))
+        .collect();
+    if states.is_empty() {
+        return None;
+    }
+    Some(
+        states
+            .into_iter()
+            .filter(|(_, share)| *share >= crate::idle::explain::REACHED)
+            .max_by_key(|(state, _)| *state)
+            .map_or(("none".to_owned(), 0.0), |(s, share)| {
+                (s.name().to_owned(), share)
+            }),
+    )
+}
+
 /// Why a state payload was dropped by the collector.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum StateParseError {
@@ -402,6 +431,40 @@ mod tests {
             .find(|s| s.metric == Metric::EnergyTotal)
             .unwrap();
         assert_eq!(e.value, 1234.5);
+    }
+
+    #[test]
+    fn the_deepest_package_state_reached_and_its_share() {
+        let pkg = |state: &str, share: f64| {
+            r(
+                "cpu",
+                Metric::PackageResidency,
+                &format!("all/{state}"),
+                990,
+                share,
+            )
+        };
+        let means = vec![
+            r("meter:wall", Metric::Power, "", 1000, 30.0),
+            pkg("PC2", 0.3),
+            pkg("PC6", 0.45),
+            // Below the 0.1 % that counts as reached.
+            pkg("PC10", 0.0005),
+            r("cpu", Metric::PackageResidency, "package1/PC8", 990, 0.9),
+        ];
+        let j = build(&means, &[], &extras(), 10.0).unwrap().json;
+        assert_eq!(j["package_cstate_deepest"], "PC6");
+        assert_eq!(j["package_cstate_deepest_residency"], 45.0);
+        let none = vec![
+            r("meter:wall", Metric::Power, "", 1000, 30.0),
+            pkg("PC2", 0.0),
+        ];
+        let j = build(&none, &[], &extras(), 10.0).unwrap().json;
+        assert_eq!(j["package_cstate_deepest"], "none");
+        assert_eq!(j["package_cstate_deepest_residency"], 0.0);
+        let without = vec![r("meter:wall", Metric::Power, "", 1000, 30.0)];
+        let j = build(&without, &[], &extras(), 10.0).unwrap().json;
+        assert!(j.get("package_cstate_deepest").is_none());
     }
 
     #[test]
