@@ -239,8 +239,9 @@ impl PackageReader {
                         path.display()
                     ),
                     std::io::ErrorKind::PermissionDenied => format!(
-                        "{} needs root (CAP_SYS_RAWIO): run `sudo wattson idle`; the service \
-                         reads it when started with that capability",
+                        "{} needs root (the msr driver asks for CAP_SYS_RAWIO): run `sudo \
+                         wattson idle`; the installed service lacks that capability unless a \
+                         drop-in grants it (README: Why is idle high?)",
                         path.display()
                     ),
                     _ => format!("opening {}: {e}", path.display()),
