@@ -4,7 +4,7 @@
 // Helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -12,40 +12,15 @@ use std::time::Duration;
 use wattson_collectors::cpu::{CpuCollector, CpuOptions};
 use wattson_collectors::idle::settings::{self, SettingKind};
 use wattson_collectors::idle::{PackageReader, PcState};
-use wattson_collectors::{Collector, Metric, SysRoot};
+use wattson_collectors::{Collector, Metric};
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+mod common;
 
-fn copy(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type().unwrap();
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else if kind.is_dir() {
-            copy(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
+use common::{fixture, root_at};
 
 /// A base fixture with an overlay copied over it, in a temp dir.
 fn compose(base: &str, overlay: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    copy(&fixture(base), dir.path());
-    copy(&fixture(overlay), dir.path());
-    dir
-}
-
-fn root_at(dir: &Path) -> SysRoot {
-    SysRoot::new(dir.join("sys"), dir.join("proc"))
+    common::copy_fixtures(&[base, overlay])
 }
 
 /// Write MSR values into `dev/cpu/N/msr`, a regular file standing in for the msr device:

@@ -114,6 +114,28 @@ fn bench(interval: &str, seed: u64) -> Bench {
     }
 }
 
+/// Run `wattson --config CONFIG ARGS` to its end; its stdout and stderr.
+fn run(config: &Path, args: &[&str]) -> (std::process::ExitStatus, String, String) {
+    let out = wattson()
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// As [`run`], asserting success; its stdout.
+fn run_ok(config: &Path, args: &[&str]) -> String {
+    let (status, stdout, stderr) = run(config, args);
+    assert!(status.success(), "wattson {args:?}: {stdout}\n{stderr}");
+    stdout
+}
+
 /// `(candidate, delta_w, ci95_w, effect)` of every stored effect, in measuring order.
 fn effects(db: &Path) -> Vec<(String, f64, f64, bool)> {
     let conn = rusqlite::Connection::open(db).unwrap();
@@ -211,18 +233,7 @@ fn measure_three(interval: &str, phase: &str, seed: u64) {
     assert!(text.contains("Measured at the wall"), "{text}");
     assert!(text.contains("SATA ALPM med_power_with_dipm"), "{text}");
     // And `wattson report` compares each with idle as found.
-    let report = wattson()
-        .arg("--config")
-        .arg(&b.config)
-        .arg("report")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&report.stdout);
-    assert!(
-        report.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&report.stderr)
-    );
+    let text = run_ok(&b.config, &["report"]);
     assert!(text.contains("Idle: where the watts go"), "{text}");
     assert!(text.contains("ASPM powersave: -"), "{text}");
 }
@@ -297,13 +308,7 @@ fn after_sigkill_the_next_command_puts_every_setting_back() {
     );
     assert_eq!(unrestored(&b.env.db), 1);
     // Any command: `wattson status` here.
-    let out = wattson()
-        .arg("--config")
-        .arg(&b.config)
-        .arg("status")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (_, _, stderr) = run(&b.config, &["status"]);
     assert!(stderr.contains("ended without restoring"), "{stderr}");
     assert_eq!(
         changed_content(&before, &snapshot(&b.root)),
@@ -316,13 +321,7 @@ fn after_sigkill_the_next_command_puts_every_setting_back() {
 fn a_command_started_during_a_measurement_leaves_it_alone() {
     let b = bench("100ms", 7);
     let mut child = start_and_wait_for_change(&b);
-    let out = wattson()
-        .arg("--config")
-        .arg(&b.config)
-        .arg("status")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    run_ok(&b.config, &["status"]);
     assert_eq!(
         std::fs::read_to_string(b.policy()).unwrap().trim(),
         "powersave",
@@ -422,18 +421,7 @@ fn idle_explains_a_package_kept_awake_from_the_daemons_history() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     advancer.join().unwrap();
 
-    let out = wattson()
-        .arg("--config")
-        .arg(&config)
-        .arg("idle")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = run_ok(&config, &["idle"]);
     eprintln!("{text}");
     assert!(
         text.contains(
@@ -471,13 +459,7 @@ fn idle_explains_a_package_kept_awake_from_the_daemons_history() {
         "{text}"
     );
     assert!(text.contains("PCIe ASPM policy"), "{text}");
-    let json = wattson()
-        .arg("--config")
-        .arg(&config)
-        .args(["idle", "--json"])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&run_ok(&config, &["idle", "--json"])).unwrap();
     assert_eq!(v["package"]["deepest_reached"], "PC3");
     assert_eq!(v["window"]["source"], "history");
     assert_eq!(v["package"]["platform"], "adl");
@@ -506,18 +488,8 @@ fn amd_server_and_kvm_guest_say_why_each_reader_is_unavailable() {
     ] {
         let config = env.path("wattson.toml");
         std::fs::write(&config, host_toml(root, &env.db)).unwrap();
-        let out = wattson()
-            .arg("--config")
-            .arg(&config)
-            .args(["idle", "--json", "--sample", "200ms"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let json = run_ok(&config, &["idle", "--json", "--sample", "200ms"]);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         let reason = v["package"]["unavailable"]["reason"].as_str().unwrap();
         assert!(reason.contains(expect), "{reason}");
         assert!(
@@ -545,13 +517,7 @@ fn amd_server_and_kvm_guest_say_why_each_reader_is_unavailable() {
                     .unwrap_or_else(|| panic!("no reason for {kind}: {absent:?}"));
                 assert!(why["why"].as_str().unwrap().starts_with("no "), "{why}");
             }
-            let text = wattson()
-                .arg("--config")
-                .arg(&config)
-                .args(["idle", "--sample", "200ms"])
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&text.stdout);
+            let text = run_ok(&config, &["idle", "--sample", "200ms"]);
             assert!(text.contains("pcie_aspm: not here (no "), "{text}");
             assert!(text.contains("unavailable: a virtual machine"), "{text}");
         } else {

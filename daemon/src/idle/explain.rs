@@ -17,12 +17,13 @@ use wattson_collectors::{Collector, Metric, SysRoot};
 
 use super::candidates::{Candidate, candidates, compact_names, device_of};
 use crate::config::Config;
+use crate::publish::mqtt::state::cstate_depth;
 use crate::store::{HOUR_MS, SeriesFilter, Store};
 
 /// Share of the window above which a state counts as reached (0.1 %).
 pub const REACHED: f64 = 0.001;
 /// Core states of this depth and deeper let the package go deep (C6: the core's power off).
-const DEEP_CORE: u32 = 6;
+const DEEP_CORE: i32 = 6;
 /// The last hour is used when it holds at least this many CPU samples (a minute at 1 Hz).
 const MIN_HISTORY: usize = 60;
 
@@ -126,29 +127,12 @@ pub struct Absent {
     pub why: String,
 }
 
-/// Depth order of a core state name: POLL first, `C1` < `C1E` < `C2` ... < `C10`.
-fn core_depth(name: &str) -> (u32, u32) {
-    if name == "POLL" {
-        return (0, 0);
-    }
-    let digits: String = name
-        .strip_prefix('C')
-        .unwrap_or("")
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    match digits.parse::<u32>() {
-        Ok(n) => (n, u32::from(name.len() > digits.len() + 1)),
-        Err(_) => (1, 0),
-    }
-}
-
 fn sorted_core_states(shares: BTreeMap<String, f64>) -> Vec<Residency> {
     let mut states: Vec<Residency> = shares
         .into_iter()
         .map(|(state, share)| Residency { state, share })
         .collect();
-    states.sort_by_key(|r| core_depth(&r.state));
+    states.sort_by_key(|r| cstate_depth(&r.state));
     states
 }
 
@@ -334,7 +318,7 @@ fn deepest(states: &[Residency]) -> Option<String> {
 fn deep_cores(states: &[Residency]) -> (Option<f64>, Option<String>) {
     let deep: Vec<&Residency> = states
         .iter()
-        .filter(|r| core_depth(&r.state).0 >= DEEP_CORE)
+        .filter(|r| cstate_depth(&r.state).0 >= DEEP_CORE)
         .collect();
     if let Some(first) = deep.first() {
         let label = if deep.len() > 1 {
@@ -496,7 +480,7 @@ mod tests {
     #[test]
     fn core_states_sort_by_depth() {
         let mut names = vec!["C10", "C1E", "POLL", "C6", "C1", "C8"];
-        names.sort_by_key(|n| core_depth(n));
+        names.sort_by_key(|n| cstate_depth(n));
         assert_eq!(names, ["POLL", "C1", "C1E", "C6", "C8", "C10"]);
         let states = sorted_core_states(
             [("C1", 0.03), ("C1E", 0.338), ("C6", 0.5), ("C10", 0.1)]
