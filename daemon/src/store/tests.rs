@@ -806,3 +806,44 @@ fn a_sample_for_a_closed_period_without_an_open_chunk_is_not_duplicated() {
         vec![(T0, 10.0), (T0 + 1000, 11.0), (T0 + 2000, 12.0)]
     );
 }
+
+#[test]
+fn package_residency_is_kept_raw_for_the_detail_retention_and_hourly_for_ever() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let opts = StoreOptions {
+        raw_retention_ms: 10 * DAY_MS,
+        detail_retention_ms: DAY_MS,
+        ..options()
+    };
+    let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts);
+    let pkg = |ts| Sample::new(ts, "cpu", Metric::PackageResidency, "all/PC6", 0.4);
+    w.push(None, vec![pkg(T0), power(T0, 50.0)]);
+    w.flush().unwrap();
+    w.push(
+        None,
+        vec![pkg(T0 + 2 * DAY_MS), power(T0 + 2 * DAY_MS, 50.0)],
+    );
+    w.flush().unwrap();
+    w.prune(T0 + 2 * DAY_MS).unwrap();
+    let filter = SeriesFilter::all().metric(Metric::PackageResidency);
+    let raw = w
+        .store()
+        .raw(&filter, T0 - DAY_MS, T0 + 3 * DAY_MS)
+        .unwrap();
+    assert_eq!(
+        raw[0].1,
+        vec![(T0 + 2 * DAY_MS, 0.4)],
+        "day 0's raw sample is pruned"
+    );
+    let hours = w
+        .store()
+        .rollups(&filter, Resolution::Hour, T0 - DAY_MS, T0 + 3 * DAY_MS)
+        .unwrap();
+    assert_eq!(hours[0].1.len(), 2, "both hours keep their rollup");
+    assert!(crate::store::is_detail(Metric::PackageResidency, "all/PC6"));
+    assert!(!crate::store::is_per_core(
+        Metric::PackageResidency,
+        "all/PC6"
+    ));
+}
