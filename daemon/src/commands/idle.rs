@@ -25,8 +25,9 @@ use crate::store::Store;
 
 #[derive(Debug, Args)]
 pub struct IdleArgs {
-    /// Print JSON instead of text.
-    #[arg(long)]
+    /// Print JSON instead of text (without --measure; `wattson idle --json` afterwards lists
+    /// what was measured).
+    #[arg(long, conflicts_with = "measure")]
     pub json: bool,
     /// Database to read history from and store measurements in [default: [storage] path].
     #[arg(long, value_name = "PATH")]
