@@ -180,3 +180,42 @@ fn the_idle_section_links_package_states_to_watts_and_prices_each_setting() {
         "{row}"
     );
 }
+
+#[test]
+fn wattson_idle_says_what_the_wall_drew_in_deep_and_shallow_idle_hours() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("wattson.db");
+    let options = StoreOptions {
+        host: HOST.into(),
+        ..StoreOptions::default()
+    };
+    let mut w = Writer::new(Store::open(&db, &options).unwrap(), options);
+    // The four hours before the current one: two deep at 30 W, two shallow at 38 W.
+    let now = Utc::now().timestamp_millis();
+    let this_hour = now - now.rem_euclid(HOUR_MS);
+    let first = (this_hour - 4 * HOUR_MS - T0) / HOUR_MS;
+    for (i, (wall, pc6)) in [(30.0, 0.4), (30.0, 0.4), (38.0, 0.0), (38.0, 0.0)]
+        .into_iter()
+        .enumerate()
+    {
+        w.push(None, hour(first + i as i64, wall, 0.3, pc6, 0.02));
+    }
+    w.flush().unwrap();
+    drop(w);
+    let store = Store::open_read_only(&db).unwrap();
+    let mut config = config();
+    // No live sample: nothing under these roots.
+    config.host.sysfs = dir.path().join("sys");
+    config.host.procfs = dir.path().join("proc");
+    let r =
+        wattson::idle::explain::gather(&config, Some(&store), std::time::Duration::from_millis(10));
+    let line = r
+        .findings
+        .iter()
+        .find(|f| f.starts_with("at the wall over the last 30 days"))
+        .unwrap_or_else(|| panic!("{:?}", r.findings));
+    assert!(
+        line.contains("30.0 W in the 2 idle hours the package reached PC6 or deeper, 38.0 W in the 2 it did not (-8.0 W"),
+        "{line}"
+    );
+}

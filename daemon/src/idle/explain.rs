@@ -119,6 +119,10 @@ pub struct IdleReport {
     pub absent: Vec<Absent>,
     /// The newest measured effect of each setting (`wattson idle --measure`).
     pub measured: Vec<super::store::Effect>,
+    /// From the daemon's hourly history (the last 30 days): the idle hours in which the
+    /// package reached PC6 or deeper, and those in which it did not, with the wall draw.
+    pub hours_deep: Option<crate::report::idle::HoursGroup>,
+    pub hours_shallow: Option<crate::report::idle::HoursGroup>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -292,6 +296,11 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleR
     let measured = store
         .and_then(|s| super::store::latest_effects(s, &config.host.name).ok())
         .unwrap_or_default();
+    let (hours_deep, hours_shallow) = store
+        .and_then(|s| {
+            crate::report::idle::load(s, &config.host.name, to_ms - 30 * 24 * HOUR_MS, to_ms).ok()
+        })
+        .map_or((None, None), |i| crate::report::idle::hour_groups(&i.hours));
     let mut report = IdleReport {
         host: config.host.name.clone(),
         window,
@@ -302,6 +311,8 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleR
         settings: all,
         absent,
         measured,
+        hours_deep,
+        hours_shallow,
     };
     report.findings = findings(&report);
     report
@@ -469,6 +480,18 @@ pub fn findings(r: &IdleReport) -> Vec<String> {
                 ));
             }
         }
+    }
+    if let (Some(d), Some(s)) = (&r.hours_deep, &r.hours_shallow) {
+        out.push(format!(
+            "at the wall over the last 30 days: {:.1} W in the {} idle hours the package reached \
+             PC6 or deeper, {:.1} W in the {} it did not ({:+.1} W; an association: \
+             `--measure` measures a setting's own effect)",
+            d.mean_wall_watts,
+            d.hours,
+            s.mean_wall_watts,
+            s.hours,
+            d.mean_wall_watts - s.mean_wall_watts
+        ));
     }
     out
 }

@@ -213,6 +213,18 @@ fn group(hours: &[&IdleHour]) -> Option<HoursGroup> {
     })
 }
 
+/// The idle hours (CPU under [`IDLE_BUSY`]) in which the package reached PC6 or deeper, and
+/// those in which it did not, each with its mean wall draw.
+pub fn hour_groups(hours: &[IdleHour]) -> (Option<HoursGroup>, Option<HoursGroup>) {
+    let idle: Vec<&IdleHour> = hours
+        .iter()
+        .filter(|h| h.busy.is_none_or(|b| b < IDLE_BUSY))
+        .collect();
+    let (deep, shallow): (Vec<&IdleHour>, Vec<&IdleHour>) =
+        idle.into_iter().partition(|h| h.deep_share >= REACHED);
+    (group(&deep), group(&shallow))
+}
+
 /// Build the section; `None` when there is nothing to say (no package history and nothing
 /// measured).
 pub fn build(
@@ -224,15 +236,7 @@ pub fn build(
         return None;
     }
     let mut notes = Vec::new();
-    let idle: Vec<&IdleHour> = input
-        .hours
-        .iter()
-        .filter(|h| h.busy.is_none_or(|b| b < IDLE_BUSY))
-        .collect();
-    let (deep, shallow): (Vec<&IdleHour>, Vec<&IdleHour>) =
-        idle.into_iter().partition(|h| h.deep_share >= REACHED);
-    let hours_deep = group(&deep);
-    let hours_shallow = group(&shallow);
+    let (hours_deep, hours_shallow) = hour_groups(&input.hours);
     if hours_deep.is_some() && hours_shallow.is_some() {
         notes.push(format!(
             "idle hours are those with the CPU under {:.0} % busy; the two groups differ in more \
