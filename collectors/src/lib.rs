@@ -180,7 +180,7 @@ pub trait Collector: Send {
 }
 
 /// A device's frame counters since the collector was built.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceCounters {
     /// The device's configured id (e.g. a meter's `id`).
     pub id: String,

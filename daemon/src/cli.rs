@@ -41,10 +41,15 @@ pub enum Command {
     /// The whole pipeline on this machine with a simulated meter: no hardware, no broker.
     #[command(after_help = examples::DEMO)]
     Demo(DemoArgs),
-    /// Current readings and today's energy and cost, from the database.
+    /// Current readings (live from the running daemon, else stored) and today's energy and cost.
     #[command(after_help = examples::STATUS)]
     Status(StatusArgs),
     /// Run workload loops against the meter and fit watts per loop, with confidence intervals.
+    ///
+    /// While `wattson run` runs for the database, the sweep reads the meter through the
+    /// daemon's control socket (<database>.sock) and the daemon stores the results; with no
+    /// daemon running, the sweep opens the meter and the database itself. The first line
+    /// of its output says which.
     #[command(
         after_help = examples::SWEEP,
         override_usage = "wattson sweep --name <NAME> [OPTIONS]\n       \

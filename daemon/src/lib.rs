@@ -6,12 +6,14 @@
 //! [`ledger`] turns them into energy and money; [`publish`] sends the live view out (MQTT);
 //! [`report`] writes the cost reports; [`sweep`] runs the workload loops. [`config`] is the
 //! typed configuration, [`analysis`] the science (statistics, fits, tariffs), and
-//! [`commands`] has one module per subcommand.
+//! [`commands`] has one module per subcommand. [`control`] is how those commands reach
+//! the meter through a running daemon (its control socket).
 
 pub mod analysis;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod control;
 pub mod idle;
 pub mod ledger;
 pub mod logging;

@@ -30,7 +30,7 @@ complete -c wattson -n "__fish_wattson_needs_command" -s h -l help -d 'Print hel
 complete -c wattson -n "__fish_wattson_needs_command" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "run" -d 'The daemon: collect, store and publish until stopped (systemd Type=notify)'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "demo" -d 'The whole pipeline on this machine with a simulated meter: no hardware, no broker'
-complete -c wattson -n "__fish_wattson_needs_command" -f -a "status" -d 'Current readings and today\'s energy and cost, from the database'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "status" -d 'Current readings (live from the running daemon, else stored) and today\'s energy and cost'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "sweep" -d 'Run workload loops against the meter and fit watts per loop, with confidence intervals'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "report" -d 'Annual cost per configuration and mode, comparisons, savings and payback'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "meter" -d 'Serial meter tools: probe a port, or simulate a meter on a pseudo-terminal'
@@ -68,13 +68,13 @@ complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l ci-percent -d 
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l idle-wait -d 'How long the idle level waits for other load to go away before measuring anyway' -r
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l min-samples -d 'Readings before a level\'s interval is trusted' -r
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l show -d 'Show one stored sweep' -r
-complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l db -d 'Database to store into [default: [storage] path]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l db -d 'Database to store into [default: [storage] path]; while a daemon runs for it, the daemon stores the sweep' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l regression-check -d 'Compare idle with the baseline (the newest complete sweep of --name that was not a regression) and store the verdict for the daemon and `wattson report`'
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l list -d 'List the stored sweeps'
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l json -d 'Print --list/--show as JSON'
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
-complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l format -d 'Output format' -r -f -a "table\t'Aligned text for a terminal'
 markdown\t'A Markdown document with the same table'

@@ -314,20 +314,16 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
         )
     })?;
     check_privilege(&allow)?;
-    let meter_cfg = match &args.meter {
-        Some(id) => config
-            .meters
-            .iter()
-            .find(|m| &m.id == id)
-            .with_context(|| format!("no [[meter]] with id {id:?} in the configuration"))?,
-        None => config.meters.first().context(
+    if config.meters.is_empty() {
+        anyhow::bail!(
             "wattson idle --measure needs a wall meter: add a [[meter]] to the configuration \
-             (without --measure, `wattson idle` explains idle without one)",
-        )?,
-    };
-    let mut meters = crate::sources::meters::build_collectors(std::slice::from_ref(meter_cfg))?;
-    let (mut meter, _) = meters.pop().context("no meter collector")?;
-    super::sweep::first_reading(&mut meter, meter_cfg)?;
+             (without --measure, `wattson idle` explains idle without one)"
+        );
+    }
+    // Through the running daemon when it owns the meter, else opened here; a first reading
+    // is taken either way before anything is changed.
+    let mut link = crate::control::open_meter(config, args.meter.as_deref(), db)?;
+    crate::output::println(&format!("meter: {}", link.path.describe()));
     if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -342,15 +338,10 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
             left.join("; ")
         );
     }
-    let mut plan = Plan::new(meter_cfg.interval);
+    let mut plan = Plan::new(link.config.interval);
     plan.phases = args.phases;
     plan.phase = args.phase;
-    let meter_desc = format!(
-        "{} {} on {}",
-        meter_cfg.protocol,
-        meter_cfg.id,
-        meter_cfg.port.display()
-    );
+    let meter_desc = crate::sweep::record::meter_description(&link.config);
     let started_ms = chrono::Utc::now().timestamp_millis();
     let plan_json = serde_json::json!({
         "candidates": chosen.iter().map(|c| c.id).collect::<Vec<_>>(),
@@ -386,7 +377,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
         let mut on_progress = |p: Progress| report_progress(&bar, &p);
         match measure::measure(
             &plan,
-            &mut meter,
+            link.meter.collector(),
             &journal,
             &store,
             c,

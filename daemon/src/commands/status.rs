@@ -1,5 +1,6 @@
-//! `wattson status`: the latest readings and today's energy and cost, from the database;
-//! and which power sources this machine has.
+//! `wattson status`: the latest readings (live from the running daemon over its control
+//! socket when one runs for the database, else the newest stored ones) and today's energy
+//! and cost, from the database; and which power sources this machine has.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -47,10 +48,25 @@ struct StoreStatus {
     quarantined: Vec<crate::store::Quarantined>,
 }
 
+/// The running daemon, as it answered on its control socket.
+#[derive(Debug, Serialize)]
+struct Daemon {
+    pid: u32,
+    version: String,
+    since_ms: i64,
+    socket: String,
+    sources: Vec<String>,
+    /// Connections open on its control socket, this one included.
+    clients: usize,
+}
+
 #[derive(Debug, Serialize)]
 struct Status {
     host: String,
     database: String,
+    /// Where `readings` come from, in words: live from the daemon, or the database and why.
+    readings_from: String,
+    daemon: Option<Daemon>,
     store: StoreStatus,
     readings: Vec<Reading>,
     per_core_series: usize,
@@ -126,6 +142,13 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
             age_s: (now_ms - l.ts_ms) as f64 / 1000.0,
         });
     }
+    let (readings_from, daemon) = match live_readings(&db, now_ms) {
+        Ok((live, from, daemon)) => {
+            readings = live;
+            (from, Some(daemon))
+        }
+        Err(why) => (format!("the database ({why})"), None),
+    };
     let wall = costs::wall_source(&config).or_else(|| {
         readings
             .iter()
@@ -153,6 +176,8 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     let status = Status {
         host,
         database: db.display().to_string(),
+        readings_from,
+        daemon,
         store: store_status(&db, &store)?,
         readings,
         per_core_series: per_core,
@@ -168,6 +193,47 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         crate::output::print(&render(&status));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The daemon's latest readings, where it says where they came from; else why not, in
+/// words (no daemon running; or a socket this user may not use, or a daemon of another
+/// protocol, logged as a warning).
+fn live_readings(db: &Path, now_ms: i64) -> Result<(Vec<Reading>, String, Daemon), String> {
+    use crate::control::{Located, locate};
+    let client = match locate(db) {
+        Ok(Located::Daemon(c)) => c,
+        Ok(Located::NoDaemon { why }) => return Err(why),
+        Err(e) => {
+            tracing::warn!("{e}");
+            return Err(e.to_string());
+        }
+    };
+    let status = client.status().map_err(|e| {
+        tracing::warn!("{e}");
+        e.to_string()
+    })?;
+    let readings = status
+        .readings
+        .into_iter()
+        .map(|r| Reading {
+            source: r.source,
+            metric: r.metric.as_str(),
+            channel: r.channel,
+            unit: r.metric.unit().symbol(),
+            value: r.value,
+            ts_ms: r.ts_ms,
+            age_s: (now_ms - r.ts_ms) as f64 / 1000.0,
+        })
+        .collect();
+    let daemon = Daemon {
+        pid: status.pid,
+        version: status.version,
+        since_ms: status.since_ms,
+        socket: client.socket().display().to_string(),
+        sources: status.sources,
+        clients: status.clients,
+    };
+    Ok((readings, format!("live from {}", client.describe()), daemon))
 }
 
 /// Which sources this machine offers and why the others are unavailable.
@@ -277,6 +343,7 @@ fn value_text(r: &Reading) -> String {
 fn render(s: &Status) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "wattson status: host {} ({})", s.host, s.database);
+    let _ = writeln!(out, "readings: {}", s.readings_from);
     let mut by_source: BTreeMap<&str, Vec<&Reading>> = BTreeMap::new();
     for r in &s.readings {
         by_source.entry(&r.source).or_default().push(r);

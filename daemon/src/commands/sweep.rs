@@ -15,6 +15,7 @@ use wattson_collectors::{Collector, SysRoot};
 
 use super::signals::SignalWatch;
 use crate::config::Config;
+use crate::control::protocol::{Stored, SweepRecord, SweepSettings};
 use crate::store::Store;
 use crate::sweep::engine::{
     Instruments, LevelResult, LoopSlot, Progress, SweepOutcome, SweepPlan, run_sweep, stop_loops,
@@ -22,7 +23,7 @@ use crate::sweep::engine::{
 use crate::sweep::fingerprint;
 use crate::sweep::governor::GovernorGuard;
 use crate::sweep::persist;
-use crate::sweep::regression;
+use crate::sweep::record::{Finished, record};
 use crate::sweep::workload::{LoopKind, cpu_order};
 
 // Command-line flags are bools by nature.
@@ -115,7 +116,8 @@ pub struct SweepArgs {
     /// Print --list/--show as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Database to store into [default: [storage] path].
+    /// Database to store into [default: [storage] path]; while a daemon runs for it, the
+    /// daemon stores the sweep.
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
     /// The caller prints its own summary (`wattson demo`): no level lines, calibrations or
@@ -224,16 +226,6 @@ pub fn sweep_until_signal(
     name: &str,
     db: &Path,
 ) -> anyhow::Result<Option<i32>> {
-    let meter_cfg = match &args.meter {
-        Some(id) => config
-            .meters
-            .iter()
-            .find(|m| &m.id == id)
-            .with_context(|| format!("no [[meter]] with id {id:?} in the configuration"))?,
-        None => config.meters.first().context(
-            "a sweep needs a wall meter: add a [[meter]] to the configuration (or try `wattson demo`)",
-        )?,
-    };
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
     let topology = read_topology(&root).ok();
     let order = cpu_order(topology.as_ref().map(pin_order).as_deref());
@@ -255,18 +247,21 @@ pub fn sweep_until_signal(
             order.len()
         );
     }
+    // Through the daemon when one runs for this database (it owns the meter and the
+    // database's writer), else the meter and the database directly.
+    let mut link = crate::control::open_meter(config, args.meter.as_deref(), db)?;
+    if !args.quiet {
+        crate::output::println(&format!("meter: {}", link.path.describe()));
+    }
     let mut plan = SweepPlan::new(levels, args.kinds.clone(), order.clone(), physical);
     plan.max_level = args.max_level_time;
     plan.ci_abs_w = args.ci_watts;
     plan.ci_rel = args.ci_percent / 100.0;
     plan.min_samples = args.min_samples.max(2);
-    plan.interval = meter_cfg.interval;
+    plan.interval = link.config.interval;
     plan.idle_guard_wait = args.idle_wait;
     plan.sysfs.clone_from(&config.host.sysfs);
 
-    let mut meters = crate::sources::meters::build_collectors(std::slice::from_ref(meter_cfg))?;
-    let (mut meter, _) = meters.pop().context("no meter collector")?;
-    first_reading(&mut meter, meter_cfg)?;
     let mut cpu = CpuCollector::new(root.clone());
     let mut components: Vec<Box<dyn Collector>> = Vec::new();
     if let Ok(r) = wattson_collectors::power::rapl::RaplCollector::new(&root) {
@@ -275,17 +270,20 @@ pub fn sweep_until_signal(
     if let Ok(h) = wattson_collectors::power::hwmon::HwmonCollector::new(&root) {
         components.push(Box::new(h));
     }
-    if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let store = Store::open(db, &crate::runtime::daemon::store_options(config))
-        .with_context(|| format!("opening the database {}", db.display()))?;
-    let meter_desc = format!(
-        "{} {} on {}",
-        meter_cfg.protocol,
-        meter_cfg.id,
-        meter_cfg.port.display()
-    );
+    // The daemon stores what it measured for us; without one, this process does.
+    let store = if link.meter.daemon().is_some() {
+        None
+    } else {
+        if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        Some(
+            Store::open(db, &crate::runtime::daemon::store_options(config))
+                .with_context(|| format!("opening the database {}", db.display()))?,
+        )
+    };
+    let meter_desc = crate::sweep::record::meter_description(&link.config);
+    let source = format!("meter:{}", link.config.id);
 
     let stop = Arc::new(AtomicBool::new(false));
     let slot: LoopSlot = Arc::new(Mutex::new(None));
@@ -318,7 +316,7 @@ pub fn sweep_until_signal(
             .as_ref()
             .map_or(order.len(), |t| t.online().len().max(1));
         let mut inst = Instruments {
-            meter: &mut meter,
+            meter: link.meter.collector(),
             cpu: Some(&mut cpu),
             components: components
                 .iter_mut()
@@ -332,49 +330,57 @@ pub fn sweep_until_signal(
         // again in the summary), else in the summary.
         let live_levels = !bar.is_hidden() && !args.quiet;
         let mut on_progress = |p: Progress| report_progress(&bar, &p, live_levels);
-        // Read before this run is stored, so the run is never its own baseline.
-        let baseline = if args.regression_check {
-            regression::baseline(&store, &config_name)?
-        } else {
-            None
-        };
         let outcome = run_sweep(&plan, &mut inst, &stop, &slot, &mut on_progress);
+        drop(inst);
         bar.finish_and_clear();
         crate::logging::set_progress(None);
         let outcome = outcome?;
-        let fp = fingerprint::gather(&root, &config.host.name, &meter_desc);
-        let settings = serde_json::json!({
-            "levels": plan.levels, "kinds": plan.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
-            "ci_watts": plan.ci_abs_w, "ci_percent": plan.ci_rel * 100.0, "min_samples": plan.min_samples,
-            "max_level_s": plan.max_level.as_secs_f64(), "governor": governor,
-            "ci_method": "batch means (see docs)",
-        });
+        let settings = SweepSettings {
+            levels: plan.levels.clone(),
+            kinds: plan.kinds.clone(),
+            ci_watts: plan.ci_abs_w,
+            ci_percent: plan.ci_rel * 100.0,
+            min_samples: plan.min_samples,
+            max_level_s: plan.max_level.as_secs_f64(),
+            governor,
+            ci_method: "batch means (see docs)".into(),
+        };
         if outcome.levels.is_empty() {
             tracing::warn!("no level completed: nothing stored for {config_name:?}");
         } else {
-            let run_id = persist::save(&store, &config_name, &fp, &outcome, &settings)?;
-            if args.regression_check {
-                check_regression(&store, &config_name, &fp.host, baseline, run_id, &outcome)?;
-            }
-            let calibrations = persist::save_calibrations(&store, &config.host.name, &outcome)?;
-            if !args.quiet {
-                for c in calibrations {
-                    crate::output::println(&format!(
-                        "calibration (an estimate): wall = {:.1} W + {:.3} x {} (r2 {:.3}, +/- {:.1} W rms)",
-                        c.intercept_w, c.slope, c.source, c.r2, c.rms_error_w
-                    ));
+            let stored = match (&store, link.meter.daemon()) {
+                (Some(store), _) => {
+                    let fp = fingerprint::gather(&root, &config.host.name, &meter_desc);
+                    let finished = Finished {
+                        name: &config_name,
+                        fingerprint: &fp,
+                        settings: &settings,
+                        outcome: &outcome,
+                        regression_check: args.regression_check,
+                    };
+                    record(store, &config.host.name, &finished)?.into_stored(db.to_owned())
                 }
-                crate::output::print(&summarise(&config_name, &outcome, !live_levels));
-                crate::output::println(&format!(
-                    "stored as configuration {config_name:?} (run {run_id}, {}) in {}",
-                    if outcome.complete {
-                        "complete"
-                    } else {
-                        "partial"
-                    },
-                    db.display()
-                ));
-            }
+                (None, Some(daemon)) => daemon.store_sweep(SweepRecord {
+                    name: config_name.clone(),
+                    source: source.clone(),
+                    settings,
+                    physical_cores: physical,
+                    regression_check: args.regression_check,
+                    levels: outcome.levels.clone(),
+                    complete: outcome.complete,
+                    started_ms: outcome.started_ms,
+                    ended_ms: outcome.ended_ms,
+                })?,
+                (None, None) => anyhow::bail!("no database to store the sweep in"),
+            };
+            say_stored(
+                &stored,
+                &config_name,
+                &outcome,
+                args.quiet,
+                live_levels,
+                &link.path,
+            );
         }
         all_complete &= outcome.complete;
         if !outcome.complete {
@@ -396,100 +402,47 @@ pub fn sweep_until_signal(
     })
 }
 
-/// Polls the meter until it gives a reading, before any loop starts, so that a port that
-/// does not exist, is held by another program or stays silent fails the sweep at once, with
-/// a message that says which and what to do.
-pub(crate) fn first_reading(
-    meter: &mut dyn Collector,
-    m: &crate::config::MeterConfig,
-) -> anyhow::Result<()> {
-    use wattson_collectors::{Action, CollectError};
-    const TRIES: usize = 3;
-    let port = m.port.display();
-    let mut last = None;
-    for _ in 0..TRIES {
-        let now = chrono::Utc::now().timestamp_millis();
-        match meter.poll(now) {
-            Ok(samples) if !samples.is_empty() => return Ok(()),
-            Ok(_) => {}
-            // Missing or busy port, or a permission problem: trying again will not help.
-            // (The error names the meter already: `meter:<id>: ...`.)
-            Err(e) if e.action() != Action::Retry => {
-                anyhow::bail!("{}", wattson_collectors::ErrorChain(&e))
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    let probe = format!("`wattson meter probe {port}` tries every supported meter");
-    match last {
-        Some(CollectError::Timeout { timeout_ms, .. }) => anyhow::bail!(
-            "meter {}: the {} meter on {port} does not answer ({TRIES} requests, no reply within \
-             {timeout_ms} ms each): check that it is powered and wired (RS-485 A/B, or TX/RX \
-             crossed), and the protocol, baud and address in its [[meter]] section; {probe}",
-            m.id,
-            m.protocol
-        ),
-        Some(e @ CollectError::BadFrame { .. }) => anyhow::bail!(
-            "meter {}: something answers on {port}, but not as a {} meter ({}): check the \
-             protocol, baud and parity in its [[meter]] section; {probe}",
-            m.id,
-            m.protocol,
-            wattson_collectors::ErrorChain(&e)
-        ),
-        Some(e) => anyhow::bail!("{}", wattson_collectors::ErrorChain(&e)),
-        None => anyhow::bail!(
-            "meter {}: {port} opened, but {TRIES} polls gave no reading; {probe}",
-            m.id
-        ),
-    }
-}
-
-/// Compare the idle level of `outcome` (stored as `run_id`) with the configuration's
-/// baseline, store the verdict, and say it.
-fn check_regression(
-    store: &Store,
+/// The stored sweep in words: calibrations, the fit, where it went, the regression verdict.
+fn say_stored(
+    stored: &Stored,
     name: &str,
-    host: &str,
-    baseline: Option<(i64, regression::IdleFigure)>,
-    run_id: i64,
     outcome: &SweepOutcome,
-) -> anyhow::Result<()> {
-    let Some(idle) = outcome.levels.iter().find(|l| l.loops == 0) else {
-        tracing::warn!(
-            "regression check of {name:?}: this sweep has no idle level (add 0 to --levels)"
-        );
-        return Ok(());
-    };
-    let Some((baseline_run, base)) = baseline else {
-        tracing::info!(
-            "regression check of {name:?}: no earlier complete sweep, so this one ({:.1} W idle) is the baseline",
-            idle.mean_w
-        );
-        return Ok(());
-    };
-    let latest = regression::IdleFigure {
-        watts: idle.mean_w,
-        ci95_w: idle.ci95_w,
-    };
-    let check = regression::Check {
-        config: name.to_owned(),
-        host: Some(host.to_owned()),
-        checked_ms: outcome.ended_ms,
-        baseline_run_id: Some(baseline_run),
-        latest_run_id: Some(run_id),
-        baseline: base,
-        latest,
-        verdict: regression::decide(base, latest),
-    };
-    regression::save(store, &check)?;
-    let line = regression::describe(&check);
-    if check.verdict.detected {
-        tracing::warn!("{line}");
-    } else {
-        tracing::info!("{line}");
+    quiet: bool,
+    live_levels: bool,
+    path: &crate::control::MeterPath,
+) {
+    if let Some(line) = &stored.regression {
+        if stored.regression_detected {
+            tracing::warn!("{line}");
+        } else {
+            tracing::info!("{line}");
+        }
+        crate::output::println(line);
     }
-    crate::output::println(&line);
-    Ok(())
+    if quiet {
+        return;
+    }
+    for c in &stored.calibrations {
+        crate::output::println(&format!(
+            "calibration (an estimate): wall = {:.1} W + {:.3} x {} (r2 {:.3}, +/- {:.1} W rms)",
+            c.intercept_w, c.slope, c.source, c.r2, c.rms_error_w
+        ));
+    }
+    crate::output::print(&summarise(name, outcome, !live_levels));
+    crate::output::println(&format!(
+        "stored as configuration {name:?} (run {}, {}) in {}{}",
+        stored.run_id,
+        if outcome.complete {
+            "complete"
+        } else {
+            "partial"
+        },
+        stored.database.display(),
+        match path {
+            crate::control::MeterPath::Daemon { .. } => " by the daemon",
+            crate::control::MeterPath::Direct { .. } => "",
+        }
+    ));
 }
 
 fn progress_bar() -> indicatif::ProgressBar {

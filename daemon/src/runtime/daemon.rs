@@ -276,6 +276,8 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     let in_poll = Arc::new(InPoll::default());
     // The sampler says it is done on `done`; a thread that panics drops it instead.
     let (done_tx, done_rx) = mpsc::channel::<()>();
+    // Bound before READY=1, so a unit ordered after this one finds it.
+    let control = start_control(config, &rt, &live, &store, &names, &cancel);
     let sampler_thread = {
         let live = live.clone();
         let heartbeat = heartbeat.clone();
@@ -332,7 +334,11 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         &store,
     ));
 
-    // Drain in order: collectors (the sampler flushes its buffer), the store, then outputs.
+    // Drain in order: the control socket (its clients are told), collectors (the sampler
+    // flushes its buffer), the store, then outputs.
+    if let Some(control) = control {
+        rt.block_on(control.stop());
+    }
     // A collector stuck in a read (a driver that never returns) must not keep the daemon
     // from stopping: after DRAIN_TIMEOUT it is named and left behind, and the exit status
     // says so.
@@ -398,6 +404,28 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Serve the control socket (see [`crate::control`]) until `cancel`. A socket that cannot be
+/// bound is logged and the daemon goes on without it.
+fn start_control(
+    config: &Config,
+    rt: &tokio::runtime::Runtime,
+    live: &Arc<LiveState>,
+    store: &StoreHandle,
+    names: &[String],
+    cancel: &CancellationToken,
+) -> Option<super::control::ControlHandle> {
+    let _in_runtime = rt.enter();
+    let ctx = super::control::ControlContext {
+        config: config.clone(),
+        live: live.clone(),
+        store: store.clone(),
+        sources: names.to_vec(),
+    };
+    super::control::start(ctx, cancel.child_token())
+        .map_err(|e| tracing::error!("{}", wattson_collectors::ErrorChain(&e)))
+        .ok()
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -4,6 +4,9 @@
 //! It is also the publishers' clock: the sampler's own tick says when a publish interval
 //! has passed ([`LiveState::publish_every`], [`LiveState::publish_due`]), so publishing
 //! costs no timer wake-ups of its own.
+//!
+//! Each pass is also offered, whole, to the control socket's subscribers
+//! ([`LiveState::feed`]); with none connected that costs one atomic load.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -21,6 +24,7 @@ pub struct LiveState {
     /// Sample time (UTC ms, on the interval's grid) from which the next publish is due.
     next_publish_ms: AtomicI64,
     publish: tokio::sync::Notify,
+    feed: crate::runtime::control::SampleFeed,
 }
 
 #[derive(Debug, Default)]
@@ -32,8 +36,8 @@ struct Inner {
     sums: BTreeMap<(String, Metric, String), (f64, u32)>,
 }
 
-/// A reading as seen by publishers.
-#[derive(Debug, Clone, PartialEq)]
+/// A reading as seen by publishers (and the control socket's `status`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LiveReading {
     pub source: String,
     pub metric: Metric,
@@ -48,6 +52,7 @@ impl LiveState {
     /// samples are the first of a new publish interval.
     pub fn observe(&self, samples: &[Sample]) {
         self.record(samples);
+        self.feed.publish(samples);
         let period = self.publish_period_ms.load(Ordering::Relaxed);
         if let Some(ts) = samples.iter().map(|s| s.ts_ms).max()
             && period > 0
@@ -62,6 +67,11 @@ impl LiveState {
                 }
             }
         }
+    }
+
+    /// Every sampling pass's samples, for the control socket's subscribers.
+    pub fn feed(&self) -> &crate::runtime::control::SampleFeed {
+        &self.feed
     }
 
     /// Publish every `period` of sample time, on that period's wall-clock grid.

@@ -1,5 +1,7 @@
-//! The daemon's moving parts: the sampling thread, the live view, and the lifecycle.
+//! The daemon's moving parts: the sampling thread, the live view, the control socket, and
+//! the lifecycle.
 
+pub mod control;
 pub mod daemon;
 pub mod health;
 pub mod live;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread::JoinHandle;
 
 use anyhow::Context as _;
@@ -120,10 +120,18 @@ pub struct SimHandle {
     /// The path of the pseudo-terminal a reader opens (like /dev/ttyUSB0).
     pub path: PathBuf,
     stop: Arc<AtomicBool>,
+    follow: Arc<AtomicU32>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl SimHandle {
+    /// With `follow_cpu`, follow process `pid`'s CPU time from now on (a test that starts
+    /// the meter before the process whose loops it measures: a `wattson sweep` reading it
+    /// through a daemon).
+    pub fn follow_process(&self, pid: u32) {
+        self.follow.store(pid, Ordering::Relaxed);
+    }
+
     /// Stop serving and close the pseudo-terminal (the reader sees the device vanish).
     pub fn stop(mut self) {
         self.shutdown();
@@ -201,6 +209,8 @@ pub fn simulate_with(
         Some(pid) => BusyCpus::for_process(root, pid),
         None => BusyCpus::new(root),
     };
+    let follow_later = Arc::new(AtomicU32::new(0));
+    let (later, mut following, root_later) = (follow_later.clone(), 0u32, root.clone());
     let mut energy_wh = 0.0;
     let mut last_ms: Option<i64> = None;
     let mut last_busy_ms = 0i64;
@@ -208,6 +218,11 @@ pub fn simulate_with(
     let reading_model = Box::new(move |now_ms: i64, _address: u8| {
         // Several addresses may ask within one poll round: sample the load at most every 500 ms.
         if follow && now_ms - last_busy_ms >= 200 {
+            let pid = later.load(Ordering::Relaxed);
+            if pid != following {
+                following = pid;
+                busy = BusyCpus::for_process(&root_later, pid);
+            }
             busy_now = busy.sample();
             last_busy_ms = now_ms;
         }
@@ -248,6 +263,7 @@ pub fn simulate_with(
     Ok(SimHandle {
         path,
         stop,
+        follow: follow_later,
         thread: Some(thread),
     })
 }

@@ -5,8 +5,9 @@
 //! [`StoreHealth`], rewritten in place when it changes, so that a second writer's error can
 //! say who holds the database and `wattson status` can show how the writer is doing even
 //! while it cannot write the database itself. Readers (`status`, `report`) never take the
-//! lock; short writes by other commands (`sweep`, `tariff import`) go through SQLite's own
-//! locking and are not refused.
+//! lock; short writes by other commands (`tariff import`, and `sweep` when no daemon runs:
+//! beside a daemon it has the daemon store its results, see [`crate::control`]) go through
+//! SQLite's own locking and are not refused.
 //!
 //! A writer that dies loses its `flock` with its last descriptor, so a lock file left behind
 //! by a crash never blocks the next start.

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wattson_collectors::{Collector, Metric, Sample};
 
 use crate::analysis::fit::{self, LinearFit, UtilisationFit};
@@ -77,7 +77,7 @@ impl SweepPlan {
 }
 
 /// Statistics of one level.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LevelResult {
     pub kind: LoopKind,
     pub loops: usize,

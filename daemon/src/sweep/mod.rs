@@ -17,6 +17,7 @@ pub mod engine;
 pub mod fingerprint;
 pub mod governor;
 pub mod persist;
+pub mod record;
 pub mod regression;
 pub mod workload;
 

@@ -53,7 +53,7 @@ pub enum WorkloadError {
 }
 
 /// What each loop thread does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LoopKind {
     /// Compute-bound: integer and floating-point work in registers; one op = one step.

@@ -1,0 +1,223 @@
+//! The daemon's side of the control socket ([`crate::control`] describes the protocol):
+//! bind `<database>.sock` (mode 0660), accept at most [`MAX_CLIENTS`] connections, serve
+//! each on a task of the daemon's runtime, and remove the socket on the way out.
+//!
+//! The sampler hands each pass to a [`SampleFeed`] (a bounded broadcast: it never waits for
+//! a subscriber); a connection that falls [`crate::control::protocol::CLIENT_QUEUE`] passes
+//! behind, or takes longer than [`crate::control::protocol::WRITE_TIMEOUT`] to take a line,
+//! is dropped.
+
+mod connection;
+mod vouch;
+
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, broadcast};
+use tokio_util::sync::CancellationToken;
+use wattson_collectors::Sample;
+
+use crate::config::Config;
+use crate::control::protocol::{CLIENT_QUEUE, MAX_CLIENTS, socket_path};
+use crate::runtime::live::LiveState;
+use crate::store::StoreHandle;
+
+/// One sampling pass's samples, as the sampler took them.
+pub type Pass = Arc<[Sample]>;
+
+/// The sampler's passes for control-socket subscribers: a broadcast of
+/// [`CLIENT_QUEUE`] passes that never blocks the sampler.
+#[derive(Debug)]
+pub struct SampleFeed {
+    tx: broadcast::Sender<Pass>,
+}
+
+impl Default for SampleFeed {
+    fn default() -> Self {
+        SampleFeed {
+            tx: broadcast::channel(CLIENT_QUEUE).0,
+        }
+    }
+}
+
+impl SampleFeed {
+    /// Offer one pass to the subscribers (a copy only when there are some).
+    pub fn publish(&self, samples: &[Sample]) {
+        if self.tx.receiver_count() > 0 && !samples.is_empty() {
+            let _ = self.tx.send(samples.into());
+        }
+    }
+
+    /// Every pass from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Pass> {
+        self.tx.subscribe()
+    }
+}
+
+/// What the control socket serves from.
+pub struct ControlContext {
+    /// The daemon's configuration at start: its host, database, meters and roots.
+    pub config: Config,
+    pub live: Arc<LiveState>,
+    pub store: StoreHandle,
+    /// The sources the daemon collects.
+    pub sources: Vec<String>,
+}
+
+/// Shared by the connections.
+struct Shared {
+    ctx: ControlContext,
+    permits: Arc<Semaphore>,
+    started_ms: i64,
+}
+
+impl Shared {
+    fn clients(&self) -> usize {
+        MAX_CLIENTS.saturating_sub(self.permits.available_permits())
+    }
+}
+
+/// Why the control socket could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlServerError {
+    #[error(
+        "control socket {path}: {what}: {reason}; `wattson sweep`, `wattson status` and \
+         `wattson idle --measure` cannot reach this daemon (a sweep then fails on the busy \
+         meter)"
+    )]
+    Bind {
+        path: PathBuf,
+        what: &'static str,
+        reason: String,
+    },
+}
+
+/// The running control socket; [`ControlHandle::stop`] ends it and removes the socket.
+pub struct ControlHandle {
+    task: tokio::task::JoinHandle<()>,
+    path: PathBuf,
+    /// Device and inode of the socket this daemon bound, so that stopping removes only its
+    /// own.
+    identity: Option<(u64, u64)>,
+}
+
+impl ControlHandle {
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Wait (at most a second) for the connections to end after the cancellation, then
+    /// remove the socket file if it is still this daemon's.
+    pub async fn stop(self) {
+        if tokio::time::timeout(Duration::from_secs(1), self.task)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the control socket did not stop within 1 s");
+        }
+        let still_ours = std::fs::symlink_metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        if still_ours.is_some() && still_ours == self.identity {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Bind the control socket of the context's database and serve it until `cancel`. Call from
+/// within the daemon's runtime. The caller holds the database's writer lock, so a socket
+/// file already there was left by a daemon that stopped without removing it: it is replaced.
+pub fn start(
+    ctx: ControlContext,
+    cancel: CancellationToken,
+) -> Result<ControlHandle, ControlServerError> {
+    let path = socket_path(&ctx.config.storage.path);
+    let bind_error = |what: &'static str, e: &std::io::Error| ControlServerError::Bind {
+        path: path.clone(),
+        what,
+        reason: crate::store::error_chain(e),
+    };
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.file_type().is_socket() => {
+            std::fs::remove_file(&path).map_err(|e| bind_error("removing the stale socket", &e))?;
+            tracing::info!("control socket {}: replaced a stale one", path.display());
+        }
+        Ok(_) => {
+            return Err(ControlServerError::Bind {
+                path: path.clone(),
+                what: "in the way",
+                reason: "a file that is not a socket is there (left alone: move it away)".into(),
+            });
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(bind_error("looking at the path", &e)),
+    }
+    let listener = tokio::net::UnixListener::bind(&path).map_err(|e| bind_error("binding", &e))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660))
+        .map_err(|e| bind_error("setting its mode to 0660", &e))?;
+    let identity = std::fs::symlink_metadata(&path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()));
+    let shared = Arc::new(Shared {
+        ctx,
+        permits: Arc::new(Semaphore::new(MAX_CLIENTS)),
+        started_ms: crate::runtime::sampler::now_ms(),
+    });
+    tracing::info!(
+        "control socket {}: sweeps, status and idle --measure reach the meter through it",
+        path.display()
+    );
+    let task = tokio::spawn(accept(listener, shared, cancel));
+    Ok(ControlHandle {
+        task,
+        path,
+        identity,
+    })
+}
+
+async fn accept(
+    listener: tokio::net::UnixListener,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    let mut last_error: Option<String> = None;
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    last_error = None;
+                    match shared.permits.clone().try_acquire_owned() {
+                        Ok(permit) => {
+                            connections.spawn(connection::serve(
+                                stream,
+                                shared.clone(),
+                                permit,
+                                cancel.clone(),
+                            ));
+                        }
+                        Err(_) => {
+                            connections.spawn(connection::refuse_busy(stream));
+                        }
+                    }
+                }
+                Err(e) => {
+                    // Out of descriptors, say: logged once, retried after a pause rather
+                    // than in a tight loop.
+                    let text = crate::store::error_chain(&e);
+                    if last_error.as_deref() != Some(text.as_str()) {
+                        tracing::warn!("control socket: accepting a connection: {text}");
+                    }
+                    last_error = Some(text);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.shutdown().await;
+}

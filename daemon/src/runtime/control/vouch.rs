@@ -1,0 +1,317 @@
+//! What the daemon checks before it stores a sweep sent over the control socket: the
+//! daemon never stores what it cannot vouch for. Every number is finite and in its range,
+//! every text and list bounded, and each level's readings are ones this connection was sent:
+//! a level of `n` readings between its start and end needs at least `n` readings of the
+//! subscribed source delivered in that window. Units: W, UTC ms.
+
+use super::connection::Subscription;
+use crate::control::protocol::SweepRecord;
+use crate::sweep::engine::LevelResult;
+
+/// Most levels a sweep may send (every level of three kinds on a 1024-CPU machine).
+const MAX_LEVELS: usize = 3 * 1025;
+/// Most loops a level may run.
+const MAX_LOOPS: usize = 4096;
+/// Longest name, characters.
+const MAX_NAME: usize = 200;
+/// Longest other text (a warning, a method, a map key), characters.
+const MAX_TEXT: usize = 1000;
+/// Most entries of a level's lists and maps.
+const MAX_ENTRIES: usize = 256;
+
+/// `Ok` when `record` may be stored; else why not, in words.
+pub(super) fn check(
+    record: &SweepRecord,
+    subscription: Option<&Subscription>,
+) -> Result<(), String> {
+    let Some(sub) = subscription else {
+        return Err(
+            "this connection is not subscribed to a meter, so no reading of the sweep came \
+             from this daemon"
+                .into(),
+        );
+    };
+    if record.source != sub.source {
+        return Err(format!(
+            "measured on {}, but this connection is subscribed to {}",
+            record.source, sub.source
+        ));
+    }
+    text("name", &record.name, MAX_NAME)?;
+    if record.name.trim().is_empty() {
+        return Err("the name is empty".into());
+    }
+    if record.levels.is_empty() || record.levels.len() > MAX_LEVELS {
+        return Err(format!(
+            "{} levels: a sweep has 1 to {MAX_LEVELS}",
+            record.levels.len()
+        ));
+    }
+    if !(1..=MAX_LOOPS).contains(&record.physical_cores) {
+        return Err(format!("physical_cores {}", record.physical_cores));
+    }
+    let s = &record.settings;
+    if s.levels.len() > MAX_LEVELS || s.kinds.is_empty() || s.kinds.len() > 3 {
+        return Err("settings: too many levels, or no kind or too many".into());
+    }
+    for (what, v) in [
+        ("ci_watts", s.ci_watts),
+        ("ci_percent", s.ci_percent),
+        ("max_level_s", s.max_level_s),
+    ] {
+        non_negative(&format!("settings {what}"), v)?;
+    }
+    text("settings ci_method", &s.ci_method, MAX_TEXT)?;
+    if let Some(g) = &s.governor {
+        text("settings governor", g, 64)?;
+    }
+    let slack = sub
+        .interval
+        .map_or(2000, |i| 2 * i.as_millis() as i64 + 1000);
+    let now = crate::runtime::sampler::now_ms();
+    if record.started_ms > record.ended_ms {
+        return Err("the sweep ends before it starts".into());
+    }
+    for l in &record.levels {
+        level(l, record, sub, slack, now).map_err(|e| {
+            format!(
+                "level {} ({}): {e}",
+                crate::analysis::modes::level_name(l.loops as u32),
+                l.kind
+            )
+        })?;
+    }
+    Ok(())
+}
+
+fn level(
+    l: &LevelResult,
+    record: &SweepRecord,
+    sub: &Subscription,
+    slack: i64,
+    now: i64,
+) -> Result<(), String> {
+    if !record.settings.kinds.contains(&l.kind) {
+        return Err("a kind the settings do not name".into());
+    }
+    if l.loops > MAX_LOOPS {
+        return Err(format!("{} loops", l.loops));
+    }
+    if l.started_ms > l.ended_ms {
+        return Err("ends before it starts".into());
+    }
+    if l.started_ms < sub.since_ms - slack || l.ended_ms > now + slack {
+        return Err(format!(
+            "it ran from {} to {} (UTC ms), outside this connection's subscription (since {})",
+            l.started_ms, l.ended_ms, sub.since_ms
+        ));
+    }
+    for (what, v) in [
+        ("mean_w", l.mean_w),
+        ("sd_w", l.sd_w),
+        ("ci95_w", l.ci95_w),
+        ("min_w", l.min_w),
+        ("max_w", l.max_w),
+        ("settle_s", l.settle_s),
+        ("ops_per_s", l.ops_per_s),
+    ] {
+        non_negative(what, v)?;
+    }
+    if l.min_w > l.mean_w + 1e-6 || l.mean_w > l.max_w + 1e-6 {
+        return Err(format!(
+            "mean {} W outside its range {}..{} W",
+            l.mean_w, l.min_w, l.max_w
+        ));
+    }
+    for (what, v) in [
+        ("mean_mhz", l.mean_mhz),
+        ("busy_cpus", l.busy_cpus),
+        ("joules_per_op", l.joules_per_op),
+    ] {
+        if let Some(v) = v {
+            non_negative(what, v)?;
+        }
+    }
+    if let Some(b) = l.busy {
+        share("busy", b)?;
+    }
+    if l.residency.len() > MAX_ENTRIES
+        || l.components.len() > MAX_ENTRIES
+        || l.warnings.len() > MAX_ENTRIES
+    {
+        return Err(format!("more than {MAX_ENTRIES} entries in a list"));
+    }
+    for (k, v) in &l.residency {
+        text("a residency state", k, MAX_TEXT)?;
+        share(k, *v)?;
+    }
+    for (k, v) in &l.components {
+        text("a component", k, MAX_TEXT)?;
+        if !v.is_finite() {
+            return Err(format!("component {k}: {v}"));
+        }
+    }
+    for w in &l.warnings {
+        text("a warning", w, MAX_TEXT)?;
+    }
+    text("ci_method", &l.ci_method, MAX_TEXT)?;
+    let delivered = sub
+        .delivered
+        .iter()
+        .filter(|&&ts| ts >= l.started_ms - slack && ts <= l.ended_ms + slack)
+        .count();
+    if l.n < 2 || l.n > delivered {
+        return Err(format!(
+            "{} readings, but this daemon sent this connection {delivered} readings of {} \
+             while it ran",
+            l.n, sub.source
+        ));
+    }
+    Ok(())
+}
+
+fn non_negative(what: &str, v: f64) -> Result<(), String> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(format!("{what} is {v}: not a finite number of at least 0"))
+    }
+}
+
+fn share(what: &str, v: f64) -> Result<(), String> {
+    if v.is_finite() && (0.0..=1.0 + 1e-6).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!("{what} is {v}: not a share between 0 and 1"))
+    }
+}
+
+fn text(what: &str, s: &str, max: usize) -> Result<(), String> {
+    if s.chars().count() > max {
+        return Err(format!("{what} is longer than {max} characters"));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(format!("{what} has control characters"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, VecDeque};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::control::protocol::SweepSettings;
+    use crate::sweep::workload::LoopKind;
+
+    fn subscription(delivered: impl IntoIterator<Item = i64>) -> Subscription {
+        let (tx, rx) = tokio::sync::broadcast::channel(1);
+        drop(tx);
+        Subscription {
+            source: "meter:wall".into(),
+            rx,
+            since_ms: 1_000_000,
+            interval: Some(Duration::from_millis(100)),
+            delivered: delivered.into_iter().collect::<VecDeque<_>>(),
+        }
+    }
+
+    fn level(loops: usize, start: i64, end: i64, n: usize) -> LevelResult {
+        LevelResult {
+            kind: LoopKind::Spin,
+            loops,
+            started_ms: start,
+            ended_ms: end,
+            settle_s: 0.5,
+            n,
+            mean_w: 40.0,
+            sd_w: 0.3,
+            ci95_w: 0.1,
+            ci_method: "BatchMeans".into(),
+            min_w: 39.0,
+            max_w: 41.0,
+            mean_mhz: None,
+            busy: Some(0.01),
+            busy_cpus: Some(0.02),
+            residency: BTreeMap::new(),
+            ops_per_s: 0.0,
+            joules_per_op: None,
+            components: BTreeMap::new(),
+            pinned: true,
+            smt_siblings: false,
+            warnings: Vec::new(),
+        }
+    }
+
+    fn record(levels: Vec<LevelResult>) -> SweepRecord {
+        SweepRecord {
+            name: "monthly".into(),
+            source: "meter:wall".into(),
+            settings: SweepSettings {
+                levels: vec![0, 1],
+                kinds: vec![LoopKind::Spin],
+                ci_watts: 0.5,
+                ci_percent: 1.0,
+                min_samples: 20,
+                max_level_s: 90.0,
+                governor: None,
+                ci_method: "batch means".into(),
+            },
+            physical_cores: 2,
+            regression_check: true,
+            levels,
+            complete: true,
+            started_ms: 1_000_000,
+            ended_ms: 1_010_000,
+        }
+    }
+
+    #[test]
+    fn levels_need_the_readings_this_connection_was_sent() {
+        // 30 readings at 100 ms from 1 000 100 ms on.
+        let sub = subscription((1..=30).map(|i| 1_000_000 + 100 * i));
+        let ok = record(vec![level(0, 1_000_100, 1_003_000, 25)]);
+        assert_eq!(check(&ok, Some(&sub)), Ok(()));
+        let invented = record(vec![level(0, 1_000_100, 1_003_000, 500)]);
+        let e = check(&invented, Some(&sub)).unwrap_err();
+        assert!(
+            e.contains("500 readings") && e.contains("sent this connection 30"),
+            "{e}"
+        );
+        assert!(check(&ok, None).unwrap_err().contains("not subscribed"));
+        let before = record(vec![level(0, 900_000, 903_000, 2)]);
+        assert!(check(&before, Some(&sub)).unwrap_err().contains("outside"));
+    }
+
+    #[test]
+    fn numbers_out_of_range_and_unbounded_text_are_refused() {
+        let sub = subscription((1..=30).map(|i| 1_000_000 + 100 * i));
+        let mut l = level(0, 1_000_100, 1_003_000, 25);
+        l.mean_w = f64::NAN;
+        assert!(
+            check(&record(vec![l]), Some(&sub))
+                .unwrap_err()
+                .contains("mean_w")
+        );
+        let mut l = level(0, 1_000_100, 1_003_000, 25);
+        l.busy = Some(3.0);
+        assert!(
+            check(&record(vec![l]), Some(&sub))
+                .unwrap_err()
+                .contains("busy")
+        );
+        let mut r = record(vec![level(0, 1_000_100, 1_003_000, 25)]);
+        r.name = "x".repeat(201);
+        assert!(check(&r, Some(&sub)).unwrap_err().contains("name"));
+        r.name = "a\u{1b}[31m".into();
+        assert!(check(&r, Some(&sub)).unwrap_err().contains("control"));
+        let mut r = record(vec![level(0, 1_000_100, 1_003_000, 25)]);
+        r.source = "meter:other".into();
+        assert!(
+            check(&r, Some(&sub))
+                .unwrap_err()
+                .contains("subscribed to meter:wall")
+        );
+    }
+}
