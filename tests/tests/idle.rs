@@ -589,3 +589,45 @@ fn home_assistant_gets_the_deepest_package_state_and_its_residency() {
     assert_eq!(residency_config["unit_of_measurement"], "%");
     assert_eq!(residency_config["state_class"], "measurement");
 }
+
+#[test]
+fn measure_runs_through_the_daemon_that_owns_the_meter() {
+    let b = bench("100ms", 13);
+    let before = snapshot(&b.root);
+    let mut daemon = Child::run_daemon(&b.config, &[]);
+    let socket = wattson::control::socket_path(&b.env.db);
+    daemon.wait_for("the control socket", Duration::from_secs(20), || {
+        socket.exists().then_some(())
+    });
+    let out = run_ok(
+        &b.config,
+        &[
+            "idle",
+            "--measure",
+            "--only",
+            "pcie_aspm",
+            "--phase",
+            "2s",
+            "--phases",
+            "5",
+        ],
+    );
+    assert!(out.contains("through the running daemon"), "{out}");
+    assert!(
+        out.contains("ASPM powersave (performance -> powersave): -"),
+        "{out}"
+    );
+    let found = effects(&b.env.db);
+    assert!((found[0].1 + 3.0).abs() <= 0.75, "{found:?}");
+    assert_eq!(
+        changed_content(&before, &snapshot(&b.root)),
+        Vec::<PathBuf>::new()
+    );
+    daemon.signal(Signal::SIGTERM);
+    assert_eq!(
+        daemon
+            .wait_exit(Duration::from_secs(10))
+            .and_then(|s| s.code()),
+        Some(0)
+    );
+}
