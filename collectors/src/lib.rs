@@ -8,6 +8,7 @@
 pub mod cpu;
 pub mod idle;
 pub mod meter;
+pub mod plausibility;
 pub mod power;
 pub mod sample;
 pub mod sysroot;
@@ -192,4 +193,7 @@ pub struct DeviceCounters {
     pub timeouts: u64,
     /// Frames that decoded but failed the plausibility filter.
     pub implausible: u64,
+    /// Readings rejected by the plausibility rules, by reason ([`plausibility::Reason`]):
+    /// implausible frames and energy counters that moved more than the power allows.
+    pub rejected: plausibility::Rejections,
 }

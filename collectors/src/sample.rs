@@ -80,6 +80,10 @@ pub enum Metric {
     /// from the package residency counters against the TSC, 0..1. Channel: `all/<state>`
     /// (the mean over packages) and, with more than one package, `packageN/<state>`.
     PackageResidency,
+    /// Readings a source rejected as implausible since its collector started, a count
+    /// (cumulative; it restarts at zero with the daemon). Channel: the reason
+    /// ([`crate::plausibility::Reason::as_str`]).
+    Rejected,
 }
 
 impl Metric {
@@ -98,7 +102,7 @@ impl Metric {
             | Metric::GpuUtilisation
             | Metric::PackageResidency => Unit::Share,
             Metric::CoreFrequency | Metric::GpuClock => Unit::Megahertz,
-            Metric::PState | Metric::GpuProcesses => Unit::Count,
+            Metric::PState | Metric::GpuProcesses | Metric::Rejected => Unit::Count,
         }
     }
 
@@ -121,6 +125,7 @@ impl Metric {
             Metric::PState => "pstate",
             Metric::GpuProcesses => "gpu_processes",
             Metric::PackageResidency => "package_residency",
+            Metric::Rejected => "rejected",
         }
     }
 
@@ -143,6 +148,7 @@ impl Metric {
             Metric::PState,
             Metric::GpuProcesses,
             Metric::PackageResidency,
+            Metric::Rejected,
         ]
         .into_iter()
         .find(|m| m.as_str() == name)
@@ -200,6 +206,7 @@ mod tests {
             Metric::PState,
             Metric::GpuProcesses,
             Metric::PackageResidency,
+            Metric::Rejected,
         ] {
             assert_eq!(Metric::parse(m.as_str()), Some(m));
         }

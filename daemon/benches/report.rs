@@ -75,6 +75,7 @@ fn input() -> ReportInput {
             mean_mhz: Some(1800.0),
             ops_per_s: None,
             joules_per_op: None,
+            warnings: vec![],
         })
         .collect();
     let sweep = ConfigInput {
@@ -128,6 +129,7 @@ fn input() -> ReportInput {
             utilisation,
             cpus: 4,
             config: None,
+            ..MeasuredInput::default()
         }),
         gpus: vec![],
         idle: wattson::report::idle::IdleInput::default(),

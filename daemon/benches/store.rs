@@ -217,6 +217,7 @@ fn write_rollups(store: &Store, from_ms: i64, to_ms: i64) {
                         min: ((mean - 4.0 - rng.random_range(0.0..2.0)) * 10.0).round() / 10.0,
                         max: ((mean + 4.0 + rng.random_range(0.0..2.0)) * 10.0).round() / 10.0,
                         energy_wh: (mean / 60.0 * 1000.0).round() / 1000.0,
+                        covered_ms: Some(MINUTE_MS),
                     });
                 }
             }
@@ -233,6 +234,8 @@ fn write_rollups(store: &Store, from_ms: i64, to_ms: i64) {
                         max: mean * 1.1,
                         energy_wh: (metric == Metric::Power)
                             .then(|| minutes.iter().map(|m| m.energy_wh).sum()),
+                        covered_ms: (metric == Metric::Power).then_some(HOUR_MS),
+                        approximate: false,
                         minutes,
                     },
                 )
@@ -439,7 +442,9 @@ fn bench_year_query(c: &mut Criterion) {
     group.sample_size(20);
     group.bench_function("year_report_query", |b| {
         b.iter(|| {
-            let wh = store.energy_wh(HOST, "meter:wall", from, to).unwrap();
+            let wh = wattson::ledger::energy::energy(&store, HOST, "meter:wall", from, to)
+                .unwrap()
+                .wh;
             let hourly = store
                 .rollups(
                     &SeriesFilter::all().host(HOST).metric(Metric::Power),

@@ -122,6 +122,10 @@ pub struct StatusArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Show this host's figures (a fleet collector's database holds several) [default:
+    /// `[host] name`].
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -92,7 +92,8 @@ fn report_over(samples: Vec<Sample>) -> Report {
     w.flush().unwrap();
     drop(w);
     let now: DateTime<Utc> = "2026-11-30T00:00:00Z".parse().unwrap();
-    let data = gather_from_store(&db, HOST, None, Some(now.timestamp_millis())).unwrap();
+    let data =
+        gather_from_store(&db, HOST, None, None, None, Some(now.timestamp_millis())).unwrap();
     assert!(data.measured.is_none(), "no wall meter in this store");
     let input = input_from_config(&config(), data, &args(Format::Table), now).unwrap();
     report::build(&input).unwrap()
@@ -109,6 +110,7 @@ fn args(format: Format) -> ReportArgs {
         upgrade_cost: None,
         co2: None,
         db: None,
+        host: None,
     }
 }
 

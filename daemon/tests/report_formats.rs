@@ -53,6 +53,7 @@ fn args(format: Format) -> ReportArgs {
         upgrade_cost: None,
         co2: None,
         db: None,
+        host: None,
     }
 }
 
@@ -303,6 +304,7 @@ fn sweep() -> ConfigInput {
                 mean_mhz: Some(1400.0 + 400.0 * busy),
                 ops_per_s: Some(4e8 * f64::from(n)),
                 joules_per_op: None,
+                warnings: vec![],
             }
         })
         .collect();
@@ -386,6 +388,7 @@ fn measured_history_adds_daily_charts_and_the_modelled_cost() {
             .collect(),
         cpus: 4,
         config: None,
+        ..MeasuredInput::default()
     };
     let a = args(Format::Html);
     let r = report_of(&a, vec![sweep()], Some(m));

@@ -9,6 +9,7 @@
 
 pub mod broker;
 pub mod idle;
+pub mod ledger;
 pub mod scripted;
 
 use std::fmt::Write as _;

@@ -31,8 +31,10 @@ fn announced(check: Option<Check>) -> BTreeSet<String> {
         currency: "GBP".into(),
         cost_today: Some(0.1),
         cost_month: Some(1.0),
+        cost_total: Some(2.0),
         annual_projection: Some(100.0),
         energy_today_kwh: Some(1.0),
+        energy_total_kwh: Some(10.0),
         mode: Some("idle".into()),
         meter_counters: vec![MeterCounters {
             id: "wall".into(),

@@ -41,13 +41,16 @@ fn cfg(url: String, client_id: &str) -> MqttConfig {
     }
 }
 
-fn extras() -> wattson::publish::mqtt::publisher::ExtrasFn {
-    Arc::new(|| StateExtras {
+fn extras() -> wattson::publish::mqtt::publisher::Extras {
+    tokio::sync::watch::channel(StateExtras {
         currency: "GBP".into(),
         cost_today: Some(0.42),
         cost_month: Some(5.5),
+        cost_total: Some(11.25),
         annual_projection: Some(189.22),
         energy_today_kwh: Some(1.5),
+        energy_total_kwh: Some(125.0),
+        energy_ts_ms: None,
         mode: Some("idle".into()),
         mode_options: vec!["standby".into(), "idle".into(), "1 loop".into()],
         primary_meter: Some("wall".into()),
@@ -60,6 +63,7 @@ fn extras() -> wattson::publish::mqtt::publisher::ExtrasFn {
         }],
         idle_regression: None,
     })
+    .1
 }
 
 /// Feed a LiveState like the sampler would: 230 W and 250 W alternately (mean 240 W).

@@ -100,11 +100,13 @@ fn store_sweep(store: &Store) {
 /// A database holding `days` days of wall power and CPU utilisation up to today's UTC
 /// midnight (none: just the schema), and with history a sweep.
 fn database(path: &Path, days: i64) {
-    let options = StoreOptions {
+    let mut options = StoreOptions {
         host: HOST.to_owned(),
-        expected_interval_ms: STEP_MS,
         ..StoreOptions::default()
     };
+    for source in ["meter:wall", "cpu"] {
+        options.spacing_ms.insert(source.to_owned(), STEP_MS);
+    }
     let store = Store::open(path, &options).unwrap();
     if days == 0 {
         return;

@@ -8,6 +8,7 @@
 //!
 //! Units everywhere: watts, volts, amperes, hertz, watt-hours; power factor as a 0..1 ratio.
 
+pub mod counter;
 pub mod cse7766;
 pub mod line;
 pub mod modbus;
@@ -20,10 +21,11 @@ pub mod session;
 pub mod sim;
 pub mod wattsup;
 
+pub use counter::{CounterStep, EnergyTracker};
 pub use port::{MeterCollector, MeterConfig, PortError};
 pub use probe::{ProbeError, ProbeResult, probe};
-pub use protocol::{Parity, Protocol, SerialSettings, UnknownProtocol};
-pub use session::{EnergyTracker, MeterCounters, MeterSession, Plausibility, SessionError};
+pub use protocol::{Accuracy, Parity, Protocol, SerialSettings, UnknownProtocol};
+pub use session::{MeterCounters, MeterSession, SessionError};
 pub use sim::SimulatedMeter;
 
 use crate::{Metric, Sample};
@@ -46,6 +48,26 @@ pub struct MeterReading {
 }
 
 impl MeterReading {
+    /// The mean of several readings (a streaming meter's records between two polls): each
+    /// field the mean of the readings that have it, the energy counter the newest one.
+    pub fn mean(readings: &[MeterReading]) -> MeterReading {
+        let mean = |f: fn(&MeterReading) -> Option<f64>| {
+            let (sum, n) = readings
+                .iter()
+                .filter_map(f)
+                .fold((0.0, 0u32), |(s, n), v| (s + v, n + 1));
+            (n > 0).then(|| sum / f64::from(n))
+        };
+        MeterReading {
+            power_w: mean(|r| r.power_w),
+            voltage_v: mean(|r| r.voltage_v),
+            current_a: mean(|r| r.current_a),
+            power_factor: mean(|r| r.power_factor),
+            frequency_hz: mean(|r| r.frequency_hz),
+            energy_wh: readings.iter().rev().find_map(|r| r.energy_wh),
+        }
+    }
+
     /// One [`Sample`] per present field, channel `""`, stamped `ts_ms` (UTC ms) from `source`.
     pub fn to_samples(&self, ts_ms: i64, source: &str) -> Vec<Sample> {
         [

@@ -2,16 +2,22 @@
 //! that polls a meter session on one and implements [`Collector`]. Disconnects are survived:
 //! a vanished port (EOF, EIO, ENXIO, ENOENT, hang-up) returns a `Gone` error and each later
 //! poll tries to reopen it, with a backoff capped at 1 s.
+//!
+//! The collector follows each meter's energy counter ([`super::counter`]) with the poll's
+//! time and power: a reading whose counter moved more than its power allows is dropped and
+//! counted as an `energy_counter` rejection, never stored.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serialport::SerialPort;
 
+use super::counter::{CounterStep, EnergyTracker};
 use super::cse7766::Hlw8032Constants;
 use super::line::LineFormat;
 use super::protocol::{Parity, Protocol, SerialSettings};
 use super::session::{MeterCounters, MeterSession, SessionError, SessionOptions, SessionState};
+use crate::plausibility::{Reason, Rejections};
 use crate::{CollectError, Collector, Metric, Sample};
 
 /// Why a port could not be used.
@@ -217,6 +223,9 @@ pub struct MeterCollector {
     name: String,
     session: Option<MeterSession<Box<dyn SerialPort>>>,
     state: Option<SessionState>,
+    /// Per address (in `config.addresses` order, one for a streaming meter): the energy
+    /// counter and the counter steps rejected.
+    energy: Vec<(u8, EnergyTracker, Rejections)>,
     backoff_ms: i64,
     next_open_ms: i64,
     /// The port has been open at least once in this run.
@@ -227,12 +236,24 @@ impl MeterCollector {
     /// Validates the config; the port is opened on the first poll.
     pub fn new(config: MeterConfig) -> Result<Self, PortError> {
         config.validate()?;
-        let state = SessionState::new(config.protocol, &config.addresses);
+        let state = SessionState::new(&config.addresses);
+        let energy = state
+            .counters()
+            .into_iter()
+            .map(|(address, _)| {
+                let tracker = EnergyTracker::new(
+                    config.protocol.energy_wrap_wh(),
+                    config.protocol.energy_resolution_wh(),
+                );
+                (address, tracker, Rejections::default())
+            })
+            .collect();
         Ok(MeterCollector {
             name: format!("meter:{}", config.id),
             config,
             session: None,
             state: Some(state),
+            energy,
             backoff_ms: 0,
             next_open_ms: i64::MIN,
             was_open: false,
@@ -248,12 +269,62 @@ impl MeterCollector {
         self.session.is_some()
     }
 
-    /// Counters per address (0 for a streaming meter); they survive reconnects.
+    /// Counters per address (0 for a streaming meter); they survive reconnects. Readings
+    /// dropped for their energy counter count as implausible.
     pub fn counters(&self) -> Vec<(u8, MeterCounters)> {
-        match (&self.session, &self.state) {
+        let mut counters = match (&self.session, &self.state) {
             (Some(s), _) => s.counters(),
             (None, Some(st)) => st.counters(),
             (None, None) => Vec::new(),
+        };
+        for (address, c) in &mut counters {
+            if let Some((_, _, r)) = self.energy.iter().find(|(a, _, _)| a == address) {
+                c.implausible += r.total();
+                c.good_frames = c.good_frames.saturating_sub(r.total());
+            }
+        }
+        counters
+    }
+
+    /// Readings rejected per address, by reason: the plausibility rules and the energy
+    /// counter's bound together.
+    pub fn rejections(&self) -> Vec<(u8, Rejections)> {
+        let mut out = match (&self.session, &self.state) {
+            (Some(s), _) => s.rejections(),
+            (None, Some(st)) => st.rejections(),
+            (None, None) => Vec::new(),
+        };
+        for (address, r) in &mut out {
+            if let Some((_, _, counter)) = self.energy.iter().find(|(a, _, _)| a == address) {
+                r.add(counter);
+            }
+        }
+        out
+    }
+
+    /// Follows the energy counter of `r`; `Err` when its step is more than the power allows
+    /// (the reading is then dropped).
+    fn track_energy(
+        &mut self,
+        now_ms: i64,
+        r: &super::session::AddressReading,
+    ) -> Result<Option<f64>, SessionError> {
+        let Some(raw) = r.reading.energy_wh else {
+            return Ok(None);
+        };
+        let Some((_, tracker, rejected)) = self.energy.iter_mut().find(|(a, _, _)| *a == r.address)
+        else {
+            return Ok(None);
+        };
+        match tracker.update(now_ms, raw, r.reading.power_w) {
+            CounterStep::Rejected(why) => {
+                rejected.record(Reason::EnergyCounter);
+                Err(SessionError::Implausible {
+                    address: r.address,
+                    reason: why.detail,
+                })
+            }
+            _ => Ok(Some(tracker.total_wh())),
         }
     }
 
@@ -278,9 +349,10 @@ impl MeterCollector {
         let timeout = Duration::from_millis(self.config.timeout_ms.min(1000));
         match open(&self.config.port, self.config.serial, timeout) {
             Ok(port) => {
-                let state = self.state.take().unwrap_or_else(|| {
-                    SessionState::new(self.config.protocol, &self.config.addresses)
-                });
+                let state = self
+                    .state
+                    .take()
+                    .unwrap_or_else(|| SessionState::new(&self.config.addresses));
                 self.session = Some(MeterSession::resume(
                     port,
                     self.config.protocol,
@@ -336,10 +408,16 @@ impl Collector for MeterCollector {
     /// missing; `Timeout`/`BadFrame` (`Action::Retry`) if no meter gave a good reading.
     fn device_counters(&self) -> Vec<crate::DeviceCounters> {
         let ids = &self.config().ids;
+        let rejections = self.rejections();
         self.counters()
             .into_iter()
             .enumerate()
             .map(|(i, (address, c))| crate::DeviceCounters {
+                rejected: rejections
+                    .iter()
+                    .find(|(a, _)| *a == address)
+                    .map(|(_, r)| r.clone())
+                    .unwrap_or_default(),
                 id: ids.get(i).cloned().unwrap_or_else(|| {
                     if ids.is_empty() && self.config().addresses.len() <= 1 {
                         self.config().id.clone()
@@ -369,11 +447,11 @@ impl Collector for MeterCollector {
         let mut first_error = None;
         let mut gone = None;
         for r in results {
-            match r {
-                Ok(r) => {
+            match r.and_then(|r| Ok((self.track_energy(now_ms, &r)?, r))) {
+                Ok((energy_total_wh, r)) => {
                     let (source, channel) = self.source_and_channel(r.address);
                     let mut s = r.reading.to_samples(now_ms, &source);
-                    if let Some(total) = r.energy_total_wh {
+                    if let Some(total) = energy_total_wh {
                         s.push(Sample::new(
                             now_ms,
                             source.as_str(),

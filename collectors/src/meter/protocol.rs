@@ -231,6 +231,74 @@ impl Protocol {
             _ => None,
         }
     }
+
+    /// The step of the device's energy counter, Wh: PZEM counts whole Wh (datasheet
+    /// §1.6.2); an Eastron shows kWh to 2 decimals; a Watts Up reports tenths of a Wh
+    /// (meters.md §4.4); one CSE/HLW CF pulse is about 1.5 mWh (§5.3). `line` meters say
+    /// nothing: 1 Wh is assumed.
+    pub fn energy_resolution_wh(self) -> f64 {
+        match self {
+            Protocol::Sdm120 | Protocol::Sdm230 | Protocol::Sdm630 => 10.0,
+            Protocol::WattsUp => 0.1,
+            Protocol::Cse7766 | Protocol::Hlw8032 => 0.01,
+            Protocol::Pzem004t | Protocol::Pzem017 | Protocol::Line => 1.0,
+        }
+    }
+
+    /// The meter's stated accuracy for active power and energy, where its datasheet gives
+    /// one (see README.md, "Energy and money"). `None`: no figure we could check.
+    pub fn accuracy(self) -> Option<Accuracy> {
+        match self {
+            // Peacefair PZEM-004T V3.0 manual: "accuracy 1.0 grade"; active power and
+            // energy 0.5 % (§1.3.5, §1.6.3). The grade is taken.
+            Protocol::Pzem004t => Some(Accuracy {
+                percent: 1.0,
+                plus_w: 0.0,
+                source: "Peacefair PZEM-004T V3.0 manual: accuracy grade 1.0 (active power and energy 0.5 %)",
+            }),
+            // Peacefair PZEM-003/017 manual §1.3.3 and §1.4.3: power and energy 1 %.
+            Protocol::Pzem017 => Some(Accuracy {
+                percent: 1.0,
+                plus_w: 0.0,
+                source: "Peacefair PZEM-003/017 manual §1.3.3, §1.4.3: power and energy 1 %",
+            }),
+            // Eastron SDM120/SDM230/SDM630 user manuals: active energy class 1 (IEC 62053-21).
+            Protocol::Sdm120 | Protocol::Sdm230 | Protocol::Sdm630 => Some(Accuracy {
+                percent: 1.0,
+                plus_w: 0.0,
+                source: "Eastron SDM120/SDM230/SDM630 user manuals: active energy class 1, IEC 62053-21",
+            }),
+            // Watts up? user manual, technical specifications: +/- 1.5 % + 3 counts (0.1 W).
+            Protocol::WattsUp => Some(Accuracy {
+                percent: 1.5,
+                plus_w: 0.3,
+                source: "Watts up? user manual, technical specifications: +/- 1.5 % + 3 counts",
+            }),
+            // The chips' own figures (HLW8032 datasheet: active power +/- 0.2 %) do not cover
+            // the board: its shunt and divider constants are uncalibrated on HLW8032 boards
+            // (the two published voltage dividers, 1.72 and 1.88, differ by 9 %: meters.md
+            // §5.3) and unstated for CSE7766 modules. `line` meters are anyone's.
+            Protocol::Cse7766 | Protocol::Hlw8032 | Protocol::Line => None,
+        }
+    }
+}
+
+/// A meter's stated accuracy: +/- `percent` of the reading plus `plus_w` watts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Accuracy {
+    /// Percent of the reading.
+    pub percent: f64,
+    /// Fixed part, W.
+    pub plus_w: f64,
+    /// Where the figure comes from.
+    pub source: &'static str,
+}
+
+impl Accuracy {
+    /// The half-width at `watts`, W.
+    pub fn half_width_w(&self, watts: f64) -> f64 {
+        watts.abs() * self.percent / 100.0 + self.plus_w
+    }
 }
 
 impl fmt::Display for Protocol {

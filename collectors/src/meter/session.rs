@@ -1,7 +1,13 @@
 //! The I/O shell around the codecs: talks to one serial line through anything `Read + Write`
 //! (a `serialport` port in production, a pseudo-terminal in tests), polling one or several
 //! Modbus addresses in turn or reading a streaming meter, with per-protocol timeouts,
-//! resynchronisation on junk, a plausibility filter and per-meter counters.
+//! resynchronisation on junk and per-meter counters. Every decoded reading passes the shared
+//! plausibility rules ([`crate::plausibility`]); the energy counter is followed by the
+//! collector ([`super::counter`]), which knows when each reading was taken.
+//!
+//! A streaming meter's poll returns every record that arrived since the previous poll as one
+//! reading: the mean of their power, voltage, current, power factor and frequency, and the
+//! newest energy counter, so no record between two ticks is lost.
 //!
 //! The reader's own read timeout bounds each blocking read; the session's deadline (the
 //! protocol's response timeout, ≥ 600 ms for Modbus) bounds a whole reply. Units: W, V, A,
@@ -18,6 +24,7 @@ use super::pzem::{self, PzemModel};
 use super::sdm::{self, Quantity, SdmModel};
 use super::wattsup::{self, WattsUpDecoder};
 use super::{FrameError, MeterReading, StreamDecoder};
+use crate::plausibility::{Limits, Rejections};
 
 /// Per-meter counters, readable by the daemon.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -32,119 +39,6 @@ pub struct MeterCounters {
     pub implausible: u64,
     /// Bytes skipped while resynchronising.
     pub bytes_discarded: u64,
-}
-
-/// Readings rejected as glitches (`ESPHome`'s PZEM limits, plus a floor for AC voltage: CSE
-/// frames such as meters.md C6 pass their checksum with 0.4 V).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Plausibility {
-    /// Reject V >= this, V.
-    pub max_voltage_v: f64,
-    /// Reject V < this (AC meters only), V.
-    pub min_voltage_v: Option<f64>,
-    /// Reject |I| >= this, A.
-    pub max_current_a: f64,
-    /// Reject |P| >= this, W.
-    pub max_power_w: f64,
-    /// Reject an energy counter increase >= this between two reads, Wh.
-    pub max_energy_jump_wh: f64,
-    /// After this many consecutive energy-jump rejections the new value is accepted as the
-    /// new baseline (the counter really moved, e.g. the meter counted while we were away).
-    pub energy_rebaseline_after: u32,
-}
-
-impl Plausibility {
-    /// `ESPHome`'s limits; AC meters also reject V < 50.
-    pub fn for_protocol(protocol: Protocol) -> Self {
-        Plausibility {
-            max_voltage_v: 450.0,
-            min_voltage_v: protocol.is_ac().then_some(50.0),
-            max_current_a: 150.0,
-            max_power_w: 16_000.0,
-            max_energy_jump_wh: 1000.0,
-            energy_rebaseline_after: 3,
-        }
-    }
-
-    /// Why `r` is implausible, if it is (energy jumps are checked by the session).
-    pub fn check(&self, r: &MeterReading) -> Result<(), String> {
-        let bad = |v: Option<f64>| v.is_some_and(|v| !v.is_finite());
-        if bad(r.power_w)
-            || bad(r.voltage_v)
-            || bad(r.current_a)
-            || bad(r.power_factor)
-            || bad(r.frequency_hz)
-            || bad(r.energy_wh)
-        {
-            return Err("non-finite value".into());
-        }
-        if let Some(v) = r.voltage_v {
-            if v >= self.max_voltage_v {
-                return Err(format!("voltage {v} V >= {} V", self.max_voltage_v));
-            }
-            if let Some(min) = self.min_voltage_v
-                && v < min
-            {
-                return Err(format!("voltage {v} V < {min} V on an AC meter"));
-            }
-        }
-        if let Some(i) = r.current_a
-            && i.abs() >= self.max_current_a
-        {
-            return Err(format!("current {i} A >= {} A", self.max_current_a));
-        }
-        if let Some(p) = r.power_w
-            && p.abs() >= self.max_power_w
-        {
-            return Err(format!("power {p} W >= {} W", self.max_power_w));
-        }
-        Ok(())
-    }
-}
-
-/// Turns a device's own energy counter (which resets to zero on command or power loss, and
-/// may wrap) into a monotonic total, Wh, counted from the first reading seen.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct EnergyTracker {
-    wrap_wh: Option<f64>,
-    last: Option<f64>,
-    total: f64,
-}
-
-impl EnergyTracker {
-    /// `wrap_wh`: the value at which the device counter rolls over to zero, if known.
-    pub fn new(wrap_wh: Option<f64>) -> Self {
-        EnergyTracker {
-            wrap_wh,
-            last: None,
-            total: 0.0,
-        }
-    }
-
-    /// Feed the device counter, Wh; returns the monotonic total, Wh. A decrease is a wrap
-    /// when the previous value was in the top tenth of the range and the new one in the
-    /// bottom tenth, otherwise a reset (the device counted `raw` since it restarted at zero).
-    pub fn update(&mut self, raw_wh: f64) -> f64 {
-        if let Some(last) = self.last {
-            if raw_wh >= last {
-                self.total += raw_wh - last;
-            } else if let Some(w) = self
-                .wrap_wh
-                .filter(|w| last >= 0.9 * w && raw_wh <= 0.1 * w)
-            {
-                self.total += (w - last) + raw_wh;
-            } else {
-                self.total += raw_wh.max(0.0);
-            }
-        }
-        self.last = Some(raw_wh);
-        self.total
-    }
-
-    /// The total so far, Wh.
-    pub fn total_wh(&self) -> f64 {
-        self.total
-    }
 }
 
 /// Why one address's poll failed.
@@ -203,21 +97,19 @@ pub struct AddressReading {
     /// Modbus address (0 for streaming meters).
     pub address: u8,
     pub reading: MeterReading,
-    /// Monotonic energy since the session state was created, Wh (see [`EnergyTracker`]).
-    pub energy_total_wh: Option<f64>,
+    /// Records the reading is the mean of (1 for polled meters).
+    pub records: u32,
 }
 
 #[derive(Debug, Clone)]
 struct AddressState {
     address: u8,
     counters: MeterCounters,
-    tracker: EnergyTracker,
-    last_energy: Option<f64>,
-    energy_rejections: u32,
+    rejections: Rejections,
     unsupported: Vec<u16>,
 }
 
-/// Per-address state that outlives a port (counters, energy tracking, registers known to be
+/// Per-address state that outlives a port (counters, rejections, registers known to be
 /// unsupported): carried from one session to the next across reconnects.
 #[derive(Debug, Clone)]
 pub struct SessionState {
@@ -226,7 +118,7 @@ pub struct SessionState {
 
 impl SessionState {
     /// Fresh state for `addresses` (streaming meters: pass `[0]`).
-    pub fn new(protocol: Protocol, addresses: &[u8]) -> Self {
+    pub fn new(addresses: &[u8]) -> Self {
         let addresses = if addresses.is_empty() {
             &[0u8][..]
         } else {
@@ -238,9 +130,7 @@ impl SessionState {
                 .map(|&address| AddressState {
                     address,
                     counters: MeterCounters::default(),
-                    tracker: EnergyTracker::new(protocol.energy_wrap_wh()),
-                    last_energy: None,
-                    energy_rejections: 0,
+                    rejections: Rejections::default(),
                     unsupported: Vec::new(),
                 })
                 .collect(),
@@ -254,6 +144,14 @@ impl SessionState {
             .map(|a| (a.address, a.counters))
             .collect()
     }
+
+    /// Readings rejected by the plausibility rules, per address, by reason.
+    pub fn rejections(&self) -> Vec<(u8, Rejections)> {
+        self.addresses
+            .iter()
+            .map(|a| (a.address, a.rejections.clone()))
+            .collect()
+    }
 }
 
 /// Session settings; [`SessionOptions::for_protocol`] gives the defaults.
@@ -261,7 +159,8 @@ impl SessionState {
 pub struct SessionOptions {
     /// Reply (polled) or record (streaming) timeout.
     pub timeout: Duration,
-    pub plausibility: Plausibility,
+    /// What a reading may show ([`Limits::for_ac`] of the protocol by default).
+    pub limits: Limits,
     /// Required for [`Protocol::Line`].
     pub line: Option<LineFormat>,
     pub hlw8032: Hlw8032Constants,
@@ -273,7 +172,7 @@ impl SessionOptions {
     pub fn for_protocol(protocol: Protocol) -> Self {
         SessionOptions {
             timeout: Duration::from_millis(protocol.response_timeout_ms()),
-            plausibility: Plausibility::for_protocol(protocol),
+            limits: Limits::for_ac(protocol.is_ac()),
             line: None,
             hlw8032: Hlw8032Constants::default(),
             wattsup_interval_s: 1,
@@ -302,12 +201,7 @@ pub struct MeterSession<IO> {
 impl<IO: Read + Write> MeterSession<IO> {
     /// A session for `addresses` on `io` (ignored for streaming meters).
     pub fn new(io: IO, protocol: Protocol, addresses: &[u8], options: SessionOptions) -> Self {
-        Self::resume(
-            io,
-            protocol,
-            SessionState::new(protocol, addresses),
-            options,
-        )
+        Self::resume(io, protocol, SessionState::new(addresses), options)
     }
 
     /// A session on a newly opened port that continues `state` from a previous one.
@@ -344,6 +238,11 @@ impl<IO: Read + Write> MeterSession<IO> {
     /// Counters per address.
     pub fn counters(&self) -> Vec<(u8, MeterCounters)> {
         self.state.counters()
+    }
+
+    /// Plausibility rejections per address, by reason.
+    pub fn rejections(&self) -> Vec<(u8, Rejections)> {
+        self.state.rejections()
     }
 
     /// The state to carry into the next session after a reconnect.
@@ -560,39 +459,22 @@ impl<IO: Read + Write> MeterSession<IO> {
         Ok(reading)
     }
 
-    /// Plausibility, energy-jump check and energy tracking for a decoded reading.
+    /// The plausibility rules for a decoded reading; a rejection is counted by reason.
     fn accept(&mut self, i: usize, reading: MeterReading) -> Result<AddressReading, SessionError> {
-        let p = self.options.plausibility;
         let st = &mut self.state.addresses[i];
-        if let Err(reason) = p.check(&reading) {
+        if let Err(r) = self.options.limits.check_reading(&reading) {
             st.counters.implausible += 1;
+            st.rejections.record(r.reason);
             return Err(SessionError::Implausible {
                 address: st.address,
-                reason,
+                reason: r.detail,
             });
         }
-        if let (Some(e), Some(last)) = (reading.energy_wh, st.last_energy)
-            && e - last >= p.max_energy_jump_wh
-        {
-            st.energy_rejections += 1;
-            if st.energy_rejections < p.energy_rebaseline_after {
-                st.counters.implausible += 1;
-                return Err(SessionError::Implausible {
-                    address: st.address,
-                    reason: format!("energy jumped {:.0} Wh in one read", e - last),
-                });
-            }
-        }
-        st.energy_rejections = 0;
         st.counters.good_frames += 1;
-        let total = reading.energy_wh.map(|e| {
-            st.last_energy = Some(e);
-            st.tracker.update(e)
-        });
         Ok(AddressReading {
             address: st.address,
             reading,
-            energy_total_wh: total,
+            records: 1,
         })
     }
 
@@ -613,6 +495,7 @@ impl<IO: Read + Write> MeterSession<IO> {
         let deadline = Instant::now() + self.options.timeout;
         let mut buf = [0u8; 4096];
         let mut last_error = None;
+        let mut accepted: Vec<MeterReading> = Vec::new();
         loop {
             let got = match self.io.read(&mut buf) {
                 Ok(0) => Err(io::Error::new(
@@ -633,7 +516,6 @@ impl<IO: Read + Write> MeterSession<IO> {
                 Err(e) => Err(e),
             };
             let n = got.map_err(|e| self.tx_error(0, TxError::Io(e)))?;
-            let mut newest = None;
             if n > 0 {
                 let Some(decoder) = self.stream.as_mut() else {
                     return Err(SessionError::Frame {
@@ -654,13 +536,22 @@ impl<IO: Read + Write> MeterSession<IO> {
                         .map_err(|e| self.tx_error(0, TxError::Frame(e)))
                         .and_then(|r| self.accept(0, r))
                     {
-                        Ok(r) => newest = Some(r),
+                        Ok(r) => accepted.push(r.reading),
                         Err(e) => last_error = Some(e),
                     }
                 }
             }
-            if let Some(r) = newest {
-                return Ok(r);
+            // A full buffer means more is waiting: read it now, so every record that
+            // arrived since the last tick counts. Otherwise the line is drained.
+            if n == buf.len() {
+                continue;
+            }
+            if !accepted.is_empty() {
+                return Ok(AddressReading {
+                    address: 0,
+                    reading: MeterReading::mean(&accepted),
+                    records: accepted.len() as u32,
+                });
             }
             if Instant::now() >= deadline {
                 return Err(last_error.unwrap_or_else(|| self.tx_error(0, TxError::Timeout)));
@@ -737,7 +628,7 @@ mod tests {
         );
         let r = s.poll().pop().unwrap().unwrap();
         assert_eq!(r.reading.power_w, Some(24.4));
-        assert_eq!(r.energy_total_wh, Some(0.0));
+        assert_eq!(r.records, 1);
         let c = s.counters()[0].1;
         assert_eq!((c.good_frames, c.bytes_discarded), (1, 1));
         assert_eq!(s.io_mut().written, hex("01 04 00 00 00 0A 70 0D"));
@@ -828,40 +719,48 @@ mod tests {
         assert_eq!(s.counters()[0].1.implausible, 1);
     }
 
+    /// A CRC-valid PZEM-004T reply from address 1 at 230 V, 50 W with these raw frequency
+    /// (0.1 Hz) and power factor (0.01) registers.
+    fn pzem_reply(freq_raw: u16, pf_raw: u16) -> Vec<u8> {
+        let regs: [u16; 10] = [2300, 217, 0, 500, 0, 38, 0, freq_raw, pf_raw, 0];
+        let data: Vec<u8> = regs.iter().flat_map(|r| r.to_be_bytes()).collect();
+        modbus::registers_reply(1, 4, &data)
+    }
+
+    /// Regression: a power factor of 2.55 and 6553.5 Hz (CRC-valid PZEM frames) were stored.
     #[test]
-    fn energy_jump_is_rejected_then_rebaselined() {
-        let dev = |e: f64| {
-            let mut d = pzem::PzemDevice::new(PzemModel::Ac, 1);
-            let r = MeterReading {
-                voltage_v: Some(230.0),
-                power_w: Some(10.0),
-                energy_wh: Some(e),
-                ..MeterReading::default()
-            };
-            d.respond(
-                &modbus::Request::Read {
-                    address: 1,
-                    function: 4,
-                    start: 0,
-                    count: 10,
-                },
-                &r,
-            )
-            .unwrap()
-        };
-        let replies = vec![dev(100.0), dev(5000.0), dev(5000.0), dev(5001.0)];
+    fn impossible_power_factor_and_frequency_are_rejected_by_reason() {
+        let replies = vec![
+            pzem_reply(500, 255),
+            pzem_reply(65535, 90),
+            pzem_reply(500, 90),
+        ];
         let mut s = MeterSession::new(
             script(replies),
             Protocol::Pzem004t,
             &[1],
             fast(Protocol::Pzem004t),
         );
-        assert!(s.poll()[0].is_ok());
         assert!(matches!(s.poll()[0], Err(SessionError::Implausible { .. })));
         assert!(matches!(s.poll()[0], Err(SessionError::Implausible { .. })));
-        // Third consecutive: accepted as the new baseline.
+        let ok = s.poll().pop().unwrap().unwrap();
+        assert_eq!(ok.reading.power_factor, Some(0.9));
+        let r = &s.rejections()[0].1;
+        assert_eq!(r.get(crate::plausibility::Reason::PowerFactor), 1);
+        assert_eq!(r.get(crate::plausibility::Reason::Frequency), 1);
+        assert_eq!(s.counters()[0].1.implausible, 2);
+    }
+
+    /// Every record between two polls counts: the poll returns their mean.
+    #[test]
+    fn a_streaming_poll_is_the_mean_of_every_record_since_the_last() {
+        let mut io = script(vec![]);
+        io.pending = b"10,230,0.1\n20,230,0.1\n60,230,0.1\n".to_vec();
+        let mut s = MeterSession::new(io, Protocol::Line, &[], fast(Protocol::Line));
         let r = s.poll().pop().unwrap().unwrap();
-        assert_eq!(r.energy_total_wh, Some(4901.0));
+        assert_eq!(r.records, 3);
+        assert_eq!(r.reading.power_w, Some(30.0));
+        assert_eq!(s.counters()[0].1.good_frames, 3);
     }
 
     #[test]
@@ -897,24 +796,6 @@ mod tests {
             assert_eq!(r.energy_wh, Some(1500.0));
         }
         assert_eq!(s.counters()[0].1.crc_errors, 0);
-    }
-
-    #[test]
-    fn energy_tracker_survives_device_reset() {
-        let mut t = EnergyTracker::new(None);
-        assert_eq!(t.update(500.0), 0.0);
-        assert_eq!(t.update(510.0), 10.0);
-        // Reset (0x42 or power loss): counter restarts at 0 and has counted 3 Wh since.
-        assert_eq!(t.update(3.0), 13.0);
-        assert_eq!(t.update(5.0), 15.0);
-    }
-
-    #[test]
-    fn energy_tracker_survives_wrap() {
-        let mut t = EnergyTracker::new(Some(10_000_000.0));
-        t.update(9_999_990.0);
-        assert_eq!(t.update(15.0), 25.0);
-        assert_eq!(t.total_wh(), 25.0);
     }
 
     #[test]

@@ -378,7 +378,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__report)
-            opts="-c -v -h -V --format --out --configs --since --until --mode --upgrade-cost --co2 --db --config --verbose --help --version"
+            opts="-c -v -h -V --format --out --configs --since --until --mode --upgrade-cost --co2 --db --host --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -417,6 +417,10 @@ _wattson() {
                     return 0
                     ;;
                 --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -466,13 +470,17 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__status)
-            opts="-c -v -h -V --db --json --config --verbose --help --version"
+            opts="-c -v -h -V --db --json --host --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

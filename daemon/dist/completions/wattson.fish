@@ -52,6 +52,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand demo" -s v -l verbose -d
 complete -c wattson -n "__fish_wattson_using_subcommand demo" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand demo" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand status" -l db -d 'Read this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand status" -l host -d 'Show this host\'s figures (a fleet collector\'s database holds several) [default: `[host] name`]' -r
 complete -c wattson -n "__fish_wattson_using_subcommand status" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand status" -l json -d 'Print JSON instead of a table'
 complete -c wattson -n "__fish_wattson_using_subcommand status" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
@@ -89,6 +90,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand report" -l mode -d 'Comp
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l upgrade-cost -d 'What the upgrade costs, in the tariff\'s currency: gives the payback time (overrides each target\'s `upgrade_cost`)' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l co2 -d 'Grid carbon intensity, g CO2 per kWh: adds CO2 per year and CO2 saved' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l db -d 'Read this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l host -d 'The host whose measured history to report (a fleet collector\'s database holds several) [default: `[host] name`]' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s h -l help -d 'Print help (see more with \'--help\')'

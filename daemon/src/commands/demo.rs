@@ -218,7 +218,7 @@ fn summary(config: &Config, db: &Path) -> anyhow::Result<String> {
         &store,
         &config.host.name,
         "meter:demo",
-        1000,
+        crate::ledger::costs::accuracy_of(config, "meter:demo"),
         &tariff,
         today,
     )?;

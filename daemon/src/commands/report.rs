@@ -64,6 +64,10 @@ pub struct ReportArgs {
     /// Read this database instead of `[storage] path`.
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
+    /// The host whose measured history to report (a fleet collector's database holds
+    /// several) [default: `[host] name`].
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
 }
 
 /// A window bound as typed: a local date, or a duration back from now.
@@ -117,15 +121,19 @@ pub struct StoreData {
     pub idle: crate::report::idle::IdleInput,
 }
 
-/// Reads sweeps, hourly energy rollups, gaps and utilisation from the database at `db`.
-/// A missing database is not an error: the report then shows the config file's manual
-/// configurations only.
+/// Reads sweeps, the wall source's energy (through the ledger), gaps and utilisation from
+/// the database at `db`. A missing database is not an error: the report then shows the
+/// config file's manual configurations only. `wall` names the wall source (default: the
+/// host's first meter power series); `accuracy` is its meter's, where known.
 pub fn gather_from_store(
     db: &Path,
     host: &str,
+    wall: Option<&str>,
+    accuracy: Option<wattson_collectors::meter::Accuracy>,
     from_ms: Option<i64>,
     to_ms: Option<i64>,
 ) -> anyhow::Result<StoreData> {
+    use crate::ledger::{counter, energy, interval};
     use crate::store::{Resolution, SeriesFilter};
     use wattson_collectors::Metric;
 
@@ -151,57 +159,44 @@ pub fn gather_from_store(
         to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
     )?;
 
-    // The wall meter's history: the first meter power series of this host.
-    let series = store.find_series(
-        &SeriesFilter::all()
-            .host(host)
-            .metric(Metric::Power)
-            .channel(""),
-    )?;
-    let Some(wall) = series.into_iter().find(|s| s.source.starts_with("meter:")) else {
-        return Ok(data);
+    let source = match wall.map(str::to_owned) {
+        Some(w) if energy::power_series(&store, host, &w)?.is_some() => w,
+        _ => {
+            let series = store.find_series(
+                &SeriesFilter::all()
+                    .host(host)
+                    .metric(Metric::Power)
+                    .channel(""),
+            )?;
+            let Some(first) = series
+                .into_iter()
+                .filter(|s| s.source.starts_with("meter:"))
+                .map(|s| s.source)
+                .min()
+            else {
+                return Ok(data);
+            };
+            first
+        }
     };
     let to = to_ms.unwrap_or_else(|| Utc::now().timestamp_millis());
-    let from = from_ms.unwrap_or(0);
-    let hourly = store.rollups(
-        &SeriesFilter::all()
-            .host(host)
-            .source(&wall.source)
-            .metric(Metric::Power)
-            .channel(""),
-        Resolution::Hour,
-        from - HOUR_MS,
-        to,
-    )?;
-    let rollups: Vec<_> = hourly
-        .into_iter()
-        .flat_map(|(_, r)| r)
-        .filter(|r| r.bucket_ms + HOUR_MS > from && r.bucket_ms < to)
-        .collect();
-    if rollups.is_empty() {
+    // The window starts at the first stored hour of the source (or `--since`).
+    let since = energy::total(&store, host, &source)?.since_ms;
+    let Some(first) = (match from_ms {
+        Some(f) => Some(f),
+        None => since,
+    }) else {
+        return Ok(data);
+    };
+    let e = energy::energy(&store, host, &source, first, to)?;
+    if e.buckets.is_empty() {
         return Ok(data);
     }
-    let first = rollups
-        .iter()
-        .map(|r| r.bucket_ms)
-        .min()
-        .unwrap_or(from)
-        .max(from);
-    let energy: Vec<(i64, i64, f64)> = rollups
-        .iter()
-        .filter_map(|r| Some((r.bucket_ms, r.bucket_ms + HOUR_MS, r.energy_wh?)))
-        .collect();
-    // Covered time: samples x the sampling interval seen in the data (at most the hour).
-    let covered_ms: i64 = rollups
-        .iter()
-        .map(|r| (r.n as i64 * 1000).min(HOUR_MS))
-        .sum();
-    let gaps = store
-        .gaps(host, first, to)?
-        .into_iter()
-        .filter(|g| g.source == wall.source)
-        .map(|g| (g.start_ms, g.end_ms, g.reason))
-        .collect();
+    let (blocks, block) = energy::blocks(&store, &e)?;
+    let power = e
+        .mean_watts()
+        .map(|w| interval::power_interval(w, e.covered_ms, &blocks, block, accuracy));
+    let counter = counter::cross_check(&store, &e)?;
     let cpus = store
         .find_series(&SeriesFilter::all().host(host).metric(Metric::CpuBusy))?
         .iter()
@@ -214,7 +209,7 @@ pub fn gather_from_store(
                 .metric(Metric::CpuBusy)
                 .channel("all"),
             Resolution::Hour,
-            first,
+            floor_to(first, HOUR_MS),
             to,
         )?
         .into_iter()
@@ -230,17 +225,25 @@ pub fn gather_from_store(
     data.measured = Some(MeasuredInput {
         from_ms: first,
         to_ms: to,
-        energy,
-        covered_ms,
-        gaps,
+        energy: e.priced_buckets(),
+        covered_ms: e.covered_ms,
+        gaps: e
+            .gaps
+            .iter()
+            .map(|g| (g.start_ms, g.end_ms, g.reason.clone()))
+            .collect(),
         utilisation,
         cpus: cpus.max(1),
         config: None,
+        source: Some(source),
+        power,
+        counter,
+        approximate_hours: e.approximate_hours,
     });
     Ok(data)
 }
 
-const HOUR_MS: i64 = 3_600_000;
+use crate::store::{HOUR_MS, floor_to};
 
 /// Every GPU power series of `host` (source `gpu`, channel `gpuN`) with its utilisation,
 /// process count and SM clock from the same polls, raw samples in `[from_ms, to_ms)`
@@ -340,6 +343,16 @@ fn sweep_config_input(s: &crate::sweep::persist::StoredSweep) -> ConfigInput {
             mean_mhz: l.mean_mhz,
             ops_per_s: l.ops_per_s,
             joules_per_op: l.joules_per_op,
+            warnings: l
+                .warnings
+                .as_deref()
+                .map(|w| {
+                    w.split("; ")
+                        .filter(|x| !x.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
         .collect();
     ConfigInput {
@@ -396,7 +409,11 @@ pub fn input_from_config(
     options.to_ms = args.until.map(|w| resolve_when(w, now, tz, true));
     Ok(ReportInput {
         generated_at: now,
-        host: Some(config.host.name.clone()),
+        host: Some(
+            args.host
+                .clone()
+                .unwrap_or_else(|| config.host.name.clone()),
+        ),
         tariff,
         configs,
         measured: store.measured,
@@ -437,7 +454,18 @@ pub fn produce(config: &Config, args: &ReportArgs, now: DateTime<Utc>) -> anyhow
             db.display()
         );
     }
-    let store = gather_from_store(&db, &config.host.name, from_ms, to_ms)
+    let host = args
+        .host
+        .clone()
+        .unwrap_or_else(|| config.host.name.clone());
+    let own = host == config.host.name;
+    let wall = own
+        .then(|| crate::ledger::costs::wall_source(config))
+        .flatten();
+    let accuracy = wall
+        .as_deref()
+        .and_then(|w| crate::ledger::costs::accuracy_of(config, w));
+    let store = gather_from_store(&db, &host, wall.as_deref(), accuracy, from_ms, to_ms)
         .with_context(|| format!("reading {}", db.display()))?;
     let input = input_from_config(config, store, args, now)?;
     let built = report::build(&input)?;

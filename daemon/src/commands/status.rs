@@ -1,6 +1,8 @@
 //! `wattson status`: the latest readings (live from the running daemon over its control
 //! socket when one runs for the database, else the newest stored ones) and today's energy
-//! and cost, from the database; and which power sources this machine has.
+//! and cost, from the database; and which power sources this machine has. Every energy and
+//! money figure comes from the ledger ([`crate::ledger`]), so it is the same as the report's
+//! on the same window.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,6 +14,7 @@ use wattson_collectors::{Metric, SysRoot};
 
 use crate::cli::StatusArgs;
 use crate::ledger::costs::{self, CostSummary};
+use crate::ledger::counter::{self as ledger_counter, CounterCheck, SourceRejections};
 
 /// One latest reading.
 #[derive(Debug, Serialize)]
@@ -71,6 +74,11 @@ struct Status {
     readings: Vec<Reading>,
     per_core_series: usize,
     cost: Option<CostSummary>,
+    /// The wall meter's own counter against the integral, today.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    counter_today: Option<CounterCheck>,
+    /// Readings dropped as implausible, per source and reason (raw retention).
+    rejected: Vec<SourceRejections>,
     sources: Vec<SourceState>,
 }
 
@@ -124,12 +132,20 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     let store = super::open_database(&db)?;
     let now = chrono::Utc::now();
     let now_ms = now.timestamp_millis();
-    let host = config.host.name.clone();
+    let host = args
+        .host
+        .clone()
+        .unwrap_or_else(|| config.host.name.clone());
+    let own_host = host == config.host.name;
     let mut readings = Vec::new();
     let mut per_core = 0;
     for l in store.latest(&host)? {
         if l.series.channel.starts_with("cpu") {
             per_core += 1;
+            continue;
+        }
+        // Shown summed in their own section.
+        if l.series.metric == Metric::Rejected {
             continue;
         }
         readings.push(Reading {
@@ -142,39 +158,47 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
             age_s: (now_ms - l.ts_ms) as f64 / 1000.0,
         });
     }
-    let (readings_from, daemon) = match live_readings(&db, now_ms) {
-        Ok((live, from, daemon)) => {
-            readings = live;
-            (from, Some(daemon))
+    // The daemon's live readings are this host's own; another host's come from the database.
+    let (readings_from, daemon) = if own_host {
+        match live_readings(&db, now_ms) {
+            Ok((live, from, daemon)) => {
+                readings = live;
+                (from, Some(daemon))
+            }
+            Err(why) => (format!("the database ({why})"), None),
         }
-        Err(why) => (format!("the database ({why})"), None),
+    } else {
+        (format!("the database (host {host})"), None)
     };
-    let wall = costs::wall_source(&config).or_else(|| {
-        readings
-            .iter()
-            .find(|r| r.source.starts_with("meter:") && r.metric == Metric::Power.as_str())
-            .map(|r| r.source.clone())
-    });
-    let cost = match wall {
+    let wall = own_host
+        .then(|| costs::wall_source(&config))
+        .flatten()
+        .or_else(|| {
+            readings
+                .iter()
+                .filter(|r| r.source.starts_with("meter:") && r.metric == Metric::Power.as_str())
+                .map(|r| r.source.clone())
+                .min()
+        });
+    let (cost, counter_today) = match wall {
         Some(source) => {
             let tariff = costs::tariff(&config.tariff)?;
-            let interval_ms = config
-                .meters
-                .first()
-                .map_or(1000, |m| m.interval.as_millis() as i64);
-            Some(costs::summary(
+            let accuracy = own_host
+                .then(|| costs::accuracy_of(&config, &source))
+                .flatten();
+            let summary = costs::summary(&store, &host, &source, accuracy, &tariff, now)?;
+            let today = crate::ledger::energy::energy(
                 &store,
                 &host,
                 &source,
-                interval_ms,
-                &tariff,
-                now,
-            )?)
+                summary.today.from_ms,
+                summary.today.to_ms,
+            )?;
+            (Some(summary), ledger_counter::cross_check(&store, &today)?)
         }
-        None => None,
+        None => (None, None),
     };
     let status = Status {
-        host,
         database: db.display().to_string(),
         readings_from,
         daemon,
@@ -182,6 +206,9 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         readings,
         per_core_series: per_core,
         cost,
+        counter_today,
+        rejected: ledger_counter::rejections(&store, &host)?,
+        host,
         sources: source_states(
             &SysRoot::new(&config.host.sysfs, &config.host.procfs),
             &config,
@@ -215,6 +242,8 @@ fn live_readings(db: &Path, now_ms: i64) -> Result<(Vec<Reading>, String, Daemon
     let readings = status
         .readings
         .into_iter()
+        // Shown summed in their own section, as from the database.
+        .filter(|r| r.metric != Metric::Rejected)
         .map(|r| Reading {
             source: r.source,
             metric: r.metric.as_str(),
@@ -380,39 +409,17 @@ fn render(s: &Status) -> String {
         );
     }
     if let Some(c) = &s.cost {
-        let money = |x: f64| crate::analysis::cost::format_money(x, &c.currency);
-        let _ = writeln!(out, "\nenergy and cost ({})", c.source);
-        let _ = writeln!(
-            out,
-            "  today        {:>10.3} kWh  {}",
-            c.today.kwh,
-            money(c.today.cost)
-        );
-        let _ = writeln!(
-            out,
-            "  this month   {:>10.3} kWh  {}",
-            c.month.kwh,
-            money(c.month.cost)
-        );
-        match (c.mean_watts, c.annual_kwh, c.annual_cost) {
-            (Some(w), Some(kwh), Some(cost)) => {
-                let _ = writeln!(
-                    out,
-                    "  per year     {kwh:>10.1} kWh  {}  (at {w:.1} W, the mean of {:.1} h measured in the last 7 days)",
-                    money(cost),
-                    c.projection_window_hours
-                );
-            }
-            _ => {
-                let _ = writeln!(out, "  per year     not enough data yet for a projection");
-            }
-        }
-        if c.standing_charge_per_year > 0.0 {
-            let _ = writeln!(
-                out,
-                "  standing charge {} per year, not included (it is not a running cost of the machine)",
-                money(c.standing_charge_per_year)
-            );
+        out.push_str(&cost_lines(c, s.counter_today.as_ref()));
+    }
+    if !s.rejected.is_empty() {
+        let _ = writeln!(out, "\nrejected readings (implausible, never stored)");
+        for r in &s.rejected {
+            let counts: Vec<String> = r
+                .counts
+                .iter()
+                .map(|(reason, n)| format!("{} {n}", reason.replace('_', " ")))
+                .collect();
+            let _ = writeln!(out, "  {:<28} {}", r.source, counts.join(", "));
         }
     }
     render_store(&mut out, &s.store);
@@ -428,6 +435,80 @@ fn render(s: &Status) -> String {
                 "unavailable"
             },
             src.detail
+        );
+    }
+    out
+}
+
+/// The energy and cost section.
+fn cost_lines(c: &CostSummary, counter: Option<&CounterCheck>) -> String {
+    let mut out = String::new();
+    let money = |x: f64| crate::analysis::cost::format_money(x, &c.currency);
+    let covered = |p: &costs::PeriodCost| {
+        let mut t = format!(
+            "{} covered",
+            crate::ledger::interval::hours_text(p.covered_hours)
+        );
+        if let Some(w) = p.mean_watts {
+            let _ = write!(t, ", mean {w:.1} W");
+        }
+        if p.gaps > 0 {
+            let _ = write!(t, ", {} gap(s)", p.gaps);
+        }
+        t
+    };
+    let _ = writeln!(out, "\nenergy and cost ({})", c.source);
+    for (name, p) in [
+        ("today", &c.today),
+        ("this month", &c.month),
+        ("since start", &c.total),
+    ] {
+        let _ = writeln!(
+            out,
+            "  {name:<12} {:>14}  {}  ({})",
+            crate::report::render::energy(p.kwh),
+            money(p.cost),
+            covered(p)
+        );
+    }
+    match (c.mean_watts, c.annual_kwh, c.annual_cost) {
+        (Some(w), Some(kwh), Some(cost)) => {
+            let pm = |x: Option<f64>, dp: usize| {
+                x.map_or_else(String::new, |v| format!(" \u{b1} {v:.dp$}"))
+            };
+            let ci_w = c.mean_watts_interval.as_ref().map(|i| i.ci95_watts);
+            let _ = writeln!(
+                out,
+                "  per year     {kwh:>10.1}{} kWh  {}{}  (at {w:.1}{} W, the mean of {} measured in the last 7 days)",
+                pm(c.annual_kwh_ci95, 1),
+                money(cost),
+                pm(c.annual_cost_ci95, 2),
+                pm(ci_w, 1),
+                crate::ledger::interval::hours_text(c.projection_window_hours)
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "  per year     not enough data yet for a projection");
+        }
+    }
+    if let Some(k) = counter {
+        let _ = writeln!(
+            out,
+            "  meter counter today {} against the integral's {}{} (the integral is the energy of record)",
+            crate::report::render::energy(k.counter_wh / 1000.0),
+            crate::report::render::energy(k.integral_wh / 1000.0),
+            k.difference_percent
+                .map_or_else(String::new, |p| format!(", {p:+.1} %"))
+        );
+    }
+    for w in &c.warnings {
+        let _ = writeln!(out, "  note: {w}");
+    }
+    if c.standing_charge_per_year > 0.0 {
+        let _ = writeln!(
+            out,
+            "  standing charge {} per year, not included (it is not a running cost of the machine)",
+            money(c.standing_charge_per_year)
         );
     }
     out

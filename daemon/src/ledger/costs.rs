@@ -1,67 +1,124 @@
-//! Money from the store: the configured tariff, the wall meter's energy as hourly buckets,
-//! and today's / this month's cost with an annual projection.
+//! Money from the ledger's energy: the configured tariff, the wall source, today's / this
+//! month's / all-time energy and cost, and the annual projection from the last 7 days with
+//! its interval. `wattson status` and the MQTT state show these; `wattson report` prices its
+//! window through the same [`super::energy::Energy::cost`], so the two agree to the cent on
+//! the same window.
+//!
+//! Units: kWh, the tariff's currency, W, UTC ms; a `ci95` is a 95 % half-width.
 
 use chrono::{DateTime, Datelike, NaiveTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
+use wattson_collectors::meter::{Accuracy, Protocol};
 
+use super::energy::{self, Energy, MS_PER_HOUR};
+use super::interval::{self, PowerInterval};
 use crate::analysis::cost::{self, HOURS_PER_YEAR};
 use crate::analysis::tariff::Tariff;
 use crate::config::{Config, TariffConfig};
-use crate::store::{Resolution, SeriesFilter, Store, StoreError};
-use wattson_collectors::Metric;
+use crate::store::{HOUR_MS, Store, floor_to};
 
-const HOUR_MS: i64 = 3_600_000;
+/// The projection looks back this far.
+const PROJECTION_WINDOW_MS: i64 = 7 * 24 * HOUR_MS;
+/// Less covered time than this gives no projection, ms (ten samples of a 1 s meter).
+const MIN_PROJECTION_MS: i64 = 10_000;
 
 /// The tariff of the config as the analysis type (one conversion, shared with reports).
 pub fn tariff(cfg: &TariffConfig) -> anyhow::Result<Tariff> {
     crate::report::input::tariff_from_config(cfg).map_err(|e| anyhow::anyhow!("[tariff]: {e}"))
 }
 
-/// The source that measures the whole machine at the wall: the first configured meter.
+/// The source that measures the whole machine at the wall: the first configured meter, else
+/// the first smart plug.
 pub fn wall_source(config: &Config) -> Option<String> {
-    config.meters.first().map(|m| format!("meter:{}", m.id))
+    config
+        .meters
+        .first()
+        .map(|m| format!("meter:{}", m.id))
+        .or_else(|| config.plugs.first().map(|p| format!("meter:{}", p.id)))
 }
 
-/// Energy of `source` as buckets `(start_ms, end_ms, wh)`: whole hours from rollups, the
-/// ragged ends from raw samples.
-pub fn energy_buckets(
-    store: &Store,
-    host: &str,
-    source: &str,
-    from_ms: i64,
-    to_ms: i64,
-) -> Result<Vec<(i64, i64, f64)>, StoreError> {
-    store.hourly_energy_wh(host, source, from_ms, to_ms)
+/// The stated accuracy of the meter behind `source` (`meter:<id>` of a configured meter),
+/// where its datasheet gives one.
+pub fn accuracy_of(config: &Config, source: &str) -> Option<Accuracy> {
+    let id = source.strip_prefix("meter:")?;
+    let m = config.meters.iter().find(|m| m.id == id)?;
+    // `as_str` reads the same whether the config keeps the protocol as text or typed.
+    m.protocol.as_str().parse::<Protocol>().ok()?.accuracy()
 }
 
-/// Energy and cost over a calendar period so far.
-#[derive(Debug, Clone, Serialize)]
+/// Energy and cost over a period so far.
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PeriodCost {
     pub from_ms: i64,
     pub to_ms: i64,
     pub kwh: f64,
+    /// Currency; the standing charge is not in it.
     pub cost: f64,
+    /// Hours the energy covers.
+    pub covered_hours: f64,
+    /// Mean W over the covered time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_watts: Option<f64>,
+    /// Recorded gaps in the period.
+    pub gaps: usize,
+    /// Hours whose figures are estimates (rollups from before covered time was stored).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub approximate_hours: u64,
 }
 
-/// Today's and this month's energy and cost, and the annual projection from the mean power
-/// over the last 7 days.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl PeriodCost {
+    /// The period's figures from the ledger's energy, priced by `tariff`.
+    pub fn of(e: &Energy, tariff: &Tariff) -> anyhow::Result<PeriodCost> {
+        let c = e.cost(tariff)?;
+        Ok(PeriodCost {
+            from_ms: e.from_ms,
+            to_ms: e.to_ms,
+            // `+ 0.0` turns a -0.0 from rounding into 0.0.
+            kwh: c.kwh + 0.0,
+            cost: c.energy_cost + 0.0,
+            covered_hours: e.covered_hours(),
+            mean_watts: e.mean_watts(),
+            gaps: e.gaps.len(),
+            approximate_hours: e.approximate_hours,
+        })
+    }
+}
+
+/// Today's, this month's and all-time energy and cost, and the annual projection from the
+/// mean power over the last 7 days (covered time only: gaps neither count as zero watts
+/// nor stretch it).
 #[derive(Debug, Clone, Serialize)]
 pub struct CostSummary {
     pub source: String,
     pub currency: String,
     pub today: PeriodCost,
     pub month: PeriodCost,
-    /// Mean watts over the projection window.
+    /// Since the source's first sample: Home Assistant's `energy` and `cost_total`.
+    pub total: PeriodCost,
+    /// Mean W over the projection window's covered time.
     pub mean_watts: Option<f64>,
+    /// Its 95 % interval and what it rests on.
+    pub mean_watts_interval: Option<PowerInterval>,
+    /// Hours covered in the projection window.
     pub projection_window_hours: f64,
     pub annual_kwh: Option<f64>,
+    pub annual_kwh_ci95: Option<f64>,
     pub annual_cost: Option<f64>,
+    pub annual_cost_ci95: Option<f64>,
     /// Standing charge per year: reported apart, it is not a running cost of the machine.
     pub standing_charge_per_year: f64,
+    /// What weakens these figures, in words.
+    pub warnings: Vec<String>,
 }
 
-fn local_midnight(tz: Tz, date: chrono::NaiveDate) -> i64 {
+/// Local midnight of `date` in `tz`, UTC ms (the earliest when the clock goes back).
+pub fn local_midnight(tz: Tz, date: chrono::NaiveDate) -> i64 {
     tz.from_local_datetime(&date.and_time(NaiveTime::MIN))
         .earliest()
         .map_or_else(
@@ -70,14 +127,28 @@ fn local_midnight(tz: Tz, date: chrono::NaiveDate) -> i64 {
         )
 }
 
-/// Cost summary of `source` at `now`.
+/// Cost summary of `source` on `host` at `now`; `accuracy` is its meter's, where known.
 pub fn summary(
     store: &Store,
     host: &str,
     source: &str,
-    sample_interval_ms: i64,
+    accuracy: Option<Accuracy>,
     tariff: &Tariff,
     now: DateTime<Utc>,
+) -> anyhow::Result<CostSummary> {
+    summary_with_total(store, host, source, accuracy, tariff, now, None)
+}
+
+/// [`summary`] with the all-time figures already known (a [`RunningTotal`]'s), so they are
+/// not priced again.
+pub fn summary_with_total(
+    store: &Store,
+    host: &str,
+    source: &str,
+    accuracy: Option<Accuracy>,
+    tariff: &Tariff,
+    now: DateTime<Utc>,
+    total: Option<PeriodCost>,
 ) -> anyhow::Result<CostSummary> {
     let tz = tariff.tz();
     let local = now.with_timezone(&tz);
@@ -88,52 +159,123 @@ pub fn summary(
         local.date_naive().with_day(1).unwrap_or(local.date_naive()),
     );
     let period = |from_ms: i64| -> anyhow::Result<PeriodCost> {
-        let buckets = energy_buckets(store, host, source, from_ms, now_ms)?;
-        let c = cost::cost_of_energy(tariff, &buckets)?;
-        Ok(PeriodCost {
-            from_ms,
-            to_ms: now_ms,
-            kwh: c.kwh,
-            cost: c.energy_cost,
-        })
+        PeriodCost::of(
+            &energy::energy(store, host, source, from_ms, now_ms)?,
+            tariff,
+        )
     };
     let today = period(day_start)?;
     let month = period(month_start)?;
-    // Mean power over the last 7 days: the sample-weighted mean of the hourly rollups, so
-    // gaps neither count as zero watts nor stretch the covered time.
-    let window_from = now_ms - 7 * 24 * HOUR_MS;
-    let filter = SeriesFilter::all()
-        .host(host)
-        .source(source)
-        .metric(Metric::Power)
-        .channel("");
-    let (mut n, mut sum) = (0u64, 0.0);
-    for (_, rollups) in store.rollups(&filter, Resolution::Hour, window_from - HOUR_MS, now_ms)? {
-        for r in rollups
-            .iter()
-            .filter(|r| r.bucket_ms + HOUR_MS > window_from)
-        {
-            n += r.n;
-            sum += r.mean * r.n as f64;
-        }
-    }
-    let covered_ms = (n as i64).saturating_mul(sample_interval_ms.max(1));
-    let (mean_watts, annual_kwh, annual_cost) = if n >= 10 {
-        let w = sum / n as f64;
-        let fig = cost::annual_cost(w, None, tariff, local.date_naive())?;
-        (Some(w), Some(fig.kwh), Some(fig.cost))
-    } else {
-        (None, None, None)
+    let total = match total {
+        Some(t) => t,
+        None => period(
+            energy::total(store, host, source)?
+                .since_ms
+                .unwrap_or(now_ms)
+                .min(month_start),
+        )?,
     };
-    Ok(CostSummary {
+    let recent = energy::energy(store, host, source, now_ms - PROJECTION_WINDOW_MS, now_ms)?;
+    let mut warnings = Vec::new();
+    if total.approximate_hours > 0 {
+        warnings.push(format!(
+            "{} hour(s) were stored before covered time was, and their raw samples are gone: \
+             their energy and covered time are estimates",
+            total.approximate_hours
+        ));
+    }
+    let mut out = CostSummary {
         source: source.to_owned(),
         currency: tariff.currency().to_owned(),
         today,
         month,
-        mean_watts,
-        projection_window_hours: covered_ms as f64 / HOUR_MS as f64,
-        annual_kwh,
-        annual_cost,
+        total,
+        mean_watts: None,
+        mean_watts_interval: None,
+        projection_window_hours: recent.covered_hours(),
+        annual_kwh: None,
+        annual_kwh_ci95: None,
+        annual_cost: None,
+        annual_cost_ci95: None,
         standing_charge_per_year: tariff.standing_charge_per_day() * HOURS_PER_YEAR / 24.0,
-    })
+        warnings,
+    };
+    if let Some(w) = recent
+        .mean_watts()
+        .filter(|_| recent.covered_ms >= MIN_PROJECTION_MS)
+    {
+        let (blocks, block) = energy::blocks(store, &recent)?;
+        let iv = interval::power_interval(w, recent.covered_ms, &blocks, block, accuracy);
+        let fig = cost::annual_cost(w, Some(iv.ci95_watts), tariff, local.date_naive())?;
+        out.mean_watts = Some(w);
+        out.annual_kwh = Some(fig.kwh);
+        out.annual_kwh_ci95 = fig.kwh_ci95;
+        out.annual_cost = Some(fig.cost);
+        out.annual_cost_ci95 = fig.cost_ci95;
+        out.warnings.extend(iv.warnings.iter().cloned());
+        out.mean_watts_interval = Some(iv);
+    }
+    Ok(out)
+}
+
+/// All-time energy and cost of a source, kept up to date cheaply: hours that closed before
+/// the previous one are summed once, so each refresh prices only the last two hours.
+#[derive(Debug, Clone, Default)]
+pub struct RunningTotal {
+    /// Everything before this (UTC ms, an hour boundary) is in `closed`.
+    until_ms: Option<i64>,
+    closed: TotalFigures,
+}
+
+/// A running total's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TotalFigures {
+    pub kwh: f64,
+    pub cost: f64,
+    pub covered_hours: f64,
+}
+
+impl RunningTotal {
+    /// The total at `now_ms`.
+    pub fn refresh(
+        &mut self,
+        store: &Store,
+        host: &str,
+        source: &str,
+        tariff: &Tariff,
+        now_ms: i64,
+    ) -> anyhow::Result<TotalFigures> {
+        let from = match self.until_ms {
+            Some(t) => t,
+            None => match energy::total(store, host, source)?.since_ms {
+                Some(t) => t,
+                None => return Ok(TotalFigures::default()),
+            },
+        };
+        let e = energy::energy(store, host, source, from, now_ms)?;
+        let boundary = floor_to(now_ms, HOUR_MS) - HOUR_MS;
+        let (closed, open): (Vec<_>, Vec<_>) = e.buckets.iter().partition(|b| b.end_ms <= boundary);
+        let price = |bs: &[&energy::Bucket]| -> anyhow::Result<f64> {
+            let v: Vec<(i64, i64, f64)> = bs.iter().map(|b| (b.start_ms, b.end_ms, b.wh)).collect();
+            Ok(cost::cost_of_energy(tariff, &v)?.energy_cost)
+        };
+        let sum = |bs: &[&energy::Bucket]| -> anyhow::Result<TotalFigures> {
+            Ok(TotalFigures {
+                kwh: bs.iter().map(|b| b.wh).sum::<f64>() / 1000.0,
+                cost: price(bs)?,
+                covered_hours: bs.iter().map(|b| b.covered_ms).sum::<i64>() as f64 / MS_PER_HOUR,
+            })
+        };
+        let c = sum(&closed)?;
+        self.closed.kwh += c.kwh;
+        self.closed.cost += c.cost;
+        self.closed.covered_hours += c.covered_hours;
+        self.until_ms = Some(boundary.max(from));
+        let o = sum(&open)?;
+        Ok(TotalFigures {
+            kwh: self.closed.kwh + o.kwh + 0.0,
+            cost: self.closed.cost + o.cost + 0.0,
+            covered_hours: self.closed.covered_hours + o.covered_hours,
+        })
+    }
 }

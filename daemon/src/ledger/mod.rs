@@ -1,6 +1,22 @@
-//! Energy and money: the one accounting of what the machine used and what it cost.
+//! Energy and money: the one accounting of what the machine used and what it cost. Every
+//! energy and money figure (`wattson status`, every `wattson report` format, the MQTT state
+//! and Home Assistant entities, the fleet collector's data) comes from here, over the store's
+//! rollups and raw samples (`ledger -> store`, never the other way).
 //!
-//! - [`costs`]: the configured tariff, the wall meter's energy as hourly buckets, today's
-//!   and this month's cost with an annual projection.
+//! - [`energy`]: energy, covered time and gaps of a source over any window, and its stored
+//!   total.
+//! - [`interval`]: how sure a measured mean power is (the meter's accuracy, the sampling
+//!   uncertainty, and what projecting it to a year assumes).
+//! - [`costs`]: the configured tariff, the wall source, today's / this month's / all-time
+//!   energy and cost with an annual projection, and the running totals the MQTT state
+//!   publishes.
+//! - [`counter`]: the meter's own energy counter against the integral, and the readings
+//!   rejected as implausible.
 
 pub mod costs;
+pub mod counter;
+pub mod energy;
+pub mod interval;
+
+#[cfg(test)]
+mod tests;

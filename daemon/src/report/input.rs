@@ -92,6 +92,9 @@ pub struct ModeInput {
     pub watts: f64,
     /// Half-width of the mean's 95 % interval, W, where measured.
     pub ci95_watts: Option<f64>,
+    /// What weakens the figure (a sweep level's warnings: other load before idle, the time
+    /// cap reached), in words.
+    pub warnings: Vec<String>,
 }
 
 /// A sweep's fit: `watts = idle_watts + watts_per_loop x loops`.
@@ -132,6 +135,8 @@ pub struct LevelInput {
     pub ops_per_s: Option<f64>,
     /// Joules per operation at the wall, above idle or total as the sweep stored it.
     pub joules_per_op: Option<f64>,
+    /// The level's warnings, as the sweep stored them.
+    pub warnings: Vec<String>,
 }
 
 /// This machine's recorded history over the report window.
@@ -141,10 +146,11 @@ pub struct MeasuredInput {
     pub from_ms: i64,
     /// UTC ms, exclusive.
     pub to_ms: i64,
-    /// Energy per (hourly) bucket: `(start UTC ms, end UTC ms, Wh)`. Never interpolated
-    /// across gaps.
+    /// Energy per (hourly) bucket: `(start UTC ms, end UTC ms, Wh)`, from the ledger. Never
+    /// interpolated across gaps.
     pub energy: Vec<(i64, i64, f64)>,
-    /// Time the meter actually covered inside the window, ms (the window less its gaps).
+    /// Time the energy covers inside the window, ms (the ledger's: the support of the
+    /// integral).
     pub covered_ms: i64,
     /// Meter outages: `(start UTC ms, end UTC ms, reason)`.
     pub gaps: Vec<(i64, i64, String)>,
@@ -156,6 +162,15 @@ pub struct MeasuredInput {
     /// The configuration whose sweep fit models this machine; `None` picks the first sweep
     /// configuration with a fit measured on `ReportInput::host`, else the first with a fit.
     pub config: Option<String>,
+    /// The source measured (`meter:wall`).
+    pub source: Option<String>,
+    /// The mean power's 95 % interval and what it rests on (see
+    /// [`crate::ledger::interval`]).
+    pub power: Option<crate::ledger::interval::PowerInterval>,
+    /// The meter's own counter against the integral over the window.
+    pub counter: Option<crate::ledger::counter::CounterCheck>,
+    /// Hours whose energy and covered time are estimates.
+    pub approximate_hours: u64,
 }
 
 /// One GPU's stored samples over the report window, joined by poll time.
@@ -220,6 +235,7 @@ impl ConfigInput {
                     name: name.clone(),
                     watts: *watts,
                     ci95_watts: None,
+                    warnings: Vec::new(),
                 })
                 .collect(),
             fit: None,

@@ -8,6 +8,7 @@
 
 pub mod idle;
 pub mod input;
+pub mod measured;
 pub mod model;
 pub mod render;
 

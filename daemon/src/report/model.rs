@@ -22,12 +22,12 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::input::{
-    ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, LevelInput, MeasuredInput,
-    ModeInput, ReportInput,
+    ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, LevelInput, ModeInput, ReportInput,
 };
+use super::measured::measured_report;
+pub use super::measured::{DayFigure, GapReport, MeasuredReport, ModelledReport};
 use crate::analysis::cost::{
-    AnnualFigure, CostError, HOURS_PER_YEAR, PriceBand, annual_cost, annual_kwh, compare,
-    cost_of_energy,
+    AnnualFigure, CostError, HOURS_PER_YEAR, annual_cost, annual_kwh, compare,
 };
 use crate::analysis::gpu_idle::{self, Rule};
 use crate::analysis::modes::{level_loops, level_name};
@@ -214,6 +214,9 @@ pub struct ModeReport {
     /// kg CO2 per year, when a carbon intensity was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub annual_co2_kg: Option<f64>,
+    /// What weakens this figure (the sweep level's warnings), in words; also in `notes`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A sweep's fit with what idle and each loop cost per year.
@@ -281,6 +284,13 @@ pub struct ComparisonReport {
     /// Years; present when an upgrade cost is known and something is saved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payback_years: Option<f64>,
+    /// The payback's 95 % range from the saving's interval: the shortest (at the largest
+    /// saving) and the longest (absent when the smallest saving in the interval is none, so
+    /// the upgrade may never pay for itself).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payback_years_low: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payback_years_high: Option<f64>,
     /// kg CO2 per year.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub co2_kg_saved: Option<f64>,
@@ -296,92 +306,6 @@ pub struct ModeSaving {
     pub annual_kwh_saved: f64,
     /// Currency per year.
     pub annual_saving: f64,
-}
-
-/// This machine's recorded energy, priced, and what its sweep model says it should be.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MeasuredReport {
-    /// RFC 3339.
-    pub from: String,
-    pub to: String,
-    pub from_ms: i64,
-    pub to_ms: i64,
-    /// Hours in the window.
-    pub window_hours: f64,
-    /// Hours the meter covered.
-    pub covered_hours: f64,
-    /// `covered_hours / window_hours` x 100.
-    pub coverage_percent: f64,
-    /// kWh recorded.
-    pub kwh: f64,
-    /// Currency, priced by time of day.
-    pub energy_cost: f64,
-    /// Mean W over covered time.
-    pub mean_watts: f64,
-    /// kWh and cost per price.
-    pub bands: Vec<PriceBand>,
-    /// Currency, for the days the window touches; not in any running cost.
-    pub standing_charge: f64,
-    /// kWh per year: `kwh` x 8760 / `covered_hours`.
-    pub annual_kwh: f64,
-    /// Currency per year: `energy_cost` x 8760 / `covered_hours`.
-    pub annual_cost: f64,
-    pub gaps: Vec<GapReport>,
-    /// Hours of gaps.
-    pub gap_hours: f64,
-    /// Per local day of the tariff's zone.
-    pub daily: Vec<DayFigure>,
-    /// The sweep fit applied to the utilisation history.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub modelled: Option<ModelledReport>,
-    /// (modelled - measured) / measured x 100, of annual kWh.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub difference_kwh_percent: Option<f64>,
-    /// (modelled - measured) / measured x 100, of annual cost.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub difference_cost_percent: Option<f64>,
-}
-
-/// A meter outage.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GapReport {
-    pub from: String,
-    pub to: String,
-    pub from_ms: i64,
-    pub to_ms: i64,
-    pub hours: f64,
-    pub reason: String,
-}
-
-/// Energy and cost on one local day.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DayFigure {
-    /// YYYY-MM-DD.
-    pub date: String,
-    pub kwh: f64,
-    /// Currency.
-    pub cost: f64,
-}
-
-/// `watts = idle + watts_per_loop x busy CPUs` over the utilisation history.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelledReport {
-    /// The configuration whose fit was used.
-    pub config: String,
-    pub idle_watts: f64,
-    pub watts_per_loop: f64,
-    pub cpus: u32,
-    /// Time-weighted.
-    pub mean_busy_cpus: f64,
-    /// W.
-    pub mean_watts: f64,
-    /// Hours of utilisation history.
-    pub hours: f64,
-    pub kwh: f64,
-    /// Currency.
-    pub energy_cost: f64,
-    pub annual_kwh: f64,
-    pub annual_cost: f64,
 }
 
 /// One GPU's time in each state and the cost of a process resident while it idles.
@@ -475,11 +399,12 @@ impl Pricer {
             annual_cost: f.cost,
             annual_cost_ci95: f.cost_ci95,
             annual_co2_kg: self.co2.map(|g| f.kwh * g / 1000.0),
+            warnings: Vec::new(),
         }
     }
 }
 
-fn rfc3339(ms: i64) -> String {
+pub(super) fn rfc3339(ms: i64) -> String {
     DateTime::<Utc>::from_timestamp_millis(ms)
         .map_or_else(|| format!("{ms} ms"), |t| t.to_rfc3339())
 }
@@ -594,12 +519,13 @@ fn modes_of(c: &ConfigInput) -> Vec<ModeInput> {
             name: level_name(l.loops),
             watts: l.mean_w,
             ci95_watts: Some(l.ci95_w),
+            warnings: l.warnings.clone(),
         })
         .collect()
 }
 
 /// Time-weighted mean of `f(busy)` over the utilisation history, and the hours it covers.
-fn over_history(util: &[(i64, i64, f64)], f: impl Fn(f64) -> f64) -> Option<(f64, f64)> {
+pub(super) fn over_history(util: &[(i64, i64, f64)], f: impl Fn(f64) -> f64) -> Option<(f64, f64)> {
     let mut sum = 0.0;
     let mut ms = 0.0;
     for &(s, e, busy) in util {
@@ -672,9 +598,28 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
             upgrade_cost: c.upgrade_cost,
             modes: modes
                 .iter()
-                .map(|m| pricer.mode(&m.name, m.watts, m.ci95_watts))
+                .map(|m| {
+                    for w in &m.warnings {
+                        notes.push(format!("{:?} {}: {w}", c.name, m.name));
+                    }
+                    ModeReport {
+                        warnings: m.warnings.clone(),
+                        ..pricer.mode(&m.name, m.watts, m.ci95_watts)
+                    }
+                })
                 .collect(),
-            fit: c.fit.as_ref().map(|f| fit_report(f, &pricer)),
+            fit: c.fit.as_ref().map(|f| {
+                let mut fit = fit_report(f, &pricer);
+                let levels = c.levels.iter().filter(|l| l.kind == f.kind).count();
+                if levels == 2 {
+                    let w = "the fit rests on two levels: a line through two points always \
+                             fits, so its r2 says nothing and watts per loop is unchecked"
+                        .to_owned();
+                    notes.push(format!("{:?} fit: {w}", c.name));
+                    fit.notes.push(w);
+                }
+                fit
+            }),
             levels: c
                 .levels
                 .iter()
@@ -742,6 +687,9 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         None => None,
     };
     if let Some(m) = &measured {
+        for w in &m.warnings {
+            notes.push(format!("measured: {w}"));
+        }
         if !m.gaps.is_empty() {
             notes.push(format!(
                 "{} meter gap(s) totalling {:.1} h are not interpolated; measured figures are \
@@ -987,6 +935,20 @@ fn comparisons(
             annual_saving_ci95: c.annual_saving_ci95,
             upgrade_cost: upgrade,
             payback_years: c.payback_years,
+            payback_years_low: c
+                .payback_years
+                .zip(upgrade)
+                .zip(c.annual_saving_ci95)
+                .map(|((_, u), ci)| u / (c.annual_saving + ci)),
+            payback_years_high: c
+                .payback_years
+                .zip(upgrade)
+                .zip(c.annual_saving_ci95)
+                .filter(|_| {
+                    c.annual_saving_ci95
+                        .is_some_and(|ci| c.annual_saving - ci > 0.0)
+                })
+                .map(|((_, u), ci)| u / (c.annual_saving - ci)),
             co2_kg_saved: c.co2_kg_saved,
             per_mode,
         });
@@ -994,167 +956,12 @@ fn comparisons(
     out
 }
 
-/// The sweep configuration that models this machine (see [`MeasuredInput::config`]).
-fn model_config<'a>(
-    m: &MeasuredInput,
-    configs: &'a [ConfigInput],
-    host: Option<&str>,
-) -> Option<(&'a ConfigInput, &'a FitInput)> {
-    let with_fit = || {
-        configs
-            .iter()
-            .filter_map(|c| c.fit.as_ref().map(|f| (c, f)))
-    };
-    match &m.config {
-        Some(name) => with_fit().find(|(c, _)| &c.name == name),
-        None => with_fit()
-            .find(|(c, _)| host.is_some() && c.host.as_deref() == host)
-            .or_else(|| with_fit().next()),
-    }
-}
-
-fn measured_report(
-    m: &MeasuredInput,
-    tariff: &Tariff,
-    configs: &[ConfigInput],
-    host: Option<&str>,
-) -> Result<MeasuredReport, ReportError> {
-    let cost_err = |what: &str| {
-        let what = what.to_string();
-        move |source| ReportError::Cost { what, source }
-    };
-    let priced = cost_of_energy(tariff, &m.energy).map_err(cost_err("the measured energy"))?;
-    let covered_ms = if m.covered_ms > 0 {
-        m.covered_ms
-    } else {
-        m.energy.iter().map(|&(s, e, _)| (e - s).max(0)).sum()
-    };
-    let covered_hours = covered_ms as f64 / MS_PER_HOUR;
-    let window_hours = (m.to_ms - m.from_ms).max(0) as f64 / MS_PER_HOUR;
-    let per_year = if covered_hours > 0.0 {
-        HOURS_PER_YEAR / covered_hours
-    } else {
-        0.0
-    };
-    let gaps: Vec<GapReport> = m
-        .gaps
-        .iter()
-        .map(|(s, e, reason)| GapReport {
-            from: rfc3339(*s),
-            to: rfc3339(*e),
-            from_ms: *s,
-            to_ms: *e,
-            hours: (e - s).max(0) as f64 / MS_PER_HOUR,
-            reason: reason.clone(),
-        })
-        .collect();
-    let daily = daily(&m.energy, tariff)?;
-
-    let modelled = match model_config(m, configs, host) {
-        Some((c, f)) if !m.utilisation.is_empty() => {
-            let model: Vec<(i64, i64, f64)> = m
-                .utilisation
-                .iter()
-                .filter(|(s, e, b)| e > s && b.is_finite())
-                .map(|&(s, e, busy)| {
-                    let w = f.idle_watts + f.watts_per_loop * busy.max(0.0);
-                    (s, e, w * (e - s) as f64 / MS_PER_HOUR)
-                })
-                .collect();
-            let p = cost_of_energy(tariff, &model).map_err(cost_err("the modelled energy"))?;
-            over_history(&m.utilisation, |b| b).map(|(busy, hours)| {
-                let scale = HOURS_PER_YEAR / hours;
-                ModelledReport {
-                    config: c.name.clone(),
-                    idle_watts: f.idle_watts,
-                    watts_per_loop: f.watts_per_loop,
-                    cpus: m.cpus,
-                    mean_busy_cpus: busy,
-                    mean_watts: f.idle_watts + f.watts_per_loop * busy,
-                    hours,
-                    kwh: p.kwh,
-                    energy_cost: p.energy_cost,
-                    annual_kwh: p.kwh * scale,
-                    annual_cost: p.energy_cost * scale,
-                }
-            })
-        }
-        _ => None,
-    };
-    let annual_kwh = priced.kwh * per_year;
-    let annual_cost = priced.energy_cost * per_year;
-    let pct = |modelled: f64, measured: f64| {
-        (measured > 0.0).then(|| (modelled - measured) / measured * 100.0)
-    };
-    Ok(MeasuredReport {
-        from: rfc3339(m.from_ms),
-        to: rfc3339(m.to_ms),
-        from_ms: m.from_ms,
-        to_ms: m.to_ms,
-        window_hours,
-        covered_hours,
-        coverage_percent: if window_hours > 0.0 {
-            covered_hours / window_hours * 100.0
-        } else {
-            0.0
-        },
-        kwh: priced.kwh,
-        energy_cost: priced.energy_cost,
-        mean_watts: if covered_hours > 0.0 {
-            priced.kwh * 1000.0 / covered_hours
-        } else {
-            0.0
-        },
-        bands: priced.bands,
-        standing_charge: priced.standing_charge,
-        annual_kwh,
-        annual_cost,
-        gap_hours: gaps.iter().map(|g| g.hours).sum(),
-        gaps,
-        daily,
-        difference_kwh_percent: modelled
-            .as_ref()
-            .and_then(|x| pct(x.annual_kwh, annual_kwh)),
-        difference_cost_percent: modelled
-            .as_ref()
-            .and_then(|x| pct(x.annual_cost, annual_cost)),
-        modelled,
-    })
-}
-
-/// Energy and cost per local day (by each bucket's start), each day priced on its own.
-fn daily(buckets: &[(i64, i64, f64)], tariff: &Tariff) -> Result<Vec<DayFigure>, ReportError> {
-    let mut days: BTreeMap<NaiveDate, Vec<(i64, i64, f64)>> = BTreeMap::new();
-    let tz = tariff.tz();
-    for &b in buckets {
-        let Some(t) = DateTime::<Utc>::from_timestamp_millis(b.0) else {
-            continue;
-        };
-        days.entry(t.with_timezone(&tz).date_naive())
-            .or_default()
-            .push(b);
-    }
-    days.into_iter()
-        .map(|(date, bs)| {
-            let p = cost_of_energy(tariff, &bs).map_err(|source| ReportError::Cost {
-                what: format!("the energy on {date}"),
-                source,
-            })?;
-            Ok(DayFigure {
-                date: date.to_string(),
-                kwh: p.kwh,
-                cost: p.energy_cost,
-            })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 #[allow(clippy::many_single_char_names)]
 mod tests {
     use super::*;
     use crate::analysis::tariff::Period;
-    use crate::report::input::ReportOptions;
+    use crate::report::input::{MeasuredInput, ReportOptions};
     use chrono::NaiveTime;
 
     fn date(y: i32, m: u32, d: u32) -> NaiveDate {
@@ -1178,6 +985,7 @@ mod tests {
                     name: (*n).into(),
                     watts: *w,
                     ci95_watts: None,
+                    warnings: vec![],
                 })
                 .collect(),
             fit: None,
@@ -1210,6 +1018,7 @@ mod tests {
                     mean_mhz: None,
                     ops_per_s: None,
                     joules_per_op: None,
+                    warnings: vec![],
                 })
                 .collect(),
             ..manual(name, &[])
@@ -1265,6 +1074,7 @@ mod tests {
             utilisation,
             cpus: 4,
             config: None,
+            ..MeasuredInput::default()
         };
         let r = build(&input(
             flat(0.10),

@@ -214,24 +214,62 @@ fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Resul
         .collect())
 }
 
-/// Store options from the config.
+/// Store options from the config: each source's spacing is its configured interval (smart
+/// plugs report when they do: theirs is learned from the data).
 pub fn store_options(config: &Config) -> StoreOptions {
-    let expected = config
+    let ms = |d: Duration| d.as_millis() as i64;
+    let mut spacing: std::collections::HashMap<String, i64> = config
         .meters
         .iter()
-        .map(|m| m.interval)
-        .chain(std::iter::once(config.cpu.interval))
-        .min()
-        .unwrap_or(Duration::from_secs(1));
+        .map(|m| (format!("meter:{}", m.id), ms(m.interval)))
+        .collect();
+    spacing.insert("cpu".to_owned(), ms(config.cpu.interval));
+    for source in ["rapl", "hwmon", "gpu", crate::sources::estimate::SOURCE] {
+        spacing.insert(source.to_owned(), ms(config.power.interval));
+    }
+    spacing.insert("ipmi".to_owned(), ms(config.power.ipmi_interval));
+    for u in &config.ups {
+        spacing.insert(format!("ups:{}", u.name), ms(u.interval));
+    }
     StoreOptions {
         host: config.host.name.clone(),
         raw_retention_ms: config.storage.raw_retention.as_millis() as i64,
         detail_retention_ms: config.storage.detail_retention.as_millis() as i64,
-        expected_interval_ms: expected.as_millis() as i64,
+        spacing_ms: spacing,
         // The sampler already holds samples for `[storage] flush_interval`; the store commits
         // each batch at once, so a crash loses at most that interval (not 2 s more).
         flush_interval: Duration::ZERO,
         ..StoreOptions::default()
+    }
+}
+
+/// Records, for each source of `host` with stored samples, the time since its newest one as
+/// a gap: the daemon was not running, so nothing is known of it (and no energy is integrated
+/// across it, however short).
+fn record_downtime(store: &StoreHandle, host: &str) {
+    let host = host.to_owned();
+    let newest = store.query(move |s| {
+        s.latest(&host).map(|latest| {
+            let mut by_source: std::collections::BTreeMap<String, i64> =
+                std::collections::BTreeMap::new();
+            for l in latest {
+                let t = by_source.entry(l.series.source.clone()).or_insert(l.ts_ms);
+                *t = (*t).max(l.ts_ms);
+            }
+            by_source
+        })
+    });
+    let now = sampler::now_ms();
+    match newest {
+        Ok(Ok(sources)) => {
+            for (source, since) in sources.into_iter().filter(|(_, t)| *t < now) {
+                if let Err(e) = store.record_gap(&source, since, now, "wattson was not running") {
+                    tracing::warn!("recording the downtime of {source}: {e}");
+                }
+            }
+        }
+        Ok(Err(e)) => tracing::warn!("reading the newest samples to record the downtime: {e}"),
+        Err(e) => tracing::warn!("reading the newest samples to record the downtime: {e}"),
     }
 }
 
@@ -251,6 +289,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     // Its errors name the database (and the other writer, or why it is read-only).
     let (store, store_thread) = StoreHandle::spawn(path, store_options(config))?;
     tracing::info!("storing into {}", path.display());
+    record_downtime(&store, &config.host.name);
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -440,10 +479,20 @@ async fn serve(
     live: &Arc<LiveState>,
     store: &StoreHandle,
 ) -> anyhow::Result<Option<crate::publish::mqtt::publisher::PublisherHandle>> {
+    let mut feed = None;
     let publisher = match &config.mqtt {
         None => None,
         Some(mqtt) => {
-            let extras = extras_fn(config, live.clone(), store.clone());
+            // The ledger's figures come from a thread of their own: the runtime never
+            // waits on the store.
+            let (extras, f) = super::ledger_feed::spawn(
+                config,
+                live.clone(),
+                store.clone(),
+                mqtt.publish_interval.max(Duration::from_millis(100)),
+            )
+            .context("starting the ledger feed for MQTT")?;
+            feed = Some(f);
             Some(
                 crate::publish::mqtt::Publisher::spawn(
                     mqtt.clone(),
@@ -495,6 +544,11 @@ async fn serve(
     cancel.cancel();
     if let Some(t) = watchdog_task {
         let _ = t.await;
+    }
+    // The feed stops (and joins) here; a query still running finishes on the store's own
+    // thread first, so run it off the runtime.
+    if let Some(f) = feed {
+        let _ = tokio::task::spawn_blocking(move || drop(f)).await;
     }
     Ok(publisher)
 }
@@ -604,149 +658,4 @@ fn reload(
         Err(e) => tracing::error!("reload refused, keeping the running collectors: {e:#}"),
     }
     notifier.ready();
-}
-
-/// What the MQTT state carries beyond the live readings: cost today / this month / per
-/// year and the latest idle-power regression check from the store (read at most once a
-/// minute: a check written by `wattson sweep --regression-check` shows within a minute),
-/// the current mode and the meters' counters.
-fn extras_fn(
-    config: &Config,
-    live: Arc<LiveState>,
-    store: StoreHandle,
-) -> crate::publish::mqtt::publisher::ExtrasFn {
-    use std::sync::Mutex;
-    use std::time::Instant;
-
-    use crate::publish::mqtt::StateExtras;
-    use crate::publish::mqtt::state::MeterCounters;
-
-    /// When the store was last read, and what it said: costs, the regression headline.
-    type Cached = (
-        Instant,
-        Option<crate::ledger::costs::CostSummary>,
-        Option<crate::sweep::regression::Check>,
-    );
-
-    let tariff = crate::ledger::costs::tariff(&config.tariff).ok();
-    let currency = config.tariff.currency.clone();
-    let wall = crate::ledger::costs::wall_source(config);
-    let host = config.host.name.clone();
-    let interval_ms = config
-        .meters
-        .first()
-        .map_or(1000, |m| m.interval.as_millis() as i64);
-    let primary_meter = config.meters.first().map(|m| m.id.clone());
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let mode_options: Vec<String> = (0..=cpus)
-        .map(|n| crate::analysis::modes::level_name(n as u32))
-        .collect();
-    let cache: Mutex<Option<Cached>> = Mutex::new(None);
-    Arc::new(move || {
-        let (summary, idle_regression) = {
-            let Ok(mut guard) = cache.lock() else {
-                return StateExtras::default();
-            };
-            let stale = guard
-                .as_ref()
-                .is_none_or(|(at, _, _)| at.elapsed() >= Duration::from_secs(60));
-            if stale {
-                let computed = match (&tariff, &wall) {
-                    (Some(t), Some(source)) => {
-                        let (t, source, host) = (t.clone(), source.clone(), host.clone());
-                        store
-                            .query(move |s| {
-                                crate::ledger::costs::summary(
-                                    s,
-                                    &host,
-                                    &source,
-                                    interval_ms,
-                                    &t,
-                                    chrono::Utc::now(),
-                                )
-                                .ok()
-                            })
-                            .ok()
-                            .flatten()
-                    }
-                    _ => None,
-                };
-                let regression = {
-                    let host = host.clone();
-                    store
-                        .query(move |s| {
-                            crate::sweep::regression::latest(s, Some(host.as_str()))
-                                .map_err(|e| {
-                                    tracing::warn!(
-                                        "reading idle regression checks: {}",
-                                        wattson_collectors::ErrorChain(&e)
-                                    );
-                                })
-                                .ok()
-                                .and_then(|checks| {
-                                    crate::sweep::regression::headline(&checks).cloned()
-                                })
-                        })
-                        .ok()
-                        .flatten()
-                };
-                *guard = Some((Instant::now(), computed, regression));
-            }
-            guard
-                .as_ref()
-                .map(|(_, s, r)| (s.clone(), r.clone()))
-                .unwrap_or_default()
-        };
-        let busy = live
-            .latest()
-            .into_iter()
-            .find(|r| r.metric == wattson_collectors::Metric::CpuBusy && r.channel == "all")
-            .map(|r| r.value * cpus as f64);
-        // Until the store holds enough history for a projection, project the current draw,
-        // so the entity exists from the start instead of appearing later.
-        let live_projection = || {
-            let source = wall.as_ref()?;
-            let w = live
-                .latest()
-                .into_iter()
-                .find(|r| {
-                    &r.source == source
-                        && r.metric == wattson_collectors::Metric::Power
-                        && r.channel.is_empty()
-                })?
-                .value;
-            let t = tariff.as_ref()?;
-            crate::analysis::cost::annual_cost(w, None, t, chrono::Utc::now().date_naive())
-                .ok()
-                .map(|f| f.cost)
-        };
-        // `+ 0.0` turns a -0.0 from rounding into 0.0.
-        StateExtras {
-            currency: currency.clone(),
-            cost_today: summary.as_ref().map(|s| s.today.cost + 0.0),
-            cost_month: summary.as_ref().map(|s| s.month.cost + 0.0),
-            annual_projection: summary
-                .as_ref()
-                .and_then(|s| s.annual_cost)
-                .or_else(live_projection),
-            energy_today_kwh: summary.as_ref().map(|s| s.today.kwh + 0.0),
-            mode: busy.map(|b| {
-                crate::analysis::modes::level_name(b.round().clamp(0.0, cpus as f64) as u32)
-            }),
-            mode_options: mode_options.clone(),
-            primary_meter: primary_meter.clone(),
-            meter_counters: live
-                .counters()
-                .into_iter()
-                .map(|c| MeterCounters {
-                    id: c.id,
-                    good: c.good,
-                    crc_errors: c.crc_errors,
-                    timeouts: c.timeouts,
-                    implausible: c.implausible,
-                })
-                .collect(),
-            idle_regression,
-        }
-    })
 }

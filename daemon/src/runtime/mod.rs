@@ -4,6 +4,7 @@
 pub mod control;
 pub mod daemon;
 pub mod health;
+pub mod ledger_feed;
 pub mod live;
 pub mod notify;
 pub mod sampler;

@@ -49,6 +49,8 @@ pub struct Scheduled {
     failing_since: Option<(i64, String)>,
     consecutive_failures: u32,
     stopped: bool,
+    /// Rejection counts per device last stored, so a change is stored once.
+    rejected: std::collections::BTreeMap<String, wattson_collectors::plausibility::Rejections>,
 }
 
 impl Scheduled {
@@ -61,6 +63,7 @@ impl Scheduled {
             failing_since: None,
             consecutive_failures: 0,
             stopped: false,
+            rejected: std::collections::BTreeMap::new(),
         }
     }
 
@@ -245,6 +248,7 @@ fn poll_one(
     let result = c.collector.poll(ts);
     let counters = c.collector.device_counters();
     if !counters.is_empty() {
+        store_rejections(c, &counters, ts, buffer);
         live.set_counters(counters);
     }
     match result {
@@ -268,6 +272,42 @@ fn poll_one(
             }
         }
         Err(e) => on_error(c, &e, ts),
+    }
+}
+
+/// Stores each device's rejection counts when they change, as [`Metric::Rejected`] samples
+/// (channel: the reason; value: the count since the daemon started), so `wattson status`
+/// can show what was dropped.
+///
+/// [`Metric::Rejected`]: wattson_collectors::Metric::Rejected
+fn store_rejections(
+    c: &mut Scheduled,
+    counters: &[wattson_collectors::DeviceCounters],
+    ts: i64,
+    buffer: &mut Vec<Sample>,
+) {
+    for d in counters {
+        if c.rejected.get(&d.id) == Some(&d.rejected) {
+            continue;
+        }
+        let source = if c.name().starts_with("meter:") {
+            format!("meter:{}", d.id)
+        } else {
+            c.name().to_owned()
+        };
+        let before = c.rejected.get(&d.id).cloned().unwrap_or_default();
+        for (reason, n) in d.rejected.nonzero() {
+            if before.get(reason) != n {
+                buffer.push(Sample::new(
+                    ts,
+                    source.as_str(),
+                    wattson_collectors::Metric::Rejected,
+                    reason.as_str(),
+                    n as f64,
+                ));
+            }
+        }
+        c.rejected.insert(d.id.clone(), d.rejected.clone());
     }
 }
 

@@ -18,6 +18,14 @@
 //! [`Dedupe::WINDOW`] timestamps and at most [`MAX_SERIES_PER_HOST`] series (samples of
 //! further series are dropped, counted and logged); host names of at most
 //! [`MAX_HOST_NAME`] bytes. Malformed payloads are counted and dropped.
+//!
+//! Every message passes the shared plausibility rules ([`wattson_collectors::plausibility`])
+//! before it is stored: a `ts` more than 5 minutes after its receipt (a host whose clock says
+//! 9999 would otherwise shut out its own later states) or more than 30 days before it (the
+//! broker keeps a persistent session's messages while the collector is down) drops the
+//! message; an implausible value (-1e12 W, 1e300 W, a power factor of 2.55) drops that
+//! sample. Both are counted per host and stored as the host's `rejected` counts, which
+//! `wattson status --host` shows.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +34,7 @@ use std::time::Duration;
 
 use rumqttc::QoS;
 use tokio_util::sync::CancellationToken;
+use wattson_collectors::plausibility::{Limits, Reason, Rejections};
 use wattson_collectors::{Metric, Sample};
 
 use crate::config::MqttConfig;
@@ -104,6 +113,10 @@ pub struct FleetStats {
     pub refused_hosts: AtomicU64,
     /// Samples of series beyond [`MAX_SERIES_PER_HOST`], dropped.
     pub refused_series: AtomicU64,
+    /// Messages dropped as implausible (a timestamp far from their receipt).
+    pub rejected: AtomicU64,
+    /// Samples dropped as implausible (an impossible value) from messages otherwise stored.
+    pub rejected_samples: AtomicU64,
     /// Commits that failed: those messages were not acknowledged (delivered again later).
     pub not_stored: AtomicU64,
     /// The connection's counters (connects, errors, messages skipped as larger than
@@ -111,10 +124,20 @@ pub struct FleetStats {
     pub connection: Arc<ConnectionStats>,
 }
 
-/// Remembers the recent `ts` of each host to drop duplicates.
+/// Remembers the recent `ts` of each host to drop duplicates, and what each host had
+/// rejected.
 #[derive(Debug, Default)]
 pub struct Dedupe {
     seen: HashMap<String, BTreeSet<i64>>,
+    rejected: HashMap<String, BTreeMap<String, Rejections>>,
+}
+
+/// How far from its receipt a fleet message's `ts` may be.
+fn fleet_limits() -> Limits {
+    Limits {
+        past_ms: 30 * 24 * 3_600_000,
+        ..Limits::default()
+    }
 }
 
 impl Dedupe {
@@ -144,6 +167,34 @@ impl Dedupe {
     }
 }
 
+impl Dedupe {
+    /// Counts a rejection of `source` on `host`; the host's counts for that source.
+    fn reject(&mut self, host: &str, source: &str, reason: Reason) -> &Rejections {
+        let r = self
+            .rejected
+            .entry(host.to_owned())
+            .or_default()
+            .entry(source.to_owned())
+            .or_default();
+        r.record(reason);
+        r
+    }
+}
+
+trait RejectionSamples {
+    /// The counts as [`Metric::Rejected`] samples of `source` at `ts`.
+    fn samples(&self, ts: i64, source: &str) -> Vec<Sample>;
+}
+
+impl RejectionSamples for Rejections {
+    fn samples(&self, ts: i64, source: &str) -> Vec<Sample> {
+        self.nonzero()
+            .into_iter()
+            .map(|(reason, n)| Sample::new(ts, source, Metric::Rejected, reason.as_str(), n as f64))
+            .collect()
+    }
+}
+
 /// The host segment of `<prefix>/<host>/state`, if `topic` is one.
 pub fn host_of<'t>(prefix: &str, topic: &'t str) -> Option<&'t str> {
     let rest = topic.strip_prefix(prefix)?.strip_prefix('/')?;
@@ -160,6 +211,8 @@ pub enum Outcome {
     Malformed,
     /// From a host beyond the limit.
     Refused,
+    /// Implausible (a `ts` far from its receipt): acknowledged, counted, not stored.
+    Rejected,
     /// Not a state topic of this prefix.
     NotOurs,
     /// The sink failed: not stored, to be delivered again.
@@ -219,7 +272,8 @@ impl Intake {
             });
             return Outcome::Malformed;
         }
-        let (ts, samples) = match state::parse(payload) {
+        let received_ms = crate::runtime::sampler::now_ms();
+        let payload = match state::parse_payload(payload) {
             Ok(parsed) => parsed,
             Err(e) => {
                 throttled(&stats.malformed, |n| {
@@ -241,9 +295,34 @@ impl Intake {
             });
             return Outcome::Refused;
         }
+        let ts = payload.ts;
         if !self.dedupe.is_new(host, ts) {
             stats.duplicates.fetch_add(1, Ordering::Relaxed);
             return Outcome::Duplicate;
+        }
+        let (mut samples, rejected) = match payload.checked_samples(received_ms, &fleet_limits()) {
+            Ok(checked) => checked,
+            Err(why) => {
+                throttled(&stats.rejected, |n| {
+                    tracing::warn!("dropping state from {topic:?}: {why}; {n} implausible so far");
+                });
+                // Stored as the host's counts (best effort: the message is dropped anyway).
+                let counts = self
+                    .dedupe
+                    .reject(host, "state", Reason::Timestamp)
+                    .samples(received_ms, "state");
+                let _ = sink.store(host, counts);
+                return Outcome::Rejected;
+            }
+        };
+        for (source, why) in &rejected {
+            stats.rejected_samples.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!("dropping a sample of {topic:?}: {why}");
+            let counts = self
+                .dedupe
+                .reject(host, source, why.reason)
+                .samples(ts, source);
+            samples.extend(counts);
         }
         let known = self.series.entry(host.to_owned()).or_default();
         let mut kept = Vec::with_capacity(samples.len());
@@ -396,7 +475,22 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
 mod tests {
     use super::*;
 
-    const VALID: &str = r#"{"ts":1767225600000,"interval_s":1,"power_w":61.5,"series":[["meter:wall","power","",61.5],["cpu","cpu_busy","all",0.25],["cpu","core_frequency","cpu0",2200.0]]}"#;
+    /// A state of one CPU series stamped now (the collector refuses times far from their
+    /// receipt).
+    fn now_state() -> String {
+        format!(
+            r#"{{"ts":{},"series":[["cpu","cpu_busy","all",0.5]]}}"#,
+            crate::runtime::sampler::now_ms()
+        )
+    }
+
+    /// A valid payload stamped now (the collector refuses times far from their receipt).
+    fn valid() -> String {
+        format!(
+            r#"{{"ts":{},"interval_s":1,"power_w":61.5,"series":[["meter:wall","power","",61.5],["cpu","cpu_busy","all",0.25],["cpu","core_frequency","cpu0",2200.0]]}}"#,
+            crate::runtime::sampler::now_ms()
+        )
+    }
 
     /// Handles one payload and checks what reached the sink: finite values, one `ts`,
     /// every message counted once.
@@ -407,7 +501,8 @@ mod tests {
         intake.handle("w/h/state", payload, &mut sink, &stats);
         let stored = stats.stored.load(Ordering::Relaxed);
         let malformed = stats.malformed.load(Ordering::Relaxed);
-        assert_eq!(stored + malformed, 1);
+        let rejected = stats.rejected.load(Ordering::Relaxed);
+        assert_eq!(stored + malformed + rejected, 1);
         if let Some(samples) = sink.by_host.get("h") {
             let ts = samples.first().map(|s| s.ts_ms);
             for s in samples {
@@ -437,11 +532,12 @@ mod tests {
         /// quotes, huge exponents): never panics, counts it once.
         #[test]
         fn fuzz_mutated_state_payloads_never_panic(
-            at in 0usize..VALID.len(),
+            at in 0usize..120,
             len in 0usize..20,
             insert in "[-0-9eE.,\\[\\]\"{}:a-z ]{0,24}|1e400|-1e400|NaN|9223372036854775808",
         ) {
-            let mut text = VALID.to_owned();
+            let mut text = valid();
+            let at = at.min(text.len());
             let end = (at + len).min(text.len());
             text.replace_range(at..end, &insert);
             check(text.as_bytes());
@@ -461,7 +557,11 @@ mod tests {
         let mut sink = MemorySink::default();
         let stats = FleetStats::default();
         let mut intake = Intake::new("w", 10, Vec::new());
-        let msg = br#"{"ts":10,"series":[["cpu","cpu_busy","all",0.5]]}"#;
+        let msg = format!(
+            r#"{{"ts":{},"series":[["cpu","cpu_busy","all",0.5]]}}"#,
+            crate::runtime::sampler::now_ms()
+        );
+        let msg = msg.as_bytes();
         for _ in 0..3 {
             intake.handle("w/h1/state", msg, &mut sink, &stats);
         }
@@ -472,6 +572,44 @@ mod tests {
         assert_eq!(stats.duplicates.load(Ordering::Relaxed), 2);
         assert_eq!(stats.malformed.load(Ordering::Relaxed), 1);
         assert_eq!(stats.stored.load(Ordering::Relaxed), 2);
+    }
+
+    /// Regression: states with -1e12 W or 1e300 W were stored (status then showed GBP
+    /// 1,152,909,004), and one state in the year 9999 shut out every later state of its host.
+    #[test]
+    fn implausible_states_are_counted_and_do_not_shut_out_later_ones() {
+        let mut sink = MemorySink::default();
+        let stats = FleetStats::default();
+        let mut intake = Intake::new("w", 10, Vec::new());
+        let now = crate::runtime::sampler::now_ms();
+        let msg =
+            |ts: i64, w: f64| format!(r#"{{"ts":{ts},"series":[["meter:wall","power","",{w}]]}}"#);
+        for (ts, w) in [
+            (now - 2000, -1e12),
+            (now - 1000, 1e300),
+            (253_402_300_799_000, 50.0),
+            (now, 50.0),
+        ] {
+            intake.handle("w/h/state", msg(ts, w).as_bytes(), &mut sink, &stats);
+        }
+        let power: Vec<&Sample> = sink.by_host["h"]
+            .iter()
+            .filter(|s| s.metric == Metric::Power)
+            .collect();
+        assert_eq!(power.len(), 1);
+        assert_eq!((power[0].ts_ms, power[0].value), (now, 50.0));
+        assert_eq!(stats.rejected.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.rejected_samples.load(Ordering::Relaxed), 2);
+        let counted: Vec<(String, f64)> = sink.by_host["h"]
+            .iter()
+            .filter(|s| s.metric == Metric::Rejected)
+            .map(|s| (s.channel.clone(), s.value))
+            .collect();
+        assert!(counted.contains(&("power".to_owned(), 2.0)), "{counted:?}");
+        assert!(
+            counted.contains(&("timestamp".to_owned(), 1.0)),
+            "{counted:?}"
+        );
     }
 
     /// A sink whose commits fail while `full` is set.
@@ -498,7 +636,8 @@ mod tests {
         };
         let stats = FleetStats::default();
         let mut intake = Intake::new("w", 10, Vec::new());
-        let msg = br#"{"ts":10,"series":[["cpu","cpu_busy","all",0.5]]}"#;
+        let msg = now_state();
+        let msg = msg.as_bytes();
         assert!(matches!(
             intake.handle("w/h/state", msg, &mut sink, &stats),
             Outcome::NotStored(_)
@@ -523,7 +662,8 @@ mod tests {
         let mut sink = MemorySink::default();
         let stats = FleetStats::default();
         let mut intake = Intake::new("w", 2, vec!["old".to_owned()]);
-        let msg = br#"{"ts":10,"series":[["cpu","cpu_busy","all",0.5]]}"#;
+        let msg = now_state();
+        let msg = msg.as_bytes();
         for host in ["a", "b", "c", "old"] {
             intake.handle(&format!("w/{host}/state"), msg, &mut sink, &stats);
         }
@@ -549,7 +689,11 @@ mod tests {
         let series: Vec<String> = (0..MAX_SERIES_PER_HOST + 10)
             .map(|i| format!(r#"["s{i}","power","",1.0]"#))
             .collect();
-        let msg = format!(r#"{{"ts":10,"series":[{}]}}"#, series.join(","));
+        let msg = format!(
+            r#"{{"ts":{},"series":[{}]}}"#,
+            crate::runtime::sampler::now_ms(),
+            series.join(",")
+        );
         assert!(msg.len() <= MAX_STATE_BYTES);
         intake.handle("w/h/state", msg.as_bytes(), &mut sink, &stats);
         assert_eq!(sink.by_host["h"].len(), MAX_SERIES_PER_HOST);

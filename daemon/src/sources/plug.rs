@@ -8,11 +8,18 @@
 //!
 //! The parsers are pure functions. One subscription task, on a [`Connection`] of the MQTT
 //! driver (backoff, subscriptions re-made on reconnect), feeds every [`PlugCollector`]
-//! through a bounded channel; `poll()` takes the newest reading since the last poll and
-//! reports it as `meter:<id>` samples (W, V, A, power factor, Hz, the plug's own energy
-//! counter in Wh, and the monotonic [`Metric::EnergyTotal`]). A payload larger than
-//! [`MAX_PLUG_BYTES`] is skipped by the driver before it is read; one that does not parse
-//! is skipped here; both are counted and logged once per topic with their size.
+//! through a bounded channel; `poll()` takes every reading since the last poll and reports
+//! each as `meter:<id>` samples (W, V, A, power factor, Hz, the plug's own energy counter in
+//! Wh, and the monotonic [`Metric::EnergyTotal`]), stamped with the plug's own time when the
+//! message carries one with its UTC offset (Tasmota's `Time` with `SetOption52 1`) within
+//! [`Limits::past_ms`] / [`Limits::future_ms`] of its receipt, else with the receipt time.
+//! A payload larger than [`MAX_PLUG_BYTES`] is skipped by the driver before it is read; one
+//! that does not parse is skipped here; both are counted and logged once per topic with
+//! their size.
+//!
+//! Every reading passes the shared plausibility rules ([`wattson_collectors::plausibility`])
+//! and the energy counter's bound ([`wattson_collectors::meter::counter`]); a reading that
+//! fails is dropped and counted by reason in [`Collector::device_counters`].
 
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 
@@ -20,8 +27,9 @@ use rumqttc::QoS;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use wattson_collectors::meter::EnergyTracker;
-use wattson_collectors::{CollectError, Collector, Metric, Sample};
+use wattson_collectors::meter::{CounterStep, EnergyTracker};
+use wattson_collectors::plausibility::{Limits, Reason, Rejections};
+use wattson_collectors::{CollectError, Collector, DeviceCounters, Metric, Sample, Scope};
 
 use crate::config::MqttConfig;
 use crate::publish::mqtt::MqttError;
@@ -64,6 +72,8 @@ pub struct PlugReading {
     pub frequency_hz: Option<f64>,
     /// The plug's own cumulative counter, Wh (resets when the plug is reset).
     pub energy_wh: Option<f64>,
+    /// When the plug took the reading, UTC ms, where the payload says so with an offset.
+    pub device_ts_ms: Option<i64>,
 }
 
 impl PlugReading {
@@ -116,6 +126,12 @@ pub fn parse_tasmota_sensor(payload: &[u8]) -> Result<PlugReading, PlugError> {
         power_factor: num(e, "Factor"),
         frequency_hz: num(e, "Frequency"),
         energy_wh: num(e, "Total").map(|kwh| kwh * 1000.0),
+        // Local time without an offset (Tasmota's default) says nothing about UTC.
+        device_ts_ms: v
+            .get("Time")
+            .and_then(Value::as_str)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.timestamp_millis()),
     })
 }
 
@@ -129,6 +145,7 @@ pub fn parse_shelly_switch(payload: &[u8]) -> Result<PlugReading, PlugError> {
         power_factor: num(&v, "pf"),
         frequency_hz: num(&v, "freq"),
         energy_wh: v.get("aenergy").and_then(|a| num(a, "total")),
+        device_ts_ms: None,
     })
 }
 
@@ -136,7 +153,12 @@ pub fn parse_shelly_switch(payload: &[u8]) -> Result<PlugReading, PlugError> {
 pub struct PlugCollector {
     name: String,
     rx: Receiver<(i64, PlugReading)>,
+    limits: Limits,
     energy: EnergyTracker,
+    /// The newest reading's time, UTC ms: readings must come after it.
+    newest_ms: Option<i64>,
+    good: u64,
+    rejected: Rejections,
 }
 
 impl std::fmt::Debug for PlugCollector {
@@ -147,14 +169,66 @@ impl std::fmt::Debug for PlugCollector {
     }
 }
 
+/// The step of a plug's energy counter, Wh: Tasmota's `Total` has 3 decimals of kWh.
+const PLUG_COUNTER_RESOLUTION_WH: f64 = 1.0;
+
 impl PlugCollector {
     /// A collector fed by `rx` (UTC ms of receipt, reading).
     pub fn new(id: &str, rx: Receiver<(i64, PlugReading)>) -> PlugCollector {
         PlugCollector {
             name: format!("meter:{id}"),
             rx,
-            energy: EnergyTracker::new(None),
+            limits: Limits::for_ac(true),
+            energy: EnergyTracker::new(None, PLUG_COUNTER_RESOLUTION_WH),
+            newest_ms: None,
+            good: 0,
+            rejected: Rejections::default(),
         }
+    }
+
+    /// The reading's samples, or why it was rejected.
+    fn accept(&mut self, received_ms: i64, r: &PlugReading) -> Result<Vec<Sample>, Reason> {
+        let ts = r
+            .device_ts_ms
+            .filter(|t| self.limits.check_timestamp(*t, received_ms).is_ok())
+            .unwrap_or(received_ms);
+        if self.newest_ms.is_some_and(|n| ts <= n) {
+            return Err(Reason::Timestamp);
+        }
+        let reading = wattson_collectors::meter::MeterReading {
+            power_w: Some(r.power_w),
+            voltage_v: r.voltage_v,
+            current_a: r.current_a,
+            power_factor: r.power_factor,
+            frequency_hz: r.frequency_hz,
+            energy_wh: r.energy_wh,
+        };
+        if let Err(why) = self.limits.check_reading(&reading) {
+            tracing::debug!("{}: reading dropped: {why}", self.name);
+            return Err(why.reason);
+        }
+        let total = match r.energy_wh {
+            Some(wh) => match self.energy.update(ts, wh, Some(r.power_w)) {
+                CounterStep::Rejected(why) => {
+                    tracing::debug!("{}: reading dropped: {why}", self.name);
+                    return Err(why.reason);
+                }
+                _ => Some(self.energy.total_wh()),
+            },
+            None => None,
+        };
+        self.newest_ms = Some(ts);
+        let mut out = reading.to_samples(ts, &self.name);
+        if let Some(total) = total {
+            out.push(Sample::new(
+                ts,
+                self.name.as_str(),
+                Metric::EnergyTotal,
+                "",
+                total,
+            ));
+        }
+        Ok(out)
     }
 }
 
@@ -163,15 +237,30 @@ impl Collector for PlugCollector {
         &self.name
     }
 
-    /// The newest reading since the last poll (none when the plug has not reported).
+    fn scope(&self) -> Option<Scope> {
+        Some(Scope::Wall)
+    }
+
+    fn device_counters(&self) -> Vec<DeviceCounters> {
+        vec![DeviceCounters {
+            id: self.name.trim_start_matches("meter:").to_owned(),
+            good: self.good,
+            implausible: self.rejected.total(),
+            rejected: self.rejected.clone(),
+            ..DeviceCounters::default()
+        }]
+    }
+
+    /// Every reading since the last poll, each at its own time (none when the plug has not
+    /// reported).
     fn poll(&mut self, _now_ms: i64) -> Result<Vec<Sample>, CollectError> {
-        let mut newest = None;
+        let mut received = Vec::new();
         loop {
             match self.rx.try_recv() {
-                Ok(r) => newest = Some(r),
+                Ok(r) => received.push(r),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => {
-                    if newest.is_some() {
+                    if !received.is_empty() {
                         break;
                     }
                     return Err(CollectError::Gone {
@@ -181,24 +270,15 @@ impl Collector for PlugCollector {
                 }
             }
         }
-        let Some((ts, r)) = newest else {
-            return Ok(Vec::new());
-        };
-        let s = |metric, v| Sample::new(ts, self.name.as_str(), metric, "", v);
-        let mut out = vec![s(Metric::Power, r.power_w)];
-        for (metric, v) in [
-            (Metric::Voltage, r.voltage_v),
-            (Metric::Current, r.current_a),
-            (Metric::PowerFactor, r.power_factor),
-            (Metric::Frequency, r.frequency_hz),
-        ] {
-            if let Some(v) = v {
-                out.push(s(metric, v));
+        let mut out = Vec::new();
+        for (received_ms, r) in &received {
+            match self.accept(*received_ms, r) {
+                Ok(samples) => {
+                    self.good += 1;
+                    out.extend(samples);
+                }
+                Err(reason) => self.rejected.record(reason),
             }
-        }
-        if let Some(wh) = r.energy_wh {
-            out.push(s(Metric::EnergyCounter, wh));
-            out.push(s(Metric::EnergyTotal, self.energy.update(wh)));
         }
         Ok(out)
     }
@@ -316,6 +396,16 @@ mod tests {
         ));
     }
 
+    fn reading(p: f64, wh: f64) -> PlugReading {
+        PlugReading {
+            power_w: p,
+            energy_wh: Some(wh),
+            ..PlugReading::default()
+        }
+    }
+
+    const MIN: i64 = 60_000;
+
     proptest::proptest! {
         // 2,000 cases; more: PROPTEST_CASES=20000 cargo test -p wattson --lib plug::tests::fuzz
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
@@ -353,27 +443,70 @@ mod tests {
     }
 
     #[test]
-    fn collector_reports_the_newest_reading_and_a_monotonic_total() {
+    fn collector_reports_every_reading_and_a_monotonic_total() {
         let (tx, rx) = sync_channel(4);
         let mut c = PlugCollector::new("desk", rx);
         assert_eq!(c.name(), "meter:desk");
         assert!(c.poll(0).unwrap().is_empty());
-        let reading = |p: f64, wh: f64| PlugReading {
-            power_w: p,
-            energy_wh: Some(wh),
-            ..PlugReading::default()
-        };
-        tx.send((1, reading(10.0, 100.0))).unwrap();
-        tx.send((2, reading(20.0, 150.0))).unwrap();
-        let s = c.poll(3).unwrap();
-        assert_eq!(s[0].value, 20.0);
-        assert_eq!(s[0].ts_ms, 2);
-        tx.send((4, reading(20.0, 170.0))).unwrap();
-        let s = c.poll(5).unwrap();
+        tx.send((MIN, reading(10.0, 100.0))).unwrap();
+        tx.send((2 * MIN, reading(20.0, 100.3))).unwrap();
+        let s = c.poll(3 * MIN).unwrap();
+        let power: Vec<(i64, f64)> = s
+            .iter()
+            .filter(|s| s.metric == Metric::Power)
+            .map(|s| (s.ts_ms, s.value))
+            .collect();
+        assert_eq!(power, [(MIN, 10.0), (2 * MIN, 20.0)]);
+        tx.send((3 * MIN, reading(20.0, 100.6))).unwrap();
+        let s = c.poll(4 * MIN).unwrap();
         let total = s.iter().find(|s| s.metric == Metric::EnergyTotal).unwrap();
-        assert_eq!(total.value, 20.0);
+        assert!((total.value - 0.6).abs() < 1e-9, "{}", total.value);
         drop(tx);
         assert!(matches!(c.poll(6), Err(CollectError::Gone { .. })));
+    }
+
+    /// Regression: `{"ENERGY":{"Power":99999999,"Total":100}}` was stored (27.9 kWh in 20 s).
+    #[test]
+    fn implausible_plug_readings_are_dropped_and_counted() {
+        let (tx, rx) = sync_channel(8);
+        let mut c = PlugCollector::new("desk", rx);
+        let hostile =
+            parse_tasmota_sensor(br#"{"ENERGY":{"Power":99999999,"Total":100}}"#).unwrap();
+        tx.send((MIN, reading(50.0, 1.0))).unwrap();
+        tx.send((2 * MIN, hostile)).unwrap();
+        // A counter that jumps 99 kWh in a minute at 50 W.
+        tx.send((3 * MIN, reading(50.0, 100_000.0))).unwrap();
+        let s = c.poll(4 * MIN).unwrap();
+        assert!(s.iter().all(|s| s.ts_ms == MIN), "{s:?}");
+        let counters = &c.device_counters()[0];
+        assert_eq!(counters.rejected.get(Reason::Power), 1);
+        assert_eq!(counters.rejected.get(Reason::EnergyCounter), 1);
+        assert_eq!(counters.good, 1);
+    }
+
+    #[test]
+    fn a_plug_time_with_an_offset_stamps_its_reading_when_plausible() {
+        let r = parse_tasmota_sensor(
+            br#"{"Time":"2026-01-01T00:00:00+00:00","ENERGY":{"Power":50,"Total":1.0}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.device_ts_ms, Some(1_767_225_600_000));
+        let (tx, rx) = sync_channel(8);
+        let mut c = PlugCollector::new("desk", rx);
+        tx.send((1_767_225_600_000 + 30 * MIN, r.clone())).unwrap();
+        let s = c.poll(0).unwrap();
+        assert_eq!(s[0].ts_ms, 1_767_225_600_000);
+        // A plug whose clock is days off is stamped when it was received.
+        let mut late = r;
+        late.device_ts_ms = Some(1_000);
+        tx.send((1_767_225_600_000 + 31 * MIN, late)).unwrap();
+        assert_eq!(c.poll(0).unwrap()[0].ts_ms, 1_767_225_600_000 + 31 * MIN);
+        assert!(
+            parse_tasmota_sensor(br#"{"Time":"2024-03-02T18:04:21","ENERGY":{"Power":1}}"#)
+                .unwrap()
+                .device_ts_ms
+                .is_none()
+        );
     }
 
     #[test]

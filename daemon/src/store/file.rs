@@ -6,7 +6,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
-use super::{Store, StoreError, StoreOptions, wal};
+use super::{Store, StoreError, wal};
 
 impl Store {
     /// Closes a store whose file was deleted or replaced while open. SQLite neither
@@ -58,7 +58,6 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_owned(),
-            max_interval_ms: StoreOptions::default().max_interval_ms(),
             identity: Some((u64::MAX, u64::MAX)),
             companions: Vec::new(),
         })

@@ -22,10 +22,17 @@
 //! - per-minute rollups are kept forever for power series only, packed per hour in the hour
 //!   row: they answer energy at minute precision. Other metrics have minute detail in raw
 //!   data for the retention period. This keeps a host-year near its size budget.
+//! - power rollups store the energy they integrated and the time it covers ([`integrate`]):
+//!   pairs of samples are judged by the series' own spacing ([`Series::spacing_ms`]: the
+//!   configured interval, the spacing a fleet host states, or the spacing observed in the
+//!   data), so no reader derives energy or covered time from sample counts. Rollups written
+//!   before covered time existed are recomputed from raw samples at the first open where
+//!   those are kept, and marked approximate where not ([`backfill`]).
 //!
 //! One thread owns the writing connection ([`StoreHandle`]); readers, in the daemon or in
 //! another process, open the file with [`Store::open_read_only`].
 
+mod backfill;
 pub mod codec;
 mod file;
 mod handle;
@@ -35,6 +42,7 @@ pub mod lock;
 mod pending;
 pub mod quarantine;
 mod read;
+mod rollup;
 pub mod wal;
 mod writer;
 
@@ -53,7 +61,7 @@ use wattson_collectors::{Metric, Unit};
 pub use handle::{FlushStats, StoreHandle};
 pub use health::StoreHealth;
 pub use quarantine::Quarantined;
-pub use read::{Gap, Latest, RawSeries, Resolution, Rollup, SeriesFilter};
+pub use read::{Gap, HourSums, Latest, RawSeries, Resolution, Rollup, SeriesFilter};
 pub use writer::Writer;
 
 /// `PRAGMA application_id` of a wattson database: `WatS` in ASCII.
@@ -78,6 +86,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0002-raw-detail-chunk.sql")),
     M::up(include_str!("../../../schema/0003-dashboard-views.sql")),
     M::up(include_str!("../../../schema/0004-idle-regression.sql")),
+    M::up(include_str!("../../../schema/0005-ledger.sql")),
     M::up(include_str!("../../../schema/0006-quarantine.sql")),
     M::up(include_str!("../../../schema/0007-idle-measure.sql")),
 ];
@@ -192,9 +201,12 @@ pub struct StoreOptions {
     pub max_batch_samples: usize,
     /// Batches the queue holds before `insert` drops (default 1024).
     pub queue_batches: usize,
-    /// The expected sampling interval, ms (default 1000). A pair of samples further apart
-    /// than 3x this is a gap: no energy is integrated across it.
-    pub expected_interval_ms: i64,
+    /// Each source's own sample spacing, ms, by source name (`meter:wall` -> its configured
+    /// interval). A pair of a series' samples further apart than
+    /// [`integrate::max_pair_ms`] of its spacing is a gap: no energy is integrated across
+    /// it. Sources not named here (smart plugs, fleet hosts that state no interval) have
+    /// their spacing learned from the data.
+    pub spacing_ms: std::collections::HashMap<String, i64>,
     /// How often expired raw chunks are deleted (default 10 min).
     pub prune_interval: Duration,
     /// Memory for samples whose flush failed, kept for the next attempt (default 8 MiB,
@@ -213,7 +225,7 @@ impl Default for StoreOptions {
             flush_interval: Duration::from_secs(2),
             max_batch_samples: 50_000,
             queue_batches: 1024,
-            expected_interval_ms: 1000,
+            spacing_ms: std::collections::HashMap::new(),
             prune_interval: Duration::from_mins(10),
             max_held_bytes: 8 * 1024 * 1024,
             retry_interval: Duration::from_secs(1),
@@ -222,11 +234,6 @@ impl Default for StoreOptions {
 }
 
 impl StoreOptions {
-    /// The longest interval between two power samples that is integrated, ms.
-    pub fn max_interval_ms(&self) -> i64 {
-        self.expected_interval_ms.saturating_mul(3)
-    }
-
     /// How long raw samples of a series are kept, ms: the detail retention for per-core
     /// CPU series, the raw retention for everything else.
     pub fn retention_ms(&self, metric: Metric, channel: &str) -> i64 {
@@ -276,7 +283,8 @@ pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
         | Metric::GpuUtilisation
         | Metric::GpuClock
         | Metric::PState
-        | Metric::GpuProcesses => (true, false),
+        | Metric::GpuProcesses
+        | Metric::Rejected => (true, false),
         Metric::CpuBusy => (channel == "all", false),
         Metric::CoreFrequency => (channel == "mean", false),
         Metric::CpuTime | Metric::IdleResidency | Metric::PackageResidency => {
@@ -316,6 +324,9 @@ pub struct Series {
     pub metric: Metric,
     pub channel: String,
     pub unit: Unit,
+    /// The series' own sample spacing, ms, as the writer last judged pairs by it; `None`
+    /// until known.
+    pub spacing_ms: Option<i64>,
 }
 
 /// One hour of one series, as stored.
@@ -329,6 +340,12 @@ pub struct HourRollup {
     pub max: f64,
     /// Energy in the hour, Wh (power series only).
     pub energy_wh: Option<f64>,
+    /// The ms of the hour `energy_wh` covers (power series only; `None` before it was
+    /// stored).
+    pub covered_ms: Option<i64>,
+    /// True when energy and covered time were estimated (rollups from before covered time
+    /// was stored, whose raw samples are gone).
+    pub approximate: bool,
     /// Per-minute rollups (power series only), in minute order.
     pub minutes: Vec<MinuteRollup>,
 }
@@ -345,6 +362,8 @@ pub struct MinuteRollup {
     pub max: f64,
     /// Wh.
     pub energy_wh: f64,
+    /// The ms of the minute `energy_wh` covers (`None` in minutes stored before it was).
+    pub covered_ms: Option<i64>,
 }
 
 /// A database handle: the read API, plus what the writer needs.
@@ -352,7 +371,6 @@ pub struct MinuteRollup {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
-    max_interval_ms: i64,
     /// Device and inode of the file a writing store opened: a path that no longer leads to
     /// it means the file (or its directory) was deleted or replaced.
     identity: Option<(u64, u64)>,
@@ -427,13 +445,14 @@ impl Store {
                 file::identity(&p).map(|id| (p, id))
             })
             .collect();
-        Ok(Store {
+        let store = Store {
             conn,
             path: path.to_owned(),
-            max_interval_ms: options.max_interval_ms(),
             identity,
             companions,
-        })
+        };
+        backfill::covered_time(&store, options)?;
+        Ok(store)
     }
 
     /// Opens an existing database for reading, alongside a daemon that writes it.
@@ -464,7 +483,6 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_owned(),
-            max_interval_ms: StoreOptions::default().max_interval_ms(),
             identity: None,
             companions: Vec::new(),
         })
@@ -479,11 +497,6 @@ impl Store {
     /// tariffs). Writes through it from outside the writer thread are not allowed.
     pub fn conn(&self) -> &Connection {
         &self.conn
-    }
-
-    /// The longest interval between power samples integrated by read queries, ms.
-    pub fn set_max_interval_ms(&mut self, ms: i64) {
-        self.max_interval_ms = ms;
     }
 
     /// `PRAGMA integrity_check`: `"ok"` for a sound file.
@@ -533,6 +546,11 @@ impl Store {
                 )
             })
             .map_err(|e| self.sql(e))?;
+        let spacing_ms: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT spacing_ms FROM series WHERE id = ?1")
+            .and_then(|mut s| s.query_row([id], |r| r.get(0)))
+            .map_err(|e| self.sql(e))?;
         Ok(Series {
             id,
             host: host.to_owned(),
@@ -540,7 +558,17 @@ impl Store {
             metric,
             channel: channel.to_owned(),
             unit,
+            spacing_ms,
         })
+    }
+
+    /// Records the spacing the writer judges the series' pairs by, ms.
+    pub fn set_spacing(&self, series_id: i64, spacing_ms: i64) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached("UPDATE series SET spacing_ms = ?2 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![series_id, spacing_ms.max(1)]))
+            .map_err(|e| self.sql(e))?;
+        Ok(())
     }
 
     /// Writes (inserts or replaces) one hour rollup of series `series`.
@@ -554,11 +582,13 @@ impl Store {
         };
         self.conn
             .prepare_cached(
-                "INSERT INTO rollup_hour (series_id, hour_ms, n, mean, min, max, energy_wh, minutes)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                "INSERT INTO rollup_hour
+                   (series_id, hour_ms, n, mean, min, max, energy_wh, minutes, covered_ms, approximate)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                  ON CONFLICT (series_id, hour_ms) DO UPDATE SET n = excluded.n,
                    mean = excluded.mean, min = excluded.min, max = excluded.max,
-                   energy_wh = excluded.energy_wh, minutes = excluded.minutes",
+                   energy_wh = excluded.energy_wh, minutes = excluded.minutes,
+                   covered_ms = excluded.covered_ms, approximate = excluded.approximate",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -569,7 +599,9 @@ impl Store {
                     min,
                     max,
                     hour.energy_wh,
-                    minutes
+                    minutes,
+                    hour.covered_ms.map(|c| c.clamp(0, HOUR_MS)),
+                    hour.approximate
                 ])
             })
             .map_err(|e| self.sql(e))?;
@@ -585,24 +617,28 @@ impl Store {
         let row = self
             .conn
             .prepare_cached(
-                "SELECT n, mean, min, max, energy_wh, minutes FROM rollup_hour
-                 WHERE series_id = ?1 AND hour_ms = ?2",
+                "SELECT n, mean, min, max, energy_wh, minutes, covered_ms, approximate
+                 FROM rollup_hour WHERE series_id = ?1 AND hour_ms = ?2",
             )
             .and_then(|mut s| {
                 s.query_row(params![series.id, hour_ms], |r| {
                     Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, f64>(1)?,
-                        r.get::<_, f64>(2)?,
-                        r.get::<_, f64>(3)?,
+                        (
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, f64>(1)?,
+                            r.get::<_, f64>(2)?,
+                            r.get::<_, f64>(3)?,
+                        ),
                         r.get::<_, Option<f64>>(4)?,
                         r.get::<_, Option<Vec<u8>>>(5)?,
+                        r.get::<_, Option<i64>>(6)?,
+                        r.get::<_, bool>(7)?,
                     ))
                 })
                 .optional()
             })
             .map_err(|e| self.sql(e))?;
-        let Some((n, mean, min, max, energy_wh, minutes)) = row else {
+        let Some(((n, mean, min, max), energy_wh, minutes, covered_ms, approximate)) = row else {
             return Ok(None);
         };
         let minutes = match minutes {
@@ -623,6 +659,8 @@ impl Store {
             min,
             max,
             energy_wh,
+            covered_ms,
+            approximate,
             minutes,
         }))
     }
@@ -669,9 +707,10 @@ fn check_version(conn: &Connection, path: &Path, read_only: bool) -> Result<(), 
     Ok(())
 }
 
-const MINUTE_ORDERS: [codec::Order; 6] = [codec::Order::Delta; 6];
+const MINUTE_ORDERS: [codec::Order; 7] = [codec::Order::Delta; 7];
 
-/// Packs minute rollups: minute index, n, mean, min, max (at `scale`), energy (mWh).
+/// Packs minute rollups: minute index, n, mean, min, max (at `scale`), energy (mWh), covered
+/// time (ms).
 fn encode_minutes(minutes: &[MinuteRollup], scale: f64) -> Vec<u8> {
     let col = |f: &dyn Fn(&MinuteRollup) -> i64| minutes.iter().map(f).collect::<Vec<i64>>();
     let index = col(&|m| i64::from(m.minute));
@@ -680,6 +719,8 @@ fn encode_minutes(minutes: &[MinuteRollup], scale: f64) -> Vec<u8> {
     let min = col(&|m| quantise(m.min, scale));
     let max = col(&|m| quantise(m.max, scale));
     let energy = col(&|m| quantise(m.energy_wh, 1000.0));
+    // -1: not known (a minute stored before covered time was).
+    let covered = col(&|m| m.covered_ms.unwrap_or(-1));
     codec::encode(&[
         (&index, codec::Order::Delta),
         (&n, codec::Order::Delta),
@@ -687,11 +728,19 @@ fn encode_minutes(minutes: &[MinuteRollup], scale: f64) -> Vec<u8> {
         (&min, codec::Order::Delta),
         (&max, codec::Order::Delta),
         (&energy, codec::Order::Delta),
+        (&covered, codec::Order::Delta),
     ])
 }
 
+/// Unpacks minute rollups; blobs written before covered time was stored have six columns.
 fn decode_minutes(blob: &[u8], scale: f64) -> Result<Vec<MinuteRollup>, codec::DecodeError> {
-    let cols = codec::decode(blob, &MINUTE_ORDERS)?;
+    let (cols, with_covered) = match codec::decode(blob, &MINUTE_ORDERS) {
+        Ok(c) => (c, true),
+        Err(e) => match codec::decode(blob, &MINUTE_ORDERS[..6]) {
+            Ok(c) => (c, false),
+            Err(_) => return Err(e),
+        },
+    };
     let (index, n, mean, min, max, energy) =
         (&cols[0], &cols[1], &cols[2], &cols[3], &cols[4], &cols[5]);
     Ok((0..index.len())
@@ -702,6 +751,10 @@ fn decode_minutes(blob: &[u8], scale: f64) -> Result<Vec<MinuteRollup>, codec::D
             min: dequantise(min[i], scale),
             max: dequantise(max[i], scale),
             energy_wh: dequantise(energy[i], 1000.0),
+            covered_ms: with_covered
+                .then(|| cols[6][i])
+                .filter(|c| *c >= 0)
+                .map(|c| c.min(MINUTE_MS)),
         })
         .collect())
 }
@@ -722,9 +775,9 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-/// `t` rounded down to a multiple of `step`.
+/// `t` rounded down to a multiple of `step` (saturating at the `i64` range).
 pub fn floor_to(t: i64, step: i64) -> i64 {
-    t.div_euclid(step) * step
+    t.div_euclid(step).saturating_mul(step)
 }
 
 /// `t` rounded up to a multiple of `step`.

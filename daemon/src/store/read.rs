@@ -1,4 +1,5 @@
-//! Read API of the store: series, latest values, raw samples, rollups, energy and gaps.
+//! Read API of the store: series, latest values, raw samples, rollups and gaps. Energy and
+//! money over a window are the ledger's (`crate::ledger`), composed from these.
 //!
 //! Times are UTC ms; ranges are half-open `[from_ms, to_ms)`; energy is in Wh.
 
@@ -7,8 +8,7 @@ use wattson_collectors::Metric;
 
 use super::codec::{self, Order};
 use super::{
-    CHUNK_MS, HOUR_MS, MINUTE_MS, Series, Store, StoreError, ceil_to, dequantise, floor_to,
-    integrate, resolution,
+    CHUNK_MS, HOUR_MS, MINUTE_MS, Series, Store, StoreError, dequantise, floor_to, resolution,
 };
 
 /// Selects series; `None` matches anything.
@@ -86,6 +86,26 @@ pub struct Rollup {
     pub max: f64,
     /// Energy in the bucket, Wh (power series only).
     pub energy_wh: Option<f64>,
+    /// The ms of the bucket `energy_wh` covers (power series; `None` where not stored).
+    pub covered_ms: Option<i64>,
+    /// Energy and covered time are estimates (see [`super::HourRollup::approximate`]).
+    pub approximate: bool,
+}
+
+/// Sums over a run of hour rollups.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct HourSums {
+    /// Wh.
+    pub energy_wh: f64,
+    /// ms (rows without covered time count 0).
+    pub covered_ms: i64,
+    /// Rows.
+    pub hours: u64,
+    /// Rows whose figures are estimates.
+    pub approximate_hours: u64,
+    /// Start of the first and last row, UTC ms.
+    pub first_hour_ms: Option<i64>,
+    pub last_hour_ms: Option<i64>,
 }
 
 /// A period without data from one source.
@@ -114,7 +134,9 @@ impl Store {
     pub fn series(&self) -> Result<Vec<Series>, StoreError> {
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT id, host, source, metric, channel FROM series ORDER BY id")
+            .prepare_cached(
+                "SELECT id, host, source, metric, channel, spacing_ms FROM series ORDER BY id",
+            )
             .map_err(|e| self.sql(e))?;
         let rows = stmt
             .query_map([], |r| {
@@ -124,12 +146,13 @@ impl Store {
                     r.get::<_, String>(2)?,
                     r.get::<_, String>(3)?,
                     r.get::<_, String>(4)?,
+                    r.get::<_, Option<i64>>(5)?,
                 ))
             })
             .and_then(Iterator::collect::<Result<Vec<_>, _>>)
             .map_err(|e| self.sql(e))?;
         rows.into_iter()
-            .map(|(id, host, source, metric, channel)| {
+            .map(|(id, host, source, metric, channel, spacing_ms)| {
                 let m = Metric::parse(&metric).ok_or_else(|| StoreError::UnknownMetric {
                     path: self.path.clone(),
                     series_id: id,
@@ -142,6 +165,7 @@ impl Store {
                     metric: m,
                     channel,
                     unit: m.unit(),
+                    spacing_ms,
                 })
             })
             .collect()
@@ -216,7 +240,8 @@ impl Store {
         Ok(out)
     }
 
-    fn raw_points(
+    /// Raw samples `(ts_ms, value)` of one series in `[from_ms, to_ms)`, in time order.
+    pub fn raw_points(
         &self,
         series: &Series,
         from_ms: i64,
@@ -318,7 +343,8 @@ impl Store {
         Ok(out)
     }
 
-    fn hour_rollups(
+    /// Hour rollups of one series with start in `[from_ms, to_ms)`, by start.
+    pub fn hour_rollups(
         &self,
         series: &Series,
         from_ms: i64,
@@ -327,7 +353,8 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT hour_ms, n, mean, min, max, energy_wh FROM rollup_hour
+                "SELECT hour_ms, n, mean, min, max, energy_wh, covered_ms, approximate
+                 FROM rollup_hour
                  WHERE series_id = ?1 AND hour_ms >= ?2 AND hour_ms < ?3 ORDER BY hour_ms",
             )
             .map_err(|e| self.sql(e))?;
@@ -339,13 +366,16 @@ impl Store {
                 min: r.get(3)?,
                 max: r.get(4)?,
                 energy_wh: r.get(5)?,
+                covered_ms: r.get(6)?,
+                approximate: r.get(7)?,
             })
         })
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
         .map_err(|e| self.sql(e))
     }
 
-    fn minute_rollups(
+    /// Minute rollups of one power series with start in `[from_ms, to_ms)`, by start.
+    pub fn minute_rollups(
         &self,
         series: &Series,
         from_ms: i64,
@@ -379,6 +409,8 @@ impl Store {
                         min: m.min,
                         max: m.max,
                         energy_wh: Some(m.energy_wh),
+                        covered_ms: m.covered_ms,
+                        approximate: hour.approximate || m.covered_ms.is_none(),
                     });
                 }
             }
@@ -386,159 +418,60 @@ impl Store {
         Ok(out)
     }
 
-    /// Energy of `source` on `host` as a whole (its power series with an empty channel)
-    /// in `[from_ms, to_ms)`, Wh. Zero when there is no such series.
-    pub fn energy_wh(
-        &self,
-        host: &str,
-        source: &str,
-        from_ms: i64,
-        to_ms: i64,
-    ) -> Result<f64, StoreError> {
-        let filter = SeriesFilter::all()
-            .host(host)
-            .source(source)
-            .metric(Metric::Power)
-            .channel("");
-        let mut total = 0.0;
-        for series in self.find_series(&filter)? {
-            total += self.series_energy_wh(&series, from_ms, to_ms)?;
-        }
-        Ok(total)
-    }
-
-    /// Energy of `source` on `host` in `[from_ms, to_ms)` split at UTC hour boundaries, as
-    /// `(start_ms, end_ms, wh)` in time order; hours without energy are left out. One query
-    /// for the whole hours (hourly rollups) and the ragged ends from minutes and raw samples,
-    /// so a month costs a handful of statements rather than one per hour.
-    pub fn hourly_energy_wh(
-        &self,
-        host: &str,
-        source: &str,
-        from_ms: i64,
-        to_ms: i64,
-    ) -> Result<Vec<(i64, i64, f64)>, StoreError> {
-        if to_ms <= from_ms {
-            return Ok(Vec::new());
-        }
-        let filter = SeriesFilter::all()
-            .host(host)
-            .source(source)
-            .metric(Metric::Power)
-            .channel("");
-        let series = self.find_series(&filter)?;
-        let (h0, h1) = (ceil_to(from_ms, HOUR_MS), floor_to(to_ms, HOUR_MS));
-        let mut hours: std::collections::BTreeMap<i64, (i64, f64)> =
-            std::collections::BTreeMap::new();
-        let ragged = |start: i64,
-                      end: i64,
-                      hours: &mut std::collections::BTreeMap<i64, (i64, f64)>|
-         -> Result<(), StoreError> {
-            if end <= start {
-                return Ok(());
-            }
-            let mut wh = 0.0;
-            for s in &series {
-                wh += self.series_energy_wh(s, start, end)?;
-            }
-            hours.insert(start, (end, wh));
-            Ok(())
-        };
-        if h0 >= h1 {
-            ragged(from_ms, to_ms, &mut hours)?;
-        } else {
-            ragged(from_ms, h0, &mut hours)?;
-            ragged(h1, to_ms, &mut hours)?;
-            let mut stmt = self
-                .conn
-                .prepare_cached(
-                    "SELECT hour_ms, energy_wh FROM rollup_hour
-                     WHERE series_id = ?1 AND hour_ms >= ?2 AND hour_ms < ?3",
-                )
-                .map_err(|e| self.sql(e))?;
-            for s in &series {
-                let rows = stmt
-                    .query_map(params![s.id, h0, h1], |r| {
-                        Ok((r.get::<_, i64>(0)?, r.get::<_, Option<f64>>(1)?))
-                    })
-                    .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-                    .map_err(|e| self.sql(e))?;
-                for (hour, wh) in rows {
-                    hours.entry(hour).or_insert((hour + HOUR_MS, 0.0)).1 += wh.unwrap_or(0.0);
-                }
-            }
-        }
-        Ok(hours
-            .into_iter()
-            .filter(|(_, (_, wh))| *wh > 0.0)
-            .map(|(start, (end, wh))| (start, end, wh))
-            .collect())
-    }
-
-    /// Energy of one power series in `[from_ms, to_ms)`, Wh: whole hours from hourly
-    /// rollups, whole minutes from minute rollups, the rest from raw samples.
-    pub fn series_energy_wh(
+    /// The sums over one series' hour rollups with start in `[from_ms, to_ms)`: one query,
+    /// however long the span.
+    pub fn hour_sums(
         &self,
         series: &Series,
         from_ms: i64,
         to_ms: i64,
-    ) -> Result<f64, StoreError> {
-        if to_ms <= from_ms {
-            return Ok(0.0);
-        }
-        let (h0, h1) = (ceil_to(from_ms, HOUR_MS), floor_to(to_ms, HOUR_MS));
-        if h0 >= h1 {
-            return self.minutes_energy_wh(series, from_ms, to_ms);
-        }
-        let hours: f64 = self
-            .conn
+    ) -> Result<HourSums, StoreError> {
+        self.conn
             .prepare_cached(
-                "SELECT coalesce(sum(energy_wh), 0.0) FROM rollup_hour
-                 WHERE series_id = ?1 AND hour_ms >= ?2 AND hour_ms < ?3",
+                "SELECT coalesce(sum(energy_wh), 0.0), coalesce(sum(covered_ms), 0), count(*),
+                        coalesce(sum(approximate), 0), min(hour_ms), max(hour_ms)
+                 FROM rollup_hour WHERE series_id = ?1 AND hour_ms >= ?2 AND hour_ms < ?3",
             )
-            .and_then(|mut s| s.query_row(params![series.id, h0, h1], |r| r.get(0)))
-            .map_err(|e| self.sql(e))?;
-        Ok(hours
-            + self.minutes_energy_wh(series, from_ms, h0)?
-            + self.minutes_energy_wh(series, h1, to_ms)?)
+            .and_then(|mut s| {
+                s.query_row(params![series.id, from_ms, to_ms], |r| {
+                    Ok(HourSums {
+                        energy_wh: r.get(0)?,
+                        covered_ms: r.get(1)?,
+                        hours: r.get::<_, i64>(2)?.max(0) as u64,
+                        approximate_hours: r.get::<_, i64>(3)?.max(0) as u64,
+                        first_hour_ms: r.get(4)?,
+                        last_hour_ms: r.get(5)?,
+                    })
+                })
+            })
+            .map_err(|e| self.sql(e))
     }
 
-    fn minutes_energy_wh(
-        &self,
-        series: &Series,
-        from_ms: i64,
-        to_ms: i64,
-    ) -> Result<f64, StoreError> {
-        if to_ms <= from_ms {
-            return Ok(0.0);
-        }
-        let (m0, m1) = (ceil_to(from_ms, MINUTE_MS), floor_to(to_ms, MINUTE_MS));
-        if m0 >= m1 {
-            return self.raw_energy_wh(series, from_ms, to_ms);
-        }
-        let minutes: f64 = self
-            .minute_rollups(series, m0, m1)?
-            .iter()
-            .filter_map(|r| r.energy_wh)
-            .sum();
-        Ok(minutes
-            + self.raw_energy_wh(series, from_ms, m0)?
-            + self.raw_energy_wh(series, m1, to_ms)?)
+    /// The newest sample's time of one series, UTC ms.
+    pub fn newest_ms(&self, series: &Series) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT max(t) FROM (
+                   SELECT last_ts_ms AS t FROM raw_open WHERE series_id = ?1
+                   UNION ALL SELECT max(last_ts_ms) FROM raw_chunk WHERE series_id = ?1
+                   UNION ALL SELECT max(last_ts_ms) FROM raw_detail_chunk WHERE series_id = ?1)",
+            )
+            .and_then(|mut s| s.query_row([series.id], |r| r.get(0)))
+            .map_err(|e| self.sql(e))
     }
 
-    fn raw_energy_wh(&self, series: &Series, from_ms: i64, to_ms: i64) -> Result<f64, StoreError> {
-        if to_ms <= from_ms {
-            return Ok(0.0);
-        }
-        let margin = self.max_interval_ms;
-        let points = self.raw_points(series, from_ms - margin, to_ms + margin)?;
-        let gaps: Vec<(i64, i64)> = self
-            .gaps(&series.host, from_ms - margin, to_ms + margin)?
-            .into_iter()
-            .filter(|g| g.source == series.source)
-            .map(|g| (g.start_ms, g.end_ms))
-            .collect();
-        Ok(integrate::series_wh(&points, from_ms, to_ms, margin, &gaps))
+    /// The start of the oldest raw chunk of a series, UTC ms: raw samples are kept from
+    /// about here on. `None` without raw samples.
+    pub fn raw_from_ms(&self, series: &Series) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT min(t) FROM (
+                   SELECT min(start_ms) AS t FROM raw_chunk WHERE series_id = ?1
+                   UNION ALL SELECT min(start_ms) FROM raw_detail_chunk WHERE series_id = ?1
+                   UNION ALL SELECT min(start_ms) FROM raw_open WHERE series_id = ?1)",
+            )
+            .and_then(|mut s| s.query_row([series.id], |r| r.get(0)))
+            .map_err(|e| self.sql(e))
     }
 
     /// Gaps of `host` that overlap `[from_ms, to_ms)`, by start.

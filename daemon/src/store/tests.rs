@@ -27,6 +27,20 @@ fn power(ts: i64, w: f64) -> Sample {
     Sample::new(ts, "meter:wall", Metric::Power, "", w)
 }
 
+/// The ledger's energy of basket's wall meter over `[from, to)`, Wh.
+fn ledger_wh(store: &Store, from: i64, to: i64) -> f64 {
+    crate::ledger::energy::energy(store, "basket", "meter:wall", from, to)
+        .unwrap()
+        .wh
+}
+
+/// The ledger's buckets of basket's wall meter over `[from, to)`: `(start, end, Wh)`.
+fn ledger_buckets(store: &Store, from: i64, to: i64) -> Vec<(i64, i64, f64)> {
+    crate::ledger::energy::energy(store, "basket", "meter:wall", from, to)
+        .unwrap()
+        .priced_buckets()
+}
+
 fn wall() -> SeriesFilter {
     SeriesFilter::all()
         .host("basket")
@@ -240,18 +254,12 @@ fn rollups_hold_hand_computed_energy_of_a_ramp() {
     assert!((h.mean - 60.0).abs() < 1e-9);
     assert!((h.energy_wh.unwrap() - 2.0).abs() < 1e-9);
     // Whole range, and a range cutting both minutes in half: 30..90 s = 3600 J = 1 Wh.
-    let all = store
-        .energy_wh("basket", "meter:wall", T0, T0 + HOUR_MS)
-        .unwrap();
+    let all = ledger_wh(store, T0, T0 + HOUR_MS);
     assert!((all - 2.0).abs() < 1e-9, "{all}");
-    let mid = store
-        .energy_wh("basket", "meter:wall", T0 + 30_000, T0 + 90_000)
-        .unwrap();
+    let mid = ledger_wh(store, T0 + 30_000, T0 + 90_000);
     assert!((mid - 1.0).abs() < 1e-3, "{mid}");
     // Hourly rollups answer the whole hours of a longer range.
-    let wider = store
-        .energy_wh("basket", "meter:wall", T0 - HOUR_MS, T0 + 2 * HOUR_MS)
-        .unwrap();
+    let wider = ledger_wh(store, T0 - HOUR_MS, T0 + 2 * HOUR_MS);
     assert!((wider - 2.0).abs() < 1e-9, "{wider}");
 }
 
@@ -273,13 +281,9 @@ fn energy_is_not_integrated_across_gaps() {
     );
     w.flush().unwrap();
     let store = w.store();
-    let wh = store
-        .energy_wh("basket", "meter:wall", T0, T0 + HOUR_MS)
-        .unwrap();
+    let wh = ledger_wh(store, T0, T0 + HOUR_MS);
     assert!((wh - 20.0 * 100.0 / 3600.0).abs() < 1e-9, "{wh}");
-    let raw_wh = store
-        .energy_wh("basket", "meter:wall", T0 + 5000, T0 + 45_000)
-        .unwrap();
+    let raw_wh = ledger_wh(store, T0 + 5000, T0 + 45_000);
     assert!((raw_wh - 15.0 * 100.0 / 3600.0).abs() < 1e-9, "{raw_wh}");
     let gaps = store.gaps("basket", T0, T0 + HOUR_MS).unwrap();
     assert_eq!(gaps.len(), 1);
@@ -346,9 +350,7 @@ fn pruning_removes_expired_raw_chunks_and_keeps_rollups() {
     assert_eq!(hours[0].1.len(), 2);
     assert_eq!(hours[0].1[0].n, 5);
     // The hour's energy survives its raw data: 4 s at 50 W.
-    let wh = store
-        .energy_wh("basket", "meter:wall", T0, T0 + HOUR_MS)
-        .unwrap();
+    let wh = ledger_wh(store, T0, T0 + HOUR_MS);
     assert!((wh - 4.0 * 50.0 / 3600.0).abs() < 1e-3, "{wh}");
 }
 
@@ -694,9 +696,7 @@ fn hourly_energy_matches_hour_by_hour_queries() {
     }
     let store = w.store();
     let (from, to) = (h + 25 * MINUTE_MS + 3_000, h + 3 * HOUR_MS + 17 * MINUTE_MS);
-    let buckets = store
-        .hourly_energy_wh("basket", "meter:wall", from, to)
-        .unwrap();
+    let buckets = ledger_buckets(store, from, to);
     let bounds: Vec<(i64, i64)> = buckets.iter().map(|b| (b.0, b.1)).collect();
     assert_eq!(
         bounds,
@@ -708,25 +708,13 @@ fn hourly_energy_matches_hour_by_hour_queries() {
         ]
     );
     for (a, b, wh) in buckets {
-        let one = store.energy_wh("basket", "meter:wall", a, b).unwrap();
+        let one = ledger_wh(store, a, b);
         assert!((wh - one).abs() < 1e-9, "{a}..{b}: {wh} vs {one}");
     }
     // Inside one hour, and an empty range.
-    let inside = store
-        .hourly_energy_wh(
-            "basket",
-            "meter:wall",
-            h + HOUR_MS + 1000,
-            h + HOUR_MS + 5000,
-        )
-        .unwrap();
+    let inside = ledger_buckets(store, h + HOUR_MS + 1000, h + HOUR_MS + 5000);
     assert_eq!(inside.len(), 1);
-    assert!(
-        store
-            .hourly_energy_wh("basket", "meter:wall", to, from)
-            .unwrap()
-            .is_empty()
-    );
+    assert!(ledger_buckets(store, to, from).is_empty());
 }
 
 #[test]
@@ -846,4 +834,190 @@ fn package_residency_is_kept_raw_for_the_detail_retention_and_hourly_for_ever() 
         Metric::PackageResidency,
         "all/PC6"
     ));
+}
+
+fn spaced(source: &str, ms: i64) -> StoreOptions {
+    let mut o = options();
+    o.spacing_ms.insert(source.to_owned(), ms);
+    o
+}
+
+/// Regression: the store integrated only pairs at most 3x the smallest configured interval
+/// apart, so a 5 s meter (or a plug at 300 s) got no energy at all.
+#[test]
+fn each_series_is_integrated_by_its_own_spacing_and_stores_covered_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let opts = spaced("meter:wall", 5000);
+    let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts);
+    // A 5 s meter for 10 minutes, and a plug every 300 s (spacing learned) for an hour.
+    w.push(
+        None,
+        (0..=120).map(|i| power(T0 + i * 5000, 50.0)).collect(),
+    );
+    w.push(
+        None,
+        (0..=12)
+            .map(|i| Sample::new(T0 + i * 300_000, "meter:plug", Metric::Power, "", 80.0))
+            .collect(),
+    );
+    w.flush().unwrap();
+    let store = w.store();
+    let e = crate::ledger::energy::energy(store, "basket", "meter:wall", T0, T0 + HOUR_MS).unwrap();
+    assert_eq!(e.covered_ms, 600_000);
+    assert!((e.wh - 50.0 * 600.0 / 3600.0).abs() < 1e-9, "{}", e.wh);
+    assert_eq!(e.mean_watts().map(|w| (w * 1e6).round() / 1e6), Some(50.0));
+    let h = &store
+        .rollups(&wall(), Resolution::Hour, T0, T0 + HOUR_MS)
+        .unwrap()[0]
+        .1[0];
+    assert_eq!(h.covered_ms, Some(600_000));
+    let m = store
+        .rollups(&wall(), Resolution::Minute, T0, T0 + HOUR_MS)
+        .unwrap();
+    assert!(
+        m[0].1[..10].iter().all(|m| m.covered_ms == Some(MINUTE_MS)),
+        "{m:?}"
+    );
+    let plug =
+        crate::ledger::energy::energy(store, "basket", "meter:plug", T0, T0 + HOUR_MS).unwrap();
+    assert_eq!(plug.covered_ms, HOUR_MS);
+    assert!((plug.wh - 80.0).abs() < 1e-9, "{}", plug.wh);
+    let series = store
+        .find_series(&SeriesFilter::all().source("meter:plug"))
+        .unwrap();
+    assert_eq!(series[0].spacing_ms, Some(300_000));
+}
+
+/// A fleet host's spacing is learned from its states; a collector restart costs the host no
+/// energy, a recorded gap does.
+#[test]
+fn learned_spacing_and_a_writer_restart_keep_pairs_a_gap_breaks_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let host = Some("h1".to_owned());
+    let state = |ts: i64| vec![Sample::new(ts, "meter:wall", Metric::Power, "", 35.0)];
+    let mut w = writer(&path);
+    for k in 0..6 {
+        w.push(host.clone(), state(T0 + k * 10_000));
+    }
+    w.flush().unwrap();
+    drop(w);
+    // The collector restarts; the host's next state is one interval later.
+    let mut w = writer(&path);
+    w.push(host.clone(), state(T0 + 60_000));
+    w.record_gap(
+        host.clone(),
+        "meter:wall",
+        T0 + 65_000,
+        T0 + 95_000,
+        "host stopped",
+    );
+    w.push(host.clone(), state(T0 + 100_000));
+    w.flush().unwrap();
+    let e = crate::ledger::energy::energy(w.store(), "h1", "meter:wall", T0, T0 + HOUR_MS).unwrap();
+    assert_eq!(e.covered_ms, 60_000, "{e:?}");
+    assert_eq!(e.gaps.len(), 1);
+}
+
+/// Rollups written before covered time was stored: recomputed where raw samples are kept,
+/// estimated and marked approximate where they are not.
+#[test]
+fn old_rollups_get_covered_time_from_raw_or_are_marked_approximate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let opts = spaced("meter:wall", 2000);
+    let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts.clone());
+    // A 2 s meter at 60 W through two hours.
+    w.push(
+        None,
+        (0..3600).map(|i| power(T0 + i * 2000, 60.0)).collect(),
+    );
+    w.flush().unwrap();
+    drop(w);
+    {
+        // As an older wattson left it, and with the first hour's raw samples expired: no
+        // covered time, and for the second hour no energy either (as a 5 s meter's was).
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "UPDATE rollup_hour SET covered_ms = NULL;
+             UPDATE series SET spacing_ms = NULL;
+             UPDATE rollup_hour SET energy_wh = 0 WHERE hour_ms = {};
+             DELETE FROM raw_chunk; DELETE FROM raw_open WHERE start_ms < {};",
+            T0 + HOUR_MS,
+            T0 + HOUR_MS
+        ))
+        .unwrap();
+    }
+    let store = Store::open(&path, &opts).unwrap();
+    let hours = store
+        .rollups(&wall(), Resolution::Hour, T0, T0 + 2 * HOUR_MS)
+        .unwrap();
+    let h0 = &hours[0].1[0];
+    assert!(h0.approximate);
+    // energy / mean: 60 Wh at 60 W is one hour.
+    assert_eq!(h0.covered_ms, Some(HOUR_MS));
+    let h1 = &hours[0].1[1];
+    assert!(h1.approximate);
+    // No energy stored: samples x the spacing learned from the raw samples kept (2 s).
+    assert_eq!(h1.covered_ms, Some(1800 * 2000));
+    assert!((h1.energy_wh.unwrap() - 60.0).abs() < 1e-9);
+    let e = crate::ledger::energy::energy(&store, "basket", "meter:wall", T0, T0 + 2 * HOUR_MS)
+        .unwrap();
+    assert_eq!(e.approximate_hours, 2);
+}
+
+#[test]
+fn covered_time_is_recomputed_from_raw_samples_where_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let opts = spaced("meter:wall", 5000);
+    let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts.clone());
+    w.push(
+        None,
+        (0..=720).map(|i| power(T0 + i * 5000, 40.0)).collect(),
+    );
+    w.flush().unwrap();
+    drop(w);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    // An old 5 s meter's hour: no energy (pairs over 3 s were skipped), no covered time.
+    conn.execute_batch("UPDATE rollup_hour SET covered_ms = NULL, energy_wh = 0.0")
+        .unwrap();
+    drop(conn);
+    let store = Store::open(&path, &opts).unwrap();
+    let h = &store
+        .rollups(&wall(), Resolution::Hour, T0, T0 + HOUR_MS)
+        .unwrap()[0]
+        .1[0];
+    assert!(!h.approximate);
+    assert_eq!(h.covered_ms, Some(HOUR_MS));
+    assert!((h.energy_wh.unwrap() - 40.0).abs() < 1e-9, "{h:?}");
+    let m = store
+        .rollups(&wall(), Resolution::Minute, T0, T0 + HOUR_MS)
+        .unwrap();
+    assert!(m[0].1.iter().all(|m| m.covered_ms == Some(MINUTE_MS)));
+}
+
+#[test]
+fn minute_blobs_from_before_covered_time_still_decode() {
+    let minutes = vec![MinuteRollup {
+        minute: 3,
+        n: 60,
+        mean: 50.0,
+        min: 49.0,
+        max: 51.0,
+        energy_wh: 0.833,
+        covered_ms: None,
+    }];
+    let old = codec::encode(&[
+        (&[3][..], codec::Order::Delta),
+        (&[60][..], codec::Order::Delta),
+        (&[5000][..], codec::Order::Delta),
+        (&[4900][..], codec::Order::Delta),
+        (&[5100][..], codec::Order::Delta),
+        (&[833][..], codec::Order::Delta),
+    ]);
+    assert_eq!(decode_minutes(&old, 100.0).unwrap(), minutes);
+    let new = encode_minutes(&minutes, 100.0);
+    assert_eq!(decode_minutes(&new, 100.0).unwrap(), minutes);
 }

@@ -3,10 +3,17 @@
 //!
 //! Samples wait in memory until [`Writer::flush`]. A flush appends them to each series'
 //! open chunk, updates the open hour's rollup (and its minutes, with energy integrated
-//! between continuous power samples), and writes every changed open chunk and open hour in
-//! one transaction, so a killed process loses at most the batch it was flushing. Chunks
-//! that close are appended to `raw_chunk` (`raw_detail_chunk` for per-core CPU series,
-//! which are pruned sooner).
+//! between continuous power samples and the time that covers), and writes every changed
+//! open chunk and open hour in one transaction, so a killed process loses at most the batch
+//! it was flushing. Chunks that close are appended to `raw_chunk` (`raw_detail_chunk` for
+//! per-core CPU series, which are pruned sooner).
+//!
+//! A pair of power samples is continuous when no recorded gap overlaps it and it is no
+//! longer than [`integrate::max_pair_ms`] of the series' spacing: the one configured for its
+//! source ([`StoreOptions::spacing_ms`]), else the one its batch states (a fleet host's
+//! publish interval), else the median of the series' last few sample intervals. The pair
+//! that straddles a restart of the writer is judged like any other, so a fleet collector's
+//! restart costs its hosts no energy; the daemon records its own downtime as a gap.
 //!
 //! Each series is stored in time order: a sample whose timestamp is not after the newest
 //! one stored for its series (the wall clock stepped back, or a fleet message came twice)
@@ -35,9 +42,10 @@ use super::health::HealthBoard;
 use super::lock::WriterLock;
 use super::pending::{Pending, PendingQueue};
 use super::quarantine::{Kind, Quarantined};
+use super::rollup::{HourAcc, Spacing};
 use super::{
-    CHUNK_MS, HOUR_MS, HourRollup, MINUTE_MS, MinuteRollup, Series, Store, StoreError,
-    StoreOptions, dequantise, floor_to, integrate, is_detail, quantise, resolution, rollup_kind,
+    CHUNK_MS, HOUR_MS, HourRollup, MINUTE_MS, Series, Store, StoreError, StoreOptions, dequantise,
+    floor_to, integrate, is_detail, quantise, resolution, rollup_kind,
 };
 
 mod recovery;
@@ -77,120 +85,6 @@ impl OpenChunk {
     }
 }
 
-#[derive(Clone, Copy)]
-struct Acc {
-    n: u64,
-    sum: f64,
-    min: f64,
-    max: f64,
-    energy_wh: f64,
-}
-
-impl Default for Acc {
-    fn default() -> Self {
-        Acc {
-            n: 0,
-            sum: 0.0,
-            min: f64::INFINITY,
-            max: f64::NEG_INFINITY,
-            energy_wh: 0.0,
-        }
-    }
-}
-
-impl Acc {
-    fn add(&mut self, v: f64) {
-        self.n += 1;
-        self.sum += v;
-        self.min = self.min.min(v);
-        self.max = self.max.max(v);
-    }
-
-    fn from_stored(n: u64, mean: f64, min: f64, max: f64, energy_wh: f64) -> Acc {
-        if n == 0 {
-            return Acc {
-                energy_wh,
-                ..Acc::default()
-            };
-        }
-        Acc {
-            n,
-            sum: mean * n as f64,
-            min,
-            max,
-            energy_wh,
-        }
-    }
-
-    fn stats(&self) -> (f64, f64, f64) {
-        if self.n == 0 {
-            (0.0, 0.0, 0.0)
-        } else {
-            (self.sum / self.n as f64, self.min, self.max)
-        }
-    }
-}
-
-struct HourAcc {
-    hour_ms: i64,
-    all: Acc,
-    minutes: BTreeMap<u8, Acc>,
-    dirty: bool,
-}
-
-impl HourAcc {
-    fn from_stored(hour_ms: i64, stored: Option<HourRollup>) -> HourAcc {
-        let Some(h) = stored else {
-            return HourAcc {
-                hour_ms,
-                all: Acc::default(),
-                minutes: BTreeMap::new(),
-                dirty: false,
-            };
-        };
-        HourAcc {
-            hour_ms,
-            all: Acc::from_stored(h.n, h.mean, h.min, h.max, 0.0),
-            minutes: h
-                .minutes
-                .iter()
-                .map(|m| {
-                    let acc = Acc::from_stored(m.n, m.mean, m.min, m.max, m.energy_wh);
-                    (m.minute, acc)
-                })
-                .collect(),
-            dirty: false,
-        }
-    }
-
-    fn to_rollup(&self, power: bool) -> HourRollup {
-        let (mean, min, max) = self.all.stats();
-        HourRollup {
-            hour_ms: self.hour_ms,
-            n: self.all.n,
-            mean,
-            min,
-            max,
-            energy_wh: power.then(|| self.minutes.values().map(|m| m.energy_wh).sum()),
-            minutes: self
-                .minutes
-                .iter()
-                .map(|(&minute, m)| {
-                    let (mean, min, max) = m.stats();
-                    MinuteRollup {
-                        minute,
-                        n: m.n,
-                        mean,
-                        min,
-                        max,
-                        energy_wh: m.energy_wh,
-                    }
-                })
-                .collect(),
-        }
-    }
-}
-
 struct SeriesState {
     series: Series,
     scale: f64,
@@ -201,7 +95,9 @@ struct SeriesState {
     open: Option<OpenChunk>,
     /// The newest timestamp stored for the series (UTC ms); later samples must pass it.
     newest_ms: Option<i64>,
+    /// The newest sample, the start of the next pair.
     prev: Option<(i64, f64)>,
+    spacing: Spacing,
     hour: Option<HourAcc>,
 }
 
@@ -445,6 +341,12 @@ impl Writer {
             );
         }
         for state in &mut self.states {
+            if state.minutes
+                && let Some(spacing) = state.spacing.to_store()
+            {
+                self.store.set_spacing(state.series.id, spacing)?;
+                state.spacing.stored = Some(spacing);
+            }
             if let Some(open) = state.open.as_mut().filter(|o| o.dirty) {
                 write_open(&self.store, state.series.id, open, state.scale)?;
                 open.dirty = false;
@@ -472,21 +374,47 @@ impl Writer {
             self.store
                 .ensure_series(host, &sample.source, sample.metric, &sample.channel)?;
         let open = self.load_open(&series)?;
-        let newest_ms = match open.as_ref().and_then(|o| o.ts.last()) {
-            Some(&ts) => Some(ts),
+        let scale = resolution(series.unit);
+        let newest = match open.as_ref().and_then(|o| o.ts.last().zip(o.q.last())) {
+            Some((&ts, &q)) => Some((ts, dequantise(q, scale))),
             None => self.newest_closed(series.id)?,
         };
         let (hourly, minutes) = rollup_kind(series.metric, &series.channel);
+        if minutes && let Some((ts, _)) = newest {
+            // Gaps recorded before this writer started that the next pair may straddle.
+            let key = (host.to_owned(), sample.source.clone());
+            if !self.gaps.contains_key(&key) {
+                let known: Vec<(i64, i64)> = self
+                    .store
+                    .gaps(host, ts, i64::MAX)?
+                    .into_iter()
+                    .filter(|g| g.source == sample.source)
+                    .map(|g| (g.start_ms, g.end_ms))
+                    .collect();
+                self.gaps.insert(key, known);
+            }
+        }
+        // Configured intervals are this host's; a fleet collector's other hosts state theirs
+        // or have it learned.
+        let configured = (host == self.options.host)
+            .then(|| self.options.spacing_ms.get(&series.source).copied())
+            .flatten();
+        let spacing = Spacing {
+            fixed: configured,
+            recent: series.spacing_ms.into_iter().collect(),
+            stored: series.spacing_ms,
+        };
         let i = self.states.len();
         self.states.push(SeriesState {
-            scale: resolution(series.unit),
+            scale,
             detail: is_detail(series.metric, &series.channel),
             series,
             hourly,
             minutes,
             open,
-            newest_ms,
-            prev: None,
+            newest_ms: newest.map(|n| n.0),
+            prev: newest,
+            spacing,
             hour: None,
         });
         self.index
@@ -532,18 +460,22 @@ impl Writer {
         }
     }
 
-    /// The newest timestamp in the closed chunks of a series, for a series with no open
-    /// chunk.
-    fn newest_closed(&self, series_id: i64) -> Result<Option<i64>, StoreError> {
+    /// The newest sample (ms, value) in the closed chunks of a series, for a series with no
+    /// open chunk.
+    fn newest_closed(&self, series_id: i64) -> Result<Option<(i64, f64)>, StoreError> {
         self.store
             .conn
             .prepare_cached(
-                "SELECT max(t) FROM (
-                   SELECT max(last_ts_ms) AS t FROM raw_chunk WHERE series_id = ?1
+                "SELECT last_ts_ms, last_value FROM (
+                   SELECT last_ts_ms, last_value FROM raw_chunk WHERE series_id = ?1
                    UNION ALL
-                   SELECT max(last_ts_ms) FROM raw_detail_chunk WHERE series_id = ?1)",
+                   SELECT last_ts_ms, last_value FROM raw_detail_chunk WHERE series_id = ?1)
+                 ORDER BY last_ts_ms DESC LIMIT 1",
             )
-            .and_then(|mut s| s.query_row([series_id], |r| r.get(0)))
+            .and_then(|mut s| {
+                s.query_row([series_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
             .map_err(|e| self.store.sql(e))
     }
 
@@ -591,28 +523,31 @@ impl Writer {
     }
 
     fn roll_up(&mut self, i: usize, ts: i64, value: f64) -> Result<(), StoreError> {
-        let state = &self.states[i];
-        let mut pieces: Vec<(i64, f64)> = Vec::new();
+        let state = &mut self.states[i];
+        // (minute start, Wh, covered ms) of the pair that ends at this sample.
+        let mut pieces: Vec<(i64, f64, i64)> = Vec::new();
         if state.minutes
             && let Some((t0, v0)) = state.prev
+            && ts > t0
         {
             let key = (state.series.host.clone(), state.series.source.clone());
             let gaps = self.gaps.get(&key).map_or(&[][..], Vec::as_slice);
-            if integrate::continuous(t0, ts, self.options.max_interval_ms(), gaps) {
+            if integrate::continuous(t0, ts, state.spacing.max_pair_ms(), gaps) {
                 let mut m = floor_to(t0, MINUTE_MS);
                 while m < ts {
+                    let end = m + MINUTE_MS;
                     pieces.push((
                         m,
-                        integrate::clipped_wh(t0, v0, ts, value, m, m + MINUTE_MS),
+                        integrate::clipped_wh(t0, v0, ts, value, m, end),
+                        integrate::clipped_ms(t0, ts, m, end),
                     ));
-                    m += MINUTE_MS;
+                    m = end;
                 }
             }
+            state.spacing.observe(ts - t0);
         }
-        for (minute_ms, wh) in pieces {
-            self.with_hour(i, minute_ms, |h| {
-                h.minutes.entry(minute_of(minute_ms)).or_default().energy_wh += wh;
-            })?;
+        for (minute_ms, wh, ms) in pieces {
+            self.with_hour(i, minute_ms, |h| h.integrate(minute_of(minute_ms), wh, ms))?;
         }
         let minutes = self.states[i].minutes;
         self.with_hour(i, ts, |h| {

@@ -527,12 +527,14 @@ fn soak_a_month_of_1hz_samples_with_unplugs_outages_restarts_and_full_disks() {
     let (wall_ts, wall_truth_stored) = truth_over_stored(&db, "meter:wall", wall_watts);
     let (plug_ts, plug_truth_stored) = truth_over_stored(&db, "meter:plug", plug_watts);
     let store = Store::open_read_only(&db).unwrap();
-    let wall_wh = store
-        .energy_wh(HOST, "meter:wall", start * 1000, end * 1000)
-        .unwrap();
-    let plug_wh = store
-        .energy_wh(HOST, "meter:plug", start * 1000, end * 1000)
-        .unwrap();
+    let wall_wh =
+        wattson::ledger::energy::energy(&store, HOST, "meter:wall", start * 1000, end * 1000)
+            .unwrap()
+            .wh;
+    let plug_wh =
+        wattson::ledger::energy::energy(&store, HOST, "meter:plug", start * 1000, end * 1000)
+            .unwrap()
+            .wh;
     let wall_truth_all: f64 = (start..end).map(|t| wall_watts(t) / 3600.0).sum();
     let gaps = store.gaps(HOST, start * 1000, end * 1000).unwrap();
     let integrity = store.integrity_check().unwrap();

@@ -7,10 +7,16 @@
 //! are deterministic: `sensor.wattson_<host>_<object>` (or `binary_sensor.`), where `<host>`
 //! is the host name in lower case with every other character than `a-z0-9` made `_`.
 //! Semantics follow developers.home-assistant `docs/core/entity/sensor.md`: power is
-//! `measurement` (W); energy is kWh with a `total_increasing` state class, because the
-//! daemon's energy total restarts at zero when the daemon restarts and Home Assistant reads a
-//! drop in a `total_increasing` sensor as a new cycle, where a `total` sensor would book it as
-//! negative consumption; cost sensors are `monetary` with the tariff's currency as unit.
+//! `measurement` (W); energy is kWh with a `total_increasing` state class: it is the
+//! ledger's stored total, which carries on across restarts and never goes down (the
+//! publisher never sends a lower value, and the store only adds), so Home Assistant sees one
+//! continuous meter. Cost sensors are `monetary` with the tariff's currency as unit;
+//! `cost_total` (the cost of that energy since the first sample) has the `total` state
+//! class, the only one Home Assistant allows for `monetary` (`sensor/const.py`,
+//! `DEVICE_CLASS_STATE_CLASSES`), so it has long-term statistics and the Energy dashboard
+//! accepts it as "an entity tracking the total costs" (`energy/validate.py`,
+//! `_async_validate_cost_stat`: statistics defined, state class measurement, total or
+//! total_increasing).
 //! The idle-power regression (`binary_sensor.wattson_<host>_idle_regression`) is a
 //! `problem` binary sensor (`ON` = idle rose), with the check's numbers as attributes
 //! (see `docs/core/entity/binary-sensor.md` and the MQTT binary sensor's
@@ -202,6 +208,14 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
         .and_then(Value::as_str)
         .unwrap_or(&extras.currency)
         .to_owned();
+    if has("cost_total") && !currency.is_empty() {
+        out.push(
+            Entity::new("cost_total", "Cost total", "cost_total")
+                .class("monetary", &currency)
+                .state("total")
+                .precision(2),
+        );
+    }
     for (field, object, name) in [
         ("cost_today", "cost_today", "Cost today"),
         ("cost_month", "cost_month", "Cost this month"),
@@ -508,7 +522,7 @@ mod tests {
         json!({
             "ts": 1, "power": 240.0, "energy": 1.0, "energy_today": 0.2, "voltage": 230.0,
             "current": 1.0, "power_factor": 0.9, "frequency": 50.0, "currency": "GBP",
-            "cost_today": 0.1, "cost_month": 1.0, "cost_annual_projection": 189.22,
+            "cost_today": 0.1, "cost_month": 1.0, "cost_annual_projection": 189.22, "cost_total": 2.5,
             "cpu_utilisation": 3.0, "cpu_frequency": 2200.0, "cstate_deepest": "C6",
             "cstate_deepest_residency": 90.0, "package_cstate_deepest": "PC6",
             "package_cstate_deepest_residency": 45.0, "mode": "idle",
@@ -532,8 +546,9 @@ mod tests {
             .collect();
         assert!(ids.contains(&"sensor.wattson_basket_power".to_owned()));
         assert!(ids.contains(&"sensor.wattson_basket_meter_wall_crc_errors".to_owned()));
-        // 16 sensors, the idle-regression binary sensor, 4 meter counters.
-        assert_eq!(es.len(), 16 + 1 + 4);
+        // 17 sensors (cost_total and the two package C-state ones among them), the
+        // idle-regression binary sensor, 4 meter counters.
+        assert_eq!(es.len(), 17 + 1 + 4);
         let unique: BTreeSet<&String> = ids.iter().collect();
         assert_eq!(unique.len(), ids.len());
     }
@@ -573,6 +588,11 @@ mod tests {
         assert_eq!(residency["unit_of_measurement"], "%");
         assert_eq!(residency["state_class"], "measurement");
         assert_eq!(cost["unit_of_measurement"], "GBP");
+        // The Energy dashboard's cost entity: monetary allows only `total`.
+        let total = get("cost_total");
+        assert_eq!(total["device_class"], "monetary");
+        assert_eq!(total["state_class"], "total");
+        assert_eq!(total["unit_of_measurement"], "GBP");
         let diag = get("meter_wall_timeouts");
         assert_eq!(diag["entity_category"], "diagnostic");
         assert_eq!(

@@ -41,8 +41,9 @@ pub const MAX_INCOMING_BYTES: usize = 16 * 1024;
 /// Budget for publishing `offline` and disconnecting on shutdown.
 const SHUTDOWN_BUDGET: Duration = Duration::from_millis(800);
 
-/// The daemon's figures from its store, read once per publish.
-pub type ExtrasFn = Arc<dyn Fn() -> StateExtras + Send + Sync>;
+/// The daemon's figures from its store and live view, kept up to date by a feed of their
+/// own ([`crate::runtime::ledger_feed`]): reading them never waits.
+pub type Extras = tokio::sync::watch::Receiver<StateExtras>;
 
 /// Counters a caller can watch (tests, `wattson status`).
 #[derive(Debug, Default)]
@@ -79,7 +80,7 @@ impl Publisher {
         cfg: MqttConfig,
         host: String,
         live: Arc<LiveState>,
-        extras: ExtrasFn,
+        extras: Extras,
         cancel: CancellationToken,
     ) -> Result<PublisherHandle, MqttError> {
         let host_topic = super::topic_segment(&host);
@@ -152,7 +153,7 @@ struct Task {
     host: String,
     client: AsyncClient,
     live: Arc<LiveState>,
-    extras: ExtrasFn,
+    extras: Extras,
     stats: Arc<PublisherStats>,
     availability: String,
     state_topic: String,
@@ -267,7 +268,7 @@ impl Task {
             return;
         }
         let latest = self.live.latest();
-        let extras = (self.extras)();
+        let extras = self.extras.borrow().clone();
         let Some(snapshot) = state::build(&means, &latest, &extras, interval.as_secs_f64()) else {
             return;
         };

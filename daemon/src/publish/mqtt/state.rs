@@ -1,4 +1,6 @@
-//! The `<topic_prefix>/<host>/state` payload: one JSON object per publish interval.
+//! The `<topic_prefix>/<host>/state` payload: one JSON object per publish interval, typed
+//! as [`StatePayload`] (serde both ways). It is the contract between the publisher, the
+//! fleet collector ([`parse`]) and the dashboards' tests.
 //!
 //! Fields (absent when unknown, never `null`):
 //!
@@ -9,10 +11,11 @@
 //! | `power` | W | mean over the interval (not the last sample) of the primary power source |
 //! | `power_source` | | that source: `meter:<id>`, else `estimate:wall`, else `rapl`, else `hwmon` |
 //! | `power_estimate`, `power_error` | bool, W | present when `power` is estimated from a sweep's calibration (no wall meter): `true`, and the estimate's +/- band |
-//! | `energy` | kWh | the primary meter's energy total (monotonic while the daemon runs) |
-//! | `energy_today` | kWh | energy since local midnight (from the store) |
+//! | `energy` | kWh | the wall meter's stored energy total (the ledger's integral since its first sample): continuous across restarts, never lower than it was |
+//! | `energy_ts` | UTC ms | the newest stored sample `energy`, `energy_today` and the costs count |
+//! | `energy_today` | kWh | energy since local midnight |
 //! | `voltage`, `current`, `power_factor`, `frequency` | V, A, 0..1, Hz | interval means, primary meter |
-//! | `currency`, `cost_today`, `cost_month`, `cost_annual_projection` | currency | from the store and tariff |
+//! | `currency`, `cost_today`, `cost_month`, `cost_total`, `cost_annual_projection` | currency | the ledger's energy priced by the tariff; `cost_total` since the first sample (monotonic while prices are positive) |
 //! | `cpu_utilisation` | % | mean busy share of all CPUs |
 //! | `cpu_frequency` | MHz | mean core frequency |
 //! | `cstate_deepest`, `cstate_deepest_residency` | name, % | the deepest idle state and its share of the interval |
@@ -22,7 +25,11 @@
 //! | `idle_regression` | W, UTC | the latest idle-power regression check, once one is stored: `detected` (bool), `config`, `baseline_idle_w`, `baseline_ci95_w`, `latest_idle_w`, `latest_ci95_w`, `delta_w`, `delta_ci95_w`, `threshold_w`, `checked_at` (RFC 3339), `checked_ms` |
 //! | `series` | | every live series as `[source, metric, channel, value]` in the metric's unit (means; energy totals are the latest value) |
 
-use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use wattson_collectors::plausibility::{Limits, Rejection};
 use wattson_collectors::{Metric, Sample};
 
 use crate::runtime::live::LiveReading;
@@ -42,7 +49,18 @@ pub struct MeterCounters {
     pub implausible: u64,
 }
 
-/// Figures the daemon computes from its store and tariff, read once per publish.
+/// One meter's counters as published under `meters.<id>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountersPayload {
+    pub good: u64,
+    pub crc_errors: u64,
+    pub timeouts: u64,
+    pub implausible: u64,
+}
+
+/// Figures the daemon computes from its store and tariff (the ledger) and its live view,
+/// handed to the publisher through a watch channel: the publisher never waits for the
+/// store.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StateExtras {
     /// ISO 4217 code, e.g. `GBP`: the unit of the cost sensors.
@@ -51,10 +69,16 @@ pub struct StateExtras {
     pub cost_today: Option<f64>,
     /// Cost so far this calendar month, in `currency`.
     pub cost_month: Option<f64>,
+    /// Cost since the wall meter's first stored sample, in `currency`.
+    pub cost_total: Option<f64>,
     /// Projected annual cost at the recent duty cycle, in `currency`.
     pub annual_projection: Option<f64>,
     /// Energy since local midnight, kWh.
     pub energy_today_kwh: Option<f64>,
+    /// The wall meter's stored energy total, kWh.
+    pub energy_total_kwh: Option<f64>,
+    /// The newest stored sample the energy and cost figures count, UTC ms.
+    pub energy_ts_ms: Option<i64>,
     /// The current mode (`idle`, `1 loop`, `sweep`, ...).
     pub mode: Option<String>,
     /// Every value `mode` can take; when non-empty the mode sensor is a Home Assistant
@@ -69,16 +93,101 @@ pub struct StateExtras {
     pub idle_regression: Option<Check>,
 }
 
+/// The newest idle-power regression check, as published (W, UTC).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RegressionPayload {
+    pub detected: bool,
+    pub config: String,
+    pub baseline_idle_w: f64,
+    pub baseline_ci95_w: f64,
+    pub latest_idle_w: f64,
+    pub latest_ci95_w: f64,
+    pub delta_w: f64,
+    pub delta_ci95_w: f64,
+    pub threshold_w: f64,
+    /// RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<String>,
+    pub checked_ms: i64,
+}
+
+/// One live series: `[source, metric, channel, value]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesEntry(pub String, pub String, pub String, pub f64);
+
+/// The state payload. Optional fields are left out when unknown; fields a newer publisher
+/// adds are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatePayload {
+    pub ts: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_estimate: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_error: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_ts: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_today: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voltage: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_factor: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_today: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_month: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_total: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_annual_projection: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_utilisation: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_frequency: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cstate_deepest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cstate_deepest_residency: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package_cstate_deepest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package_cstate_deepest_residency: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub meters: BTreeMap<String, CountersPayload>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_regression: Option<RegressionPayload>,
+    #[serde(default)]
+    pub series: Vec<SeriesEntry>,
+}
+
 /// A built state payload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StateSnapshot {
     /// UTC ms of the newest sample in the interval.
     pub ts_ms: i64,
+    pub payload: StatePayload,
+    /// `payload` as JSON (what discovery inspects and what is sent).
     pub json: Value,
 }
 
-/// Build the state object from the interval means and the latest readings. `None` when no
-/// sample arrived during the interval (nothing new to say, and `ts` would repeat).
+/// Build the state from the interval means and the latest readings. `None` when no sample
+/// arrived during the interval (nothing new to say, and `ts` would repeat).
 pub fn build(
     means: &[LiveReading],
     latest: &[LiveReading],
@@ -86,102 +195,69 @@ pub fn build(
     interval_s: f64,
 ) -> Option<StateSnapshot> {
     let ts_ms = means.iter().map(|r| r.ts_ms).max()?;
-    let mut o = Map::new();
-    o.insert("ts".into(), json!(ts_ms));
-    o.insert("interval_s".into(), json!(interval_s));
-
     let mean = |source: &str, metric: Metric, channel: &str| {
         means
             .iter()
             .find(|r| r.source == source && r.metric == metric && r.channel == channel)
             .map(|r| r.value)
+            .and_then(finite)
     };
-    let last = |source: &str, metric: Metric| {
-        latest
-            .iter()
-            .find(|r| r.source == source && r.metric == metric)
-            .map(|r| r.value)
+    let mut p = StatePayload {
+        ts: ts_ms,
+        interval_s: Some(interval_s),
+        ..StatePayload::default()
     };
-
     let primary = primary_source(means, extras);
     if let Some(src) = &primary {
-        if let Some(p) = mean(src, Metric::Power, "") {
-            put(&mut o, "power", p);
-            o.insert("power_source".into(), json!(src));
+        if let Some(w) = mean(src, Metric::Power, "") {
+            p.power = Some(w);
+            p.power_source = Some(src.clone());
             if src == crate::sources::estimate::SOURCE {
-                o.insert("power_estimate".into(), json!(true));
-                if let Some(e) = mean(src, Metric::Power, crate::sources::estimate::ERROR_CHANNEL) {
-                    put(&mut o, "power_error", e);
-                }
+                p.power_estimate = Some(true);
+                p.power_error = mean(src, Metric::Power, crate::sources::estimate::ERROR_CHANNEL);
             }
         }
         if src.starts_with("meter:") {
-            if let Some(wh) = last(src, Metric::EnergyTotal) {
-                put(&mut o, "energy", wh / 1000.0);
-            }
-            for (field, metric) in [
-                ("voltage", Metric::Voltage),
-                ("current", Metric::Current),
-                ("power_factor", Metric::PowerFactor),
-                ("frequency", Metric::Frequency),
-            ] {
-                if let Some(v) = mean(src, metric, "") {
-                    put(&mut o, field, v);
-                }
-            }
+            p.voltage = mean(src, Metric::Voltage, "");
+            p.current = mean(src, Metric::Current, "");
+            p.power_factor = mean(src, Metric::PowerFactor, "");
+            p.frequency = mean(src, Metric::Frequency, "");
         }
     }
-    if let Some(v) = extras.energy_today_kwh {
-        put(&mut o, "energy_today", v);
-    }
-    if !extras.currency.is_empty() {
-        o.insert("currency".into(), json!(extras.currency));
-    }
-    for (field, v) in [
-        ("cost_today", extras.cost_today),
-        ("cost_month", extras.cost_month),
-        ("cost_annual_projection", extras.annual_projection),
-    ] {
-        if let Some(v) = v {
-            put(&mut o, field, v);
-        }
-    }
-    if let Some(b) = mean("cpu", Metric::CpuBusy, "all") {
-        put(&mut o, "cpu_utilisation", b * 100.0);
-    }
-    if let Some(f) = mean("cpu", Metric::CoreFrequency, "mean") {
-        put(&mut o, "cpu_frequency", f);
-    }
+    p.energy = extras.energy_total_kwh.and_then(finite);
+    p.energy_ts = extras.energy_ts_ms.filter(|_| p.energy.is_some());
+    p.energy_today = extras.energy_today_kwh.and_then(finite);
+    p.currency = (!extras.currency.is_empty()).then(|| extras.currency.clone());
+    p.cost_today = extras.cost_today.and_then(finite);
+    p.cost_month = extras.cost_month.and_then(finite);
+    p.cost_total = extras.cost_total.and_then(finite);
+    p.cost_annual_projection = extras.annual_projection.and_then(finite);
+    p.cpu_utilisation = mean("cpu", Metric::CpuBusy, "all").map(|b| round(b * 100.0));
+    p.cpu_frequency = mean("cpu", Metric::CoreFrequency, "mean");
     if let Some((name, share)) = deepest_cstate(means) {
-        o.insert("cstate_deepest".into(), json!(name));
-        put(&mut o, "cstate_deepest_residency", share * 100.0);
+        p.cstate_deepest = Some(name);
+        p.cstate_deepest_residency = finite(share * 100.0).map(round);
     }
     if let Some((name, share)) = deepest_package_state(means) {
-        o.insert("package_cstate_deepest".into(), json!(name));
-        put(&mut o, "package_cstate_deepest_residency", share * 100.0);
+        p.package_cstate_deepest = Some(name);
+        p.package_cstate_deepest_residency = finite(share * 100.0).map(round);
     }
-    if let Some(m) = &extras.mode {
-        o.insert("mode".into(), json!(m));
-    }
-    if !extras.meter_counters.is_empty() {
-        let mut meters = Map::new();
-        for c in &extras.meter_counters {
-            meters.insert(
-                c.id.clone(),
-                json!({
-                    "good": c.good,
-                    "crc_errors": c.crc_errors,
-                    "timeouts": c.timeouts,
-                    "implausible": c.implausible,
-                }),
-            );
-        }
-        o.insert("meters".into(), Value::Object(meters));
-    }
-    if let Some(c) = &extras.idle_regression {
-        o.insert("idle_regression".into(), regression_json(c));
-    }
-    let series: Vec<Value> = means
+    p.mode.clone_from(&extras.mode);
+    p.meters = extras
+        .meter_counters
+        .iter()
+        .map(|c| {
+            let counters = CountersPayload {
+                good: c.good,
+                crc_errors: c.crc_errors,
+                timeouts: c.timeouts,
+                implausible: c.implausible,
+            };
+            (c.id.clone(), counters)
+        })
+        .collect();
+    p.idle_regression = extras.idle_regression.as_ref().map(regression_payload);
+    p.series = means
         .iter()
         .filter_map(|r| {
             let v = if matches!(r.metric, Metric::EnergyTotal | Metric::EnergyCounter) {
@@ -194,46 +270,60 @@ pub fn build(
             } else {
                 r.value
             };
-            v.is_finite()
-                .then(|| json!([r.source, r.metric.as_str(), r.channel, v]))
+            finite(v).map(|v| {
+                SeriesEntry(
+                    r.source.clone(),
+                    r.metric.as_str().to_owned(),
+                    r.channel.clone(),
+                    v,
+                )
+            })
         })
         .collect();
-    o.insert("series".into(), Value::Array(series));
+    for v in [
+        &mut p.power,
+        &mut p.power_error,
+        &mut p.energy,
+        &mut p.energy_today,
+        &mut p.voltage,
+        &mut p.current,
+        &mut p.power_factor,
+        &mut p.frequency,
+        &mut p.cost_today,
+        &mut p.cost_month,
+        &mut p.cost_total,
+        &mut p.cost_annual_projection,
+        &mut p.cpu_frequency,
+    ] {
+        *v = v.map(round);
+    }
+    let json = serde_json::to_value(&p).ok()?;
     Some(StateSnapshot {
         ts_ms,
-        json: Value::Object(o),
+        payload: p,
+        json,
     })
 }
 
-/// The `idle_regression` object: also the binary sensor's attributes.
-fn regression_json(c: &Check) -> Value {
-    let mut o = Map::new();
-    o.insert("detected".into(), json!(c.verdict.detected));
-    o.insert("config".into(), json!(c.config));
-    for (k, v) in [
-        ("baseline_idle_w", c.baseline.watts),
-        ("baseline_ci95_w", c.baseline.ci95_w),
-        ("latest_idle_w", c.latest.watts),
-        ("latest_ci95_w", c.latest.ci95_w),
-        ("delta_w", c.verdict.delta_w),
-        ("delta_ci95_w", c.verdict.delta_ci95_w),
-        ("threshold_w", c.verdict.threshold_w),
-    ] {
-        put(&mut o, k, v);
-    }
-    if let Some(t) = chrono::DateTime::from_timestamp_millis(c.checked_ms) {
-        o.insert(
-            "checked_at".into(),
-            json!(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
-        );
-    }
-    o.insert("checked_ms".into(), json!(c.checked_ms));
-    Value::Object(o)
+fn finite(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
 }
 
-fn put(o: &mut Map<String, Value>, key: &str, v: f64) {
-    if v.is_finite() {
-        o.insert(key.to_owned(), json!(round(v)));
+/// The `idle_regression` object: also the binary sensor's attributes.
+fn regression_payload(c: &Check) -> RegressionPayload {
+    RegressionPayload {
+        detected: c.verdict.detected,
+        config: c.config.clone(),
+        baseline_idle_w: round(c.baseline.watts),
+        baseline_ci95_w: round(c.baseline.ci95_w),
+        latest_idle_w: round(c.latest.watts),
+        latest_ci95_w: round(c.latest.ci95_w),
+        delta_w: round(c.verdict.delta_w),
+        delta_ci95_w: round(c.verdict.delta_ci95_w),
+        threshold_w: round(c.verdict.threshold_w),
+        checked_at: chrono::DateTime::from_timestamp_millis(c.checked_ms)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        checked_ms: c.checked_ms,
     }
 }
 
@@ -317,7 +407,7 @@ pub fn deepest_package_state(means: &[LiveReading]) -> Option<(String, f64)> {
 pub enum StateParseError {
     #[error("payload of {0} bytes exceeds {MAX_STATE_BYTES}")]
     TooLarge(usize),
-    #[error("not JSON: {0}")]
+    #[error("not a state payload: {0}")]
     Json(String),
     #[error("missing or invalid `ts` (UTC ms)")]
     Ts,
@@ -325,35 +415,76 @@ pub enum StateParseError {
     Series(usize),
 }
 
-/// Turn a state payload back into samples stamped with its `ts`. Series with a metric this
-/// version does not know are skipped (a newer publisher); anything malformed is an error.
+/// Read a state payload. Fields a newer publisher adds are ignored; anything malformed is
+/// an error.
 pub fn parse(payload: &[u8]) -> Result<(i64, Vec<Sample>), StateParseError> {
+    let p = parse_payload(payload)?;
+    Ok((p.ts, p.samples()))
+}
+
+/// [`parse`], keeping the typed payload.
+pub fn parse_payload(payload: &[u8]) -> Result<StatePayload, StateParseError> {
     if payload.len() > MAX_STATE_BYTES {
         return Err(StateParseError::TooLarge(payload.len()));
     }
     let v: Value =
         serde_json::from_slice(payload).map_err(|e| StateParseError::Json(e.to_string()))?;
-    let ts = v
-        .get("ts")
+    v.get("ts")
         .and_then(Value::as_i64)
         .filter(|t| *t > 0)
         .ok_or(StateParseError::Ts)?;
-    let mut samples = Vec::new();
     if let Some(series) = v.get("series") {
         let series = series.as_array().ok_or(StateParseError::Series(0))?;
         for (i, e) in series.iter().enumerate() {
-            let bad = || StateParseError::Series(i);
-            let a = e.as_array().filter(|a| a.len() == 4).ok_or_else(bad)?;
-            let source = a[0].as_str().filter(|s| !s.is_empty()).ok_or_else(bad)?;
-            let metric = a[1].as_str().ok_or_else(bad)?;
-            let channel = a[2].as_str().ok_or_else(bad)?;
-            let value = a[3].as_f64().filter(|v| v.is_finite()).ok_or_else(bad)?;
-            if let Some(metric) = Metric::parse(metric) {
-                samples.push(Sample::new(ts, source, metric, channel, value));
+            let ok = e.as_array().filter(|a| a.len() == 4).is_some_and(|a| {
+                a[0].as_str().is_some_and(|s| !s.is_empty())
+                    && a[1].is_string()
+                    && a[2].is_string()
+                    && a[3].as_f64().is_some_and(f64::is_finite)
+            });
+            if !ok {
+                return Err(StateParseError::Series(i));
             }
         }
     }
-    Ok((ts, samples))
+    serde_json::from_value(v).map_err(|e| StateParseError::Json(e.to_string()))
+}
+
+/// The samples kept, and `(source, why)` of those rejected.
+pub type CheckedSamples = (Vec<Sample>, Vec<(String, Rejection)>);
+
+impl StatePayload {
+    /// The series as samples stamped with `ts`. Metrics this version does not know are
+    /// skipped (a newer publisher).
+    pub fn samples(&self) -> Vec<Sample> {
+        self.series
+            .iter()
+            .filter_map(|SeriesEntry(source, metric, channel, value)| {
+                Metric::parse(metric)
+                    .map(|m| Sample::new(self.ts, source.as_str(), m, channel.as_str(), *value))
+            })
+            .collect()
+    }
+
+    /// The samples that pass the plausibility rules, and the rejections of those that do
+    /// not; `Err` when the message's own timestamp is implausible (every sample is then
+    /// dropped: a host whose clock says 9999 must not shut out its later states).
+    pub fn checked_samples(
+        &self,
+        received_ms: i64,
+        limits: &Limits,
+    ) -> Result<CheckedSamples, Rejection> {
+        limits.check_timestamp(self.ts, received_ms)?;
+        let mut kept = Vec::new();
+        let mut rejected = Vec::new();
+        for s in self.samples() {
+            match limits.check(s.metric, s.value) {
+                Ok(()) => kept.push(s),
+                Err(r) => rejected.push((s.source, r)),
+            }
+        }
+        Ok((kept, rejected))
+    }
 }
 
 #[cfg(test)]
@@ -375,8 +506,11 @@ mod tests {
             currency: "GBP".into(),
             cost_today: Some(0.5),
             cost_month: Some(7.25),
+            cost_total: Some(12.5),
             annual_projection: Some(189.22),
             energy_today_kwh: Some(2.4),
+            energy_total_kwh: Some(1.2345),
+            energy_ts_ms: Some(1000),
             mode: Some("idle".into()),
             mode_options: vec![],
             primary_meter: None,
@@ -413,6 +547,8 @@ mod tests {
         assert_eq!(j["power"], 240.0);
         assert_eq!(j["power_source"], "meter:wall");
         assert_eq!(j["energy"], 1.2345);
+        assert_eq!(j["energy_ts"], 1000);
+        assert_eq!(j["cost_total"], 12.5);
         assert_eq!(j["voltage"], 231.5);
         assert!(j.get("current").is_none());
         assert_eq!(j["cpu_utilisation"], 25.0);
@@ -421,7 +557,8 @@ mod tests {
         assert_eq!(j["cost_annual_projection"], 189.22);
         assert_eq!(j["meters"]["wall"]["timeouts"], 2);
         assert_eq!(j["mode"], "idle");
-        // The series round-trips through the collector's parser, energy as the latest value.
+        // The payload round-trips through the collector's parser, energy as the latest value.
+        assert_eq!(parse_payload(j.to_string().as_bytes()).unwrap(), s.payload);
         let (ts, samples) = parse(j.to_string().as_bytes()).unwrap();
         assert_eq!(ts, 1000);
         assert_eq!(samples.len(), means.len());
@@ -527,6 +664,10 @@ mod tests {
     #[test]
     fn malformed_payloads_are_errors_not_panics() {
         assert!(matches!(parse(b"not json"), Err(StateParseError::Json(_))));
+        assert!(matches!(
+            parse(br#"{"ts":5,"power":"lots"}"#),
+            Err(StateParseError::Json(_))
+        ));
         assert_eq!(parse(br#"{"power":1}"#), Err(StateParseError::Ts));
         assert_eq!(parse(br#"{"ts":"x"}"#), Err(StateParseError::Ts));
         assert_eq!(
@@ -544,6 +685,31 @@ mod tests {
             parse(br#"{"ts":5,"series":[["x","warp_drive","",1],["cpu","cpu_busy","all",0.5]]}"#)
                 .unwrap();
         assert_eq!(s.len(), 1);
+    }
+
+    /// Regression: fleet states with -1e12 W or 1e300 W were stored, and one state in the
+    /// year 9999 made every later state of its host "not after the newest stored".
+    #[test]
+    fn implausible_fleet_values_and_timestamps_are_rejected() {
+        let now = 1_767_225_600_000;
+        let limits = Limits::default();
+        let payload = |ts: i64, w: f64| {
+            format!(
+                r#"{{"ts":{ts},"series":[["meter:wall","power","",{w}],["meter:wall","voltage","",231.0]]}}"#
+            )
+        };
+        for w in [-1e12, 1e300] {
+            let p = parse_payload(payload(now, w).as_bytes()).unwrap();
+            let (kept, rejected) = p.checked_samples(now, &limits).unwrap();
+            assert_eq!(kept.len(), 1, "{kept:?}");
+            assert_eq!(kept[0].metric, Metric::Voltage);
+            assert_eq!(
+                rejected[0].1.reason,
+                wattson_collectors::plausibility::Reason::Power
+            );
+        }
+        let future = parse_payload(payload(253_402_300_799_000, 50.0).as_bytes()).unwrap();
+        assert!(future.checked_samples(now, &limits).is_err());
     }
 
     #[test]

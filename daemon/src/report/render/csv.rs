@@ -7,6 +7,13 @@
 //! when the configuration was never checked.
 //!
 //!
+//! The `warnings` column holds what weakens the row's figure (a sweep level's warnings,
+//! the measured figure's), joined with `; `.
+//!
+//! This machine's measured history adds one row of kind `measured` (config = the source,
+//! mode `measured`): the mean watts over the covered time with its 95 % interval, and the
+//! annual kWh and cost projected from it (priced by time of day).
+//!
 //! Each GPU adds rows of kind `gpu` (config = its channel): `busy`, `idle resident` and
 //! `idle bare` at their mean watts (annual figures as if held all year), then `resident
 //! process` (the extra idle watts x the share of time resident and idle) and `resident
@@ -24,7 +31,7 @@ use crate::analysis::cost::round_money;
 use crate::report::model::Report;
 
 /// The columns, in order.
-pub const HEADER: [&str; 17] = [
+pub const HEADER: [&str; 18] = [
     "config",
     "kind",
     "mode",
@@ -42,6 +49,7 @@ pub const HEADER: [&str; 17] = [
     "idle_regression",
     "idle_regression_delta_watts",
     "idle_regression_delta_ci95_watts",
+    "warnings",
 ];
 
 /// Quotes a field when it holds a comma, quote or line break.
@@ -105,9 +113,33 @@ pub fn render(r: &Report) -> String {
                 }),
                 opt(check.map(|x| x.delta_watts), 3),
                 opt(check.map(|x| x.delta_ci95_watts), 3),
+                field(&m.warnings.join("; ")),
             ];
             let _ = writeln!(out, "{}", row.join(","));
         }
+    }
+    if let Some(m) = &r.measured {
+        let row = [
+            field(m.source.as_deref().unwrap_or("measured")),
+            "measured".to_string(),
+            "measured".to_string(),
+            num(m.mean_watts, 3),
+            opt(m.mean_watts_ci95, 3),
+            num(m.annual_kwh, 3),
+            opt(m.annual_kwh_ci95, 3),
+            money(m.annual_cost),
+            m.annual_cost_ci95.map_or_else(String::new, money),
+            field(&r.currency),
+            num(r.price_per_kwh, 6),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            field(&m.warnings.join("; ")),
+        ];
+        let _ = writeln!(out, "{}", row.join(","));
     }
     for g in &r.gpus {
         let y = r.year_hours / 1000.0;
@@ -137,6 +169,10 @@ pub fn render(r: &Report) -> String {
                 String::new(),
                 field(&r.currency),
                 num(r.price_per_kwh, 6),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
                 String::new(),
                 String::new(),
                 String::new(),

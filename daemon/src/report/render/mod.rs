@@ -82,6 +82,26 @@ pub fn watts(w: f64, ci95: Option<f64>) -> String {
     }
 }
 
+/// Energy measured over a window, to at least four significant digits: "2.400 kWh" from
+/// 1 kWh up, "833.3 Wh", "0.8333 Wh" below (a short window's energy would otherwise print as
+/// "0.001 kWh").
+pub fn energy(kwh: f64) -> String {
+    let wh = kwh * 1000.0;
+    if !kwh.is_finite() {
+        "n/a".to_string()
+    } else if kwh.abs() >= 1.0 {
+        format!("{kwh:.3} kWh")
+    } else if wh.abs() >= 100.0 {
+        format!("{wh:.1} Wh")
+    } else if wh.abs() >= 10.0 {
+        format!("{wh:.2} Wh")
+    } else if wh.abs() >= 1.0 {
+        format!("{wh:.3} Wh")
+    } else {
+        format!("{wh:.4} Wh")
+    }
+}
+
 /// "2102.4 kWh", or "2102.4 ± 10.5 kWh".
 pub fn kwh(k: f64, ci95: Option<f64>) -> String {
     match ci95 {
@@ -219,6 +239,24 @@ pub fn sections(r: &Report) -> Vec<Section> {
         });
     }
 
+    let weakened: Vec<String> = r
+        .configs
+        .iter()
+        .flat_map(|c| {
+            c.modes.iter().flat_map(move |m| {
+                m.warnings
+                    .iter()
+                    .map(move |w| format!("{} {}: {w}", c.name, m.name))
+            })
+        })
+        .collect();
+    if !weakened.is_empty() {
+        out.push(Section {
+            title: "Warnings on the figures above".into(),
+            lines: weakened,
+        });
+    }
+
     if !r.comparisons.is_empty() {
         let lines = r
             .comparisons
@@ -240,10 +278,18 @@ pub fn sections(r: &Report) -> Vec<Section> {
                 if let Some(co2) = c.co2_kg_saved {
                     let _ = write!(head, ", {} kg CO2/yr", num(co2, 1));
                 }
+                let range = match (c.payback_years_low, c.payback_years_high) {
+                    (Some(lo), Some(hi)) => format!(" ({} to {} years)", num(lo, 2), num(hi, 2)),
+                    (Some(lo), None) => format!(
+                        " (from {} years; within the saving's interval it may never pay back)",
+                        num(lo, 2)
+                    ),
+                    _ => String::new(),
+                };
                 let _ = match (c.upgrade_cost, c.payback_years) {
                     (Some(u), Some(p)) => write!(
                         head,
-                        "; the upgrade ({}) pays for itself in {} years",
+                        "; the upgrade ({}) pays for itself in {} years{range}",
                         format_money(u, cur),
                         num(p, 2)
                     ),
@@ -293,22 +339,51 @@ pub fn sections(r: &Report) -> Vec<Section> {
     if let Some(m) = &r.measured {
         let mut lines = vec![
             format!(
-                "measured {} to {}: {} kWh over {} h covered of {} h ({}%), {}, mean {}",
+                "measured {}{} to {}: {} over {} covered of {} h ({}%), {}, mean {}",
+                m.source
+                    .as_ref()
+                    .map_or_else(String::new, |s| format!("({s}) ")),
                 m.from,
                 m.to,
-                num(m.kwh, 3),
-                num(m.covered_hours, 1),
+                energy(m.kwh),
+                crate::ledger::interval::hours_text(m.covered_hours),
                 num(m.window_hours, 1),
                 num(m.coverage_percent, 1),
                 format_money(m.energy_cost, cur),
-                watts(m.mean_watts, None)
+                watts(m.mean_watts, m.mean_watts_ci95)
             ),
             format!(
                 "measured, annualised by covered time: {}, {}",
-                kwh(m.annual_kwh, None),
-                money_per_year(m.annual_cost, None, cur)
+                kwh(m.annual_kwh, m.annual_kwh_ci95),
+                money_per_year(m.annual_cost, m.annual_cost_ci95, cur)
             ),
         ];
+        if let Some(ci) = m.mean_watts_ci95 {
+            lines.push(format!(
+                "interval (95 %): {} W = meter accuracy {} + sampling {}",
+                num(ci, 2),
+                m.accuracy_watts.map_or_else(
+                    || "unknown".to_string(),
+                    |a| format!(
+                        "{} W ({})",
+                        num(a, 2),
+                        m.accuracy_source.as_deref().unwrap_or("datasheet")
+                    )
+                ),
+                m.sampling_watts
+                    .map_or_else(|| "unknown".to_string(), |s| format!("{} W", num(s, 2)))
+            ));
+        }
+        if let Some(c) = &m.counter {
+            lines.push(format!(
+                "the meter's own counter: {} against the integral's {}{} (the integral is the energy of record)",
+                energy(c.counter_wh / 1000.0),
+                energy(c.integral_wh / 1000.0),
+                c.difference_percent
+                    .map_or_else(String::new, |p| format!(", {p:+.1}%"))
+            ));
+        }
+        lines.extend(m.warnings.iter().map(|w| format!("warning: {w}")));
         if let Some(md) = &m.modelled {
             lines.push(format!(
                 "modelled from {}'s fit ({} + {} W x busy CPUs; mean {} of {} CPUs busy, {}): {}, {}",
@@ -442,11 +517,20 @@ pub fn gpu_lines(r: &Report) -> Vec<String> {
     lines
 }
 
-/// The report's title line.
+/// The report's title line. With time-of-use periods or dated price changes it names the
+/// effective mean price over the year, which every annual figure is priced at.
 pub fn title(r: &Report) -> String {
+    let price = if (r.mean_price_per_kwh - r.price_per_kwh).abs() > 1e-9 {
+        format!(
+            "a mean of {} {} per kWh (time-of-use, over the year)",
+            r.currency,
+            num(r.mean_price_per_kwh, 4)
+        )
+    } else {
+        format!("{} per kWh", format_money(r.price_per_kwh, &r.currency))
+    };
     format!(
-        "wattson report: annual running cost at {} per kWh{}",
-        format_money(r.price_per_kwh, &r.currency),
+        "wattson report: annual running cost at {price}{}",
         r.host
             .as_ref()
             .map_or_else(String::new, |h| format!(" (host {h})"))
@@ -456,6 +540,14 @@ pub fn title(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn energy_keeps_four_significant_digits() {
+        assert_eq!(energy(2.4), "2.400 kWh");
+        assert_eq!(energy(0.8333), "833.3 Wh");
+        assert_eq!(energy(0.000_833_33), "0.8333 Wh");
+        assert_eq!(energy(0.012_345), "12.35 Wh");
+    }
 
     #[test]
     fn numbers_print_without_trailing_zeros() {

@@ -358,6 +358,16 @@ impl Driver {
                     }
                     break;
                 }
+                Turn::Event(Ok(RumqttEvent::Incoming(Packet::SubAck(_)))) => {
+                    // Said once per connection, so a user (or a test) can see when a client
+                    // is listening.
+                    tracing::info!(
+                        "{}: subscribed to {}",
+                        self.shared.role,
+                        self.spec.subscriptions.join(", ")
+                    );
+                    continue;
+                }
                 Turn::Event(Ok(RumqttEvent::Outgoing(Outgoing::Disconnect))) => {
                     if self.shared.closing.load(Ordering::Relaxed) {
                         break;

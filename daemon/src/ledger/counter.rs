@@ -1,0 +1,120 @@
+//! The meter's own energy counter against the ledger's integral, and the readings each
+//! source rejected as implausible.
+//!
+//! The energy of record is the integral of power ([`super::energy`]): it exists for every
+//! source (meters without a counter, plugs, fleet hosts, RAPL), has a known support (covered
+//! time) and gap rule, and is what status, reports and Home Assistant agree on. A meter's
+//! counter integrates internally at its own rate, so it also sees load changes between two
+//! polls; but it counts in coarse steps (1 Wh on a PZEM, 10 Wh on an Eastron display), resets
+//! and wraps, and keeps counting while wattson is not looking. So it is the cross-check:
+//! [`cross_check`] sums the steps of the monotonic counter total (`energy_total`, which the
+//! collectors bound by the measured power) over the window and reports how far it is from
+//! the integral.
+//!
+//! Units: Wh, ms.
+
+use serde::Serialize;
+use wattson_collectors::Metric;
+use wattson_collectors::plausibility::Reason;
+
+use super::energy::Energy;
+use crate::store::{SeriesFilter, Store, StoreError, integrate};
+
+/// The counter's energy over a window beside the integral's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CounterCheck {
+    /// Wh the counter moved by over the covered pairs of the window.
+    pub counter_wh: f64,
+    /// Wh of the integral over the same window.
+    pub integral_wh: f64,
+    /// `integral - counter`, Wh.
+    pub difference_wh: f64,
+    /// The difference as a share of the counter, percent (`None` when it moved by 0).
+    pub difference_percent: Option<f64>,
+}
+
+/// The counter's movement over `e`'s window (steps between consecutive `energy_total`
+/// samples that are no further apart than the power series' spacing allows and cross no
+/// gap; a drop is a new daemon run, whose first sample starts at 0), beside `e`'s integral.
+/// `None` when the source reports no counter in the window.
+pub fn cross_check(store: &Store, e: &Energy) -> Result<Option<CounterCheck>, StoreError> {
+    let filter = SeriesFilter::all()
+        .host(&e.host)
+        .source(&e.source)
+        .metric(Metric::EnergyTotal)
+        .channel("");
+    let mut points: Vec<(i64, f64)> = store
+        .raw(&filter, e.from_ms, e.to_ms)?
+        .into_iter()
+        .flat_map(|(_, p)| p)
+        .collect();
+    if points.len() < 2 {
+        return Ok(None);
+    }
+    points.sort_by_key(|p| p.0);
+    let max_pair = integrate::max_pair_ms(e.spacing_ms.unwrap_or(1000));
+    let gaps: Vec<(i64, i64)> = e.gaps.iter().map(|g| (g.start_ms, g.end_ms)).collect();
+    let counter_wh: f64 = points
+        .windows(2)
+        .filter(|w| integrate::continuous(w[0].0, w[1].0, max_pair, &gaps))
+        .map(|w| (w[1].1 - w[0].1).max(0.0))
+        .sum();
+    let difference_wh = e.wh - counter_wh;
+    Ok(Some(CounterCheck {
+        counter_wh,
+        integral_wh: e.wh,
+        difference_wh,
+        difference_percent: (counter_wh > 0.0).then(|| difference_wh / counter_wh * 100.0),
+    }))
+}
+
+/// Readings one source rejected, by reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceRejections {
+    pub source: String,
+    /// `(reason, count)`, in the order of [`Reason::ALL`].
+    pub counts: Vec<(String, u64)>,
+}
+
+/// The readings each source of `host` rejected as implausible over the raw samples kept
+/// (the stored counts are per daemon run: a drop starts a new run).
+pub fn rejections(store: &Store, host: &str) -> Result<Vec<SourceRejections>, StoreError> {
+    let mut out: Vec<SourceRejections> = Vec::new();
+    let filter = SeriesFilter::all().host(host).metric(Metric::Rejected);
+    for (series, mut points) in store.raw(&filter, i64::MIN, i64::MAX)? {
+        points.sort_by_key(|p| p.0);
+        let mut n = 0.0;
+        let mut prev: Option<f64> = None;
+        for (_, v) in &points {
+            n += match prev {
+                Some(p) if *v >= p => v - p,
+                _ => *v,
+            };
+            prev = Some(*v);
+        }
+        if n <= 0.0 {
+            continue;
+        }
+        let i = if let Some(i) = out.iter().position(|r| r.source == series.source) {
+            i
+        } else {
+            out.push(SourceRejections {
+                source: series.source.clone(),
+                counts: Vec::new(),
+            });
+            out.len() - 1
+        };
+        out[i]
+            .counts
+            .push((series.channel.clone(), n.round() as u64));
+    }
+    for r in &mut out {
+        r.counts.sort_by_key(|(reason, _)| {
+            Reason::parse(reason).map_or(usize::MAX, |x| {
+                Reason::ALL.iter().position(|y| *y == x).unwrap_or(0)
+            })
+        });
+    }
+    out.sort_by(|a, b| a.source.cmp(&b.source));
+    Ok(out)
+}

@@ -1,0 +1,324 @@
+//! Energy of one source over a window: the one computation behind every energy figure.
+//!
+//! Energy of a series is the integral of its power over the time where consecutive samples
+//! are no further apart than the series' own spacing allows (the store's tolerance,
+//! [`integrate::max_pair_ms`]); covered time is the support of that integral; the rest of
+//! the window is a gap and is never interpolated. A window is composed of whole UTC hours
+//! from the hourly rollups (which store the energy and covered time they integrated) and
+//! its ragged ends from raw samples (minute rollups where raw samples have expired), judged
+//! by the same rule, so any window gives the same figure whichever way it is cut.
+//!
+//! Units: Wh, ms (UTC), W. Every figure is of the source's power series with channel `""`
+//! (the source as a whole).
+
+use serde::Serialize;
+use wattson_collectors::Metric;
+
+use crate::analysis::cost::{CostBreakdown, CostError, cost_of_energy};
+use crate::analysis::tariff::Tariff;
+use crate::store::{
+    HOUR_MS, MINUTE_MS, Series, SeriesFilter, Store, StoreError, ceil_to, floor_to, integrate,
+};
+
+/// ms per hour, as a float.
+pub const MS_PER_HOUR: f64 = 3_600_000.0;
+
+/// Energy in one stretch of a window (a UTC hour, or a ragged end).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bucket {
+    /// UTC ms.
+    pub start_ms: i64,
+    /// UTC ms, exclusive.
+    pub end_ms: i64,
+    pub wh: f64,
+    /// ms of the bucket the energy covers.
+    pub covered_ms: i64,
+    /// The figures are estimates (rollups from before covered time was stored).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub approximate: bool,
+}
+
+/// A recorded gap of the source: a period it produced nothing (meter unplugged, daemon
+/// stopped).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GapSpan {
+    /// UTC ms.
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub reason: String,
+}
+
+/// The energy of one source over `[from_ms, to_ms)`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Energy {
+    pub host: String,
+    /// `meter:wall`, a plug, a fleet host's meter.
+    pub source: String,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// Wh.
+    pub wh: f64,
+    /// ms of the window the energy covers.
+    pub covered_ms: i64,
+    /// The spacing the series' samples were judged by, ms.
+    pub spacing_ms: Option<i64>,
+    /// Per UTC hour (and the ragged ends), in time order; empty stretches left out.
+    pub buckets: Vec<Bucket>,
+    /// Recorded gaps of the source that overlap the window.
+    pub gaps: Vec<GapSpan>,
+    /// How many of the hours are estimates.
+    pub approximate_hours: u64,
+}
+
+impl Energy {
+    /// An empty figure for a source with no power series.
+    fn empty(host: &str, source: &str, from_ms: i64, to_ms: i64) -> Energy {
+        Energy {
+            host: host.to_owned(),
+            source: source.to_owned(),
+            from_ms,
+            to_ms,
+            wh: 0.0,
+            covered_ms: 0,
+            spacing_ms: None,
+            buckets: Vec::new(),
+            gaps: Vec::new(),
+            approximate_hours: 0,
+        }
+    }
+
+    /// kWh.
+    pub fn kwh(&self) -> f64 {
+        self.wh / 1000.0
+    }
+
+    /// Hours covered.
+    pub fn covered_hours(&self) -> f64 {
+        self.covered_ms as f64 / MS_PER_HOUR
+    }
+
+    /// Mean power over the covered time, W; `None` with nothing covered.
+    pub fn mean_watts(&self) -> Option<f64> {
+        (self.covered_ms > 0).then(|| self.wh * MS_PER_HOUR / self.covered_ms as f64)
+    }
+
+    /// The buckets as `(start, end, Wh)` for pricing.
+    pub fn priced_buckets(&self) -> Vec<(i64, i64, f64)> {
+        self.buckets
+            .iter()
+            .map(|b| (b.start_ms, b.end_ms, b.wh))
+            .collect()
+    }
+
+    /// The energy priced by the tariff, each bucket at the prices of its own time.
+    pub fn cost(&self, tariff: &Tariff) -> Result<CostBreakdown, CostError> {
+        cost_of_energy(tariff, &self.priced_buckets())
+    }
+}
+
+/// The power series of `source` on `host` (channel `""`), if stored.
+pub fn power_series(store: &Store, host: &str, source: &str) -> Result<Option<Series>, StoreError> {
+    Ok(store
+        .find_series(
+            &SeriesFilter::all()
+                .host(host)
+                .source(source)
+                .metric(Metric::Power)
+                .channel(""),
+        )?
+        .into_iter()
+        .next())
+}
+
+/// The energy of `source` on `host` over `[from_ms, to_ms)`.
+pub fn energy(
+    store: &Store,
+    host: &str,
+    source: &str,
+    from_ms: i64,
+    to_ms: i64,
+) -> Result<Energy, StoreError> {
+    let mut out = Energy::empty(host, source, from_ms, to_ms);
+    let Some(series) = power_series(store, host, source)? else {
+        return Ok(out);
+    };
+    if to_ms <= from_ms {
+        return Ok(out);
+    }
+    out.spacing_ms = series.spacing_ms;
+    let (h0, h1) = (ceil_to(from_ms, HOUR_MS), floor_to(to_ms, HOUR_MS));
+    if h0 >= h1 {
+        out.buckets.extend(ragged(store, &series, from_ms, to_ms)?);
+    } else {
+        out.buckets.extend(ragged(store, &series, from_ms, h0)?);
+        for r in store.hour_rollups(&series, h0, h1)? {
+            let wh = r.energy_wh.unwrap_or(0.0);
+            let covered = r.covered_ms.unwrap_or(0);
+            if wh != 0.0 || covered > 0 {
+                out.buckets.push(Bucket {
+                    start_ms: r.bucket_ms,
+                    end_ms: r.bucket_ms + HOUR_MS,
+                    wh,
+                    covered_ms: covered,
+                    approximate: r.approximate,
+                });
+            }
+        }
+        out.buckets.extend(ragged(store, &series, h1, to_ms)?);
+    }
+    out.wh = out.buckets.iter().map(|b| b.wh).sum();
+    out.covered_ms = out.buckets.iter().map(|b| b.covered_ms).sum();
+    out.approximate_hours = out.buckets.iter().filter(|b| b.approximate).count() as u64;
+    out.gaps = store
+        .gaps(host, from_ms, to_ms)?
+        .into_iter()
+        .filter(|g| g.source == source)
+        .map(|g| GapSpan {
+            start_ms: g.start_ms.max(from_ms),
+            end_ms: g.end_ms.min(to_ms),
+            reason: g.reason,
+        })
+        .collect();
+    Ok(out)
+}
+
+/// Everything a source has stored: Wh and ms covered, from the hour rollups in one query.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Total {
+    pub wh: f64,
+    pub covered_ms: i64,
+    /// Start of the first hour with data, UTC ms.
+    pub since_ms: Option<i64>,
+    pub approximate_hours: u64,
+}
+
+/// The source's stored energy since its first sample: what Home Assistant's `energy`
+/// entity shows (it only grows as samples are stored, across restarts).
+pub fn total(store: &Store, host: &str, source: &str) -> Result<Total, StoreError> {
+    let Some(series) = power_series(store, host, source)? else {
+        return Ok(Total::default());
+    };
+    let s = store.hour_sums(&series, i64::MIN, i64::MAX)?;
+    Ok(Total {
+        wh: s.energy_wh,
+        covered_ms: s.covered_ms,
+        since_ms: s.first_hour_ms,
+        approximate_hours: s.approximate_hours,
+    })
+}
+
+/// From when a series' raw samples are all there, UTC ms: from its oldest raw chunk when
+/// older ones were pruned (hour rollups exist before it), else from the beginning.
+fn raw_complete_from(store: &Store, series: &Series) -> Result<Option<i64>, StoreError> {
+    let Some(raw_from) = store.raw_from_ms(series)? else {
+        return Ok(None);
+    };
+    let before = store.hour_sums(series, i64::MIN, floor_to(raw_from, HOUR_MS))?;
+    Ok(Some(if before.hours == 0 {
+        i64::MIN
+    } else {
+        raw_from
+    }))
+}
+
+/// A stretch shorter than an hour: the hour's rollup when the stretch starts the hour and
+/// ends after the newest sample (the rollup then holds it all), else raw samples where they
+/// are kept, else whole-minute rollups.
+fn ragged(
+    store: &Store,
+    series: &Series,
+    start: i64,
+    end: i64,
+) -> Result<Option<Bucket>, StoreError> {
+    if end <= start {
+        return Ok(None);
+    }
+    let spacing = series.spacing_ms.unwrap_or(1000);
+    let max_pair = integrate::max_pair_ms(spacing);
+    let hour = floor_to(start, HOUR_MS);
+    let raw_from = raw_complete_from(store, series)?;
+    let open_hour = start == hour && store.newest_ms(series)?.is_some_and(|t| t < end);
+    let (wh, covered, approximate) = if open_hour {
+        // The hour's data ends before `end`: its rollup holds all of it.
+        match store.hour_rollup(series, hour)? {
+            Some(r) => (
+                r.energy_wh.unwrap_or(0.0),
+                r.covered_ms.unwrap_or(0),
+                r.approximate,
+            ),
+            None => (0.0, 0, false),
+        }
+    } else if raw_from.is_some_and(|f| f <= start.saturating_sub(max_pair)) {
+        let points = store.raw_points(
+            series,
+            start.saturating_sub(max_pair),
+            end.saturating_add(max_pair),
+        )?;
+        let gaps: Vec<(i64, i64)> = store
+            .gaps(
+                &series.host,
+                start.saturating_sub(max_pair),
+                end.saturating_add(max_pair),
+            )?
+            .into_iter()
+            .filter(|g| g.source == series.source)
+            .map(|g| (g.start_ms, g.end_ms))
+            .collect();
+        let (wh, ms) = integrate::series_wh(&points, start, end, max_pair, &gaps);
+        (wh, ms, false)
+    } else {
+        // Raw samples expired: whole minutes only.
+        let (m0, m1) = (ceil_to(start, MINUTE_MS), floor_to(end, MINUTE_MS));
+        let (mut wh, mut ms, mut approx) = (0.0, 0, m0 != start || m1 != end);
+        for r in store.minute_rollups(series, m0, m1.max(m0))? {
+            wh += r.energy_wh.unwrap_or(0.0);
+            if let Some(c) = r.covered_ms {
+                ms += c;
+            } else {
+                approx = true;
+                if r.mean > 0.0 {
+                    ms += ((r.energy_wh.unwrap_or(0.0) * MS_PER_HOUR / r.mean) as i64)
+                        .clamp(0, MINUTE_MS);
+                }
+            }
+        }
+        (wh, ms, approx)
+    };
+    Ok((wh != 0.0 || covered > 0).then_some(Bucket {
+        start_ms: start,
+        end_ms: end,
+        wh,
+        covered_ms: covered,
+        approximate,
+    }))
+}
+
+/// Blocks' `(mean W, covered ms)` and the blocks' name (`hour`, `minute`).
+pub type Blocks = (Vec<(f64, i64)>, &'static str);
+
+/// The mean power of each block the window's covered time falls into, `(W, covered ms)`, and
+/// the block's name: its hours when at least three are covered, else its minutes. For the
+/// sampling uncertainty ([`super::interval`]).
+pub fn blocks(store: &Store, e: &Energy) -> Result<Blocks, StoreError> {
+    let hours: Vec<(f64, i64)> = e
+        .buckets
+        .iter()
+        .filter(|b| b.covered_ms >= 5 * MINUTE_MS)
+        .map(|b| (b.wh * MS_PER_HOUR / b.covered_ms as f64, b.covered_ms))
+        .collect();
+    if hours.len() >= 3 {
+        return Ok((hours, "hour"));
+    }
+    let Some(series) = power_series(store, &e.host, &e.source)? else {
+        return Ok((Vec::new(), "minute"));
+    };
+    let minutes = store
+        .minute_rollups(&series, e.from_ms, e.to_ms)?
+        .into_iter()
+        .filter_map(|r| {
+            let ms = r.covered_ms.filter(|c| *c > 0)?;
+            Some((r.energy_wh? * MS_PER_HOUR / ms as f64, ms))
+        })
+        .collect();
+    Ok((minutes, "minute"))
+}

@@ -1,0 +1,322 @@
+//! This machine's measured energy in a report: priced by time of day, annualised by the
+//! time the ledger says it covers, with its interval and the warnings that weaken it, beside
+//! what the sweep's fit predicts from the same utilisation history.
+//!
+//! Units: kWh, W, the tariff's currency, UTC ms; a `ci95` is a 95 % half-width.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+
+use super::input::{ConfigInput, FitInput, MeasuredInput};
+use super::model::{ReportError, over_history, rfc3339};
+use crate::analysis::cost::{HOURS_PER_YEAR, PriceBand, cost_of_energy};
+use crate::analysis::tariff::Tariff;
+
+const MS_PER_HOUR: f64 = 3_600_000.0;
+
+/// This machine's recorded energy, priced, and what its sweep model says it should be.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MeasuredReport {
+    /// The source measured (`meter:wall`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// RFC 3339.
+    pub from: String,
+    pub to: String,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// Hours in the window.
+    pub window_hours: f64,
+    /// Hours the meter covered.
+    pub covered_hours: f64,
+    /// `covered_hours / window_hours` x 100.
+    pub coverage_percent: f64,
+    /// kWh recorded.
+    pub kwh: f64,
+    /// Currency, priced by time of day.
+    pub energy_cost: f64,
+    /// Mean W over covered time.
+    pub mean_watts: f64,
+    /// Its 95 % half-width, W: the meter's accuracy plus the sampling uncertainty (see
+    /// `accuracy_watts`, `sampling_watts`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_watts_ci95: Option<f64>,
+    /// The meter's stated accuracy at `mean_watts`, W, and where the figure comes from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accuracy_watts: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accuracy_source: Option<String>,
+    /// The sampling part of the interval, W.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampling_watts: Option<f64>,
+    /// kWh and cost per price.
+    pub bands: Vec<PriceBand>,
+    /// Currency, for the days the window touches; not in any running cost.
+    pub standing_charge: f64,
+    /// kWh per year: `kwh` x 8760 / `covered_hours`.
+    pub annual_kwh: f64,
+    /// Its 95 % half-width (`mean_watts_ci95` scaled the same way).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annual_kwh_ci95: Option<f64>,
+    /// Currency per year: `energy_cost` x 8760 / `covered_hours`.
+    pub annual_cost: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annual_cost_ci95: Option<f64>,
+    /// The meter's own energy counter over the window against the integral (the energy of
+    /// record), where the meter has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counter: Option<crate::ledger::counter::CounterCheck>,
+    /// Hours whose energy and covered time are estimates (rollups stored before covered
+    /// time was, whose raw samples are gone).
+    pub approximate_hours: u64,
+    /// What weakens these figures, in words (also in the report's `notes`).
+    pub warnings: Vec<String>,
+    pub gaps: Vec<GapReport>,
+    /// Hours of gaps.
+    pub gap_hours: f64,
+    /// Per local day of the tariff's zone.
+    pub daily: Vec<DayFigure>,
+    /// The sweep fit applied to the utilisation history.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modelled: Option<ModelledReport>,
+    /// (modelled - measured) / measured x 100, of annual kWh.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difference_kwh_percent: Option<f64>,
+    /// (modelled - measured) / measured x 100, of annual cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difference_cost_percent: Option<f64>,
+}
+
+/// A meter outage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GapReport {
+    pub from: String,
+    pub to: String,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub hours: f64,
+    pub reason: String,
+}
+
+/// Energy and cost on one local day.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DayFigure {
+    /// YYYY-MM-DD.
+    pub date: String,
+    pub kwh: f64,
+    /// Currency.
+    pub cost: f64,
+}
+
+/// `watts = idle + watts_per_loop x busy CPUs` over the utilisation history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelledReport {
+    /// The configuration whose fit was used.
+    pub config: String,
+    pub idle_watts: f64,
+    pub watts_per_loop: f64,
+    pub cpus: u32,
+    /// Time-weighted.
+    pub mean_busy_cpus: f64,
+    /// W.
+    pub mean_watts: f64,
+    /// Hours of utilisation history.
+    pub hours: f64,
+    pub kwh: f64,
+    /// Currency.
+    pub energy_cost: f64,
+    pub annual_kwh: f64,
+    pub annual_cost: f64,
+}
+
+/// The sweep configuration that models this machine (see [`MeasuredInput::config`]).
+fn model_config<'a>(
+    m: &MeasuredInput,
+    configs: &'a [ConfigInput],
+    host: Option<&str>,
+) -> Option<(&'a ConfigInput, &'a FitInput)> {
+    let with_fit = || {
+        configs
+            .iter()
+            .filter_map(|c| c.fit.as_ref().map(|f| (c, f)))
+    };
+    match &m.config {
+        Some(name) => with_fit().find(|(c, _)| &c.name == name),
+        None => with_fit()
+            .find(|(c, _)| host.is_some() && c.host.as_deref() == host)
+            .or_else(|| with_fit().next()),
+    }
+}
+
+pub(super) fn measured_report(
+    m: &MeasuredInput,
+    tariff: &Tariff,
+    configs: &[ConfigInput],
+    host: Option<&str>,
+) -> Result<MeasuredReport, ReportError> {
+    let cost_err = |what: &str| {
+        let what = what.to_string();
+        move |source| ReportError::Cost { what, source }
+    };
+    let priced = cost_of_energy(tariff, &m.energy).map_err(cost_err("the measured energy"))?;
+    // The ledger's covered time: never derived from bucket lengths or sample counts.
+    let covered_ms = m.covered_ms.max(0);
+    let covered_hours = covered_ms as f64 / MS_PER_HOUR;
+    let window_hours = (m.to_ms - m.from_ms).max(0) as f64 / MS_PER_HOUR;
+    let per_year = if covered_hours > 0.0 {
+        HOURS_PER_YEAR / covered_hours
+    } else {
+        0.0
+    };
+    let gaps: Vec<GapReport> = m
+        .gaps
+        .iter()
+        .map(|(s, e, reason)| GapReport {
+            from: rfc3339(*s),
+            to: rfc3339(*e),
+            from_ms: *s,
+            to_ms: *e,
+            hours: (e - s).max(0) as f64 / MS_PER_HOUR,
+            reason: reason.clone(),
+        })
+        .collect();
+    let daily = daily(&m.energy, tariff)?;
+
+    let modelled = match model_config(m, configs, host) {
+        Some((c, f)) if !m.utilisation.is_empty() => {
+            let model: Vec<(i64, i64, f64)> = m
+                .utilisation
+                .iter()
+                .filter(|(s, e, b)| e > s && b.is_finite())
+                .map(|&(s, e, busy)| {
+                    let w = f.idle_watts + f.watts_per_loop * busy.max(0.0);
+                    (s, e, w * (e - s) as f64 / MS_PER_HOUR)
+                })
+                .collect();
+            let p = cost_of_energy(tariff, &model).map_err(cost_err("the modelled energy"))?;
+            over_history(&m.utilisation, |b| b).map(|(busy, hours)| {
+                let scale = HOURS_PER_YEAR / hours;
+                ModelledReport {
+                    config: c.name.clone(),
+                    idle_watts: f.idle_watts,
+                    watts_per_loop: f.watts_per_loop,
+                    cpus: m.cpus,
+                    mean_busy_cpus: busy,
+                    mean_watts: f.idle_watts + f.watts_per_loop * busy,
+                    hours,
+                    kwh: p.kwh,
+                    energy_cost: p.energy_cost,
+                    annual_kwh: p.kwh * scale,
+                    annual_cost: p.energy_cost * scale,
+                }
+            })
+        }
+        _ => None,
+    };
+    let annual_kwh = priced.kwh * per_year;
+    let annual_cost = priced.energy_cost * per_year;
+    let pct = |modelled: f64, measured: f64| {
+        (measured > 0.0).then(|| (modelled - measured) / measured * 100.0)
+    };
+    let mean_watts = if covered_hours > 0.0 {
+        priced.kwh * 1000.0 / covered_hours
+    } else {
+        0.0
+    };
+    let ci = m.power.as_ref().map(|p| p.ci95_watts);
+    let scale_ci = |annual: f64| {
+        ci.filter(|_| mean_watts > 0.0)
+            .map(|c| annual * c / mean_watts)
+    };
+    let mut warnings: Vec<String> = m
+        .power
+        .as_ref()
+        .map(|p| p.warnings.clone())
+        .unwrap_or_default();
+    if m.approximate_hours > 0 {
+        warnings.push(format!(
+            "{} hour(s) of the window were stored before covered time was and their raw \
+             samples are gone: their energy and covered time are estimates",
+            m.approximate_hours
+        ));
+    }
+    if let Some(p) = m.counter.as_ref().and_then(|c| c.difference_percent)
+        && p.abs() > 5.0
+    {
+        warnings.push(format!(
+            "the meter's own counter differs from the integral of its power by {p:+.1} %"
+        ));
+    }
+    Ok(MeasuredReport {
+        source: m.source.clone(),
+        mean_watts_ci95: ci,
+        accuracy_watts: m.power.as_ref().and_then(|p| p.accuracy_watts),
+        accuracy_source: m
+            .power
+            .as_ref()
+            .and_then(|p| p.accuracy_source.map(str::to_owned)),
+        sampling_watts: m.power.as_ref().and_then(|p| p.sampling_watts),
+        annual_kwh_ci95: scale_ci(annual_kwh),
+        annual_cost_ci95: scale_ci(annual_cost),
+        counter: m.counter.clone(),
+        approximate_hours: m.approximate_hours,
+        warnings,
+        from: rfc3339(m.from_ms),
+        to: rfc3339(m.to_ms),
+        from_ms: m.from_ms,
+        to_ms: m.to_ms,
+        window_hours,
+        covered_hours,
+        coverage_percent: if window_hours > 0.0 {
+            covered_hours / window_hours * 100.0
+        } else {
+            0.0
+        },
+        kwh: priced.kwh,
+        energy_cost: priced.energy_cost,
+        mean_watts,
+        bands: priced.bands,
+        standing_charge: priced.standing_charge,
+        annual_kwh,
+        annual_cost,
+        gap_hours: gaps.iter().map(|g| g.hours).sum(),
+        gaps,
+        daily,
+        difference_kwh_percent: modelled
+            .as_ref()
+            .and_then(|x| pct(x.annual_kwh, annual_kwh)),
+        difference_cost_percent: modelled
+            .as_ref()
+            .and_then(|x| pct(x.annual_cost, annual_cost)),
+        modelled,
+    })
+}
+
+/// Energy and cost per local day (by each bucket's start), each day priced on its own.
+fn daily(buckets: &[(i64, i64, f64)], tariff: &Tariff) -> Result<Vec<DayFigure>, ReportError> {
+    let mut days: BTreeMap<NaiveDate, Vec<(i64, i64, f64)>> = BTreeMap::new();
+    let tz = tariff.tz();
+    for &b in buckets {
+        let Some(t) = DateTime::<Utc>::from_timestamp_millis(b.0) else {
+            continue;
+        };
+        days.entry(t.with_timezone(&tz).date_naive())
+            .or_default()
+            .push(b);
+    }
+    days.into_iter()
+        .map(|(date, bs)| {
+            let p = cost_of_energy(tariff, &bs).map_err(|source| ReportError::Cost {
+                what: format!("the energy on {date}"),
+                source,
+            })?;
+            Ok(DayFigure {
+                date: date.to_string(),
+                kwh: p.kwh,
+                cost: p.energy_cost,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,228 @@
+//! The ledger's figures for the MQTT state, computed on a thread of their own and handed to
+//! the publisher through a watch channel.
+//!
+//! Store queries block (they run on the store's writer thread, behind its flushes), so they
+//! never run on the async runtime that drives MQTT, the plug subscriptions and the systemd
+//! watchdog: a slow store then delays only these figures, which the publisher sends as they
+//! last were. Every `period` (the publish interval) the feed reads today's, this month's and
+//! all-time energy and cost, the annual projection, the idle-power regression headline (at
+//! most once a minute) and the live mode and meter counters.
+
+use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use wattson_collectors::Metric;
+
+use super::live::LiveState;
+use crate::config::Config;
+use crate::ledger::costs::{self, PeriodCost, RunningTotal};
+use crate::publish::mqtt::StateExtras;
+use crate::publish::mqtt::state::MeterCounters;
+use crate::store::StoreHandle;
+
+/// How often the idle-power regression headline is read.
+const REGRESSION_EVERY: Duration = Duration::from_secs(60);
+
+/// A running feed; stops when dropped.
+#[derive(Debug)]
+pub struct LedgerFeed {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for LedgerFeed {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What one store read says.
+#[derive(Debug, Clone, Default)]
+struct StoreFigures {
+    summary: Option<costs::CostSummary>,
+    newest_ms: Option<i64>,
+}
+
+/// Start the feed for `config`'s wall source; the receiver always holds the newest figures.
+pub fn spawn(
+    config: &Config,
+    live: Arc<LiveState>,
+    store: StoreHandle,
+    period: Duration,
+) -> std::io::Result<(watch::Receiver<StateExtras>, LedgerFeed)> {
+    let tariff = costs::tariff(&config.tariff)
+        .map_err(|e| tracing::warn!("no costs in the MQTT state: {e:#}"))
+        .ok();
+    let wall = costs::wall_source(config);
+    let accuracy = wall.as_deref().and_then(|w| costs::accuracy_of(config, w));
+    let host = config.host.name.clone();
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let base = StateExtras {
+        currency: config.tariff.currency.clone(),
+        mode_options: (0..=cpus)
+            .map(|n| crate::analysis::modes::level_name(n as u32))
+            .collect(),
+        primary_meter: wall
+            .as_deref()
+            .and_then(|w| w.strip_prefix("meter:"))
+            .map(str::to_owned),
+        ..StateExtras::default()
+    };
+    let (tx, rx) = watch::channel(base.clone());
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("wattson-ledger".to_owned())
+        .spawn(move || {
+            let mut running = RunningTotal::default();
+            let mut regression: (Option<Instant>, Option<crate::sweep::regression::Check>) =
+                (None, None);
+            let mut last_energy: Option<f64> = None;
+            loop {
+                let mut extras = base.clone();
+                if let (Some(t), Some(source)) = (&tariff, &wall) {
+                    let (t, source, host2) = (t.clone(), source.clone(), host.clone());
+                    let mut r = std::mem::take(&mut running);
+                    let got = store.query(move |s| {
+                        let figures = read_figures(s, &host2, &source, accuracy, &t, &mut r);
+                        (figures, r)
+                    });
+                    if let Ok((figures, r)) = got {
+                        running = r;
+                        apply(&mut extras, &figures, &mut last_energy);
+                    }
+                }
+                if regression
+                    .0
+                    .is_none_or(|at| at.elapsed() >= REGRESSION_EVERY)
+                {
+                    let host = host.clone();
+                    regression = (
+                        Some(Instant::now()),
+                        store
+                            .query(move |s| {
+                                crate::sweep::regression::latest(s, Some(host.as_str()))
+                                    .map_err(|e| {
+                                        tracing::warn!(
+                                            "reading idle regression checks: {}",
+                                            wattson_collectors::ErrorChain(&e)
+                                        );
+                                    })
+                                    .ok()
+                                    .and_then(|c| crate::sweep::regression::headline(&c).cloned())
+                            })
+                            .ok()
+                            .flatten(),
+                    );
+                }
+                extras.idle_regression.clone_from(&regression.1);
+                live_figures(&mut extras, &live, wall.as_deref(), tariff.as_ref(), cpus);
+                tx.send_replace(extras);
+                match stop_rx.recv_timeout(period) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        })?;
+    Ok((
+        rx,
+        LedgerFeed {
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        },
+    ))
+}
+
+/// On the store's thread: the summary (with the running total) and the newest sample.
+fn read_figures(
+    s: &crate::store::Store,
+    host: &str,
+    source: &str,
+    accuracy: Option<wattson_collectors::meter::Accuracy>,
+    tariff: &crate::analysis::tariff::Tariff,
+    running: &mut RunningTotal,
+) -> StoreFigures {
+    let now = chrono::Utc::now();
+    let total = running
+        .refresh(s, host, source, tariff, now.timestamp_millis())
+        .map_err(|e| tracing::debug!("ledger total: {e:#}"))
+        .ok()
+        .map(|t| PeriodCost {
+            from_ms: 0,
+            to_ms: now.timestamp_millis(),
+            kwh: t.kwh,
+            cost: t.cost,
+            covered_hours: t.covered_hours,
+            mean_watts: None,
+            gaps: 0,
+            approximate_hours: 0,
+        });
+    let summary = costs::summary_with_total(s, host, source, accuracy, tariff, now, total)
+        .map_err(|e| tracing::debug!("ledger summary: {e:#}"))
+        .ok();
+    let newest_ms = crate::ledger::energy::power_series(s, host, source)
+        .ok()
+        .flatten()
+        .and_then(|series| s.newest_ms(&series).ok().flatten());
+    StoreFigures { summary, newest_ms }
+}
+
+/// The store's figures into the state; the published energy never goes down in a run.
+fn apply(extras: &mut StateExtras, f: &StoreFigures, last_energy: &mut Option<f64>) {
+    let Some(s) = &f.summary else { return };
+    let energy = last_energy.map_or(s.total.kwh, |l| l.max(s.total.kwh));
+    *last_energy = Some(energy);
+    extras.energy_total_kwh = Some(energy);
+    extras.energy_ts_ms = f.newest_ms;
+    extras.energy_today_kwh = Some(s.today.kwh);
+    extras.cost_today = Some(s.today.cost);
+    extras.cost_month = Some(s.month.cost);
+    extras.cost_total = Some(s.total.cost);
+    extras.annual_projection = s.annual_cost;
+}
+
+/// Mode and meter counters from the live view, and, until the store holds enough history
+/// for a projection, a projection of the current draw (so the entity exists from the start).
+fn live_figures(
+    extras: &mut StateExtras,
+    live: &LiveState,
+    wall: Option<&str>,
+    tariff: Option<&crate::analysis::tariff::Tariff>,
+    cpus: usize,
+) {
+    let latest = live.latest();
+    extras.mode = latest
+        .iter()
+        .find(|r| r.metric == Metric::CpuBusy && r.channel == "all")
+        .map(|r| {
+            let busy = r.value * cpus as f64;
+            crate::analysis::modes::level_name(busy.round().clamp(0.0, cpus as f64) as u32)
+        });
+    extras.meter_counters = live
+        .counters()
+        .into_iter()
+        .map(|c| MeterCounters {
+            id: c.id,
+            good: c.good,
+            crc_errors: c.crc_errors,
+            timeouts: c.timeouts,
+            implausible: c.implausible,
+        })
+        .collect();
+    if extras.annual_projection.is_none()
+        && let (Some(source), Some(t)) = (wall, tariff)
+        && let Some(w) = latest
+            .iter()
+            .find(|r| r.source == source && r.metric == Metric::Power && r.channel.is_empty())
+    {
+        extras.annual_projection =
+            crate::analysis::cost::annual_cost(w.value, None, t, chrono::Utc::now().date_naive())
+                .ok()
+                .map(|f| f.cost);
+    }
+}

@@ -1,0 +1,347 @@
+//! Each hostile input that invented energy or was stored unchecked, as a regression test
+//! through the real binary: a PZEM counter stepping back by 10 Wh, one reading 4,000,000 Wh
+//! three times, a power factor of 2.55 and 6553.5 Hz (crafted, CRC-valid PZEM replies on a
+//! pseudo-terminal), a smart plug at 99999999 W (over a real broker), and fleet states at
+//! -1e12 W, 1e300 W and in the year 9999 (into a real `wattson collect`). In none does the
+//! stored energy exceed the largest plausible power times the elapsed time.
+// Test helpers fail loudly on a broken setup.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
+
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use wattson_collectors::Metric;
+use wattson_tests::broker::{Kind, Options, TestBroker};
+use wattson_tests::ledger::*;
+use wattson_tests::{Child, TestEnv, now_ms, open_db};
+
+/// A PZEM-004T at address 1 on a pseudo-terminal that answers its `n`th read request with
+/// `reply(n)`: any register values, CRC-valid.
+struct CraftedPzem {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for CraftedPzem {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// PZEM-004T input registers 0..10 for 230 V, `watts`, `energy_wh`, and raw frequency (0.1
+/// Hz) and power factor (0.01) registers, as a reply frame.
+fn pzem_frame(watts: f64, energy_wh: u32, freq_raw: u16, pf_raw: u16) -> Vec<u8> {
+    let p = (watts * 10.0).round() as u32;
+    let i = (watts / 230.0 * 1000.0).round() as u32;
+    let regs: [u16; 10] = [
+        2300,
+        (i & 0xFFFF) as u16,
+        (i >> 16) as u16,
+        (p & 0xFFFF) as u16,
+        (p >> 16) as u16,
+        (energy_wh & 0xFFFF) as u16,
+        (energy_wh >> 16) as u16,
+        freq_raw,
+        pf_raw,
+        0,
+    ];
+    let data: Vec<u8> = regs.iter().flat_map(|r| r.to_be_bytes()).collect();
+    wattson_collectors::meter::modbus::registers_reply(1, 4, &data)
+}
+
+fn crafted_pzem(mut reply: impl FnMut(u64) -> Vec<u8> + Send + 'static) -> CraftedPzem {
+    use serialport::SerialPort as _;
+    let (mut master, slave) = wattson::sources::meters::pty_pair().unwrap();
+    master.set_timeout(Duration::from_millis(50)).unwrap();
+    let path = PathBuf::from(slave.name().unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let thread = std::thread::spawn(move || {
+        let _slave = slave;
+        let mut pending = Vec::new();
+        let mut n = 0;
+        let mut buf = [0u8; 64];
+        while !stop2.load(Ordering::SeqCst) {
+            if let Ok(k) = master.read(&mut buf) {
+                pending.extend_from_slice(&buf[..k]);
+            }
+            // A read request is 8 bytes.
+            while pending.len() >= 8 {
+                pending.drain(..8);
+                let _ = master.write_all(&reply(n));
+                n += 1;
+            }
+        }
+    });
+    CraftedPzem {
+        path,
+        stop,
+        thread: Some(thread),
+    }
+}
+
+/// `wattson run` on a crafted PZEM polled every 250 ms until `polls` readings were tried;
+/// returns the config and the daemon's stderr.
+fn run_crafted(env: &TestEnv, host: &str, pzem: &CraftedPzem, stored: usize) -> PathBuf {
+    let config = config_for(
+        env.dir.path(),
+        host,
+        &env.db,
+        &meter_toml(&pzem.path, "250ms"),
+    );
+    let mut daemon = Child::run_daemon(&config, &[]);
+    daemon.wait_for("readings stored", Duration::from_secs(30), || {
+        (power_points(&env.db, host, "meter:wall").len() >= stored).then_some(())
+    });
+    daemon.signal(Signal::SIGTERM);
+    assert_eq!(
+        daemon.wait_exit(Duration::from_secs(10)).unwrap().code(),
+        Some(0),
+        "{}",
+        daemon.stderr()
+    );
+    config
+}
+
+/// The monotonic counter total a daemon stored, its largest value, Wh.
+fn stored_counter_total(db: &Path, host: &str) -> f64 {
+    let store = open_db(db).unwrap();
+    let filter = wattson::store::SeriesFilter::all()
+        .host(host)
+        .source("meter:wall")
+        .metric(Metric::EnergyTotal);
+    store
+        .raw(&filter, i64::MIN, i64::MAX)
+        .unwrap()
+        .into_iter()
+        .flat_map(|(_, p)| p)
+        .map(|p| p.1)
+        .fold(0.0, f64::max)
+}
+
+/// The stored energy (the ledger's and the counter's) is no more than the largest plausible
+/// power over the elapsed time, and no more than the measured 50 W (plus one counter step)
+/// either.
+fn assert_no_energy_invented(db: &Path, host: &str) {
+    let p = power_points(db, host, "meter:wall");
+    let elapsed_h = (p[p.len() - 1].0 - p[0].0) as f64 / 3_600_000.0;
+    let store = open_db(db).unwrap();
+    let ledger = wattson::ledger::energy::total(&store, host, "meter:wall")
+        .unwrap()
+        .wh;
+    let counter = stored_counter_total(db, host);
+    for (what, wh) in [("ledger", ledger), ("counter total", counter)] {
+        assert!(
+            wh <= wattson_collectors::plausibility::MAX_POWER_W * elapsed_h,
+            "{host}: {what} {wh} Wh in {elapsed_h} h"
+        );
+        assert!(
+            wh <= WATTS * elapsed_h * 1.5 + 1.0,
+            "{host}: {what} {wh} Wh in {elapsed_h} h at 50 W"
+        );
+    }
+}
+
+/// Regression: a PZEM counter that stepped back by 10 Wh was taken as a reset and the
+/// whole raw counter added (energy_total 0.3 -> 99,990 Wh).
+#[test]
+fn hostile_a_counter_stepping_back_adds_nothing() {
+    let env = TestEnv::new();
+    let host = "hostile-stepback";
+    let pzem = crafted_pzem(|n| pzem_frame(WATTS, if n < 5 { 100_000 } else { 99_990 }, 500, 90));
+    let config = run_crafted(&env, host, &pzem, 12);
+    assert_no_energy_invented(&env.db, host);
+    assert!(stored_counter_total(&env.db, host) < 1.0);
+    assert!(
+        rejected(&config, &[], "meter:wall").contains(&("energy_counter".to_owned(), 1)),
+        "{:?}",
+        rejected(&config, &[], "meter:wall")
+    );
+}
+
+/// Regression: a counter reading 4,000,000 Wh three times became the new baseline, its
+/// jump counted.
+#[test]
+fn hostile_a_counter_jumping_three_times_adds_nothing() {
+    let env = TestEnv::new();
+    let host = "hostile-jump";
+    let pzem = crafted_pzem(|n| {
+        pzem_frame(
+            WATTS,
+            if (4..7).contains(&n) { 4_000_000 } else { 1 },
+            500,
+            90,
+        )
+    });
+    let config = run_crafted(&env, host, &pzem, 12);
+    assert_no_energy_invented(&env.db, host);
+    assert!(
+        stored_counter_total(&env.db, host) <= 2.0,
+        "{}",
+        stored_counter_total(&env.db, host)
+    );
+    let r = rejected(&config, &[], "meter:wall");
+    assert!(
+        r.iter().any(|(why, n)| why == "energy_counter" && *n >= 1),
+        "{r:?}"
+    );
+}
+
+/// Regression: a power factor of 2.55 and 6553.5 Hz were stored.
+#[test]
+fn hostile_power_factor_and_frequency_out_of_range_are_rejected() {
+    let env = TestEnv::new();
+    let host = "hostile-pf";
+    let pzem = crafted_pzem(|n| match n % 4 {
+        1 => pzem_frame(WATTS, 10, 500, 255),
+        2 => pzem_frame(WATTS, 10, 65_535, 90),
+        _ => pzem_frame(WATTS, 10, 500, 90),
+    });
+    let config = run_crafted(&env, host, &pzem, 8);
+    let store = open_db(&env.db).unwrap();
+    for (metric, lo, hi) in [
+        (Metric::PowerFactor, 0.0, 1.0),
+        (Metric::Frequency, 40.0, 70.0),
+    ] {
+        let filter = wattson::store::SeriesFilter::all()
+            .host(host)
+            .source("meter:wall")
+            .metric(metric);
+        for (_, points) in store.raw(&filter, i64::MIN, i64::MAX).unwrap() {
+            assert!(
+                points.iter().all(|p| (lo..=hi).contains(&p.1)),
+                "{metric:?}: {points:?}"
+            );
+        }
+    }
+    let r = rejected(&config, &[], "meter:wall");
+    assert!(
+        r.iter().any(|(why, n)| why == "power_factor" && *n >= 1),
+        "{r:?}"
+    );
+    assert!(
+        r.iter().any(|(why, n)| why == "frequency" && *n >= 1),
+        "{r:?}"
+    );
+    assert_no_energy_invented(&env.db, host);
+    let text = run(&config, &["status"]);
+    assert!(
+        text.contains("rejected readings") && text.contains("power factor"),
+        "{text}"
+    );
+}
+
+/// Regression: `{"ENERGY":{"Power":99999999,"Total":100}}` from a smart plug was stored
+/// (27.9 kWh in 20 s).
+#[test]
+fn hostile_plug_power_is_rejected() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let env = TestEnv::new();
+    let host = "hostile-plug";
+    let extra = format!(
+        "{}\n[[plug]]\nid = \"wall\"\nkind = \"tasmota\"\ntopic = \"hostile\"\n",
+        mqtt_toml(&broker, "1s")
+    );
+    let config = config_for(env.dir.path(), host, &env.db, &extra);
+    let mut daemon = Child::run_daemon(&config, &[]);
+    let good = |kwh: f64| format!(r#"{{"ENERGY":{{"Power":{WATTS},"Total":{kwh}}}}}"#);
+    daemon.wait_for_log("plugs: subscribed", Duration::from_secs(20));
+    let hostile = r#"{"ENERGY":{"Power":99999999,"Total":100}}"#.to_owned();
+    rt.block_on(publish(
+        broker.port,
+        "hostile",
+        "tele/hostile/SENSOR",
+        vec![good(0.1), hostile.clone(), hostile, good(0.1)],
+        Duration::from_millis(1100),
+    ));
+    daemon.wait_for("the rejections counted", Duration::from_secs(20), || {
+        rejected(&config, &[], "meter:wall")
+            .contains(&("power".to_owned(), 2))
+            .then_some(())
+    });
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(10)).is_some());
+    let p = power_points(&env.db, host, "meter:wall");
+    assert!(p.iter().all(|x| x.1 == WATTS), "{p:?}");
+    assert_no_energy_invented(&env.db, host);
+}
+
+/// Regression: fleet states with -1e12 W or 1e300 W were stored (`status` showed GBP
+/// 1,152,909,004), and one state in the year 9999 made every later state of its host "not
+/// after the newest stored".
+#[test]
+fn hostile_fleet_states_are_rejected_and_do_not_shut_out_later_ones() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let dir = tempfile::tempdir().unwrap();
+    let (cdb, cconf, mut collect) = collector(dir.path(), &broker);
+    let host = "hostile-fleet";
+    let state = |ts: i64, w: f64| {
+        format!(r#"{{"ts":{ts},"interval_s":1,"series":[["meter:wall","power","",{w}]]}}"#)
+    };
+    let now = now_ms();
+    let msgs = vec![
+        state(now - 4000, WATTS),
+        state(now - 3000, -1e12),
+        state(now - 2000, 1e300),
+        state(253_402_300_799_000, WATTS),
+        state(now - 1000, WATTS),
+        state(now, WATTS),
+    ];
+    rt.block_on(publish(
+        broker.port,
+        host,
+        &format!("wattson/{host}/state"),
+        msgs,
+        Duration::from_millis(50),
+    ));
+    collect.wait_for(
+        "the states after the year 9999 one",
+        Duration::from_secs(20),
+        || (power_points(&cdb, host, "meter:wall").last().map(|p| p.0) == Some(now)).then_some(()),
+    );
+    collect.signal(Signal::SIGTERM);
+    assert!(collect.wait_exit(Duration::from_secs(10)).is_some());
+    let p = power_points(&cdb, host, "meter:wall");
+    assert_eq!(
+        p,
+        vec![(now - 4000, WATTS), (now - 1000, WATTS), (now, WATTS)]
+    );
+    let status = json(&run(
+        &cconf,
+        &[
+            "status",
+            "--json",
+            "--db",
+            cdb.to_str().unwrap(),
+            "--host",
+            host,
+        ],
+    ));
+    let cost = status["cost"]["total"]["cost"].as_f64().unwrap();
+    // 50 W for 4 s at 50 per kWh: well under a penny.
+    assert!((0.0..0.01).contains(&cost), "{status}");
+    let r = rejected(
+        &cconf,
+        &["--db", cdb.to_str().unwrap(), "--host", host],
+        "meter:wall",
+    );
+    assert!(r.contains(&("power".to_owned(), 2)), "{r:?}");
+    let t = rejected(
+        &cconf,
+        &["--db", cdb.to_str().unwrap(), "--host", host],
+        "state",
+    );
+    assert!(t.contains(&("timestamp".to_owned(), 1)), "{t:?}");
+}

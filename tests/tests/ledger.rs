@@ -1,0 +1,265 @@
+//! One ledger, through the real binary: simulated meters at every interval, smart plugs,
+//! fleet hosts and restarts, against the truth of a constant 50 W load (hostile input:
+//! `hostile.rs`; Home Assistant's validation: `home_assistant.rs`).
+//!
+//! The truth of a run is 50 W over the time the meter was sampled: from the first stored
+//! sample to the last (no gaps occur in these runs unless a test makes them). Every figure
+//! (`wattson status`, each `wattson report` format, the MQTT state, the fleet collector's
+//! database) must give the mean power within 0.5 % and the energy within 1 % of it.
+//!
+//! Paths exercised: serial meters are simulated PZEM-004T (and a streaming CSE7766) on
+//! pseudo-terminals polled in real time by `wattson run` at their interval; fleet hosts are those same daemons publishing
+//! every 2 s or 10 s to a real broker, stored by a real `wattson collect`; smart plugs at 60 s
+//! and 300 s are Tasmota messages carrying their own time (`Time` with an offset), published
+//! a few per second with times 60 s or 300 s apart ending now, which `wattson run` stamps
+//! with those times (they lie within an hour of their receipt: see `sources/plug.rs`).
+// Test helpers fail loudly on a broken setup.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use wattson_tests::broker::{Kind, Options, TestBroker, Watcher};
+use wattson_tests::ledger::*;
+use wattson_tests::{Child, TestEnv, now_ms, open_db, q};
+
+/// Simulated meters at 250 ms, 1 s, 2 s, 5 s and 10 s (each its own `wattson run`, host and
+/// database; and a CSE7766 streaming 20 records a second, polled every second), publishing
+/// every 2 s or 10 s to a broker that one `wattson collect` stores: every figure of each, in
+/// its own database and in the collector's, is the truth.
+#[test]
+fn meters_at_every_interval_and_their_fleet_states_report_the_truth() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let watcher = Watcher::start(broker.port, "ledger-watch", &["wattson/+/state"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (cdb, cconf, mut collect) = collector(dir.path(), &broker);
+    let runs = [
+        ("pzem004t", "250ms", "2s"),
+        ("pzem004t", "1s", "2s"),
+        ("pzem004t", "2s", "2s"),
+        ("pzem004t", "5s", "10s"),
+        ("pzem004t", "10s", "10s"),
+        ("cse7766", "1s", "2s"),
+    ];
+    let mut daemons = Vec::new();
+    for (protocol, interval, publish) in runs {
+        let host = format!("e2e-{protocol}-{interval}");
+        let (sim, meter) = if protocol == "pzem004t" {
+            let sim = wattson_tests::simulate(protocol, &[1], WATTS);
+            let meter = meter_toml(&sim.path, interval);
+            (sim, meter)
+        } else {
+            let sim = wattson_tests::simulate(protocol, &[], WATTS);
+            let meter = streaming_meter_toml(protocol, &sim.path, interval);
+            (sim, meter)
+        };
+        let db = dir.path().join(format!("{host}.db"));
+        let extra = meter + &mqtt_toml(&broker, publish);
+        let config = config_for(dir.path(), &host, &db, &extra);
+        let child = Child::run_daemon(&config, &[]);
+        daemons.push((host, sim, db, config, child));
+    }
+    // Until every meter has been sampled over 55 s (six intervals of the 10 s meter).
+    wattson_tests::wait_for(
+        "55 s of samples from every meter",
+        Duration::from_secs(180),
+        || {
+            daemons
+                .iter()
+                .all(|(host, _, db, _, _)| {
+                    let p = power_points(db, host, "meter:wall");
+                    p.len() >= 2 && p[p.len() - 1].0 - p[0].0 >= 55_000
+                })
+                .then_some(())
+        },
+    );
+    for (_, _, _, _, child) in &mut daemons {
+        child.signal(Signal::SIGTERM);
+        let status = child.wait_exit(Duration::from_secs(15)).unwrap();
+        assert_eq!(status.code(), Some(0), "stderr:\n{}", child.stderr());
+    }
+    // The collector holds every host's last state.
+    collect.wait_for(
+        "every host's last state in the collector",
+        Duration::from_secs(20),
+        || {
+            daemons
+                .iter()
+                .all(|(host, ..)| {
+                    let last = states(&watcher, host).last().and_then(|s| s["ts"].as_i64());
+                    let stored = power_points(&cdb, host, "meter:wall");
+                    last.is_some() && stored.last().map(|p| p.0) == last
+                })
+                .then_some(())
+        },
+    );
+    collect.signal(Signal::SIGTERM);
+    assert!(collect.wait_exit(Duration::from_secs(10)).is_some());
+
+    for (host, _, db, config, _) in &daemons {
+        let truth = check_figures(config, None, host, "meter:wall", db);
+        let first = power_points(db, host, "meter:wall")[0].0;
+        check_state(&watcher, host, first);
+        let fleet = check_figures(&cconf, Some(&cdb), host, "meter:wall", &cdb);
+        eprintln!(
+            "{host}: truth {truth:.4} Wh in its own database, {fleet:.4} Wh in the collector's"
+        );
+    }
+}
+
+/// Smart plugs reporting every 60 s and every 300 s (Tasmota's default TelePeriod): every
+/// figure is the truth. The readings carry their own time (see the module documentation).
+#[test]
+fn smart_plugs_at_60_and_300_s_report_the_truth() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let watcher = Watcher::start(broker.port, "plug-watch", &["wattson/+/state"]);
+    let dir = tempfile::tempdir().unwrap();
+    for (period_s, count) in [(60_i64, 30_i64), (300, 11)] {
+        let host = format!("e2e-plug{period_s}");
+        let db = dir.path().join(format!("{host}.db"));
+        let extra = format!(
+            "{}\n[[plug]]\nid = \"plug\"\nkind = \"tasmota\"\ntopic = {}\n",
+            mqtt_toml(&broker, "1s"),
+            q(&host)
+        );
+        let config = config_for(dir.path(), &host, &db, &extra);
+        let mut daemon = Child::run_daemon(&config, &[]);
+        let topic = format!("tele/{host}/SENSOR");
+        // `count` readings `period_s` apart ending a period ago, the oldest within the hour a
+        // plug's own time is trusted; then one more, now, as the plug's next report.
+        let now = now_ms();
+        let first = now - count * period_s * 1000;
+        let reading = |k: i64| {
+            let ts = first + k * period_s * 1000;
+            tasmota(ts, 1.0 + WATTS * (ts - first) as f64 / 3_600_000.0 / 1000.0)
+        };
+        daemon.wait_for_log("plugs: subscribed", Duration::from_secs(20));
+        let send = |from: i64, to: i64| {
+            rt.block_on(publish(
+                broker.port,
+                &format!("{host}-plug-{from}"),
+                &topic,
+                (from..to).map(reading).collect(),
+                Duration::from_millis(150),
+            ));
+        };
+        send(0, count);
+        daemon.wait_for("the readings stored", Duration::from_secs(20), || {
+            (power_points(&db, &host, "meter:plug").len() as i64 == count).then_some(())
+        });
+        // A state goes out when a report arrives, with the energy stored by then.
+        let stored = power_points(&db, &host, "meter:plug").last().unwrap().0;
+        send(count, count + 1);
+        daemon.wait_for(
+            "a state counting the readings",
+            Duration::from_secs(20),
+            || {
+                states(&watcher, &host)
+                    .iter()
+                    .any(|s| s["energy_ts"].as_i64() >= Some(stored))
+                    .then_some(())
+            },
+        );
+        daemon.signal(Signal::SIGTERM);
+        assert_eq!(
+            daemon.wait_exit(Duration::from_secs(10)).unwrap().code(),
+            Some(0)
+        );
+        let truth = check_figures(&config, None, &host, "meter:plug", &db);
+        within(
+            &format!("{host} truth"),
+            truth,
+            WATTS * (count * period_s) as f64 / 3600.0,
+            1e-9,
+        );
+        check_state(&watcher, &host, first);
+        let status = json(&run(&config, &["status", "--json"]));
+        // The plug's own counter agrees with the integral.
+        let counter = status["counter_today"]["counter_wh"].as_f64().unwrap();
+        within(&format!("{host} counter"), counter, truth, 0.01);
+    }
+}
+
+/// Three restarts in a run: Home Assistant's `energy` never goes down, each downtime is a
+/// gap, and the energy elsewhere is continuous. Time is compressed to seconds: a run of
+/// about 40 s with three stops of about 3 s each.
+#[test]
+fn three_restarts_keep_energy_rising_and_store_the_downtime_as_gaps() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let watcher = Watcher::start(broker.port, "restart-watch", &["wattson/+/state"]);
+    let env = TestEnv::new();
+    let host = "e2e-restarts";
+    let sim = wattson_tests::simulate("pzem004t", &[1], WATTS);
+    let extra = meter_toml(&sim.path, "1s") + &mqtt_toml(&broker, "1s");
+    let config = config_for(env.dir.path(), host, &env.db, &extra);
+    let mut segments: Vec<(i64, i64)> = Vec::new();
+    for run in 0..4 {
+        let before = power_points(&env.db, host, "meter:wall").len();
+        let mut daemon = Child::run_daemon(&config, &[]);
+        daemon.wait_for("eight samples of this run", Duration::from_secs(30), || {
+            (power_points(&env.db, host, "meter:wall").len() >= before + 8).then_some(())
+        });
+        daemon.signal(Signal::SIGTERM);
+        assert_eq!(
+            daemon.wait_exit(Duration::from_secs(10)).unwrap().code(),
+            Some(0)
+        );
+        let p = power_points(&env.db, host, "meter:wall");
+        segments.push((p[before].0, p[p.len() - 1].0));
+        if run < 3 {
+            // The downtime (a scenario, not a synchronisation).
+            std::thread::sleep(Duration::from_secs(3));
+        }
+    }
+    let energies: Vec<f64> = states(&watcher, host)
+        .iter()
+        .filter_map(|s| s["energy"].as_f64())
+        .collect();
+    assert!(energies.len() >= 8, "{energies:?}");
+    assert!(
+        energies.windows(2).all(|w| w[1] >= w[0]),
+        "Home Assistant's energy went down: {energies:?}"
+    );
+    let store = open_db(&env.db).unwrap();
+    let gaps: Vec<_> = store
+        .gaps(host, 0, i64::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|g| g.reason == "wattson was not running")
+        .collect();
+    assert_eq!(gaps.len(), 3, "{gaps:?}");
+    for (g, w) in gaps.iter().zip(segments.windows(2)) {
+        assert_eq!(
+            g.start_ms, w[0].1,
+            "the gap starts at the last sample before the stop"
+        );
+        assert!(
+            g.end_ms <= w[1].0 && w[1].0 - g.end_ms < 3000,
+            "{g:?} {w:?}"
+        );
+    }
+    let e = wattson::ledger::energy::energy(&store, host, "meter:wall", 0, i64::MAX).unwrap();
+    let covered: i64 = segments.iter().map(|(a, b)| b - a).sum();
+    assert_eq!(
+        e.covered_ms, covered,
+        "continuous within each run, nothing across a stop"
+    );
+    within(
+        "energy over the runs",
+        e.wh,
+        WATTS * covered as f64 / 3_600_000.0,
+        0.01,
+    );
+    let last = energies[energies.len() - 1] * 1000.0;
+    assert!(
+        last <= e.wh + 1e-6 && last > 0.9 * e.wh,
+        "{last} against {}",
+        e.wh
+    );
+}
