@@ -181,7 +181,7 @@ pub fn render(r: &Report) -> String {
         }
     }
     for s in r.idle.iter().flat_map(|i| &i.settings) {
-        let row = [
+        let row: [String; HEADER.len()] = [
             field(&s.name),
             "idle_setting".to_string(),
             "idle".to_string(),
@@ -198,6 +198,8 @@ pub fn render(r: &Report) -> String {
             String::new(),
             String::new(),
             String::new(),
+            String::new(),
+            // No warnings: the interval is the measurement's own.
             String::new(),
         ];
         let _ = writeln!(out, "{}", row.join(","));
