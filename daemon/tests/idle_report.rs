@@ -112,7 +112,8 @@ fn the_idle_section_links_package_states_to_watts_and_prices_each_setting() {
     drop(w);
 
     let now: DateTime<Utc> = "2026-11-02T00:00:00Z".parse().unwrap();
-    let data = gather_from_store(&db, HOST, None, None, None, Some(now.timestamp_millis())).unwrap();
+    let data =
+        gather_from_store(&db, HOST, None, None, None, Some(now.timestamp_millis())).unwrap();
     let args = ReportArgs {
         format: Format::Table,
         out: None,

@@ -9,7 +9,8 @@
 //! --ignored --nocapture`, figures in BENCHMARKS.md.
 //!
 //! Every test checks that every file of the fixture tree holds its original content
-//! afterwards: after success, Ctrl-C, SIGTERM, and SIGKILL followed by the next command.
+//! afterwards, and that nothing outside the allowlist's files was written anywhere in the
+//! tree: after success, Ctrl-C, SIGTERM, and SIGKILL followed by the next command.
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -17,149 +18,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use wattson_tests::idle::{changed_content, intel_desktop, snapshot, touched};
-use wattson_tests::{Child, TestEnv, q, wattson};
-
-/// The machine, its simulated meter and a config naming both.
-struct Bench {
-    env: TestEnv,
-    root: PathBuf,
-    config: PathBuf,
-    _meter: Child,
-}
-
-impl Bench {
-    fn policy(&self) -> PathBuf {
-        self.root.join("sys/module/pcie_aspm/parameters/policy")
-    }
-
-    fn hosts(&self) -> Vec<PathBuf> {
-        (0..4)
-            .map(|h| {
-                self.root.join(format!(
-                    "sys/class/scsi_host/host{h}/link_power_management_policy"
-                ))
-            })
-            .collect()
-    }
-
-    /// `wattson --config CONFIG idle ARGS`.
-    fn idle(&self, args: &[&str]) -> std::process::Command {
-        let mut cmd = wattson();
-        cmd.arg("--config").arg(&self.config).arg("idle").args(args);
-        cmd
-    }
-}
-
-fn host_toml(root: &Path, db: &Path) -> String {
-    format!(
-        "[host]\nname = \"e2e\"\nsysfs = {}\nprocfs = {}\ndevfs = {}\n\n[storage]\npath = {}\n",
-        q(root.join("sys")),
-        q(root.join("proc")),
-        q(root.join("dev")),
-        q(db)
-    )
-}
-
-/// A fresh Intel desktop tree and a meter simulating it, read every `interval`.
-fn bench(interval: &str, seed: u64) -> Bench {
-    let env = TestEnv::new();
-    let root = env.path("machine");
-    intel_desktop(&root);
-    let sim_config = env.path("sim.toml");
-    std::fs::write(&sim_config, host_toml(&root, &env.db)).unwrap();
-    let mut cmd = wattson();
-    cmd.arg("--config")
-        .arg(&sim_config)
-        .args([
-            "meter",
-            "simulate",
-            "--protocol",
-            "pzem004t",
-            "--watts",
-            "40",
-        ])
-        .args(["--noise", "1", "--ramp", "0.2", "--seed", &seed.to_string()]);
-    let policy = root.join("sys/module/pcie_aspm/parameters/policy");
-    cmd.arg("--effect")
-        .arg(format!("{}=powersave:-3", policy.display()));
-    for h in 0..4 {
-        let host = root.join(format!(
-            "sys/class/scsi_host/host{h}/link_power_management_policy"
-        ));
-        cmd.arg("--effect")
-            .arg(format!("{}=med_power_with_dipm:-0.375", host.display()));
-    }
-    let meter = Child::spawn(cmd);
-    let port = meter
-        .stdout_line(Duration::from_secs(10))
-        .unwrap_or_else(|| panic!("simulator printed no path; stderr:\n{}", meter.stderr()));
-    let config = env.path("wattson.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{}\n[[meter]]\nid = \"wall\"\nprotocol = \"pzem004t\"\nport = {}\ninterval = {}\n\n\
-             [tariff]\ncurrency = \"GBP\"\nprice_per_kwh = 0.30\n",
-            host_toml(&root, &env.db),
-            q(port.trim()),
-            q(interval)
-        ),
-    )
-    .unwrap();
-    Bench {
-        env,
-        root,
-        config,
-        _meter: meter,
-    }
-}
-
-/// Run `wattson --config CONFIG ARGS` to its end; its stdout and stderr.
-fn run(config: &Path, args: &[&str]) -> (std::process::ExitStatus, String, String) {
-    let out = wattson()
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// As [`run`], asserting success; its stdout.
-fn run_ok(config: &Path, args: &[&str]) -> String {
-    let (status, stdout, stderr) = run(config, args);
-    assert!(status.success(), "wattson {args:?}: {stdout}\n{stderr}");
-    stdout
-}
-
-/// `(candidate, delta_w, ci95_w, effect)` of every stored effect, in measuring order.
-fn effects(db: &Path) -> Vec<(String, f64, f64, bool)> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut stmt = conn
-        .prepare("SELECT candidate, delta_w, delta_ci95_w, effect FROM idle_effect ORDER BY id")
-        .unwrap();
-    stmt.query_map([], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, i64>(3)? != 0))
-    })
-    .unwrap()
-    .collect::<Result<_, _>>()
-    .unwrap()
-}
-
-/// Rows of `idle_original` not yet restored.
-fn unrestored(db: &Path) -> i64 {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.query_row(
-        "SELECT count(*) FROM idle_original WHERE restored_ms IS NULL",
-        [],
-        |r| r.get(0),
-    )
-    .unwrap()
-}
+use wattson_tests::idle::{
+    Bench, OpenWatch, bench, changed_content, effects, host_toml, intel_desktop,
+    only_allowlist_written, run, run_ok, snapshot, touched, unrestored,
+};
+use wattson_tests::{Child, TestEnv, q};
 
 fn check_three_settings(db: &Path) {
     let found = effects(db);
@@ -232,10 +95,66 @@ fn measure_three(interval: &str, phase: &str, seed: u64) {
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("Measured at the wall"), "{text}");
     assert!(text.contains("SATA ALPM med_power_with_dipm"), "{text}");
-    // And `wattson report` compares each with idle as found.
+    // And `wattson report` compares each with idle as found, in every format.
     let text = run_ok(&b.config, &["report"]);
     assert!(text.contains("Idle: where the watts go"), "{text}");
     assert!(text.contains("ASPM powersave: -"), "{text}");
+    report_shows_the_three_in_every_format(&b.config);
+}
+
+/// `wattson report --format F` for every format names the idle section and each measured
+/// setting, with the NMI watchdog as no effect.
+fn report_shows_the_three_in_every_format(config: &Path) {
+    for format in ["markdown", "html"] {
+        let text = run_ok(config, &["report", "--format", format]);
+        assert!(
+            text.contains("Idle: where the watts go"),
+            "{format}: {text}"
+        );
+        assert!(text.contains("ASPM powersave: -"), "{format}: {text}");
+        assert!(
+            // Markdown escapes the underscores.
+            text.contains("SATA ALPM med_power_with_dipm: -")
+                || text.contains(r"SATA ALPM med\_power\_with\_dipm: -"),
+            "{format}: {text}"
+        );
+        assert!(
+            text.contains("NMI watchdog off: no effect that this meter can distinguish"),
+            "{format}: {text}"
+        );
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&run_ok(config, &["report", "--format", "json"])).unwrap();
+    let settings = json["idle"]["settings"].as_array().unwrap();
+    let ids: Vec<&str> = settings
+        .iter()
+        .filter_map(|s| s["setting"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["pcie_aspm", "sata_alpm", "nmi_watchdog"],
+        "{settings:?}"
+    );
+    let aspm = &settings[0];
+    assert!(
+        (aspm["delta_watts"].as_f64().unwrap() + 3.0).abs() <= 0.5,
+        "{aspm}"
+    );
+    assert!(aspm["annual_cost_change"].as_f64().unwrap() < 0.0, "{aspm}");
+    let csv = run_ok(config, &["report", "--format", "csv"]);
+    let rows: Vec<&str> = csv
+        .lines()
+        .filter(|l| l.contains(",idle_setting,"))
+        .collect();
+    assert_eq!(rows.len(), 3, "{csv}");
+    let columns = csv.lines().next().unwrap().split(',').count();
+    for row in &rows {
+        assert_eq!(row.split(',').count(), columns, "{row}");
+    }
+    assert!(
+        rows[0].starts_with("ASPM powersave,idle_setting,idle,"),
+        "{csv}"
+    );
 }
 
 #[test]
@@ -272,10 +191,7 @@ fn interrupted_by(signal: Signal, code: i32) {
         .wait_exit(Duration::from_secs(10))
         .expect("measure did not stop within 10 s");
     assert_eq!(status.code(), Some(code), "stderr:\n{}", child.stderr());
-    assert_eq!(
-        changed_content(&before, &snapshot(&b.root)),
-        Vec::<PathBuf>::new()
-    );
+    only_allowlist_written(&b, &before, &[b.policy()]);
     assert_eq!(unrestored(&b.env.db), 0);
     let conn = rusqlite::Connection::open(&b.env.db).unwrap();
     let status: String = conn
@@ -310,10 +226,7 @@ fn after_sigkill_the_next_command_puts_every_setting_back() {
     // Any command: `wattson status` here.
     let (_, _, stderr) = run(&b.config, &["status"]);
     assert!(stderr.contains("ended without restoring"), "{stderr}");
-    assert_eq!(
-        changed_content(&before, &snapshot(&b.root)),
-        Vec::<PathBuf>::new()
-    );
+    only_allowlist_written(&b, &before, &[b.policy()]);
     assert_eq!(unrestored(&b.env.db), 0);
 }
 
@@ -354,10 +267,7 @@ fn without_write_access_measure_is_refused_and_nothing_changes() {
     assert!(stderr.contains("cannot write"), "{stderr}");
     assert!(stderr.contains("only by root"), "{stderr}");
     assert!(stderr.contains("Nothing was changed"), "{stderr}");
-    assert_eq!(
-        changed_content(&before, &snapshot(&b.root)),
-        Vec::<PathBuf>::new()
-    );
+    only_allowlist_written(&b, &before, &[]);
 }
 
 /// Advance the package and core counters of the Intel desktop as a machine idling with its
@@ -619,15 +529,57 @@ fn measure_runs_through_the_daemon_that_owns_the_meter() {
     );
     let found = effects(&b.env.db);
     assert!((found[0].1 + 3.0).abs() <= 0.75, "{found:?}");
-    assert_eq!(
-        changed_content(&before, &snapshot(&b.root)),
-        Vec::<PathBuf>::new()
-    );
+    only_allowlist_written(&b, &before, &[b.policy()]);
     daemon.signal(Signal::SIGTERM);
     assert_eq!(
         daemon
             .wait_exit(Duration::from_secs(10))
             .and_then(|s| s.code()),
         Some(0)
+    );
+}
+
+/// A disk's spin state comes from sysfs alone: `wattson idle` reports the spun-down disk
+/// without ever opening a block device under `[host] devfs` (opening one, even for a power
+/// mode query, can spin the disk up).
+#[test]
+fn disk_spin_state_is_read_without_opening_a_disk() {
+    let env = TestEnv::new();
+    let root = env.path("machine");
+    intel_desktop(&root);
+    let dev = root.join("dev");
+    for disk in ["sda", "sdb", "nvme0n1"] {
+        std::fs::write(dev.join(disk), b"").unwrap();
+    }
+    let config = env.path("wattson.toml");
+    std::fs::write(&config, host_toml(&root, &env.db)).unwrap();
+    let mut watch = OpenWatch::new(&dev);
+    let v: serde_json::Value =
+        serde_json::from_str(&run_ok(&config, &["idle", "--json", "--sample", "200ms"])).unwrap();
+    let disk = |id: &str| {
+        v["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {v}"))
+            .clone()
+    };
+    assert!(
+        disk("disk:sdb")["current"]
+            .as_str()
+            .unwrap()
+            .contains("spun down"),
+        "{v}"
+    );
+    assert!(disk("disk:sda")["current"].is_string(), "{v}");
+    let text = run_ok(&config, &["idle", "--sample", "200ms"]);
+    assert!(text.contains("spun down (runtime suspended)"), "{text}");
+    let opened = watch.opened();
+    assert!(
+        !opened
+            .iter()
+            .any(|n| n.starts_with("sd") || n.starts_with("nvme")),
+        "a block device was opened: {opened:?}"
     );
 }
