@@ -60,13 +60,14 @@ impl CpuTimes {
     }
 }
 
+/// The prefix of `/proc/stat`'s CPU lines (`cpu`, `cpuN`).
+const PROC_STAT_CPU: &str = "cpu"; // kernel name
+
 /// Parse the `cpu` lines, calling `emit(None, times)` for the aggregate line and
 /// `emit(Some(n), times)` for `cpuN`. Stops at the first line that is not a `cpu` line.
 pub fn parse_stat(text: &str, mut emit: impl FnMut(Option<usize>, CpuTimes)) -> Result<(), String> {
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix("cpu")
-        /* kernel name */
-        else {
+        let Some(rest) = line.strip_prefix(PROC_STAT_CPU) else {
             break;
         };
         let mut words = rest.split_ascii_whitespace();
