@@ -377,7 +377,10 @@ pub fn points(store: &Store, source: &str, metric: Metric) -> Vec<(i64, f64)> {
 
 /// [`points`] of another host (a fleet collector's database).
 pub fn host_points(store: &Store, host: &str, source: &str, metric: Metric) -> Vec<(i64, f64)> {
-    let filter = SeriesFilter::all().host(host).source(source).metric(metric);
+    let filter = SeriesFilter::all()
+        .host(host)
+        .source(&source.into())
+        .metric(metric);
     let mut out: Vec<(i64, f64)> = store
         .raw(&filter, 0, i64::MAX)
         .expect("reading raw samples")

@@ -105,7 +105,7 @@ fn database(path: &Path, days: i64) {
         ..StoreOptions::default()
     };
     for source in ["meter:wall", "cpu"] {
-        options.spacing_ms.insert(source.to_owned(), STEP_MS);
+        options.spacing_ms.insert(source.into(), STEP_MS);
     }
     let store = Store::open(path, &options).unwrap();
     if days == 0 {

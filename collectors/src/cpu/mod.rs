@@ -10,6 +10,8 @@ pub mod freq;
 pub mod stat;
 pub mod topology;
 
+use crate::SourceId;
+use crate::source::channel;
 use std::time::Duration;
 
 use crate::sysroot::{SysFile, SysRoot};
@@ -22,7 +24,7 @@ use freq::FreqReader;
 use stat::StatReader;
 
 /// Source name of every sample this collector emits.
-const SOURCE: &str = "cpu";
+const SOURCE: SourceId = SourceId::Cpu;
 /// Walk the cpuidle tree again this often (polls), to notice states enabled or disabled.
 const REDISCOVER_EVERY: u64 = 300;
 /// Above this many files per poll, open them per read rather than hold descriptors.
@@ -202,7 +204,7 @@ impl CpuCollector {
             }
             Err(why) => Part::from_result("frequency", Err(why)),
         };
-        self.freq_channels = self.cpus.iter().map(|c| format!("cpu{c}")).collect();
+        self.freq_channels = self.cpus.iter().map(|&c| channel::cpu(c)).collect();
         self.idle = match &mut self.idle {
             Part::Ready(reader) => {
                 reader.rediscover(&self.cpus);
@@ -235,8 +237,8 @@ impl CpuCollector {
 }
 
 impl Collector for CpuCollector {
-    fn name(&self) -> &str {
-        SOURCE
+    fn source(&self) -> &SourceId {
+        &SOURCE
     }
 
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
@@ -264,7 +266,11 @@ impl Collector for CpuCollector {
                 }
             });
             if n > 0 {
-                out.push(sample(Metric::CoreFrequency, "mean", sum / f64::from(n)));
+                out.push(sample(
+                    Metric::CoreFrequency,
+                    channel::MEAN,
+                    sum / f64::from(n),
+                ));
             }
             if let Err(e) = result {
                 tracing::debug!("cpu frequency: {e}");
@@ -306,7 +312,7 @@ impl Collector for CpuCollector {
                 .collect::<Vec<_>>()
                 .join("; ");
             return Err(CollectError::Unavailable {
-                source_name: SOURCE.to_owned(),
+                source_name: SOURCE.to_string(),
                 detail,
             });
         }

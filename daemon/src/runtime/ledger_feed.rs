@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use wattson_collectors::SourceId;
+use wattson_collectors::source::channel;
 
 use tokio::sync::watch;
 use wattson_collectors::Metric;
@@ -59,8 +61,9 @@ pub fn spawn(
     let tariff = costs::tariff(&config.tariff)
         .map_err(|e| tracing::warn!("no costs in the MQTT state: {e:#}"))
         .ok();
-    let wall = costs::wall_source(config);
-    let accuracy = wall.as_deref().and_then(|w| costs::accuracy_of(config, w));
+    let primary = crate::ledger::PrimaryPower::from_config(config);
+    let wall = primary.wall().cloned();
+    let accuracy = wall.as_ref().and_then(|w| costs::accuracy_of(config, w));
     let host = config.host.name.clone();
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let base = StateExtras {
@@ -68,10 +71,7 @@ pub fn spawn(
         mode_options: (0..=cpus)
             .map(|n| crate::analysis::modes::level_name(n as u32))
             .collect(),
-        primary_meter: wall
-            .as_deref()
-            .and_then(|w| w.strip_prefix("meter:"))
-            .map(str::to_owned),
+        primary,
         ..StateExtras::default()
     };
     let (tx, rx) = watch::channel(base.clone());
@@ -121,7 +121,7 @@ pub fn spawn(
                     );
                 }
                 extras.idle_regression.clone_from(&regression.1);
-                live_figures(&mut extras, &live, wall.as_deref(), tariff.as_ref(), cpus);
+                live_figures(&mut extras, &live, wall.as_ref(), tariff.as_ref(), cpus);
                 tx.send_replace(extras);
                 match stop_rx.recv_timeout(period) {
                     Err(RecvTimeoutError::Timeout) => {}
@@ -142,7 +142,7 @@ pub fn spawn(
 fn read_figures(
     s: &crate::store::Store,
     host: &str,
-    source: &str,
+    source: &SourceId,
     accuracy: Option<wattson_collectors::meter::Accuracy>,
     tariff: &crate::analysis::tariff::Tariff,
     running: &mut RunningTotal,
@@ -191,14 +191,14 @@ fn apply(extras: &mut StateExtras, f: &StoreFigures, last_energy: &mut Option<f6
 fn live_figures(
     extras: &mut StateExtras,
     live: &LiveState,
-    wall: Option<&str>,
+    wall: Option<&SourceId>,
     tariff: Option<&crate::analysis::tariff::Tariff>,
     cpus: usize,
 ) {
     let latest = live.latest();
     extras.mode = latest
         .iter()
-        .find(|r| r.metric == Metric::CpuBusy && r.channel == "all")
+        .find(|r| r.metric == Metric::CpuBusy && r.channel == channel::ALL)
         .map(|r| {
             let busy = r.value * cpus as f64;
             crate::analysis::modes::level_name(busy.round().clamp(0.0, cpus as f64) as u32)
@@ -218,7 +218,7 @@ fn live_figures(
         && let (Some(source), Some(t)) = (wall, tariff)
         && let Some(w) = latest
             .iter()
-            .find(|r| r.source == source && r.metric == Metric::Power && r.channel.is_empty())
+            .find(|r| r.source == *source && r.metric == Metric::Power && r.channel.is_empty())
     {
         extras.annual_projection =
             crate::analysis::cost::annual_cost(w.value, None, t, chrono::Utc::now().date_naive())

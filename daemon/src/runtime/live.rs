@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
+use wattson_collectors::SourceId;
+use wattson_collectors::source::channel;
 
 use wattson_collectors::{Metric, Sample};
 
@@ -31,15 +33,15 @@ pub struct LiveState {
 struct Inner {
     /// Device health counters by device id.
     counters: BTreeMap<String, wattson_collectors::DeviceCounters>,
-    latest: BTreeMap<(String, Metric, String), (i64, f64)>,
+    latest: BTreeMap<(SourceId, Metric, String), (i64, f64)>,
     /// Sum and count of each series since the last `take_means`.
-    sums: BTreeMap<(String, Metric, String), (f64, u32)>,
+    sums: BTreeMap<(SourceId, Metric, String), (f64, u32)>,
 }
 
 /// A reading as seen by publishers (and the control socket's `status`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LiveReading {
-    pub source: String,
+    pub source: SourceId,
     pub metric: Metric,
     pub channel: String,
     pub ts_ms: i64,
@@ -93,7 +95,7 @@ impl LiveState {
         };
         for s in samples {
             // Per-core detail is not published live; keep the state small.
-            if s.channel.starts_with("cpu") {
+            if channel::is_per_core(&s.channel) {
                 continue;
             }
             let key = (s.source.clone(), s.metric, s.channel.clone());
@@ -169,9 +171,27 @@ mod tests {
     #[test]
     fn means_cover_the_interval_not_the_last_sample() {
         let live = LiveState::default();
-        live.observe(&[Sample::new(1, "meter:wall", Metric::Power, "", 10.0)]);
-        live.observe(&[Sample::new(2, "meter:wall", Metric::Power, "", 30.0)]);
-        live.observe(&[Sample::new(2, "cpu", Metric::CoreFrequency, "cpu0", 3000.0)]);
+        live.observe(&[Sample::new(
+            1,
+            SourceId::meter("wall"),
+            Metric::Power,
+            "",
+            10.0,
+        )]);
+        live.observe(&[Sample::new(
+            2,
+            SourceId::meter("wall"),
+            Metric::Power,
+            "",
+            30.0,
+        )]);
+        live.observe(&[Sample::new(
+            2,
+            SourceId::Cpu,
+            Metric::CoreFrequency,
+            channel::cpu(0),
+            3000.0,
+        )]);
         let means = live.take_means();
         assert_eq!(means.len(), 1);
         assert_eq!(means[0].value, 20.0);
@@ -194,7 +214,15 @@ mod tests {
                     .is_ok()
             })
         };
-        let pass = |ts: i64| [Sample::new(ts, "meter:wall", Metric::Power, "", 1.0)];
+        let pass = |ts: i64| {
+            [Sample::new(
+                ts,
+                SourceId::meter("wall"),
+                Metric::Power,
+                "",
+                1.0,
+            )]
+        };
         live.observe(&pass(1_000_003_000));
         assert!(!due(&live), "the first samples start the first interval");
         live.observe(&pass(1_000_009_000));
