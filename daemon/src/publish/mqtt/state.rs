@@ -325,7 +325,7 @@ fn round(v: f64) -> f64 {
 
 /// The source whose power is the host's: the configured primary meter, else the first
 /// meter by name, else RAPL, else hwmon.
-fn primary_source(means: &[LiveReading], extras: &StateExtras) -> Option<String> {
+pub fn primary_source(means: &[LiveReading], extras: &StateExtras) -> Option<String> {
     let has_power = |s: &str| {
         means
             .iter()
