@@ -215,7 +215,10 @@ mod tests {
         assert_eq!(means[0].value, 20.0);
         assert_eq!(live.latest()[0].value, 30.0);
         assert!(live.take_means().is_empty());
-        assert!(live.per_core().is_empty(), "per-core detail only when asked");
+        assert!(
+            live.per_core().is_empty(),
+            "per-core detail only when asked"
+        );
         live.keep_per_core();
         live.observe(&[
             Sample::new(3, "cpu", Metric::CoreFrequency, "cpu0", 3100.0),
@@ -223,7 +226,10 @@ mod tests {
         ]);
         let cores = live.per_core();
         assert_eq!(cores.len(), 1);
-        assert_eq!((cores[0].channel.as_str(), cores[0].value), ("cpu0", 3100.0));
+        assert_eq!(
+            (cores[0].channel.as_str(), cores[0].value),
+            ("cpu0", 3100.0)
+        );
         assert_eq!(live.latest().len(), 1, "not in the published series");
     }
 

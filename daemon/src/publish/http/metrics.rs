@@ -109,7 +109,10 @@ impl Families<'_> {
 
     fn counter(&mut self, name: &str, help: &str, unit: Option<&str>, series: Vec<(Labels, f64)>) {
         let family = CounterFamily::default();
-        for (labels, v) in series.into_iter().filter(|(_, v)| v.is_finite() && *v >= 0.0) {
+        for (labels, v) in series
+            .into_iter()
+            .filter(|(_, v)| v.is_finite() && *v >= 0.0)
+        {
             family.get_or_create(&labels).inc_by(v);
         }
         match unit {
@@ -150,7 +153,12 @@ fn registry(s: &Snapshot) -> Registry {
         s.readings
             .iter()
             .filter(|r| r.metric == metric && !r.channel.contains('/'))
-            .map(|r| (vec![host(), ("channel", r.channel.clone())], r.value * scale))
+            .map(|r| {
+                (
+                    vec![host(), ("channel", r.channel.clone())],
+                    r.value * scale,
+                )
+            })
             .collect()
     };
     for (name, help, unit, metric) in [
@@ -160,8 +168,18 @@ fn registry(s: &Snapshot) -> Registry {
             "watts",
             Metric::Power,
         ),
-        ("voltage", "RMS mains voltage at the meter", "volts", Metric::Voltage),
-        ("current", "RMS current at the meter", "amperes", Metric::Current),
+        (
+            "voltage",
+            "RMS mains voltage at the meter",
+            "volts",
+            Metric::Voltage,
+        ),
+        (
+            "current",
+            "RMS current at the meter",
+            "amperes",
+            Metric::Current,
+        ),
         (
             "power_factor",
             "Power factor at the meter, 0..1",
@@ -294,7 +312,11 @@ fn health_families(f: &mut Families<'_>, s: &Snapshot) {
             ("implausible", c.implausible),
         ] {
             frames.push((
-                vec![host(), ("meter", c.id.clone()), ("outcome", outcome.to_owned())],
+                vec![
+                    host(),
+                    ("meter", c.id.clone()),
+                    ("outcome", outcome.to_owned()),
+                ],
                 n as f64,
             ));
         }
@@ -314,7 +336,11 @@ fn health_families(f: &mut Families<'_>, s: &Snapshot) {
             .filter(|r| r.metric == Metric::Rejected)
             .map(|r| {
                 (
-                    vec![host(), ("source", r.source.clone()), ("reason", r.channel.clone())],
+                    vec![
+                        host(),
+                        ("source", r.source.clone()),
+                        ("reason", r.channel.clone()),
+                    ],
                     r.value,
                 )
             })
@@ -410,7 +436,10 @@ pub fn encode(s: &Snapshot, open_metrics: bool) -> Result<(String, &'static str)
         ))
     } else {
         prometheus_client::encoding::prometheus_text::encode(&mut out, &registry)?;
-        Ok((out, prometheus_client::encoding::prometheus_text::CONTENT_TYPE))
+        Ok((
+            out,
+            prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        ))
     }
 }
 
@@ -510,7 +539,10 @@ mod tests {
         let (text, content_type) = encode(&snapshot(), true).unwrap();
         assert!(content_type.starts_with("application/openmetrics-text"));
         assert!(text.ends_with("# EOF\n"), "{text}");
-        assert!(text.contains("# UNIT wattson_energy_joules joules"), "{text}");
+        assert!(
+            text.contains("# UNIT wattson_energy_joules joules"),
+            "{text}"
+        );
     }
 
     #[test]

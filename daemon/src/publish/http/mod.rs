@@ -155,11 +155,7 @@ pub fn start(
     Ok(HttpHandle { task, addr })
 }
 
-async fn accept(
-    listener: tokio::net::TcpListener,
-    shared: Arc<Shared>,
-    cancel: CancellationToken,
-) {
+async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>, cancel: CancellationToken) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut connections = tokio::task::JoinSet::new();
     let mut last_error: Option<String> = None;

@@ -103,7 +103,9 @@ impl Live {
                 })
             })
             .collect();
-        idle_states.sort_by_key(|s| std::cmp::Reverse(crate::publish::mqtt::state::cstate_depth(&s.state)));
+        idle_states.sort_by_key(|s| {
+            std::cmp::Reverse(crate::publish::mqtt::state::cstate_depth(&s.state))
+        });
         let health = ctx.health.report();
         let money = |v: Option<f64>| {
             v.map_or_else(|| "-".to_owned(), |c| format_money(c, &extras.currency))
@@ -120,9 +122,10 @@ impl Live {
             cost_today_text: money(extras.cost_today),
             currency: extras.currency.clone(),
             annual_projection: extras.annual_projection,
-            annual_projection_text: extras
-                .annual_projection
-                .map_or_else(|| "-".to_owned(), |c| format!("{}/yr", format_money(c, &extras.currency))),
+            annual_projection_text: extras.annual_projection.map_or_else(
+                || "-".to_owned(),
+                |c| format!("{}/yr", format_money(c, &extras.currency)),
+            ),
             mode: extras.mode.clone(),
             idle_states,
             healthy: health.healthy,

@@ -71,8 +71,8 @@ pub(super) async fn route(req: &Request<Incoming>, shared: &Shared) -> Response<
         }
         "/healthz" => {
             let report = shared.ctx.health.report();
-            let status =
-                StatusCode::from_u16(report.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            let status = StatusCode::from_u16(report.http_status())
+                .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
             text(status, format!("{}\n", report.reason()))
         }
         "/report.html" => report(shared, query, crate::report::Format::Html).await,
