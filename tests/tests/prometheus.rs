@@ -72,9 +72,11 @@ fn start_prometheus(bin: &Path, dir: &Path, target: SocketAddr) -> (Child, Socke
         if up && child.wait_exit(Duration::ZERO).is_none() {
             return (child, addr);
         }
-        if !child.stderr().contains("address already in use") {
-            panic!("prometheus did not start: {}", child.stderr());
-        }
+        assert!(
+            child.stderr().contains("address already in use"),
+            "prometheus did not start: {}",
+            child.stderr()
+        );
     }
     panic!("no free port for prometheus after 5 tries");
 }
