@@ -2,6 +2,7 @@
 //! HTTP/1.1 request over a TCP stream, a free port for programs that cannot bind port 0
 //! themselves, and a `line` meter whose watts the test sets while the daemon reads it.
 
+use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -92,7 +93,7 @@ pub fn request(
         .ok()?;
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (n, v) in headers {
-        head.push_str(&format!("{n}: {v}\r\n"));
+        let _ = write!(head, "{n}: {v}\r\n");
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).ok()?;

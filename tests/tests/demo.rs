@@ -125,7 +125,7 @@ fn the_demo_on_a_terminal_shows_progress_without_log_noise_and_keeps_its_duratio
                 "stray time-cap line {line:?}:\n{}",
                 lines.join("\n")
             );
-            let above = i.checked_sub(1).map(|j| lines[j].as_str()).unwrap_or("");
+            let above = i.checked_sub(1).map_or("", |j| lines[j].as_str());
             assert!(
                 above.contains(" W ") && above.contains("kWh"),
                 "time-cap warning not under a level's figure:\n{}",

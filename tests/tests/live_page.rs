@@ -53,7 +53,7 @@ impl Cdp {
     }
 
     /// Call `method` and return its result.
-    fn call(&mut self, method: &str, params: Value) -> Value {
+    fn call(&mut self, method: &str, params: &Value) -> Value {
         let id = self.next;
         self.next += 1;
         let mut msg = json!({ "id": id, "method": method, "params": params });
@@ -92,7 +92,7 @@ impl Cdp {
     fn eval(&mut self, expr: &str) -> Value {
         let r = self.call(
             "Runtime.evaluate",
-            json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }),
+            &json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }),
         );
         r["result"]["value"].clone()
     }
@@ -169,7 +169,7 @@ fn the_live_page_shows_the_meters_watts_and_todays_cost_and_follows_them() {
         cmd
     });
     let mut cdp = Cdp::connect(profile.path());
-    let targets = cdp.call("Target.getTargets", json!({}));
+    let targets = cdp.call("Target.getTargets", &json!({}));
     let page = targets["targetInfos"]
         .as_array()
         .unwrap()
@@ -179,17 +179,20 @@ fn the_live_page_shows_the_meters_watts_and_todays_cost_and_follows_them() {
         .clone();
     let attached = cdp.call(
         "Target.attachToTarget",
-        json!({ "targetId": page, "flatten": true }),
+        &json!({ "targetId": page, "flatten": true }),
     );
     cdp.session = Some(attached["sessionId"].as_str().unwrap().to_owned());
-    cdp.call("Network.enable", json!({}));
-    cdp.call("Page.enable", json!({}));
+    cdp.call("Network.enable", &json!({}));
+    cdp.call("Page.enable", &json!({}));
     // A phone's screen: 390 CSS pixels wide.
     cdp.call(
         "Emulation.setDeviceMetricsOverride",
-        json!({ "width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": true }),
+        &json!({ "width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": true }),
     );
-    cdp.call("Page.navigate", json!({ "url": format!("http://{addr}/") }));
+    cdp.call(
+        "Page.navigate",
+        &json!({ "url": format!("http://{addr}/") }),
+    );
 
     let first = wait_shown(&mut cdp, "100.0 W and a cost", |s| {
         s["watts"] == "100.0 W" && s["cost"].as_str().is_some_and(|c| c.starts_with("EUR "))

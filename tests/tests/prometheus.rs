@@ -9,6 +9,7 @@
 // Test helpers fail loudly on a broken setup.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -85,7 +86,7 @@ fn start_prometheus(bin: &Path, dir: &Path, target: SocketAddr) -> (Child, Socke
 fn query(prom: SocketAddr, promql: &str, at_s: Option<f64>) -> Option<f64> {
     let mut path = format!("/api/v1/query?query={}", form_encode(promql));
     if let Some(t) = at_s {
-        path.push_str(&format!("&time={t:.3}"));
+        let _ = write!(path, "&time={t:.3}");
     }
     let r = get(prom, &path, &[])?;
     let v: Value = serde_json::from_str(&r.body).ok()?;

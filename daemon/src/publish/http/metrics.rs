@@ -98,13 +98,7 @@ impl Families<'_> {
         for (labels, v) in series.into_iter().filter(|(_, v)| v.is_finite()) {
             family.get_or_create(&labels).set(v);
         }
-        match unit {
-            Some(u) => {
-                self.registry
-                    .register_with_unit(name, help, Unit::Other(u.to_owned()), family);
-            }
-            None => self.registry.register(name, help, family),
-        }
+        self.register(name, help, unit, family);
     }
 
     fn counter(&mut self, name: &str, help: &str, unit: Option<&str>, series: Vec<(Labels, f64)>) {
@@ -115,6 +109,16 @@ impl Families<'_> {
         {
             family.get_or_create(&labels).inc_by(v);
         }
+        self.register(name, help, unit, family);
+    }
+
+    fn register(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: Option<&str>,
+        family: impl prometheus_client::registry::Metric,
+    ) {
         match unit {
             Some(u) => {
                 self.registry
