@@ -72,6 +72,24 @@ pub struct ReportArgs {
     pub host: Option<String>,
 }
 
+impl ReportArgs {
+    /// The defaults in `format`: every configuration, the whole history, to stdout.
+    pub fn new(format: Format) -> ReportArgs {
+        ReportArgs {
+            format,
+            out: None,
+            configs: None,
+            since: None,
+            until: None,
+            mode: None,
+            upgrade_cost: None,
+            co2: None,
+            db: None,
+            host: None,
+        }
+    }
+}
+
 /// A window bound as typed: a local date, or a duration back from now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum When {

@@ -63,6 +63,9 @@ struct Daemon {
     sources: Vec<SourceId>,
     /// Connections open on its control socket, this one included.
     clients: usize,
+    /// Where it serves `[http]` (`/metrics`, the live page), when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -263,6 +266,7 @@ fn live_readings(db: &Path, now_ms: i64) -> Result<(Vec<Reading>, String, Daemon
         socket: client.socket().display().to_string(),
         sources: status.sources,
         clients: status.clients,
+        http: status.http,
     };
     Ok((readings, format!("live from {}", client.describe()), daemon))
 }
@@ -373,6 +377,9 @@ fn render(s: &Status) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "wattson status: host {} ({})", s.host, s.database);
     let _ = writeln!(out, "readings: {}", s.readings_from);
+    if let Some(url) = s.daemon.as_ref().and_then(|d| d.http.as_deref()) {
+        let _ = writeln!(out, "http: {url} (/metrics, the live page at /)");
+    }
     let mut by_source: BTreeMap<&SourceId, Vec<&Reading>> = BTreeMap::new();
     for r in &s.readings {
         by_source.entry(&r.source).or_default().push(r);
@@ -539,7 +546,7 @@ fn render_store(out: &mut String, s: &StoreStatus) {
 
 /// What a source's watts stand for, so that figures from different places are never read
 /// as parts of one sum: the wall meter holds everything inside the box.
-fn scope_label(source: &SourceId) -> Option<&'static str> {
+pub(crate) fn scope_label(source: &SourceId) -> Option<&'static str> {
     match source {
         SourceId::Meter(_) => Some("measured at the wall"),
         SourceId::Estimate => Some("estimated, not measured"),
