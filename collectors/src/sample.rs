@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::SourceId;
+
 /// The unit a sample's value is in. Values never travel as strings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -157,13 +159,14 @@ impl Metric {
 
 /// One measurement.
 ///
-/// `source` names where it came from (`cpu`, `meter:wall`, `rapl`); `channel` says which
-/// part of the source (`cpu3`, `cpu3/C6`, `package-0`; empty for the source as a whole).
+/// `source` names where it came from; `channel` says which part of the source (`cpu3`,
+/// `cpu3/C6`, `package-0`, built with [`crate::source::channel`]; empty for the source as a
+/// whole).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     /// UTC milliseconds since the Unix epoch.
     pub ts_ms: i64,
-    pub source: String,
+    pub source: SourceId,
     pub metric: Metric,
     pub channel: String,
     pub value: f64,
@@ -172,7 +175,7 @@ pub struct Sample {
 impl Sample {
     pub fn new(
         ts_ms: i64,
-        source: impl Into<String>,
+        source: impl Into<SourceId>,
         metric: Metric,
         channel: impl Into<String>,
         value: f64,

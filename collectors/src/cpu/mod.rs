@@ -10,6 +10,8 @@ pub mod freq;
 pub mod stat;
 pub mod topology;
 
+use crate::SourceId;
+use crate::source::channel;
 use std::time::Duration;
 
 use crate::idle::PackageReader;
@@ -23,7 +25,7 @@ use freq::FreqReader;
 use stat::StatReader;
 
 /// Source name of every sample this collector emits.
-const SOURCE: &str = "cpu";
+const SOURCE: SourceId = SourceId::Cpu;
 /// Walk the cpuidle tree again this often (polls), to notice states enabled or disabled.
 const REDISCOVER_EVERY: u64 = 300;
 /// Above this many files per poll, open them per read rather than hold descriptors.
@@ -61,7 +63,9 @@ impl<T> Part<T> {
         match r {
             Ok(t) => Part::Ready(t),
             Err(why) => {
-                tracing::info!("cpu {part} unavailable: {why}");
+                // The daemon logs each part's status once (from `CpuCollector::availability`); a short
+                // command such as `status` keeps its stderr for what went wrong.
+                tracing::debug!("cpu {part} unavailable: {why}");
                 Part::Unavailable(why)
             }
         }
@@ -225,7 +229,7 @@ impl CpuCollector {
             }
             Err(why) => Part::from_result("frequency", Err(why)),
         };
-        self.freq_channels = self.cpus.iter().map(|c| format!("cpu{c}")).collect();
+        self.freq_channels = self.cpus.iter().map(|&c| channel::cpu(c)).collect();
         self.idle = match &mut self.idle {
             Part::Ready(reader) => {
                 reader.rediscover(&self.cpus);
@@ -258,8 +262,8 @@ impl CpuCollector {
 }
 
 impl Collector for CpuCollector {
-    fn name(&self) -> &str {
-        SOURCE
+    fn source(&self) -> &SourceId {
+        &SOURCE
     }
 
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
@@ -287,7 +291,11 @@ impl Collector for CpuCollector {
                 }
             });
             if n > 0 {
-                out.push(sample(Metric::CoreFrequency, "mean", sum / f64::from(n)));
+                out.push(sample(
+                    Metric::CoreFrequency,
+                    channel::MEAN,
+                    sum / f64::from(n),
+                ));
             }
             if let Err(e) = result {
                 tracing::debug!("cpu frequency: {e}");
@@ -338,7 +346,7 @@ impl Collector for CpuCollector {
                 .collect::<Vec<_>>()
                 .join("; ");
             return Err(CollectError::Unavailable {
-                source_name: SOURCE.to_owned(),
+                source_name: SOURCE.to_string(),
                 detail,
             });
         }

@@ -270,7 +270,7 @@ impl PackageReader {
             all_channels: platform
                 .states
                 .iter()
-                .map(|s| format!("all/{}", s.name()))
+                .map(|s| crate::source::channel::all(s.name()))
                 .collect(),
             sums: vec![(0.0, 0); platform.states.len()],
             platform,
@@ -432,6 +432,7 @@ impl PackageReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::channel;
 
     fn write_msr(path: &Path, values: &[(u64, u64)]) {
         use std::os::unix::fs::FileExt as _;
@@ -506,9 +507,12 @@ mod tests {
         assert_eq!(got["package0/PC2"], 0.1);
         assert_eq!(got["package0/PC10"], 0.6);
         assert_eq!(got["package1/PC6"], 1.0);
-        assert_eq!(got["all/PC6"], 0.5);
-        assert_eq!(got["all/PC10"], 0.3);
-        assert!(!got.contains_key("all/PC7"), "ADL has no PC7: {got:?}");
+        assert_eq!(got[channel::all("PC6").as_str()], 0.5);
+        assert_eq!(got[channel::all("PC10").as_str()], 0.3);
+        assert!(
+            !got.contains_key(channel::all("PC7").as_str()),
+            "ADL has no PC7: {got:?}"
+        );
     }
 
     #[test]
@@ -524,8 +528,11 @@ mod tests {
         write_msr(&dev.join("cpu/0/msr"), &[(0x10, 105), (0x632, 50)]);
         let mut got = Vec::new();
         r.read(|c, v| got.push((c.to_owned(), v))).unwrap();
-        assert!(got.iter().all(|(c, _)| c.starts_with("all/")), "{got:?}");
-        assert!(got.contains(&("all/PC10".to_owned(), 0.5)), "{got:?}");
+        assert!(
+            got.iter().all(|(c, _)| channel::all_part(c).is_some()),
+            "{got:?}"
+        );
+        assert!(got.contains(&(channel::all("PC10"), 0.5)), "{got:?}");
     }
 
     #[test]

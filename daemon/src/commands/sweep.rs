@@ -283,7 +283,7 @@ pub fn sweep_until_signal(
         )
     };
     let meter_desc = crate::sweep::record::meter_description(&link.config);
-    let source = format!("meter:{}", link.config.id);
+    let source = wattson_collectors::SourceId::meter(&link.config.id);
 
     let stop = Arc::new(AtomicBool::new(false));
     let slot: LoopSlot = Arc::new(Mutex::new(None));

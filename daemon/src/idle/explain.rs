@@ -13,7 +13,8 @@ use serde::Serialize;
 use wattson_collectors::cpu::CpuCollector;
 use wattson_collectors::idle::settings::{self, Setting, SettingKind};
 use wattson_collectors::idle::{PackageLimit, PackageReader, PackageUnavailable, PcState};
-use wattson_collectors::{Collector, Metric, SysRoot};
+use wattson_collectors::source::channel;
+use wattson_collectors::{Collector, Metric, SourceId, SysRoot};
 
 use super::candidates::{Candidate, candidates, compact_names, device_of};
 use crate::config::Config;
@@ -161,14 +162,17 @@ struct History {
 
 /// Mean share per state of `metric`'s `all/<state>` channels over `[from, to)`.
 fn history(store: &Store, host: &str, metric: Metric, from_ms: i64, to_ms: i64) -> History {
-    let filter = SeriesFilter::all().host(host).source("cpu").metric(metric);
+    let filter = SeriesFilter::all()
+        .host(host)
+        .source(&SourceId::Cpu)
+        .metric(metric);
     let mut out = History {
         means: BTreeMap::new(),
         samples: 0,
         span: None,
     };
     for (series, points) in store.raw(&filter, from_ms, to_ms).unwrap_or_default() {
-        let Some(state) = series.channel.strip_prefix("all/") else {
+        let Some(state) = channel::all_part(&series.channel) else {
             continue;
         };
         let (Some(first), Some(last)) = (points.first(), points.last()) else {
@@ -198,7 +202,7 @@ fn live_sample(
     let mut cores = BTreeMap::new();
     let mut package = BTreeMap::new();
     for s in cpu.poll(now()).unwrap_or_default() {
-        let Some(state) = s.channel.strip_prefix("all/") else {
+        let Some(state) = channel::all_part(&s.channel) else {
             continue;
         };
         match s.metric {

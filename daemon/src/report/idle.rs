@@ -11,8 +11,9 @@
 //! difference is an association, and the report says so.
 
 use serde::Serialize;
-use wattson_collectors::Metric;
 use wattson_collectors::idle::PcState;
+use wattson_collectors::source::channel;
+use wattson_collectors::{Metric, SourceId};
 
 use crate::analysis::cost::annual_cost;
 use crate::analysis::tariff::Tariff;
@@ -60,10 +61,10 @@ pub fn load(store: &Store, host: &str, from_ms: i64, to_ms: i64) -> Result<IdleI
     for (series, rollups) in hourly(
         SeriesFilter::all()
             .host(host)
-            .source("cpu")
+            .source(&SourceId::Cpu)
             .metric(Metric::PackageResidency),
     )? {
-        let Some(state) = series.channel.strip_prefix("all/").and_then(PcState::parse) else {
+        let Some(state) = channel::all_part(&series.channel).and_then(PcState::parse) else {
             continue;
         };
         let n: u64 = rollups.iter().map(|r| r.n).sum();
@@ -95,7 +96,7 @@ pub fn load(store: &Store, host: &str, from_ms: i64, to_ms: i64) -> Result<IdleI
                 .channel(""),
         )?
         .into_iter()
-        .find(|s| s.source.starts_with("meter:"));
+        .find(|s| s.source.is_meter());
     let wall = match wall {
         Some(w) => mean_by_hour(
             SeriesFilter::all()
@@ -109,9 +110,9 @@ pub fn load(store: &Store, host: &str, from_ms: i64, to_ms: i64) -> Result<IdleI
     let busy = mean_by_hour(
         SeriesFilter::all()
             .host(host)
-            .source("cpu")
+            .source(&SourceId::Cpu)
             .metric(Metric::CpuBusy)
-            .channel("all"),
+            .channel(channel::ALL),
     )?;
     let hours = if states.is_empty() {
         Vec::new()
@@ -120,9 +121,9 @@ pub fn load(store: &Store, host: &str, from_ms: i64, to_ms: i64) -> Result<IdleI
         let with_package: std::collections::BTreeSet<i64> = hourly(
             SeriesFilter::all()
                 .host(host)
-                .source("cpu")
+                .source(&SourceId::Cpu)
                 .metric(Metric::PackageResidency)
-                .channel(&format!("all/{}", states[0].0.name())),
+                .channel(&channel::all(states[0].0.name())),
         )?
         .into_iter()
         .flat_map(|(_, r)| r.into_iter().map(|x| x.bucket_ms))

@@ -16,6 +16,7 @@
 //! its time idle); the saving in every mode both share is listed beside it.
 
 use std::collections::BTreeMap;
+use wattson_collectors::SourceId;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -315,7 +316,7 @@ pub struct ModeSaving {
 pub struct GpuIdleReport {
     /// `gpuN`.
     pub channel: String,
-    pub source: String,
+    pub source: SourceId,
     /// Which evidence told resident from bare idle.
     pub rule: Rule,
     /// `rule` in words.

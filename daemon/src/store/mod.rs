@@ -53,6 +53,8 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use wattson_collectors::SourceId;
+use wattson_collectors::source::channel;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use rusqlite_migration::{M, Migrations};
@@ -201,12 +203,12 @@ pub struct StoreOptions {
     pub max_batch_samples: usize,
     /// Batches the queue holds before `insert` drops (default 1024).
     pub queue_batches: usize,
-    /// Each source's own sample spacing, ms, by source name (`meter:wall` -> its configured
+    /// Each source's own sample spacing, ms, by source (a meter -> its configured
     /// interval). A pair of a series' samples further apart than
     /// [`integrate::max_pair_ms`] of its spacing is a gap: no energy is integrated across
     /// it. Sources not named here (smart plugs, fleet hosts that state no interval) have
     /// their spacing learned from the data.
-    pub spacing_ms: std::collections::HashMap<String, i64>,
+    pub spacing_ms: std::collections::HashMap<SourceId, i64>,
     /// How often expired raw chunks are deleted (default 10 min).
     pub prune_interval: Duration,
     /// Memory for samples whose flush failed, kept for the next attempt (default 8 MiB,
@@ -285,10 +287,10 @@ pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
         | Metric::PState
         | Metric::GpuProcesses
         | Metric::Rejected => (true, false),
-        Metric::CpuBusy => (channel == "all", false),
-        Metric::CoreFrequency => (channel == "mean", false),
+        Metric::CpuBusy => (channel == channel::ALL, false),
+        Metric::CoreFrequency => (channel == channel::MEAN, false),
         Metric::CpuTime | Metric::IdleResidency | Metric::PackageResidency => {
-            (channel.starts_with("all/"), false)
+            (channel::all_part(channel).is_some(), false)
         }
     }
 }
@@ -308,11 +310,7 @@ pub fn is_per_core(metric: Metric, channel: &str) -> bool {
         metric,
         Metric::CpuBusy | Metric::CpuTime | Metric::CoreFrequency | Metric::IdleResidency
     );
-    let cpu = channel.split_once('/').map_or(channel, |(cpu, _)| cpu);
-    cpu_metric
-        && cpu
-            .strip_prefix("cpu")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    cpu_metric && channel::is_per_core(channel)
 }
 
 /// One stored series.
@@ -320,7 +318,7 @@ pub fn is_per_core(metric: Metric, channel: &str) -> bool {
 pub struct Series {
     pub id: i64,
     pub host: String,
-    pub source: String,
+    pub source: SourceId,
     pub metric: Metric,
     pub channel: String,
     pub unit: Unit,
@@ -510,7 +508,7 @@ impl Store {
     pub fn ensure_series(
         &self,
         host: &str,
-        source: &str,
+        source: &SourceId,
         metric: Metric,
         channel: &str,
     ) -> Result<Series, StoreError> {
@@ -524,7 +522,7 @@ impl Store {
             .and_then(|mut s| {
                 s.execute(params![
                     host,
-                    source,
+                    source.to_string(),
                     metric.as_str(),
                     channel,
                     unit.symbol(),
@@ -541,7 +539,13 @@ impl Store {
             )
             .and_then(|mut s| {
                 s.query_row(
-                    params![host, source, metric.as_str(), channel, unit.symbol()],
+                    params![
+                        host,
+                        source.to_string(),
+                        metric.as_str(),
+                        channel,
+                        unit.symbol()
+                    ],
                     |r| r.get(0),
                 )
             })
@@ -554,7 +558,7 @@ impl Store {
         Ok(Series {
             id,
             host: host.to_owned(),
-            source: source.to_owned(),
+            source: source.clone(),
             metric,
             channel: channel.to_owned(),
             unit,

@@ -22,7 +22,7 @@ fn per_cpu(root: &SysRoot, file: &str) -> Vec<(PathBuf, String)> {
     sorted_entries(&root.sys_path("devices/system/cpu"))
         .into_iter()
         .filter(|(n, _)| {
-            n.strip_prefix("cpu")
+            n.strip_prefix("cpu") // kernel name
                 .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
         })
         .filter_map(|(_, dir)| {

@@ -120,7 +120,11 @@ pub fn render(r: &Report) -> String {
     }
     if let Some(m) = &r.measured {
         let row = [
-            field(m.source.as_deref().unwrap_or("measured")),
+            field(
+                &m.source
+                    .as_ref()
+                    .map_or_else(|| "measured".to_owned(), ToString::to_string),
+            ),
             "measured".to_string(),
             "measured".to_string(),
             num(m.mean_watts, 3),
@@ -159,7 +163,7 @@ pub fn render(r: &Report) -> String {
             let kwh = w * y;
             let row = [
                 field(&g.channel),
-                "gpu".to_string(),
+                wattson_collectors::SourceId::Gpu.to_string(),
                 field(mode),
                 num(w, 3),
                 String::new(),
