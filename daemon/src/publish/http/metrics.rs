@@ -17,7 +17,7 @@
 //! | `annual_cost_projection{host,source,currency}` | gauge | the year's cost at the recent duty cycle |
 //! | `cpu_utilisation_ratio{host,channel}` | gauge | busy share, `all` and per `cpuN` |
 //! | `cpu_frequency_hertz{host,channel}` | gauge | `mean` and per `cpuN` |
-//! | `idle_state_residency_ratio{host,level,state}` | gauge | share of the last interval in each idle state, `level="core"` |
+//! | `idle_state_residency_ratio{host,level,state}` | gauge | share of the last interval in each idle state, `level="core"` (cpuidle) or `"package"` (package C-states) |
 //! | `gpu_utilisation_ratio`, `gpu_clock_hertz` `{host,channel}` | gauge | NVML |
 //! | `meter_frames_total{host,meter,outcome}` | counter | each meter's replies since the daemon started: `good`, `crc_error`, `timeout`, `implausible` |
 //! | `readings_rejected_total{host,source,reason}` | counter | readings refused as implausible since the daemon started |
@@ -235,15 +235,20 @@ fn registry(s: &Snapshot) -> Registry {
     }
     f.gauge(
         "idle_state_residency",
-        "Share of the last interval spent in each idle state (level core: cpuidle C-states, mean over CPUs)",
+        "Share of the last interval spent in each idle state (level core: cpuidle C-states, mean over CPUs; level package: package C-states, mean over packages)",
         Some("ratio"),
         s.readings
             .iter()
-            .filter(|r| r.metric == Metric::IdleResidency && r.source == SourceId::Cpu)
+            .filter(|r| r.source == SourceId::Cpu)
             .filter_map(|r| {
+                let level = match r.metric {
+                    Metric::IdleResidency => "core",
+                    Metric::PackageResidency => "package",
+                    _ => return None,
+                };
                 let state = channel::all_part(&r.channel)?;
                 Some((
-                    vec![host(), ("level", "core".to_owned()), ("state", state.to_owned())],
+                    vec![host(), ("level", level.to_owned()), ("state", state.to_owned())],
                     r.value,
                 ))
             })
@@ -489,6 +494,12 @@ mod tests {
                     0.75,
                 ),
                 reading(
+                    SourceId::Cpu,
+                    Metric::PackageResidency,
+                    &channel::all("PC6"),
+                    0.25,
+                ),
+                reading(
                     SourceId::meter("wall"),
                     Metric::Rejected,
                     "power_out_of_range",
@@ -536,6 +547,7 @@ mod tests {
             r#"wattson_cost_total{host="basket",source="meter:wall",currency="GBP"} 0.225"#,
             r#"wattson_cpu_frequency_hertz{host="basket",channel="cpu1"} 3000000000"#,
             r#"wattson_idle_state_residency_ratio{host="basket",level="core",state="C6"} 0.75"#,
+            r#"wattson_idle_state_residency_ratio{host="basket",level="package",state="PC6"} 0.25"#,
             r#"wattson_meter_frames_total{host="basket",meter="wall",outcome="crc_error"} 1"#,
             r#"wattson_readings_rejected_total{host="basket",source="meter:wall",reason="power_out_of_range"} 2"#,
             r#"wattson_healthy{host="basket",part="store"} 0"#,
