@@ -114,18 +114,7 @@ fn the_idle_section_links_package_states_to_watts_and_prices_each_setting() {
     let now: DateTime<Utc> = "2026-11-02T00:00:00Z".parse().unwrap();
     let data =
         gather_from_store(&db, HOST, None, None, None, Some(now.timestamp_millis())).unwrap();
-    let args = ReportArgs {
-        format: Format::Table,
-        out: None,
-        configs: None,
-        since: None,
-        until: None,
-        mode: None,
-        upgrade_cost: None,
-        co2: None,
-        db: None,
-        host: None,
-    };
+    let args = ReportArgs::new(Format::Table);
     let input = input_from_config(&config(), data, &args, now).unwrap();
     let r = report::build(&input).unwrap();
     let idle = r.idle.as_ref().expect("an idle section");
