@@ -72,6 +72,10 @@ pub enum Command {
     /// Price and carbon-intensity series: import Octopus Agile, day-ahead CSV, carbon data.
     #[command(subcommand, after_help = examples::TARIFF)]
     Tariff(crate::commands::tariff::TariffCommand),
+    /// Why idle draws what it does: package and core C-states and the power settings that
+    /// keep them shallow; --measure finds what each setting saves at the wall.
+    #[command(after_help = examples::IDLE)]
+    Idle(crate::commands::idle::IdleArgs),
     /// Print the help of wattson or of the given subcommand(s).
     #[command(after_help = examples::HELP)]
     Help(HelpArgs),
@@ -316,6 +320,13 @@ Examples:
     pub const TARIFF_REMOVE: &str = "\
 Examples:
   wattson tariff remove agile";
+    pub const IDLE: &str = "\
+Examples:
+  wattson idle                                  # package and core C-states, every setting, in words
+  wattson idle --json | jq .findings
+  sudo wattson idle --measure                   # what each setting saves at the wall, then puts it back
+  sudo wattson idle --measure --only pcie_aspm,sata_alpm
+  sudo wattson idle --measure --skip runtime_pm_usb --phase 40s";
 
     pub const HELP: &str = "\
 Examples:

@@ -43,19 +43,7 @@ fn now() -> DateTime<Utc> {
 }
 
 fn args(format: Format) -> ReportArgs {
-    ReportArgs {
-        format,
-        out: None,
-        configs: None,
-        since: None,
-        until: None,
-        mode: None,
-        upgrade_cost: None,
-        co2: None,
-        tariffs: None,
-        db: None,
-        host: None,
-    }
+    ReportArgs::new(format)
 }
 
 fn config() -> Config {

@@ -337,8 +337,13 @@ fn the_mqtt_password_as_a_systemd_credential() {
         cmd
     };
 
-    // Not started by systemd: no $CREDENTIALS_DIRECTORY.
-    for args in [&["config", "check"][..], &["run", "--duration", "1s"]] {
+    // Not started by systemd: no $CREDENTIALS_DIRECTORY. The fleet collector checks the
+    // same before it connects.
+    for args in [
+        &["config", "check"][..],
+        &["run", "--duration", "1s"],
+        &["collect"],
+    ] {
         let (code, stderr) = wattson_with(wattson(), &config, args);
         assert_eq!(code, Some(78), "{args:?}: {stderr}");
         assert!(
@@ -410,6 +415,19 @@ fn the_mqtt_password_as_a_systemd_credential() {
         stderr.matches("Permission denied").count(),
         1,
         "printed twice: {stderr}"
+    );
+}
+
+/// The fleet collector without a broker to collect from is a configuration problem too.
+#[test]
+fn collect_without_an_mqtt_section_exits_78() {
+    let env = TestEnv::new();
+    let config = env.config("");
+    let (code, stderr) = wattson_with(wattson(), &config, &["collect"]);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains("mqtt: wattson collect needs an [mqtt] section"),
+        "{stderr}"
     );
 }
 

@@ -114,9 +114,10 @@ fn the_demo_on_a_terminal_shows_progress_without_log_noise_and_keeps_its_duratio
     // No log lines on the terminal.
     assert!(!raw.contains(" INFO "), "log noise:\n{raw}");
 
-    // The simulated meter follows this machine's whole CPU load, so a busy machine can keep a
-    // level from its precision target within the demo's time: then the warning is carried
-    // directly under that level's figure, never as a stray line.
+    // The simulated meter follows this machine's whole CPU load. On a quiet machine the
+    // demo's +/- 2 W target is reached well inside each level's time; a machine busy with other
+    // work can still keep a level of this 30 s run from it, and then the warning must be
+    // carried directly under that level's figure, never as a stray line.
     let lines = screen_lines(&raw);
     for (i, line) in lines.iter().enumerate() {
         if line.contains("time cap") {
@@ -125,7 +126,7 @@ fn the_demo_on_a_terminal_shows_progress_without_log_noise_and_keeps_its_duratio
                 "stray time-cap line {line:?}:\n{}",
                 lines.join("\n")
             );
-            let above = i.checked_sub(1).map(|j| lines[j].as_str()).unwrap_or("");
+            let above = i.checked_sub(1).map_or("", |j| lines[j].as_str());
             assert!(
                 above.contains(" W ") && above.contains("kWh"),
                 "time-cap warning not under a level's figure:\n{}",

@@ -106,8 +106,18 @@ impl<W: Write + Send> FleetSink for JsonLines<W> {
 
 pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let cfg = super::load_config(config)?;
+    // What `config check` checks beyond the file (the broker's URL, password file or
+    // credential, TLS files), so that collect refuses with exit 78 what check refuses.
+    for warning in super::config_check::preflight(&cfg)? {
+        tracing::warn!("{warning}");
+    }
     let Some(mqtt) = cfg.mqtt.clone() else {
-        anyhow::bail!("wattson collect needs an [mqtt] section with the broker's url");
+        return Err(super::config_check::unusable(
+            &cfg,
+            "mqtt".to_owned(),
+            "wattson collect needs an [mqtt] section with the broker's url".to_owned(),
+        )
+        .into());
     };
     let client_id = args
         .client_id

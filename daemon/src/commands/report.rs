@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use wattson_collectors::SourceId;
+use wattson_collectors::source::channel;
 
 use anyhow::Context as _;
 use chrono::{DateTime, Duration, NaiveDate, TimeZone as _, Utc};
@@ -76,6 +78,25 @@ pub struct ReportArgs {
     pub host: Option<String>,
 }
 
+impl ReportArgs {
+    /// The defaults in `format`: every configuration, the whole history, to stdout.
+    pub fn new(format: Format) -> ReportArgs {
+        ReportArgs {
+            format,
+            out: None,
+            configs: None,
+            since: None,
+            until: None,
+            mode: None,
+            upgrade_cost: None,
+            co2: None,
+            tariffs: None,
+            db: None,
+            host: None,
+        }
+    }
+}
+
 /// A window bound as typed: a local date, or a duration back from now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum When {
@@ -127,6 +148,8 @@ pub struct StoreData {
     /// in precedence order, and the carbon-intensity series that apply.
     pub price_series: Vec<(crate::analysis::price_series::SlotSeries, bool)>,
     pub carbon: Option<crate::analysis::price_series::SeriesSet>,
+    /// Package C-state history and measured idle settings.
+    pub idle: crate::report::idle::IdleInput,
 }
 
 /// Reads sweeps, the wall source's energy (through the ledger), gaps and utilisation from
@@ -136,7 +159,7 @@ pub struct StoreData {
 pub fn gather_from_store(
     db: &Path,
     host: &str,
-    wall: Option<&str>,
+    wall: Option<&SourceId>,
     accuracy: Option<wattson_collectors::meter::Accuracy>,
     from_ms: Option<i64>,
     to_ms: Option<i64>,
@@ -155,6 +178,12 @@ pub fn gather_from_store(
         data.configs.push(sweep_config_input(&s));
     }
     data.regression = crate::sweep::regression::latest(&store, None)?;
+    data.idle = crate::report::idle::load(
+        &store,
+        host,
+        from_ms.unwrap_or(0),
+        to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
+    )?;
     data.gpus = gather_gpus(
         &store,
         host,
@@ -162,7 +191,7 @@ pub fn gather_from_store(
         to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
     )?;
 
-    let source = match wall.map(str::to_owned) {
+    let source = match wall.cloned() {
         Some(w) if energy::power_series(&store, host, &w)?.is_some() => w,
         _ => {
             let series = store.find_series(
@@ -173,7 +202,7 @@ pub fn gather_from_store(
             )?;
             let Some(first) = series
                 .into_iter()
-                .filter(|s| s.source.starts_with("meter:"))
+                .filter(|s| s.source.is_meter())
                 .map(|s| s.source)
                 .min()
             else {
@@ -203,14 +232,14 @@ pub fn gather_from_store(
     let cpus = store
         .find_series(&SeriesFilter::all().host(host).metric(Metric::CpuBusy))?
         .iter()
-        .filter(|s| s.channel.starts_with("cpu"))
+        .filter(|s| channel::is_per_core(&s.channel))
         .count() as u32;
     let utilisation = store
         .rollups(
             &SeriesFilter::all()
                 .host(host)
                 .metric(Metric::CpuBusy)
-                .channel("all"),
+                .channel(channel::ALL),
             Resolution::Hour,
             floor_to(first, HOUR_MS),
             to,
@@ -356,8 +385,8 @@ pub fn gather_gpus(
     let mut out = Vec::new();
     for p in power
         .iter()
-        .filter(|s| s.source == wattson_collectors::power::nvml::SOURCE)
-        .filter(|s| s.channel.starts_with("gpu"))
+        .filter(|s| s.source == SourceId::Gpu)
+        .filter(|s| channel::is_gpu(&s.channel))
     {
         let raw = |metric: Metric| -> anyhow::Result<BTreeMap<i64, f64>> {
             let filter = SeriesFilter::all()
@@ -526,6 +555,7 @@ pub fn input_from_config(
         measured: store.measured,
         regression: store.regression,
         gpus: store.gpus,
+        idle: store.idle,
         options,
     })
 }
@@ -569,9 +599,9 @@ pub fn produce(config: &Config, args: &ReportArgs, now: DateTime<Utc>) -> anyhow
         .then(|| crate::ledger::costs::wall_source(config))
         .flatten();
     let accuracy = wall
-        .as_deref()
+        .as_ref()
         .and_then(|w| crate::ledger::costs::accuracy_of(config, w));
-    let store = gather_from_store(&db, &host, wall.as_deref(), accuracy, from_ms, to_ms)
+    let store = gather_from_store(&db, &host, wall.as_ref(), accuracy, from_ms, to_ms)
         .with_context(|| format!("reading {}", db.display()))?;
     let input = input_from_config(config, store, args, now)?;
     let built = report::build(&input)?;

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
+use wattson_collectors::SourceId;
+use wattson_collectors::source::channel;
 
 use serde::Serialize;
 use wattson_collectors::{Metric, SysRoot};
@@ -19,7 +21,7 @@ use crate::ledger::counter::{self as ledger_counter, CounterCheck, SourceRejecti
 /// One latest reading.
 #[derive(Debug, Serialize)]
 struct Reading {
-    source: String,
+    source: SourceId,
     metric: &'static str,
     channel: String,
     unit: &'static str,
@@ -58,9 +60,12 @@ struct Daemon {
     version: String,
     since_ms: i64,
     socket: String,
-    sources: Vec<String>,
+    sources: Vec<SourceId>,
     /// Connections open on its control socket, this one included.
     clients: usize,
+    /// Where it serves `[http]` (`/metrics`, the live page), when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http: Option<String>,
 }
 
 /// The price in force now: the live price, an imported slot, or the configured tariff.
@@ -163,7 +168,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     let mut readings = Vec::new();
     let mut per_core = 0;
     for l in store.latest(&host)? {
-        if l.series.channel.starts_with("cpu") {
+        if channel::is_per_core(&l.series.channel) {
             per_core += 1;
             continue;
         }
@@ -199,18 +204,18 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         .or_else(|| {
             readings
                 .iter()
-                .filter(|r| r.source.starts_with("meter:") && r.metric == Metric::Power.as_str())
+                .filter(|r| r.source.is_meter() && r.metric == Metric::Power.as_str())
                 .map(|r| r.source.clone())
                 .min()
         });
     let tariff = crate::tariff::tariff_with_series(&config.tariff, &store, now_ms)?;
     let price = {
         let (p, until, from) = tariff.priced_segment(now_ms)?;
-        let watts = wall.as_deref().and_then(|w| {
+        let watts = wall.as_ref().and_then(|w| {
             readings
                 .iter()
                 .find(|r| {
-                    r.source == w && r.metric == Metric::Power.as_str() && r.channel.is_empty()
+                    r.source == *w && r.metric == Metric::Power.as_str() && r.channel.is_empty()
                 })
                 .map(|r| r.value)
         });
@@ -309,6 +314,7 @@ fn live_readings(db: &Path, now_ms: i64) -> Result<(Vec<Reading>, String, Daemon
         socket: client.socket().display().to_string(),
         sources: status.sources,
         clients: status.clients,
+        http: status.http,
     };
     Ok((readings, format!("live from {}", client.describe()), daemon))
 }
@@ -318,7 +324,7 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
     let mut out = Vec::new();
     for m in &config.meters {
         out.push(SourceState {
-            source: format!("meter:{}", m.id),
+            source: SourceId::meter(&m.id).to_string(),
             available: m.port.exists(),
             detail: if m.port.exists() {
                 format!("{} on {}", m.protocol, m.port.display())
@@ -334,22 +340,23 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
             detail: "no [[meter]] configured: wall power is not measured".into(),
         });
     }
-    let cpu = wattson_collectors::cpu::CpuCollector::new(root.clone());
+    let cpu =
+        wattson_collectors::cpu::CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
     for (part, state) in cpu.availability() {
         out.push(SourceState {
-            source: format!("cpu {part}"),
+            source: format!("{} {part}", SourceId::Cpu),
             available: state.is_ok(),
             detail: state.err().unwrap_or_else(|| "ok".into()),
         });
     }
     match wattson_collectors::power::rapl::RaplCollector::new(root) {
         Ok(_) => out.push(SourceState {
-            source: "rapl".into(),
+            source: SourceId::Rapl.to_string(),
             available: true,
             detail: "powercap zones readable".into(),
         }),
         Err(e) => out.push(SourceState {
-            source: "rapl".into(),
+            source: SourceId::Rapl.to_string(),
             available: false,
             detail: e.to_string(),
         }),
@@ -357,21 +364,21 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
     if config.power.gpu {
         let state = wattson_collectors::power::nvml::NvmlCollector::new();
         out.push(SourceState {
-            source: "gpu".into(),
+            source: SourceId::Gpu.to_string(),
             available: state.is_ok(),
             detail: state.map_or_else(|e| e.to_string(), |_| "NVML loaded".into()),
         });
     }
     if !config.power.ipmi {
         out.push(SourceState {
-            source: "ipmi".into(),
+            source: SourceId::Ipmi.to_string(),
             available: false,
             detail: "off ([power] ipmi = true reads the BMC's DCMI power reading)".into(),
         });
     }
     for u in &config.ups {
         out.push(SourceState {
-            source: format!("ups:{}", u.name),
+            source: SourceId::ups(&u.name).to_string(),
             available: true,
             detail: format!(
                 "upsd {}:{} (shared: feeds several machines; never added to the wall figure)",
@@ -381,12 +388,12 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
     }
     match wattson_collectors::power::hwmon::HwmonCollector::new(root) {
         Ok(_) => out.push(SourceState {
-            source: "hwmon".into(),
+            source: SourceId::Hwmon.to_string(),
             available: true,
             detail: "power sensors found".into(),
         }),
         Err(e) => out.push(SourceState {
-            source: "hwmon".into(),
+            source: SourceId::Hwmon.to_string(),
             available: false,
             detail: e.to_string(),
         }),
@@ -396,10 +403,11 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
 
 fn label(metric: &str, channel: &str) -> String {
     match (metric, channel) {
-        ("cpu_busy", "all") => "CPU busy".into(),
-        ("core_frequency", "mean") => "mean core frequency".into(),
-        ("idle_residency", c) => format!("idle state {}", c.trim_start_matches("all/")),
-        ("cpu_time", c) => format!("CPU time {}", c.trim_start_matches("all/")),
+        ("cpu_busy", c) if c == channel::ALL => "CPU busy".into(),
+        ("core_frequency", c) if c == channel::MEAN => "mean core frequency".into(),
+        ("idle_residency", c) => format!("idle state {}", channel::all_part(c).unwrap_or(c)),
+        ("package_residency", c) => format!("package state {}", channel::all_part(c).unwrap_or(c)),
+        ("cpu_time", c) => format!("CPU time {}", channel::all_part(c).unwrap_or(c)),
         (m, "") => m.replace('_', " "),
         (m, c) => format!("{} {c}", m.replace('_', " ")),
     }
@@ -419,7 +427,10 @@ fn render(s: &Status) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "wattson status: host {} ({})", s.host, s.database);
     let _ = writeln!(out, "readings: {}", s.readings_from);
-    let mut by_source: BTreeMap<&str, Vec<&Reading>> = BTreeMap::new();
+    if let Some(url) = s.daemon.as_ref().and_then(|d| d.http.as_deref()) {
+        let _ = writeln!(out, "http: {url} (/metrics, the live page at /)");
+    }
+    let mut by_source: BTreeMap<&SourceId, Vec<&Reading>> = BTreeMap::new();
     for r in &s.readings {
         by_source.entry(&r.source).or_default().push(r);
     }
@@ -434,7 +445,7 @@ fn render(s: &Status) -> String {
             scope_label(source).map_or_else(String::new, |l| format!("{l}; ")),
             age_text(newest)
         );
-        if source == crate::sources::estimate::SOURCE {
+        if *source == SourceId::Estimate {
             out.push_str(&estimate_lines(&rs));
             continue;
         }
@@ -613,19 +624,16 @@ fn render_store(out: &mut String, s: &StoreStatus) {
 
 /// What a source's watts stand for, so that figures from different places are never read
 /// as parts of one sum: the wall meter holds everything inside the box.
-fn scope_label(source: &str) -> Option<&'static str> {
-    if source.starts_with("meter:") {
-        Some("measured at the wall")
-    } else if source.starts_with("estimate:") {
-        Some("estimated, not measured")
-    } else if source.starts_with("ups:") {
-        Some("a UPS: shared by every machine it feeds")
-    } else {
-        match source {
-            "rapl" | "hwmon" | "gpu" => Some("measured inside the box: part of the wall figure"),
-            "ipmi" => Some("the whole server, from its BMC"),
-            _ => None,
+pub(crate) fn scope_label(source: &SourceId) -> Option<&'static str> {
+    match source {
+        SourceId::Meter(_) => Some("measured at the wall"),
+        SourceId::Estimate => Some("estimated, not measured"),
+        SourceId::Ups(_) => Some("a UPS: shared by every machine it feeds"),
+        SourceId::Rapl | SourceId::Hwmon | SourceId::Gpu => {
+            Some("measured inside the box: part of the wall figure")
         }
+        SourceId::Ipmi => Some("the whole server, from its BMC"),
+        SourceId::Cpu | SourceId::FleetState | SourceId::Other(_) => None,
     }
 }
 

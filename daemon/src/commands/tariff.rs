@@ -117,6 +117,17 @@ struct Imported {
     notes: Vec<String>,
 }
 
+impl TariffCommand {
+    /// The database this command works on, where its `--db` names one.
+    pub fn db(&self) -> Option<PathBuf> {
+        match self {
+            TariffCommand::Import(a) => a.db.clone(),
+            TariffCommand::List(a) => a.db.clone(),
+            TariffCommand::Remove(a) => a.db.clone(),
+        }
+    }
+}
+
 pub fn run(cmd: &TariffCommand, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config_path)?;
     match cmd {

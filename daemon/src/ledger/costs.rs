@@ -9,6 +9,7 @@
 use chrono::{DateTime, Datelike, NaiveTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
+use wattson_collectors::SourceId;
 use wattson_collectors::meter::{Accuracy, Protocol};
 
 use super::energy::{self, Energy, MS_PER_HOUR};
@@ -29,19 +30,15 @@ pub fn tariff(cfg: &TariffConfig) -> anyhow::Result<Tariff> {
 }
 
 /// The source that measures the whole machine at the wall: the first configured meter, else
-/// the first smart plug.
-pub fn wall_source(config: &Config) -> Option<String> {
-    config
-        .meters
-        .first()
-        .map(|m| format!("meter:{}", m.id))
-        .or_else(|| config.plugs.first().map(|p| format!("meter:{}", p.id)))
+/// the first smart plug ([`super::PrimaryPower::wall`]).
+pub fn wall_source(config: &Config) -> Option<SourceId> {
+    super::PrimaryPower::from_config(config).wall().cloned()
 }
 
-/// The stated accuracy of the meter behind `source` (`meter:<id>` of a configured meter),
-/// where its datasheet gives one.
-pub fn accuracy_of(config: &Config, source: &str) -> Option<Accuracy> {
-    let id = source.strip_prefix("meter:")?;
+/// The stated accuracy of the meter behind `source` (a configured meter), where its
+/// datasheet gives one.
+pub fn accuracy_of(config: &Config, source: &SourceId) -> Option<Accuracy> {
+    let id = source.meter_id()?;
     let m = config.meters.iter().find(|m| m.id == id)?;
     // `as_str` reads the same whether the config keeps the protocol as text or typed.
     m.protocol.as_str().parse::<Protocol>().ok()?.accuracy()
@@ -96,7 +93,7 @@ impl PeriodCost {
 /// nor stretch it).
 #[derive(Debug, Clone, Serialize)]
 pub struct CostSummary {
-    pub source: String,
+    pub source: SourceId,
     pub currency: String,
     pub today: PeriodCost,
     pub month: PeriodCost,
@@ -132,7 +129,7 @@ pub fn local_midnight(tz: Tz, date: chrono::NaiveDate) -> i64 {
 pub fn summary(
     store: &Store,
     host: &str,
-    source: &str,
+    source: &SourceId,
     accuracy: Option<Accuracy>,
     tariff: &Tariff,
     now: DateTime<Utc>,
@@ -145,7 +142,7 @@ pub fn summary(
 pub fn summary_with_total(
     store: &Store,
     host: &str,
-    source: &str,
+    source: &SourceId,
     accuracy: Option<Accuracy>,
     tariff: &Tariff,
     now: DateTime<Utc>,
@@ -243,7 +240,7 @@ impl RunningTotal {
         &mut self,
         store: &Store,
         host: &str,
-        source: &str,
+        source: &SourceId,
         tariff: &Tariff,
         now_ms: i64,
     ) -> anyhow::Result<TotalFigures> {

@@ -13,6 +13,7 @@
 
 use serde::Serialize;
 use wattson_collectors::Metric;
+use wattson_collectors::SourceId;
 
 use crate::analysis::cost::{CostBreakdown, CostError, cost_of_energy};
 use crate::analysis::tariff::Tariff;
@@ -53,7 +54,7 @@ pub struct GapSpan {
 pub struct Energy {
     pub host: String,
     /// `meter:wall`, a plug, a fleet host's meter.
-    pub source: String,
+    pub source: SourceId,
     pub from_ms: i64,
     pub to_ms: i64,
     /// Wh.
@@ -72,7 +73,7 @@ pub struct Energy {
 
 impl Energy {
     /// An empty figure for a source with no power series.
-    fn empty(host: &str, source: &str, from_ms: i64, to_ms: i64) -> Energy {
+    fn empty(host: &str, source: &SourceId, from_ms: i64, to_ms: i64) -> Energy {
         Energy {
             host: host.to_owned(),
             source: source.to_owned(),
@@ -169,7 +170,11 @@ impl Energy {
 }
 
 /// The power series of `source` on `host` (channel `""`), if stored.
-pub fn power_series(store: &Store, host: &str, source: &str) -> Result<Option<Series>, StoreError> {
+pub fn power_series(
+    store: &Store,
+    host: &str,
+    source: &SourceId,
+) -> Result<Option<Series>, StoreError> {
     Ok(store
         .find_series(
             &SeriesFilter::all()
@@ -186,7 +191,7 @@ pub fn power_series(store: &Store, host: &str, source: &str) -> Result<Option<Se
 pub fn energy(
     store: &Store,
     host: &str,
-    source: &str,
+    source: &SourceId,
     from_ms: i64,
     to_ms: i64,
 ) -> Result<Energy, StoreError> {
@@ -224,7 +229,7 @@ pub fn energy(
     out.gaps = store
         .gaps(host, from_ms, to_ms)?
         .into_iter()
-        .filter(|g| g.source == source)
+        .filter(|g| g.source == *source)
         .map(|g| GapSpan {
             start_ms: g.start_ms.max(from_ms),
             end_ms: g.end_ms.min(to_ms),
@@ -246,7 +251,7 @@ pub struct Total {
 
 /// The source's stored energy since its first sample: what Home Assistant's `energy`
 /// entity shows (it only grows as samples are stored, across restarts).
-pub fn total(store: &Store, host: &str, source: &str) -> Result<Total, StoreError> {
+pub fn total(store: &Store, host: &str, source: &SourceId) -> Result<Total, StoreError> {
     let Some(series) = power_series(store, host, source)? else {
         return Ok(Total::default());
     };

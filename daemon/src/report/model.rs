@@ -16,6 +16,7 @@
 //! its time idle); the saving in every mode both share is listed beside it.
 
 use std::collections::BTreeMap;
+use wattson_collectors::SourceId;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -101,6 +102,9 @@ pub struct Report {
     /// Real tariffs: pricing per slot, the fallback, the tariff comparison, CO2 per slot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tariffs: Option<super::tariffs::TariffReport>,
+    /// "Idle: where the watts go": package C-states and the measured idle settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<super::idle::IdleReport>,
     /// Plain-words caveats.
     pub notes: Vec<String>,
 }
@@ -315,7 +319,7 @@ pub struct ModeSaving {
 pub struct GpuIdleReport {
     /// `gpuN`.
     pub channel: String,
-    pub source: String,
+    pub source: SourceId,
     /// Which evidence told resident from bare idle.
     pub rule: Rule,
     /// `rule` in words.
@@ -771,6 +775,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         regression,
         gpus,
         tariffs,
+        idle: super::idle::build(&input.idle, tariff, opts.reference_date),
         notes,
     })
 }
@@ -1049,6 +1054,7 @@ mod tests {
             measured,
             regression: Vec::new(),
             gpus: vec![],
+            idle: crate::report::idle::IdleInput::default(),
             options: ReportOptions::new(date(2026, 1, 1)),
         }
     }

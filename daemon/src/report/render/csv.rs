@@ -24,6 +24,10 @@
 //! it paid and the saving columns compare with the first tariff of `--tariffs`. A row of
 //! mode `by time of day` prices the measured hour-of-day profile against the series' price
 //! by hour of day; a row of kind `co2` carries CO2 per carbon-intensity slot in `warnings`.
+//! Each idle setting `wattson idle --measure` measured adds a row of kind `idle_setting`
+//! (config = its name, mode `idle`) whose watts, kWh and cost are the change against idle as
+//! found (negative saves), with their 95 % half-widths; the saving columns are the same
+//! change with the sign turned.
 
 use std::fmt::Write as _;
 
@@ -121,7 +125,11 @@ pub fn render(r: &Report) -> String {
     }
     if let Some(m) = &r.measured {
         let row = [
-            field(m.source.as_deref().unwrap_or("measured")),
+            field(
+                &m.source
+                    .as_ref()
+                    .map_or_else(|| "measured".to_owned(), ToString::to_string),
+            ),
             "measured".to_string(),
             "measured".to_string(),
             num(m.mean_watts, 3),
@@ -163,7 +171,7 @@ pub fn render(r: &Report) -> String {
             let kwh = w * y;
             let row = [
                 field(&g.channel),
-                "gpu".to_string(),
+                wattson_collectors::SourceId::Gpu.to_string(),
                 field(mode),
                 num(w, 3),
                 String::new(),
@@ -183,6 +191,30 @@ pub fn render(r: &Report) -> String {
             ];
             let _ = writeln!(out, "{}", row.join(","));
         }
+    }
+    for s in r.idle.iter().flat_map(|i| &i.settings) {
+        let row: [String; HEADER.len()] = [
+            field(&s.name),
+            "idle_setting".to_string(),
+            "idle".to_string(),
+            num(s.delta_watts, 3),
+            num(s.delta_ci95_watts, 3),
+            num(s.annual_kwh_change, 3),
+            num(s.annual_kwh_change_ci95, 3),
+            money(s.annual_cost_change),
+            money(s.annual_cost_change_ci95),
+            field(&r.currency),
+            num(r.price_per_kwh, 6),
+            num(-s.annual_kwh_change, 3),
+            money(-s.annual_cost_change),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            // No warnings: the interval is the measurement's own.
+            String::new(),
+        ];
+        let _ = writeln!(out, "{}", row.join(","));
     }
     out
 }
