@@ -16,6 +16,7 @@ use serde_json::Value;
 use wattson::store::{Store, StoreOptions, Writer};
 use wattson_collectors::{Metric, Sample};
 use wattson_tests::broker::{Kind, Options, TestBroker, publish_acked};
+use wattson_tests::http::{bound_addr, get, metric_value};
 use wattson_tests::{Child, q, wattson, workspace_root};
 
 const HOST: &str = "e2e";
@@ -689,7 +690,8 @@ fn a_live_price_over_mqtt_prices_from_arrival_and_survives_a_restart() {
     let extra = format!(
         "price_topic = \"homeassistant/sensor/octopus_current_rate/state\"\n\n\
          [[meter]]\nid = \"wall\"\nprotocol = \"pzem004t\"\nport = {}\naddress = 1\ninterval = \"1s\"\n\n\
-         [mqtt]\nurl = {}\npublish_interval = \"1s\"\nkeepalive = \"5s\"\n",
+         [mqtt]\nurl = {}\npublish_interval = \"1s\"\nkeepalive = \"5s\"\n\n\
+         [http]\nlisten = \"127.0.0.1:0\"\n",
         q(&sim.path),
         q(broker.url(false))
     );
@@ -732,6 +734,18 @@ fn a_live_price_over_mqtt_prices_from_arrival_and_survives_a_restart() {
     let w = p["watts"].as_f64().unwrap();
     assert!((w - 60.0).abs() < 0.5, "{p}");
     assert!((p["cost_per_hour"].as_f64().unwrap() - w / 1000.0 * 0.5).abs() < 1e-9);
+    // The exporter shows the same price and where it comes from.
+    let addr = bound_addr(&daemon);
+    let line =
+        format!(r#"wattson_tariff_price_per_kwh{{host="{HOST}",currency="GBP",series="mqtt"}}"#);
+    daemon.wait_for(
+        "/metrics showing the live price",
+        Duration::from_secs(20),
+        || {
+            let body = get(addr, "/metrics", &[])?.body;
+            (metric_value(&body, &line) == Some(0.5)).then_some(())
+        },
+    );
     // Not prices: each counted, none applied.
     let oversized = vec![b'1'; 20 * 1024];
     send(vec![
