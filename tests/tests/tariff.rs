@@ -697,7 +697,7 @@ fn a_live_price_over_mqtt_prices_from_arrival_and_survives_a_restart() {
     );
     let cfg = config(dir.path(), &db, "GBP", &extra);
     let topic = "homeassistant/sensor/octopus_current_rate/state".to_owned();
-    let send = |payloads: Vec<Vec<u8>>| {
+    let publish = |payloads: Vec<Vec<u8>>| {
         rt.block_on(publish_acked(
             broker.port,
             format!("ha-{}", wattson_tests::now_ms()),
@@ -716,7 +716,7 @@ fn a_live_price_over_mqtt_prices_from_arrival_and_survives_a_restart() {
     });
     assert_eq!(status(&cfg)["price"]["source"], "tariff");
     let sent = Instant::now();
-    send(vec![b"0.5".to_vec()]);
+    publish(vec![b"0.5".to_vec()]);
     let s = daemon.wait_for(
         "status showing the live price",
         Duration::from_secs(20),
@@ -736,19 +736,19 @@ fn a_live_price_over_mqtt_prices_from_arrival_and_survives_a_restart() {
     assert!((p["cost_per_hour"].as_f64().unwrap() - w / 1000.0 * 0.5).abs() < 1e-9);
     // The exporter shows the same price and where it comes from.
     let addr = bound_addr(&daemon);
-    let line =
+    let price_line =
         format!(r#"wattson_tariff_price_per_kwh{{host="{HOST}",currency="GBP",series="mqtt"}}"#);
     daemon.wait_for(
         "/metrics showing the live price",
         Duration::from_secs(20),
         || {
             let body = get(addr, "/metrics", &[])?.body;
-            (metric_value(&body, &line) == Some(0.5)).then_some(())
+            (metric_value(&body, &price_line) == Some(0.5)).then_some(())
         },
     );
     // Not prices: each counted, none applied.
     let oversized = vec![b'1'; 20 * 1024];
-    send(vec![
+    publish(vec![
         b"unavailable".to_vec(),
         b"NaN".to_vec(),
         b"inf".to_vec(),
@@ -759,7 +759,7 @@ fn a_live_price_over_mqtt_prices_from_arrival_and_survives_a_restart() {
         "rejected, not applied (4 rejected so far)",
         Duration::from_secs(20),
     );
-    send(vec![b"0.31".to_vec()]);
+    publish(vec![b"0.31".to_vec()]);
     daemon.wait_for("the next good price", Duration::from_secs(20), || {
         (status(&cfg)["price"]["price_per_kwh"].as_f64() == Some(0.31)).then_some(())
     });
@@ -779,13 +779,13 @@ fn a_live_price_over_mqtt_prices_from_arrival_and_survives_a_restart() {
     assert_eq!(s["price"]["source"], "mqtt", "{}", s["price"]);
     assert_eq!(s["price"]["price_per_kwh"].as_f64(), Some(0.31));
     let list = json(&ok(&cfg, &["tariff", "list", "--json"]));
-    let live = list
+    let live_series = list
         .as_array()
         .unwrap()
         .iter()
         .find(|x| x["source"] == "mqtt")
         .unwrap();
-    assert_eq!(live["slots"].as_u64(), Some(2), "{live}");
+    assert_eq!(live_series["slots"].as_u64(), Some(2), "{live_series}");
     let mut daemon = Child::run_daemon(&cfg, &[]);
     daemon.wait_for_log("price: subscribed", Duration::from_secs(20));
     assert_eq!(status(&cfg)["price"]["price_per_kwh"].as_f64(), Some(0.31));

@@ -151,7 +151,7 @@ impl Energy {
             let sum: f64 = parts.map_or(0.0, |p| p.iter().map(|m| m.1).sum());
             match parts {
                 Some(p) if sum > 0.0 && b.wh > 0.0 => {
-                    out.extend(p.iter().map(|&(t, wh)| (t, t + MINUTE_MS, wh * b.wh / sum)))
+                    out.extend(p.iter().map(|&(t, wh)| (t, t + MINUTE_MS, wh * b.wh / sum)));
                 }
                 _ => out.push((b.start_ms, b.end_ms, b.wh)),
             }
