@@ -7,13 +7,16 @@
 
 pub mod cgroup;
 pub mod cpu;
+pub mod idle;
 pub mod meter;
 pub mod plausibility;
 pub mod power;
 pub mod sample;
+pub mod source;
 pub mod sysroot;
 
 pub use sample::{Metric, Sample, Unit};
+pub use source::SourceId;
 
 /// Displays an error and each of its sources once: `outer: inner: root cause`, as anyhow's
 /// `{:#}` does. Error types here carry their cause as `#[source]` without interpolating it
@@ -151,8 +154,8 @@ impl Scope {
 
 /// A source of samples, polled by the daemon.
 pub trait Collector: Send {
-    /// A short stable name for logs and storage, e.g. `cpu`, `meter:wall`, `rapl`.
-    fn name(&self) -> &str;
+    /// Which source this is, for logs and storage.
+    fn source(&self) -> &SourceId;
 
     /// Read the source once. `now_ms` is the wall-clock time of the poll in UTC
     /// milliseconds; samples carry it (or the device's own time where it has one).

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::SourceId;
+
 /// The unit a sample's value is in. Values never travel as strings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -79,6 +81,10 @@ pub enum Metric {
     /// nvidia-smi's `--query-compute-apps`), a count. An idle GPU with one resident draws
     /// far more than a bare one (the SM clock is held up). Channel: `gpuN`.
     GpuProcesses,
+    /// Share of the interval a CPU package spent in one package C-state (`PC2` .. `PC10`),
+    /// from the package residency counters against the TSC, 0..1. Channel: `all/<state>`
+    /// (the mean over packages) and, with more than one package, `packageN/<state>`.
+    PackageResidency,
     /// Readings a source rejected as implausible since its collector started, a count
     /// (cumulative; it restarts at zero with the daemon). Channel: the reason
     /// ([`crate::plausibility::Reason::as_str`]).
@@ -99,9 +105,11 @@ impl Metric {
             Metric::PowerFactor => Unit::Ratio,
             Metric::Frequency => Unit::Hertz,
             Metric::EnergyCounter | Metric::EnergyTotal => Unit::WattHour,
-            Metric::CpuBusy | Metric::CpuTime | Metric::IdleResidency | Metric::GpuUtilisation => {
-                Unit::Share
-            }
+            Metric::CpuBusy
+            | Metric::CpuTime
+            | Metric::IdleResidency
+            | Metric::GpuUtilisation
+            | Metric::PackageResidency => Unit::Share,
             Metric::CoreFrequency | Metric::GpuClock => Unit::Megahertz,
             Metric::PState | Metric::GpuProcesses | Metric::Rejected => Unit::Count,
             Metric::CgroupCpu => Unit::Second,
@@ -126,6 +134,7 @@ impl Metric {
             Metric::GpuClock => "gpu_clock",
             Metric::PState => "pstate",
             Metric::GpuProcesses => "gpu_processes",
+            Metric::PackageResidency => "package_residency",
             Metric::Rejected => "rejected",
             Metric::CgroupCpu => "cgroup_cpu",
         }
@@ -149,6 +158,7 @@ impl Metric {
             Metric::GpuClock,
             Metric::PState,
             Metric::GpuProcesses,
+            Metric::PackageResidency,
             Metric::Rejected,
             Metric::CgroupCpu,
         ]
@@ -159,13 +169,14 @@ impl Metric {
 
 /// One measurement.
 ///
-/// `source` names where it came from (`cpu`, `meter:wall`, `rapl`); `channel` says which
-/// part of the source (`cpu3`, `cpu3/C6`, `package-0`; empty for the source as a whole).
+/// `source` names where it came from; `channel` says which part of the source (`cpu3`,
+/// `cpu3/C6`, `package-0`, built with [`crate::source::channel`]; empty for the source as a
+/// whole).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     /// UTC milliseconds since the Unix epoch.
     pub ts_ms: i64,
-    pub source: String,
+    pub source: SourceId,
     pub metric: Metric,
     pub channel: String,
     pub value: f64,
@@ -174,7 +185,7 @@ pub struct Sample {
 impl Sample {
     pub fn new(
         ts_ms: i64,
-        source: impl Into<String>,
+        source: impl Into<SourceId>,
         metric: Metric,
         channel: impl Into<String>,
         value: f64,
@@ -207,6 +218,7 @@ mod tests {
             Metric::GpuClock,
             Metric::PState,
             Metric::GpuProcesses,
+            Metric::PackageResidency,
             Metric::Rejected,
             Metric::CgroupCpu,
         ] {

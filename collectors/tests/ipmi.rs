@@ -102,7 +102,12 @@ fn collector_reports_wall_watts() {
     let s = c.poll(9).unwrap();
     assert_eq!(s.len(), 1);
     assert_eq!(
-        (s[0].source.as_str(), s[0].metric, s[0].value, s[0].ts_ms),
+        (
+            s[0].source.to_string().as_str(),
+            s[0].metric,
+            s[0].value,
+            s[0].ts_ms
+        ),
         ("ipmi", Metric::Power, 215.0, 9)
     );
 }

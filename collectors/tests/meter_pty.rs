@@ -78,7 +78,7 @@ fn session(
 fn value(samples: &[wattson_collectors::Sample], source: &str, metric: Metric) -> Option<f64> {
     samples
         .iter()
-        .find(|s| s.source == source && s.metric == metric)
+        .find(|s| s.source == *source && s.metric == metric)
         .map(|s| s.value)
 }
 

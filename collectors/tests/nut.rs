@@ -132,10 +132,15 @@ fn realpower_is_read_as_shared_watts() {
     let mut c = NutCollector::new(upsd.config("rack")).unwrap();
     assert_eq!(c.scope(), Scope::Shared);
     assert_eq!(Collector::scope(&c), Some(Scope::Shared));
-    assert_eq!(c.name(), "ups:rack");
+    assert_eq!(c.source(), &"ups:rack");
     let s = c.poll(77).unwrap();
     assert_eq!(
-        (s[0].metric, s[0].value, s[0].ts_ms, s[0].source.as_str()),
+        (
+            s[0].metric,
+            s[0].value,
+            s[0].ts_ms,
+            s[0].source.to_string().as_str()
+        ),
         (Metric::Power, 312.5, 77, "ups:rack")
     );
     // One connection for construction and poll alike.

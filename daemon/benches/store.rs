@@ -199,7 +199,9 @@ fn write_rollups(store: &Store, from_ms: i64, to_ms: i64) {
     ];
     store.conn().execute_batch("BEGIN").unwrap();
     for (source, metric, channel, typical) in rolled {
-        let series = store.ensure_series(HOST, source, metric, channel).unwrap();
+        let series = store
+            .ensure_series(HOST, &source.into(), metric, channel)
+            .unwrap();
         let mut hour_ms = from_ms;
         while hour_ms < to_ms {
             let mut minutes = Vec::new();
@@ -442,7 +444,7 @@ fn bench_year_query(c: &mut Criterion) {
     group.sample_size(20);
     group.bench_function("year_report_query", |b| {
         b.iter(|| {
-            let wh = wattson::ledger::energy::energy(&store, HOST, "meter:wall", from, to)
+            let wh = wattson::ledger::energy::energy(&store, HOST, &"meter:wall".into(), from, to)
                 .unwrap()
                 .wh;
             let hourly = store

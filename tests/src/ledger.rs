@@ -91,7 +91,7 @@ pub fn power_points(db: &Path, host: &str, source: &str) -> Vec<(i64, f64)> {
     };
     let filter = wattson::store::SeriesFilter::all()
         .host(host)
-        .source(source)
+        .source(&source.into())
         .metric(Metric::Power)
         .channel("");
     let mut p: Vec<(i64, f64)> = store

@@ -126,7 +126,7 @@ fn write_config(dir: &Path, db: &Path, extra: &str) -> PathBuf {
 fn raw_values(db: &Path, source: &str, metric: Metric, channel: &str) -> Vec<(i64, f64)> {
     let store = Store::open_read_only(db).unwrap();
     let filter = SeriesFilter::all()
-        .source(source)
+        .source(&source.into())
         .metric(metric)
         .channel(channel);
     store
@@ -395,15 +395,18 @@ fn clock_jumps() -> (usize, usize) {
     let (_dir, db) = store_with(batches);
     let store = Store::open_read_only(&db).unwrap();
     let host = "localhost";
-    let total = wattson::ledger::energy::energy(&store, host, "meter:wall", T0 - H, T0 + 5 * H)
-        .unwrap()
-        .wh;
-    let first_hour = wattson::ledger::energy::energy(&store, host, "meter:wall", T0, T0 + H)
-        .unwrap()
-        .wh;
-    let jumped = wattson::ledger::energy::energy(&store, host, "meter:wall", T0 + H, T0 + 3 * H)
-        .unwrap()
-        .wh;
+    let total =
+        wattson::ledger::energy::energy(&store, host, &"meter:wall".into(), T0 - H, T0 + 5 * H)
+            .unwrap()
+            .wh;
+    let first_hour =
+        wattson::ledger::energy::energy(&store, host, &"meter:wall".into(), T0, T0 + H)
+            .unwrap()
+            .wh;
+    let jumped =
+        wattson::ledger::energy::energy(&store, host, &"meter:wall".into(), T0 + H, T0 + 3 * H)
+            .unwrap()
+            .wh;
     let stored = raw_values(&db, "meter:wall", Metric::Power, "");
     let filter = SeriesFilter::all().metric(Metric::Power);
     let mut buckets = 0;
@@ -501,10 +504,15 @@ fn soak_a_week_of_clock_steps_and_suspends() {
                 .count();
         }
     }
-    let total =
-        wattson::ledger::energy::energy(&store, "localhost", "meter:wall", T0 - H, clock + H)
-            .unwrap()
-            .wh;
+    let total = wattson::ledger::energy::energy(
+        &store,
+        "localhost",
+        &"meter:wall".into(),
+        T0 - H,
+        clock + H,
+    )
+    .unwrap()
+    .wh;
     let hours_stored = stored.len() as f64 / 3600.0;
     println!(
         "soak clock: {sent} samples sent over a week ({sent_back} steps back, {jumps} forward \
@@ -534,16 +542,21 @@ fn a_suspend_like_gap_is_recorded_as_no_energy() {
     let gap = wattson::ledger::energy::energy(
         &store,
         "localhost",
-        "meter:wall",
+        &"meter:wall".into(),
         T0 + 10 * MIN,
         T0 + 20 * MIN,
     )
     .unwrap()
     .wh;
-    let total =
-        wattson::ledger::energy::energy(&store, "localhost", "meter:wall", T0, T0 + 30 * MIN)
-            .unwrap()
-            .wh;
+    let total = wattson::ledger::energy::energy(
+        &store,
+        "localhost",
+        &"meter:wall".into(),
+        T0,
+        T0 + 30 * MIN,
+    )
+    .unwrap()
+    .wh;
     println!(
         "suspend gap: 1200 samples around 10 min of silence; energy in the silence {gap:.4} Wh, \
          total {total:.3} Wh (expected <= 33.33)"

@@ -116,7 +116,7 @@ fn stored_counter_total(db: &Path, host: &str) -> f64 {
     let store = open_db(db).unwrap();
     let filter = wattson::store::SeriesFilter::all()
         .host(host)
-        .source("meter:wall")
+        .source(&"meter:wall".into())
         .metric(Metric::EnergyTotal);
     store
         .raw(&filter, i64::MIN, i64::MAX)
@@ -134,7 +134,7 @@ fn assert_no_energy_invented(db: &Path, host: &str) {
     let p = power_points(db, host, "meter:wall");
     let elapsed_h = (p[p.len() - 1].0 - p[0].0) as f64 / 3_600_000.0;
     let store = open_db(db).unwrap();
-    let ledger = wattson::ledger::energy::total(&store, host, "meter:wall")
+    let ledger = wattson::ledger::energy::total(&store, host, &"meter:wall".into())
         .unwrap()
         .wh;
     let counter = stored_counter_total(db, host);
@@ -213,7 +213,7 @@ fn hostile_power_factor_and_frequency_out_of_range_are_rejected() {
     ] {
         let filter = wattson::store::SeriesFilter::all()
             .host(host)
-            .source("meter:wall")
+            .source(&"meter:wall".into())
             .metric(metric);
         for (_, points) in store.raw(&filter, i64::MIN, i64::MAX).unwrap() {
             assert!(

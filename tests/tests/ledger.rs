@@ -244,7 +244,8 @@ fn three_restarts_keep_energy_rising_and_store_the_downtime_as_gaps() {
             "{g:?} {w:?}"
         );
     }
-    let e = wattson::ledger::energy::energy(&store, host, "meter:wall", 0, i64::MAX).unwrap();
+    let e =
+        wattson::ledger::energy::energy(&store, host, &"meter:wall".into(), 0, i64::MAX).unwrap();
     let covered: i64 = segments.iter().map(|(a, b)| b - a).sum();
     assert_eq!(
         e.covered_ms, covered,

@@ -66,7 +66,11 @@ fn every_protocol_stores_the_simulated_watts_with_units() {
             );
         }
         let series = store
-            .find_series(&SeriesFilter::all().host(HOST).source(&source))
+            .find_series(
+                &SeriesFilter::all()
+                    .host(HOST)
+                    .source(&wattson_collectors::SourceId::from(source.as_ref())),
+            )
             .expect("series");
         let unit_of = |m: Metric| series.iter().find(|s| s.metric == m).map(|s| s.unit);
         assert_eq!(unit_of(Metric::Power), Some(Unit::Watt), "{protocol}");
@@ -128,7 +132,7 @@ fn three_pzems_on_one_line_are_stored_under_their_ids() {
         .series()
         .expect("series")
         .into_iter()
-        .map(|s| s.source)
+        .map(|s| s.source.to_string())
         .collect();
     assert!(
         sources.iter().all(|s| ids.contains(&s.as_str())),

@@ -48,12 +48,15 @@ fn extras() -> wattson::publish::mqtt::publisher::Extras {
         cost_month: Some(5.5),
         cost_total: Some(11.25),
         annual_projection: Some(189.22),
+        price_now: None,
         energy_today_kwh: Some(1.5),
         energy_total_kwh: Some(125.0),
         energy_ts_ms: None,
         mode: Some("idle".into()),
         mode_options: vec!["standby".into(), "idle".into(), "1 loop".into()],
-        primary_meter: Some("wall".into()),
+        primary: wattson::ledger::PrimaryPower::new(Some(wattson_collectors::SourceId::meter(
+            "wall",
+        ))),
         meter_counters: vec![MeterCounters {
             id: "wall".into(),
             good: 100,
@@ -678,7 +681,7 @@ async fn fleet(kind: Kind, hosts: usize, secs: u64) {
         let mut seen: BTreeMap<(i64, String, Metric, String), u32> = BTreeMap::new();
         for x in samples {
             *seen
-                .entry((x.ts_ms, x.source.clone(), x.metric, x.channel.clone()))
+                .entry((x.ts_ms, x.source.to_string(), x.metric, x.channel.clone()))
                 .or_default() += 1;
         }
         assert!(
@@ -761,7 +764,7 @@ async fn plugs_feed_collectors_over_mqtt() {
         "plug readings never arrived"
     );
     let power = |g: &[Sample]| g.iter().find(|s| s.metric == Metric::Power).unwrap().value;
-    assert_eq!(collectors[0].name(), "meter:desk");
+    assert_eq!(collectors[0].source(), &"meter:desk");
     assert_eq!(power(&got[0]), 38.0);
     assert_eq!(power(&got[1]), 41.7);
     cancel.cancel();
@@ -1053,7 +1056,7 @@ fn fleet_into_sqlite(kind: Kind) {
             .rollups(
                 &wattson::store::SeriesFilter::all()
                     .host(&host)
-                    .source("meter:wall")
+                    .source(&"meter:wall".into())
                     .metric(Metric::Power),
                 wattson::store::Resolution::Hour,
                 0,
@@ -1197,7 +1200,7 @@ fn a_message_redelivered_after_the_collector_is_killed_is_stored_once() {
         .rollups(
             &wattson::store::SeriesFilter::all()
                 .host(HOST)
-                .source("meter:wall")
+                .source(&"meter:wall".into())
                 .metric(Metric::Power),
             wattson::store::Resolution::Hour,
             0,

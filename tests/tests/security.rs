@@ -246,7 +246,7 @@ fn megabyte_lines_from_a_text_meter_are_counted_and_dropped_with_bounded_memory(
     let values: Vec<f64> = store
         .raw(
             &SeriesFilter::all()
-                .source("meter:desk")
+                .source(&"meter:desk".into())
                 .metric(Metric::Power),
             0,
             i64::MAX,

@@ -438,7 +438,7 @@ fn without_a_meter_the_daemon_estimates_wall_power_from_the_calibration() {
                 let store = wattson_tests::open_db(&env.db)?;
                 let filter = wattson::store::SeriesFilter::all()
                     .host(wattson_tests::HOST)
-                    .source("estimate:wall")
+                    .source(&"estimate:wall".into())
                     .metric(wattson_collectors::Metric::Power)
                     .channel(channel);
                 store

@@ -31,13 +31,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::sysroot::SysFile;
-use crate::{CollectError, Collector, Metric, MonotonicClock, Sample, SysRoot};
+use crate::{CollectError, Collector, Metric, MonotonicClock, Sample, SourceId, SysRoot};
 
 pub use names::ContainerNames;
 pub use tree::Kind;
 
-/// The collector's source name.
-pub const SOURCE: &str = "services";
+/// The collector's source.
+pub const SOURCE: SourceId = SourceId::Services;
 /// Channel: the host's busy CPU time in the interval, s.
 pub const TOTAL: &str = "total";
 /// Channel: the interval's wall time, s.
@@ -136,7 +136,7 @@ impl CgroupCollector {
         clock: MonotonicClock,
     ) -> Result<Self, CollectError> {
         let dir = availability(root).map_err(|detail| CollectError::Unavailable {
-            source_name: SOURCE.to_owned(),
+            source_name: SOURCE.to_string(),
             detail,
         })?;
         let cpus = crate::cpu::topology::online_cpus(root).map_or(1, |c| c.len().max(1));
@@ -181,8 +181,8 @@ pub fn usage_usec(text: &[u8]) -> Option<u64> {
 }
 
 impl Collector for CgroupCollector {
-    fn name(&self) -> &str {
-        SOURCE
+    fn source(&self) -> &SourceId {
+        &SOURCE
     }
 
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {

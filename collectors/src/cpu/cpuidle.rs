@@ -6,6 +6,7 @@
 //! The kernel adds to `time` only when a CPU leaves the state, so a CPU asleep across the
 //! whole interval shows 0 and then more than the interval on wake-up: shares are clamped.
 
+use crate::source::channel;
 use std::path::{Path, PathBuf};
 
 use crate::sysroot::{SysFile, SysRoot, read_trimmed};
@@ -122,7 +123,7 @@ impl IdleReader {
                 let slot = self.slot(&name);
                 states.push(State {
                     index,
-                    channel: format!("cpu{cpu}/{name}"),
+                    channel: channel::cpu_part(cpu, &name),
                     name,
                     slot,
                     time: SysFile::new(dir.join("time"), self.keep_open),
@@ -138,7 +139,7 @@ impl IdleReader {
             return i;
         }
         self.names.push(name.to_owned());
-        self.all_channels.push(format!("all/{name}"));
+        self.all_channels.push(channel::all(name));
         self.sums.push((0.0, 0));
         self.names.len() - 1
     }

@@ -6,6 +6,7 @@
 //! total is the sum of the first eight fields. Counters can go backwards (CPU hotplug, the
 //! nohz idle/iowait accounting): such an interval is skipped for that CPU, never reported.
 
+use crate::source::channel;
 use crate::sysroot::{SysFile, SysRoot};
 use crate::{CollectError, Metric};
 
@@ -59,11 +60,14 @@ impl CpuTimes {
     }
 }
 
+/// The prefix of `/proc/stat`'s CPU lines (`cpu`, `cpuN`).
+const PROC_STAT_CPU: &str = "cpu"; // kernel name
+
 /// Parse the `cpu` lines, calling `emit(None, times)` for the aggregate line and
 /// `emit(Some(n), times)` for `cpuN`. Stops at the first line that is not a `cpu` line.
 pub fn parse_stat(text: &str, mut emit: impl FnMut(Option<usize>, CpuTimes)) -> Result<(), String> {
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix("cpu") else {
+        let Some(rest) = line.strip_prefix(PROC_STAT_CPU) else {
             break;
         };
         let mut words = rest.split_ascii_whitespace();
@@ -128,7 +132,7 @@ impl StatReader {
         let mut reader = StatReader {
             file: SysFile::new(root.proc_path("stat"), keep_open),
             all: Slot {
-                channels: Some(Channels::new("all")),
+                channels: Some(Channels::new(channel::ALL)),
                 ..Slot::default()
             },
             per_cpu: Vec::new(),
@@ -177,7 +181,7 @@ impl StatReader {
                 return;
             };
             let channels = slot.channels.get_or_insert_with(|| {
-                Channels::new(&label.map_or_else(|| "all".to_owned(), |n| format!("cpu{n}")))
+                Channels::new(&label.map_or_else(|| channel::ALL.to_owned(), channel::cpu))
             });
             emit(Metric::CpuBusy, &channels.busy, shares.busy);
             if fields {

@@ -103,7 +103,7 @@ fn cpu_dirs(dir: &Path) -> Result<Vec<usize>, CollectError> {
     let entries = std::fs::read_dir(dir).map_err(|e| CollectError::io(dir, e))?;
     let mut cpus: Vec<usize> = entries
         .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.strip_prefix("cpu")?.parse().ok())
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("cpu")?.parse().ok()) // kernel name
         .collect();
     cpus.sort_unstable();
     Ok(cpus)

@@ -69,7 +69,7 @@ impl MeterReading {
     }
 
     /// One [`Sample`] per present field, channel `""`, stamped `ts_ms` (UTC ms) from `source`.
-    pub fn to_samples(&self, ts_ms: i64, source: &str) -> Vec<Sample> {
+    pub fn to_samples(&self, ts_ms: i64, source: &crate::SourceId) -> Vec<Sample> {
         [
             (Metric::Power, self.power_w),
             (Metric::Voltage, self.voltage_v),
@@ -79,7 +79,9 @@ impl MeterReading {
             (Metric::EnergyCounter, self.energy_wh),
         ]
         .into_iter()
-        .filter_map(|(metric, value)| value.map(|v| Sample::new(ts_ms, source, metric, "", v)))
+        .filter_map(|(metric, value)| {
+            value.map(|v| Sample::new(ts_ms, source.clone(), metric, "", v))
+        })
         .collect()
     }
 }
@@ -143,14 +145,14 @@ mod tests {
             energy_wh: Some(38.0),
             ..MeterReading::default()
         };
-        let s = r.to_samples(1000, "meter:wall");
+        let s = r.to_samples(1000, &crate::SourceId::meter("wall"));
         assert_eq!(s.len(), 3);
         assert_eq!(s[0].metric, Metric::Power);
         assert_eq!(s[0].value, 24.4);
         assert_eq!(s[2].metric, Metric::EnergyCounter);
         assert!(
             s.iter()
-                .all(|x| x.channel.is_empty() && x.source == "meter:wall")
+                .all(|x| x.channel.is_empty() && x.source == crate::SourceId::meter("wall"))
         );
     }
 }

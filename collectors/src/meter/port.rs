@@ -7,6 +7,7 @@
 //! time and power: a reading whose counter moved more than its power allows is dropped and
 //! counted as an `energy_counter` rejection, never stored.
 
+use crate::SourceId;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -220,7 +221,7 @@ pub const MAX_REOPEN_BACKOFF_MS: i64 = 1000;
 /// A meter (or a bus of meters) as a [`Collector`].
 pub struct MeterCollector {
     config: MeterConfig,
-    name: String,
+    name: SourceId,
     session: Option<MeterSession<Box<dyn SerialPort>>>,
     state: Option<SessionState>,
     /// Per address (in `config.addresses` order, one for a streaming meter): the energy
@@ -249,7 +250,7 @@ impl MeterCollector {
             })
             .collect();
         Ok(MeterCollector {
-            name: format!("meter:{}", config.id),
+            name: SourceId::meter(&config.id),
             config,
             session: None,
             state: Some(state),
@@ -330,7 +331,7 @@ impl MeterCollector {
 
     fn gone(&self, detail: String) -> CollectError {
         CollectError::Gone {
-            source_name: self.name.clone(),
+            source_name: self.name.to_string(),
             detail,
         }
     }
@@ -380,11 +381,11 @@ impl MeterCollector {
         }
     }
 
-    fn source_and_channel(&self, address: u8) -> (String, String) {
+    fn source_and_channel(&self, address: u8) -> (SourceId, String) {
         if let Some(i) = self.config.addresses.iter().position(|&a| a == address)
             && let Some(id) = self.config.ids.get(i)
         {
-            return (format!("meter:{id}"), String::new());
+            return (SourceId::meter(id), String::new());
         }
         let channel = if self.config.protocol.is_polled() && self.config.addresses.len() > 1 {
             address.to_string()
@@ -396,7 +397,7 @@ impl MeterCollector {
 }
 
 impl Collector for MeterCollector {
-    fn name(&self) -> &str {
+    fn source(&self) -> &SourceId {
         &self.name
     }
 
@@ -454,7 +455,7 @@ impl Collector for MeterCollector {
                     if let Some(total) = energy_total_wh {
                         s.push(Sample::new(
                             now_ms,
-                            source.as_str(),
+                            source.clone(),
                             Metric::EnergyTotal,
                             "",
                             total,
@@ -488,12 +489,12 @@ impl Collector for MeterCollector {
             (false, _) | (true, None) => Ok(samples),
             (true, Some(e)) => Err(match e {
                 SessionError::Timeout { timeout_ms, .. } => CollectError::Timeout {
-                    source_name: self.name.clone(),
+                    source_name: self.name.to_string(),
                     timeout_ms,
                 },
                 SessionError::Io { source } => CollectError::io(&self.config.port, source),
                 other => CollectError::BadFrame {
-                    source_name: self.name.clone(),
+                    source_name: self.name.to_string(),
                     detail: crate::ErrorChain(&other).to_string(),
                 },
             }),

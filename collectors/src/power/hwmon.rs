@@ -8,6 +8,7 @@
 //! [`Metric::EnergyCounter`] in Wh as read, and [`Metric::Power`] from the delta over
 //! elapsed monotonic time (unless a power sensor already has that channel).
 
+use crate::SourceId;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use crate::{CollectError, Collector, Metric, MonotonicClock, Sample};
 
 use super::{FileSource, RealFiles, WrappingCounter};
 
-const SOURCE: &str = "hwmon";
+const SOURCE: SourceId = SourceId::Hwmon;
 const HWMON: &str = "class/hwmon";
 const UJ_PER_WH: f64 = 3.6e9;
 
@@ -39,7 +40,7 @@ impl From<HwmonError> for CollectError {
         match e {
             HwmonError::Io { path, source } => CollectError::io(path, source),
             e @ HwmonError::NoSensors { .. } => CollectError::Unavailable {
-                source_name: SOURCE.to_owned(),
+                source_name: SOURCE.to_string(),
                 detail: e.to_string(),
             },
         }
@@ -89,7 +90,7 @@ pub fn discover(root: &SysRoot, files: &mut dyn FileSource) -> Result<Vec<Sensor
             let n = e
                 .file_name()
                 .to_str()?
-                .strip_prefix("hwmon")?
+                .strip_prefix("hwmon")? // kernel name
                 .parse()
                 .ok()?;
             Some((n, e.path()))
@@ -235,8 +236,8 @@ impl HwmonCollector {
 }
 
 impl Collector for HwmonCollector {
-    fn name(&self) -> &str {
-        SOURCE
+    fn source(&self) -> &SourceId {
+        &SOURCE
     }
 
     fn scope(&self) -> Option<crate::Scope> {

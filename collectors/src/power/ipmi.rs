@@ -10,6 +10,7 @@
 //! Running ipmitool costs a process and, in band, a KCS round trip of tens of ms: poll it
 //! every 10 s or so, not every second.
 
+use crate::SourceId;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use super::command::{self, CommandError};
 use crate::{CollectError, Collector, Metric, Sample, Scope};
 
 /// Sample source name.
-pub const SOURCE: &str = "ipmi";
+pub const SOURCE: SourceId = SourceId::Ipmi;
 
 /// What goes wrong getting a DCMI power reading.
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +45,7 @@ pub enum IpmiError {
 
 impl From<IpmiError> for CollectError {
     fn from(e: IpmiError) -> Self {
-        let source_name = SOURCE.to_owned();
+        let source_name = SOURCE.to_string();
         let detail = e.to_string();
         match e {
             IpmiError::Command(CommandError::Timeout { timeout, .. }) => CollectError::Timeout {
@@ -210,8 +211,8 @@ impl IpmiCollector {
 }
 
 impl Collector for IpmiCollector {
-    fn name(&self) -> &str {
-        SOURCE
+    fn source(&self) -> &SourceId {
+        &SOURCE
     }
 
     fn scope(&self) -> Option<Scope> {
@@ -229,7 +230,7 @@ impl Collector for IpmiCollector {
             )]),
             // Deactivated after a good start: a BMC hiccup, not a reason to stop for good.
             Err(e @ IpmiError::Deactivated { .. }) => Err(CollectError::Failed {
-                source_name: SOURCE.to_owned(),
+                source_name: SOURCE.to_string(),
                 detail: e.to_string(),
             }),
             Err(e) => Err(e.into()),

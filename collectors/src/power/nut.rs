@@ -10,6 +10,7 @@
 //! the next poll. Every read and write is bounded by the configured timeout. The password
 //! is sent only in the `PASSWORD` line and never appears in logs, errors or `Debug`.
 
+use crate::SourceId;
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -218,7 +219,7 @@ enum Method {
 pub struct NutCollector {
     config: NutConfig,
     addr: String,
-    source: String,
+    source: SourceId,
     conn: Option<Conn>,
     method: Option<Method>,
 }
@@ -241,7 +242,7 @@ impl NutCollector {
     pub fn new(config: NutConfig) -> Result<Self, NutError> {
         let mut c = NutCollector {
             addr: config.addr(),
-            source: format!("ups:{}", config.ups),
+            source: SourceId::ups(&config.ups),
             config,
             conn: None,
             method: None,
@@ -452,7 +453,7 @@ impl Drop for NutCollector {
 }
 
 impl Collector for NutCollector {
-    fn name(&self) -> &str {
+    fn source(&self) -> &SourceId {
         &self.source
     }
 
@@ -464,7 +465,7 @@ impl Collector for NutCollector {
         let w = self.watts()?;
         Ok(vec![Sample::new(
             now_ms,
-            self.source.as_str(),
+            self.source.clone(),
             Metric::Power,
             "",
             w,

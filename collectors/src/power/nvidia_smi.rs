@@ -12,6 +12,7 @@
 //! effort: where that query fails or prints something unreadable the count is left out
 //! and the poll goes on.
 
+use crate::SourceId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -236,7 +237,7 @@ pub fn parse_compute_apps(text: &str) -> Result<BTreeMap<String, u32>, SmiError>
 pub fn samples(rows: &[SmiRow], apps: Option<&BTreeMap<String, u32>>, now_ms: i64) -> Vec<Sample> {
     let mut out = Vec::with_capacity(rows.len() * 5);
     for r in rows {
-        let channel = format!("gpu{}", r.index);
+        let channel = crate::source::channel::gpu(r.index);
         let processes = apps
             .zip(r.uuid.as_ref())
             .map(|(a, u)| f64::from(a.get(u).copied().unwrap_or(0)));
@@ -318,8 +319,8 @@ impl NvidiaSmiCollector {
 }
 
 impl Collector for NvidiaSmiCollector {
-    fn name(&self) -> &str {
-        SOURCE
+    fn source(&self) -> &SourceId {
+        &SOURCE
     }
 
     fn scope(&self) -> Option<Scope> {

@@ -17,12 +17,13 @@
 //! 119.6 W on the H200 in `tests/fixtures/gpu-h200/`), so the resident cost shows in
 //! these samples.
 
+use crate::SourceId;
 use std::collections::BTreeSet;
 
 use crate::{CollectError, Collector, Metric, Sample, Scope};
 
 /// Sample source name, shared with [`super::nvidia_smi`] (the same readings by another road).
-pub const SOURCE: &str = "gpu";
+pub const SOURCE: SourceId = SourceId::Gpu;
 
 const MJ_PER_WH: f64 = 3.6e6;
 
@@ -82,7 +83,7 @@ impl NvmlError {
 
 impl From<NvmlError> for CollectError {
     fn from(e: NvmlError) -> Self {
-        let source_name = SOURCE.to_owned();
+        let source_name = SOURCE.to_string();
         let detail = e.to_string();
         match e.code() {
             None
@@ -206,7 +207,7 @@ impl NvmlCollector {
             .map(|index| GpuState {
                 gpu: Gpu {
                     index,
-                    channel: format!("gpu{index}"),
+                    channel: crate::source::channel::gpu(index),
                     name: api.name(index).unwrap_or_default(),
                 },
                 unsupported: BTreeSet::new(),
@@ -246,8 +247,8 @@ fn read(api: &mut dyn GpuApi, reading: Reading, index: u32) -> Result<(Metric, f
 }
 
 impl Collector for NvmlCollector {
-    fn name(&self) -> &str {
-        SOURCE
+    fn source(&self) -> &SourceId {
+        &SOURCE
     }
 
     fn scope(&self) -> Option<Scope> {

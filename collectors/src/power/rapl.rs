@@ -8,6 +8,7 @@
 //! Watts = energy delta (uJ) / elapsed monotonic time (us). `energy_uj` is root-only since
 //! Linux 5.10 (CVE-2020-8694), so an unprivileged daemon needs a privileged step to open it.
 
+use crate::SourceId;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -16,7 +17,7 @@ use crate::{CollectError, Collector, Metric, MonotonicClock, Sample};
 
 use super::{FileSource, RealFiles, WrappingCounter};
 
-const SOURCE: &str = "rapl";
+const SOURCE: SourceId = SourceId::Rapl;
 const POWERCAP: &str = "class/powercap";
 
 /// What goes wrong finding or reading RAPL zones.
@@ -49,7 +50,7 @@ impl From<RaplError> for CollectError {
             }
             other @ (RaplError::NoZones { .. } | RaplError::PermissionDenied { .. }) => {
                 CollectError::Unavailable {
-                    source_name: SOURCE.to_owned(),
+                    source_name: SOURCE.to_string(),
                     detail: other.to_string(),
                 }
             }
@@ -219,8 +220,8 @@ impl RaplCollector {
 }
 
 impl Collector for RaplCollector {
-    fn name(&self) -> &str {
-        SOURCE
+    fn source(&self) -> &SourceId {
+        &SOURCE
     }
 
     fn scope(&self) -> Option<crate::Scope> {

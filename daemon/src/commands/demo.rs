@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use wattson_collectors::SourceId;
 
 use anyhow::Context as _;
 use wattson_collectors::meter::Protocol;
@@ -22,6 +23,9 @@ use crate::config::{Config, MeterConfig};
 use crate::runtime::daemon::{self, RunOptions};
 use crate::sources::power_model::PowerModel;
 use crate::sweep::workload::LoopKind;
+
+/// The simulated meter's id.
+const DEMO_METER: &str = "demo";
 
 /// The shortest demo: a two-level sweep needs about 6 s a level, and collecting a few more.
 const MIN_DURATION: Duration = Duration::from_secs(20);
@@ -69,7 +73,7 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     };
     let sim = crate::sources::meters::simulate(Protocol::Pzem004t, &[1], model, &root, 42)?;
     config.meters = vec![MeterConfig {
-        id: "demo".into(),
+        id: DEMO_METER.into(),
         protocol: Protocol::Pzem004t,
         port: sim.path.clone(),
         baud: None,
@@ -183,6 +187,7 @@ fn collect_with_progress(config: &Config, collect: Duration) -> anyhow::Result<(
             r
         });
         let t0 = Instant::now();
+        let demo = SourceId::meter(DEMO_METER);
         let mut store = None;
         while !done.load(std::sync::atomic::Ordering::SeqCst) {
             bar.set_position(((t0.elapsed().as_secs_f64() * 10.0) as u64).min(tenths));
@@ -193,7 +198,7 @@ fn collect_with_progress(config: &Config, collect: Duration) -> anyhow::Result<(
                 s.latest(&config.host.name)
                     .ok()?
                     .into_iter()
-                    .find(|l| l.series.source == "meter:demo" && l.series.metric == Metric::Power)
+                    .find(|l| l.series.source == demo && l.series.metric == Metric::Power)
             });
             bar.set_message(match watts {
                 Some(l) => format!("{:.1} W at the wall", l.value),
@@ -219,8 +224,8 @@ fn summary(config: &Config, db: &Path) -> anyhow::Result<String> {
     let c = crate::ledger::costs::summary(
         &store,
         &config.host.name,
-        "meter:demo",
-        crate::ledger::costs::accuracy_of(config, "meter:demo"),
+        &SourceId::meter(DEMO_METER),
+        crate::ledger::costs::accuracy_of(config, &SourceId::meter(DEMO_METER)),
         &tariff,
         today,
     )?;

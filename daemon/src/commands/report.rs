@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use wattson_collectors::SourceId;
+use wattson_collectors::source::channel;
 
 use anyhow::Context as _;
 use chrono::{DateTime, Duration, NaiveDate, TimeZone as _, Utc};
@@ -61,6 +63,12 @@ pub struct ReportArgs {
         allow_hyphen_values = true
     )]
     pub co2: Option<f64>,
+    /// Price the measured energy under each of these tariffs, side by side, and say what
+    /// the cheapest saves per year: `current` (what prices the ledger), `tariff` (the
+    /// configured [tariff] alone), an [[tariff.alternative]] name, or an imported series'
+    /// name (`wattson tariff list`), separated by commas.
+    #[arg(long, value_name = "NAME,...")]
+    pub tariffs: Option<String>,
     /// Read this database instead of `[storage] path`.
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
@@ -68,6 +76,25 @@ pub struct ReportArgs {
     /// several) [default: `[host] name`].
     #[arg(long, value_name = "NAME")]
     pub host: Option<String>,
+}
+
+impl ReportArgs {
+    /// The defaults in `format`: every configuration, the whole history, to stdout.
+    pub fn new(format: Format) -> ReportArgs {
+        ReportArgs {
+            format,
+            out: None,
+            configs: None,
+            since: None,
+            until: None,
+            mode: None,
+            upgrade_cost: None,
+            co2: None,
+            tariffs: None,
+            db: None,
+            host: None,
+        }
+    }
 }
 
 /// A window bound as typed: a local date, or a duration back from now.
@@ -117,6 +144,12 @@ pub struct StoreData {
     pub regression: Vec<crate::sweep::regression::Check>,
     /// Each GPU's raw samples over the window.
     pub gpus: Vec<GpuInput>,
+    /// Every stored price series (applied or kept to compare), and whether it is applied,
+    /// in precedence order, and the carbon-intensity series that apply.
+    pub price_series: Vec<(crate::analysis::price_series::SlotSeries, bool)>,
+    pub carbon: Option<crate::analysis::price_series::SeriesSet>,
+    /// Package C-state history and measured idle settings.
+    pub idle: crate::report::idle::IdleInput,
 }
 
 /// Reads sweeps, the wall source's energy (through the ledger), gaps and utilisation from
@@ -126,7 +159,7 @@ pub struct StoreData {
 pub fn gather_from_store(
     db: &Path,
     host: &str,
-    wall: Option<&str>,
+    wall: Option<&SourceId>,
     accuracy: Option<wattson_collectors::meter::Accuracy>,
     from_ms: Option<i64>,
     to_ms: Option<i64>,
@@ -140,10 +173,17 @@ pub fn gather_from_store(
     }
     let store = super::open_database(db)?;
     let mut data = StoreData::default();
+    load_series(&store, &mut data)?;
     for s in crate::sweep::persist::list(&store)? {
         data.configs.push(sweep_config_input(&s));
     }
     data.regression = crate::sweep::regression::latest(&store, None)?;
+    data.idle = crate::report::idle::load(
+        &store,
+        host,
+        from_ms.unwrap_or(0),
+        to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
+    )?;
     data.gpus = gather_gpus(
         &store,
         host,
@@ -151,7 +191,7 @@ pub fn gather_from_store(
         to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
     )?;
 
-    let source = match wall.map(str::to_owned) {
+    let source = match wall.cloned() {
         Some(w) if energy::power_series(&store, host, &w)?.is_some() => w,
         _ => {
             let series = store.find_series(
@@ -162,7 +202,7 @@ pub fn gather_from_store(
             )?;
             let Some(first) = series
                 .into_iter()
-                .filter(|s| s.source.starts_with("meter:"))
+                .filter(|s| s.source.is_meter())
                 .map(|s| s.source)
                 .min()
             else {
@@ -192,14 +232,14 @@ pub fn gather_from_store(
     let cpus = store
         .find_series(&SeriesFilter::all().host(host).metric(Metric::CpuBusy))?
         .iter()
-        .filter(|s| s.channel.starts_with("cpu"))
+        .filter(|s| channel::is_per_core(&s.channel))
         .count() as u32;
     let utilisation = store
         .rollups(
             &SeriesFilter::all()
                 .host(host)
                 .metric(Metric::CpuBusy)
-                .channel("all"),
+                .channel(channel::ALL),
             Resolution::Hour,
             floor_to(first, HOUR_MS),
             to,
@@ -217,7 +257,12 @@ pub fn gather_from_store(
     data.measured = Some(MeasuredInput {
         from_ms: first,
         to_ms: to,
-        energy: e.priced_buckets(),
+        // Minute by minute where price series (slots shorter than an hour) may price it.
+        energy: if data.price_series.is_empty() {
+            e.priced_buckets()
+        } else {
+            e.minute_buckets(&store)?
+        },
         covered_ms: e.covered_ms,
         gaps: e
             .gaps
@@ -237,6 +282,91 @@ pub fn gather_from_store(
 
 use crate::store::{HOUR_MS, floor_to};
 
+/// Every price series (to compare, and the applied ones to price by) and the applied
+/// carbon series.
+fn load_series(store: &crate::store::Store, data: &mut StoreData) -> anyhow::Result<()> {
+    use crate::tariff::store::{self as prices, Kind};
+    let now_ms = Utc::now().timestamp_millis();
+    let mut infos = prices::list(store)?;
+    // The live price first, then imports, the newest first: the ledger's precedence.
+    infos.sort_by_key(|i| (i.format != "mqtt", std::cmp::Reverse(i.updated_ms)));
+    for i in infos.iter().filter(|i| i.kind == Kind::Price) {
+        match prices::load(store, &i.source, now_ms) {
+            Ok(s) => data.price_series.push((s, i.applied)),
+            Err(e) => tracing::warn!("price series {:?}: {e}", i.source),
+        }
+    }
+    let carbon = crate::tariff::carbon_series(store, now_ms)?;
+    data.carbon = (!carbon.is_empty()).then_some(carbon);
+    Ok(())
+}
+
+/// The tariffs `--tariffs` names, built from the config and the stored series.
+fn named_tariffs(
+    config: &Config,
+    list: &str,
+    current: &crate::analysis::tariff::Tariff,
+    series: &[(crate::analysis::price_series::SlotSeries, bool)],
+) -> anyhow::Result<Vec<crate::report::tariffs::NamedTariff>> {
+    use crate::analysis::price_series::SeriesSet;
+    use crate::report::tariffs::NamedTariff;
+    let base = report::input::tariff_from_config(&config.tariff)
+        .context("building the tariff from [tariff]")?;
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if out.iter().any(|t: &NamedTariff| t.name == name) {
+            continue;
+        }
+        let t = if name == "current" {
+            NamedTariff {
+                name: name.to_owned(),
+                origin: match current.series() {
+                    Some(s) => format!("[tariff] with series {}", s.sources().join(", ")),
+                    None => "the configured [tariff]".to_owned(),
+                },
+                tariff: current.clone(),
+            }
+        } else if name == "tariff" {
+            NamedTariff {
+                name: name.to_owned(),
+                origin: "the configured [tariff] prices, no series".to_owned(),
+                tariff: base.clone(),
+            }
+        } else if let Some(a) = config.tariff.alternatives.iter().find(|a| a.name == name) {
+            let cfg = crate::config::TariffConfig {
+                price_per_kwh: a.price_per_kwh,
+                standing_charge_per_day: a.standing_charge_per_day,
+                periods: a.periods.clone(),
+                changes: Vec::new(),
+                ..config.tariff.clone()
+            };
+            NamedTariff {
+                name: name.to_owned(),
+                origin: format!("[[tariff.alternative]] {name}"),
+                tariff: report::input::tariff_from_config(&cfg)
+                    .with_context(|| format!("[[tariff.alternative]] {name}"))?,
+            }
+        } else if let Some((s, _)) = series.iter().find(|(s, _)| s.source == name) {
+            NamedTariff {
+                name: name.to_owned(),
+                origin: format!("imported series {name}, the [tariff] price where it has no slot"),
+                tariff: base.clone().with_series(SeriesSet::new(vec![s.clone()])),
+            }
+        } else {
+            let mut known = vec!["current".to_owned(), "tariff".to_owned()];
+            known.extend(config.tariff.alternatives.iter().map(|a| a.name.clone()));
+            known.extend(series.iter().map(|(s, _)| s.source.clone()));
+            anyhow::bail!(
+                "--tariffs: no tariff {name:?}; known: {} (add [[tariff.alternative]] to the \
+                 config, or import a series with wattson tariff import)",
+                known.join(", ")
+            );
+        };
+        out.push(t);
+    }
+    Ok(out)
+}
+
 /// Every GPU power series of `host` (source `gpu`, channel `gpuN`) with its utilisation,
 /// process count and SM clock from the same polls, raw samples in `[from_ms, to_ms)`
 /// (so at most the raw retention back). Samples of one poll share a timestamp.
@@ -255,8 +385,8 @@ pub fn gather_gpus(
     let mut out = Vec::new();
     for p in power
         .iter()
-        .filter(|s| s.source == wattson_collectors::power::nvml::SOURCE)
-        .filter(|s| s.channel.starts_with("gpu"))
+        .filter(|s| s.source == SourceId::Gpu)
+        .filter(|s| channel::is_gpu(&s.channel))
     {
         let raw = |metric: Metric| -> anyhow::Result<BTreeMap<i64, f64>> {
             let filter = SeriesFilter::all()
@@ -373,7 +503,19 @@ pub fn input_from_config(
     now: DateTime<Utc>,
 ) -> anyhow::Result<ReportInput> {
     let tariff = report::input::tariff_from_config(&config.tariff)
-        .context("building the tariff from [tariff]")?;
+        .context("building the tariff from [tariff]")?
+        .with_series(crate::analysis::price_series::SeriesSet::new(
+            store
+                .price_series
+                .iter()
+                .filter(|(_, applied)| *applied)
+                .map(|(s, _)| s.clone())
+                .collect(),
+        ));
+    let compare = match &args.tariffs {
+        Some(list) => named_tariffs(config, list, &tariff, &store.price_series)?,
+        None => Vec::new(),
+    };
     let tz = tariff.tz();
     let mut configs: Vec<ConfigInput> =
         config.manual.iter().map(ConfigInput::from_manual).collect();
@@ -399,6 +541,8 @@ pub fn input_from_config(
     options.co2_g_per_kwh = args.co2;
     options.from_ms = args.since.map(|w| resolve_when(w, now, tz, false));
     options.to_ms = args.until.map(|w| resolve_when(w, now, tz, true));
+    options.tariffs = compare;
+    options.carbon = store.carbon;
     Ok(ReportInput {
         generated_at: now,
         host: Some(
@@ -411,6 +555,7 @@ pub fn input_from_config(
         measured: store.measured,
         regression: store.regression,
         gpus: store.gpus,
+        idle: store.idle,
         options,
     })
 }
@@ -454,9 +599,9 @@ pub fn produce(config: &Config, args: &ReportArgs, now: DateTime<Utc>) -> anyhow
         .then(|| crate::ledger::costs::wall_source(config))
         .flatten();
     let accuracy = wall
-        .as_deref()
+        .as_ref()
         .and_then(|w| crate::ledger::costs::accuracy_of(config, w));
-    let store = gather_from_store(&db, &host, wall.as_deref(), accuracy, from_ms, to_ms)
+    let store = gather_from_store(&db, &host, wall.as_ref(), accuracy, from_ms, to_ms)
         .with_context(|| format!("reading {}", db.display()))?;
     let input = input_from_config(config, store, args, now)?;
     let mut built = report::build(&input)?;

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
+use wattson_collectors::SourceId;
+use wattson_collectors::source::channel;
 
 use serde::Serialize;
 use wattson_collectors::{Metric, SysRoot};
@@ -19,7 +21,7 @@ use crate::ledger::counter::{self as ledger_counter, CounterCheck, SourceRejecti
 /// One latest reading.
 #[derive(Debug, Serialize)]
 struct Reading {
-    source: String,
+    source: SourceId,
     metric: &'static str,
     channel: String,
     unit: &'static str,
@@ -58,9 +60,32 @@ struct Daemon {
     version: String,
     since_ms: i64,
     socket: String,
-    sources: Vec<String>,
+    sources: Vec<SourceId>,
     /// Connections open on its control socket, this one included.
     clients: usize,
+    /// Where it serves `[http]` (`/metrics`, the live page), when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http: Option<String>,
+}
+
+/// The price in force now: the live price, an imported slot, or the configured tariff.
+#[derive(Debug, Serialize)]
+struct PriceNow {
+    /// Currency per kWh.
+    price_per_kwh: f64,
+    currency: String,
+    /// A price series' name (`mqtt`: `[tariff] price_topic`), or `tariff`.
+    source: String,
+    /// Until when this price holds as far as is known, UTC ms (`None`: the configured price
+    /// has no end, or a live price holds until the next arrives).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until_ms: Option<i64>,
+    /// The wall's latest power at this price, currency per hour.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost_per_hour: Option<f64>,
+    /// The power that rate is of, W.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    watts: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -74,6 +99,9 @@ struct Status {
     readings: Vec<Reading>,
     per_core_series: usize,
     cost: Option<CostSummary>,
+    /// The price now and what the wall's current draw costs at it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    price: Option<PriceNow>,
     /// The wall meter's own counter against the integral, today.
     #[serde(skip_serializing_if = "Option::is_none")]
     counter_today: Option<CounterCheck>,
@@ -146,7 +174,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     let mut readings = Vec::new();
     let mut per_core = 0;
     for l in store.latest(&host)? {
-        if l.series.channel.starts_with("cpu") {
+        if channel::is_per_core(&l.series.channel) {
             per_core += 1;
             continue;
         }
@@ -182,13 +210,37 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         .or_else(|| {
             readings
                 .iter()
-                .filter(|r| r.source.starts_with("meter:") && r.metric == Metric::Power.as_str())
+                .filter(|r| r.source.is_meter() && r.metric == Metric::Power.as_str())
                 .map(|r| r.source.clone())
                 .min()
         });
+    let tariff = crate::tariff::tariff_with_series(&config.tariff, &store, now_ms)?;
+    let price = {
+        let (p, until, from) = tariff.priced_segment(now_ms)?;
+        let watts = wall.as_ref().and_then(|w| {
+            readings
+                .iter()
+                .find(|r| {
+                    r.source == *w && r.metric == Metric::Power.as_str() && r.channel.is_empty()
+                })
+                .map(|r| r.value)
+        });
+        let live = from != crate::analysis::tariff::PriceSource::Configured
+            && tariff.source_name(from) == crate::tariff::store::LIVE_SOURCE;
+        Some(PriceNow {
+            price_per_kwh: p,
+            currency: tariff.currency().to_owned(),
+            source: tariff.source_name(from),
+            until_ms: (!live
+                && until < i64::MAX / 2
+                && from != crate::analysis::tariff::PriceSource::Configured)
+                .then_some(until),
+            cost_per_hour: watts.map(|w| w / 1000.0 * p),
+            watts,
+        })
+    };
     let (cost, counter_today) = match wall {
         Some(source) => {
-            let tariff = costs::tariff(&config.tariff)?;
             let accuracy = own_host
                 .then(|| costs::accuracy_of(&config, &source))
                 .flatten();
@@ -220,6 +272,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         readings,
         per_core_series: per_core,
         cost,
+        price,
         counter_today,
         rejected: ledger_counter::rejections(&store, &host)?,
         host,
@@ -275,6 +328,7 @@ fn live_readings(db: &Path, now_ms: i64) -> Result<(Vec<Reading>, String, Daemon
         socket: client.socket().display().to_string(),
         sources: status.sources,
         clients: status.clients,
+        http: status.http,
     };
     Ok((readings, format!("live from {}", client.describe()), daemon))
 }
@@ -284,7 +338,7 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
     let mut out = Vec::new();
     for m in &config.meters {
         out.push(SourceState {
-            source: format!("meter:{}", m.id),
+            source: SourceId::meter(&m.id).to_string(),
             available: m.port.exists(),
             detail: if m.port.exists() {
                 format!("{} on {}", m.protocol, m.port.display())
@@ -300,22 +354,23 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
             detail: "no [[meter]] configured: wall power is not measured".into(),
         });
     }
-    let cpu = wattson_collectors::cpu::CpuCollector::new(root.clone());
+    let cpu =
+        wattson_collectors::cpu::CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
     for (part, state) in cpu.availability() {
         out.push(SourceState {
-            source: format!("cpu {part}"),
+            source: format!("{} {part}", SourceId::Cpu),
             available: state.is_ok(),
             detail: state.err().unwrap_or_else(|| "ok".into()),
         });
     }
     match wattson_collectors::power::rapl::RaplCollector::new(root) {
         Ok(_) => out.push(SourceState {
-            source: "rapl".into(),
+            source: SourceId::Rapl.to_string(),
             available: true,
             detail: "powercap zones readable".into(),
         }),
         Err(e) => out.push(SourceState {
-            source: "rapl".into(),
+            source: SourceId::Rapl.to_string(),
             available: false,
             detail: e.to_string(),
         }),
@@ -323,21 +378,21 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
     if config.power.gpu {
         let state = wattson_collectors::power::nvml::NvmlCollector::new();
         out.push(SourceState {
-            source: "gpu".into(),
+            source: SourceId::Gpu.to_string(),
             available: state.is_ok(),
             detail: state.map_or_else(|e| e.to_string(), |_| "NVML loaded".into()),
         });
     }
     if !config.power.ipmi {
         out.push(SourceState {
-            source: "ipmi".into(),
+            source: SourceId::Ipmi.to_string(),
             available: false,
             detail: "off ([power] ipmi = true reads the BMC's DCMI power reading)".into(),
         });
     }
     for u in &config.ups {
         out.push(SourceState {
-            source: format!("ups:{}", u.name),
+            source: SourceId::ups(&u.name).to_string(),
             available: true,
             detail: format!(
                 "upsd {}:{} (shared: feeds several machines; never added to the wall figure)",
@@ -357,12 +412,12 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
     });
     match wattson_collectors::power::hwmon::HwmonCollector::new(root) {
         Ok(_) => out.push(SourceState {
-            source: "hwmon".into(),
+            source: SourceId::Hwmon.to_string(),
             available: true,
             detail: "power sensors found".into(),
         }),
         Err(e) => out.push(SourceState {
-            source: "hwmon".into(),
+            source: SourceId::Hwmon.to_string(),
             available: false,
             detail: e.to_string(),
         }),
@@ -372,10 +427,11 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
 
 fn label(metric: &str, channel: &str) -> String {
     match (metric, channel) {
-        ("cpu_busy", "all") => "CPU busy".into(),
-        ("core_frequency", "mean") => "mean core frequency".into(),
-        ("idle_residency", c) => format!("idle state {}", c.trim_start_matches("all/")),
-        ("cpu_time", c) => format!("CPU time {}", c.trim_start_matches("all/")),
+        ("cpu_busy", c) if c == channel::ALL => "CPU busy".into(),
+        ("core_frequency", c) if c == channel::MEAN => "mean core frequency".into(),
+        ("idle_residency", c) => format!("idle state {}", channel::all_part(c).unwrap_or(c)),
+        ("package_residency", c) => format!("package state {}", channel::all_part(c).unwrap_or(c)),
+        ("cpu_time", c) => format!("CPU time {}", channel::all_part(c).unwrap_or(c)),
         (m, "") => m.replace('_', " "),
         (m, c) => format!("{} {c}", m.replace('_', " ")),
     }
@@ -395,7 +451,10 @@ fn render(s: &Status) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "wattson status: host {} ({})", s.host, s.database);
     let _ = writeln!(out, "readings: {}", s.readings_from);
-    let mut by_source: BTreeMap<&str, Vec<&Reading>> = BTreeMap::new();
+    if let Some(url) = s.daemon.as_ref().and_then(|d| d.http.as_deref()) {
+        let _ = writeln!(out, "http: {url} (/metrics, the live page at /)");
+    }
+    let mut by_source: BTreeMap<&SourceId, Vec<&Reading>> = BTreeMap::new();
     for r in &s.readings {
         by_source.entry(&r.source).or_default().push(r);
     }
@@ -410,7 +469,7 @@ fn render(s: &Status) -> String {
             scope_label(source).map_or_else(String::new, |l| format!("{l}; ")),
             age_text(newest)
         );
-        if source == crate::sources::estimate::SOURCE {
+        if *source == SourceId::Estimate {
             out.push_str(&estimate_lines(&rs));
             continue;
         }
@@ -432,6 +491,9 @@ fn render(s: &Status) -> String {
     }
     if let Some(c) = &s.cost {
         out.push_str(&cost_lines(c, s.counter_today.as_ref()));
+    }
+    if let Some(p) = &s.price {
+        out.push_str(&price_line(p));
     }
     if !s.rejected.is_empty() {
         let _ = writeln!(out, "\nrejected readings (implausible, never stored)");
@@ -460,6 +522,31 @@ fn render(s: &Status) -> String {
                 "unavailable"
             },
             src.detail
+        );
+    }
+    out
+}
+
+/// The price now, its source, and the cost rate of the current draw.
+fn price_line(p: &PriceNow) -> String {
+    let source = match p.source.as_str() {
+        "tariff" => "the configured [tariff]".to_owned(),
+        crate::tariff::store::LIVE_SOURCE => "the live price ([tariff] price_topic)".to_owned(),
+        other => format!("imported series {other:?}"),
+    };
+    let mut out = format!(
+        "  price now    {:.4} {}/kWh from {source}",
+        p.price_per_kwh, p.currency
+    );
+    if let Some(u) = p.until_ms {
+        let _ = write!(out, " until {}", crate::tariff::import::rfc3339(u));
+    }
+    out.push('\n');
+    if let (Some(rate), Some(w)) = (p.cost_per_hour, p.watts) {
+        let _ = writeln!(
+            out,
+            "  cost rate    {:.4} {}/h (the latest {w:.1} W at that price)",
+            rate, p.currency
         );
     }
     out
@@ -564,19 +651,16 @@ fn render_store(out: &mut String, s: &StoreStatus) {
 
 /// What a source's watts stand for, so that figures from different places are never read
 /// as parts of one sum: the wall meter holds everything inside the box.
-fn scope_label(source: &str) -> Option<&'static str> {
-    if source.starts_with("meter:") {
-        Some("measured at the wall")
-    } else if source.starts_with("estimate:") {
-        Some("estimated, not measured")
-    } else if source.starts_with("ups:") {
-        Some("a UPS: shared by every machine it feeds")
-    } else {
-        match source {
-            "rapl" | "hwmon" | "gpu" => Some("measured inside the box: part of the wall figure"),
-            "ipmi" => Some("the whole server, from its BMC"),
-            _ => None,
+pub(crate) fn scope_label(source: &SourceId) -> Option<&'static str> {
+    match source {
+        SourceId::Meter(_) => Some("measured at the wall"),
+        SourceId::Estimate => Some("estimated, not measured"),
+        SourceId::Ups(_) => Some("a UPS: shared by every machine it feeds"),
+        SourceId::Rapl | SourceId::Hwmon | SourceId::Gpu => {
+            Some("measured inside the box: part of the wall figure")
         }
+        SourceId::Ipmi => Some("the whole server, from its BMC"),
+        SourceId::Cpu | SourceId::FleetState | SourceId::Other(_) => None,
     }
 }
 

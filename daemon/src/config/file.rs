@@ -74,6 +74,8 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub(super) mqtt: Option<FileMqtt>,
     #[serde(default)]
+    pub(super) http: Option<FileHttp>,
+    #[serde(default)]
     pub(super) config: Vec<FileManual>,
     #[serde(default)]
     pub(super) power: FilePower,
@@ -134,6 +136,7 @@ pub(super) struct FileHost {
     pub(super) name: Option<Spanned<String>>,
     pub(super) sysfs: Option<PathBuf>,
     pub(super) procfs: Option<PathBuf>,
+    pub(super) devfs: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -189,6 +192,23 @@ pub(super) struct FileTariff {
     pub(super) period: Vec<FilePeriod>,
     #[serde(default)]
     pub(super) change: Vec<FileTariffChange>,
+    pub(super) price_topic: Option<Spanned<String>>,
+    pub(super) price_field: Option<Spanned<String>>,
+    pub(super) price_unit: Option<Spanned<String>>,
+    pub(super) max_price_per_kwh: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(super) alternative: Vec<FileAlternative>,
+}
+
+/// `[[tariff.alternative]]`: a tariff to compare against (`wattson report --tariffs`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileAlternative {
+    pub(super) name: Spanned<String>,
+    pub(super) price_per_kwh: Spanned<f64>,
+    pub(super) standing_charge_per_day: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(super) period: Vec<FilePeriod>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -225,6 +245,13 @@ pub(super) struct FileMqtt {
     pub(super) discovery: Option<bool>,
     pub(super) publish_interval: Option<Spanned<Written>>,
     pub(super) keepalive: Option<Spanned<Written>>,
+}
+
+/// `[http]`: the Prometheus endpoint and the live page.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileHttp {
+    pub(super) listen: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::path::Path;
 use std::time::Duration;
+use wattson_collectors::SourceId;
 
 use wattson_collectors::meter;
 
@@ -69,14 +70,14 @@ pub fn serial_lines(meters: &[MeterConfig]) -> Result<Vec<SerialLine>, LineError
 
 /// The source names the collectors for `meters` report under (`meter:<id>`, or the ids
 /// joined with `+` for meters sharing a line), in [`serial_lines`]'s order.
-pub fn collector_names(meters: &[MeterConfig]) -> Vec<String> {
+pub fn collector_names(meters: &[MeterConfig]) -> Vec<SourceId> {
     let mut by_port: BTreeMap<&Path, Vec<&str>> = BTreeMap::new();
     for m in meters {
         by_port.entry(m.port.as_path()).or_default().push(&m.id);
     }
     by_port
         .into_values()
-        .map(|ids| format!("meter:{}", ids.join("+")))
+        .map(|ids| SourceId::meter(ids.join("+")))
         .collect()
 }
 

@@ -14,6 +14,7 @@ mod effective;
 mod file;
 mod lines;
 mod meter;
+mod tariff;
 mod validate;
 
 use std::io::Read as _;
@@ -39,6 +40,9 @@ pub const EXIT_CONFIG: i32 = 78;
 /// The largest config file read, bytes. A real one is a few KB; this keeps `/dev/zero` or a
 /// runaway file from being read into memory.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+/// The running process' own entry in procfs: the daemon's own memory and descriptors for
+/// `/metrics` (its own, whatever `[host] procfs` points the machine's readers at).
+pub const PROC_SELF: &str = "/proc/self";
 /// The environment variable systemd sets to the directory holding a unit's credentials
 /// (`LoadCredential=`).
 pub const CREDENTIALS_DIRECTORY: &str = "CREDENTIALS_DIRECTORY";
@@ -92,6 +96,9 @@ pub struct Config {
     pub tariff: TariffConfig,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mqtt: Option<MqttConfig>,
+    /// `[http]`: off unless configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpConfig>,
     pub power: PowerConfig,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ups: Vec<UpsConfig>,
@@ -191,6 +198,8 @@ pub struct HostConfig {
     pub name: String,
     pub sysfs: PathBuf,
     pub procfs: PathBuf,
+    /// Where devices are (`/dev`): the CPU's MSRs as `<devfs>/cpu/N/msr`.
+    pub devfs: PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -259,6 +268,54 @@ pub struct TariffConfig {
     pub periods: Vec<PeriodConfig>,
     #[serde(rename = "change", skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<TariffChangeConfig>,
+    /// A live price over MQTT (Home Assistant's statestream of a price sensor, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_topic: Option<String>,
+    /// The JSON field holding the price in the topic's messages (dotted for nested
+    /// objects: `attributes.current_price`); `None`: the payload is the number itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_field: Option<String>,
+    /// What the topic's number is in.
+    pub price_unit: PriceUnit,
+    /// Prices beyond this, either sign, are refused (imports and the live price),
+    /// currency per kWh.
+    pub max_price_per_kwh: f64,
+    /// Tariffs to compare against (`wattson report --tariffs`).
+    #[serde(rename = "alternative", skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<AlternativeTariff>,
+}
+
+/// What a live price's number is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PriceUnit {
+    /// Currency per kWh (Octopus in Home Assistant: GBP/kWh).
+    PerKwh,
+    /// Currency per MWh (day-ahead markets).
+    PerMwh,
+    /// Hundredths of the currency per kWh (pence, cents).
+    CentsPerKwh,
+}
+
+impl PriceUnit {
+    /// The factor to currency per kWh.
+    pub fn to_per_kwh(self) -> f64 {
+        match self {
+            PriceUnit::PerKwh => 1.0,
+            PriceUnit::PerMwh => 0.001,
+            PriceUnit::CentsPerKwh => 0.01,
+        }
+    }
+}
+
+/// `[[tariff.alternative]]`: a tariff to compare against, in the same currency.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AlternativeTariff {
+    pub name: String,
+    pub price_per_kwh: f64,
+    pub standing_charge_per_day: f64,
+    #[serde(rename = "period", skip_serializing_if = "Vec::is_empty")]
+    pub periods: Vec<PeriodConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -312,6 +369,15 @@ pub struct MqttConfig {
     pub keepalive: Duration,
 }
 
+/// `[http]`: where `/metrics` (Prometheus), `/` (the live page), `/report.html`,
+/// `/report.json` and `/healthz` are served.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HttpConfig {
+    /// An IPv4 or IPv6 address and TCP port; port 0 picks a free port (the daemon logs the
+    /// one it bound, and `wattson status` shows it).
+    pub listen: std::net::SocketAddr,
+}
+
 /// A configuration measured by hand: watts per mode, read off a meter's display.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ManualConfig {
@@ -354,6 +420,11 @@ impl Default for TariffConfig {
             timezone: None,
             periods: Vec::new(),
             changes: Vec::new(),
+            price_topic: None,
+            price_field: None,
+            price_unit: PriceUnit::PerKwh,
+            max_price_per_kwh: 10.0,
+            alternatives: Vec::new(),
         }
     }
 }
@@ -367,6 +438,7 @@ impl Config {
                 name: default_host_name(),
                 sysfs: PathBuf::from("/sys"),
                 procfs: PathBuf::from("/proc"),
+                devfs: PathBuf::from("/dev"),
             },
             storage: StorageConfig {
                 path: PathBuf::from("/var/lib/wattson/wattson.db"),
@@ -381,6 +453,7 @@ impl Config {
             },
             tariff: TariffConfig::default(),
             mqtt: None,
+            http: None,
             manual: Vec::new(),
             power: PowerConfig {
                 rapl: true,

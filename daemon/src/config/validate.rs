@@ -108,7 +108,25 @@ impl Validator<'_> {
         Ok(name.to_owned())
     }
 
-    fn price(&self, v: &Spanned<f64>, key: &str) -> Result<f64, ConfigError> {
+    /// `http.listen`: an IP address and port (`127.0.0.1:9877`, `[::1]:9877`, `0.0.0.0:9877`);
+    /// host names are not resolved, so what `config check` passes is what `run` binds.
+    fn http(&self, listen: &Spanned<String>) -> Result<super::HttpConfig, ConfigError> {
+        let text = listen.get_ref().trim();
+        let addr: std::net::SocketAddr = text.parse().map_err(|_| {
+            self.err(
+                listen.span(),
+                "http.listen",
+                format!(
+                    "{text:?} is not an IP address and port: write e.g. \"127.0.0.1:9877\" \
+                     (this machine only), \"0.0.0.0:9877\" (every IPv4 interface) or \
+                     \"[::1]:9877\" (IPv6 in brackets); host names are not resolved"
+                ),
+            )
+        })?;
+        Ok(super::HttpConfig { listen: addr })
+    }
+
+    pub(super) fn price(&self, v: &Spanned<f64>, key: &str) -> Result<f64, ConfigError> {
         let p = *v.get_ref();
         if !p.is_finite() || p < 0.0 {
             return Err(self.err(v.span(), key, format!("{p} must be a price of 0 or more")));
@@ -116,7 +134,11 @@ impl Validator<'_> {
         Ok(p)
     }
 
-    fn periods(&self, periods: &[FilePeriod], key: &str) -> Result<Vec<PeriodConfig>, ConfigError> {
+    pub(super) fn periods(
+        &self,
+        periods: &[FilePeriod],
+        key: &str,
+    ) -> Result<Vec<PeriodConfig>, ConfigError> {
         periods
             .iter()
             .map(|per| {
@@ -168,6 +190,9 @@ impl Validator<'_> {
         if let Some(p) = file.host.procfs {
             config.host.procfs = p;
         }
+        if let Some(p) = file.host.devfs {
+            config.host.devfs = p;
+        }
 
         if let Some(p) = file.storage.path {
             config.storage.path = p;
@@ -201,7 +226,10 @@ impl Validator<'_> {
 
         config.meters = self.meters(file.meter)?;
 
+        let mut price_topic_span = None;
         if let Some(t) = file.tariff {
+            price_topic_span = t.price_topic.as_ref().map(Spanned::span);
+            self.tariff_extras(&t, &mut config.tariff)?;
             if let Some(c) = t.currency {
                 let cur = c.get_ref().trim().to_ascii_uppercase();
                 if cur.len() != 3 || !cur.chars().all(|ch| ch.is_ascii_alphabetic()) {
@@ -352,6 +380,10 @@ impl Validator<'_> {
             });
         }
 
+        if let Some(h) = file.http {
+            config.http = Some(self.http(&h.listen)?);
+        }
+
         let p = file.power;
         config.power.rapl = p.rapl.unwrap_or(true);
         config.power.hwmon = p.hwmon.unwrap_or(true);
@@ -480,6 +512,14 @@ impl Validator<'_> {
                     .map(|u| self.price(&u, "config.upgrade_cost"))
                     .transpose()?,
             });
+        }
+        if let (Some(span), None) = (price_topic_span, &config.mqtt) {
+            return Err(self.err(
+                span,
+                "tariff.price_topic",
+                "a live price comes over MQTT: add an [mqtt] section with the broker that \
+                 publishes it",
+            ));
         }
         Ok(config)
     }

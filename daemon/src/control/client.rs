@@ -10,6 +10,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use wattson_collectors::SourceId;
 
 use super::protocol::{
     DaemonStatus, Hello, MAX_LINE_BYTES, Message, PROTOCOL, Reading, Request, Stored, SweepRecord,
@@ -295,7 +296,7 @@ impl Client {
 
     /// Subscribe to every reading of `source`; returns its polling interval when the daemon
     /// knows it. Readings then arrive for [`Client::next_reading`].
-    pub fn subscribe(&self, source: &str) -> Result<Option<Duration>, ControlError> {
+    pub fn subscribe(&self, source: &SourceId) -> Result<Option<Duration>, ControlError> {
         let request = Request::Subscribe {
             source: source.to_owned(),
         };

@@ -15,6 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use wattson_collectors::SourceId;
 
 use anyhow::Context as _;
 use wattson_collectors::{Action, CollectError, Collector, Sample};
@@ -58,7 +59,7 @@ impl LinkedMeter {
 pub enum MeterPath {
     /// Through the running daemon, which owns the meter.
     Daemon {
-        source: String,
+        source: SourceId,
         socket: PathBuf,
         pid: u32,
         version: String,
@@ -102,7 +103,7 @@ pub fn open_meter(config: &Config, id: Option<&str>, db: &Path) -> anyhow::Resul
             "this needs a wall meter: add a [[meter]] to the configuration (or try `wattson demo`)",
         )?,
     };
-    let source = format!("meter:{}", meter.id);
+    let source = SourceId::meter(&meter.id);
     match locate(db)? {
         Located::Daemon(client) => {
             let interval = client.subscribe(&source)?.unwrap_or(meter.interval);
@@ -147,7 +148,7 @@ pub fn open_meter(config: &Config, id: Option<&str>, db: &Path) -> anyhow::Resul
 /// polling once an interval takes each reading once, and never one from before a pause).
 pub struct DaemonMeter {
     client: Client,
-    name: String,
+    name: SourceId,
     interval: Duration,
 }
 
@@ -184,7 +185,7 @@ impl DaemonMeter {
 }
 
 impl Collector for DaemonMeter {
-    fn name(&self) -> &str {
+    fn source(&self) -> &SourceId {
         &self.name
     }
 
@@ -198,11 +199,11 @@ impl Collector for DaemonMeter {
                 timeout_ms: within.as_millis() as u64,
             }),
             Err(e @ ControlError::Closed { .. }) => Err(CollectError::Gone {
-                source_name: self.name.clone(),
+                source_name: self.name.to_string(),
                 detail: e.to_string(),
             }),
             Err(e) => Err(CollectError::Failed {
-                source_name: self.name.clone(),
+                source_name: self.name.to_string(),
                 detail: e.to_string(),
             }),
         }

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use wattson_collectors::SourceId;
 
 use serde::{Deserialize, Serialize};
 use wattson_collectors::{DeviceCounters, Metric, Sample};
@@ -47,7 +48,7 @@ pub enum Request {
     /// keys are refused here too.)
     Status {},
     /// Every reading of `source` (e.g. `meter:wall`) from now on.
-    Subscribe { source: String },
+    Subscribe { source: SourceId },
     /// Store a finished (or interrupted) sweep measured on this connection's readings.
     StoreSweep(Box<SweepRecord>),
 }
@@ -60,7 +61,7 @@ pub enum Message {
     Reading(Reading),
     Status(Box<DaemonStatus>),
     Subscribed {
-        source: String,
+        source: SourceId,
         /// The source's polling interval, when the daemon knows it.
         interval_ms: Option<u64>,
     },
@@ -85,7 +86,7 @@ pub struct Hello {
 /// One poll of one source: its samples at one instant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reading {
-    pub source: String,
+    pub source: SourceId,
     pub ts_ms: i64,
     pub values: Vec<Value>,
 }
@@ -100,9 +101,9 @@ pub struct Value {
 
 impl Reading {
     /// The samples of `source` in one sampling pass, grouped by instant.
-    pub fn from_pass(source: &str, pass: &[Sample]) -> Vec<Reading> {
+    pub fn from_pass(source: &SourceId, pass: &[Sample]) -> Vec<Reading> {
         let mut out: Vec<Reading> = Vec::new();
-        for s in pass.iter().filter(|s| s.source == source) {
+        for s in pass.iter().filter(|s| s.source == *source) {
             let value = Value {
                 metric: s.metric,
                 channel: s.channel.clone(),
@@ -148,7 +149,7 @@ pub struct DaemonStatus {
     pub database: PathBuf,
     pub host: String,
     /// The sources it collects.
-    pub sources: Vec<String>,
+    pub sources: Vec<SourceId>,
     /// The latest reading of every series (per-core detail left out).
     pub readings: Vec<LiveReading>,
     /// Each meter's frame counters since the daemon started.
@@ -157,6 +158,9 @@ pub struct DaemonStatus {
     pub store: crate::store::StoreHealth,
     /// Connections open on the control socket, this one included.
     pub clients: usize,
+    /// Where the daemon serves `[http]` (`http://127.0.0.1:9877`), when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
 }
 
 /// How a sweep was asked to measure, stored with its run.
@@ -182,7 +186,7 @@ pub struct SweepRecord {
     /// The configuration's name.
     pub name: String,
     /// The source the levels were measured on (this connection's subscription).
-    pub source: String,
+    pub source: SourceId,
     pub settings: SweepSettings,
     /// Physical cores of the machine (levels beyond them run on SMT siblings).
     pub physical_cores: usize,
@@ -215,7 +219,7 @@ mod tests {
         for r in [
             Request::Status {},
             Request::Subscribe {
-                source: "meter:wall".into(),
+                source: SourceId::meter("wall"),
             },
         ] {
             let line = serde_json::to_string(&r).unwrap();
@@ -235,14 +239,16 @@ mod tests {
         }
     }
 
+    use wattson_collectors::source::channel;
+
     #[test]
     fn readings_group_a_pass_by_instant_and_keep_only_their_source() {
         let pass = [
-            Sample::new(1000, "meter:wall", Metric::Power, "", 41.5),
-            Sample::new(1000, "cpu", Metric::CpuBusy, "all", 0.1),
-            Sample::new(1000, "meter:wall", Metric::Voltage, "", 230.0),
+            Sample::new(1000, SourceId::meter("wall"), Metric::Power, "", 41.5),
+            Sample::new(1000, SourceId::Cpu, Metric::CpuBusy, channel::ALL, 0.1),
+            Sample::new(1000, SourceId::meter("wall"), Metric::Voltage, "", 230.0),
         ];
-        let readings = Reading::from_pass("meter:wall", &pass);
+        let readings = Reading::from_pass(&SourceId::meter("wall"), &pass);
         assert_eq!(readings.len(), 1);
         assert_eq!(readings[0].power_w(), Some(41.5));
         let samples = readings[0].clone().into_samples();

@@ -15,6 +15,7 @@
 
 use serde::Serialize;
 use wattson_collectors::Metric;
+use wattson_collectors::SourceId;
 use wattson_collectors::plausibility::Reason;
 
 use super::energy::Energy;
@@ -71,7 +72,7 @@ pub fn cross_check(store: &Store, e: &Energy) -> Result<Option<CounterCheck>, St
 /// Readings one source rejected, by reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SourceRejections {
-    pub source: String,
+    pub source: SourceId,
     /// `(reason, count)`, in the order of [`Reason::ALL`].
     pub counts: Vec<(String, u64)>,
 }

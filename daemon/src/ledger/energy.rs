@@ -13,6 +13,7 @@
 
 use serde::Serialize;
 use wattson_collectors::Metric;
+use wattson_collectors::SourceId;
 
 use crate::analysis::cost::{CostBreakdown, CostError, cost_of_energy};
 use crate::analysis::tariff::Tariff;
@@ -53,7 +54,7 @@ pub struct GapSpan {
 pub struct Energy {
     pub host: String,
     /// `meter:wall`, a plug, a fleet host's meter.
-    pub source: String,
+    pub source: SourceId,
     pub from_ms: i64,
     pub to_ms: i64,
     /// Wh.
@@ -72,7 +73,7 @@ pub struct Energy {
 
 impl Energy {
     /// An empty figure for a source with no power series.
-    fn empty(host: &str, source: &str, from_ms: i64, to_ms: i64) -> Energy {
+    fn empty(host: &str, source: &SourceId, from_ms: i64, to_ms: i64) -> Energy {
         Energy {
             host: host.to_owned(),
             source: source.to_owned(),
@@ -114,10 +115,66 @@ impl Energy {
     pub fn cost(&self, tariff: &Tariff) -> Result<CostBreakdown, CostError> {
         cost_of_energy(tariff, &self.priced_buckets())
     }
+
+    /// The buckets as `(start, end, Wh)` with each whole stored hour split into its
+    /// minutes (their stored energy, scaled to sum to the hour's), so that prices in slots
+    /// shorter than an hour (Agile half-hours, a live price that changed mid-hour) price
+    /// the energy that was used in them, not an even share of the hour. Hours without
+    /// minute rollups stay whole.
+    pub fn minute_buckets(&self, store: &Store) -> Result<Vec<(i64, i64, f64)>, StoreError> {
+        let Some(series) = power_series(store, &self.host, &self.source)? else {
+            return Ok(self.priced_buckets());
+        };
+        let whole: Vec<&Bucket> = self
+            .buckets
+            .iter()
+            .filter(|b| b.end_ms - b.start_ms == HOUR_MS && b.start_ms % HOUR_MS == 0)
+            .collect();
+        let (Some(first), Some(last)) = (whole.first(), whole.last()) else {
+            return Ok(self.priced_buckets());
+        };
+        let mut minutes: std::collections::HashMap<i64, Vec<(i64, f64)>> =
+            std::collections::HashMap::new();
+        for r in store.minute_rollups(&series, first.start_ms, last.end_ms)? {
+            if let Some(wh) = r.energy_wh.filter(|w| w.is_finite()) {
+                minutes
+                    .entry(floor_to(r.bucket_ms, HOUR_MS))
+                    .or_default()
+                    .push((r.bucket_ms, wh));
+            }
+        }
+        let mut out = Vec::with_capacity(self.buckets.len());
+        for b in &self.buckets {
+            let parts = minutes
+                .get(&b.start_ms)
+                .filter(|_| b.end_ms - b.start_ms == HOUR_MS && b.start_ms % HOUR_MS == 0);
+            let sum: f64 = parts.map_or(0.0, |p| p.iter().map(|m| m.1).sum());
+            match parts {
+                Some(p) if sum > 0.0 && b.wh > 0.0 => {
+                    out.extend(p.iter().map(|&(t, wh)| (t, t + MINUTE_MS, wh * b.wh / sum)));
+                }
+                _ => out.push((b.start_ms, b.end_ms, b.wh)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Energy::cost`], priced minute by minute when the tariff has price series.
+    pub fn cost_in(&self, store: &Store, tariff: &Tariff) -> anyhow::Result<CostBreakdown> {
+        if tariff.series().is_some() {
+            Ok(cost_of_energy(tariff, &self.minute_buckets(store)?)?)
+        } else {
+            Ok(self.cost(tariff)?)
+        }
+    }
 }
 
 /// The power series of `source` on `host` (channel `""`), if stored.
-pub fn power_series(store: &Store, host: &str, source: &str) -> Result<Option<Series>, StoreError> {
+pub fn power_series(
+    store: &Store,
+    host: &str,
+    source: &SourceId,
+) -> Result<Option<Series>, StoreError> {
     Ok(store
         .find_series(
             &SeriesFilter::all()
@@ -134,7 +191,7 @@ pub fn power_series(store: &Store, host: &str, source: &str) -> Result<Option<Se
 pub fn energy(
     store: &Store,
     host: &str,
-    source: &str,
+    source: &SourceId,
     from_ms: i64,
     to_ms: i64,
 ) -> Result<Energy, StoreError> {
@@ -172,7 +229,7 @@ pub fn energy(
     out.gaps = store
         .gaps(host, from_ms, to_ms)?
         .into_iter()
-        .filter(|g| g.source == source)
+        .filter(|g| g.source == *source)
         .map(|g| GapSpan {
             start_ms: g.start_ms.max(from_ms),
             end_ms: g.end_ms.min(to_ms),
@@ -194,7 +251,7 @@ pub struct Total {
 
 /// The source's stored energy since its first sample: what Home Assistant's `energy`
 /// entity shows (it only grows as samples are stored, across restarts).
-pub fn total(store: &Store, host: &str, source: &str) -> Result<Total, StoreError> {
+pub fn total(store: &Store, host: &str, source: &SourceId) -> Result<Total, StoreError> {
     let Some(series) = power_series(store, host, source)? else {
         return Ok(Total::default());
     };

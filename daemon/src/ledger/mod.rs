@@ -12,12 +12,16 @@
 //!   publishes.
 //! - [`counter`]: the meter's own energy counter against the integral, and the readings
 //!   rejected as implausible.
+//! - [`primary`]: which source's power is the host's, decided once from the config.
 
 pub mod costs;
 pub mod counter;
 pub mod energy;
 pub mod estimates;
 pub mod interval;
+pub mod primary;
+
+pub use primary::PrimaryPower;
 
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,7 @@
 //! writer into real SQLite files.
 
 use proptest::prelude::*;
+use wattson_collectors::SourceId;
 use wattson_collectors::{Metric, Sample};
 
 use super::energy;
@@ -55,7 +56,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.db");
         let mut opts = StoreOptions { host: "h".into(), ..StoreOptions::default() };
-        opts.spacing_ms.insert("meter:wall".into(), spacing);
+        opts.spacing_ms.insert(SourceId::meter("wall"), spacing);
         let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts.clone());
         let mut t = T0 + 17_321;
         let mut points = Vec::new();
@@ -66,14 +67,14 @@ proptest! {
             if *gap_draw == 0 {
                 // A recorded outage before the next sample.
                 let g = (t + dt / 4, t + dt / 2);
-                w.record_gap(None, "meter:wall", g.0, g.1, "unplugged");
+                w.record_gap(None, &SourceId::meter("wall"), g.0, g.1, "unplugged");
                 gaps.push(g);
             }
             t += dt;
             // Stored values are quantised to 0.01 W: generate them on that grid.
             let p = f64::from(*centiwatts) / 100.0;
             points.push((t, p));
-            w.push(None, vec![Sample::new(t, "meter:wall", Metric::Power, "", p)]);
+            w.push(None, vec![Sample::new(t, SourceId::meter("wall"), Metric::Power, "", p)]);
             if i % 37 == 0 {
                 w.flush().unwrap();
             }
@@ -93,7 +94,7 @@ proptest! {
             cases.push((x.min(y), x.max(y) + 1));
         }
         for (from, to) in cases {
-            let e = energy::energy(store, "h", "meter:wall", from, to).unwrap();
+            let e = energy::energy(store, "h", &SourceId::meter("wall"), from, to).unwrap();
             let (wh, ms) = reference(&points, &gaps, spacing, from, to);
             prop_assert!(
                 (e.wh - wh).abs() <= 1e-9 * wh.abs().max(1e-6),

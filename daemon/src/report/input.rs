@@ -7,6 +7,7 @@
 //! for utilisation. A `ci95` is the half-width of a 95 % interval in its value's unit.
 
 use std::collections::BTreeMap;
+use wattson_collectors::SourceId;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
@@ -34,6 +35,8 @@ pub struct ReportInput {
     pub regression: Vec<crate::sweep::regression::Check>,
     /// This machine's GPUs' recorded samples over the report window (empty: no GPU).
     pub gpus: Vec<GpuInput>,
+    /// Package C-state history and measured idle settings (`wattson idle --measure`).
+    pub idle: super::idle::IdleInput,
     /// What the user asked for.
     pub options: ReportOptions,
 }
@@ -161,7 +164,7 @@ pub struct MeasuredInput {
     /// configuration with a fit measured on `ReportInput::host`, else the first with a fit.
     pub config: Option<String>,
     /// The source measured (`meter:wall`).
-    pub source: Option<String>,
+    pub source: Option<SourceId>,
     /// The mean power's 95 % interval and what it rests on (see
     /// [`crate::ledger::interval`]).
     pub power: Option<crate::ledger::interval::PowerInterval>,
@@ -175,7 +178,7 @@ pub struct MeasuredInput {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuInput {
     /// Sample source (`gpu`).
-    pub source: String,
+    pub source: SourceId,
     /// `gpuN`.
     pub channel: String,
     /// W, utilisation share, process count, SM clock MHz per poll.
@@ -200,6 +203,10 @@ pub struct ReportOptions {
     pub to_ms: Option<i64>,
     /// Local date the annual figures' year starts on (the tariff's prices from then on).
     pub reference_date: NaiveDate,
+    /// Tariffs to price the measured energy under, side by side (`--tariffs`).
+    pub tariffs: Vec<super::tariffs::NamedTariff>,
+    /// Carbon-intensity series: CO2 per slot, `co2_g_per_kwh` filling the rest.
+    pub carbon: Option<crate::analysis::price_series::SeriesSet>,
 }
 
 impl ReportOptions {
@@ -213,6 +220,8 @@ impl ReportOptions {
             from_ms: None,
             to_ms: None,
             reference_date,
+            tariffs: Vec::new(),
+            carbon: None,
         }
     }
 }
@@ -321,6 +330,7 @@ mod tests {
                 price_per_kwh: 0.25,
                 periods: vec![],
             }],
+            ..TariffConfig::default()
         };
         let tariff = tariff_from_config(&t).unwrap();
         assert_eq!(tariff.tz(), chrono_tz::Europe::London);

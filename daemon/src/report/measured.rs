@@ -5,6 +5,7 @@
 //! Units: kWh, W, the tariff's currency, UTC ms; a `ci95` is a 95 % half-width.
 
 use std::collections::BTreeMap;
+use wattson_collectors::SourceId;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -21,7 +22,7 @@ const MS_PER_HOUR: f64 = 3_600_000.0;
 pub struct MeasuredReport {
     /// The source measured (`meter:wall`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    pub source: Option<SourceId>,
     /// RFC 3339.
     pub from: String,
     pub to: String,

@@ -6,10 +6,12 @@
 //! -> [`render::render`] in one of [`render::Format`]. Units: W, kWh per 365-day year, the
 //! tariff's currency per year.
 
+pub mod idle;
 pub mod input;
 pub mod measured;
 pub mod model;
 pub mod render;
+pub mod tariffs;
 
 pub use input::{
     ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, GpuPoint, LevelInput, MeasuredInput,

@@ -16,6 +16,7 @@
 //! its time idle); the saving in every mode both share is listed beside it.
 
 use std::collections::BTreeMap;
+use wattson_collectors::SourceId;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -101,6 +102,12 @@ pub struct Report {
     /// What each service costs (estimates), where the database has CPU time per service.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub services: Option<crate::services::ServicesEstimate>,
+    /// Real tariffs: pricing per slot, the fallback, the tariff comparison, CO2 per slot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tariffs: Option<super::tariffs::TariffReport>,
+    /// "Idle: where the watts go": package C-states and the measured idle settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<super::idle::IdleReport>,
     /// Plain-words caveats.
     pub notes: Vec<String>,
 }
@@ -315,7 +322,7 @@ pub struct ModeSaving {
 pub struct GpuIdleReport {
     /// `gpuN`.
     pub channel: String,
-    pub source: String,
+    pub source: SourceId,
     /// Which evidence told resident from bare idle.
     pub rule: Rule,
     /// `rule` in words.
@@ -385,6 +392,7 @@ impl Pricer {
             cost_ci95: kwh_ci95.map(|c| c * p),
             mean_price_per_kwh: p,
             currency: self.unit.currency.clone(),
+            price_basis: self.unit.price_basis.clone(),
         }
     }
 
@@ -735,6 +743,16 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         .map(|g| gpu_idle_report(g, &pricer))
         .collect();
 
+    let tariffs = super::tariffs::tariff_report(
+        tariff,
+        input.measured.as_ref(),
+        &opts.tariffs,
+        opts.carbon.as_ref(),
+        opts.co2_g_per_kwh,
+    )?;
+    if let Some(b) = &pricer.unit.price_basis {
+        notes.push(format!("annual costs are at {}", b.text));
+    }
     let base = tariff.change_for(opts.reference_date);
     Ok(Report {
         generated_at: input.generated_at.to_rfc3339(),
@@ -760,6 +778,8 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         regression,
         gpus,
         services: None,
+        tariffs,
+        idle: super::idle::build(&input.idle, tariff, opts.reference_date),
         notes,
     })
 }
@@ -1038,6 +1058,7 @@ mod tests {
             measured,
             regression: Vec::new(),
             gpus: vec![],
+            idle: crate::report::idle::IdleInput::default(),
             options: ReportOptions::new(date(2026, 1, 1)),
         }
     }

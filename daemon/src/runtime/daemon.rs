@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::sync::mpsc;
 use std::time::Duration;
+use wattson_collectors::SourceId;
 
 use anyhow::Context as _;
 use tokio::signal::unix::{SignalKind, signal};
@@ -41,7 +42,7 @@ impl SampleSink for StoreSink {
         }
     }
 
-    fn gap(&mut self, source: &str, start_ms: i64, end_ms: i64, reason: &str) {
+    fn gap(&mut self, source: &SourceId, start_ms: i64, end_ms: i64, reason: &str) {
         if let Err(e) = self.0.record_gap(source, start_ms, end_ms, reason) {
             tracing::warn!("gap not recorded: {}", wattson_collectors::ErrorChain(&e));
         }
@@ -54,7 +55,7 @@ pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
     let mut out = Vec::new();
     if config.cpu.enabled {
-        let cpu = CpuCollector::new(root.clone());
+        let cpu = CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
         for (part, state) in cpu.availability() {
             if let Err(why) = state {
                 tracing::info!("cpu {part}: unavailable: {why}");
@@ -76,7 +77,7 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
     use wattson_collectors::power::{hwmon, ipmi, nut, nvml, rapl};
     let p = &config.power;
     let mut out: Vec<Scheduled> = Vec::new();
-    let mut add = |name: &str,
+    let mut add = |name: &dyn std::fmt::Display,
                    r: Result<Box<dyn wattson_collectors::Collector>, String>,
                    every: Duration| match r {
         Ok(c) => out.push(Scheduled::new(c, every)),
@@ -84,7 +85,7 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
     };
     if p.rapl {
         add(
-            "rapl",
+            &SourceId::Rapl,
             rapl::RaplCollector::new(root)
                 .map(|c| Box::new(c) as _)
                 .map_err(|e| e.to_string()),
@@ -93,7 +94,7 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
     }
     if p.hwmon {
         add(
-            "hwmon",
+            &SourceId::Hwmon,
             hwmon::HwmonCollector::new(root)
                 .map(|c| Box::new(c) as _)
                 .map_err(|e| e.to_string()),
@@ -102,7 +103,7 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
     }
     if p.gpu {
         add(
-            "gpu",
+            &SourceId::Gpu,
             nvml::NvmlCollector::new()
                 .map(|c| Box::new(c) as _)
                 .map_err(|e| e.to_string()),
@@ -117,7 +118,7 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
             accept_deactivated: false,
         };
         add(
-            "ipmi",
+            &SourceId::Ipmi,
             ipmi::IpmiCollector::new(cfg)
                 .map(|c| Box::new(c) as _)
                 .map_err(|e| e.to_string()),
@@ -221,18 +222,23 @@ fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Resul
 /// plugs report when they do: theirs is learned from the data).
 pub fn store_options(config: &Config) -> StoreOptions {
     let ms = |d: Duration| d.as_millis() as i64;
-    let mut spacing: std::collections::HashMap<String, i64> = config
+    let mut spacing: std::collections::HashMap<SourceId, i64> = config
         .meters
         .iter()
-        .map(|m| (format!("meter:{}", m.id), ms(m.interval)))
+        .map(|m| (SourceId::meter(&m.id), ms(m.interval)))
         .collect();
-    spacing.insert("cpu".to_owned(), ms(config.cpu.interval));
-    for source in ["rapl", "hwmon", "gpu", crate::sources::estimate::SOURCE] {
-        spacing.insert(source.to_owned(), ms(config.power.interval));
+    spacing.insert(SourceId::Cpu, ms(config.cpu.interval));
+    for source in [
+        SourceId::Rapl,
+        SourceId::Hwmon,
+        SourceId::Gpu,
+        SourceId::Estimate,
+    ] {
+        spacing.insert(source, ms(config.power.interval));
     }
-    spacing.insert("ipmi".to_owned(), ms(config.power.ipmi_interval));
+    spacing.insert(SourceId::Ipmi, ms(config.power.ipmi_interval));
     for u in &config.ups {
-        spacing.insert(format!("ups:{}", u.name), ms(u.interval));
+        spacing.insert(SourceId::ups(&u.name), ms(u.interval));
     }
     StoreOptions {
         host: config.host.name.clone(),
@@ -253,7 +259,7 @@ fn record_downtime(store: &StoreHandle, host: &str) {
     let host = host.to_owned();
     let newest = store.query(move |s| {
         s.latest(&host).map(|latest| {
-            let mut by_source: std::collections::BTreeMap<String, i64> =
+            let mut by_source: std::collections::BTreeMap<SourceId, i64> =
                 std::collections::BTreeMap::new();
             for l in latest {
                 let t = by_source.entry(l.series.source.clone()).or_insert(l.ts_ms);
@@ -293,6 +299,12 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     let (store, store_thread) = StoreHandle::spawn(path, store_options(config))?;
     tracing::info!("storing into {}", path.display());
     record_downtime(&store, &config.host.name);
+    // Bound now, so that a port in use stops the start with its reason.
+    let http_listener = config
+        .http
+        .as_ref()
+        .map(|h| crate::publish::http::bind(h.listen))
+        .transpose()?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -311,15 +323,62 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     if collectors.is_empty() {
         tracing::warn!("nothing to collect: no [[meter]] configured and [cpu] disabled");
     }
-    let names: Vec<String> = collectors.iter().map(|c| c.name().to_owned()).collect();
+    let sources: Vec<SourceId> = collectors.iter().map(|c| c.source().clone()).collect();
+    let names = sources
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
     let live = Arc::new(LiveState::default());
     let heartbeat: Heartbeat = Arc::new(AtomicI64::new(sampler::now_ms()));
     let (control_tx, control_rx) = mpsc::channel::<Control>();
     let in_poll = Arc::new(InPoll::default());
     // The sampler says it is done on `done`; a thread that panics drops it instead.
     let (done_tx, done_rx) = mpsc::channel::<()>();
-    // Bound before READY=1, so a unit ordered after this one finds it.
-    let control = start_control(config, &rt, &live, &store, &names, &cancel);
+    let max_interval = config
+        .meters
+        .iter()
+        .map(|m| m.interval)
+        .chain(std::iter::once(config.cpu.interval))
+        .max()
+        .unwrap_or(Duration::from_secs(1));
+    // Healthy: the sampler completed a pass within three of its longest intervals, and the
+    // store writes.
+    let health = Health::new(
+        heartbeat.clone(),
+        (max_interval * 3).max(Duration::from_secs(3)),
+        store.clone(),
+    );
+    let feed = start_ledger_feed(config, &live, &store)?;
+    // Bound before READY=1, so a unit ordered after this one finds them.
+    let http = match (http_listener, &feed) {
+        (Some(listener), Some((extras, f))) => {
+            let _in_runtime = rt.enter();
+            let ctx = crate::publish::http::HttpContext {
+                config: config.clone(),
+                live: live.clone(),
+                health: health.clone(),
+                extras: extras.clone(),
+                refresher: f.refresher(),
+                started_ms: sampler::now_ms(),
+                stale_after: stale_after(config),
+            };
+            Some(
+                crate::publish::http::start(ctx, listener, cancel.child_token())
+                    .context("serving [http]")?,
+            )
+        }
+        _ => None,
+    };
+    let control = start_control(
+        config,
+        &rt,
+        &live,
+        &store,
+        &sources,
+        http.as_ref().map(|h| h.addr),
+        &cancel,
+    );
     let sampler_thread = {
         let live = live.clone();
         let heartbeat = heartbeat.clone();
@@ -345,28 +404,10 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
             })
             .context("starting the sampling thread")?
     };
-    tracing::info!("collecting: {}", names.join(", "));
+    tracing::info!("collecting: {names}");
     notifier.ready();
-    notifier.status(&format!(
-        "collecting {} into {}",
-        names.join(", "),
-        path.display()
-    ));
+    notifier.status(&format!("collecting {names} into {}", path.display()));
 
-    let max_interval = config
-        .meters
-        .iter()
-        .map(|m| m.interval)
-        .chain(std::iter::once(config.cpu.interval))
-        .max()
-        .unwrap_or(Duration::from_secs(1));
-    // Healthy: the sampler completed a pass within three of its longest intervals, and the
-    // store writes.
-    let health = Health::new(
-        heartbeat.clone(),
-        (max_interval * 3).max(Duration::from_secs(3)),
-        store.clone(),
-    );
     let result = rt.block_on(serve(
         config,
         opts,
@@ -377,12 +418,16 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         &outputs,
         &live,
         &store,
+        feed,
     ));
 
     // Drain in order: the control socket (its clients are told), collectors (the sampler
     // flushes its buffer), the store, then outputs.
     if let Some(control) = control {
         rt.block_on(control.stop());
+    }
+    if let Some(http) = http {
+        rt.block_on(http.stop());
     }
     // A collector stuck in a read (a driver that never returns) must not keep the daemon
     // from stopping: after DRAIN_TIMEOUT it is named and left behind, and the exit status
@@ -451,6 +496,50 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The ledger's figures for MQTT (read every publish interval) and HTTP (read when a request
+/// asks), on a thread of their own: the runtime never waits on the store. `None` with
+/// neither configured.
+fn start_ledger_feed(
+    config: &Config,
+    live: &Arc<LiveState>,
+    store: &StoreHandle,
+) -> anyhow::Result<Option<LedgerFeedParts>> {
+    if config.mqtt.is_none() && config.http.is_none() {
+        return Ok(None);
+    }
+    let period = config
+        .mqtt
+        .as_ref()
+        .map(|m| m.publish_interval.max(Duration::from_millis(100)));
+    let parts = super::ledger_feed::spawn(config, live.clone(), store.clone(), period)
+        .context("starting the ledger feed")?;
+    Ok(Some(parts))
+}
+
+type LedgerFeedParts = (
+    tokio::sync::watch::Receiver<crate::publish::mqtt::StateExtras>,
+    super::ledger_feed::LedgerFeed,
+);
+
+/// How old a reading may be before `/metrics` and the live page leave it out: three of the
+/// longest interval any source is polled at, at least 3 s.
+fn stale_after(config: &Config) -> Duration {
+    let power = [config.power.interval]
+        .into_iter()
+        .chain(config.power.ipmi.then_some(config.power.ipmi_interval));
+    config
+        .meters
+        .iter()
+        .map(|m| m.interval)
+        .chain(config.ups.iter().map(|u| u.interval))
+        .chain(power)
+        .chain(std::iter::once(config.cpu.interval))
+        .max()
+        .unwrap_or(Duration::from_secs(1))
+        .saturating_mul(3)
+        .max(Duration::from_secs(3))
+}
+
 /// Serve the control socket (see [`crate::control`]) until `cancel`. A socket that cannot be
 /// bound is logged and the daemon goes on without it.
 fn start_control(
@@ -458,7 +547,8 @@ fn start_control(
     rt: &tokio::runtime::Runtime,
     live: &Arc<LiveState>,
     store: &StoreHandle,
-    names: &[String],
+    sources: &[SourceId],
+    http: Option<std::net::SocketAddr>,
     cancel: &CancellationToken,
 ) -> Option<super::control::ControlHandle> {
     let _in_runtime = rt.enter();
@@ -466,7 +556,8 @@ fn start_control(
         config: config.clone(),
         live: live.clone(),
         store: store.clone(),
-        sources: names.to_vec(),
+        sources: sources.to_vec(),
+        http,
     };
     super::control::start(ctx, cancel.child_token())
         .map_err(|e| tracing::error!("{}", wattson_collectors::ErrorChain(&e)))
@@ -484,33 +575,30 @@ async fn serve(
     outputs: &CancellationToken,
     live: &Arc<LiveState>,
     store: &StoreHandle,
+    feed: Option<LedgerFeedParts>,
 ) -> anyhow::Result<Option<crate::publish::mqtt::publisher::PublisherHandle>> {
-    let mut feed = None;
-    let publisher = match &config.mqtt {
-        None => None,
-        Some(mqtt) => {
-            // The ledger's figures come from a thread of their own: the runtime never
-            // waits on the store.
-            let (extras, f) = super::ledger_feed::spawn(
-                config,
+    let publisher = match (&config.mqtt, &feed) {
+        (Some(mqtt), Some((extras, _))) => Some(
+            crate::publish::mqtt::Publisher::spawn(
+                mqtt.clone(),
+                config.host.name.clone(),
                 live.clone(),
-                store.clone(),
-                mqtt.publish_interval.max(Duration::from_millis(100)),
+                extras.clone(),
+                outputs.child_token(),
             )
-            .context("starting the ledger feed for MQTT")?;
-            feed = Some(f);
-            Some(
-                crate::publish::mqtt::Publisher::spawn(
-                    mqtt.clone(),
-                    config.host.name.clone(),
-                    live.clone(),
-                    extras,
-                    outputs.child_token(),
-                )
-                .context("starting the MQTT publisher")?,
-            )
-        }
+            .context("starting the MQTT publisher")?,
+        ),
+        _ => None,
     };
+    // The live price of [tariff] price_topic, stored as slots as it arrives.
+    let _price = match &config.mqtt {
+        Some(mqtt) => {
+            crate::tariff::live::spawn(mqtt, &config.tariff, store.clone(), cancel.child_token())
+                .context("subscribing to [tariff] price_topic")?
+        }
+        None => None,
+    };
+    let feed = feed.map(|(_, f)| f);
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
@@ -622,43 +710,50 @@ fn reload(
             let same_meters = new.meters == current.meters;
             let same_power =
                 new.power == current.power && new.ups == current.ups && new.host == current.host;
-            let services = wattson_collectors::cgroup::SOURCE;
             let same_services = new.services == current.services && new.host == current.host;
-            let plug_sources: Vec<String> = current
+            let plug_sources: Vec<SourceId> = current
                 .plugs
                 .iter()
-                .map(|p| format!("meter:{}", p.id))
+                .map(|p| SourceId::meter(&p.id))
                 .collect();
-            let is_plug = |n: &str| plug_sources.iter().any(|p| p == n);
-            let keep_name = |n: &str| {
-                is_plug(n)
-                    || (n == "cpu" && same_cpu)
-                    || (n == services && same_services)
-                    || (n.starts_with("meter:") && same_meters)
-                    || (!n.starts_with("meter:") && n != "cpu" && n != services && same_power)
+            let keep_source = |n: &SourceId| {
+                plug_sources.contains(n)
+                    || match n {
+                        SourceId::Cpu => same_cpu,
+                        SourceId::Services => same_services,
+                        SourceId::Meter(_) => same_meters,
+                        _ => same_power,
+                    }
             };
-            let mut collectors: Vec<Scheduled> =
-                built.into_iter().filter(|c| !keep_name(c.name())).collect();
+            let mut collectors: Vec<Scheduled> = built
+                .into_iter()
+                .filter(|c| !keep_source(c.source()))
+                .collect();
             let same_estimate = same_meters && same_power && new.plugs == current.plugs;
             if !same_estimate {
                 collectors.extend(estimate_collector(&new));
             }
-            let mut keep: Vec<String> = plug_sources.clone();
+            let mut keep: Vec<SourceId> = plug_sources.clone();
             if same_cpu {
-                keep.push("cpu".into());
+                keep.push(SourceId::Cpu);
             }
             if same_services {
-                keep.push(services.to_owned());
+                keep.push(SourceId::Services);
             }
             if same_meters {
                 keep.extend(crate::config::collector_names(&current.meters));
             }
             if same_estimate {
-                keep.push(crate::sources::estimate::SOURCE.to_owned());
+                keep.push(SourceId::Estimate);
             }
             if same_power {
-                keep.extend(["rapl", "hwmon", "gpu", "ipmi"].map(str::to_owned));
-                keep.extend(current.ups.iter().map(|u| format!("ups:{}", u.name)));
+                keep.extend([
+                    SourceId::Rapl,
+                    SourceId::Hwmon,
+                    SourceId::Gpu,
+                    SourceId::Ipmi,
+                ]);
+                keep.extend(current.ups.iter().map(|u| SourceId::ups(&u.name)));
             }
             let _ = control.send(Control::Replace { collectors, keep });
             let plugs = std::mem::take(&mut current.plugs);

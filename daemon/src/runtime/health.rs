@@ -165,7 +165,7 @@ mod tests {
         store
             .insert(vec![Sample::new(
                 now,
-                "meter:wall",
+                wattson_collectors::SourceId::meter("wall"),
                 Metric::Power,
                 "",
                 50.0,

@@ -1,44 +1,78 @@
-//! The ledger's figures for the MQTT state, computed on a thread of their own and handed to
-//! the publisher through a watch channel.
+//! The ledger's figures for the MQTT state and the HTTP endpoints, computed on a thread of
+//! their own and handed to the publisher and the HTTP server through a watch channel.
 //!
 //! Store queries block (they run on the store's writer thread, behind its flushes), so they
-//! never run on the async runtime that drives MQTT, the plug subscriptions and the systemd
-//! watchdog: a slow store then delays only these figures, which the publisher sends as they
-//! last were. Every `period` (the publish interval) the feed reads today's, this month's and
-//! all-time energy and cost, the annual projection, the idle-power regression headline (at
-//! most once a minute) and the live mode and meter counters.
+//! never run on the async runtime that drives MQTT, HTTP, the plug subscriptions and the
+//! systemd watchdog: a slow store then delays only these figures, which are served as they
+//! last were. Every `period` (the MQTT publish interval), and when an HTTP request asks
+//! ([`Refresher::refresh`], at most once per [`MIN_REFRESH`]), the feed reads today's, this
+//! month's and all-time energy and cost, the annual projection, the idle-power regression
+//! headline (at most once a minute) and the live mode and meter counters.
 
 use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use wattson_collectors::SourceId;
+use wattson_collectors::source::channel;
 
 use tokio::sync::watch;
 use wattson_collectors::Metric;
 
 use super::live::LiveState;
+use crate::analysis::tariff::{PriceSource, Tariff};
 use crate::config::Config;
 use crate::ledger::costs::{self, PeriodCost, RunningTotal};
 use crate::publish::mqtt::StateExtras;
 use crate::publish::mqtt::state::{MeterCounters, ServiceState};
 use crate::store::StoreHandle;
+use crate::tariff::store::Kind;
 
 /// How often the idle-power regression headline is read.
 const REGRESSION_EVERY: Duration = Duration::from_secs(60);
 
+/// Requests refresh the figures at most this often; more frequent ones get the last ones.
+pub const MIN_REFRESH: Duration = Duration::from_millis(500);
+
+/// What the feed's thread is told.
+#[derive(Debug)]
+enum FeedMessage {
+    Refresh,
+    Stop,
+}
+
 /// A running feed; stops when dropped.
 #[derive(Debug)]
 pub struct LedgerFeed {
-    stop: Option<mpsc::Sender<()>>,
+    control: mpsc::Sender<FeedMessage>,
     thread: Option<JoinHandle<()>>,
+}
+
+impl LedgerFeed {
+    /// A handle that asks for fresh figures (the HTTP server's).
+    pub fn refresher(&self) -> Refresher {
+        Refresher(self.control.clone())
+    }
 }
 
 impl Drop for LedgerFeed {
     fn drop(&mut self) {
-        drop(self.stop.take());
+        let _ = self.control.send(FeedMessage::Stop);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Asks the feed for fresh figures; the watch channel then changes (with the same figures
+/// when the last read is younger than [`MIN_REFRESH`]).
+#[derive(Debug, Clone)]
+pub struct Refresher(mpsc::Sender<FeedMessage>);
+
+impl Refresher {
+    /// Never blocks.
+    pub fn refresh(&self) {
+        let _ = self.0.send(FeedMessage::Refresh);
     }
 }
 
@@ -47,20 +81,62 @@ impl Drop for LedgerFeed {
 struct StoreFigures {
     summary: Option<costs::CostSummary>,
     newest_ms: Option<i64>,
+    /// The price now (currency per kWh) and its source.
+    price_now: Option<(f64, String)>,
 }
 
-/// Start the feed for `config`'s wall source; the receiver always holds the newest figures.
+/// The configured tariff with the store's price series, loaded again only when their
+/// revision changed; a change resets the running total, whose closed hours were priced by
+/// the old slots.
+fn with_series(
+    s: &crate::store::Store,
+    base: Tariff,
+    cached: &mut Option<((i64, i64), Tariff)>,
+    running: &mut RunningTotal,
+) -> Tariff {
+    let Ok(rev) = crate::tariff::store::revision(s) else {
+        return cached.as_ref().map_or(base, |c| c.1.clone());
+    };
+    // A live price's open slot holds until "now plus an hour" as loaded: reload hourly.
+    let hour = chrono::Utc::now().timestamp_millis() / crate::store::HOUR_MS;
+    let rev = (rev.0 * 1_000_003 + rev.1, hour);
+    if let Some((r, t)) = cached.as_ref()
+        && *r == rev
+    {
+        return t.clone();
+    }
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let t = match crate::tariff::store::applied(s, Kind::Price, base.currency(), now_ms) {
+        Ok(set) => base.with_series(set),
+        Err(e) => {
+            tracing::warn!(
+                "reading the price series: {}",
+                wattson_collectors::ErrorChain(&e)
+            );
+            base
+        }
+    };
+    if cached.as_ref().is_some_and(|c| c.0.0 != rev.0) {
+        *running = RunningTotal::default();
+    }
+    *cached = Some((rev, t.clone()));
+    t
+}
+
+/// Start the feed for `config`'s wall source, reading every `period` (`None`: only when
+/// asked); the receiver always holds the newest figures.
 pub fn spawn(
     config: &Config,
     live: Arc<LiveState>,
     store: StoreHandle,
-    period: Duration,
+    period: Option<Duration>,
 ) -> std::io::Result<(watch::Receiver<StateExtras>, LedgerFeed)> {
     let tariff = costs::tariff(&config.tariff)
         .map_err(|e| tracing::warn!("no costs in the MQTT state: {e:#}"))
         .ok();
-    let wall = costs::wall_source(config);
-    let accuracy = wall.as_deref().and_then(|w| costs::accuracy_of(config, w));
+    let primary = crate::ledger::PrimaryPower::from_config(config);
+    let wall = primary.wall().cloned();
+    let accuracy = wall.as_ref().and_then(|w| costs::accuracy_of(config, w));
     let host = config.host.name.clone();
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let base = StateExtras {
@@ -68,14 +144,11 @@ pub fn spawn(
         mode_options: (0..=cpus)
             .map(|n| crate::analysis::modes::level_name(n as u32))
             .collect(),
-        primary_meter: wall
-            .as_deref()
-            .and_then(|w| w.strip_prefix("meter:"))
-            .map(str::to_owned),
+        primary,
         ..StateExtras::default()
     };
     let (tx, rx) = watch::channel(base.clone());
-    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let (control_tx, control_rx) = mpsc::channel::<FeedMessage>();
     let thread = std::thread::Builder::new()
         .name("wattson-ledger".to_owned())
         .spawn(move || {
@@ -84,17 +157,31 @@ pub fn spawn(
                 (None, None);
             let mut last_energy: Option<f64> = None;
             let mut services: (Option<Instant>, ServiceStates) = (None, ServiceStates::default());
+            // The tariff with the database's price series, and their revision: reloaded
+            // (and the running total recounted) when an import or the live price changes
+            // them.
+            let mut priced: Option<((i64, i64), crate::analysis::tariff::Tariff)> = None;
             loop {
                 let mut extras = base.clone();
                 if let (Some(t), Some(source)) = (&tariff, &wall) {
                     let (t, source, host2) = (t.clone(), source.clone(), host.clone());
                     let mut r = std::mem::take(&mut running);
+                    let mut p = priced.take();
                     let got = store.query(move |s| {
-                        let figures = read_figures(s, &host2, &source, accuracy, &t, &mut r);
-                        (figures, r)
+                        let t = with_series(s, t, &mut p, &mut r);
+                        let mut figures = read_figures(s, &host2, &source, accuracy, &t, &mut r);
+                        let now_ms = chrono::Utc::now().timestamp_millis();
+                        let (price, _, from) = t.priced_segment(now_ms).unwrap_or((
+                            f64::NAN,
+                            now_ms,
+                            PriceSource::Configured,
+                        ));
+                        figures.price_now = Some((price, t.source_name(from)));
+                        (figures, r, p)
                     });
-                    if let Ok((figures, r)) = got {
+                    if let Ok((figures, r, p)) = got {
                         running = r;
+                        priced = p;
                         apply(&mut extras, &figures, &mut last_energy);
                     }
                 }
@@ -135,18 +222,18 @@ pub fn spawn(
                 }
                 extras.services.clone_from(&services.1.0);
                 extras.wattson_itself.clone_from(&services.1.1);
-                live_figures(&mut extras, &live, wall.as_deref(), tariff.as_ref(), cpus);
+                live_figures(&mut extras, &live, wall.as_ref(), tariff.as_ref(), cpus);
                 tx.send_replace(extras);
-                match stop_rx.recv_timeout(period) {
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+                let read_at = Instant::now();
+                if !wait_for_next(&control_rx, period, read_at, &tx) {
+                    break;
                 }
             }
         })?;
     Ok((
         rx,
         LedgerFeed {
-            stop: Some(stop_tx),
+            control: control_tx,
             thread: Some(thread),
         },
     ))
@@ -188,11 +275,34 @@ fn service_states(
     )
 }
 
+/// Waits until the next read is due: `period` after `read_at`, or a refresh request at least
+/// [`MIN_REFRESH`] after it (earlier ones are answered with the figures as they are). `false`
+/// when the feed is to stop.
+fn wait_for_next(
+    control: &mpsc::Receiver<FeedMessage>,
+    period: Option<Duration>,
+    read_at: Instant,
+    tx: &watch::Sender<StateExtras>,
+) -> bool {
+    loop {
+        let message = match period {
+            Some(p) => control.recv_timeout(p.saturating_sub(read_at.elapsed())),
+            None => control.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match message {
+            Err(RecvTimeoutError::Timeout) => return true,
+            Ok(FeedMessage::Stop) | Err(RecvTimeoutError::Disconnected) => return false,
+            Ok(FeedMessage::Refresh) if read_at.elapsed() >= MIN_REFRESH => return true,
+            Ok(FeedMessage::Refresh) => tx.send_modify(|_| {}),
+        }
+    }
+}
+
 /// On the store's thread: the summary (with the running total) and the newest sample.
 fn read_figures(
     s: &crate::store::Store,
     host: &str,
-    source: &str,
+    source: &SourceId,
     accuracy: Option<wattson_collectors::meter::Accuracy>,
     tariff: &crate::analysis::tariff::Tariff,
     running: &mut RunningTotal,
@@ -219,11 +329,16 @@ fn read_figures(
         .ok()
         .flatten()
         .and_then(|series| s.newest_ms(&series).ok().flatten());
-    StoreFigures { summary, newest_ms }
+    StoreFigures {
+        summary,
+        newest_ms,
+        price_now: None,
+    }
 }
 
 /// The store's figures into the state; the published energy never goes down in a run.
 fn apply(extras: &mut StateExtras, f: &StoreFigures, last_energy: &mut Option<f64>) {
+    extras.price_now.clone_from(&f.price_now);
     let Some(s) = &f.summary else { return };
     let energy = last_energy.map_or(s.total.kwh, |l| l.max(s.total.kwh));
     *last_energy = Some(energy);
@@ -241,14 +356,14 @@ fn apply(extras: &mut StateExtras, f: &StoreFigures, last_energy: &mut Option<f6
 fn live_figures(
     extras: &mut StateExtras,
     live: &LiveState,
-    wall: Option<&str>,
+    wall: Option<&SourceId>,
     tariff: Option<&crate::analysis::tariff::Tariff>,
     cpus: usize,
 ) {
     let latest = live.latest();
     extras.mode = latest
         .iter()
-        .find(|r| r.metric == Metric::CpuBusy && r.channel == "all")
+        .find(|r| r.metric == Metric::CpuBusy && r.channel == channel::ALL)
         .map(|r| {
             let busy = r.value * cpus as f64;
             crate::analysis::modes::level_name(busy.round().clamp(0.0, cpus as f64) as u32)
@@ -268,7 +383,7 @@ fn live_figures(
         && let (Some(source), Some(t)) = (wall, tariff)
         && let Some(w) = latest
             .iter()
-            .find(|r| r.source == source && r.metric == Metric::Power && r.channel.is_empty())
+            .find(|r| r.source == *source && r.metric == Metric::Power && r.channel.is_empty())
     {
         extras.annual_projection =
             crate::analysis::cost::annual_cost(w.value, None, t, chrono::Utc::now().date_naive())

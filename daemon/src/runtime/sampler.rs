@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use wattson_collectors::SourceId;
 
 use wattson_collectors::{Action, CollectError, Collector, Sample};
 
@@ -19,7 +20,7 @@ pub trait SampleSink: Send {
     /// A batch of samples, in time order per source.
     fn samples(&mut self, batch: Vec<Sample>);
     /// A period in which `source` produced nothing (device gone, errors).
-    fn gap(&mut self, source: &str, start_ms: i64, end_ms: i64, reason: &str);
+    fn gap(&mut self, source: &SourceId, start_ms: i64, end_ms: i64, reason: &str);
 }
 
 /// Messages to the sampling thread.
@@ -31,7 +32,7 @@ pub enum Control {
     /// so a reload loses no sample.
     Replace {
         collectors: Vec<Scheduled>,
-        keep: Vec<String>,
+        keep: Vec<SourceId>,
     },
 }
 
@@ -67,8 +68,8 @@ impl Scheduled {
         }
     }
 
-    pub fn name(&self) -> &str {
-        self.collector.name()
+    pub fn source(&self) -> &SourceId {
+        self.collector.source()
     }
 }
 
@@ -81,10 +82,11 @@ pub type Heartbeat = Arc<AtomicI64>;
 pub struct InPoll(Mutex<(String, Option<Instant>)>);
 
 impl InPoll {
-    fn enter(&self, name: &str) {
+    fn enter(&self, source: &SourceId) {
+        use std::fmt::Write;
         if let Ok(mut g) = self.0.lock() {
             g.0.clear();
-            g.0.push_str(name);
+            let _ = write!(g.0, "{source}");
             g.1 = Some(Instant::now());
         }
     }
@@ -140,7 +142,7 @@ pub fn run(
                 keep,
             }) => {
                 for old in std::mem::take(&mut collectors) {
-                    if keep.iter().any(|k| k == old.name()) {
+                    if keep.iter().any(|k| k == old.source()) {
                         new.push(old);
                     } else {
                         close_gap_on_exit(&old, &mut *sink);
@@ -149,7 +151,7 @@ pub fn run(
                 tracing::info!(
                     "collectors reloaded: {}",
                     new.iter()
-                        .map(Scheduled::name)
+                        .map(|c| c.source().to_string())
                         .collect::<Vec<_>>()
                         .join(", ")
                 );
@@ -175,7 +177,7 @@ pub fn run(
                 if c.stopped || c.next_due > now || in_flight.contains(&i) != read_last {
                     continue;
                 }
-                in_poll.enter(c.name());
+                in_poll.enter(c.source());
                 poll_one(c, &mut buffer, &mut *sink, live);
                 in_poll.leave();
                 // Keep the schedule on its grid; if we fell behind, skip ahead rather than
@@ -208,7 +210,7 @@ pub fn run(
 
 fn close_gap_on_exit(c: &Scheduled, sink: &mut dyn SampleSink) {
     if let (Some(since), Some((_, why))) = (c.last_good_ms, &c.failing_since) {
-        sink.gap(c.name(), since, now_ms(), why);
+        sink.gap(c.source(), since, now_ms(), why);
     }
 }
 
@@ -257,12 +259,12 @@ fn poll_one(
                 let start = c.last_good_ms.unwrap_or(since);
                 tracing::info!(
                     "{}: back after {:.1} s ({} failed polls)",
-                    c.name(),
+                    c.source(),
                     (ts - start) as f64 / 1000.0,
                     c.consecutive_failures
                 );
                 if c.last_good_ms.is_some() {
-                    sink.gap(c.name(), start, ts, &why);
+                    sink.gap(c.source(), start, ts, &why);
                 }
             }
             c.consecutive_failures = 0;
@@ -290,17 +292,17 @@ fn store_rejections(
         if c.rejected.get(&d.id) == Some(&d.rejected) {
             continue;
         }
-        let source = if c.name().starts_with("meter:") {
-            format!("meter:{}", d.id)
+        let source = if c.source().is_meter() {
+            SourceId::meter(&d.id)
         } else {
-            c.name().to_owned()
+            c.source().clone()
         };
         let before = c.rejected.get(&d.id).cloned().unwrap_or_default();
         for (reason, n) in d.rejected.nonzero() {
             if before.get(reason) != n {
                 buffer.push(Sample::new(
                     ts,
-                    source.as_str(),
+                    source.clone(),
                     wattson_collectors::Metric::Rejected,
                     reason.as_str(),
                     n as f64,
@@ -317,7 +319,7 @@ fn on_error(c: &mut Scheduled, e: &CollectError, ts: i64) {
     let full = wattson_collectors::ErrorChain(e).to_string();
     let action = e.action();
     let e = full
-        .strip_prefix(&format!("{}: ", c.name()))
+        .strip_prefix(&format!("{}: ", c.source()))
         .unwrap_or(&full)
         .to_owned();
     let first = c.failing_since.is_none();
@@ -326,24 +328,24 @@ fn on_error(c: &mut Scheduled, e: &CollectError, ts: i64) {
     }
     match action {
         Action::Stop => {
-            tracing::warn!("{}: unavailable, no longer polled: {}", c.name(), e);
+            tracing::warn!("{}: unavailable, no longer polled: {}", c.source(), e);
             c.stopped = true;
         }
         Action::Reopen if first => {
-            tracing::warn!("{}: {}; reconnecting in the background", c.name(), e);
+            tracing::warn!("{}: {}; reconnecting in the background", c.source(), e);
         }
         Action::Retry if c.consecutive_failures == 5 => {
-            tracing::warn!("{}: 5 failed polls in a row, latest: {}", c.name(), e);
+            tracing::warn!("{}: 5 failed polls in a row, latest: {}", c.source(), e);
         }
         Action::Retry if c.consecutive_failures.is_power_of_two() && c.consecutive_failures > 5 => {
             tracing::warn!(
                 "{}: {} failed polls in a row, latest: {}",
-                c.name(),
+                c.source(),
                 c.consecutive_failures,
                 e
             );
         }
-        _ => tracing::debug!("{}: {}", c.name(), e),
+        _ => tracing::debug!("{}: {}", c.source(), e),
     }
 }
 
@@ -354,6 +356,9 @@ mod tests {
     use std::sync::mpsc;
     use wattson_collectors::Metric;
 
+    static TEST: std::sync::LazyLock<SourceId> =
+        std::sync::LazyLock::new(|| SourceId::meter("test"));
+
     /// Fails while the shared flag says so; otherwise returns one power sample.
     struct Flaky {
         fail: Arc<Mutex<bool>>,
@@ -361,20 +366,20 @@ mod tests {
     }
 
     impl Collector for Flaky {
-        fn name(&self) -> &'static str {
-            "meter:test"
+        fn source(&self) -> &SourceId {
+            &TEST
         }
         fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
             self.polls.fetch_add(1, Ordering::SeqCst);
             if *self.fail.lock().unwrap() {
                 Err(CollectError::Gone {
-                    source_name: "meter:test".into(),
+                    source_name: TEST.to_string(),
                     detail: "unplugged".into(),
                 })
             } else {
                 Ok(vec![Sample::new(
                     now_ms,
-                    "meter:test",
+                    TEST.clone(),
                     Metric::Power,
                     "",
                     42.0,
@@ -386,18 +391,18 @@ mod tests {
     #[derive(Default, Clone)]
     struct Recorder {
         samples: Arc<Mutex<Vec<Sample>>>,
-        gaps: Arc<Mutex<Vec<(String, i64, i64)>>>,
+        gaps: Arc<Mutex<Vec<(SourceId, i64, i64)>>>,
     }
 
     impl SampleSink for Recorder {
         fn samples(&mut self, batch: Vec<Sample>) {
             self.samples.lock().unwrap().extend(batch);
         }
-        fn gap(&mut self, source: &str, start_ms: i64, end_ms: i64, _reason: &str) {
+        fn gap(&mut self, source: &SourceId, start_ms: i64, end_ms: i64, _reason: &str) {
             self.gaps
                 .lock()
                 .unwrap()
-                .push((source.to_owned(), start_ms, end_ms));
+                .push((source.clone(), start_ms, end_ms));
         }
     }
 

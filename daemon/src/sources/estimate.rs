@@ -1,7 +1,7 @@
 //! Estimated wall power on a machine whose meter has moved on: a sweep stored a fit of wall
 //! watts against a software-visible source (RAPL package, hwmon sensor) for this host (see
 //! [`crate::sweep::persist::Calibration`]); while no wall meter is there, the daemon applies
-//! that fit to the live source and stores the result as source [`SOURCE`].
+//! that fit to the live source and stores the result as source [`SourceId::Estimate`].
 //!
 //! Samples (all [`Metric::Power`], W): channel `""` is the estimated wall draw,
 //! `intercept + slope x source`; channel [`ERROR_CHANNEL`] is its error, twice the root mean
@@ -9,12 +9,9 @@
 //! The source name says "estimate" wherever it is shown: `wattson status` prints
 //! "estimated +/- X W" and the MQTT state marks the power as an estimate.
 
-use wattson_collectors::{CollectError, Collector, Metric, Sample, Scope, SysRoot};
+use wattson_collectors::{CollectError, Collector, Metric, Sample, Scope, SourceId, SysRoot};
 
 use crate::sweep::persist::Calibration;
-
-/// The source name of estimated wall samples.
-pub const SOURCE: &str = "estimate:wall";
 
 /// The channel of the estimate's error, W.
 pub const ERROR_CHANNEL: &str = "error";
@@ -32,7 +29,7 @@ pub struct Estimate {
 #[derive(Debug, Clone)]
 pub struct WallEstimator {
     calibration: Calibration,
-    source: String,
+    source: SourceId,
     channel: String,
 }
 
@@ -41,7 +38,7 @@ impl WallEstimator {
     /// (e.g. `rapl/package-0`) or its figures are not finite.
     pub fn new(calibration: Calibration) -> Option<WallEstimator> {
         let (source, channel) = calibration.source.split_once('/')?;
-        let (source, channel) = (source.to_owned(), channel.to_owned());
+        let (source, channel) = (SourceId::from_text(source), channel.to_owned());
         let finite = [
             calibration.intercept_w,
             calibration.slope,
@@ -49,15 +46,15 @@ impl WallEstimator {
         ]
         .iter()
         .all(|x| x.is_finite());
-        (finite && !source.is_empty()).then_some(WallEstimator {
+        (finite && !source.is_text("")).then_some(WallEstimator {
             calibration,
             source,
             channel,
         })
     }
 
-    /// The collector name of the source this estimator reads (`rapl`, `hwmon`).
-    pub fn source(&self) -> &str {
+    /// The source this estimator reads (RAPL, hwmon).
+    pub fn source(&self) -> &SourceId {
         &self.source
     }
 
@@ -85,7 +82,7 @@ impl WallEstimator {
 }
 
 /// A [`Collector`] of estimated wall power: polls the calibrated source and turns each
-/// reading into the two [`SOURCE`] samples.
+/// reading into the two [`SourceId::Estimate`] samples.
 pub struct EstimateCollector {
     inner: Box<dyn Collector>,
     estimator: WallEstimator,
@@ -105,9 +102,16 @@ impl EstimateCollector {
     ) -> Result<EstimateCollector, String> {
         use wattson_collectors::power::{hwmon, rapl};
         let inner: Box<dyn Collector> = match estimator.source() {
-            "rapl" => Box::new(rapl::RaplCollector::new(root).map_err(|e| e.to_string())?),
-            "hwmon" => Box::new(hwmon::HwmonCollector::new(root).map_err(|e| e.to_string())?),
-            other => return Err(format!("no collector for calibrated source {other:?}")),
+            SourceId::Rapl => Box::new(rapl::RaplCollector::new(root).map_err(|e| e.to_string())?),
+            SourceId::Hwmon => {
+                Box::new(hwmon::HwmonCollector::new(root).map_err(|e| e.to_string())?)
+            }
+            other => {
+                return Err(format!(
+                    "no collector for calibrated source {:?}",
+                    other.to_string()
+                ));
+            }
         };
         Ok(EstimateCollector::new(inner, estimator))
     }
@@ -119,8 +123,8 @@ impl EstimateCollector {
 }
 
 impl Collector for EstimateCollector {
-    fn name(&self) -> &str {
-        SOURCE
+    fn source(&self) -> &SourceId {
+        &SourceId::Estimate
     }
 
     fn scope(&self) -> Option<Scope> {
@@ -131,8 +135,14 @@ impl Collector for EstimateCollector {
         let samples = self.inner.poll(now_ms)?;
         Ok(match self.estimator.estimate(&samples) {
             Some(e) => vec![
-                Sample::new(now_ms, SOURCE, Metric::Power, "", e.watts),
-                Sample::new(now_ms, SOURCE, Metric::Power, ERROR_CHANNEL, e.error_w),
+                Sample::new(now_ms, SourceId::Estimate, Metric::Power, "", e.watts),
+                Sample::new(
+                    now_ms,
+                    SourceId::Estimate,
+                    Metric::Power,
+                    ERROR_CHANNEL,
+                    e.error_w,
+                ),
             ],
             None => Vec::new(),
         })
@@ -179,8 +189,8 @@ mod tests {
     struct Replay(Vec<Vec<Sample>>);
 
     impl Collector for Replay {
-        fn name(&self) -> &'static str {
-            "rapl"
+        fn source(&self) -> &SourceId {
+            &SourceId::Rapl
         }
 
         fn poll(&mut self, _now_ms: i64) -> Result<Vec<Sample>, CollectError> {
@@ -195,23 +205,23 @@ mod tests {
     #[test]
     fn wall_is_estimated_from_the_calibrated_channel_only() {
         let est = WallEstimator::new(calibration("rapl/package-0")).unwrap();
-        assert_eq!(est.source(), "rapl");
+        assert_eq!(est.source(), &SourceId::Rapl);
         let samples = [
-            Sample::new(1, "rapl", Metric::Power, "core", 5.0),
-            Sample::new(1, "rapl", Metric::Power, "package-0", 20.0),
+            Sample::new(1, SourceId::Rapl, Metric::Power, "core", 5.0),
+            Sample::new(1, SourceId::Rapl, Metric::Power, "package-0", 20.0),
         ];
         let e = est.estimate(&samples).unwrap();
         assert!((e.watts - 52.0).abs() < 1e-9, "{e:?}");
         assert!((e.error_w - 1.5).abs() < 1e-12, "{e:?}");
         assert_eq!(
-            est.estimate(&[Sample::new(1, "rapl", Metric::Power, "core", 5.0)]),
+            est.estimate(&[Sample::new(1, SourceId::Rapl, Metric::Power, "core", 5.0)]),
             None
         );
     }
 
     #[test]
     fn malformed_calibrations_are_refused() {
-        assert!(WallEstimator::new(calibration("rapl")).is_none());
+        assert!(WallEstimator::new(calibration(&SourceId::Rapl.to_string())).is_none());
         assert!(WallEstimator::new(calibration("/package-0")).is_none());
         let mut c = calibration("rapl/package-0");
         c.slope = f64::NAN;
@@ -223,15 +233,24 @@ mod tests {
         let est = WallEstimator::new(calibration("rapl/package-0")).unwrap();
         let inner = Replay(vec![
             Vec::new(), // a counter's first reading has no watts yet
-            vec![Sample::new(9, "rapl", Metric::Power, "package-0", 10.0)],
+            vec![Sample::new(
+                9,
+                SourceId::Rapl,
+                Metric::Power,
+                "package-0",
+                10.0,
+            )],
         ]);
         let mut c = EstimateCollector::new(Box::new(inner), est);
-        assert_eq!(c.name(), SOURCE);
+        assert_eq!(c.source(), &SourceId::Estimate);
         assert_eq!(c.scope(), Some(Scope::Wall));
         assert!(c.poll(5).unwrap().is_empty());
         let s = c.poll(10).unwrap();
         assert_eq!(s.len(), 2);
-        assert_eq!((s[0].source.as_str(), s[0].channel.as_str()), (SOURCE, ""));
+        assert_eq!(
+            (&s[0].source, s[0].channel.as_str()),
+            (&SourceId::Estimate, "")
+        );
         assert!((s[0].value - 41.0).abs() < 1e-9);
         assert_eq!(s[1].channel, ERROR_CHANNEL);
         assert!((s[1].value - 1.5).abs() < 1e-12);

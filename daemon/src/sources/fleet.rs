@@ -31,6 +31,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use wattson_collectors::SourceId;
 
 use rumqttc::QoS;
 use tokio_util::sync::CancellationToken;
@@ -129,7 +130,7 @@ pub struct FleetStats {
 #[derive(Debug, Default)]
 pub struct Dedupe {
     seen: HashMap<String, BTreeSet<i64>>,
-    rejected: HashMap<String, BTreeMap<String, Rejections>>,
+    rejected: HashMap<String, BTreeMap<SourceId, Rejections>>,
 }
 
 /// How far from its receipt a fleet message's `ts` may be.
@@ -169,12 +170,12 @@ impl Dedupe {
 
 impl Dedupe {
     /// Counts a rejection of `source` on `host`; the host's counts for that source.
-    fn reject(&mut self, host: &str, source: &str, reason: Reason) -> &Rejections {
+    fn reject(&mut self, host: &str, source: &SourceId, reason: Reason) -> &Rejections {
         let r = self
             .rejected
             .entry(host.to_owned())
             .or_default()
-            .entry(source.to_owned())
+            .entry(source.clone())
             .or_default();
         r.record(reason);
         r
@@ -183,14 +184,22 @@ impl Dedupe {
 
 trait RejectionSamples {
     /// The counts as [`Metric::Rejected`] samples of `source` at `ts`.
-    fn samples(&self, ts: i64, source: &str) -> Vec<Sample>;
+    fn samples(&self, ts: i64, source: &SourceId) -> Vec<Sample>;
 }
 
 impl RejectionSamples for Rejections {
-    fn samples(&self, ts: i64, source: &str) -> Vec<Sample> {
+    fn samples(&self, ts: i64, source: &SourceId) -> Vec<Sample> {
         self.nonzero()
             .into_iter()
-            .map(|(reason, n)| Sample::new(ts, source, Metric::Rejected, reason.as_str(), n as f64))
+            .map(|(reason, n)| {
+                Sample::new(
+                    ts,
+                    source.clone(),
+                    Metric::Rejected,
+                    reason.as_str(),
+                    n as f64,
+                )
+            })
             .collect()
     }
 }
@@ -220,7 +229,7 @@ pub enum Outcome {
 }
 
 /// One series of a host.
-type SeriesKey = (String, Metric, String);
+type SeriesKey = (SourceId, Metric, String);
 
 /// The collector's memory of hosts: what each stored lately and which series it has.
 #[derive(Debug)]
@@ -309,8 +318,8 @@ impl Intake {
                 // Stored as the host's counts (best effort: the message is dropped anyway).
                 let counts = self
                     .dedupe
-                    .reject(host, "state", Reason::Timestamp)
-                    .samples(received_ms, "state");
+                    .reject(host, &SourceId::FleetState, Reason::Timestamp)
+                    .samples(received_ms, &SourceId::FleetState);
                 let _ = sink.store(host, counts);
                 return Outcome::Rejected;
             }

@@ -22,6 +22,7 @@
 //! fails is dropped and counted by reason in [`Collector::device_counters`].
 
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use wattson_collectors::SourceId;
 
 use rumqttc::QoS;
 use serde_json::Value;
@@ -151,7 +152,7 @@ pub fn parse_shelly_switch(payload: &[u8]) -> Result<PlugReading, PlugError> {
 
 /// A plug as a [`Collector`] named `meter:<id>`.
 pub struct PlugCollector {
-    name: String,
+    name: SourceId,
     rx: Receiver<(i64, PlugReading)>,
     limits: Limits,
     energy: EnergyTracker,
@@ -176,7 +177,7 @@ impl PlugCollector {
     /// A collector fed by `rx` (UTC ms of receipt, reading).
     pub fn new(id: &str, rx: Receiver<(i64, PlugReading)>) -> PlugCollector {
         PlugCollector {
-            name: format!("meter:{id}"),
+            name: SourceId::meter(id),
             rx,
             limits: Limits::for_ac(true),
             energy: EnergyTracker::new(None, PLUG_COUNTER_RESOLUTION_WH),
@@ -222,7 +223,7 @@ impl PlugCollector {
         if let Some(total) = total {
             out.push(Sample::new(
                 ts,
-                self.name.as_str(),
+                self.name.clone(),
                 Metric::EnergyTotal,
                 "",
                 total,
@@ -233,7 +234,7 @@ impl PlugCollector {
 }
 
 impl Collector for PlugCollector {
-    fn name(&self) -> &str {
+    fn source(&self) -> &SourceId {
         &self.name
     }
 
@@ -243,7 +244,7 @@ impl Collector for PlugCollector {
 
     fn device_counters(&self) -> Vec<DeviceCounters> {
         vec![DeviceCounters {
-            id: self.name.trim_start_matches("meter:").to_owned(),
+            id: self.name.meter_id().unwrap_or_default().to_owned(),
             good: self.good,
             implausible: self.rejected.total(),
             rejected: self.rejected.clone(),
@@ -264,7 +265,7 @@ impl Collector for PlugCollector {
                         break;
                     }
                     return Err(CollectError::Gone {
-                        source_name: self.name.clone(),
+                        source_name: self.name.to_string(),
                         detail: "the MQTT subscription ended".to_owned(),
                     });
                 }
@@ -446,7 +447,7 @@ mod tests {
     fn collector_reports_every_reading_and_a_monotonic_total() {
         let (tx, rx) = sync_channel(4);
         let mut c = PlugCollector::new("desk", rx);
-        assert_eq!(c.name(), "meter:desk");
+        assert_eq!(c.source(), &SourceId::meter("desk"));
         assert!(c.poll(0).unwrap().is_empty());
         tx.send((MIN, reading(10.0, 100.0))).unwrap();
         tx.send((2 * MIN, reading(20.0, 100.3))).unwrap();

@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::time::Duration;
+use wattson_collectors::SourceId;
 
 use wattson_collectors::{Metric, Sample};
 
@@ -31,7 +32,7 @@ fn batch(series: usize, from_s: i64, n: i64) -> Vec<Sample> {
         for s in 0..series {
             out.push(Sample::new(
                 T0 + t * 1000,
-                format!("meter:m{s}"),
+                SourceId::meter(format!("m{s}")),
                 Metric::Power,
                 "",
                 100.0 + s as f64,
@@ -201,7 +202,11 @@ fn held_samples_beyond_the_memory_bound_are_dropped_oldest_first_and_counted() {
     // The newest were kept: the last batch's final second is there, the first batch's not.
     let store = Store::open_read_only(&path).unwrap();
     let m0 = store
-        .raw(&SeriesFilter::all().source("meter:m0"), 0, i64::MAX)
+        .raw(
+            &SeriesFilter::all().source(&SourceId::meter("m0")),
+            0,
+            i64::MAX,
+        )
         .unwrap();
     let ts: Vec<i64> = m0[0].1.iter().map(|p| p.0).collect();
     assert!(ts.contains(&(T0 + 100_000)), "{ts:?}");
@@ -319,13 +324,13 @@ fn a_directory_that_cannot_be_created_again_keeps_the_samples_until_it_can() {
 }
 
 /// Corrupts the stored open chunk of `source`.
-fn corrupt_open_chunk(path: &Path, source: &str) {
+fn corrupt_open_chunk(path: &Path, source: &SourceId) {
     let conn = rusqlite::Connection::open(path).unwrap();
     let n = conn
         .execute(
             "UPDATE raw_open SET data = x'ffffffffffffffff' WHERE series_id =
                (SELECT id FROM series WHERE source = ?1)",
-            [source],
+            [source.to_string()],
         )
         .unwrap();
     assert_eq!(n, 1);
@@ -342,7 +347,7 @@ fn an_undecodable_open_chunk_is_set_aside_and_every_series_goes_on() {
     handle.flush().unwrap();
     handle.close().unwrap();
     join.join().unwrap().unwrap();
-    corrupt_open_chunk(&path, "meter:m1");
+    corrupt_open_chunk(&path, &SourceId::meter("m1"));
     // Readers leave it out instead of failing.
     assert_eq!(super::tests::stored_samples(&path), 20);
 
@@ -356,7 +361,11 @@ fn an_undecodable_open_chunk_is_set_aside_and_every_series_goes_on() {
     let q = store.quarantined().unwrap();
     assert_eq!(q.len(), 1);
     assert_eq!(q[0].kind, "raw_open");
-    assert!(q[0].series.contains("meter:m1"), "{:?}", q[0]);
+    assert!(
+        q[0].series.contains(&SourceId::meter("m1").to_string()),
+        "{:?}",
+        q[0]
+    );
     assert_eq!(q[0].n, Some(10));
     assert_eq!(
         super::tests::stored_samples(&path),

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 use std::time::Instant;
+use wattson_collectors::SourceId;
 
 use wattson_collectors::Sample;
 
@@ -139,14 +140,14 @@ impl StoreHandle {
     /// `[start_ms, end_ms]`. Waits only while the queue is full.
     pub fn record_gap(
         &self,
-        source: &str,
+        source: &SourceId,
         start_ms: i64,
         end_ms: i64,
         reason: &str,
     ) -> Result<(), StoreError> {
         self.send(Command::Queue(Pending::Gap {
             host: None,
-            source: source.to_owned(),
+            source: source.clone(),
             start_ms,
             end_ms,
             reason: reason.to_owned(),

@@ -8,11 +8,14 @@
 //! Layout (see `schema/0001-initial.sql`):
 //! - raw samples live in chunks of [`CHUNK_MS`] per series, encoded by [`codec`]: values are
 //!   quantised to the resolution of their unit ([`resolution`]), lossless at meter resolution.
-//!   Raw chunks are kept for the raw retention (default 30 days), except per-core CPU
-//!   detail ([`is_per_core`]), which is kept for the shorter detail retention (default 3
-//!   days): it is most of the raw data and has no rollups, so older per-core history is
-//!   simply gone, while the CPU's aggregate channels keep the full raw retention. Their
-//!   closed chunks live in their own table, so that pruning them frees whole pages.
+//!   Raw chunks are kept for the raw retention (default 30 days), except detail
+//!   ([`is_detail`]): per-core CPU series, which are most of the raw data and have no
+//!   rollups, so older per-core history is simply gone, and package C-state residency,
+//!   whose hourly rollups keep its history (five to seven noisy share series at 1 Hz, at the
+//!   1.38 bytes a sample BENCHMARKS.md measured for core residency, would otherwise keep
+//!   18-25 MB raw); they are kept for the shorter detail retention
+//!   (default 3 days), while the CPU's other aggregate channels keep the full raw retention.
+//!   Their closed chunks live in their own table, so that pruning them frees whole pages.
 //! - hourly rollups (count, mean, min, max; energy for power) are kept forever for series
 //!   worth rolling up ([`rollup_kind`]): every meter metric, RAPL/hwmon/GPU power, and the
 //!   CPU's aggregate channels (`all`, `all/<x>`, `mean`). Per-core channels are raw only.
@@ -50,6 +53,8 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use wattson_collectors::SourceId;
+use wattson_collectors::source::channel;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use rusqlite_migration::{M, Migrations};
@@ -85,7 +90,8 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0004-idle-regression.sql")),
     M::up(include_str!("../../../schema/0005-ledger.sql")),
     M::up(include_str!("../../../schema/0006-quarantine.sql")),
-    // 0007 (idle) and 0008 (tariffs) come from their own branches, before this one.
+    M::up(include_str!("../../../schema/0007-idle-measure.sql")),
+    M::up(include_str!("../../../schema/0008-price-slots.sql")),
     M::up(include_str!("../../../schema/0009-services.sql")),
 ];
 
@@ -190,8 +196,8 @@ pub struct StoreOptions {
     pub host: String,
     /// How long raw samples are kept, ms (default 30 days). Rollups are kept forever.
     pub raw_retention_ms: i64,
-    /// How long raw samples of per-core CPU series ([`is_per_core`]) are kept, ms (default
-    /// 3 days); never longer than `raw_retention_ms`.
+    /// How long raw samples of detail series ([`is_detail`]) are kept, ms (default 3 days);
+    /// never longer than `raw_retention_ms`.
     pub detail_retention_ms: i64,
     /// Longest time samples wait in memory before a flush (default 2 s).
     pub flush_interval: Duration,
@@ -199,12 +205,12 @@ pub struct StoreOptions {
     pub max_batch_samples: usize,
     /// Batches the queue holds before `insert` drops (default 1024).
     pub queue_batches: usize,
-    /// Each source's own sample spacing, ms, by source name (`meter:wall` -> its configured
+    /// Each source's own sample spacing, ms, by source (a meter -> its configured
     /// interval). A pair of a series' samples further apart than
     /// [`integrate::max_pair_ms`] of its spacing is a gap: no energy is integrated across
     /// it. Sources not named here (smart plugs, fleet hosts that state no interval) have
     /// their spacing learned from the data.
-    pub spacing_ms: std::collections::HashMap<String, i64>,
+    pub spacing_ms: std::collections::HashMap<SourceId, i64>,
     /// How often expired raw chunks are deleted (default 10 min).
     pub prune_interval: Duration,
     /// Memory for samples whose flush failed, kept for the next attempt (default 8 MiB,
@@ -235,7 +241,7 @@ impl StoreOptions {
     /// How long raw samples of a series are kept, ms: the detail retention for per-core
     /// CPU series, the raw retention for everything else.
     pub fn retention_ms(&self, metric: Metric, channel: &str) -> i64 {
-        if is_per_core(metric, channel) {
+        if is_detail(metric, channel) {
             self.detail_retention_ms.min(self.raw_retention_ms)
         } else {
             self.raw_retention_ms
@@ -284,12 +290,21 @@ pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
         | Metric::PState
         | Metric::GpuProcesses
         | Metric::Rejected => (true, false),
-        Metric::CpuBusy => (channel == "all", false),
-        Metric::CoreFrequency => (channel == "mean", false),
-        Metric::CpuTime | Metric::IdleResidency => (channel.starts_with("all/"), false),
+        Metric::CpuBusy => (channel == channel::ALL, false),
+        Metric::CoreFrequency => (channel == channel::MEAN, false),
+        Metric::CpuTime | Metric::IdleResidency | Metric::PackageResidency => {
+            (channel::all_part(channel).is_some(), false)
+        }
         // Accounted per service (`crate::services`), never a series of its own.
         Metric::CgroupCpu => (false, false),
     }
+}
+
+/// Whether a series' raw samples are detail, kept for the detail retention in their own
+/// table: per-core CPU series ([`is_per_core`]) and package C-state residency (its hourly
+/// rollups are kept forever).
+pub fn is_detail(metric: Metric, channel: &str) -> bool {
+    is_per_core(metric, channel) || metric == Metric::PackageResidency
 }
 
 /// Whether a series is per-core CPU detail: a CPU metric on channel `cpuN` or `cpuN/<x>`
@@ -300,11 +315,7 @@ pub fn is_per_core(metric: Metric, channel: &str) -> bool {
         metric,
         Metric::CpuBusy | Metric::CpuTime | Metric::CoreFrequency | Metric::IdleResidency
     );
-    let cpu = channel.split_once('/').map_or(channel, |(cpu, _)| cpu);
-    cpu_metric
-        && cpu
-            .strip_prefix("cpu")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    cpu_metric && channel::is_per_core(channel)
 }
 
 /// One stored series.
@@ -312,7 +323,7 @@ pub fn is_per_core(metric: Metric, channel: &str) -> bool {
 pub struct Series {
     pub id: i64,
     pub host: String,
-    pub source: String,
+    pub source: SourceId,
     pub metric: Metric,
     pub channel: String,
     pub unit: Unit,
@@ -502,7 +513,7 @@ impl Store {
     pub fn ensure_series(
         &self,
         host: &str,
-        source: &str,
+        source: &SourceId,
         metric: Metric,
         channel: &str,
     ) -> Result<Series, StoreError> {
@@ -516,7 +527,7 @@ impl Store {
             .and_then(|mut s| {
                 s.execute(params![
                     host,
-                    source,
+                    source.to_string(),
                     metric.as_str(),
                     channel,
                     unit.symbol(),
@@ -533,7 +544,13 @@ impl Store {
             )
             .and_then(|mut s| {
                 s.query_row(
-                    params![host, source, metric.as_str(), channel, unit.symbol()],
+                    params![
+                        host,
+                        source.to_string(),
+                        metric.as_str(),
+                        channel,
+                        unit.symbol()
+                    ],
                     |r| r.get(0),
                 )
             })
@@ -546,7 +563,7 @@ impl Store {
         Ok(Series {
             id,
             host: host.to_owned(),
-            source: source.to_owned(),
+            source: source.clone(),
             metric,
             channel: channel.to_owned(),
             unit,

@@ -3,6 +3,7 @@
 //! the oldest are dropped first (and counted by the caller).
 
 use std::collections::VecDeque;
+use wattson_collectors::SourceId;
 
 use wattson_collectors::Sample;
 
@@ -11,7 +12,7 @@ pub(super) enum Pending {
     Samples(Option<String>, Vec<Sample>),
     Gap {
         host: Option<String>,
-        source: String,
+        source: SourceId,
         start_ms: i64,
         end_ms: i64,
         reason: String,
@@ -38,7 +39,7 @@ impl Pending {
                         .iter()
                         .map(|s| {
                             std::mem::size_of::<Sample>()
-                                + s.source.capacity()
+                                + s.source.heap_bytes()
                                 + s.channel.capacity()
                         })
                         .sum::<usize>()
@@ -49,7 +50,7 @@ impl Pending {
                 source,
                 reason,
                 ..
-            } => std::mem::size_of::<Self>() + text(host) + source.capacity() + reason.capacity(),
+            } => std::mem::size_of::<Self>() + text(host) + source.heap_bytes() + reason.capacity(),
         }
     }
 

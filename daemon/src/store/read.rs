@@ -5,6 +5,7 @@
 
 use rusqlite::{OptionalExtension, params};
 use wattson_collectors::Metric;
+use wattson_collectors::SourceId;
 
 use super::codec::{self, Order};
 use super::{
@@ -15,7 +16,7 @@ use super::{
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SeriesFilter {
     pub host: Option<String>,
-    pub source: Option<String>,
+    pub source: Option<SourceId>,
     pub metric: Option<Metric>,
     pub channel: Option<String>,
 }
@@ -33,8 +34,8 @@ impl SeriesFilter {
     }
 
     #[must_use]
-    pub fn source(mut self, source: &str) -> Self {
-        self.source = Some(source.to_owned());
+    pub fn source(mut self, source: &SourceId) -> Self {
+        self.source = Some(source.clone());
         self
     }
 
@@ -112,7 +113,7 @@ pub struct HourSums {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gap {
     pub host: String,
-    pub source: String,
+    pub source: SourceId,
     /// UTC ms.
     pub start_ms: i64,
     /// UTC ms.
@@ -161,7 +162,7 @@ impl Store {
                 Ok(Series {
                     id,
                     host,
-                    source,
+                    source: SourceId::from_text(&source),
                     metric: m,
                     channel,
                     unit: m.unit(),
@@ -486,7 +487,7 @@ impl Store {
         stmt.query_map(params![host, from_ms, to_ms], |r| {
             Ok(Gap {
                 host: r.get(0)?,
-                source: r.get(1)?,
+                source: SourceId::from_text(&r.get::<_, String>(1)?),
                 start_ms: r.get(2)?,
                 end_ms: r.get(3)?,
                 reason: r.get(4)?,

@@ -3,6 +3,8 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use wattson_collectors::SourceId;
+use wattson_collectors::source::channel;
 
 use rand::Rng;
 use wattson_collectors::{Metric, Sample};
@@ -24,19 +26,19 @@ fn writer(path: &Path) -> Writer {
 }
 
 fn power(ts: i64, w: f64) -> Sample {
-    Sample::new(ts, "meter:wall", Metric::Power, "", w)
+    Sample::new(ts, SourceId::meter("wall"), Metric::Power, "", w)
 }
 
 /// The ledger's energy of basket's wall meter over `[from, to)`, Wh.
 fn ledger_wh(store: &Store, from: i64, to: i64) -> f64 {
-    crate::ledger::energy::energy(store, "basket", "meter:wall", from, to)
+    crate::ledger::energy::energy(store, "basket", &SourceId::meter("wall"), from, to)
         .unwrap()
         .wh
 }
 
 /// The ledger's buckets of basket's wall meter over `[from, to)`: `(start, end, Wh)`.
 fn ledger_buckets(store: &Store, from: i64, to: i64) -> Vec<(i64, i64, f64)> {
-    crate::ledger::energy::energy(store, "basket", "meter:wall", from, to)
+    crate::ledger::energy::energy(store, "basket", &SourceId::meter("wall"), from, to)
         .unwrap()
         .priced_buckets()
 }
@@ -44,7 +46,7 @@ fn ledger_buckets(store: &Store, from: i64, to: i64) -> Vec<(i64, i64, f64)> {
 fn wall() -> SeriesFilter {
     SeriesFilter::all()
         .host("basket")
-        .source("meter:wall")
+        .source(&SourceId::meter("wall"))
         .metric(Metric::Power)
 }
 
@@ -133,7 +135,13 @@ fn raw_samples_round_trip_at_resolution_across_chunks_and_restarts() {
             let v = 230.0 + ((i * 37) % 101) as f64 * 0.1;
             w.push(
                 None,
-                vec![Sample::new(ts, "meter:wall", Metric::Voltage, "", v)],
+                vec![Sample::new(
+                    ts,
+                    SourceId::meter("wall"),
+                    Metric::Voltage,
+                    "",
+                    v,
+                )],
             );
             expected.push((ts, (v * 100.0).round() / 100.0));
             if i % 100 == 99 {
@@ -274,7 +282,13 @@ fn energy_is_not_integrated_across_gaps() {
     w.push(None, samples);
     w.flush().unwrap();
     // An explicit gap between two samples only 1 s apart also ends integration.
-    w.record_gap(None, "meter:wall", T0 + 40_500, T0 + 40_600, "frame errors");
+    w.record_gap(
+        None,
+        &SourceId::meter("wall"),
+        T0 + 40_500,
+        T0 + 40_600,
+        "frame errors",
+    );
     w.push(
         None,
         (40..=41).map(|s| power(T0 + s * 1000, 100.0)).collect(),
@@ -288,12 +302,8 @@ fn energy_is_not_integrated_across_gaps() {
     let gaps = store.gaps("basket", T0, T0 + HOUR_MS).unwrap();
     assert_eq!(gaps.len(), 1);
     assert_eq!(
-        (
-            gaps[0].source.as_str(),
-            gaps[0].start_ms,
-            gaps[0].reason.as_str()
-        ),
-        ("meter:wall", T0 + 40_500, "frame errors")
+        (&gaps[0].source, gaps[0].start_ms, gaps[0].reason.as_str()),
+        (&SourceId::meter("wall"), T0 + 40_500, "frame errors")
     );
 }
 
@@ -304,11 +314,23 @@ fn only_aggregate_cpu_channels_are_rolled_up() {
     w.push(
         None,
         vec![
-            Sample::new(T0, "cpu", Metric::CpuBusy, "all", 0.25),
-            Sample::new(T0, "cpu", Metric::CpuBusy, "cpu0", 0.5),
-            Sample::new(T0, "cpu", Metric::IdleResidency, "all/C6", 0.7),
-            Sample::new(T0, "cpu", Metric::IdleResidency, "cpu0/C6", 0.4),
-            Sample::new(T0, "cpu", Metric::CoreFrequency, "mean", 1800.0),
+            Sample::new(T0, SourceId::Cpu, Metric::CpuBusy, channel::ALL, 0.25),
+            Sample::new(T0, SourceId::Cpu, Metric::CpuBusy, "cpu0", 0.5),
+            Sample::new(
+                T0,
+                SourceId::Cpu,
+                Metric::IdleResidency,
+                channel::all("C6"),
+                0.7,
+            ),
+            Sample::new(T0, SourceId::Cpu, Metric::IdleResidency, "cpu0/C6", 0.4),
+            Sample::new(
+                T0,
+                SourceId::Cpu,
+                Metric::CoreFrequency,
+                channel::MEAN,
+                1800.0,
+            ),
         ],
     );
     w.flush().unwrap();
@@ -320,7 +342,14 @@ fn only_aggregate_cpu_channels_are_rolled_up() {
         .filter(|(_, r)| !r.is_empty())
         .map(|(s, _)| s.channel)
         .collect();
-    assert_eq!(rolled, ["all", "all/C6", "mean"]);
+    assert_eq!(
+        rolled,
+        [
+            channel::ALL.to_owned(),
+            channel::all("C6"),
+            channel::MEAN.to_owned()
+        ]
+    );
 }
 
 #[test]
@@ -365,11 +394,11 @@ fn per_core_channels_are_the_cpu_collectors_cpu_n_channels() {
         assert!(is_per_core(metric, channel), "{metric:?} {channel}");
     }
     for (metric, channel) in [
-        (Metric::CpuBusy, "all"),
-        (Metric::CoreFrequency, "mean"),
-        (Metric::IdleResidency, "all/C6"),
-        (Metric::CpuTime, "all/user"),
-        (Metric::CpuBusy, "cpu"),
+        (Metric::CpuBusy, channel::ALL),
+        (Metric::CoreFrequency, channel::MEAN),
+        (Metric::IdleResidency, &channel::all("C6")),
+        (Metric::CpuTime, &channel::all("user")),
+        (Metric::CpuBusy, "cpu"), // not a source: a channel that names no core
         (Metric::CpuBusy, "cpux/C1"),
         (Metric::Power, "cpu0"),
         (Metric::Voltage, ""),
@@ -395,16 +424,16 @@ fn pruning_drops_per_core_chunks_at_the_detail_retention_and_keeps_the_rest() {
         ..options()
     };
     let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts);
-    let cpu = |ts, metric, channel: &str| Sample::new(ts, "cpu", metric, channel, 0.25);
+    let cpu = |ts, metric, channel: &str| Sample::new(ts, SourceId::Cpu, metric, channel, 0.25);
     let at = |ts: i64| {
         vec![
             power(ts, 50.0),
-            Sample::new(ts, "meter:wall", Metric::Voltage, "", 230.0),
-            cpu(ts, Metric::CpuBusy, "all"),
+            Sample::new(ts, SourceId::meter("wall"), Metric::Voltage, "", 230.0),
+            cpu(ts, Metric::CpuBusy, channel::ALL),
             cpu(ts, Metric::CpuBusy, "cpu0"),
-            cpu(ts, Metric::IdleResidency, "all/C6"),
+            cpu(ts, Metric::IdleResidency, &channel::all("C6")),
             cpu(ts, Metric::IdleResidency, "cpu1/C6"),
-            cpu(ts, Metric::CoreFrequency, "mean"),
+            cpu(ts, Metric::CoreFrequency, channel::MEAN),
             cpu(ts, Metric::CoreFrequency, "cpu1"),
         ]
     };
@@ -431,11 +460,11 @@ fn pruning_drops_per_core_chunks_at_the_detail_retention_and_keeps_the_rest() {
     let mut expect: Vec<(String, String, Vec<i64>)> = [
         (Metric::Power, "", &both),
         (Metric::Voltage, "", &both),
-        (Metric::CpuBusy, "all", &both),
+        (Metric::CpuBusy, channel::ALL, &both),
         (Metric::CpuBusy, "cpu0", &recent),
-        (Metric::IdleResidency, "all/C6", &both),
+        (Metric::IdleResidency, &channel::all("C6"), &both),
         (Metric::IdleResidency, "cpu1/C6", &recent),
-        (Metric::CoreFrequency, "mean", &both),
+        (Metric::CoreFrequency, channel::MEAN, &both),
         (Metric::CoreFrequency, "cpu1", &recent),
     ]
     .into_iter()
@@ -465,12 +494,12 @@ fn per_core_chunks_close_into_their_own_table_and_older_ones_still_read() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
     let mut w = writer(&path);
-    let busy = |ts, channel: &str| Sample::new(ts, "cpu", Metric::CpuBusy, channel, 0.5);
-    w.push(None, vec![busy(T0, "cpu0"), busy(T0, "all")]);
+    let busy = |ts, channel: &str| Sample::new(ts, SourceId::Cpu, Metric::CpuBusy, channel, 0.5);
+    w.push(None, vec![busy(T0, "cpu0"), busy(T0, channel::ALL)]);
     w.flush().unwrap();
     w.push(
         None,
-        vec![busy(T0 + HOUR_MS, "cpu0"), busy(T0 + HOUR_MS, "all")],
+        vec![busy(T0 + HOUR_MS, "cpu0"), busy(T0 + HOUR_MS, channel::ALL)],
     );
     w.flush().unwrap();
     let count = |w: &Writer, table: &str| -> i64 {
@@ -608,9 +637,27 @@ fn kill_child_writer() {
         let mut batch = Vec::new();
         for _ in 0..KILL_BATCH / 4 {
             batch.push(power(ts, 100.0));
-            batch.push(Sample::new(ts, "meter:wall", Metric::Voltage, "", 230.0));
-            batch.push(Sample::new(ts, "cpu", Metric::CpuBusy, "all", 0.5));
-            batch.push(Sample::new(ts, "cpu", Metric::CpuBusy, "cpu0", 0.25));
+            batch.push(Sample::new(
+                ts,
+                SourceId::meter("wall"),
+                Metric::Voltage,
+                "",
+                230.0,
+            ));
+            batch.push(Sample::new(
+                ts,
+                SourceId::Cpu,
+                Metric::CpuBusy,
+                channel::ALL,
+                0.5,
+            ));
+            batch.push(Sample::new(
+                ts,
+                SourceId::Cpu,
+                Metric::CpuBusy,
+                "cpu0",
+                0.25,
+            ));
             ts += 1000;
         }
         handle.insert(batch).unwrap();
@@ -795,9 +842,56 @@ fn a_sample_for_a_closed_period_without_an_open_chunk_is_not_duplicated() {
     );
 }
 
-fn spaced(source: &str, ms: i64) -> StoreOptions {
+#[test]
+fn package_residency_is_kept_raw_for_the_detail_retention_and_hourly_for_ever() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let opts = StoreOptions {
+        raw_retention_ms: 10 * DAY_MS,
+        detail_retention_ms: DAY_MS,
+        ..options()
+    };
+    let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts);
+    let pkg = |ts| {
+        Sample::new(
+            ts,
+            SourceId::Cpu,
+            Metric::PackageResidency,
+            channel::all("PC6"),
+            0.4,
+        )
+    };
+    w.push(None, vec![pkg(T0), power(T0, 50.0)]);
+    w.flush().unwrap();
+    w.push(
+        None,
+        vec![pkg(T0 + 2 * DAY_MS), power(T0 + 2 * DAY_MS, 50.0)],
+    );
+    w.flush().unwrap();
+    w.prune(T0 + 2 * DAY_MS).unwrap();
+    let filter = SeriesFilter::all().metric(Metric::PackageResidency);
+    let raw = w
+        .store()
+        .raw(&filter, T0 - DAY_MS, T0 + 3 * DAY_MS)
+        .unwrap();
+    assert_eq!(
+        raw[0].1,
+        vec![(T0 + 2 * DAY_MS, 0.4)],
+        "day 0's raw sample is pruned"
+    );
+    let hours = w
+        .store()
+        .rollups(&filter, Resolution::Hour, T0 - DAY_MS, T0 + 3 * DAY_MS)
+        .unwrap();
+    assert_eq!(hours[0].1.len(), 2, "both hours keep their rollup");
+    let pc6 = channel::all("PC6");
+    assert!(crate::store::is_detail(Metric::PackageResidency, &pc6));
+    assert!(!crate::store::is_per_core(Metric::PackageResidency, &pc6));
+}
+
+fn spaced(source: &SourceId, ms: i64) -> StoreOptions {
     let mut o = options();
-    o.spacing_ms.insert(source.to_owned(), ms);
+    o.spacing_ms.insert(source.clone(), ms);
     o
 }
 
@@ -807,7 +901,7 @@ fn spaced(source: &str, ms: i64) -> StoreOptions {
 fn each_series_is_integrated_by_its_own_spacing_and_stores_covered_time() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
-    let opts = spaced("meter:wall", 5000);
+    let opts = spaced(&SourceId::meter("wall"), 5000);
     let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts);
     // A 5 s meter for 10 minutes, and a plug every 300 s (spacing learned) for an hour.
     w.push(
@@ -817,12 +911,22 @@ fn each_series_is_integrated_by_its_own_spacing_and_stores_covered_time() {
     w.push(
         None,
         (0..=12)
-            .map(|i| Sample::new(T0 + i * 300_000, "meter:plug", Metric::Power, "", 80.0))
+            .map(|i| {
+                Sample::new(
+                    T0 + i * 300_000,
+                    SourceId::meter("plug"),
+                    Metric::Power,
+                    "",
+                    80.0,
+                )
+            })
             .collect(),
     );
     w.flush().unwrap();
     let store = w.store();
-    let e = crate::ledger::energy::energy(store, "basket", "meter:wall", T0, T0 + HOUR_MS).unwrap();
+    let e =
+        crate::ledger::energy::energy(store, "basket", &SourceId::meter("wall"), T0, T0 + HOUR_MS)
+            .unwrap();
     assert_eq!(e.covered_ms, 600_000);
     assert!((e.wh - 50.0 * 600.0 / 3600.0).abs() < 1e-9, "{}", e.wh);
     assert_eq!(e.mean_watts().map(|w| (w * 1e6).round() / 1e6), Some(50.0));
@@ -839,11 +943,12 @@ fn each_series_is_integrated_by_its_own_spacing_and_stores_covered_time() {
         "{m:?}"
     );
     let plug =
-        crate::ledger::energy::energy(store, "basket", "meter:plug", T0, T0 + HOUR_MS).unwrap();
+        crate::ledger::energy::energy(store, "basket", &SourceId::meter("plug"), T0, T0 + HOUR_MS)
+            .unwrap();
     assert_eq!(plug.covered_ms, HOUR_MS);
     assert!((plug.wh - 80.0).abs() < 1e-9, "{}", plug.wh);
     let series = store
-        .find_series(&SeriesFilter::all().source("meter:plug"))
+        .find_series(&SeriesFilter::all().source(&SourceId::meter("plug")))
         .unwrap();
     assert_eq!(series[0].spacing_ms, Some(300_000));
 }
@@ -855,7 +960,15 @@ fn learned_spacing_and_a_writer_restart_keep_pairs_a_gap_breaks_them() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
     let host = Some("h1".to_owned());
-    let state = |ts: i64| vec![Sample::new(ts, "meter:wall", Metric::Power, "", 35.0)];
+    let state = |ts: i64| {
+        vec![Sample::new(
+            ts,
+            SourceId::meter("wall"),
+            Metric::Power,
+            "",
+            35.0,
+        )]
+    };
     let mut w = writer(&path);
     for k in 0..6 {
         w.push(host.clone(), state(T0 + k * 10_000));
@@ -867,14 +980,16 @@ fn learned_spacing_and_a_writer_restart_keep_pairs_a_gap_breaks_them() {
     w.push(host.clone(), state(T0 + 60_000));
     w.record_gap(
         host.clone(),
-        "meter:wall",
+        &SourceId::meter("wall"),
         T0 + 65_000,
         T0 + 95_000,
         "host stopped",
     );
     w.push(host.clone(), state(T0 + 100_000));
     w.flush().unwrap();
-    let e = crate::ledger::energy::energy(w.store(), "h1", "meter:wall", T0, T0 + HOUR_MS).unwrap();
+    let e =
+        crate::ledger::energy::energy(w.store(), "h1", &SourceId::meter("wall"), T0, T0 + HOUR_MS)
+            .unwrap();
     assert_eq!(e.covered_ms, 60_000, "{e:?}");
     assert_eq!(e.gaps.len(), 1);
 }
@@ -885,7 +1000,7 @@ fn learned_spacing_and_a_writer_restart_keep_pairs_a_gap_breaks_them() {
 fn old_rollups_get_covered_time_from_raw_or_are_marked_approximate() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
-    let opts = spaced("meter:wall", 2000);
+    let opts = spaced(&SourceId::meter("wall"), 2000);
     let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts.clone());
     // A 2 s meter at 60 W through two hours.
     w.push(
@@ -921,8 +1036,14 @@ fn old_rollups_get_covered_time_from_raw_or_are_marked_approximate() {
     // No energy stored: samples x the spacing learned from the raw samples kept (2 s).
     assert_eq!(h1.covered_ms, Some(1800 * 2000));
     assert!((h1.energy_wh.unwrap() - 60.0).abs() < 1e-9);
-    let e = crate::ledger::energy::energy(&store, "basket", "meter:wall", T0, T0 + 2 * HOUR_MS)
-        .unwrap();
+    let e = crate::ledger::energy::energy(
+        &store,
+        "basket",
+        &SourceId::meter("wall"),
+        T0,
+        T0 + 2 * HOUR_MS,
+    )
+    .unwrap();
     assert_eq!(e.approximate_hours, 2);
 }
 
@@ -930,7 +1051,7 @@ fn old_rollups_get_covered_time_from_raw_or_are_marked_approximate() {
 fn covered_time_is_recomputed_from_raw_samples_where_kept() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
-    let opts = spaced("meter:wall", 5000);
+    let opts = spaced(&SourceId::meter("wall"), 5000);
     let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts.clone());
     w.push(
         None,

@@ -33,6 +33,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
+use wattson_collectors::SourceId;
 
 use rusqlite::{OptionalExtension, params};
 use wattson_collectors::{Metric, Sample};
@@ -45,7 +46,7 @@ use super::quarantine::{Kind, Quarantined};
 use super::rollup::{HourAcc, Spacing};
 use super::{
     CHUNK_MS, HOUR_MS, HourRollup, MINUTE_MS, Series, Store, StoreError, StoreOptions, dequantise,
-    floor_to, integrate, is_per_core, quantise, resolution, rollup_kind,
+    floor_to, integrate, is_detail, quantise, resolution, rollup_kind,
 };
 
 mod recovery;
@@ -90,7 +91,7 @@ struct SeriesState {
     scale: f64,
     hourly: bool,
     minutes: bool,
-    /// Per-core CPU detail ([`is_per_core`]): closed chunks go to `raw_detail_chunk`.
+    /// Detail ([`is_detail`]): closed chunks go to `raw_detail_chunk`.
     detail: bool,
     open: Option<OpenChunk>,
     /// The newest timestamp stored for the series (UTC ms); later samples must pass it.
@@ -102,7 +103,7 @@ struct SeriesState {
 }
 
 /// Series index by host, source, channel and metric, looked up without allocating.
-type SeriesIndex = HashMap<String, HashMap<String, HashMap<String, HashMap<Metric, usize>>>>;
+type SeriesIndex = HashMap<String, HashMap<SourceId, HashMap<String, HashMap<Metric, usize>>>>;
 
 /// Ingests samples into a [`Store`]; owned by one thread (see [`super::StoreHandle`]).
 pub struct Writer {
@@ -111,7 +112,7 @@ pub struct Writer {
     pending: PendingQueue,
     index: SeriesIndex,
     states: Vec<SeriesState>,
-    gaps: HashMap<(String, String), Vec<(i64, i64)>>,
+    gaps: HashMap<(String, SourceId), Vec<(i64, i64)>>,
     newest_ms: i64,
     last_prune: Option<Instant>,
     /// The writer lock, when this writer took one ([`super::StoreHandle::spawn`]); taken
@@ -200,14 +201,14 @@ impl Writer {
     pub fn record_gap(
         &mut self,
         host: Option<String>,
-        source: &str,
+        source: &SourceId,
         start_ms: i64,
         end_ms: i64,
         reason: &str,
     ) {
         self.queue(Pending::Gap {
             host,
-            source: source.to_owned(),
+            source: source.clone(),
             start_ms,
             end_ms,
             reason: reason.to_owned(),
@@ -292,7 +293,9 @@ impl Writer {
                         "INSERT INTO gap (host, source, start_ms, end_ms, reason)
                      VALUES (?1, ?2, ?3, ?4, ?5)",
                     )
-                    .and_then(|mut s| s.execute(params![host, source, start_ms, end_ms, reason]))
+                    .and_then(|mut s| {
+                        s.execute(params![host, source.to_string(), start_ms, end_ms, reason])
+                    })
                     .map_err(|e| self.store.sql(e))?;
                 // Kept once, though a failed flush brings the same gap again.
                 let known = self
@@ -407,7 +410,7 @@ impl Writer {
         let i = self.states.len();
         self.states.push(SeriesState {
             scale,
-            detail: is_per_core(series.metric, &series.channel),
+            detail: is_detail(series.metric, &series.channel),
             series,
             hourly,
             minutes,

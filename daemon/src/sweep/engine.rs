@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use wattson_collectors::source::channel;
 
 use serde::{Deserialize, Serialize};
 use wattson_collectors::{Collector, Metric, Sample};
@@ -171,7 +172,7 @@ fn now_ms() -> i64 {
 }
 
 /// Sleep until `deadline` in short slices so `stop` is noticed within ~20 ms.
-fn sleep_until(deadline: Instant, stop: &AtomicBool) {
+pub(crate) fn sleep_until(deadline: Instant, stop: &AtomicBool) {
     while !stop.load(Ordering::SeqCst) {
         let now = Instant::now();
         if now >= deadline {
@@ -182,7 +183,7 @@ fn sleep_until(deadline: Instant, stop: &AtomicBool) {
 }
 
 /// The wall watts in a poll's samples (the source's whole-device power).
-fn wall_watts(samples: &[Sample]) -> Option<f64> {
+pub(crate) fn wall_watts(samples: &[Sample]) -> Option<f64> {
     samples
         .iter()
         .find(|s| s.metric == Metric::Power && s.channel.is_empty())
@@ -202,15 +203,15 @@ impl CpuAcc {
     fn add(&mut self, samples: &[Sample]) {
         for s in samples {
             match (s.metric, s.channel.as_str()) {
-                (Metric::CoreFrequency, "mean") => self.mhz.push(s.value),
-                (Metric::CpuBusy, "all") => self.busy.push(s.value),
-                (Metric::IdleResidency, c) if c.starts_with("all/") => {
+                (Metric::CoreFrequency, c) if c == channel::MEAN => self.mhz.push(s.value),
+                (Metric::CpuBusy, c) if c == channel::ALL => self.busy.push(s.value),
+                (Metric::IdleResidency, c) if channel::all_part(c).is_some() => {
                     self.residency
-                        .entry(c[4..].to_owned())
+                        .entry(channel::all_part(c).unwrap_or_default().to_owned())
                         .or_default()
                         .push(s.value);
                 }
-                (Metric::Power, c) if !s.source.starts_with("meter:") => {
+                (Metric::Power, c) if !s.source.is_meter() => {
                     self.components
                         .entry(format!("{}/{c}", s.source))
                         .or_default()
@@ -258,7 +259,7 @@ impl Instruments<'_> {
         let s = cpu.poll(now_ms()).ok()?;
         acc.add(&s);
         s.iter()
-            .find(|x| x.metric == Metric::CpuBusy && x.channel == "all")
+            .find(|x| x.metric == Metric::CpuBusy && x.channel == channel::ALL)
             .map(|x| x.value * self.online_cpus as f64)
     }
 }
@@ -619,6 +620,10 @@ mod tests {
     use wattson_collectors::CollectError;
 
     use super::*;
+    use wattson_collectors::SourceId;
+
+    static TEST: std::sync::LazyLock<SourceId> =
+        std::sync::LazyLock::new(|| SourceId::meter("test"));
 
     /// A wall meter whose readings climb 3 W per reading, so they never settle and the
     /// interval never closes, counting its polls.
@@ -627,8 +632,8 @@ mod tests {
     }
 
     impl Collector for Jittery {
-        fn name(&self) -> &'static str {
-            "meter:test"
+        fn source(&self) -> &SourceId {
+            &TEST
         }
 
         fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
@@ -636,7 +641,7 @@ mod tests {
             let w = 50.0 + 3.0 * n as f64 + if n.is_multiple_of(2) { -0.5 } else { 0.5 };
             Ok(vec![Sample::new(
                 now_ms,
-                "meter:test",
+                TEST.clone(),
                 Metric::Power,
                 "",
                 w,

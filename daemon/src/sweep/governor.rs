@@ -4,6 +4,7 @@
 //! governors when dropped, so an error or Ctrl-C mid-sweep leaves the machine as it was.
 
 use std::path::PathBuf;
+use wattson_collectors::source::channel;
 
 use anyhow::Context as _;
 use wattson_collectors::SysRoot;
@@ -23,8 +24,8 @@ fn governor_files(root: &SysRoot) -> Vec<PathBuf> {
         .filter(|e| {
             let n = e.file_name();
             let n = n.to_string_lossy();
-            n.strip_prefix("cpu")
-                .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+            // sysfs names the cores as the CPU channels do: `cpuN`.
+            channel::core_number(&n).is_some()
         })
         .map(|e| e.path().join("cpufreq/scaling_governor"))
         .filter(|p| p.exists())

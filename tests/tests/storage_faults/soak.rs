@@ -145,7 +145,7 @@ impl Source {
             && let Some(from) = self.last_good_ms
         {
             handle
-                .record_gap(self.name, from, ts_ms, self.reason)
+                .record_gap(&self.name.into(), from, ts_ms, self.reason)
                 .unwrap();
         }
         self.last_good_ms = Some(ts_ms);
@@ -401,7 +401,7 @@ fn truth_over_stored(db: &Path, source: &str, watts: impl Fn(i64) -> f64) -> (Ve
     let store = Store::open_read_only(db).unwrap();
     let filter = SeriesFilter::all()
         .host(HOST)
-        .source(source)
+        .source(&source.into())
         .metric(Metric::Power);
     let ts: Vec<i64> = store
         .raw(&filter, 0, i64::MAX)
@@ -527,14 +527,24 @@ fn soak_a_month_of_1hz_samples_with_unplugs_outages_restarts_and_full_disks() {
     let (wall_ts, wall_truth_stored) = truth_over_stored(&db, "meter:wall", wall_watts);
     let (plug_ts, plug_truth_stored) = truth_over_stored(&db, "meter:plug", plug_watts);
     let store = Store::open_read_only(&db).unwrap();
-    let wall_wh =
-        wattson::ledger::energy::energy(&store, HOST, "meter:wall", start * 1000, end * 1000)
-            .unwrap()
-            .wh;
-    let plug_wh =
-        wattson::ledger::energy::energy(&store, HOST, "meter:plug", start * 1000, end * 1000)
-            .unwrap()
-            .wh;
+    let wall_wh = wattson::ledger::energy::energy(
+        &store,
+        HOST,
+        &"meter:wall".into(),
+        start * 1000,
+        end * 1000,
+    )
+    .unwrap()
+    .wh;
+    let plug_wh = wattson::ledger::energy::energy(
+        &store,
+        HOST,
+        &"meter:plug".into(),
+        start * 1000,
+        end * 1000,
+    )
+    .unwrap()
+    .wh;
     let wall_truth_all: f64 = (start..end).map(|t| wall_watts(t) / 3600.0).sum();
     let gaps = store.gaps(HOST, start * 1000, end * 1000).unwrap();
     let integrity = store.integrity_check().unwrap();

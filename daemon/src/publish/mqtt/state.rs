@@ -16,9 +16,11 @@
 //! | `energy_today` | kWh | energy since local midnight |
 //! | `voltage`, `current`, `power_factor`, `frequency` | V, A, 0..1, Hz | interval means, primary meter |
 //! | `currency`, `cost_today`, `cost_month`, `cost_total`, `cost_annual_projection` | currency | the ledger's energy priced by the tariff; `cost_total` since the first sample (monotonic while prices are positive) |
+//! | `price`, `price_source` | currency per kWh | the price now and where it comes from: a price series (`mqtt` for `[tariff] price_topic`, an import's name) or `tariff` (the configured prices) |
 //! | `cpu_utilisation` | % | mean busy share of all CPUs |
 //! | `cpu_frequency` | MHz | mean core frequency |
 //! | `cstate_deepest`, `cstate_deepest_residency` | name, % | the deepest idle state and its share of the interval |
+//! | `package_cstate_deepest`, `package_cstate_deepest_residency` | name, % | the deepest package C-state (`PC2` .. `PC10`) holding at least 0.1 % of the interval, `none` when none did, and its share (where the package counters are read) |
 //! | `mode` | | the current mode (`idle`, `1 loop`, ...) |
 //! | `meters` | counts | per meter id: `good`, `crc_errors`, `timeouts`, `implausible` |
 //! | `idle_regression` | W, UTC | the latest idle-power regression check, once one is stored: `detected` (bool), `config`, `baseline_idle_w`, `baseline_ci95_w`, `latest_idle_w`, `latest_ci95_w`, `delta_w`, `delta_ci95_w`, `threshold_w`, `checked_at` (RFC 3339), `checked_ms` |
@@ -29,8 +31,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use wattson_collectors::plausibility::{Limits, Rejection};
-use wattson_collectors::{Metric, Sample};
+use wattson_collectors::source::channel;
+use wattson_collectors::{Metric, Sample, SourceId};
 
+use crate::ledger::PrimaryPower;
 use crate::runtime::live::LiveReading;
 use crate::sweep::regression::Check;
 
@@ -72,6 +76,9 @@ pub struct StateExtras {
     pub cost_total: Option<f64>,
     /// Projected annual cost at the recent duty cycle, in `currency`.
     pub annual_projection: Option<f64>,
+    /// The price now, currency per kWh, and where it comes from (a series' name, or
+    /// `tariff`).
+    pub price_now: Option<(f64, String)>,
     /// Energy since local midnight, kWh.
     pub energy_today_kwh: Option<f64>,
     /// The wall meter's stored energy total, kWh.
@@ -83,9 +90,8 @@ pub struct StateExtras {
     /// Every value `mode` can take; when non-empty the mode sensor is a Home Assistant
     /// `enum` with these options, otherwise a plain text sensor.
     pub mode_options: Vec<String>,
-    /// The meter id whose readings are the host's power (default: the first `meter:*`
-    /// source by name).
-    pub primary_meter: Option<String>,
+    /// Which source's readings are the host's power.
+    pub primary: PrimaryPower,
     pub meter_counters: Vec<MeterCounters>,
     /// The idle-power regression check the host's `problem` sensor shows (see
     /// [`crate::sweep::regression::headline`]); `None` until a check is stored.
@@ -136,7 +142,7 @@ pub struct RegressionPayload {
 
 /// One live series: `[source, metric, channel, value]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SeriesEntry(pub String, pub String, pub String, pub f64);
+pub struct SeriesEntry(pub SourceId, pub String, pub String, pub f64);
 
 /// The state payload. Optional fields are left out when unknown; fields a newer publisher
 /// adds are ignored.
@@ -148,7 +154,7 @@ pub struct StatePayload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub power_source: Option<String>,
+    pub power_source: Option<SourceId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_estimate: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -178,6 +184,10 @@ pub struct StatePayload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_annual_projection: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_utilisation: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_frequency: Option<f64>,
@@ -185,6 +195,10 @@ pub struct StatePayload {
     pub cstate_deepest: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cstate_deepest_residency: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package_cstate_deepest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package_cstate_deepest_residency: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -219,10 +233,10 @@ pub fn build(
     interval_s: f64,
 ) -> Option<StateSnapshot> {
     let ts_ms = means.iter().map(|r| r.ts_ms).max()?;
-    let mean = |source: &str, metric: Metric, channel: &str| {
+    let mean = |source: &SourceId, metric: Metric, channel: &str| {
         means
             .iter()
-            .find(|r| r.source == source && r.metric == metric && r.channel == channel)
+            .find(|r| r.source == *source && r.metric == metric && r.channel == channel)
             .map(|r| r.value)
             .and_then(finite)
     };
@@ -231,17 +245,25 @@ pub fn build(
         interval_s: Some(interval_s),
         ..StatePayload::default()
     };
-    let primary = primary_source(means, extras);
+    let primary = extras
+        .primary
+        .pick(
+            means
+                .iter()
+                .filter(|r| r.metric == Metric::Power)
+                .map(|r| &r.source),
+        )
+        .cloned();
     if let Some(src) = &primary {
         if let Some(w) = mean(src, Metric::Power, "") {
             p.power = Some(w);
             p.power_source = Some(src.clone());
-            if src == crate::sources::estimate::SOURCE {
+            if *src == SourceId::Estimate {
                 p.power_estimate = Some(true);
                 p.power_error = mean(src, Metric::Power, crate::sources::estimate::ERROR_CHANNEL);
             }
         }
-        if src.starts_with("meter:") {
+        if src.is_meter() {
             p.voltage = mean(src, Metric::Voltage, "");
             p.current = mean(src, Metric::Current, "");
             p.power_factor = mean(src, Metric::PowerFactor, "");
@@ -256,11 +278,20 @@ pub fn build(
     p.cost_month = extras.cost_month.and_then(finite);
     p.cost_total = extras.cost_total.and_then(finite);
     p.cost_annual_projection = extras.annual_projection.and_then(finite);
-    p.cpu_utilisation = mean("cpu", Metric::CpuBusy, "all").map(|b| round(b * 100.0));
-    p.cpu_frequency = mean("cpu", Metric::CoreFrequency, "mean");
+    if let Some((price, source)) = &extras.price_now {
+        p.price = finite(*price);
+        p.price_source = p.price.map(|_| source.clone());
+    }
+    p.cpu_utilisation =
+        mean(&SourceId::Cpu, Metric::CpuBusy, channel::ALL).map(|b| round(b * 100.0));
+    p.cpu_frequency = mean(&SourceId::Cpu, Metric::CoreFrequency, channel::MEAN);
     if let Some((name, share)) = deepest_cstate(means) {
         p.cstate_deepest = Some(name);
         p.cstate_deepest_residency = finite(share * 100.0).map(round);
+    }
+    if let Some((name, share)) = deepest_package_state(means) {
+        p.package_cstate_deepest = Some(name);
+        p.package_cstate_deepest_residency = finite(share * 100.0).map(round);
     }
     p.mode.clone_from(&extras.mode);
     p.meters = extras
@@ -354,33 +385,6 @@ fn round(v: f64) -> f64 {
     (v * 1e6).round() / 1e6
 }
 
-/// The source whose power is the host's: the configured primary meter, else the first
-/// meter by name, else RAPL, else hwmon.
-fn primary_source(means: &[LiveReading], extras: &StateExtras) -> Option<String> {
-    let has_power = |s: &str| {
-        means
-            .iter()
-            .any(|r| r.source == s && r.metric == Metric::Power)
-    };
-    if let Some(id) = &extras.primary_meter {
-        let s = format!("meter:{id}");
-        if has_power(&s) {
-            return Some(s);
-        }
-    }
-    means
-        .iter()
-        .filter(|r| r.metric == Metric::Power && r.source.starts_with("meter:"))
-        .map(|r| r.source.clone())
-        .min()
-        .or_else(|| {
-            [crate::sources::estimate::SOURCE, "rapl", "hwmon"]
-                .into_iter()
-                .find(|s| has_power(s))
-                .map(str::to_owned)
-        })
-}
-
 /// Depth of an idle state from its cpuidle name: `POLL` < `C1` < `C1E` < `C3` < `C6` < `C10`.
 pub fn cstate_depth(name: &str) -> (i32, usize) {
     let digits: String = name
@@ -395,9 +399,33 @@ pub fn cstate_depth(name: &str) -> (i32, usize) {
 fn deepest_cstate(means: &[LiveReading]) -> Option<(String, f64)> {
     means
         .iter()
-        .filter(|r| r.metric == Metric::IdleResidency && r.source == "cpu")
-        .filter_map(|r| Some((r.channel.strip_prefix("all/")?.to_owned(), r.value)))
+        .filter(|r| r.metric == Metric::IdleResidency && r.source == SourceId::Cpu)
+        .filter_map(|r| Some((channel::all_part(&r.channel)?.to_owned(), r.value)))
         .max_by_key(|(name, _)| cstate_depth(name))
+}
+
+/// The deepest package C-state reached in the interval (its mean share at least
+/// [`crate::idle::explain::REACHED`]) and that share; `("none", 0.0)` when the package
+/// counters are read but no state was reached; `None` without package counters.
+pub fn deepest_package_state(means: &[LiveReading]) -> Option<(String, f64)> {
+    use wattson_collectors::idle::PcState;
+    let states: Vec<(PcState, f64)> = means
+        .iter()
+        .filter(|r| r.metric == Metric::PackageResidency && r.source == SourceId::Cpu)
+        .filter_map(|r| Some((PcState::parse(channel::all_part(&r.channel)?)?, r.value)))
+        .collect();
+    if states.is_empty() {
+        return None;
+    }
+    Some(
+        states
+            .into_iter()
+            .filter(|(_, share)| *share >= crate::idle::explain::REACHED)
+            .max_by_key(|(state, _)| *state)
+            .map_or(("none".to_owned(), 0.0), |(s, share)| {
+                (s.name().to_owned(), share)
+            }),
+    )
 }
 
 /// Why a state payload was dropped by the collector.
@@ -449,7 +477,7 @@ pub fn parse_payload(payload: &[u8]) -> Result<StatePayload, StateParseError> {
 }
 
 /// The samples kept, and `(source, why)` of those rejected.
-pub type CheckedSamples = (Vec<Sample>, Vec<(String, Rejection)>);
+pub type CheckedSamples = (Vec<Sample>, Vec<(SourceId, Rejection)>);
 
 impl StatePayload {
     /// The series as samples stamped with `ts`. Metrics this version does not know are
@@ -459,7 +487,7 @@ impl StatePayload {
             .iter()
             .filter_map(|SeriesEntry(source, metric, channel, value)| {
                 Metric::parse(metric)
-                    .map(|m| Sample::new(self.ts, source.as_str(), m, channel.as_str(), *value))
+                    .map(|m| Sample::new(self.ts, source.clone(), m, channel.as_str(), *value))
             })
             .collect()
     }
@@ -489,14 +517,18 @@ impl StatePayload {
 mod tests {
     use super::*;
 
-    fn r(source: &str, metric: Metric, channel: &str, ts: i64, value: f64) -> LiveReading {
+    fn r(source: &SourceId, metric: Metric, channel: &str, ts: i64, value: f64) -> LiveReading {
         LiveReading {
-            source: source.into(),
+            source: source.clone(),
             metric,
             channel: channel.into(),
             ts_ms: ts,
             value,
         }
+    }
+
+    fn wall() -> SourceId {
+        SourceId::meter("wall")
     }
 
     fn extras() -> StateExtras {
@@ -506,12 +538,13 @@ mod tests {
             cost_month: Some(7.25),
             cost_total: Some(12.5),
             annual_projection: Some(189.22),
+            price_now: Some((0.2451, "mqtt".into())),
             energy_today_kwh: Some(2.4),
             energy_total_kwh: Some(1.2345),
             energy_ts_ms: Some(1000),
             mode: Some("idle".into()),
             mode_options: vec![],
-            primary_meter: None,
+            primary: PrimaryPower::default(),
             meter_counters: vec![MeterCounters {
                 id: "wall".into(),
                 good: 10,
@@ -555,24 +588,54 @@ mod tests {
     #[test]
     fn state_carries_means_energy_cost_and_cpu() {
         let means = vec![
-            r("meter:wall", Metric::Power, "", 1000, 240.0),
-            r("meter:wall", Metric::Voltage, "", 1000, 231.5),
-            r("meter:wall", Metric::EnergyTotal, "", 1000, 1000.0),
-            r("rapl", Metric::Power, "package-0", 900, 15.0),
-            r("cpu", Metric::CpuBusy, "all", 990, 0.25),
-            r("cpu", Metric::CoreFrequency, "mean", 990, 2200.0),
-            r("cpu", Metric::IdleResidency, "all/POLL", 990, 0.01),
-            r("cpu", Metric::IdleResidency, "all/C1E", 990, 0.2),
-            r("cpu", Metric::IdleResidency, "all/C1", 990, 0.1),
-            r("cpu", Metric::IdleResidency, "all/C6", 990, 0.6),
+            r(&wall(), Metric::Power, "", 1000, 240.0),
+            r(&wall(), Metric::Voltage, "", 1000, 231.5),
+            r(&wall(), Metric::EnergyTotal, "", 1000, 1000.0),
+            r(&SourceId::Rapl, Metric::Power, "package-0", 900, 15.0),
+            r(&SourceId::Cpu, Metric::CpuBusy, channel::ALL, 990, 0.25),
+            r(
+                &SourceId::Cpu,
+                Metric::CoreFrequency,
+                channel::MEAN,
+                990,
+                2200.0,
+            ),
+            r(
+                &SourceId::Cpu,
+                Metric::IdleResidency,
+                &channel::all("POLL"),
+                990,
+                0.01,
+            ),
+            r(
+                &SourceId::Cpu,
+                Metric::IdleResidency,
+                &channel::all("C1E"),
+                990,
+                0.2,
+            ),
+            r(
+                &SourceId::Cpu,
+                Metric::IdleResidency,
+                &channel::all("C1"),
+                990,
+                0.1,
+            ),
+            r(
+                &SourceId::Cpu,
+                Metric::IdleResidency,
+                &channel::all("C6"),
+                990,
+                0.6,
+            ),
         ];
-        let latest = vec![r("meter:wall", Metric::EnergyTotal, "", 1000, 1234.5)];
+        let latest = vec![r(&wall(), Metric::EnergyTotal, "", 1000, 1234.5)];
         let s = build(&means, &latest, &extras(), 10.0).unwrap();
         let j = &s.json;
         assert_eq!(s.ts_ms, 1000);
         assert_eq!(j["ts"], 1000);
         assert_eq!(j["power"], 240.0);
-        assert_eq!(j["power_source"], "meter:wall");
+        assert_eq!(j["power_source"], wall().to_string());
         assert_eq!(j["energy"], 1.2345);
         assert_eq!(j["energy_ts"], 1000);
         assert_eq!(j["cost_total"], 12.5);
@@ -582,6 +645,8 @@ mod tests {
         assert_eq!(j["cstate_deepest"], "C6");
         assert_eq!(j["cstate_deepest_residency"], 60.0);
         assert_eq!(j["cost_annual_projection"], 189.22);
+        assert_eq!(j["price"], 0.2451);
+        assert_eq!(j["price_source"], "mqtt");
         assert_eq!(j["meters"]["wall"]["timeouts"], 2);
         assert_eq!(j["mode"], "idle");
         // The payload round-trips through the collector's parser, energy as the latest value.
@@ -598,15 +663,55 @@ mod tests {
     }
 
     #[test]
+    fn the_deepest_package_state_reached_and_its_share() {
+        let pkg = |state: &str, share: f64| {
+            r(
+                &SourceId::Cpu,
+                Metric::PackageResidency,
+                &channel::all(state),
+                990,
+                share,
+            )
+        };
+        let means = vec![
+            r(&SourceId::meter("wall"), Metric::Power, "", 1000, 30.0),
+            pkg("PC2", 0.3),
+            pkg("PC6", 0.45),
+            // Below the 0.1 % that counts as reached.
+            pkg("PC10", 0.0005),
+            r(
+                &SourceId::Cpu,
+                Metric::PackageResidency,
+                "package1/PC8",
+                990,
+                0.9,
+            ),
+        ];
+        let j = build(&means, &[], &extras(), 10.0).unwrap().json;
+        assert_eq!(j["package_cstate_deepest"], "PC6");
+        assert_eq!(j["package_cstate_deepest_residency"], 45.0);
+        let none = vec![
+            r(&SourceId::meter("wall"), Metric::Power, "", 1000, 30.0),
+            pkg("PC2", 0.0),
+        ];
+        let j = build(&none, &[], &extras(), 10.0).unwrap().json;
+        assert_eq!(j["package_cstate_deepest"], "none");
+        assert_eq!(j["package_cstate_deepest_residency"], 0.0);
+        let without = vec![r(&SourceId::meter("wall"), Metric::Power, "", 1000, 30.0)];
+        let j = build(&without, &[], &extras(), 10.0).unwrap().json;
+        assert!(j.get("package_cstate_deepest").is_none());
+    }
+
+    #[test]
     fn no_samples_means_no_state() {
         assert!(build(&[], &[], &extras(), 10.0).is_none());
     }
 
     #[test]
     fn rapl_is_the_power_source_without_a_meter() {
-        let means = vec![r("rapl", Metric::Power, "", 5, 12.0)];
+        let means = vec![r(&SourceId::Rapl, Metric::Power, "", 5, 12.0)];
         let s = build(&means, &[], &StateExtras::default(), 1.0).unwrap();
-        assert_eq!(s.json["power_source"], "rapl");
+        assert_eq!(s.json["power_source"], SourceId::Rapl.to_string());
         assert!(s.json.get("energy").is_none());
         assert!(s.json.get("currency").is_none());
     }
@@ -614,36 +719,36 @@ mod tests {
     #[test]
     fn an_estimated_wall_is_published_labelled_with_its_error() {
         let means = vec![
-            r("rapl", Metric::Power, "", 5, 12.0),
-            r("estimate:wall", Metric::Power, "", 5, 43.2),
-            r("estimate:wall", Metric::Power, "error", 5, 1.5),
+            r(&SourceId::Rapl, Metric::Power, "", 5, 12.0),
+            r(&SourceId::Estimate, Metric::Power, "", 5, 43.2),
+            r(&SourceId::Estimate, Metric::Power, "error", 5, 1.5),
         ];
         let j = build(&means, &[], &StateExtras::default(), 1.0)
             .unwrap()
             .json;
         assert_eq!(j["power"], 43.2);
-        assert_eq!(j["power_source"], "estimate:wall");
+        assert_eq!(j["power_source"], SourceId::Estimate.to_string());
         assert_eq!(j["power_estimate"], true);
         assert_eq!(j["power_error"], 1.5);
         // A real meter wins, and its power is not marked as an estimate.
         let mut with_meter = means.clone();
-        with_meter.push(r("meter:wall", Metric::Power, "", 5, 44.0));
+        with_meter.push(r(&wall(), Metric::Power, "", 5, 44.0));
         let j = build(&with_meter, &[], &StateExtras::default(), 1.0)
             .unwrap()
             .json;
-        assert_eq!(j["power_source"], "meter:wall");
+        assert_eq!(j["power_source"], wall().to_string());
         assert!(j.get("power_estimate").is_none() && j.get("power_error").is_none());
     }
 
     #[test]
     fn primary_meter_is_honoured() {
         let means = vec![
-            r("meter:a", Metric::Power, "", 5, 1.0),
-            r("meter:b", Metric::Power, "", 5, 2.0),
+            r(&SourceId::meter("a"), Metric::Power, "", 5, 1.0),
+            r(&SourceId::meter("b"), Metric::Power, "", 5, 2.0),
         ];
         let mut x = StateExtras::default();
         assert_eq!(build(&means, &[], &x, 1.0).unwrap().json["power"], 1.0);
-        x.primary_meter = Some("b".into());
+        x.primary = PrimaryPower::new(Some(SourceId::meter("b")));
         assert_eq!(build(&means, &[], &x, 1.0).unwrap().json["power"], 2.0);
     }
 
@@ -708,7 +813,7 @@ mod tests {
     #[test]
     fn a_stored_regression_check_is_in_the_state_with_its_numbers() {
         use crate::sweep::regression::{IdleFigure, decide};
-        let means = vec![r("meter:wall", Metric::Power, "", 5, 48.0)];
+        let means = vec![r(&wall(), Metric::Power, "", 5, 48.0)];
         let base = IdleFigure {
             watts: 40.0,
             ci95_w: 0.3,

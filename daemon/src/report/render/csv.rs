@@ -23,6 +23,15 @@
 //! mode = its kind: `service`, `container`, `session`, `machine`, `other`, `rest`; `idle
 //! floor` for the box being on, `wattson` for wattson itself): estimated mean watts with
 //! their interval and the year projected from them; `warnings` says they are estimates.
+//! Real tariffs add rows of kind `tariff` (config = the tariff's name, mode `measured`):
+//! the measured energy priced under it, projected to a year; `price_per_kwh` is the mean
+//! it paid and the saving columns compare with the first tariff of `--tariffs`. A row of
+//! mode `by time of day` prices the measured hour-of-day profile against the series' price
+//! by hour of day; a row of kind `co2` carries CO2 per carbon-intensity slot in `warnings`.
+//! Each idle setting `wattson idle --measure` measured adds a row of kind `idle_setting`
+//! (config = its name, mode `idle`) whose watts, kWh and cost are the change against idle as
+//! found (negative saves), with their 95 % half-widths; the saving columns are the same
+//! change with the sign turned.
 
 use std::fmt::Write as _;
 
@@ -120,7 +129,11 @@ pub fn render(r: &Report) -> String {
     }
     if let Some(m) = &r.measured {
         let row = [
-            field(m.source.as_deref().unwrap_or("measured")),
+            field(
+                &m.source
+                    .as_ref()
+                    .map_or_else(|| "measured".to_owned(), ToString::to_string),
+            ),
             "measured".to_string(),
             "measured".to_string(),
             num(m.mean_watts, 3),
@@ -141,6 +154,9 @@ pub fn render(r: &Report) -> String {
         ];
         let _ = writeln!(out, "{}", row.join(","));
     }
+    if let Some(t) = &r.tariffs {
+        tariff_rows(&mut out, t, r);
+    }
     for g in &r.gpus {
         let y = r.year_hours / 1000.0;
         let share = g.idle_resident_share;
@@ -159,7 +175,7 @@ pub fn render(r: &Report) -> String {
             let kwh = w * y;
             let row = [
                 field(&g.channel),
-                "gpu".to_string(),
+                wattson_collectors::SourceId::Gpu.to_string(),
                 field(mode),
                 num(w, 3),
                 String::new(),
@@ -206,5 +222,120 @@ pub fn render(r: &Report) -> String {
             let _ = writeln!(out, "{}", row.join(","));
         }
     }
+    for s in r.idle.iter().flat_map(|i| &i.settings) {
+        let row: [String; HEADER.len()] = [
+            field(&s.name),
+            "idle_setting".to_string(),
+            "idle".to_string(),
+            num(s.delta_watts, 3),
+            num(s.delta_ci95_watts, 3),
+            num(s.annual_kwh_change, 3),
+            num(s.annual_kwh_change_ci95, 3),
+            money(s.annual_cost_change),
+            money(s.annual_cost_change_ci95),
+            field(&r.currency),
+            num(r.price_per_kwh, 6),
+            num(-s.annual_kwh_change, 3),
+            money(-s.annual_cost_change),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            // No warnings: the interval is the measurement's own.
+            String::new(),
+        ];
+        let _ = writeln!(out, "{}", row.join(","));
+    }
     out
+}
+
+/// The real-tariff rows (see the module documentation).
+fn tariff_rows(out: &mut String, t: &crate::report::tariffs::TariffReport, r: &Report) {
+    let per_year = r
+        .measured
+        .as_ref()
+        .filter(|m| m.kwh > 0.0)
+        .map_or(0.0, |m| m.annual_kwh / m.kwh);
+    let mut rows: Vec<[String; 18]> = Vec::new();
+    let blank = String::new;
+    if let Some(d) = &t.time_of_day {
+        rows.push([
+            "current".to_string(),
+            "tariff".to_string(),
+            "by time of day".to_string(),
+            blank(),
+            blank(),
+            num(d.annual_kwh, 3),
+            blank(),
+            money(d.annual_cost),
+            blank(),
+            field(&r.currency),
+            num(d.annual_cost / d.annual_kwh.max(f64::MIN_POSITIVE), 6),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            field(&d.basis),
+        ]);
+    }
+    for row in &t.comparison {
+        let mut notes = vec![row.origin.clone()];
+        if row.fallback_kwh > 0.0 {
+            notes.push(format!(
+                "{} kWh at its configured price (no slot)",
+                num(row.fallback_kwh, 3)
+            ));
+        }
+        rows.push([
+            field(&row.name),
+            "tariff".to_string(),
+            "measured".to_string(),
+            blank(),
+            blank(),
+            num(row.kwh * per_year, 3),
+            blank(),
+            money(row.annual_cost),
+            blank(),
+            field(&r.currency),
+            num(row.cost / row.kwh.max(f64::MIN_POSITIVE), 6),
+            blank(),
+            money(row.annual_saving_vs_first),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            field(&notes.join("; ")),
+        ]);
+    }
+    if let Some(c) = &t.carbon {
+        rows.push([
+            field(&c.figure.sources.join(" ")),
+            "co2".to_string(),
+            "measured".to_string(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            field(&format!(
+                "{} kg CO2 per year per slot ({} kg over the window)",
+                num(c.annual_co2_kg, 3),
+                num(c.figure.co2_kg, 3)
+            )),
+        ]);
+    }
+    for row in rows {
+        let _ = writeln!(out, "{}", row.join(","));
+    }
 }

@@ -207,6 +207,12 @@ pub fn sections(r: &Report) -> Vec<Section> {
         title: "Tariff".into(),
         lines: tariff,
     });
+    if let Some(t) = &r.tariffs {
+        out.push(Section {
+            title: "Real tariffs (price per slot, comparison, CO2 per slot)".into(),
+            lines: crate::report::tariffs::lines(t, cur),
+        });
+    }
 
     let fits: Vec<String> = r
         .configs
@@ -418,6 +424,12 @@ pub fn sections(r: &Report) -> Vec<Section> {
     }
 
     out.push(regression_section(r));
+    if let Some(idle) = &r.idle {
+        out.push(Section {
+            title: "Idle: where the watts go".into(),
+            lines: crate::report::idle::lines(idle, cur),
+        });
+    }
     if !r.gpus.is_empty() {
         out.push(Section {
             title: "GPU idle: what a resident process costs".into(),

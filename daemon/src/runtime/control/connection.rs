@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
+use wattson_collectors::SourceId;
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::UnixStream;
@@ -27,7 +28,7 @@ const DELIVERED_KEPT: usize = 100_000;
 
 /// A subscription and what it delivered.
 pub(super) struct Subscription {
-    pub source: String,
+    pub source: SourceId,
     pub rx: broadcast::Receiver<Pass>,
     /// When it began, UTC ms.
     pub since_ms: i64,
@@ -269,10 +270,11 @@ impl Connection {
             meters: ctx.live.counters(),
             store: ctx.store.health(),
             clients: self.shared.clients(),
+            http: ctx.http.map(crate::publish::http::url_of),
         }
     }
 
-    async fn subscribe(&mut self, source: String) -> Result<(), Dropped> {
+    async fn subscribe(&mut self, source: SourceId) -> Result<(), Dropped> {
         let ctx = &self.shared.ctx;
         if let Some(s) = &self.subscription {
             let text = format!(
@@ -288,8 +290,10 @@ impl Connection {
             }
         }
         if !known.contains(&source) {
+            let known: Vec<String> = known.iter().map(ToString::to_string).collect();
             let text = format!(
-                "no source {source:?} in this daemon; it collects {}",
+                "no source {:?} in this daemon; it collects {}",
+                source.to_string(),
                 known.join(", ")
             );
             return self.say_error(&text).await;
@@ -344,9 +348,9 @@ impl Connection {
             .config
             .meters
             .iter()
-            .find(|m| format!("meter:{}", m.id) == record.source)
+            .find(|m| record.source.meter_id() == Some(m.id.as_str()))
             .map_or_else(
-                || record.source.clone(),
+                || record.source.to_string(),
                 crate::sweep::record::meter_description,
             );
         let database = ctx.config.storage.path.clone();
@@ -419,14 +423,14 @@ fn store_record(
 }
 
 /// The polling interval of `source` in `config`.
-fn source_interval(config: &crate::config::Config, source: &str) -> Option<Duration> {
-    if source == "cpu" {
+fn source_interval(config: &crate::config::Config, source: &SourceId) -> Option<Duration> {
+    if *source == SourceId::Cpu {
         return Some(config.cpu.interval);
     }
     config
         .meters
         .iter()
-        .find(|m| format!("meter:{}", m.id) == source)
+        .find(|m| source.meter_id() == Some(m.id.as_str()))
         .map(|m| m.interval)
 }
 

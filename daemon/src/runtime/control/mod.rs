@@ -14,6 +14,7 @@ use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _}
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use wattson_collectors::SourceId;
 
 use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
@@ -63,7 +64,9 @@ pub struct ControlContext {
     pub live: Arc<LiveState>,
     pub store: StoreHandle,
     /// The sources the daemon collects.
-    pub sources: Vec<String>,
+    pub sources: Vec<SourceId>,
+    /// The address `[http]` is bound to, when it is served.
+    pub http: Option<std::net::SocketAddr>,
 }
 
 /// Shared by the connections.

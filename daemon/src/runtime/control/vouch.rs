@@ -204,12 +204,13 @@ mod tests {
     use super::*;
     use crate::control::protocol::SweepSettings;
     use crate::sweep::workload::LoopKind;
+    use wattson_collectors::SourceId;
 
     fn subscription(delivered: impl IntoIterator<Item = i64>) -> Subscription {
         let (tx, rx) = tokio::sync::broadcast::channel(1);
         drop(tx);
         Subscription {
-            source: "meter:wall".into(),
+            source: SourceId::meter("wall"),
             rx,
             since_ms: 1_000_000,
             interval: Some(Duration::from_millis(100)),
@@ -247,7 +248,7 @@ mod tests {
     fn record(levels: Vec<LevelResult>) -> SweepRecord {
         SweepRecord {
             name: "monthly".into(),
-            source: "meter:wall".into(),
+            source: SourceId::meter("wall"),
             settings: SweepSettings {
                 levels: vec![0, 1],
                 kinds: vec![LoopKind::Spin],
@@ -307,7 +308,7 @@ mod tests {
         r.name = "a\u{1b}[31m".into();
         assert!(check(&r, Some(&sub)).unwrap_err().contains("control"));
         let mut r = record(vec![level(0, 1_000_100, 1_003_000, 25)]);
-        r.source = "meter:other".into();
+        r.source = SourceId::meter("other");
         assert!(
             check(&r, Some(&sub))
                 .unwrap_err()
