@@ -225,7 +225,7 @@ fn a_service_using_half_a_cpu_costs_half_the_dynamic_power_with_the_floor_apart(
     );
     assert!(
         csv.lines()
-            .any(|l| l.starts_with("the box being on,service,idle floor,")),
+            .any(|l| l.starts_with("the box being on,service,idle floor,40,0.4,350.4,")),
         "{csv}"
     );
     let json: Value = serde_json::from_str(&cli(&config, &["report", "--format", "json"])).unwrap();

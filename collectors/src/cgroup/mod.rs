@@ -105,7 +105,7 @@ pub fn availability(root: &SysRoot) -> Result<PathBuf, String> {
             dir.display()
         ));
     }
-    let v1: Vec<String> = ["cpu,cpuacct", "cpuacct", "cpu", "systemd", "unified"]
+    let v1: Vec<String> = ["cpu,cpuacct", "cpuacct", "cpu", "systemd", "unified"] // kernel name
         .iter()
         .filter(|c| dir.join(c).is_dir())
         .map(|c| (*c).to_owned())

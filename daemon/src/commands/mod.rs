@@ -52,6 +52,7 @@ fn database_of(cli: &Cli) -> Option<std::path::PathBuf> {
         Command::Report(a) => a.db.clone(),
         Command::Collect(a) => a.db.clone(),
         Command::Idle(a) => a.db.clone(),
+        Command::Services(a) => a.db.clone(),
         Command::Tariff(t) => t.db(),
         Command::Meter(_) | Command::Config(_) | Command::Help(_) => None,
     };

@@ -402,7 +402,7 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
     }
     let services = wattson_collectors::cgroup::availability(root);
     out.push(SourceState {
-        source: wattson_collectors::cgroup::SOURCE.into(),
+        source: wattson_collectors::cgroup::SOURCE.to_string(),
         available: config.services.enabled && services.is_ok(),
         detail: match (config.services.enabled, services) {
             (false, _) => "off ([services] enabled = true records CPU time per service)".into(),
@@ -660,7 +660,7 @@ pub(crate) fn scope_label(source: &SourceId) -> Option<&'static str> {
             Some("measured inside the box: part of the wall figure")
         }
         SourceId::Ipmi => Some("the whole server, from its BMC"),
-        SourceId::Cpu | SourceId::FleetState | SourceId::Other(_) => None,
+        SourceId::Cpu | SourceId::Services | SourceId::FleetState | SourceId::Other(_) => None,
     }
 }
 

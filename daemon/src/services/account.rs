@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use wattson_collectors::cgroup::{ELAPSED, GROUPS, OTHER, REST, TOTAL};
-use wattson_collectors::{Metric, Sample};
+use wattson_collectors::{Metric, Sample, SourceId};
 
 /// The most wall readings held between two cgroup polls (a 250 ms meter over a 10 min
 /// interval is 2,400).
@@ -89,14 +89,14 @@ pub fn process_cpu_time() -> SelfClock {
 /// Turns the sampler's batches into [`Interval`]s.
 pub struct Account {
     /// The wall meter's source (`meter:<id>`); `None` without one.
-    wall_source: Option<String>,
+    wall_source: Option<SourceId>,
     wall: Vec<(i64, f64)>,
     self_clock: SelfClock,
     self_last: Option<Duration>,
 }
 
 impl Account {
-    pub fn new(wall_source: Option<String>, self_clock: SelfClock) -> Account {
+    pub fn new(wall_source: Option<SourceId>, self_clock: SelfClock) -> Account {
         Account {
             wall_source,
             wall: Vec::new(),
@@ -113,7 +113,7 @@ impl Account {
                 batch
                     .iter()
                     .filter(|s| s.metric == Metric::Power && s.channel.is_empty())
-                    .filter(|s| &s.source == wall && s.value.is_finite() && s.value >= 0.0)
+                    .filter(|s| s.source == *wall && s.value.is_finite() && s.value >= 0.0)
                     .map(|s| (s.ts_ms, s.value)),
             );
             if self.wall.len() > MAX_WALL_READINGS {
@@ -186,20 +186,20 @@ mod tests {
     use super::*;
 
     fn cg(ts: i64, ch: &str, v: f64) -> Sample {
-        Sample::new(ts, "services", Metric::CgroupCpu, ch, v)
+        Sample::new(ts, SourceId::Services, Metric::CgroupCpu, ch, v)
     }
 
     #[test]
     fn an_interval_takes_the_wall_mean_over_its_own_time_and_its_samples_out() {
         let mut own = Duration::from_secs(1);
         let mut account = Account::new(
-            Some("meter:wall".to_owned()),
+            Some(SourceId::meter("wall")),
             Box::new(move || {
                 own += Duration::from_millis(20);
                 Some(own)
             }),
         );
-        let wall = |ts: i64, w: f64| Sample::new(ts, "meter:wall", Metric::Power, "", w);
+        let wall = |ts: i64, w: f64| Sample::new(ts, SourceId::meter("wall"), Metric::Power, "", w);
         let mut first = vec![cg(10_000, ELAPSED, 10.0), cg(10_000, TOTAL, 1.0)];
         first.extend((1..=10).map(|i| wall(i * 1000, 100.0)));
         assert_eq!(account.take(&mut first).len(), 1);

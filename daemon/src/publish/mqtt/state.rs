@@ -570,7 +570,7 @@ mod tests {
             cost_per_year: Some(19.71),
         }];
         let s = build(
-            &[r("meter:wall", Metric::Power, "", 1000, 55.0)],
+            &[r(&SourceId::meter("wall"), Metric::Power, "", 1000, 55.0)],
             &[],
             &x,
             10.0,

@@ -217,7 +217,7 @@ pub fn render(r: &Report) -> String {
                 String::new(),
                 String::new(),
                 String::new(),
-                field(&format!("estimate: {}", e.basis)),
+                field(&format!("estimate: {}", e.basis)), // not a source
             ];
             let _ = writeln!(out, "{}", row.join(","));
         }
