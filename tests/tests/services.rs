@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use wattson_collectors::cgroup::fixture::FixtureTree;
+use wattson_tests::http::{bound_addr, get};
 use wattson_tests::{Child, HOST, TestEnv, meter_toml, simulate, wattson};
 
 const CONTAINER: &str = "4f1c2a9b7d3e4f1c2a9b7d3e4f1c2a9b7d3e4f1c2a9b7d3e4f1c2a9b7d3e4f1c";
@@ -175,8 +176,8 @@ fn a_service_using_half_a_cpu_costs_half_the_dynamic_power_with_the_floor_apart(
     assert!((f(&j["cost_per_year"]) - w * 8.76 * PRICE).abs() < 1e-6);
     assert!((f(&j["cost_per_month"]) - w * 8.76 * PRICE / 12.0).abs() < 1e-6);
     assert!((f(&j["cost_per_day"]) - w * 0.024 * PRICE).abs() < 1e-6);
-    let c = f(&group(&e, "docker 4f1c2a9b7d3e")["cost"]["watts"]);
-    assert!((c - 3.75).abs() <= 0.3, "container {c} W");
+    let container = f(&group(&e, "docker 4f1c2a9b7d3e")["cost"]["watts"]);
+    assert!((container - 3.75).abs() <= 0.3, "container {container} W");
     let groups = e["groups"].as_array().unwrap();
     let sum: f64 = groups.iter().map(|g| f(&g["cost"]["watts"])).sum();
     let dynamic = f(&e["dynamic"]["watts"]);
@@ -238,6 +239,57 @@ fn a_service_using_half_a_cpu_costs_half_the_dynamic_power_with_the_floor_apart(
     };
     assert_eq!(names(&json["services"]["groups"]), names(&e["groups"]));
     assert_eq!(json["services"]["estimate"], true);
+
+    // The exporter carries the costliest groups and wattson itself, from the stored hours.
+    let with_http = h.env.path("with-http.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[http]\nlisten = \"127.0.0.1:0\"\n");
+    std::fs::write(&with_http, text).unwrap();
+    let daemon = Child::run_daemon(&with_http, &[]);
+    let addr = bound_addr(&daemon);
+    let series = |body: &str, family: &str, group: &str| -> Option<f64> {
+        body.lines()
+            .find(|line| line.starts_with(&format!("{family}{{")) && line.contains(group))
+            .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+    };
+    let body = daemon.wait_for(
+        "service figures in /metrics",
+        Duration::from_secs(20),
+        || {
+            let body = get(addr, "/metrics", &[])?.body;
+            series(
+                &body,
+                "wattson_service_estimated_power_watts",
+                "jellyfin.service",
+            )
+            .map(|_| body)
+        },
+    );
+    let jellyfin_watts = series(
+        &body,
+        "wattson_service_estimated_power_watts",
+        r#"group="jellyfin.service""#,
+    )
+    .unwrap();
+    assert!(
+        (jellyfin_watts - w).abs() < 0.5,
+        "{jellyfin_watts} vs {w}\n{body}"
+    );
+    let share = series(
+        &body,
+        "wattson_service_cpu_share_ratio",
+        r#"group="jellyfin.service""#,
+    );
+    assert!(
+        share.is_some_and(|ratio| ratio > 0.0 && ratio <= 1.0),
+        "{body}"
+    );
+    assert!(
+        body.lines()
+            .any(|l| l.starts_with("wattson_service_cpu_share_ratio{")
+                && l.contains(r#"kind="self""#)),
+        "wattson itself in\n{body}"
+    );
 }
 
 #[test]
