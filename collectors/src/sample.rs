@@ -21,6 +21,8 @@ pub enum Unit {
     Megahertz,
     /// Dimensionless count.
     Count,
+    /// Seconds (CPU time).
+    Second,
 }
 
 impl Unit {
@@ -36,6 +38,7 @@ impl Unit {
             Unit::Share => "share",
             Unit::Megahertz => "MHz",
             Unit::Count => "count",
+            Unit::Second => "s",
         }
     }
 }
@@ -86,6 +89,10 @@ pub enum Metric {
     /// (cumulative; it restarts at zero with the daemon). Channel: the reason
     /// ([`crate::plausibility::Reason::as_str`]).
     Rejected,
+    /// CPU time a control group used since the previous poll, s (the `groups` channel is a
+    /// count). Channel: `<kind>:<name>`, `other`, `rest`, `total`, `elapsed`, `groups`
+    /// ([`crate::cgroup`]). Accounted per service by the daemon, never stored as a series.
+    CgroupCpu,
 }
 
 impl Metric {
@@ -105,6 +112,7 @@ impl Metric {
             | Metric::PackageResidency => Unit::Share,
             Metric::CoreFrequency | Metric::GpuClock => Unit::Megahertz,
             Metric::PState | Metric::GpuProcesses | Metric::Rejected => Unit::Count,
+            Metric::CgroupCpu => Unit::Second,
         }
     }
 
@@ -128,6 +136,7 @@ impl Metric {
             Metric::GpuProcesses => "gpu_processes",
             Metric::PackageResidency => "package_residency",
             Metric::Rejected => "rejected",
+            Metric::CgroupCpu => "cgroup_cpu",
         }
     }
 
@@ -151,6 +160,7 @@ impl Metric {
             Metric::GpuProcesses,
             Metric::PackageResidency,
             Metric::Rejected,
+            Metric::CgroupCpu,
         ]
         .into_iter()
         .find(|m| m.as_str() == name)
@@ -210,6 +220,7 @@ mod tests {
             Metric::GpuProcesses,
             Metric::PackageResidency,
             Metric::Rejected,
+            Metric::CgroupCpu,
         ] {
             assert_eq!(Metric::parse(m.as_str()), Some(m));
         }

@@ -27,6 +27,8 @@ pub enum SourceId {
     Gpu,
     /// The BMC's whole-server power reading over IPMI DCMI (`ipmi`).
     Ipmi,
+    /// CPU time per control group: systemd services, containers, sessions (`services`).
+    Services,
     /// A UPS through NUT's upsd, by its upsd name (`ups:<name>`).
     Ups(String),
     /// The wall power estimated from a component source by the calibrated fit
@@ -47,6 +49,7 @@ const RAPL: &str = "rapl";
 const HWMON: &str = "hwmon";
 const GPU: &str = "gpu";
 const IPMI: &str = "ipmi";
+const SERVICES: &str = "services";
 const ESTIMATE: &str = "estimate:wall";
 const FLEET_STATE: &str = "state";
 
@@ -84,6 +87,7 @@ impl SourceId {
             SourceId::Hwmon => (HWMON, ""),
             SourceId::Gpu => (GPU, ""),
             SourceId::Ipmi => (IPMI, ""),
+            SourceId::Services => (SERVICES, ""),
             SourceId::Ups(name) => (UPS_PREFIX, name),
             SourceId::Estimate => (ESTIMATE, ""),
             SourceId::FleetState => (FLEET_STATE, ""),
@@ -99,6 +103,7 @@ impl SourceId {
             HWMON => SourceId::Hwmon,
             GPU => SourceId::Gpu,
             IPMI => SourceId::Ipmi,
+            SERVICES => SourceId::Services,
             ESTIMATE => SourceId::Estimate,
             FLEET_STATE => SourceId::FleetState,
             _ => {
@@ -287,6 +292,7 @@ mod tests {
             (SourceId::Hwmon, "hwmon"),
             (SourceId::Gpu, "gpu"),
             (SourceId::Ipmi, "ipmi"),
+            (SourceId::Services, "services"),
             (SourceId::ups("nas"), "ups:nas"),
             (SourceId::Estimate, "estimate:wall"),
             (SourceId::FleetState, "state"),

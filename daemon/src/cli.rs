@@ -69,6 +69,14 @@ pub enum Command {
     /// Fleet collector: store every host's MQTT state messages once (persistent session).
     #[command(after_help = examples::COLLECT)]
     Collect(crate::commands::collect::CollectArgs),
+    /// CPU share, estimated watts and money per systemd service, container and session.
+    ///
+    /// From the CPU time the daemon records per cgroup v2 group (`[services]`): the wall's
+    /// power above this host's idle floor (its newest sweep fit) is shared by busy CPU time;
+    /// the idle floor is shown apart, as the box being on. Every figure is an estimate with
+    /// its interval; without a sweep there is CPU time only.
+    #[command(after_help = examples::SERVICES)]
+    Services(crate::commands::services::ServicesArgs),
     /// Price and carbon-intensity series: import Octopus Agile, day-ahead CSV, carbon data.
     #[command(subcommand, after_help = examples::TARIFF)]
     Tariff(crate::commands::tariff::TariffCommand),
@@ -251,6 +259,12 @@ Examples:
   wattson status
   wattson status --json | jq .cost
   wattson status --db /var/lib/wattson/wattson.db";
+
+    pub const SERVICES: &str = "\
+Examples:
+  wattson services
+  wattson services --days 1
+  wattson services --json | jq '.groups[] | {name, watts_now, cost}'";
 
     pub const SWEEP: &str = "\
 Examples:

@@ -4,7 +4,8 @@
 //! `wattson-collectors` crate (and MQTT plugs, fleet hosts) into the daemon; [`runtime`]
 //! samples them on one thread; [`store`] keeps the samples, rollups and gaps in SQLite;
 //! [`ledger`] turns them into energy and money; [`publish`] sends the live view out (MQTT);
-//! [`report`] writes the cost reports; [`sweep`] runs the workload loops. [`config`] is the
+//! [`report`] writes the cost reports; [`sweep`] runs the workload loops; [`services`] says
+//! what each service costs. [`config`] is the
 //! typed configuration, [`analysis`] the science (statistics, fits, tariffs), and
 //! [`commands`] has one module per subcommand. [`control`] is how those commands reach
 //! the meter through a running daemon (its control socket).
@@ -21,6 +22,7 @@ pub mod output;
 pub mod publish;
 pub mod report;
 pub mod runtime;
+pub mod services;
 pub mod sources;
 pub mod store;
 pub mod sweep;

@@ -8,6 +8,10 @@
 #                     if built, else debug)
 #        WARMUP_S     seconds to let both settle before the window (default 30)
 #        KEEP=1       keep the temp directory (databases, logs, configs)
+#        CGROUPS=N    point [host] sysfs at a copy of /sys (symlinks) whose fs/cgroup is a
+#                     fixture cgroup v2 tree of N services in nested slices, so that the
+#                     services collector runs (every 10 s, its default) on a machine without
+#                     cgroup v2; unset: the real /sys (on cgroup v1 the collector is off)
 #        HTTP=1       also serve [http] and let a real Prometheus (`prometheus` on the PATH,
 #                     not measured) scrape /metrics every 15 s
 #
@@ -72,9 +76,24 @@ EOF
 fi
 
 # --- wattson -----------------------------------------------------------------------------
+sysfs_line=""
+if [[ -n "${CGROUPS:-}" ]]; then
+    mkdir -p "$tmp/sys/fs/cgroup"
+    for e in /sys/*; do [[ "$(basename "$e")" == fs ]] || ln -s "$e" "$tmp/sys/"; done
+    cg="$tmp/sys/fs/cgroup"
+    echo "cpuset cpu io memory pids" >"$cg/cgroup.controllers"
+    printf 'usage_usec 0\n' >"$cg/cpu.stat"
+    for i in $(seq 0 $((CGROUPS - 1))); do
+        d="$cg/system.slice/group-$((i % 10)).slice/svc-$i.service"
+        mkdir -p "$d"
+        printf 'usage_usec %d\nuser_usec 0\nsystem_usec 0\n' $((i * 1000)) >"$d/cpu.stat"
+    done
+    sysfs_line="sysfs = \"$tmp/sys\""
+fi
 cat >"$tmp/wattson.toml" <<EOF
 [host]
 name = "selfcost"
+$sysfs_line
 [storage]
 path = "$tmp/wattson.db"
 [[meter]]

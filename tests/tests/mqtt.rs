@@ -65,6 +65,8 @@ fn extras() -> wattson::publish::mqtt::publisher::Extras {
             implausible: 0,
         }],
         idle_regression: None,
+        services: Vec::new(),
+        wattson_itself: None,
     })
     .1
 }

@@ -40,6 +40,9 @@ _wattson() {
             wattson,run)
                 cmd="wattson__subcmd__run"
                 ;;
+            wattson,services)
+                cmd="wattson__subcmd__services"
+                ;;
             wattson,status)
                 cmd="wattson__subcmd__status"
                 ;;
@@ -74,7 +77,7 @@ _wattson() {
 
     case "${cmd}" in
         wattson)
-            opts="-c -v -h -V --config --verbose --help --version run demo status sweep report meter config collect tariff idle help"
+            opts="-c -v -h -V --config --verbose --help --version run demo status sweep report meter config collect services tariff idle help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -467,6 +470,40 @@ _wattson() {
                     return 0
                     ;;
                 --duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        wattson__subcmd__services)
+            opts="-c -v -h -V --db --json --host --days --config --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --days)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -36,6 +36,7 @@ complete -c wattson -n "__fish_wattson_needs_command" -f -a "report" -d 'Annual 
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "meter" -d 'Serial meter tools: probe a port, or simulate a meter on a pseudo-terminal'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "config" -d 'Configuration tools'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "collect" -d 'Fleet collector: store every host\'s MQTT state messages once (persistent session)'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "services" -d 'CPU share, estimated watts and money per systemd service, container and session'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "tariff" -d 'Price and carbon-intensity series: import Octopus Agile, day-ahead CSV, carbon data'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "idle" -d 'Why idle draws what it does: package and core C-states and the power settings that keep them shallow; --measure finds what each setting saves at the wall'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "help" -d 'Print the help of wattson or of the given subcommand(s)'
@@ -140,6 +141,14 @@ complete -c wattson -n "__fish_wattson_using_subcommand collect" -s c -l config 
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand services" -l db -d 'Read this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand services" -l host -d 'Show this host\'s groups [default: `[host] name`]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand services" -l days -d 'How many days back the figures look, 1 to the raw retention (hours are kept that long)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand services" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand services" -l json -d 'Print JSON instead of a table'
+complete -c wattson -n "__fish_wattson_using_subcommand services" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand services" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c wattson -n "__fish_wattson_using_subcommand services" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -s h -l help -d 'Print help'

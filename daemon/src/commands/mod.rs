@@ -7,6 +7,7 @@ pub mod idle;
 pub mod meter;
 pub mod report;
 pub mod run;
+pub mod services;
 pub mod signals;
 pub mod status;
 pub mod sweep;
@@ -31,6 +32,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(&args, config_path.as_deref()),
         Command::Demo(args) => demo::run(&args, config_path.as_deref()),
         Command::Collect(args) => collect::run(&args, config_path.as_deref()),
+        Command::Services(args) => services::run(&args, config_path.as_deref()),
         Command::Tariff(cmd) => tariff::run(&cmd, config_path.as_deref()),
         Command::Idle(args) => idle::run(&args, config_path.as_deref()),
         Command::Help(args) => {
@@ -50,6 +52,7 @@ fn database_of(cli: &Cli) -> Option<std::path::PathBuf> {
         Command::Report(a) => a.db.clone(),
         Command::Collect(a) => a.db.clone(),
         Command::Idle(a) => a.db.clone(),
+        Command::Services(a) => a.db.clone(),
         Command::Tariff(t) => t.db(),
         Command::Meter(_) | Command::Config(_) | Command::Help(_) => None,
     };

@@ -604,8 +604,32 @@ pub fn produce(config: &Config, args: &ReportArgs, now: DateTime<Utc>) -> anyhow
     let store = gather_from_store(&db, &host, wall.as_ref(), accuracy, from_ms, to_ms)
         .with_context(|| format!("reading {}", db.display()))?;
     let input = input_from_config(config, store, args, now)?;
-    let built = report::build(&input)?;
+    let mut built = report::build(&input)?;
+    built.services = services_section(config, &db, &host, from_ms, to_ms, now)
+        .with_context(|| format!("reading what each service costs from {}", db.display()))?;
     Ok(report::render(&built, args.format)?)
+}
+
+/// What each service costs over the report's window (the last 7 days by default), where
+/// the database holds CPU time per service for the host.
+fn services_section(
+    config: &Config,
+    db: &Path,
+    host: &str,
+    from_ms: Option<i64>,
+    to_ms: Option<i64>,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Option<crate::services::ServicesEstimate>> {
+    use crate::store::{DAY_MS, HOUR_MS, floor_to};
+    if !super::database_exists(db)? {
+        return Ok(None);
+    }
+    let store = super::open_database(db)?;
+    let tariff = crate::ledger::costs::tariff(&config.tariff)?;
+    let to = floor_to(to_ms.unwrap_or_else(|| now.timestamp_millis()), HOUR_MS) + HOUR_MS;
+    let from = floor_to(from_ms.unwrap_or(to - 7 * DAY_MS), HOUR_MS);
+    let e = crate::services::estimate(&store, host, &tariff, from, to)?;
+    Ok((!e.is_empty()).then_some(e))
 }
 
 pub fn run(args: &ReportArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {

@@ -107,6 +107,12 @@ struct Status {
     counter_today: Option<CounterCheck>,
     /// Readings dropped as implausible, per source and reason (raw retention).
     rejected: Vec<SourceRejections>,
+    /// wattson's own CPU time over the last 7 days, priced like the services (an estimate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wattson_itself: Option<crate::services::estimate::GroupFigure>,
+    /// The same in one line of words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wattson_itself_text: Option<String>,
     sources: Vec<SourceState>,
 }
 
@@ -250,7 +256,15 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         }
         None => (None, None),
     };
+    let wattson_cost = {
+        use crate::store::{DAY_MS, HOUR_MS, floor_to};
+        let to = floor_to(now_ms, HOUR_MS) + HOUR_MS;
+        let tariff = costs::tariff(&config.tariff)?;
+        crate::services::estimate(&store, &host, &tariff, to - 7 * DAY_MS, to)?
+    };
     let status = Status {
+        wattson_itself_text: crate::services::render::wattson_line(&wattson_cost),
+        wattson_itself: wattson_cost.wattson,
         database: db.display().to_string(),
         readings_from,
         daemon,
@@ -386,6 +400,16 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
             ),
         });
     }
+    let services = wattson_collectors::cgroup::availability(root);
+    out.push(SourceState {
+        source: wattson_collectors::cgroup::SOURCE.to_string(),
+        available: config.services.enabled && services.is_ok(),
+        detail: match (config.services.enabled, services) {
+            (false, _) => "off ([services] enabled = true records CPU time per service)".into(),
+            (true, Ok(dir)) => format!("cgroup v2 at {}", dir.display()),
+            (true, Err(why)) => why,
+        },
+    });
     match wattson_collectors::power::hwmon::HwmonCollector::new(root) {
         Ok(_) => out.push(SourceState {
             source: SourceId::Hwmon.to_string(),
@@ -481,6 +505,9 @@ fn render(s: &Status) -> String {
                 .collect();
             let _ = writeln!(out, "  {:<28} {}", r.source, counts.join(", "));
         }
+    }
+    if let Some(line) = &s.wattson_itself_text {
+        let _ = writeln!(out, "\n{line}");
     }
     render_store(&mut out, &s.store);
     let _ = writeln!(out, "\nsources");
@@ -633,7 +660,7 @@ pub(crate) fn scope_label(source: &SourceId) -> Option<&'static str> {
             Some("measured inside the box: part of the wall figure")
         }
         SourceId::Ipmi => Some("the whole server, from its BMC"),
-        SourceId::Cpu | SourceId::FleetState | SourceId::Other(_) => None,
+        SourceId::Cpu | SourceId::Services | SourceId::FleetState | SourceId::Other(_) => None,
     }
 }
 

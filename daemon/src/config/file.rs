@@ -83,6 +83,17 @@ pub(super) struct FileConfig {
     pub(super) ups: Vec<FileUps>,
     #[serde(default)]
     pub(super) plug: Vec<FilePlug>,
+    #[serde(default)]
+    pub(super) services: FileServices,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileServices {
+    pub(super) enabled: Option<bool>,
+    pub(super) interval: Option<Spanned<Written>>,
+    pub(super) top: Option<Spanned<i64>>,
+    pub(super) docker_root: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

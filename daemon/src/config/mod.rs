@@ -106,6 +106,21 @@ pub struct Config {
     pub plugs: Vec<PlugConfig>,
     #[serde(rename = "config", skip_serializing_if = "Vec::is_empty")]
     pub manual: Vec<ManualConfig>,
+    pub services: ServicesConfig,
+}
+
+/// CPU time per systemd service, container, session and machine from cgroup v2
+/// (`[services]`, see [`crate::services`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServicesConfig {
+    pub enabled: bool,
+    /// How often the cgroup tree is read (default 10 s).
+    #[serde(serialize_with = "duration::serialize")]
+    pub interval: Duration,
+    /// Groups kept by name per interval and per hour; the rest are summed as "other".
+    pub top: usize,
+    /// Docker's data directory, where container names are read from where readable.
+    pub docker_root: PathBuf,
 }
 
 /// Software-visible power sources inside the box (`[power]`). One switch per source, as in
@@ -451,6 +466,12 @@ impl Config {
                 ipmi_interval: Duration::from_secs(10),
             },
             ups: Vec::new(),
+            services: ServicesConfig {
+                enabled: true,
+                interval: Duration::from_secs(10),
+                top: 10,
+                docker_root: PathBuf::from("/var/lib/docker"),
+            },
             plugs: Vec::new(),
         }
     }

@@ -412,6 +412,23 @@ impl Validator<'_> {
             config.power.ipmi_interval,
             SAMPLING,
         )?;
+        let sv = file.services;
+        config.services.enabled = sv.enabled.unwrap_or(true);
+        config.services.interval = self.duration(
+            sv.interval.as_ref(),
+            "services.interval",
+            config.services.interval,
+            SAMPLING,
+        )?;
+        if let Some(top) = sv.top {
+            config.services.top = usize::try_from(*top.get_ref())
+                .ok()
+                .filter(|t| (1..=100).contains(t))
+                .ok_or_else(|| self.err(top.span(), "services.top", "must be from 1 to 100"))?;
+        }
+        if let Some(d) = sv.docker_root {
+            config.services.docker_root = d;
+        }
         for u in file.ups {
             let id = self.identifier(&u.id, "ups.id")?;
             let port = match u.port {

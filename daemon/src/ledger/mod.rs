@@ -17,6 +17,7 @@
 pub mod costs;
 pub mod counter;
 pub mod energy;
+pub mod estimates;
 pub mod interval;
 pub mod primary;
 

@@ -99,6 +99,9 @@ pub struct Report {
     /// process's idle draw costs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<GpuIdleReport>,
+    /// What each service costs (estimates), where the database has CPU time per service.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub services: Option<crate::services::ServicesEstimate>,
     /// Real tariffs: pricing per slot, the fallback, the tariff comparison, CO2 per slot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tariffs: Option<super::tariffs::TariffReport>,
@@ -774,6 +777,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         measured,
         regression,
         gpus,
+        services: None,
         tariffs,
         idle: super::idle::build(&input.idle, tariff, opts.reference_date),
         notes,

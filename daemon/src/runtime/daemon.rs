@@ -30,11 +30,13 @@ pub struct RunOptions {
     pub config_path: Option<std::path::PathBuf>,
 }
 
-/// The store as the sampler's sink.
-struct StoreSink(StoreHandle);
+/// The store as the sampler's sink; the services collector's samples go to their own
+/// tables instead.
+struct StoreSink(StoreHandle, super::services_sink::ServicesSink);
 
 impl SampleSink for StoreSink {
-    fn samples(&mut self, batch: Vec<wattson_collectors::Sample>) {
+    fn samples(&mut self, mut batch: Vec<wattson_collectors::Sample>) {
+        self.1.take(&mut batch);
         if let Err(e) = self.0.insert(batch) {
             tracing::warn!("samples not stored: {}", wattson_collectors::ErrorChain(&e));
         }
@@ -65,6 +67,7 @@ pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
         out.push(Scheduled::new(Box::new(meter), interval));
     }
     out.extend(power_sources(config, &root));
+    out.extend(super::services_sink::collector(config, &root));
     Ok(out)
 }
 
@@ -380,7 +383,10 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         let live = live.clone();
         let heartbeat = heartbeat.clone();
         let in_poll = in_poll.clone();
-        let sink = Box::new(StoreSink(store.clone()));
+        let sink = Box::new(StoreSink(
+            store.clone(),
+            super::services_sink::ServicesSink::new(config, store.clone()),
+        ));
         let flush = config.storage.flush_interval;
         std::thread::Builder::new()
             .name("wattson-sampler".to_owned())
@@ -704,6 +710,7 @@ fn reload(
             let same_meters = new.meters == current.meters;
             let same_power =
                 new.power == current.power && new.ups == current.ups && new.host == current.host;
+            let same_services = new.services == current.services && new.host == current.host;
             let plug_sources: Vec<SourceId> = current
                 .plugs
                 .iter()
@@ -713,6 +720,7 @@ fn reload(
                 plug_sources.contains(n)
                     || match n {
                         SourceId::Cpu => same_cpu,
+                        SourceId::Services => same_services,
                         SourceId::Meter(_) => same_meters,
                         _ => same_power,
                     }
@@ -728,6 +736,9 @@ fn reload(
             let mut keep: Vec<SourceId> = plug_sources.clone();
             if same_cpu {
                 keep.push(SourceId::Cpu);
+            }
+            if same_services {
+                keep.push(SourceId::Services);
             }
             if same_meters {
                 keep.extend(crate::config::collector_names(&current.meters));

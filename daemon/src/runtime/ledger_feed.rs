@@ -24,7 +24,7 @@ use crate::analysis::tariff::{PriceSource, Tariff};
 use crate::config::Config;
 use crate::ledger::costs::{self, PeriodCost, RunningTotal};
 use crate::publish::mqtt::StateExtras;
-use crate::publish::mqtt::state::MeterCounters;
+use crate::publish::mqtt::state::{MeterCounters, ServiceState};
 use crate::store::StoreHandle;
 use crate::tariff::store::Kind;
 
@@ -156,6 +156,7 @@ pub fn spawn(
             let mut regression: (Option<Instant>, Option<crate::sweep::regression::Check>) =
                 (None, None);
             let mut last_energy: Option<f64> = None;
+            let mut services: (Option<Instant>, ServiceStates) = (None, ServiceStates::default());
             // The tariff with the database's price series, and their revision: reloaded
             // (and the running total recounted) when an import or the live price changes
             // them.
@@ -208,6 +209,19 @@ pub fn spawn(
                     );
                 }
                 extras.idle_regression.clone_from(&regression.1);
+                if let Some(t) = &tariff
+                    && services.0.is_none_or(|at| at.elapsed() >= REGRESSION_EVERY)
+                {
+                    let (t, host) = (t.clone(), host.clone());
+                    services = (
+                        Some(Instant::now()),
+                        store
+                            .query(move |s| service_states(s, &host, &t))
+                            .unwrap_or_default(),
+                    );
+                }
+                extras.services.clone_from(&services.1.0);
+                extras.wattson_itself.clone_from(&services.1.1);
                 live_figures(&mut extras, &live, wall.as_ref(), tariff.as_ref(), cpus);
                 tx.send_replace(extras);
                 let read_at = Instant::now();
@@ -223,6 +237,42 @@ pub fn spawn(
             thread: Some(thread),
         },
     ))
+}
+
+/// The costliest groups and wattson itself, as published.
+type ServiceStates = (Vec<ServiceState>, Option<ServiceState>);
+
+/// On the store's thread: what each service costs over the last 7 days, for the state.
+fn service_states(
+    s: &crate::store::Store,
+    host: &str,
+    tariff: &crate::analysis::tariff::Tariff,
+) -> ServiceStates {
+    use crate::store::{DAY_MS, HOUR_MS, floor_to};
+    let to = floor_to(chrono::Utc::now().timestamp_millis(), HOUR_MS) + HOUR_MS;
+    let e = match crate::services::estimate(s, host, tariff, to - 7 * DAY_MS, to) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::debug!("services for the MQTT state: {e:#}");
+            return ServiceStates::default();
+        }
+    };
+    let state = |g: &crate::services::estimate::GroupFigure| ServiceState {
+        kind: g.kind.clone(),
+        name: g.name.clone(),
+        cpu_share: (g.cpu_share * 1000.0).round() / 10.0,
+        watts: g.cost.as_ref().map(|c| c.watts),
+        watts_ci95: g.cost.as_ref().and_then(|c| c.watts_ci95),
+        cost_per_year: g.cost.as_ref().map(|c| c.cost_per_year),
+    };
+    (
+        e.groups
+            .iter()
+            .take(crate::services::render::MQTT_GROUPS)
+            .map(state)
+            .collect(),
+        e.wattson.as_ref().map(state),
+    )
 }
 
 /// Waits until the next read is due: `period` after `read_at`, or a refresh request at least

@@ -99,8 +99,9 @@ impl LiveState {
         };
         let keep_cores = self.keep_cores.load(Ordering::Relaxed);
         for s in samples {
-            // Per-core detail is not published live; keep the state small.
-            if channel::is_per_core(&s.channel) {
+            // Per-core detail is not published live, nor each cgroup's CPU time (groups come
+            // and go); keep the state small.
+            if channel::is_per_core(&s.channel) || s.metric == Metric::CgroupCpu {
                 if keep_cores
                     && matches!(s.metric, Metric::CpuBusy | Metric::CoreFrequency)
                     && !s.channel.contains('/')

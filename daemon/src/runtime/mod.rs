@@ -8,3 +8,4 @@ pub mod ledger_feed;
 pub mod live;
 pub mod notify;
 pub mod sampler;
+pub mod services_sink;

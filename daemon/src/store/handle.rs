@@ -183,6 +183,16 @@ impl StoreHandle {
         rx.recv().map_err(|_| self.closed())
     }
 
+    /// Runs `f` on the writer's connection after what is queued, without waiting for it.
+    /// Never waits: when the queue is full the job is dropped, counted like a batch, and
+    /// reported as [`StoreError::QueueFull`].
+    pub fn submit<F>(&self, f: F) -> Result<(), StoreError>
+    where
+        F: FnOnce(&Store) + Send + 'static,
+    {
+        self.send_batch(Command::Query(Box::new(f)))
+    }
+
     /// [`StoreHandle::query`] for async callers.
     pub async fn query_async<R, F>(&self, f: F) -> Result<R, StoreError>
     where

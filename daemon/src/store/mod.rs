@@ -92,6 +92,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0006-quarantine.sql")),
     M::up(include_str!("../../../schema/0007-idle-measure.sql")),
     M::up(include_str!("../../../schema/0008-price-slots.sql")),
+    M::up(include_str!("../../../schema/0009-services.sql")),
 ];
 
 /// The schema migrations, in order.
@@ -250,11 +251,12 @@ impl StoreOptions {
 
 /// Values per unit stored: a value `v` is kept as `round(v * resolution(unit))`.
 ///
-/// W 0.01, V 0.01, A 0.001, ratio 0.001, Hz 0.01, Wh 0.001, share 1e-4, MHz 1, count 1.
+/// W 0.01, V 0.01, A 0.001, ratio 0.001, Hz 0.01, Wh 0.001, share 1e-4, MHz 1, count 1,
+/// s 0.001.
 pub fn resolution(unit: Unit) -> f64 {
     match unit {
         Unit::Watt | Unit::Volt | Unit::Hertz => 100.0,
-        Unit::Ampere | Unit::Ratio | Unit::WattHour => 1000.0,
+        Unit::Ampere | Unit::Ratio | Unit::WattHour | Unit::Second => 1000.0,
         Unit::Share => 10_000.0,
         Unit::Megahertz | Unit::Count => 1.0,
     }
@@ -293,6 +295,8 @@ pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
         Metric::CpuTime | Metric::IdleResidency | Metric::PackageResidency => {
             (channel::all_part(channel).is_some(), false)
         }
+        // Accounted per service (`crate::services`), never a series of its own.
+        Metric::CgroupCpu => (false, false),
     }
 }
 

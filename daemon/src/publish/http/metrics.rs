@@ -23,6 +23,7 @@
 //! | `meter_frames_total{host,meter,outcome}` | counter | each meter's replies since the daemon started: `good`, `crc_error`, `timeout`, `implausible` |
 //! | `readings_rejected_total{host,source,reason}` | counter | readings refused as implausible since the daemon started |
 //! | `idle_regression_detected{host,config}`, `idle_regression_delta_watts{host,config}` | gauge | the latest idle-power regression check |
+//! | `service_cpu_share_ratio`, `service_estimated_power_watts`, `service_estimated_power_ci95_watts` `{host,kind,group}`, `service_estimated_annual_cost{host,kind,group,currency}` | gauge | what each service costs over the last 7 days (estimates: the sweep fit's dynamic power shared by busy CPU time), the costliest groups and wattson itself (`kind="self"`) |
 //! | `healthy{host,part}` | gauge | 1 while `sampler` / `store` do their job (as `/healthz`) |
 //! | `build_info{host,version}` | gauge | always 1 |
 //!
@@ -44,6 +45,7 @@ use wattson_collectors::{Metric, SourceId};
 
 use super::Shared;
 use crate::publish::mqtt::StateExtras;
+use crate::publish::mqtt::state::ServiceState;
 use crate::runtime::health::HealthReport;
 use crate::runtime::live::LiveReading;
 
@@ -255,6 +257,7 @@ fn registry(s: &Snapshot) -> Registry {
             })
             .collect(),
     );
+    service_families(&mut f, s);
     health_families(&mut f, s);
     f.gauge(
         "build_info",
@@ -325,6 +328,63 @@ fn ledger_families(f: &mut Families<'_>, s: &Snapshot) {
         "A year's running cost at the recent duty cycle (the current draw until there is history)",
         None,
         one(e.annual_projection, priced()),
+    );
+}
+
+/// What each service costs: the costliest groups and wattson itself, estimates over the last
+/// 7 days (bounded: at most [`crate::services::render::MQTT_GROUPS`] groups plus wattson).
+fn service_families(f: &mut Families<'_>, s: &Snapshot) {
+    let extras = &s.extras;
+    let groups: Vec<&ServiceState> = extras
+        .services
+        .iter()
+        .chain(&extras.wattson_itself)
+        .collect();
+    let labels = |g: &ServiceState| {
+        vec![
+            ("host", s.host.clone()),
+            ("kind", g.kind.clone()),
+            ("group", g.name.clone()),
+        ]
+    };
+    let series = |value: &dyn Fn(&ServiceState) -> Option<f64>| -> Vec<(Labels, f64)> {
+        groups
+            .iter()
+            .filter_map(|g| value(g).filter(|v| v.is_finite()).map(|v| (labels(g), v)))
+            .collect()
+    };
+    f.gauge(
+        "service_cpu_share",
+        "Share of the host's busy CPU time over the last 7 days, per systemd service, container, session or machine (kind self: wattson itself)",
+        Some("ratio"),
+        series(&|g| Some(g.cpu_share / 100.0)),
+    );
+    f.gauge(
+        "service_estimated_power",
+        "Estimated mean wall power above the idle floor over the last 7 days: the dynamic power of this host's sweep fit shared by busy CPU time (an estimate, not a measurement)",
+        Some("watts"),
+        series(&|g| g.watts),
+    );
+    f.gauge(
+        "service_estimated_power_ci95",
+        "Half-width of the 95 % interval of service_estimated_power_watts",
+        Some("watts"),
+        series(&|g| g.watts_ci95),
+    );
+    let priced: Vec<(Labels, f64)> = groups
+        .iter()
+        .filter_map(|g| {
+            let cost = g.cost_per_year.filter(|c| c.is_finite())?;
+            let mut with_currency = labels(g);
+            with_currency.push(("currency", extras.currency.clone()));
+            Some((with_currency, cost))
+        })
+        .collect();
+    f.gauge(
+        "service_estimated_annual_cost",
+        "A year of service_estimated_power_watts at the tariff (an estimate)",
+        None,
+        priced,
     );
 }
 
@@ -529,6 +589,22 @@ mod tests {
                 energy_total_kwh: Some(2.5),
                 cost_total: Some(0.225),
                 price_now: Some((0.2451, "agile".into())),
+                services: vec![ServiceState {
+                    kind: "service".into(),
+                    name: "jellyfin.service".into(),
+                    cpu_share: 50.0,
+                    watts: Some(7.5),
+                    watts_ci95: Some(0.2),
+                    cost_per_year: Some(19.71),
+                }],
+                wattson_itself: Some(ServiceState {
+                    kind: "self".into(),
+                    name: "wattson".into(),
+                    cpu_share: 0.1,
+                    watts: Some(0.015),
+                    watts_ci95: None,
+                    cost_per_year: Some(0.04),
+                }),
                 meter_counters: vec![MeterCounters {
                     id: "wall".into(),
                     good: 10,
@@ -565,6 +641,10 @@ mod tests {
             r#"wattson_energy_joules_total{host="basket",source="meter:wall"} 9000000"#,
             r#"wattson_cost_total{host="basket",source="meter:wall",currency="GBP"} 0.225"#,
             r#"wattson_tariff_price_per_kwh{host="basket",currency="GBP",series="agile"} 0.2451"#,
+            r#"wattson_service_cpu_share_ratio{host="basket",kind="service",group="jellyfin.service"} 0.5"#,
+            r#"wattson_service_estimated_power_watts{host="basket",kind="service",group="jellyfin.service"} 7.5"#,
+            r#"wattson_service_estimated_power_ci95_watts{host="basket",kind="service",group="jellyfin.service"} 0.2"#,
+            r#"wattson_service_estimated_annual_cost{host="basket",kind="self",group="wattson",currency="GBP"} 0.04"#,
             r#"wattson_cpu_frequency_hertz{host="basket",channel="cpu1"} 3000000000"#,
             r#"wattson_idle_state_residency_ratio{host="basket",level="core",state="C6"} 0.75"#,
             r#"wattson_idle_state_residency_ratio{host="basket",level="package",state="PC6"} 0.25"#,

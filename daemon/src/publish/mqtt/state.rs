@@ -96,6 +96,30 @@ pub struct StateExtras {
     /// The idle-power regression check the host's `problem` sensor shows (see
     /// [`crate::sweep::regression::headline`]); `None` until a check is stored.
     pub idle_regression: Option<Check>,
+    /// The costliest groups of what each service costs (at most
+    /// [`crate::services::render::MQTT_GROUPS`]), and wattson itself: estimates.
+    pub services: Vec<ServiceState>,
+    pub wattson_itself: Option<ServiceState>,
+}
+
+/// One group of what each service costs, as published: estimates over the last 7 days
+/// (see [`crate::services`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceState {
+    /// `service`, `container`, `session`, `machine`, `other`, `rest`, `self`.
+    pub kind: String,
+    pub name: String,
+    /// Share of the host's busy CPU time, %.
+    pub cpu_share: f64,
+    /// Estimated mean W above the idle floor, and its 95 % half-width; absent without a
+    /// sweep or wall readings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watts: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watts_ci95: Option<f64>,
+    /// Estimated money a year, in the state's `currency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_year: Option<f64>,
 }
 
 /// The newest idle-power regression check, as published (W, UTC).
@@ -181,6 +205,11 @@ pub struct StatePayload {
     pub meters: BTreeMap<String, CountersPayload>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_regression: Option<RegressionPayload>,
+    /// What the costliest services cost (estimates), and wattson itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<ServiceState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wattson_itself: Option<ServiceState>,
     #[serde(default)]
     pub series: Vec<SeriesEntry>,
 }
@@ -279,6 +308,8 @@ pub fn build(
         })
         .collect();
     p.idle_regression = extras.idle_regression.as_ref().map(regression_payload);
+    p.services.clone_from(&extras.services);
+    p.wattson_itself.clone_from(&extras.wattson_itself);
     p.series = means
         .iter()
         .filter_map(|r| {
@@ -522,7 +553,36 @@ mod tests {
                 implausible: 0,
             }],
             idle_regression: None,
+            services: Vec::new(),
+            wattson_itself: None,
         }
+    }
+
+    #[test]
+    fn state_carries_the_costliest_services_as_estimates_and_parses_back() {
+        let mut x = extras();
+        x.services = vec![ServiceState {
+            kind: "service".into(),
+            name: "jellyfin.service".into(),
+            cpu_share: 50.0,
+            watts: Some(7.5),
+            watts_ci95: Some(0.2),
+            cost_per_year: Some(19.71),
+        }];
+        let s = build(
+            &[r(&SourceId::meter("wall"), Metric::Power, "", 1000, 55.0)],
+            &[],
+            &x,
+            10.0,
+        )
+        .unwrap();
+        assert_eq!(s.json["services"][0]["name"], "jellyfin.service");
+        assert_eq!(s.json["services"][0]["watts_ci95"], 0.2);
+        assert!(s.json.get("wattson_itself").is_none());
+        assert_eq!(
+            parse_payload(s.json.to_string().as_bytes()).unwrap(),
+            s.payload
+        );
     }
 
     #[test]

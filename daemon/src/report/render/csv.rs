@@ -19,6 +19,10 @@
 //! process` (the extra idle watts x the share of time resident and idle) and `resident
 //! process all year`, where a bare baseline was observed.
 //!
+//! What each service costs adds one row per group of kind `service` (config = the group,
+//! mode = its kind: `service`, `container`, `session`, `machine`, `other`, `rest`; `idle
+//! floor` for the box being on, `wattson` for wattson itself): estimated mean watts with
+//! their interval and the year projected from them; `warnings` says they are estimates.
 //! Real tariffs add rows of kind `tariff` (config = the tariff's name, mode `measured`):
 //! the measured energy priced under it, projected to a year; `price_per_kwh` is the mean
 //! it paid and the saving columns compare with the first tariff of `--tariffs`. A row of
@@ -188,6 +192,32 @@ pub fn render(r: &Report) -> String {
                 String::new(),
                 String::new(),
                 String::new(),
+            ];
+            let _ = writeln!(out, "{}", row.join(","));
+        }
+    }
+    if let Some(e) = &r.services {
+        for (config, mode, cost) in crate::services::render::priced_rows(e) {
+            let row = [
+                field(&config),
+                "service".to_string(),
+                field(&mode),
+                opt(cost.map(|c| c.watts), 3),
+                opt(cost.and_then(|c| c.watts_ci95), 3),
+                opt(cost.map(|c| c.kwh_per_year), 3),
+                String::new(),
+                cost.map_or_else(String::new, |c| money(c.cost_per_year)),
+                cost.and_then(|c| c.cost_per_year_ci95)
+                    .map_or_else(String::new, money),
+                field(&r.currency),
+                num(r.price_per_kwh, 6),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                field(&format!("estimate: {}", e.basis)), // not a source
             ];
             let _ = writeln!(out, "{}", row.join(","));
         }

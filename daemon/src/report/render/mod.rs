@@ -436,6 +436,12 @@ pub fn sections(r: &Report) -> Vec<Section> {
             lines: gpu_lines(r),
         });
     }
+    if let Some(e) = &r.services {
+        out.push(Section {
+            title: crate::services::render::TITLE.into(),
+            lines: crate::services::render::lines(e),
+        });
+    }
 
     if !r.notes.is_empty() {
         out.push(Section {

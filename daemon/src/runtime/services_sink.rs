@@ -1,0 +1,76 @@
+//! The services collector in the daemon: built from `[services]`, polled by the sampler
+//! like any source, and its samples taken out of each batch before the store sees them
+//! ([`crate::services::Account`]), so that short-lived groups never become series; each
+//! closed interval is added to its hour on the store's thread, without waiting for it.
+
+use wattson_collectors::cgroup::{CgroupCollector, CgroupOptions};
+use wattson_collectors::{Sample, SysRoot};
+
+use super::sampler::Scheduled;
+use crate::config::Config;
+use crate::services::{Account, account};
+use crate::store::StoreHandle;
+
+/// The services collector where `[services]` asks for it and this host has cgroup v2;
+/// otherwise `None`, logged once with why.
+pub fn collector(config: &Config, root: &SysRoot) -> Option<Scheduled> {
+    if !config.services.enabled {
+        return None;
+    }
+    let options = CgroupOptions {
+        top: config.services.top,
+        docker_root: Some(config.services.docker_root.clone()),
+    };
+    match CgroupCollector::new(root, options) {
+        Ok(c) => Some(Scheduled::new(Box::new(c), config.services.interval)),
+        Err(e) => {
+            tracing::info!("services: unavailable: {e}");
+            None
+        }
+    }
+}
+
+/// Takes the services samples out of the sampler's batches and stores their intervals.
+pub struct ServicesSink {
+    account: Account,
+    store: StoreHandle,
+    host: String,
+    top: usize,
+    retention_ms: i64,
+}
+
+impl ServicesSink {
+    pub fn new(config: &Config, store: StoreHandle) -> ServicesSink {
+        ServicesSink {
+            account: Account::new(
+                crate::ledger::costs::wall_source(config),
+                account::process_cpu_time(),
+            ),
+            store,
+            host: config.host.name.clone(),
+            top: config.services.top,
+            retention_ms: i64::try_from(config.storage.raw_retention.as_millis())
+                .unwrap_or(i64::MAX),
+        }
+    }
+
+    /// Removes the services samples from `batch` and queues their intervals.
+    pub fn take(&mut self, batch: &mut Vec<Sample>) {
+        for interval in self.account.take(batch) {
+            let (host, top, retention) = (self.host.clone(), self.top, self.retention_ms);
+            let queued = self.store.submit(move |store| {
+                if let Err(e) =
+                    crate::services::store::record(store, &host, &interval, top, retention)
+                {
+                    tracing::warn!(
+                        "services: interval not stored: {}",
+                        wattson_collectors::ErrorChain(&e)
+                    );
+                }
+            });
+            if let Err(e) = queued {
+                tracing::warn!("services: interval not stored: {e}");
+            }
+        }
+    }
+}
