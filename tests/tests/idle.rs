@@ -583,3 +583,64 @@ fn disk_spin_state_is_read_without_opening_a_disk() {
         "a block device was opened: {opened:?}"
     );
 }
+
+/// Regression: the idle section took the wall draw from the first `meter:` series by name,
+/// not from the wall source the rest of the report uses (the configured meter). Two meters
+/// share the database: `a` (a second machine's plug, 100 W, first by name) and `b` (this
+/// machine's configured wall meter, 40 W); the idle hours must be at 40 W.
+#[test]
+fn the_idle_sections_wall_draw_is_the_configured_meter_not_the_first_by_name() {
+    use wattson::store::{Store, StoreOptions, Writer};
+    use wattson_collectors::source::channel;
+    use wattson_collectors::{Metric, Sample};
+
+    let env = TestEnv::new();
+    let config = env.config(&wattson_tests::meter_toml(
+        "b",
+        "pzem004t",
+        &env.path("ttyUSB0"),
+        "1s",
+        None,
+    ));
+    let options = StoreOptions {
+        host: wattson_tests::HOST.to_owned(),
+        ..StoreOptions::default()
+    };
+    let mut writer = Writer::new(Store::open(&env.db, &options).unwrap(), options);
+    // Three whole hours of samples a minute apart, ending at the last hour boundary.
+    let hour = 3_600_000;
+    let end = wattson_tests::now_ms() / hour * hour;
+    let mut batch = Vec::new();
+    for ts in (end - 3 * hour..end).step_by(60_000) {
+        batch.push(Sample::new(ts, "meter:a", Metric::Power, "", 100.0));
+        batch.push(Sample::new(ts, "meter:b", Metric::Power, "", 40.0));
+        batch.push(Sample::new(ts, "cpu", Metric::CpuBusy, channel::ALL, 0.02));
+        batch.push(Sample::new(
+            ts,
+            "cpu",
+            Metric::PackageResidency,
+            &channel::all("PC2"),
+            0.5,
+        ));
+    }
+    writer.push(Some(wattson_tests::HOST.to_owned()), batch);
+    writer.flush().unwrap();
+    drop(writer);
+
+    let json: serde_json::Value =
+        serde_json::from_str(&run_ok(&config, &["report", "--format", "json"])).unwrap();
+    assert_eq!(json["measured"]["source"], "meter:b", "{json}");
+    let shallow = &json["idle"]["hours_shallow"];
+    assert_eq!(shallow["hours"], 3, "{json}");
+    assert!(
+        (shallow["mean_wall_watts"].as_f64().unwrap() - 40.0).abs() < 1e-6,
+        "{shallow}"
+    );
+    let text = run_ok(&config, &["report"]);
+    assert!(
+        text.contains(
+            "at the wall: 40.0 W over 3 idle h, in none of which the package reached PC6"
+        ),
+        "{text}"
+    );
+}

@@ -143,8 +143,9 @@ pub struct StoreData {
 
 /// Reads sweeps, the wall source's energy (through the ledger), gaps and utilisation from
 /// the database at `db`. A missing database is not an error: the report then shows the
-/// config file's manual configurations only. `wall` names the wall source (default: the
-/// host's first meter power series); `accuracy` is its meter's, where known.
+/// config file's manual configurations only. `wall` names the configured wall source (see
+/// [`crate::ledger::energy::wall_power_source`] for the default); `accuracy` is its
+/// meter's, where known.
 pub fn gather_from_store(
     db: &Path,
     host: &str,
@@ -166,9 +167,17 @@ pub fn gather_from_store(
         data.configs.push(sweep_config_input(&s));
     }
     data.regression = crate::sweep::regression::latest(&store, None)?;
+    // One wall source for the whole report: the measured history and the idle section's
+    // watts alike.
+    let source = energy::wall_power_source(
+        &store,
+        host,
+        &crate::ledger::PrimaryPower::new(wall.cloned()),
+    )?;
     data.idle = crate::report::idle::load(
         &store,
         host,
+        source.as_ref(),
         from_ms.unwrap_or(0),
         to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
     )?;
@@ -178,26 +187,8 @@ pub fn gather_from_store(
         from_ms.unwrap_or(0),
         to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
     )?;
-
-    let source = match wall.cloned() {
-        Some(w) if energy::power_series(&store, host, &w)?.is_some() => w,
-        _ => {
-            let series = store.find_series(
-                &SeriesFilter::all()
-                    .host(host)
-                    .metric(Metric::Power)
-                    .channel(""),
-            )?;
-            let Some(first) = series
-                .into_iter()
-                .filter(|s| s.source.is_meter())
-                .map(|s| s.source)
-                .min()
-            else {
-                return Ok(data);
-            };
-            first
-        }
+    let Some(source) = source else {
+        return Ok(data);
     };
     let to = to_ms.unwrap_or_else(|| Utc::now().timestamp_millis());
     // The window starts at the first stored hour of the source (or `--since`).

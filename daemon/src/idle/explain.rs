@@ -302,7 +302,11 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleR
         .unwrap_or_default();
     let (hours_deep, hours_shallow) = store
         .and_then(|s| {
-            crate::report::idle::load(s, &config.host.name, to_ms - 30 * 24 * HOUR_MS, to_ms).ok()
+            let primary = crate::ledger::PrimaryPower::from_config(config);
+            let wall =
+                crate::ledger::energy::wall_power_source(s, &config.host.name, &primary).ok()?;
+            let from_ms = to_ms - 30 * 24 * HOUR_MS;
+            crate::report::idle::load(s, &config.host.name, wall.as_ref(), from_ms, to_ms).ok()
         })
         .map_or((None, None), |i| crate::report::idle::hour_groups(&i.hours));
     let mut report = IdleReport {
