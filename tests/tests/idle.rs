@@ -103,8 +103,35 @@ fn measure_three(interval: &str, phase: &str, seed: u64) {
 }
 
 /// `wattson report --format F` for every format names the idle section and each measured
-/// setting, with the NMI watchdog as no effect.
+/// setting, with the NMI watchdog as no effect; and compares each setting's configuration
+/// with `idle as found` by the difference measured, with its interval and money a year.
 fn report_shows_the_three_in_every_format(config: &Path) {
+    for format in ["table", "markdown", "html"] {
+        let text = run_ok(config, &["report", "--format", format]).replace("&gt;", ">");
+        let line = text
+            .lines()
+            .find(|l| l.contains("idle as found -> idle with ASPM powersave at idle: "))
+            .unwrap_or_else(|| panic!("{format}: no ASPM comparison in {text}"));
+        let delta: f64 = line
+            .split(" W (")
+            .nth(1)
+            .and_then(|t| t.split(" +/- ").next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{format}: no measured difference in {line}"));
+        assert!((delta + 3.0).abs() <= 0.5, "{format}: {line}");
+        assert!(
+            line.contains(" W, measured in alternating phases) saves ")
+                && line.contains("GBP ")
+                && line.contains(" ± ")
+                && line.contains("/yr"),
+            "{format}: {line}"
+        );
+        assert!(
+            text.contains("idle as found -> idle with NMI watchdog off at idle: ")
+                && text.contains("(no effect that this meter can distinguish: "),
+            "{format}: {text}"
+        );
+    }
     for format in ["markdown", "html"] {
         let text = run_ok(config, &["report", "--format", format]);
         assert!(
@@ -140,6 +167,46 @@ fn report_shows_the_three_in_every_format(config: &Path) {
         (aspm["delta_watts"].as_f64().unwrap() + 3.0).abs() <= 0.5,
         "{aspm}"
     );
+    // Stored as configurations, and compared as configurations are.
+    let configs: Vec<&str> = json["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    for name in [
+        "idle as found",
+        "idle with ASPM powersave",
+        "idle with SATA ALPM med_power_with_dipm",
+        "idle with NMI watchdog off",
+    ] {
+        assert!(configs.contains(&name), "{name} not in {configs:?}");
+    }
+    let comparison = json["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["to"] == "idle with ASPM powersave")
+        .unwrap_or_else(|| panic!("no ASPM comparison: {}", json["comparisons"]));
+    assert_eq!(comparison["from"], "idle as found", "{comparison}");
+    assert_eq!(comparison["mode"], "idle", "{comparison}");
+    let w = |k: &str| comparison[k].as_f64().unwrap();
+    assert!(
+        (w("to_watts") - w("from_watts") + 3.0).abs() <= 0.5,
+        "{comparison}"
+    );
+    assert!(
+        w("delta_ci95_watts") > 0.0 && w("delta_ci95_watts") < 1.0,
+        "{comparison}"
+    );
+    assert!(
+        w("annual_saving") > 0.0 && w("annual_saving_ci95") > 0.0,
+        "{comparison}"
+    );
+    assert!(
+        (w("annual_kwh_saved") - (w("from_watts") - w("to_watts")) * 8.76).abs() < 1e-6,
+        "{comparison}"
+    );
     assert!(aspm["annual_cost_change"].as_f64().unwrap() < 0.0, "{aspm}");
     let csv = run_ok(config, &["report", "--format", "csv"]);
     let rows: Vec<&str> = csv
@@ -155,6 +222,19 @@ fn report_shows_the_three_in_every_format(config: &Path) {
         rows[0].starts_with("ASPM powersave,idle_setting,idle,"),
         "{csv}"
     );
+    // The configuration's row: its watts with their interval, and the saving against idle as
+    // found (the comparison's), not against the costliest configuration.
+    let row: Vec<&str> = csv
+        .lines()
+        .find(|l| l.starts_with("idle with ASPM powersave,sweep,idle,"))
+        .unwrap_or_else(|| panic!("no configuration row: {csv}"))
+        .split(',')
+        .collect();
+    assert_eq!(row.len(), columns, "{row:?}");
+    let saving: f64 = row[12].parse().unwrap();
+    let want = comparison["annual_saving"].as_f64().unwrap();
+    assert!((saving - want).abs() <= 0.005, "{row:?} against {want}");
+    assert!(!row[4].is_empty(), "the watts' interval: {row:?}");
 }
 
 #[test]
@@ -619,7 +699,7 @@ fn the_idle_sections_wall_draw_is_the_configured_meter_not_the_first_by_name() {
             ts,
             "cpu",
             Metric::PackageResidency,
-            &channel::all("PC2"),
+            channel::all("PC2"),
             0.5,
         ));
     }

@@ -348,6 +348,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
         "phases": plan.phases, "phase_s": plan.phase.as_secs_f64(),
         "max_settle_s": plan.max_settle.as_secs_f64(), "ci_method": "batch means, Welch-Satterthwaite",
     });
+    let fingerprint = crate::sweep::fingerprint::gather(&root, &config.host.name, &meter_desc);
     let run_id = idle_store::begin_run(
         &store,
         &config.host.name,
@@ -403,6 +404,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
                     phases: serde_json::to_value(&o.phases)?,
                 };
                 idle_store::save_effect(&store, &effect)?;
+                crate::idle::configs::save(&store, &fingerprint, &effect, &o)?;
                 say(&bar, &effect_line(&effect, config));
                 for p in o.phases.iter().filter(|p| p.unsettled) {
                     say(

@@ -366,12 +366,22 @@ fn sweep_config_input(s: &crate::sweep::persist::StoredSweep) -> ConfigInput {
                 .unwrap_or_default(),
         })
         .collect();
+    let pairing = crate::idle::configs::Pairing::of_settings(s.settings.as_ref());
     ConfigInput {
         name: s.name.clone(),
         kind: ConfigKind::Sweep,
         host: s.host.clone(),
         fingerprint: s.fingerprint.clone(),
-        description: Some(format!("swept with {} ({})", s.meter, s.kinds)),
+        description: Some(
+            crate::idle::configs::describe(s.settings.as_ref(), &s.meter)
+                .unwrap_or_else(|| format!("swept with {} ({})", s.meter, s.kinds)),
+        ),
+        paired: pairing.map(|p| crate::report::Paired {
+            against: p.against,
+            against_watts: p.baseline_w,
+            delta_watts: p.delta_w,
+            delta_ci95_watts: p.delta_ci95_w,
+        }),
         modes: Vec::new(),
         fit,
         levels,

@@ -23,7 +23,8 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::input::{
-    ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, LevelInput, ModeInput, ReportInput,
+    ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, LevelInput, ModeInput, Paired,
+    ReportInput,
 };
 use super::measured::measured_report;
 pub use super::measured::{DayFigure, GapReport, MeasuredReport, ModelledReport};
@@ -193,6 +194,10 @@ pub struct ConfigReport {
     /// Average watts under this machine's measured utilisation history.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duty_cycle: Option<ModeReport>,
+    /// Measured against another configuration in alternating phases (`wattson idle
+    /// --measure`); its comparison is with that one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired: Option<Paired>,
 }
 
 /// One mode's annual figures.
@@ -297,6 +302,11 @@ pub struct ComparisonReport {
     pub co2_kg_saved: Option<f64>,
     /// The saving in every mode both configurations have.
     pub per_mode: Vec<ModeSaving>,
+    /// The 95 % half-width of `to_watts - from_watts` where that difference was measured
+    /// directly, in alternating phases (`wattson idle --measure`); the saving's interval then
+    /// rests on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta_ci95_watts: Option<f64>,
 }
 
 /// The saving in one mode.
@@ -637,6 +647,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
                 })
                 .collect(),
             duty_cycle,
+            paired: c.paired.clone(),
         });
     }
 
@@ -877,6 +888,9 @@ fn headline_watts(r: &ConfigReport, headline: &str) -> Option<f64> {
     }
 }
 
+/// Comparisons from the baseline to each other configuration, except that a configuration
+/// measured against another in alternating phases ([`Paired`]) is compared with that one, at
+/// idle, by the difference measured (when both are in the report).
 fn comparisons(
     reports: &[ConfigReport],
     headline: &str,
@@ -884,7 +898,7 @@ fn comparisons(
     opts: &super::input::ReportOptions,
     notes: &mut Vec<String>,
 ) -> Vec<ComparisonReport> {
-    let Some((base, rest)) = reports.split_first() else {
+    let Some(base) = reports.first() else {
         return Vec::new();
     };
     let at = |r: &ConfigReport| -> Option<ModeReport> {
@@ -896,7 +910,16 @@ fn comparisons(
     };
     let figure = |m: &ModeReport| pricer.figure(m.watts, m.ci95_watts);
     let mut out = Vec::new();
-    for to in rest {
+    for (i, to) in reports.iter().enumerate() {
+        if let Some(p) = &to.paired
+            && let Some(from) = reports.iter().find(|r| r.name == p.against)
+        {
+            out.push(paired_comparison(from, to, p, pricer, opts));
+            continue;
+        }
+        if i == 0 {
+            continue;
+        }
         let (Some(a), Some(b)) = (at(base), at(to)) else {
             notes.push(format!(
                 "{:?} -> {:?}: not compared at {headline}, which one of them lacks",
@@ -925,36 +948,86 @@ fn comparisons(
                 })
             })
             .collect();
-        out.push(ComparisonReport {
-            from: c.from,
-            to: c.to,
-            mode: headline.to_string(),
-            from_watts: a.watts,
-            to_watts: b.watts,
-            annual_kwh_saved: c.annual_kwh_saved,
-            annual_saving: c.annual_saving,
-            annual_saving_ci95: c.annual_saving_ci95,
-            upgrade_cost: upgrade,
-            payback_years: c.payback_years,
-            payback_years_low: c
-                .payback_years
-                .zip(upgrade)
-                .zip(c.annual_saving_ci95)
-                .map(|((_, u), ci)| u / (c.annual_saving + ci)),
-            payback_years_high: c
-                .payback_years
-                .zip(upgrade)
-                .zip(c.annual_saving_ci95)
-                .filter(|_| {
-                    c.annual_saving_ci95
-                        .is_some_and(|ci| c.annual_saving - ci > 0.0)
-                })
-                .map(|((_, u), ci)| u / (c.annual_saving - ci)),
-            co2_kg_saved: c.co2_kg_saved,
-            per_mode,
-        });
+        out.push(comparison_report(
+            c, headline, a.watts, b.watts, upgrade, per_mode, None,
+        ));
     }
     out
+}
+
+/// `to` against `from`, at idle, by the difference `p` measured in alternating phases.
+fn paired_comparison(
+    from: &ConfigReport,
+    to: &ConfigReport,
+    p: &Paired,
+    pricer: &Pricer,
+    opts: &super::input::ReportOptions,
+) -> ComparisonReport {
+    let (from_w, to_w) = (p.against_watts, p.against_watts + p.delta_watts);
+    let upgrade = opts.upgrade_cost.or(to.upgrade_cost);
+    let mut c = compare(
+        &from.name,
+        &pricer.figure(from_w, None),
+        &to.name,
+        &pricer.figure(to_w, None),
+        upgrade,
+        opts.co2_g_per_kwh,
+    );
+    c.annual_saving_ci95 = Some(pricer.figure(p.delta_ci95_watts.abs(), None).cost);
+    let per_mode = vec![ModeSaving {
+        mode: "idle".to_owned(),
+        annual_kwh_saved: c.annual_kwh_saved,
+        annual_saving: c.annual_saving,
+    }];
+    comparison_report(
+        c,
+        "idle",
+        from_w,
+        to_w,
+        upgrade,
+        per_mode,
+        Some(p.delta_ci95_watts.abs()),
+    )
+}
+
+fn comparison_report(
+    c: crate::analysis::cost::Comparison,
+    mode: &str,
+    from_watts: f64,
+    to_watts: f64,
+    upgrade: Option<f64>,
+    per_mode: Vec<ModeSaving>,
+    delta_ci95_watts: Option<f64>,
+) -> ComparisonReport {
+    ComparisonReport {
+        mode: mode.to_string(),
+        from_watts,
+        to_watts,
+        annual_kwh_saved: c.annual_kwh_saved,
+        annual_saving: c.annual_saving,
+        annual_saving_ci95: c.annual_saving_ci95,
+        upgrade_cost: upgrade,
+        payback_years: c.payback_years,
+        payback_years_low: c
+            .payback_years
+            .zip(upgrade)
+            .zip(c.annual_saving_ci95)
+            .map(|((_, u), ci)| u / (c.annual_saving + ci)),
+        payback_years_high: c
+            .payback_years
+            .zip(upgrade)
+            .zip(c.annual_saving_ci95)
+            .filter(|_| {
+                c.annual_saving_ci95
+                    .is_some_and(|ci| c.annual_saving - ci > 0.0)
+            })
+            .map(|((_, u), ci)| u / (c.annual_saving - ci)),
+        co2_kg_saved: c.co2_kg_saved,
+        per_mode,
+        delta_ci95_watts,
+        from: c.from,
+        to: c.to,
+    }
 }
 
 #[cfg(test)]
@@ -993,6 +1066,7 @@ mod tests {
             levels: vec![],
             upgrade_cost: None,
             status: ConfigStatus::Complete,
+            paired: None,
         }
     }
 
@@ -1186,6 +1260,73 @@ mod tests {
         ));
         let fit = r.configs[0].fit.as_ref().unwrap();
         assert!(close(fit.per_loop_annual_cost, 15.0 * 8.76 * 0.09));
+    }
+
+    #[test]
+    fn a_setting_measured_in_alternating_phases_is_compared_with_idle_as_found() {
+        let idle = |name: &str, w: f64| ConfigInput {
+            kind: ConfigKind::Sweep,
+            modes: vec![ModeInput {
+                name: "idle".into(),
+                watts: w,
+                ci95_watts: Some(0.5),
+                warnings: vec![],
+            }],
+            ..manual(name, &[])
+        };
+        let aspm = ConfigInput {
+            paired: Some(Paired {
+                against: "idle as found".into(),
+                against_watts: 40.2,
+                delta_watts: -3.0,
+                delta_ci95_watts: 0.4,
+            }),
+            ..idle("idle with ASPM powersave", 37.1)
+        };
+        let r = build(&input(
+            flat(0.30),
+            vec![
+                idle("idle as found", 40.0),
+                aspm,
+                manual("old box", &[("idle", 240.0)]),
+            ],
+            None,
+        ))
+        .unwrap();
+        let names: Vec<(&str, &str)> = r
+            .comparisons
+            .iter()
+            .map(|c| (c.from.as_str(), c.to.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("old box", "idle as found"),
+                ("idle as found", "idle with ASPM powersave")
+            ]
+        );
+        let c = &r.comparisons[1];
+        // The difference measured, not the difference of the two configurations' means.
+        assert!(
+            close(c.from_watts, 40.2) && close(c.to_watts, 37.2),
+            "{c:?}"
+        );
+        assert!(close(c.annual_kwh_saved, 26.28), "{c:?}");
+        assert!(close(c.annual_saving, 7.884), "{c:?}");
+        assert!(
+            close(c.annual_saving_ci95.unwrap(), 0.4 * 8.76 * 0.30),
+            "{c:?}"
+        );
+        assert_eq!(c.delta_ci95_watts, Some(0.4));
+        assert_eq!(r.comparisons[0].delta_ci95_watts, None);
+        let text = crate::report::render(&r, crate::report::Format::Table).unwrap();
+        assert!(
+            text.contains(
+                "idle as found -> idle with ASPM powersave at idle: 40.2 W -> 37.2 W (-3.0 +/- \
+                 0.4 W, measured in alternating phases) saves 26.28 kWh, GBP 7.88 ± 1.05/yr"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
