@@ -724,3 +724,28 @@ fn the_idle_sections_wall_draw_is_the_configured_meter_not_the_first_by_name() {
         "{text}"
     );
 }
+
+/// Without the msr device and with a perf PMU the kernel does not describe fully (no `type`),
+/// `wattson idle` says why neither can be read, naming both; nothing is opened.
+#[test]
+fn without_the_msrs_or_the_perf_pmu_idle_names_both() {
+    let env = TestEnv::new();
+    let root = env.path("machine");
+    intel_desktop(&root);
+    std::fs::remove_file(root.join("dev/cpu/0/msr")).unwrap();
+    let config = env.path("wattson.toml");
+    std::fs::write(&config, host_toml(&root, &env.db)).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&run_ok(&config, &["idle", "--json", "--sample", "100ms"])).unwrap();
+    let why = v["package"]["unavailable"]["reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("the residency MSRs cannot be read (no ")
+            && why.contains("modprobe msr")
+            && why.contains("nor the perf PMU that has the same counters (reading ")
+            && why.contains("cstate_pkg/type"),
+        "{why}"
+    );
+    assert_eq!(v["package"]["readable"], false);
+    let text = run_ok(&config, &["idle", "--sample", "100ms"]);
+    assert!(text.contains("nor the perf PMU"), "{text}");
+}

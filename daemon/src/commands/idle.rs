@@ -125,9 +125,9 @@ pub fn render(r: &IdleReport, config: &Config) -> String {
     let p = &r.package;
     let source = if p.readable {
         format!(
-            "{}, from the residency MSRs in {}",
+            "{}, from {}",
             p.platform.as_deref().unwrap_or("intel"),
-            p.files.join(", ")
+            p.source.as_deref().unwrap_or("the residency MSRs")
         )
     } else {
         "not readable here".to_owned()

@@ -298,7 +298,7 @@ pub fn lines(r: &IdleReport, currency: &str) -> Vec<String> {
     if r.residency.is_empty() {
         out.push(
             "package C-states: no history (the daemon records them where it can read the \
-             residency MSRs: `wattson idle` says why not)"
+             residency MSRs or the cstate_pkg perf PMU: `wattson idle` says why not)"
                 .to_owned(),
         );
     } else {
