@@ -350,35 +350,6 @@ fn without_write_access_measure_is_refused_and_nothing_changes() {
     only_allowlist_written(&b, &before, &[]);
 }
 
-/// Advance the package and core counters of the Intel desktop as a machine idling with its
-/// cores 78 % in C6 and its package 30 % in PC2 and 70 % in PC3 (never PC6 or deeper),
-/// until `stop`: the TSC at 3.3 GHz of wall time, cpuidle `time` in microseconds.
-fn advance_counters(root: &Path, stop: &std::sync::atomic::AtomicBool) {
-    use std::sync::atomic::Ordering;
-    let t0 = Instant::now();
-    while !stop.load(Ordering::SeqCst) {
-        let us = t0.elapsed().as_micros() as u64;
-        let tsc = us * 3_300;
-        wattson_tests::idle::write_msr(
-            root,
-            0,
-            &[
-                (0x10, 1_000_000 + tsc),
-                (0x60D, tsc * 3 / 10),
-                (0x3F8, tsc * 7 / 10),
-            ],
-        );
-        for cpu in 0..8 {
-            // state3 is C6 on this intel_idle machine.
-            let time = root.join(format!(
-                "sys/devices/system/cpu/cpu{cpu}/cpuidle/state3/time"
-            ));
-            std::fs::write(time, format!("{}\n", us * 78 / 100)).unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn idle_explains_a_package_kept_awake_from_the_daemons_history() {
     let env = TestEnv::new();
@@ -396,7 +367,7 @@ fn idle_explains_a_package_kept_awake_from_the_daemons_history() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let advancer = {
         let (root, stop) = (root.clone(), stop.clone());
-        std::thread::spawn(move || advance_counters(&root, &stop))
+        std::thread::spawn(move || wattson_tests::idle::advance_counters(&root, &stop))
     };
     let mut daemon = Child::run_daemon(&config, &[]);
     // Wait for 80 package samples (8 s at 10 Hz) in the database.
@@ -544,7 +515,7 @@ fn home_assistant_gets_the_deepest_package_state_and_its_residency() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let advancer = {
         let (root, stop) = (root.clone(), stop.clone());
-        std::thread::spawn(move || advance_counters(&root, &stop))
+        std::thread::spawn(move || wattson_tests::idle::advance_counters(&root, &stop))
     };
     let w = Watcher::start(broker.port, "watch-idle", &["wattson/#", "homeassistant/#"]);
     let daemon = Child::run_daemon(&config, &[]);
