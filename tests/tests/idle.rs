@@ -189,6 +189,19 @@ fn report_shows_the_three_in_every_format(config: &Path) {
         .find(|c| c["to"] == "idle with ASPM powersave")
         .unwrap_or_else(|| panic!("no ASPM comparison: {}", json["comparisons"]));
     assert_eq!(comparison["from"], "idle as found", "{comparison}");
+    let kind = |name: &str| {
+        json["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["kind"].clone())
+    };
+    assert_eq!(
+        kind("idle with ASPM powersave"),
+        Some("idle_measure".into())
+    );
+    assert_eq!(kind("idle as found"), Some("idle_measure".into()));
     assert_eq!(comparison["mode"], "idle", "{comparison}");
     let w = |k: &str| comparison[k].as_f64().unwrap();
     assert!(
@@ -226,7 +239,7 @@ fn report_shows_the_three_in_every_format(config: &Path) {
     // found (the comparison's), not against the costliest configuration.
     let row: Vec<&str> = csv
         .lines()
-        .find(|l| l.starts_with("idle with ASPM powersave,sweep,idle,"))
+        .find(|l| l.starts_with("idle with ASPM powersave,idle_measure,idle,"))
         .unwrap_or_else(|| panic!("no configuration row: {csv}"))
         .split(',')
         .collect();

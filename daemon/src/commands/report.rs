@@ -367,14 +367,18 @@ fn sweep_config_input(s: &crate::sweep::persist::StoredSweep) -> ConfigInput {
         })
         .collect();
     let pairing = crate::idle::configs::Pairing::of_settings(s.settings.as_ref());
+    let idle_measure = crate::idle::configs::describe(s.settings.as_ref(), &s.meter);
     ConfigInput {
         name: s.name.clone(),
-        kind: ConfigKind::Sweep,
+        kind: if idle_measure.is_some() {
+            ConfigKind::IdleMeasure
+        } else {
+            ConfigKind::Sweep
+        },
         host: s.host.clone(),
         fingerprint: s.fingerprint.clone(),
         description: Some(
-            crate::idle::configs::describe(s.settings.as_ref(), &s.meter)
-                .unwrap_or_else(|| format!("swept with {} ({})", s.meter, s.kinds)),
+            idle_measure.unwrap_or_else(|| format!("swept with {} ({})", s.meter, s.kinds)),
         ),
         paired: pairing.map(|p| crate::report::Paired {
             against: p.against,

@@ -49,6 +49,9 @@ pub enum ConfigKind {
     Manual,
     /// Measured by `wattson sweep`.
     Sweep,
+    /// Measured at idle only, by `wattson idle --measure` (idle as found, or with one setting
+    /// changed): no loop levels, so no watts at a duty cycle.
+    IdleMeasure,
 }
 
 /// Whether a configuration's measurements ran to the end.

@@ -590,7 +590,9 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
     let mut reports = Vec::with_capacity(configs.len());
     for c in &configs {
         let modes = modes_of(c);
+        // Idle alone says nothing of the watts at a duty cycle.
         let duty_cycle = watts_at(c, &modes)
+            .filter(|_| c.kind != ConfigKind::IdleMeasure)
             .and_then(|f| over_history(utilisation, f))
             .map(|(w, _)| pricer.mode(DUTY_CYCLE, w, None));
         if c.status == ConfigStatus::Partial {
@@ -671,7 +673,16 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
             }
             m.clone()
         }
-        None if reports.len() > 1 && reports.iter().all(|r| r.duty_cycle.is_some()) => {
+        // Configurations measured at idle only do not decide it: they are compared at idle
+        // with the one they were measured against.
+        None if {
+            let modelled: Vec<&ConfigReport> = reports
+                .iter()
+                .filter(|r| r.kind != ConfigKind::IdleMeasure)
+                .collect();
+            modelled.len() > 1 && modelled.iter().all(|r| r.duty_cycle.is_some())
+        } =>
+        {
             DUTY_CYCLE.to_string()
         }
         None => "idle".to_string(),
@@ -1265,7 +1276,7 @@ mod tests {
     #[test]
     fn a_setting_measured_in_alternating_phases_is_compared_with_idle_as_found() {
         let idle = |name: &str, w: f64| ConfigInput {
-            kind: ConfigKind::Sweep,
+            kind: ConfigKind::IdleMeasure,
             modes: vec![ModeInput {
                 name: "idle".into(),
                 watts: w,
@@ -1326,6 +1337,57 @@ mod tests {
                  0.4 W, measured in alternating phases) saves 26.28 kWh, GBP 7.88 ± 1.05/yr"
             ),
             "{text}"
+        );
+
+        // With a duty cycle measured, the swept configurations are compared at it; the idle
+        // measurements have no watts there, and their own comparison stays at idle.
+        let h = 3_600_000;
+        let m = MeasuredInput {
+            utilisation: vec![(0, h, 0.0), (h, 2 * h, 2.0)],
+            cpus: 2,
+            ..MeasuredInput::default()
+        };
+        let aspm = r.configs.iter().find(|c| c.paired.is_some()).unwrap();
+        let paired = ConfigInput {
+            paired: aspm.paired.clone(),
+            ..idle("idle with ASPM powersave", 37.1)
+        };
+        let r = build(&input(
+            flat(0.30),
+            vec![
+                swept("old", 80.0, 30.0),
+                swept("new", 40.0, 15.0),
+                idle("idle as found", 40.0),
+                paired,
+            ],
+            Some(m),
+        ))
+        .unwrap();
+        assert_eq!(r.headline_mode, DUTY_CYCLE);
+        let found = r
+            .configs
+            .iter()
+            .find(|c| c.name == "idle as found")
+            .unwrap();
+        assert!(found.duty_cycle.is_none(), "{found:?}");
+        let modes: Vec<(&str, &str, &str)> = r
+            .comparisons
+            .iter()
+            .map(|c| (c.from.as_str(), c.to.as_str(), c.mode.as_str()))
+            .collect();
+        assert_eq!(
+            modes,
+            [
+                ("old", "new", DUTY_CYCLE),
+                ("idle as found", "idle with ASPM powersave", "idle")
+            ]
+        );
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("\"idle as found\": not compared at duty cycle")),
+            "{:?}",
+            r.notes
         );
     }
 
