@@ -139,7 +139,12 @@ pub fn save(
         store,
         AS_FOUND,
         fingerprint,
-        &outcome(level(o, "A", o.baseline_w, o.baseline_ci95_w)),
+        &outcome(level(
+            o,
+            "A",
+            o.figures.baseline_w,
+            o.figures.baseline_ci95_w,
+        )),
         &found,
     )?;
     let pairing = Pairing {
@@ -157,7 +162,7 @@ pub fn save(
         store,
         &changed_name(&e.name),
         fingerprint,
-        &outcome(level(o, "B", o.changed_w, o.changed_ci95_w)),
+        &outcome(level(o, "B", o.figures.changed_w, o.figures.changed_ci95_w)),
         &serde_json::json!({ "idle_measure": pairing }),
     )?;
     Ok(())

@@ -86,16 +86,9 @@ pub struct Phase {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Outcome {
     pub phases: Vec<Phase>,
-    /// Drift-cancelling mean of the A phases, W, and its 95 % half-width.
-    pub baseline_w: f64,
-    pub baseline_ci95_w: f64,
-    /// Mean of the B phases, W, and its 95 % half-width.
-    pub changed_w: f64,
-    pub changed_ci95_w: f64,
-    /// `changed_w - baseline_w`, W.
-    pub delta_w: f64,
-    /// 95 % half-width of `delta_w`, W.
-    pub delta_ci95_w: f64,
+    /// The phases combined: idle as found, changed, and the difference.
+    #[serde(flatten)]
+    pub figures: Combined,
     /// Readings used, all phases.
     pub n: usize,
     pub started_ms: i64,
@@ -105,7 +98,7 @@ pub struct Outcome {
 impl Outcome {
     /// The interval excludes zero: the meter can tell the difference.
     pub fn has_effect(&self) -> bool {
-        self.delta_w.abs() > self.delta_ci95_w
+        self.figures.delta_w.abs() > self.figures.delta_ci95_w
     }
 }
 
@@ -134,14 +127,17 @@ fn degrees_of_freedom(ci: &MeanCi) -> f64 {
     }
 }
 
-/// Phases A B A ... combined: the drift-cancelling difference and each side's mean, W,
-/// each with its 95 % half-width.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Phases A B A ... combined: each side's mean and the drift-cancelling difference, W, each
+/// with its 95 % half-width.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Combined {
+    /// Drift-cancelling mean of the A phases (idle as found).
     pub baseline_w: f64,
     pub baseline_ci95_w: f64,
+    /// Mean of the B phases (the setting changed).
     pub changed_w: f64,
     pub changed_ci95_w: f64,
+    /// `changed_w - baseline_w`.
     pub delta_w: f64,
     pub delta_ci95_w: f64,
 }
@@ -310,16 +306,12 @@ pub fn measure(
     let Some(phases) = result? else {
         return Ok(None);
     };
-    let c = combine(&phases).ok_or_else(|| anyhow::anyhow!("phases do not alternate A B A"))?;
+    let figures =
+        combine(&phases).ok_or_else(|| anyhow::anyhow!("phases do not alternate A B A"))?;
     Ok(Some(Outcome {
         n: phases.iter().map(|p| p.n).sum(),
         phases,
-        baseline_w: c.baseline_w,
-        baseline_ci95_w: c.baseline_ci95_w,
-        changed_w: c.changed_w,
-        changed_ci95_w: c.changed_ci95_w,
-        delta_w: c.delta_w,
-        delta_ci95_w: c.delta_ci95_w,
+        figures,
         started_ms,
         ended_ms: chrono::Utc::now().timestamp_millis(),
     }))
