@@ -42,7 +42,9 @@ pub struct IdleArgs {
     )]
     pub sample: Duration,
     /// Measure what each setting saves at the wall (root, with a [[meter]]): each one
-    /// changed and put back in turn, A/B/A/B/A/B/A against idle as it was, then restored.
+    /// changed and put back in turn, A/B/A/B/A/B/A against idle as it was, then restored;
+    /// stored as configurations ("idle as found", "idle with <setting>") that `wattson
+    /// report` compares.
     #[arg(long)]
     pub measure: bool,
     /// With --measure: only these settings (comma-separated ids: pcie_aspm, sata_alpm,
