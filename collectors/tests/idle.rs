@@ -4,14 +4,15 @@
 // Helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used)]
 
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wattson_collectors::cpu::{CpuCollector, CpuOptions};
 use wattson_collectors::idle::settings::{self, SettingKind};
-use wattson_collectors::idle::{PackageReader, PcState};
+use wattson_collectors::idle::{CounterId, PackageReader, PcState, PerfCounters};
 use wattson_collectors::{Collector, Metric};
 
 mod common;
@@ -218,11 +219,136 @@ fn kvm_guest_says_why_each_reader_is_unavailable() {
     assert!(why(SettingKind::NmiWatchdog).contains("nmi_watchdog"));
 }
 
+/// A perf event: `(type, config, cpu)`.
+type Event = (u32, u64, usize);
+
+/// Perf counters for tests: each opened event reads what the test set.
+#[derive(Debug, Clone, Default)]
+struct FakeCounters {
+    values: Arc<Mutex<BTreeMap<Event, u64>>>,
+    opened: Arc<Mutex<Vec<Event>>>,
+    reads: Arc<AtomicU64>,
+    /// Every open fails with this OS error.
+    deny: Option<i32>,
+}
+
+impl FakeCounters {
+    fn set(&self, pmu_type: u32, config: u64, value: u64) {
+        self.values
+            .lock()
+            .unwrap()
+            .insert((pmu_type, config, 0), value);
+    }
+}
+
+impl PerfCounters for FakeCounters {
+    fn open(&mut self, pmu_type: u32, config: u64, cpu: usize) -> std::io::Result<CounterId> {
+        if let Some(e) = self.deny {
+            return Err(std::io::Error::from_raw_os_error(e));
+        }
+        let mut opened = self.opened.lock().unwrap();
+        opened.push((pmu_type, config, cpu));
+        Ok(CounterId(opened.len() - 1))
+    }
+
+    fn read(&mut self, id: CounterId) -> std::io::Result<u64> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        let key = self.opened.lock().unwrap()[id.0];
+        Ok(self.values.lock().unwrap().get(&key).copied().unwrap_or(0))
+    }
+}
+
+/// The Intel desktop with its cstate_pkg and msr PMUs complete, and no msr device.
+fn desktop_with_pmu() -> tempfile::TempDir {
+    common::copy_fixtures(&[
+        "intel-adl-desktop",
+        "idle-intel-desktop",
+        "idle-cstate-pkg-pmu",
+    ])
+}
+
 #[test]
-fn a_missing_msr_module_and_a_present_perf_pmu_are_both_named() {
-    let dir = compose("intel-adl-desktop", "idle-intel-desktop");
-    let err = PackageReader::discover(&root_at(dir.path()), &dir.path().join("dev")).unwrap_err();
+fn package_states_come_from_the_cstate_pkg_pmu_where_the_msrs_cannot_be_read() {
+    let dir = desktop_with_pmu();
+    let perf = FakeCounters::default();
+    // cstate_pkg is type 24 (c2 0x00, c3 0x01, c6 0x02, c8 0x04, c10 0x06), msr type 12.
+    perf.set(12, 0, 1_000_000);
+    let mut r = PackageReader::discover_with(
+        &root_at(dir.path()),
+        &dir.path().join("dev"),
+        Box::new(perf.clone()),
+    )
+    .unwrap();
+    let names: Vec<&str> = r.states().iter().map(|s| s.name()).collect();
+    assert_eq!(names, ["PC2", "PC3", "PC6", "PC8", "PC10"]);
+    let source = r.source();
+    assert!(
+        source.contains("cstate_pkg perf PMU (c2-residency, c3-residency, c6-residency")
+            && source.ends_with("on CPU 0"),
+        "{source}"
+    );
+    assert_eq!(r.platform(), "adl");
+    // Opened once: five states and the TSC, on the PMU's CPU.
+    let opened = perf.opened.lock().unwrap().clone();
+    assert_eq!(opened.len(), 6, "{opened:?}");
+    assert!(opened.iter().all(|(_, _, cpu)| *cpu == 0));
+    for tick in 1..=3u64 {
+        // Each tick: 1e6 TSC ticks, 20 % in PC2, 50 % in PC6.
+        perf.set(12, 0, 1_000_000 + tick * 1_000_000);
+        perf.set(24, 0, tick * 200_000);
+        perf.set(24, 2, tick * 500_000);
+        let mut got = BTreeMap::new();
+        r.read(|c, v| {
+            got.insert(c.to_owned(), v);
+        })
+        .unwrap();
+        assert_eq!(got["all/PC2"], 0.2, "{got:?}");
+        assert_eq!(got["all/PC6"], 0.5, "{got:?}");
+        assert_eq!(got["all/PC10"], 0.0, "{got:?}");
+    }
+    // Read per sample, never opened again.
+    assert_eq!(perf.opened.lock().unwrap().len(), 6);
+    assert_eq!(perf.reads.load(Ordering::SeqCst), 6 * 4);
+}
+
+#[test]
+fn without_the_msrs_or_the_pmu_the_reason_names_both() {
+    // The PMU is there, but opening its counters is refused (no CAP_PERFMON).
+    let dir = desktop_with_pmu();
+    let denied = FakeCounters {
+        deny: Some(13),
+        ..FakeCounters::default()
+    };
+    let err = PackageReader::discover_with(
+        &root_at(dir.path()),
+        &dir.path().join("dev"),
+        Box::new(denied),
+    )
+    .unwrap_err();
     assert!(err.reason.contains("modprobe msr"), "{err}");
-    assert!(err.to_string().contains("c10-residency"), "{err}");
-    assert!(err.to_string().contains("CAP_PERFMON"), "{err}");
+    assert!(
+        err.reason.contains("cstate_pkg/c2-residency") && err.reason.contains("CAP_PERFMON"),
+        "{err}"
+    );
+    // No PMU at all.
+    let bare = compose("intel-adl-desktop", "idle-intel-desktop");
+    std::fs::remove_dir_all(bare.path().join("sys/bus/event_source")).unwrap();
+    let err = PackageReader::discover_with(
+        &root_at(bare.path()),
+        &bare.path().join("dev"),
+        Box::new(FakeCounters::default()),
+    )
+    .unwrap_err();
+    assert!(err.reason.contains("modprobe msr"), "{err}");
+    assert!(err.reason.contains("no cstate_pkg perf PMU"), "{err}");
+    // The PMU without the msr PMU's TSC to divide by.
+    let no_tsc = desktop_with_pmu();
+    std::fs::remove_dir_all(no_tsc.path().join("sys/bus/event_source/devices/msr")).unwrap();
+    let err = PackageReader::discover_with(
+        &root_at(no_tsc.path()),
+        &no_tsc.path().join("dev"),
+        Box::new(FakeCounters::default()),
+    )
+    .unwrap_err();
+    assert!(err.reason.contains("tsc event"), "{err}");
 }

@@ -316,6 +316,7 @@ fn sweep() -> ConfigInput {
         levels,
         upgrade_cost: None,
         status: ConfigStatus::Partial,
+        paired: None,
     }
 }
 

@@ -62,6 +62,7 @@ fn swept() -> ConfigInput {
         levels: vec![level(0, 40.0, &[OTHER_LOAD]), level(1, 55.0, &[TIME_CAP])],
         upgrade_cost: None,
         status: ConfigStatus::Complete,
+        paired: None,
     }
 }
 
@@ -82,6 +83,7 @@ fn manual() -> ConfigInput {
         levels: vec![],
         upgrade_cost: None,
         status: ConfigStatus::Complete,
+        paired: None,
     }
 }
 

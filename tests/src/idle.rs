@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::{Child, TestEnv, q, wattson, workspace_root};
 
@@ -343,4 +343,33 @@ pub fn only_allowlist_written(b: &Bench, before: &Snapshot, allowed: &[PathBuf])
         Vec::<PathBuf>::new(),
         "written outside the allowlist"
     );
+}
+
+/// Advance the package and core counters of the Intel desktop as a machine idling with its
+/// cores 78 % in C6 and its package 30 % in PC2 and 70 % in PC3 (never PC6 or deeper),
+/// until `stop`: the TSC at 3.3 GHz of wall time, cpuidle `time` in microseconds.
+pub fn advance_counters(root: &Path, stop: &std::sync::atomic::AtomicBool) {
+    use std::sync::atomic::Ordering;
+    let t0 = Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        let us = t0.elapsed().as_micros() as u64;
+        let tsc = us * 3_300;
+        write_msr(
+            root,
+            0,
+            &[
+                (0x10, 1_000_000 + tsc),
+                (0x60D, tsc * 3 / 10),
+                (0x3F8, tsc * 7 / 10),
+            ],
+        );
+        for cpu in 0..8 {
+            // state3 is C6 on this intel_idle machine.
+            let time = root.join(format!(
+                "sys/devices/system/cpu/cpu{cpu}/cpuidle/state3/time"
+            ));
+            std::fs::write(time, format!("{}\n", us * 78 / 100)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -103,8 +103,35 @@ fn measure_three(interval: &str, phase: &str, seed: u64) {
 }
 
 /// `wattson report --format F` for every format names the idle section and each measured
-/// setting, with the NMI watchdog as no effect.
+/// setting, with the NMI watchdog as no effect; and compares each setting's configuration
+/// with `idle as found` by the difference measured, with its interval and money a year.
 fn report_shows_the_three_in_every_format(config: &Path) {
+    for format in ["table", "markdown", "html"] {
+        let text = run_ok(config, &["report", "--format", format]).replace("&gt;", ">");
+        let line = text
+            .lines()
+            .find(|l| l.contains("idle as found -> idle with ASPM powersave at idle: "))
+            .unwrap_or_else(|| panic!("{format}: no ASPM comparison in {text}"));
+        let delta: f64 = line
+            .split(" W (")
+            .nth(1)
+            .and_then(|t| t.split(" +/- ").next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{format}: no measured difference in {line}"));
+        assert!((delta + 3.0).abs() <= 0.5, "{format}: {line}");
+        assert!(
+            line.contains(" W, measured in alternating phases) saves ")
+                && line.contains("GBP ")
+                && line.contains(" ± ")
+                && line.contains("/yr"),
+            "{format}: {line}"
+        );
+        assert!(
+            text.contains("idle as found -> idle with NMI watchdog off at idle: ")
+                && text.contains("(no effect that this meter can distinguish: "),
+            "{format}: {text}"
+        );
+    }
     for format in ["markdown", "html"] {
         let text = run_ok(config, &["report", "--format", format]);
         assert!(
@@ -140,6 +167,59 @@ fn report_shows_the_three_in_every_format(config: &Path) {
         (aspm["delta_watts"].as_f64().unwrap() + 3.0).abs() <= 0.5,
         "{aspm}"
     );
+    // Stored as configurations, and compared as configurations are.
+    let configs: Vec<&str> = json["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    for name in [
+        "idle as found",
+        "idle with ASPM powersave",
+        "idle with SATA ALPM med_power_with_dipm",
+        "idle with NMI watchdog off",
+    ] {
+        assert!(configs.contains(&name), "{name} not in {configs:?}");
+    }
+    let comparison = json["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["to"] == "idle with ASPM powersave")
+        .unwrap_or_else(|| panic!("no ASPM comparison: {}", json["comparisons"]));
+    assert_eq!(comparison["from"], "idle as found", "{comparison}");
+    let kind = |name: &str| {
+        json["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["kind"].clone())
+    };
+    assert_eq!(
+        kind("idle with ASPM powersave"),
+        Some("idle_measure".into())
+    );
+    assert_eq!(kind("idle as found"), Some("idle_measure".into()));
+    assert_eq!(comparison["mode"], "idle", "{comparison}");
+    let w = |k: &str| comparison[k].as_f64().unwrap();
+    assert!(
+        (w("to_watts") - w("from_watts") + 3.0).abs() <= 0.5,
+        "{comparison}"
+    );
+    assert!(
+        w("delta_ci95_watts") > 0.0 && w("delta_ci95_watts") < 1.0,
+        "{comparison}"
+    );
+    assert!(
+        w("annual_saving") > 0.0 && w("annual_saving_ci95") > 0.0,
+        "{comparison}"
+    );
+    assert!(
+        (w("annual_kwh_saved") - (w("from_watts") - w("to_watts")) * 8.76).abs() < 1e-6,
+        "{comparison}"
+    );
     assert!(aspm["annual_cost_change"].as_f64().unwrap() < 0.0, "{aspm}");
     let csv = run_ok(config, &["report", "--format", "csv"]);
     let rows: Vec<&str> = csv
@@ -155,6 +235,19 @@ fn report_shows_the_three_in_every_format(config: &Path) {
         rows[0].starts_with("ASPM powersave,idle_setting,idle,"),
         "{csv}"
     );
+    // The configuration's row: its watts with their interval, and the saving against idle as
+    // found (the comparison's), not against the costliest configuration.
+    let row: Vec<&str> = csv
+        .lines()
+        .find(|l| l.starts_with("idle with ASPM powersave,idle_measure,idle,"))
+        .unwrap_or_else(|| panic!("no configuration row: {csv}"))
+        .split(',')
+        .collect();
+    assert_eq!(row.len(), columns, "{row:?}");
+    let saving: f64 = row[12].parse().unwrap();
+    let want = comparison["annual_saving"].as_f64().unwrap();
+    assert!((saving - want).abs() <= 0.005, "{row:?} against {want}");
+    assert!(!row[4].is_empty(), "the watts' interval: {row:?}");
 }
 
 #[test]
@@ -270,35 +363,6 @@ fn without_write_access_measure_is_refused_and_nothing_changes() {
     only_allowlist_written(&b, &before, &[]);
 }
 
-/// Advance the package and core counters of the Intel desktop as a machine idling with its
-/// cores 78 % in C6 and its package 30 % in PC2 and 70 % in PC3 (never PC6 or deeper),
-/// until `stop`: the TSC at 3.3 GHz of wall time, cpuidle `time` in microseconds.
-fn advance_counters(root: &Path, stop: &std::sync::atomic::AtomicBool) {
-    use std::sync::atomic::Ordering;
-    let t0 = Instant::now();
-    while !stop.load(Ordering::SeqCst) {
-        let us = t0.elapsed().as_micros() as u64;
-        let tsc = us * 3_300;
-        wattson_tests::idle::write_msr(
-            root,
-            0,
-            &[
-                (0x10, 1_000_000 + tsc),
-                (0x60D, tsc * 3 / 10),
-                (0x3F8, tsc * 7 / 10),
-            ],
-        );
-        for cpu in 0..8 {
-            // state3 is C6 on this intel_idle machine.
-            let time = root.join(format!(
-                "sys/devices/system/cpu/cpu{cpu}/cpuidle/state3/time"
-            ));
-            std::fs::write(time, format!("{}\n", us * 78 / 100)).unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn idle_explains_a_package_kept_awake_from_the_daemons_history() {
     let env = TestEnv::new();
@@ -316,7 +380,7 @@ fn idle_explains_a_package_kept_awake_from_the_daemons_history() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let advancer = {
         let (root, stop) = (root.clone(), stop.clone());
-        std::thread::spawn(move || advance_counters(&root, &stop))
+        std::thread::spawn(move || wattson_tests::idle::advance_counters(&root, &stop))
     };
     let mut daemon = Child::run_daemon(&config, &[]);
     // Wait for 80 package samples (8 s at 10 Hz) in the database.
@@ -464,7 +528,7 @@ fn home_assistant_gets_the_deepest_package_state_and_its_residency() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let advancer = {
         let (root, stop) = (root.clone(), stop.clone());
-        std::thread::spawn(move || advance_counters(&root, &stop))
+        std::thread::spawn(move || wattson_tests::idle::advance_counters(&root, &stop))
     };
     let w = Watcher::start(broker.port, "watch-idle", &["wattson/#", "homeassistant/#"]);
     let daemon = Child::run_daemon(&config, &[]);
@@ -582,4 +646,90 @@ fn disk_spin_state_is_read_without_opening_a_disk() {
             .any(|n| n.starts_with("sd") || n.starts_with("nvme")),
         "a block device was opened: {opened:?}"
     );
+}
+
+/// Regression: the idle section took the wall draw from the first `meter:` series by name,
+/// not from the wall source the rest of the report uses (the configured meter). Two meters
+/// share the database: `a` (a second machine's plug, 100 W, first by name) and `b` (this
+/// machine's configured wall meter, 40 W); the idle hours must be at 40 W.
+#[test]
+fn the_idle_sections_wall_draw_is_the_configured_meter_not_the_first_by_name() {
+    use wattson::store::{Store, StoreOptions, Writer};
+    use wattson_collectors::source::channel;
+    use wattson_collectors::{Metric, Sample};
+
+    let env = TestEnv::new();
+    let config = env.config(&wattson_tests::meter_toml(
+        "b",
+        "pzem004t",
+        &env.path("ttyUSB0"),
+        "1s",
+        None,
+    ));
+    let options = StoreOptions {
+        host: wattson_tests::HOST.to_owned(),
+        ..StoreOptions::default()
+    };
+    let mut writer = Writer::new(Store::open(&env.db, &options).unwrap(), options);
+    // Three whole hours of samples a minute apart, ending at the last hour boundary.
+    let hour = 3_600_000;
+    let end = wattson_tests::now_ms() / hour * hour;
+    let mut batch = Vec::new();
+    for ts in (end - 3 * hour..end).step_by(60_000) {
+        batch.push(Sample::new(ts, "meter:a", Metric::Power, "", 100.0));
+        batch.push(Sample::new(ts, "meter:b", Metric::Power, "", 40.0));
+        batch.push(Sample::new(ts, "cpu", Metric::CpuBusy, channel::ALL, 0.02));
+        batch.push(Sample::new(
+            ts,
+            "cpu",
+            Metric::PackageResidency,
+            channel::all("PC2"),
+            0.5,
+        ));
+    }
+    writer.push(Some(wattson_tests::HOST.to_owned()), batch);
+    writer.flush().unwrap();
+    drop(writer);
+
+    let json: serde_json::Value =
+        serde_json::from_str(&run_ok(&config, &["report", "--format", "json"])).unwrap();
+    assert_eq!(json["measured"]["source"], "meter:b", "{json}");
+    let shallow = &json["idle"]["hours_shallow"];
+    assert_eq!(shallow["hours"], 3, "{json}");
+    assert!(
+        (shallow["mean_wall_watts"].as_f64().unwrap() - 40.0).abs() < 1e-6,
+        "{shallow}"
+    );
+    let text = run_ok(&config, &["report"]);
+    assert!(
+        text.contains(
+            "at the wall: 40.0 W over 3 idle h, in none of which the package reached PC6"
+        ),
+        "{text}"
+    );
+}
+
+/// Without the msr device and with a perf PMU the kernel does not describe fully (no `type`),
+/// `wattson idle` says why neither can be read, naming both; nothing is opened.
+#[test]
+fn without_the_msrs_or_the_perf_pmu_idle_names_both() {
+    let env = TestEnv::new();
+    let root = env.path("machine");
+    intel_desktop(&root);
+    std::fs::remove_file(root.join("dev/cpu/0/msr")).unwrap();
+    let config = env.path("wattson.toml");
+    std::fs::write(&config, host_toml(&root, &env.db)).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&run_ok(&config, &["idle", "--json", "--sample", "100ms"])).unwrap();
+    let why = v["package"]["unavailable"]["reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("the residency MSRs cannot be read (no ")
+            && why.contains("modprobe msr")
+            && why.contains("nor the perf PMU that has the same counters (reading ")
+            && why.contains("cstate_pkg/type"),
+        "{why}"
+    );
+    assert_eq!(v["package"]["readable"], false);
+    let text = run_ok(&config, &["idle", "--sample", "100ms"]);
+    assert!(text.contains("nor the perf PMU"), "{text}");
 }

@@ -11,6 +11,8 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -104,6 +106,8 @@ const SHOWN: &str = r"JSON.stringify({
   cost: document.getElementById('cost-today').textContent,
   energy: document.getElementById('energy-today').textContent,
   health: document.getElementById('health').textContent,
+  package: document.getElementById('package-states').innerText,
+  deepest: document.getElementById('package-deepest').textContent,
   marker: window.wattsonProbe || null,
   report: (() => { try { return document.getElementById('report').contentDocument.body.innerText; } catch (e) { return null; } })(),
   width: document.documentElement.scrollWidth,
@@ -152,20 +156,68 @@ fn screenshot(chromium: &Path, addr: SocketAddr, size: &str, out: &Path) {
     );
 }
 
+/// `wattson run` with `[http]` on the Intel desktop fixture, whose package and core counters
+/// a thread advances (package 30 % PC2, 70 % PC3; cores 78 % C6), with a meter reading
+/// `watts` and a flat tariff of `price` EUR per kWh. Stops the counters on drop.
+struct LiveDaemon {
+    _daemon: Child,
+    addr: SocketAddr,
+    meter: SettableMeter,
+    stop: Arc<AtomicBool>,
+    advancer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LiveDaemon {
+    fn start(env: &TestEnv, watts: f64, price: f64) -> LiveDaemon {
+        let root = env.path("machine");
+        wattson_tests::idle::intel_desktop(&root);
+        let stop = Arc::new(AtomicBool::new(false));
+        let advancer = {
+            let (root, stop) = (root.clone(), stop.clone());
+            std::thread::spawn(move || wattson_tests::idle::advance_counters(&root, &stop))
+        };
+        let meter = SettableMeter::start(watts);
+        let config = env.path("wattson.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "{}flush_interval = \"200ms\"\n{}\n[tariff]\ncurrency = \"EUR\"\nprice_per_kwh = \
+                 {price}\ntimezone = \"UTC\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n",
+                wattson_tests::idle::host_toml(&root, &env.db),
+                meter_toml("wall", "line", &meter.path, "250ms", None)
+            ),
+        )
+        .unwrap();
+        let daemon = Child::run_daemon(&config, &[]);
+        let addr = bound_addr(&daemon);
+        LiveDaemon {
+            _daemon: daemon,
+            addr,
+            meter,
+            stop,
+            advancer: Some(advancer),
+        }
+    }
+}
+
+impl Drop for LiveDaemon {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(a) = self.advancer.take() {
+            let _ = a.join();
+        }
+    }
+}
+
 #[test]
 fn the_live_page_shows_the_meters_watts_and_todays_cost_and_follows_them() {
     let Some(chromium) = chromium() else {
         return;
     };
     let env = TestEnv::new();
-    let meter = SettableMeter::start(100.0);
     // A price that makes seconds of energy worth cents, so today's cost visibly moves.
-    let config = env.config(&format!(
-        "{}\n[tariff]\ncurrency = \"EUR\"\nprice_per_kwh = 2000.0\ntimezone = \"UTC\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n",
-        meter_toml("wall", "line", &meter.path, "250ms", None)
-    ));
-    let daemon = Child::run_daemon(&config, &[]);
-    let addr = bound_addr(&daemon);
+    let live = LiveDaemon::start(&env, 100.0, 2000.0);
+    let (addr, meter) = (live.addr, &live.meter);
 
     let profile = tempfile::tempdir().unwrap();
     let mut browser = Child::spawn({
@@ -202,6 +254,16 @@ fn the_live_page_shows_the_meters_watts_and_todays_cost_and_follows_them() {
     let first = wait_shown(&mut cdp, "100.0 W and a cost", |s| {
         s["watts"] == "100.0 W" && s["cost"].as_str().is_some_and(|c| c.starts_with("EUR "))
     });
+    // The package's C-states beside the cores': the states it reached, deepest first.
+    let package = wait_shown(&mut cdp, "the package C-states", |s| {
+        s["deepest"] == "deepest reached: PC3"
+    });
+    let lines: Vec<&str> = package["package"].as_str().unwrap().lines().collect();
+    assert_eq!(lines.len(), 2, "{package}");
+    assert!(
+        lines[0].starts_with("PC3: ") && lines[1].starts_with("PC2: "),
+        "{package}"
+    );
     cdp.eval("window.wattsonProbe = 'the same page'");
     meter.set(250.0);
     let after = wait_shown(&mut cdp, "250.0 W and a new cost", |s| {
@@ -249,4 +311,34 @@ fn the_live_page_shows_the_meters_watts_and_todays_cost_and_follows_them() {
     std::fs::create_dir_all(&shots).unwrap();
     screenshot(&chromium, addr, "1100,1400", &shots.join("desktop.png"));
     screenshot(&chromium, addr, "390,1200", &shots.join("phone.png"));
+}
+
+/// README.md's screenshot (`dashboards/live-page.png`): the live page of the Intel desktop
+/// fixture at a realistic price, 41.5 W at the wall and EUR 0.30 per kWh. Rerun with
+/// `cargo build -p wattson --bin wattson && cargo test -p wattson-tests --test live_page --
+/// --ignored readme_screenshot`.
+#[test]
+#[ignore = "writes dashboards/live-page.png, README.md's screenshot"]
+fn readme_screenshot_of_the_live_page() {
+    let chromium = chromium().expect("chromium (apt-get install chromium)");
+    let env = TestEnv::new();
+    let live = LiveDaemon::start(&env, 41.5, 0.30);
+    // A few seconds of history, and every card filled in.
+    wait_for(
+        "every figure of /live.json",
+        Duration::from_secs(60),
+        || {
+            let r = wattson_tests::http::get(live.addr, "/live.json", &[])?;
+            let v: Value = serde_json::from_str(&r.body).ok()?;
+            (v["power"]["watts"] == 41.5
+                && v["package_deepest_reached"] == "PC3"
+                && v["energy_today_kwh"]
+                    .as_f64()
+                    .is_some_and(|e| e * 3.6e6 / 41.5 >= 5.0)
+                && v["annual_projection"].as_f64().is_some())
+            .then_some(())
+        },
+    );
+    let out = wattson_tests::workspace_root().join("dashboards/live-page.png");
+    screenshot(&chromium, live.addr, "1100,1400", &out);
 }

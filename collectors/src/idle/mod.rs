@@ -1,5 +1,5 @@
 //! What idle is made of, on injected roots: package C-state residency ([`package`], from the
-//! residency MSRs under `[host] devfs`), which counters a CPU model has ([`cpu_model`]), and
+//! residency MSRs under `[host] devfs`, else the `cstate_pkg` perf PMU: [`perf`]), which counters a CPU model has ([`cpu_model`]), and
 //! the device power settings that keep a package awake ([`settings`]).
 //!
 //! Nothing here writes: [`settings`] reads values and says which lower-power value exists;
@@ -7,7 +7,9 @@
 
 pub mod cpu_model;
 pub mod package;
+pub mod perf;
 pub mod settings;
 
 pub use cpu_model::{CpuIdentity, PackageLimit, PcState, Vendor};
 pub use package::{PackageReader, PackageUnavailable};
+pub use perf::{CounterId, PerfCounters, PerfEventOpen};

@@ -1,21 +1,22 @@
 //! Package C-state residency (PC2 .. PC10) from Intel's residency MSRs, read as
 //! `<devfs>/cpu/N/msr` at the MSR's offset (Documentation/arch/x86/msr... the `msr` module,
 //! `modprobe msr`, root with CAP_SYS_RAWIO), against the TSC as turbostat does: each state's
-//! share of an interval is `delta(PCn) / delta(TSC)`, 0..1.
+//! share of an interval is `delta(PCn) / delta(TSC)`, 0..1. Where the MSRs cannot be read,
+//! the same counters through the kernel's `cstate_pkg` perf PMU ([`super::perf`]), opened once
+//! and read per tick.
 //!
 //! One CPU per package is read (the package's counters are the same from any of its CPUs),
-//! through one open file and a fixed 8-byte buffer: a handful of `pread`s per package per
-//! tick.
+//! through one open file and a fixed 8-byte buffer: a handful of `pread`s (or perf `read`s)
+//! per package per tick.
 //!
 //! The msr driver's character device answers 8 bytes at offset = MSR number, so adjacent
 //! MSRs (PC3 0x3F8, PC6 0x3F9) overlap as byte ranges. A regular file cannot hold them that
 //! way, so a regular file in place of the device (a fixture tree, a saved capture) is read as
-//! an array of little-endian u64 indexed by MSR number: offset = 8 x MSR. Where the MSRs cannot be read, [`PackageUnavailable`] says why and what the machine
-//! has instead: a virtual machine (the package is the host's), an AMD CPU (AMD documents no
-//! package residency counters), a model outside turbostat's table, no `msr` module, no root.
-//! The kernel's `cstate_pkg` perf PMU exposes the same counters, but reading it needs
-//! `perf_event_open` (one system-wide event per state and package, `CAP_PERFMON`); wattson
-//! does not open perf events, and says so when that PMU is present.
+//! an array of little-endian u64 indexed by MSR number: offset = 8 x MSR. Where neither the
+//! MSRs nor the PMU can be read, [`PackageUnavailable`] says why for both, and what the
+//! machine has instead: a virtual machine (the package is the host's), an AMD CPU (AMD
+//! documents no package residency counters), a model outside turbostat's table and unknown to
+//! the kernel's PMU, no `msr` module, no root, no CAP_PERFMON.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
@@ -24,18 +25,17 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::cpu_model::{
-    CpuIdentity, IntelPlatform, MSR_PKG_CST_CONFIG_CONTROL, MSR_TSC, PackageLimit, PcState, Vendor,
-    intel_platform, read_opt,
+    CpuIdentity, IntelPlatform, LimitEncoding, MSR_PKG_CST_CONFIG_CONTROL, MSR_TSC, PackageLimit,
+    PcState, Vendor, intel_platform, read_opt,
 };
+pub use super::perf::CSTATE_PKG_PMU;
+use super::perf::{CounterId, CstatePmu, PerfCounters, PerfEventOpen};
 use crate::CollectError;
 use crate::cpu::topology::read_topology;
 use crate::sysroot::SysRoot;
 
 /// `EIO`: what the msr driver answers for an MSR the CPU does not have.
 const EIO: i32 = 5;
-
-/// Where the perf PMU with the same counters appears in sysfs.
-pub const CSTATE_PKG_PMU: &str = "bus/event_source/devices/cstate_pkg";
 
 /// Why package C-states cannot be read here, and what the machine offers instead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -63,14 +63,27 @@ struct Counters {
     states: [Option<u64>; 7],
 }
 
+/// Where one package's counters are read.
+#[derive(Debug)]
+enum Counter {
+    /// The msr device (or a file standing in for it).
+    Msr(Msr),
+    /// Perf counters opened on the package's CPU: the TSC, then each state.
+    Perf {
+        tsc: CounterId,
+        states: Vec<CounterId>,
+    },
+}
+
 #[derive(Debug)]
 struct Package {
     /// `physical_package_id`.
     id: u32,
-    /// The CPU whose msr file is read.
+    /// The CPU whose counters are read.
     cpu: usize,
+    /// The msr file, or the PMU's sysfs directory.
     path: PathBuf,
-    file: Msr,
+    counter: Counter,
     prev: Option<Counters>,
     /// `packageN/<state>`, parallel to the reader's states.
     channels: Vec<String>,
@@ -80,6 +93,8 @@ struct Package {
 #[derive(Debug)]
 pub struct PackageReader {
     platform: IntelPlatform,
+    /// The perf counters, when the PMU is read instead of the MSRs.
+    perf: Option<(Box<dyn PerfCounters>, String)>,
     packages: Vec<Package>,
     /// `all/<state>`, parallel to `platform.states`.
     all_channels: Vec<String>,
@@ -114,17 +129,37 @@ fn read_msr(msr_file: &Msr, buf: &mut [u8; 8], msr: u64) -> std::io::Result<u64>
     Ok(u64::from_le_bytes(*buf))
 }
 
-/// The perf PMU's event names, when the kernel exposes `cstate_pkg`.
-fn cstate_pkg_events(root: &SysRoot) -> Option<Vec<String>> {
-    let dir = root.sys_path(CSTATE_PKG_PMU).join("events");
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with("-residency"))
-        .collect();
-    names.sort();
-    Some(names)
+/// One package's counters now: the TSC (an error fails the package this time) and each of
+/// `msrs`' states (`None` where that read failed).
+fn read_counters(
+    counter: &Counter,
+    perf: Option<&mut Box<dyn PerfCounters>>,
+    buf: &mut [u8; 8],
+    msrs: &[u64],
+    states: usize,
+) -> std::io::Result<Counters> {
+    let mut now = Counters {
+        tsc: 0,
+        states: [None; 7],
+    };
+    match (counter, perf) {
+        (Counter::Msr(file), _) => {
+            now.tsc = read_msr(file, buf, MSR_TSC)?;
+            for (i, &msr) in msrs.iter().take(states).enumerate() {
+                now.states[i] = read_msr(file, buf, msr).ok();
+            }
+        }
+        (Counter::Perf { tsc, states: ids }, Some(perf)) => {
+            now.tsc = perf.read(*tsc)?;
+            for (i, id) in ids.iter().take(states).enumerate() {
+                now.states[i] = perf.read(*id).ok();
+            }
+        }
+        (Counter::Perf { .. }, None) => {
+            return Err(std::io::Error::from(std::io::ErrorKind::NotConnected));
+        }
+    }
+    Ok(now)
 }
 
 /// What a machine without readable package counters has, in words.
@@ -149,25 +184,39 @@ fn alternatives(root: &SysRoot) -> Vec<String> {
     if rapl.exists() {
         has.push("package energy from RAPL (powercap intel-rapl:0)".to_owned());
     }
-    if let Some(events) = cstate_pkg_events(root) {
-        has.push(format!(
-            "the kernel's cstate_pkg perf PMU ({}), which wattson does not read: it needs \
-             perf_event_open with CAP_PERFMON",
-            if events.is_empty() {
-                "no residency events".to_owned()
-            } else {
-                events.join(", ")
-            }
-        ));
-    }
     has
+}
+
+/// `packageN/<state>` for each state with several packages; empty strings with one (only
+/// the `all/<state>` channels are emitted then).
+fn package_channels(states: &[PcState], pkg: u32, many: bool) -> Vec<String> {
+    states
+        .iter()
+        .map(|s| {
+            if many {
+                format!("package{pkg}/{}", s.name())
+            } else {
+                String::new()
+            }
+        })
+        .collect()
 }
 
 impl PackageReader {
     /// Find the package counters of this machine: `root` for cpuinfo, topology and sysfs,
-    /// `dev` for `cpu/N/msr`. Reads every counter once, so the first [`PackageReader::read`]
+    /// `dev` for `cpu/N/msr`; where the MSRs cannot be read, the `cstate_pkg` perf PMU through
+    /// `perf_event_open(2)`. Reads every counter once, so the first [`PackageReader::read`]
     /// already has an interval.
     pub fn discover(root: &SysRoot, dev: &Path) -> Result<PackageReader, PackageUnavailable> {
+        Self::discover_with(root, dev, Box::new(PerfEventOpen::default()))
+    }
+
+    /// As [`PackageReader::discover`], opening the PMU's counters through `perf`.
+    pub fn discover_with(
+        root: &SysRoot,
+        dev: &Path,
+        perf: Box<dyn PerfCounters>,
+    ) -> Result<PackageReader, PackageUnavailable> {
         let unavailable = |reason: String| PackageUnavailable {
             reason,
             has: alternatives(root),
@@ -185,7 +234,7 @@ impl PackageReader {
                 id.describe()
             )));
         }
-        let platform = match id.vendor {
+        match id.vendor {
             Vendor::Amd | Vendor::Hygon => {
                 return Err(unavailable(format!(
                     "{}: AMD documents no package C-state residency counters (turbostat shows none \
@@ -200,16 +249,11 @@ impl PackageReader {
                     id.describe()
                 )));
             }
-            Vendor::Intel => match (id.family, id.model.and_then(intel_platform)) {
-                (Some(6), Some(p)) => p,
-                _ => {
-                    return Err(unavailable(format!(
-                        "{}: not in turbostat's table of Intel models with package C-state \
-                         counters, so wattson does not guess which MSRs it has",
-                        id.describe()
-                    )));
-                }
-            },
+            Vendor::Intel => {}
+        }
+        let table = match (id.family, id.model.and_then(intel_platform)) {
+            (Some(6), Some(p)) => Some(p),
+            _ => None,
         };
         let topology = read_topology(root).map_err(|e| {
             unavailable(format!(
@@ -217,56 +261,49 @@ impl PackageReader {
                 crate::ErrorChain(&e)
             ))
         })?;
+        let places: Vec<(u32, usize)> = topology
+            .cpus
+            .iter()
+            .map(|p| (p.package_id.unwrap_or(0), p.cpu))
+            .collect();
         let mut first: Vec<(u32, usize)> = Vec::new();
-        for place in &topology.cpus {
-            let pkg = place.package_id.unwrap_or(0);
+        for &(pkg, cpu) in &places {
             if !first.iter().any(|(p, _)| *p == pkg) {
-                first.push((pkg, place.cpu));
+                first.push((pkg, cpu));
             }
         }
         if first.is_empty() {
             return Err(unavailable("no online CPUs listed".to_owned()));
         }
-        let many = first.len() > 1;
-        let mut packages = Vec::new();
-        for (pkg, cpu) in first {
-            let path = dev.join(format!("cpu/{cpu}/msr"));
-            let file = Msr::open(&path).map_err(|e| {
-                unavailable(match e.kind() {
-                    std::io::ErrorKind::NotFound => format!(
-                        "no {}: the msr module is not loaded (`modprobe msr`, or \
-                         `echo msr > /etc/modules-load.d/msr.conf` to keep it)",
-                        path.display()
-                    ),
-                    std::io::ErrorKind::PermissionDenied => format!(
-                        "{} needs root (the msr driver asks for CAP_SYS_RAWIO): run `sudo \
-                         wattson idle`; the installed service lacks that capability unless a \
-                         drop-in grants it (README: Why is idle high?)",
-                        path.display()
-                    ),
-                    _ => format!("opening {}: {e}", path.display()),
-                })
-            })?;
-            packages.push(Package {
-                id: pkg,
-                cpu,
-                channels: platform
-                    .states
-                    .iter()
-                    .map(|s| {
-                        if many {
-                            format!("package{pkg}/{}", s.name())
-                        } else {
-                            String::new()
-                        }
-                    })
-                    .collect(),
-                path,
-                file,
-                prev: None,
-            });
+        let msr_why = match &table {
+            Some(platform) => match Self::open_msrs(platform.clone(), &first, dev) {
+                Ok(reader) => return Ok(reader),
+                Err(why) => why,
+            },
+            None => format!(
+                "{}: not in turbostat's table of Intel models with package C-state counters, so \
+                 wattson does not guess which MSRs it has",
+                id.describe()
+            ),
+        };
+        match Self::open_pmu(root, table, &first, &places, perf) {
+            Ok(reader) => {
+                tracing::info!("package C-states through the perf PMU: {msr_why}");
+                Ok(reader)
+            }
+            Err(pmu_why) => Err(unavailable(format!(
+                "the residency MSRs cannot be read ({msr_why}), nor the perf PMU that has the \
+                 same counters ({pmu_why})"
+            ))),
         }
-        let mut reader = PackageReader {
+    }
+
+    fn new(
+        platform: IntelPlatform,
+        packages: Vec<Package>,
+        perf: Option<(Box<dyn PerfCounters>, String)>,
+    ) -> PackageReader {
+        PackageReader {
             all_channels: platform
                 .states
                 .iter()
@@ -274,45 +311,163 @@ impl PackageReader {
                 .collect(),
             sums: vec![(0.0, 0); platform.states.len()],
             platform,
+            perf,
             packages,
             limit: None,
             buf: [0; 8],
-        };
+        }
+    }
+
+    /// The residency MSRs of `platform`, read from the first CPU of each package.
+    fn open_msrs(
+        platform: IntelPlatform,
+        first: &[(u32, usize)],
+        dev: &Path,
+    ) -> Result<PackageReader, String> {
+        let many = first.len() > 1;
+        let mut packages = Vec::new();
+        for &(pkg, cpu) in first {
+            let path = dev.join(format!("cpu/{cpu}/msr"));
+            let file = Msr::open(&path).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => format!(
+                    "no {}: the msr module is not loaded (`modprobe msr`, or \
+                     `echo msr > /etc/modules-load.d/msr.conf` to keep it)",
+                    path.display()
+                ),
+                std::io::ErrorKind::PermissionDenied => format!(
+                    "{} needs root (the msr driver asks for CAP_SYS_RAWIO): run `sudo \
+                     wattson idle`; the installed service lacks that capability unless a \
+                     drop-in grants it (README: Why is idle high?)",
+                    path.display()
+                ),
+                _ => format!("opening {}: {e}", path.display()),
+            })?;
+            packages.push(Package {
+                id: pkg,
+                cpu,
+                channels: package_channels(&platform.states, pkg, many),
+                path,
+                counter: Counter::Msr(file),
+                prev: None,
+            });
+        }
+        let mut reader = PackageReader::new(platform, packages, None);
         // The TSC must be readable, or no share can be computed.
         for p in &reader.packages {
-            if let Err(e) = read_msr(&p.file, &mut reader.buf, MSR_TSC) {
-                return Err(unavailable(format!(
+            if let Counter::Msr(file) = &p.counter
+                && let Err(e) = read_msr(file, &mut reader.buf, MSR_TSC)
+            {
+                return Err(format!(
                     "reading the TSC (MSR 0x10) from {}: {e}",
                     p.path.display()
-                )));
+                ));
             }
         }
         let states_before = reader.platform.states.len();
         reader.prime();
         if reader.platform.states.is_empty() && states_before > 0 {
-            return Err(unavailable(format!(
+            return Err(format!(
                 "every package residency MSR of this {} CPU answered EIO: the firmware hides \
                  them",
                 reader.platform.platform
-            )));
+            ));
         }
         reader.limit = reader.packages.first().and_then(|p| {
-            let raw = read_msr(&p.file, &mut [0; 8], MSR_PKG_CST_CONFIG_CONTROL).ok()?;
+            let Counter::Msr(file) = &p.counter else {
+                return None;
+            };
+            let raw = read_msr(file, &mut [0; 8], MSR_PKG_CST_CONFIG_CONTROL).ok()?;
             reader.platform.limit.decode(raw)
         });
         Ok(reader)
     }
 
+    /// The `cstate_pkg` PMU's counters (and the `msr` PMU's TSC), opened once through `perf`
+    /// on the PMU's CPU of each package (its `cpumask`, else the package's first CPU).
+    fn open_pmu(
+        root: &SysRoot,
+        table: Option<IntelPlatform>,
+        first: &[(u32, usize)],
+        places: &[(u32, usize)],
+        mut perf: Box<dyn PerfCounters>,
+    ) -> Result<PackageReader, String> {
+        let pmu: CstatePmu = super::perf::detect(root)?;
+        let platform = IntelPlatform {
+            platform: table.as_ref().map_or("intel", |t| t.platform),
+            states: pmu.events.iter().map(|e| e.state).collect(),
+            msrs: Vec::new(),
+            limit: table.map_or(LimitEncoding::Unknown, |t| t.limit),
+        };
+        let many = first.len() > 1;
+        let mut packages = Vec::new();
+        for &(pkg, first_cpu) in first {
+            let cpu = pmu
+                .cpus
+                .iter()
+                .copied()
+                .find(|c| places.contains(&(pkg, *c)))
+                .unwrap_or(first_cpu);
+            let mut states = Vec::with_capacity(pmu.events.len());
+            for ev in &pmu.events {
+                states.push(perf.open(pmu.pmu_type, ev.config, cpu).map_err(|e| {
+                    super::perf::open_error(&pmu, &format!("cstate_pkg/{}", ev.name), cpu, &e)
+                })?);
+            }
+            let tsc = perf
+                .open(pmu.tsc.0, pmu.tsc.1, cpu)
+                .map_err(|e| super::perf::open_error(&pmu, "msr/tsc", cpu, &e))?;
+            packages.push(Package {
+                id: pkg,
+                cpu,
+                channels: package_channels(&platform.states, pkg, many),
+                path: pmu.dir.clone(),
+                counter: Counter::Perf { tsc, states },
+                prev: None,
+            });
+        }
+        let cpus: Vec<String> = packages.iter().map(|p| p.cpu.to_string()).collect();
+        let source = format!(
+            "the kernel's cstate_pkg perf PMU ({}) on CPU {}",
+            pmu.event_names(),
+            cpus.join(", ")
+        );
+        let mut reader = PackageReader::new(platform, packages, Some((perf, source)));
+        reader.prime();
+        if reader.packages.iter().all(|p| p.prev.is_none()) {
+            return Err(format!(
+                "the perf counters opened but cannot be read ({})",
+                pmu.dir.display()
+            ));
+        }
+        Ok(reader)
+    }
+
     /// First reading of every counter; drops the states whose MSR answers EIO.
     fn prime(&mut self) {
+        if let Some((perf, _)) = &mut self.perf {
+            for p in &mut self.packages {
+                p.prev = read_counters(
+                    &p.counter,
+                    Some(perf),
+                    &mut self.buf,
+                    &[],
+                    self.platform.states.len(),
+                )
+                .ok();
+            }
+            return;
+        }
         let mut absent = vec![false; self.platform.states.len()];
         for p in &mut self.packages {
+            let Counter::Msr(file) = &p.counter else {
+                continue;
+            };
             let mut c = Counters {
-                tsc: read_msr(&p.file, &mut self.buf, MSR_TSC).unwrap_or(0),
+                tsc: read_msr(file, &mut self.buf, MSR_TSC).unwrap_or(0),
                 states: [None; 7],
             };
             for (i, &msr) in self.platform.msrs.iter().enumerate() {
-                match read_msr(&p.file, &mut self.buf, msr) {
+                match read_msr(file, &mut self.buf, msr) {
                     Ok(v) => c.states[i] = Some(v),
                     Err(e)
                         if e.raw_os_error() == Some(EIO)
@@ -367,7 +522,20 @@ impl PackageReader {
         self.limit.as_ref()
     }
 
-    /// The msr files read, one per package.
+    /// Where the counters are read, in words: the msr files, or the perf PMU and its CPUs.
+    pub fn source(&self) -> String {
+        if let Some((_, source)) = &self.perf {
+            return source.clone();
+        }
+        let files: Vec<String> = self
+            .packages
+            .iter()
+            .map(|p| p.path.display().to_string())
+            .collect();
+        format!("the residency MSRs in {}", files.join(", "))
+    }
+
+    /// The msr files read (one per package), or the perf PMU's directory per package.
     pub fn files(&self) -> Vec<(u32, usize, &Path)> {
         self.packages
             .iter()
@@ -383,22 +551,22 @@ impl PackageReader {
             *s = (0.0, 0);
         }
         let mut first_error = None;
+        let n_states = self.platform.states.len();
         for p in &mut self.packages {
-            let tsc = match read_msr(&p.file, &mut self.buf, MSR_TSC) {
-                Ok(v) => v,
+            let now = match read_counters(
+                &p.counter,
+                self.perf.as_mut().map(|(perf, _)| perf),
+                &mut self.buf,
+                &self.platform.msrs,
+                n_states,
+            ) {
+                Ok(c) => c,
                 Err(e) => {
                     first_error.get_or_insert(CollectError::io(&p.path, e));
                     p.prev = None;
                     continue;
                 }
             };
-            let mut now = Counters {
-                tsc,
-                states: [None; 7],
-            };
-            for (i, &msr) in self.platform.msrs.iter().enumerate() {
-                now.states[i] = read_msr(&p.file, &mut self.buf, msr).ok();
-            }
             let prev = p.prev.replace(now);
             let Some(prev) = prev else { continue };
             let dt = now.tsc.wrapping_sub(prev.tsc);
@@ -583,7 +751,11 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.reason.contains("modprobe msr"), "{err}");
-        assert!(err.to_string().contains("c6-residency"), "{err}");
+        // The PMU lacks its `type`: named beside the MSRs, before anything is opened.
+        assert!(
+            err.reason.contains("nor the perf PMU") && err.reason.contains("cstate_pkg/type"),
+            "{err}"
+        );
 
         let odd = tree(
             "vendor_id : GenuineIntel\ncpu family : 6\nmodel : 1\nmodel name : Pentium Pro\n",

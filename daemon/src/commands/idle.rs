@@ -42,7 +42,9 @@ pub struct IdleArgs {
     )]
     pub sample: Duration,
     /// Measure what each setting saves at the wall (root, with a [[meter]]): each one
-    /// changed and put back in turn, A/B/A/B/A/B/A against idle as it was, then restored.
+    /// changed and put back in turn, A/B/A/B/A/B/A against idle as it was, then restored;
+    /// stored as configurations ("idle as found", "idle with <setting>") that `wattson
+    /// report` compares.
     #[arg(long)]
     pub measure: bool,
     /// With --measure: only these settings (comma-separated ids: pcie_aspm, sata_alpm,
@@ -125,9 +127,9 @@ pub fn render(r: &IdleReport, config: &Config) -> String {
     let p = &r.package;
     let source = if p.readable {
         format!(
-            "{}, from the residency MSRs in {}",
+            "{}, from {}",
             p.platform.as_deref().unwrap_or("intel"),
-            p.files.join(", ")
+            p.source.as_deref().unwrap_or("the residency MSRs")
         )
     } else {
         "not readable here".to_owned()
@@ -348,6 +350,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
         "phases": plan.phases, "phase_s": plan.phase.as_secs_f64(),
         "max_settle_s": plan.max_settle.as_secs_f64(), "ci_method": "batch means, Welch-Satterthwaite",
     });
+    let fingerprint = crate::sweep::fingerprint::gather(&root, &config.host.name, &meter_desc);
     let run_id = idle_store::begin_run(
         &store,
         &config.host.name,
@@ -394,15 +397,16 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
                     changed: c.changed.clone(),
                     started_ms: o.started_ms,
                     ended_ms: o.ended_ms,
-                    baseline_w: o.baseline_w,
-                    changed_w: o.changed_w,
-                    delta_w: o.delta_w,
-                    delta_ci95_w: o.delta_ci95_w,
+                    baseline_w: o.figures.baseline_w,
+                    changed_w: o.figures.changed_w,
+                    delta_w: o.figures.delta_w,
+                    delta_ci95_w: o.figures.delta_ci95_w,
                     n: o.n,
                     effect: o.has_effect(),
                     phases: serde_json::to_value(&o.phases)?,
                 };
                 idle_store::save_effect(&store, &effect)?;
+                crate::idle::configs::save(&store, &fingerprint, &effect, &o)?;
                 say(&bar, &effect_line(&effect, config));
                 for p in o.phases.iter().filter(|p| p.unsettled) {
                     say(

@@ -154,8 +154,9 @@ pub struct StoreData {
 
 /// Reads sweeps, the wall source's energy (through the ledger), gaps and utilisation from
 /// the database at `db`. A missing database is not an error: the report then shows the
-/// config file's manual configurations only. `wall` names the wall source (default: the
-/// host's first meter power series); `accuracy` is its meter's, where known.
+/// config file's manual configurations only. `wall` names the configured wall source (see
+/// [`crate::ledger::energy::wall_power_source`] for the default); `accuracy` is its
+/// meter's, where known.
 pub fn gather_from_store(
     db: &Path,
     host: &str,
@@ -178,9 +179,17 @@ pub fn gather_from_store(
         data.configs.push(sweep_config_input(&s));
     }
     data.regression = crate::sweep::regression::latest(&store, None)?;
+    // One wall source for the whole report: the measured history and the idle section's
+    // watts alike.
+    let source = energy::wall_power_source(
+        &store,
+        host,
+        &crate::ledger::PrimaryPower::new(wall.cloned()),
+    )?;
     data.idle = crate::report::idle::load(
         &store,
         host,
+        source.as_ref(),
         from_ms.unwrap_or(0),
         to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
     )?;
@@ -190,26 +199,8 @@ pub fn gather_from_store(
         from_ms.unwrap_or(0),
         to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
     )?;
-
-    let source = match wall.cloned() {
-        Some(w) if energy::power_series(&store, host, &w)?.is_some() => w,
-        _ => {
-            let series = store.find_series(
-                &SeriesFilter::all()
-                    .host(host)
-                    .metric(Metric::Power)
-                    .channel(""),
-            )?;
-            let Some(first) = series
-                .into_iter()
-                .filter(|s| s.source.is_meter())
-                .map(|s| s.source)
-                .min()
-            else {
-                return Ok(data);
-            };
-            first
-        }
+    let Some(source) = source else {
+        return Ok(data);
     };
     let to = to_ms.unwrap_or_else(|| Utc::now().timestamp_millis());
     // The window starts at the first stored hour of the source (or `--since`).
@@ -477,12 +468,26 @@ fn sweep_config_input(s: &crate::sweep::persist::StoredSweep) -> ConfigInput {
                 .unwrap_or_default(),
         })
         .collect();
+    let pairing = crate::idle::configs::Pairing::of_settings(s.settings.as_ref());
+    let idle_measure = crate::idle::configs::describe(s.settings.as_ref(), &s.meter);
     ConfigInput {
         name: s.name.clone(),
-        kind: ConfigKind::Sweep,
+        kind: if idle_measure.is_some() {
+            ConfigKind::IdleMeasure
+        } else {
+            ConfigKind::Sweep
+        },
         host: s.host.clone(),
         fingerprint: s.fingerprint.clone(),
-        description: Some(format!("swept with {} ({})", s.meter, s.kinds)),
+        description: Some(
+            idle_measure.unwrap_or_else(|| format!("swept with {} ({})", s.meter, s.kinds)),
+        ),
+        paired: pairing.map(|p| crate::report::Paired {
+            against: p.against,
+            against_watts: p.baseline_w,
+            delta_watts: p.delta_w,
+            delta_ci95_watts: p.delta_ci95_w,
+        }),
         modes: Vec::new(),
         fit,
         levels,

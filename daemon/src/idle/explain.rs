@@ -75,11 +75,13 @@ impl Window {
 /// The package's C-states.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PackageView {
-    /// Read here now (the MSRs answered).
+    /// Read here now (the MSRs, or the `cstate_pkg` perf PMU, answered).
     pub readable: bool,
     /// turbostat's name of the CPU's feature set (`adl`, `skl`, ...).
     pub platform: Option<String>,
-    /// The msr files read.
+    /// Where the counters are read, in words (the residency MSRs in ..., or the perf PMU).
+    pub source: Option<String>,
+    /// The msr files read (or the perf PMU's directory), one per package.
     pub files: Vec<String>,
     /// Shallowest first; empty when neither history nor a live read has any.
     pub states: Vec<Residency>,
@@ -262,6 +264,7 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleR
         Ok(r) => PackageView {
             readable: true,
             platform: Some(r.platform().to_owned()),
+            source: Some(r.source()),
             files: r
                 .files()
                 .iter()
@@ -275,6 +278,7 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleR
         Err(why) => PackageView {
             readable: false,
             platform: None,
+            source: None,
             files: Vec::new(),
             deepest_reached: deepest(&package_states),
             states: package_states,
@@ -302,7 +306,11 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleR
         .unwrap_or_default();
     let (hours_deep, hours_shallow) = store
         .and_then(|s| {
-            crate::report::idle::load(s, &config.host.name, to_ms - 30 * 24 * HOUR_MS, to_ms).ok()
+            let primary = crate::ledger::PrimaryPower::from_config(config);
+            let wall =
+                crate::ledger::energy::wall_power_source(s, &config.host.name, &primary).ok()?;
+            let from_ms = to_ms - 30 * 24 * HOUR_MS;
+            crate::report::idle::load(s, &config.host.name, wall.as_ref(), from_ms, to_ms).ok()
         })
         .map_or((None, None), |i| crate::report::idle::hour_groups(&i.hours));
     let mut report = IdleReport {

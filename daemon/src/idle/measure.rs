@@ -72,6 +72,10 @@ pub struct Phase {
     /// Degrees of freedom of the interval.
     pub df: f64,
     pub n: usize,
+    /// Standard deviation, lowest and highest of the phase's readings, W.
+    pub sd_w: f64,
+    pub min_w: f64,
+    pub max_w: f64,
     /// Seconds until the power stopped trending (or the settling cap).
     pub settle_s: f64,
     /// Settling hit its cap with the power still changing.
@@ -82,14 +86,9 @@ pub struct Phase {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Outcome {
     pub phases: Vec<Phase>,
-    /// Drift-cancelling mean of the A phases, W.
-    pub baseline_w: f64,
-    /// Mean of the B phases, W.
-    pub changed_w: f64,
-    /// `changed_w - baseline_w`, W.
-    pub delta_w: f64,
-    /// 95 % half-width of `delta_w`, W.
-    pub delta_ci95_w: f64,
+    /// The phases combined: idle as found, changed, and the difference.
+    #[serde(flatten)]
+    pub figures: Combined,
     /// Readings used, all phases.
     pub n: usize,
     pub started_ms: i64,
@@ -99,7 +98,7 @@ pub struct Outcome {
 impl Outcome {
     /// The interval excludes zero: the meter can tell the difference.
     pub fn has_effect(&self) -> bool {
-        self.delta_w.abs() > self.delta_ci95_w
+        self.figures.delta_w.abs() > self.figures.delta_ci95_w
     }
 }
 
@@ -128,8 +127,23 @@ fn degrees_of_freedom(ci: &MeanCi) -> f64 {
     }
 }
 
+/// Phases A B A ... combined: each side's mean and the drift-cancelling difference, W, each
+/// with its 95 % half-width.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Combined {
+    /// Drift-cancelling mean of the A phases (idle as found).
+    pub baseline_w: f64,
+    pub baseline_ci95_w: f64,
+    /// Mean of the B phases (the setting changed).
+    pub changed_w: f64,
+    pub changed_ci95_w: f64,
+    /// `changed_w - baseline_w`.
+    pub delta_w: f64,
+    pub delta_ci95_w: f64,
+}
+
 /// Combine phases A B A ... into the drift-cancelling difference and its interval.
-pub fn combine(phases: &[Phase]) -> Option<(f64, f64, f64, f64)> {
+pub fn combine(phases: &[Phase]) -> Option<Combined> {
     let k = phases.iter().filter(|p| p.phase == "B").count();
     if k == 0 || phases.len() != 2 * k + 1 {
         return None;
@@ -145,19 +159,38 @@ pub fn combine(phases: &[Phase]) -> Option<(f64, f64, f64, f64)> {
             -1.0 / kf
         }
     };
-    let mut delta = 0.0;
-    let mut baseline = 0.0;
-    let mut changed = 0.0;
+    let side = |keep: &dyn Fn(f64) -> bool, sign: f64| {
+        interval(
+            phases
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (weight(i), p))
+                .filter(|(w, _)| keep(*w))
+                .map(|(w, p)| (sign * w, p)),
+        )
+    };
+    let (delta_w, delta_ci95_w) = side(&|_| true, 1.0);
+    let (baseline_w, baseline_ci95_w) = side(&|w| w < 0.0, -1.0);
+    let (changed_w, changed_ci95_w) = side(&|w| w > 0.0, 1.0);
+    Some(Combined {
+        baseline_w,
+        baseline_ci95_w,
+        changed_w,
+        changed_ci95_w,
+        delta_w,
+        delta_ci95_w,
+    })
+}
+
+/// `sum w x mean` over the weighted phases, with its 95 % half-width: the phases do not
+/// overlap, so their means are independent and the variances add; Welch-Satterthwaite
+/// degrees of freedom.
+fn interval<'a>(terms: impl Iterator<Item = (f64, &'a Phase)>) -> (f64, f64) {
+    let mut value = 0.0;
     let mut var = 0.0;
     let mut ws_den = 0.0;
-    for (i, p) in phases.iter().enumerate() {
-        let w = weight(i);
-        delta += w * p.mean_w;
-        if w > 0.0 {
-            changed += w * p.mean_w;
-        } else {
-            baseline -= w * p.mean_w;
-        }
+    for (w, p) in terms {
+        value += w * p.mean_w;
         let se = p.ci95_w / stats::t_975(p.df.floor().max(1.0) as usize);
         let term = w * w * se * se;
         var += term;
@@ -168,8 +201,10 @@ pub fn combine(phases: &[Phase]) -> Option<(f64, f64, f64, f64)> {
     } else {
         1e6
     };
-    let ci = stats::t_975(df.floor().max(1.0) as usize) * var.sqrt();
-    Some((baseline, changed, delta, ci))
+    (
+        value,
+        stats::t_975(df.floor().max(1.0) as usize) * var.sqrt(),
+    )
 }
 
 /// Read the meter until the last `settle_window` readings show no trend (or the cap).
@@ -271,15 +306,12 @@ pub fn measure(
     let Some(phases) = result? else {
         return Ok(None);
     };
-    let (baseline_w, changed_w, delta_w, delta_ci95_w) =
+    let figures =
         combine(&phases).ok_or_else(|| anyhow::anyhow!("phases do not alternate A B A"))?;
     Ok(Some(Outcome {
         n: phases.iter().map(|p| p.n).sum(),
         phases,
-        baseline_w,
-        changed_w,
-        delta_w,
-        delta_ci95_w,
+        figures,
         started_ms,
         ended_ms: chrono::Utc::now().timestamp_millis(),
     }))
@@ -328,6 +360,9 @@ fn run_phases(
             ci95_w: ci.ci95,
             df: degrees_of_freedom(&ci),
             n: xs.len(),
+            sd_w: stats::sample_sd(&xs)?,
+            min_w: xs.iter().copied().fold(f64::INFINITY, f64::min),
+            max_w: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             settle_s,
             unsettled,
         });
@@ -346,9 +381,16 @@ mod tests {
             ci95_w,
             df: 19.0,
             n: 20,
+            sd_w: 1.0,
+            min_w: mean_w - 2.0,
+            max_w: mean_w + 2.0,
             settle_s: 1.0,
             unsettled: false,
         }
+    }
+
+    fn se_of(ci95: f64) -> f64 {
+        ci95 / stats::t_975(19)
     }
 
     #[test]
@@ -364,9 +406,16 @@ mod tests {
                 }
             })
             .collect();
-        let (base, changed, delta, ci) = combine(&ps).unwrap();
+        let c = combine(&ps).unwrap();
+        let (base, changed, delta, ci) = (c.baseline_w, c.changed_w, c.delta_w, c.delta_ci95_w);
         assert!((delta + 3.0).abs() < 1e-12, "{delta}");
         assert!((base - 41.0).abs() < 1e-12 && (changed - 38.0).abs() < 1e-12);
+        // Each side on its own: B weights 1/2, 1/2 (sum of squares 0.5), A 0.375.
+        assert!(
+            (c.changed_ci95_w / stats::t_975(38) - se_of(0.4) * 0.5f64.sqrt()).abs() < 1e-9,
+            "{c:?}"
+        );
+        assert!(c.baseline_ci95_w < c.delta_ci95_w && c.changed_ci95_w < c.delta_ci95_w);
         // Weights 1/2, 1/2 (B) and 1/4, 1/2, 1/4 (A): sum of squares 0.875.
         let se = 0.4 / stats::t_975(19);
         // Welch-Satterthwaite: 0.875^2 x 19 / sum(w^4) = 74 degrees of freedom.

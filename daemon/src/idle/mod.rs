@@ -3,6 +3,7 @@
 //!
 //! - [`explain`]: package and core C-state residency (from the database's last hour, else a
 //!   short live sample) and every power setting, turned into findings in words;
+//! - [`configs`]: each measured setting as configurations `wattson report` compares;
 //! - [`candidates`]: the settings `--measure` may change, grouped one candidate per kind,
 //!   and the allowlist of files that follows from them;
 //! - [`journal`]: the original value of every file, stored in the database before the first
@@ -16,6 +17,7 @@
 //! Units: shares 0..1 (printed as %), watts (W), UTC milliseconds.
 
 pub mod candidates;
+pub mod configs;
 pub mod explain;
 pub mod journal;
 pub mod measure;

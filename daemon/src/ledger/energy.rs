@@ -15,6 +15,7 @@ use serde::Serialize;
 use wattson_collectors::Metric;
 use wattson_collectors::SourceId;
 
+use super::PrimaryPower;
 use crate::analysis::cost::{CostBreakdown, CostError, cost_of_energy};
 use crate::analysis::tariff::Tariff;
 use crate::store::{
@@ -185,6 +186,28 @@ pub fn power_series(
         )?
         .into_iter()
         .next())
+}
+
+/// The meter whose power stands for `host` at the wall in this database: `primary`'s wall
+/// source where it has a power series, else the meter [`PrimaryPower`] ranks first (the
+/// first by name). `None` when no meter of `host` has power stored.
+pub fn wall_power_source(
+    store: &Store,
+    host: &str,
+    primary: &PrimaryPower,
+) -> Result<Option<SourceId>, StoreError> {
+    let meters: Vec<SourceId> = store
+        .find_series(
+            &SeriesFilter::all()
+                .host(host)
+                .metric(Metric::Power)
+                .channel(""),
+        )?
+        .into_iter()
+        .map(|s| s.source)
+        .filter(SourceId::is_meter)
+        .collect();
+    Ok(primary.pick(&meters).cloned())
 }
 
 /// The energy of `source` on `host` over `[from_ms, to_ms)`.

@@ -53,8 +53,15 @@ impl IdleInput {
     }
 }
 
-/// Read the section's data for `host` over `[from_ms, to_ms)`.
-pub fn load(store: &Store, host: &str, from_ms: i64, to_ms: i64) -> Result<IdleInput, StoreError> {
+/// Read the section's data for `host` over `[from_ms, to_ms)`, with the wall draw of the
+/// `wall` source (the report's, see [`crate::ledger::energy::wall_power_source`]).
+pub fn load(
+    store: &Store,
+    host: &str,
+    wall: Option<&SourceId>,
+    from_ms: i64,
+    to_ms: i64,
+) -> Result<IdleInput, StoreError> {
     let hourly = |filter: SeriesFilter| store.rollups(&filter, Resolution::Hour, from_ms, to_ms);
     let mut states: Vec<(PcState, f64, u64)> = Vec::new();
     let mut deep: std::collections::BTreeMap<i64, f64> = std::collections::BTreeMap::new();
@@ -88,20 +95,11 @@ pub fn load(store: &Store, host: &str, from_ms: i64, to_ms: i64) -> Result<IdleI
                 .map(|(_, r)| r.into_iter().map(|x| (x.bucket_ms, x.mean)).collect())
                 .unwrap_or_default())
         };
-    let wall = store
-        .find_series(
-            &SeriesFilter::all()
-                .host(host)
-                .metric(Metric::Power)
-                .channel(""),
-        )?
-        .into_iter()
-        .find(|s| s.source.is_meter());
     let wall = match wall {
         Some(w) => mean_by_hour(
             SeriesFilter::all()
                 .host(host)
-                .source(&w.source)
+                .source(w)
                 .metric(Metric::Power)
                 .channel(""),
         )?,
@@ -300,7 +298,7 @@ pub fn lines(r: &IdleReport, currency: &str) -> Vec<String> {
     if r.residency.is_empty() {
         out.push(
             "package C-states: no history (the daemon records them where it can read the \
-             residency MSRs: `wattson idle` says why not)"
+             residency MSRs or the cstate_pkg perf PMU: `wattson idle` says why not)"
                 .to_owned(),
         );
     } else {

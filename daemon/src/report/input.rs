@@ -49,6 +49,9 @@ pub enum ConfigKind {
     Manual,
     /// Measured by `wattson sweep`.
     Sweep,
+    /// Measured at idle only, by `wattson idle --measure` (idle as found, or with one setting
+    /// changed): no loop levels, so no watts at a duty cycle.
+    IdleMeasure,
 }
 
 /// Whether a configuration's measurements ran to the end.
@@ -82,6 +85,24 @@ pub struct ConfigInput {
     /// What moving to this configuration costs, currency.
     pub upgrade_cost: Option<f64>,
     pub status: ConfigStatus,
+    /// Measured against another configuration in alternating phases (`wattson idle
+    /// --measure`): compared with that one by the difference measured directly.
+    pub paired: Option<Paired>,
+}
+
+/// A configuration's idle measured against another's in alternating phases (A B A ...):
+/// the difference is surer than the difference of the two means, because it cancels what
+/// drifts between them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Paired {
+    /// The configuration it was measured against (`idle as found`).
+    pub against: String,
+    /// The other configuration's idle during these phases, W.
+    pub against_watts: f64,
+    /// This one minus the other, W (negative: this one draws less), and its 95 %
+    /// half-width.
+    pub delta_watts: f64,
+    pub delta_ci95_watts: f64,
 }
 
 /// Mean watts in one mode.
@@ -249,6 +270,7 @@ impl ConfigInput {
             levels: Vec::new(),
             upgrade_cost: m.upgrade_cost,
             status: ConfigStatus::Complete,
+            paired: None,
         }
     }
 }

@@ -15,7 +15,7 @@ pub mod tariffs;
 
 pub use input::{
     ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, GpuPoint, LevelInput, MeasuredInput,
-    ModeInput, ReportInput, ReportOptions,
+    ModeInput, Paired, ReportInput, ReportOptions,
 };
 pub use model::{Report, ReportError, build};
 pub use render::{Format, RenderError, render};

@@ -23,7 +23,8 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::input::{
-    ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, LevelInput, ModeInput, ReportInput,
+    ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, LevelInput, ModeInput, Paired,
+    ReportInput,
 };
 use super::measured::measured_report;
 pub use super::measured::{DayFigure, GapReport, MeasuredReport, ModelledReport};
@@ -199,6 +200,10 @@ pub struct ConfigReport {
     /// Average watts under this machine's measured utilisation history.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duty_cycle: Option<ModeReport>,
+    /// Measured against another configuration in alternating phases (`wattson idle
+    /// --measure`); its comparison is with that one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired: Option<Paired>,
 }
 
 /// One mode's annual figures.
@@ -303,6 +308,11 @@ pub struct ComparisonReport {
     pub co2_kg_saved: Option<f64>,
     /// The saving in every mode both configurations have.
     pub per_mode: Vec<ModeSaving>,
+    /// The 95 % half-width of `to_watts - from_watts` where that difference was measured
+    /// directly, in alternating phases (`wattson idle --measure`); the saving's interval then
+    /// rests on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta_ci95_watts: Option<f64>,
 }
 
 /// The saving in one mode.
@@ -587,7 +597,9 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
     let mut reports = Vec::with_capacity(configs.len());
     for c in &configs {
         let modes = modes_of(c);
+        // Idle alone says nothing of the watts at a duty cycle.
         let duty_cycle = watts_at(c, &modes)
+            .filter(|_| c.kind != ConfigKind::IdleMeasure)
             .and_then(|f| over_history(utilisation, f))
             .map(|(w, _)| pricer.mode(DUTY_CYCLE, w, None));
         if c.status == ConfigStatus::Partial {
@@ -644,6 +656,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
                 })
                 .collect(),
             duty_cycle,
+            paired: c.paired.clone(),
         });
     }
 
@@ -667,7 +680,16 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
             }
             m.clone()
         }
-        None if reports.len() > 1 && reports.iter().all(|r| r.duty_cycle.is_some()) => {
+        // Configurations measured at idle only do not decide it: they are compared at idle
+        // with the one they were measured against.
+        None if {
+            let modelled: Vec<&ConfigReport> = reports
+                .iter()
+                .filter(|r| r.kind != ConfigKind::IdleMeasure)
+                .collect();
+            modelled.len() > 1 && modelled.iter().all(|r| r.duty_cycle.is_some())
+        } =>
+        {
             DUTY_CYCLE.to_string()
         }
         None => "idle".to_string(),
@@ -896,6 +918,9 @@ fn headline_watts(r: &ConfigReport, headline: &str) -> Option<f64> {
     }
 }
 
+/// Comparisons from the baseline to each other configuration, except that a configuration
+/// measured against another in alternating phases ([`Paired`]) is compared with that one, at
+/// idle, by the difference measured (when both are in the report).
 fn comparisons(
     reports: &[ConfigReport],
     headline: &str,
@@ -903,7 +928,7 @@ fn comparisons(
     opts: &super::input::ReportOptions,
     notes: &mut Vec<String>,
 ) -> Vec<ComparisonReport> {
-    let Some((base, rest)) = reports.split_first() else {
+    let Some(base) = reports.first() else {
         return Vec::new();
     };
     let at = |r: &ConfigReport| -> Option<ModeReport> {
@@ -915,7 +940,16 @@ fn comparisons(
     };
     let figure = |m: &ModeReport| pricer.figure(m.watts, m.ci95_watts);
     let mut out = Vec::new();
-    for to in rest {
+    for (i, to) in reports.iter().enumerate() {
+        if let Some(p) = &to.paired
+            && let Some(from) = reports.iter().find(|r| r.name == p.against)
+        {
+            out.push(paired_comparison(from, to, p, pricer, opts));
+            continue;
+        }
+        if i == 0 {
+            continue;
+        }
         let (Some(a), Some(b)) = (at(base), at(to)) else {
             notes.push(format!(
                 "{:?} -> {:?}: not compared at {headline}, which one of them lacks",
@@ -944,36 +978,86 @@ fn comparisons(
                 })
             })
             .collect();
-        out.push(ComparisonReport {
-            from: c.from,
-            to: c.to,
-            mode: headline.to_string(),
-            from_watts: a.watts,
-            to_watts: b.watts,
-            annual_kwh_saved: c.annual_kwh_saved,
-            annual_saving: c.annual_saving,
-            annual_saving_ci95: c.annual_saving_ci95,
-            upgrade_cost: upgrade,
-            payback_years: c.payback_years,
-            payback_years_low: c
-                .payback_years
-                .zip(upgrade)
-                .zip(c.annual_saving_ci95)
-                .map(|((_, u), ci)| u / (c.annual_saving + ci)),
-            payback_years_high: c
-                .payback_years
-                .zip(upgrade)
-                .zip(c.annual_saving_ci95)
-                .filter(|_| {
-                    c.annual_saving_ci95
-                        .is_some_and(|ci| c.annual_saving - ci > 0.0)
-                })
-                .map(|((_, u), ci)| u / (c.annual_saving - ci)),
-            co2_kg_saved: c.co2_kg_saved,
-            per_mode,
-        });
+        out.push(comparison_report(
+            c, headline, a.watts, b.watts, upgrade, per_mode, None,
+        ));
     }
     out
+}
+
+/// `to` against `from`, at idle, by the difference `p` measured in alternating phases.
+fn paired_comparison(
+    from: &ConfigReport,
+    to: &ConfigReport,
+    p: &Paired,
+    pricer: &Pricer,
+    opts: &super::input::ReportOptions,
+) -> ComparisonReport {
+    let (from_w, to_w) = (p.against_watts, p.against_watts + p.delta_watts);
+    let upgrade = opts.upgrade_cost.or(to.upgrade_cost);
+    let mut c = compare(
+        &from.name,
+        &pricer.figure(from_w, None),
+        &to.name,
+        &pricer.figure(to_w, None),
+        upgrade,
+        opts.co2_g_per_kwh,
+    );
+    c.annual_saving_ci95 = Some(pricer.figure(p.delta_ci95_watts.abs(), None).cost);
+    let per_mode = vec![ModeSaving {
+        mode: "idle".to_owned(),
+        annual_kwh_saved: c.annual_kwh_saved,
+        annual_saving: c.annual_saving,
+    }];
+    comparison_report(
+        c,
+        "idle",
+        from_w,
+        to_w,
+        upgrade,
+        per_mode,
+        Some(p.delta_ci95_watts.abs()),
+    )
+}
+
+fn comparison_report(
+    c: crate::analysis::cost::Comparison,
+    mode: &str,
+    from_watts: f64,
+    to_watts: f64,
+    upgrade: Option<f64>,
+    per_mode: Vec<ModeSaving>,
+    delta_ci95_watts: Option<f64>,
+) -> ComparisonReport {
+    ComparisonReport {
+        mode: mode.to_string(),
+        from_watts,
+        to_watts,
+        annual_kwh_saved: c.annual_kwh_saved,
+        annual_saving: c.annual_saving,
+        annual_saving_ci95: c.annual_saving_ci95,
+        upgrade_cost: upgrade,
+        payback_years: c.payback_years,
+        payback_years_low: c
+            .payback_years
+            .zip(upgrade)
+            .zip(c.annual_saving_ci95)
+            .map(|((_, u), ci)| u / (c.annual_saving + ci)),
+        payback_years_high: c
+            .payback_years
+            .zip(upgrade)
+            .zip(c.annual_saving_ci95)
+            .filter(|_| {
+                c.annual_saving_ci95
+                    .is_some_and(|ci| c.annual_saving - ci > 0.0)
+            })
+            .map(|((_, u), ci)| u / (c.annual_saving - ci)),
+        co2_kg_saved: c.co2_kg_saved,
+        per_mode,
+        delta_ci95_watts,
+        from: c.from,
+        to: c.to,
+    }
 }
 
 #[cfg(test)]
@@ -1012,6 +1096,7 @@ mod tests {
             levels: vec![],
             upgrade_cost: None,
             status: ConfigStatus::Complete,
+            paired: None,
         }
     }
 
@@ -1205,6 +1290,124 @@ mod tests {
         ));
         let fit = r.configs[0].fit.as_ref().unwrap();
         assert!(close(fit.per_loop_annual_cost, 15.0 * 8.76 * 0.09));
+    }
+
+    #[test]
+    fn a_setting_measured_in_alternating_phases_is_compared_with_idle_as_found() {
+        let idle = |name: &str, w: f64| ConfigInput {
+            kind: ConfigKind::IdleMeasure,
+            modes: vec![ModeInput {
+                name: "idle".into(),
+                watts: w,
+                ci95_watts: Some(0.5),
+                warnings: vec![],
+            }],
+            ..manual(name, &[])
+        };
+        let aspm = ConfigInput {
+            paired: Some(Paired {
+                against: "idle as found".into(),
+                against_watts: 40.2,
+                delta_watts: -3.0,
+                delta_ci95_watts: 0.4,
+            }),
+            ..idle("idle with ASPM powersave", 37.1)
+        };
+        let r = build(&input(
+            flat(0.30),
+            vec![
+                idle("idle as found", 40.0),
+                aspm,
+                manual("old box", &[("idle", 240.0)]),
+            ],
+            None,
+        ))
+        .unwrap();
+        let names: Vec<(&str, &str)> = r
+            .comparisons
+            .iter()
+            .map(|c| (c.from.as_str(), c.to.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("old box", "idle as found"),
+                ("idle as found", "idle with ASPM powersave")
+            ]
+        );
+        let c = &r.comparisons[1];
+        // The difference measured, not the difference of the two configurations' means.
+        assert!(
+            close(c.from_watts, 40.2) && close(c.to_watts, 37.2),
+            "{c:?}"
+        );
+        assert!(close(c.annual_kwh_saved, 26.28), "{c:?}");
+        assert!(close(c.annual_saving, 7.884), "{c:?}");
+        assert!(
+            close(c.annual_saving_ci95.unwrap(), 0.4 * 8.76 * 0.30),
+            "{c:?}"
+        );
+        assert_eq!(c.delta_ci95_watts, Some(0.4));
+        assert_eq!(r.comparisons[0].delta_ci95_watts, None);
+        let text = crate::report::render(&r, crate::report::Format::Table).unwrap();
+        assert!(
+            text.contains(
+                "idle as found -> idle with ASPM powersave at idle: 40.2 W -> 37.2 W (-3.0 +/- \
+                 0.4 W, measured in alternating phases) saves 26.28 kWh, GBP 7.88 ± 1.05/yr"
+            ),
+            "{text}"
+        );
+
+        // With a duty cycle measured, the swept configurations are compared at it; the idle
+        // measurements have no watts there, and their own comparison stays at idle.
+        let h = 3_600_000;
+        let m = MeasuredInput {
+            utilisation: vec![(0, h, 0.0), (h, 2 * h, 2.0)],
+            cpus: 2,
+            ..MeasuredInput::default()
+        };
+        let aspm = r.configs.iter().find(|c| c.paired.is_some()).unwrap();
+        let paired = ConfigInput {
+            paired: aspm.paired.clone(),
+            ..idle("idle with ASPM powersave", 37.1)
+        };
+        let r = build(&input(
+            flat(0.30),
+            vec![
+                swept("old", 80.0, 30.0),
+                swept("new", 40.0, 15.0),
+                idle("idle as found", 40.0),
+                paired,
+            ],
+            Some(m),
+        ))
+        .unwrap();
+        assert_eq!(r.headline_mode, DUTY_CYCLE);
+        let found = r
+            .configs
+            .iter()
+            .find(|c| c.name == "idle as found")
+            .unwrap();
+        assert!(found.duty_cycle.is_none(), "{found:?}");
+        let modes: Vec<(&str, &str, &str)> = r
+            .comparisons
+            .iter()
+            .map(|c| (c.from.as_str(), c.to.as_str(), c.mode.as_str()))
+            .collect();
+        assert_eq!(
+            modes,
+            [
+                ("old", "new", DUTY_CYCLE),
+                ("idle as found", "idle with ASPM powersave", "idle")
+            ]
+        );
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("\"idle as found\": not compared at duty cycle")),
+            "{:?}",
+            r.notes
+        );
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub struct StoredSweep {
     pub status: String,
     pub kinds: String,
     pub meter: String,
+    /// What the run was told (JSON), e.g. how `wattson idle --measure` paired it.
+    pub settings: Option<serde_json::Value>,
     pub fit: Option<serde_json::Value>,
     pub levels: Vec<StoredLevel>,
 }
@@ -154,7 +156,8 @@ pub fn load(store: &Store, name: &str) -> anyhow::Result<Option<StoredSweep>> {
     let conn = store.conn();
     let row = conn
         .query_row(
-            "SELECT c.name, c.host, c.fingerprint, r.id, r.started_ms, r.ended_ms, r.status, r.kinds, r.meter, r.fit
+            "SELECT c.name, c.host, c.fingerprint, r.id, r.started_ms, r.ended_ms, r.status, r.kinds, r.meter, r.fit,
+                    r.settings
              FROM configuration c JOIN sweep_run r ON r.configuration_id = c.id
              WHERE c.name = ?1 ORDER BY (r.status = 'complete') DESC, r.started_ms DESC LIMIT 1",
             [name],
@@ -170,11 +173,13 @@ pub fn load(store: &Store, name: &str) -> anyhow::Result<Option<StoredSweep>> {
                     r.get::<_, String>(7)?,
                     r.get::<_, String>(8)?,
                     r.get::<_, Option<String>>(9)?,
+                    r.get::<_, Option<String>>(10)?,
                 ))
             },
         )
         .optional()?;
-    let Some((name, host, fp, run_id, started_ms, ended_ms, status, kinds, meter, fit)) = row
+    let Some((name, host, fp, run_id, started_ms, ended_ms, status, kinds, meter, fit, settings)) =
+        row
     else {
         return Ok(None);
     };
@@ -214,6 +219,7 @@ pub fn load(store: &Store, name: &str) -> anyhow::Result<Option<StoredSweep>> {
         status,
         kinds,
         meter,
+        settings: settings.and_then(|s| serde_json::from_str(&s).ok()),
         fit: fit.and_then(|s| serde_json::from_str(&s).ok()),
         levels,
     }))

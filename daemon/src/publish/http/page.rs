@@ -38,8 +38,14 @@ pub struct Live {
     pub annual_projection: Option<f64>,
     pub annual_projection_text: String,
     pub mode: Option<String>,
-    /// Machine-wide idle-state residency over the last interval, deepest first.
+    /// Machine-wide idle-state residency of the cores over the last interval, deepest first.
     pub idle_states: Vec<IdleState>,
+    /// The package C-states' residency over the last interval (the mean over packages),
+    /// deepest first; empty where the package counters are not read.
+    pub package_states: Vec<IdleState>,
+    /// The deepest package state holding at least 0.1 % of the interval, `none` when none
+    /// did; absent without package counters.
+    pub package_deepest_reached: Option<String>,
     pub healthy: bool,
     /// `ok`, or why the daemon is unhealthy.
     pub health: String,
@@ -63,7 +69,7 @@ pub struct PowerNow {
 #[derive(Debug, Clone, Serialize)]
 pub struct IdleState {
     pub state: String,
-    /// `core` (cpuidle).
+    /// `core` (cpuidle) or `package` (the package C-state counters).
     pub level: &'static str,
     pub residency: f64,
 }
@@ -97,20 +103,27 @@ impl Live {
                 ts_ms: r.ts_ms,
             })
         });
-        let mut idle_states: Vec<IdleState> = latest
-            .iter()
-            .filter(|r| r.metric == Metric::IdleResidency && r.source == SourceId::Cpu)
-            .filter_map(|r| {
-                Some(IdleState {
-                    state: channel::all_part(&r.channel)?.to_owned(),
-                    level: "core",
-                    residency: r.value,
+        let states = |metric: Metric, level: &'static str| {
+            let mut v: Vec<IdleState> = latest
+                .iter()
+                .filter(|r| r.metric == metric && r.source == SourceId::Cpu)
+                .filter_map(|r| {
+                    Some(IdleState {
+                        state: channel::all_part(&r.channel)?.to_owned(),
+                        level,
+                        residency: r.value,
+                    })
                 })
-            })
-            .collect();
-        idle_states.sort_by_key(|s| {
-            std::cmp::Reverse(crate::publish::mqtt::state::cstate_depth(&s.state))
-        });
+                .collect();
+            v.sort_by_key(|s| {
+                std::cmp::Reverse(crate::publish::mqtt::state::cstate_depth(&s.state))
+            });
+            v
+        };
+        let idle_states = states(Metric::IdleResidency, "core");
+        let package_states = states(Metric::PackageResidency, "package");
+        let package_deepest_reached =
+            crate::publish::mqtt::state::deepest_package_state(&latest).map(|(s, _)| s);
         let health = ctx.health.report();
         let money = |v: Option<f64>| {
             v.map_or_else(|| "-".to_owned(), |c| format_money(c, &extras.currency))
@@ -133,6 +146,8 @@ impl Live {
             ),
             mode: extras.mode.clone(),
             idle_states,
+            package_states,
+            package_deepest_reached,
             healthy: health.healthy,
             health: health.reason(),
         }
@@ -207,8 +222,8 @@ h1 { font-size: 1.3rem; margin: 0.5rem 0; }
 .card .value { font-size: 1.5rem; font-variant-numeric: tabular-nums; overflow-wrap: anywhere; }
 .card .note { color: #666; font-size: 0.8rem; }
 #health.bad { color: #a00; }
-ul#idle-states { list-style: none; padding: 0; margin: 0.2rem 0 0; }
-ul#idle-states li { font-variant-numeric: tabular-nums; }
+ul.states { list-style: none; padding: 0; margin: 0.2rem 0 0; }
+ul.states li { font-variant-numeric: tabular-nums; }
 iframe { width: 100%; border: 0; min-height: 30rem; }
 .meta { color: #666; font-size: 0.85rem; }
 </style>
@@ -221,7 +236,8 @@ iframe { width: 100%; border: 0; min-height: 30rem; }
 <div class="card"><div class="label">Energy today</div><div class="value" id="energy-today">-</div></div>
 <div class="card"><div class="label">Cost today</div><div class="value" id="cost-today">-</div></div>
 <div class="card"><div class="label">A year at this rate</div><div class="value" id="projection">-</div><div class="note" id="mode"></div></div>
-<div class="card"><div class="label">Deepest idle states</div><ul id="idle-states"><li>-</li></ul></div>
+<div class="card"><div class="label">Deepest idle states (cores)</div><ul class="states" id="idle-states"><li>-</li></ul></div>
+<div class="card"><div class="label">Package C-states</div><ul class="states" id="package-states"><li>-</li></ul><div class="note" id="package-deepest"></div></div>
 </div>
 <h2>Report</h2>
 <p class="meta">The report of the database as it stands (<a href="/report.html">open</a>, <a href="/report.json">JSON</a>, <a href="/metrics">metrics</a>).</p>
@@ -239,14 +255,18 @@ iframe { width: 100%; border: 0; min-height: 30rem; }
     $('cost-today').textContent = d.cost_today_text;
     $('projection').textContent = d.annual_projection_text;
     $('mode').textContent = d.mode ? 'mode: ' + d.mode : '';
-    const list = $('idle-states');
-    list.replaceChildren();
-    for (const s of d.idle_states.slice(0, 3)) {
-      const li = document.createElement('li');
-      li.textContent = s.state + ': ' + (100 * s.residency).toFixed(1) + ' %';
-      list.appendChild(li);
+    function states(id, all, shown, none) {
+      const list = $(id);
+      list.replaceChildren();
+      const line = (text) => { const li = document.createElement('li'); li.textContent = text; list.appendChild(li); };
+      for (const s of shown) { line(s.state + ': ' + (100 * s.residency).toFixed(1) + ' %'); }
+      if (!all.length) { line('not read here'); } else if (!shown.length) { line(none); }
     }
-    if (!d.idle_states.length) { const li = document.createElement('li'); li.textContent = 'not read here'; list.appendChild(li); }
+    states('idle-states', d.idle_states, d.idle_states.slice(0, 3), '-');
+    // The package: the states it reached (0.1 % or more of the interval), deepest first.
+    const reached = d.package_states.filter((s) => s.residency >= __REACHED__).slice(0, 3);
+    states('package-states', d.package_states, reached, 'none reached');
+    $('package-deepest').textContent = d.package_deepest_reached ? 'deepest reached: ' + d.package_deepest_reached : '';
     $('health').textContent = d.healthy ? 'healthy' : 'unhealthy: ' + d.health;
     $('health').className = d.healthy ? '' : 'bad';
     $('updated').textContent = new Date(d.ts_ms).toLocaleTimeString();
@@ -274,6 +294,7 @@ iframe { width: 100%; border: 0; min-height: 30rem; }
 /// The page with its refresh interval filled in.
 pub fn page() -> String {
     PAGE.replace("__REFRESH_MS__", &REFRESH_MS.to_string())
+        .replace("__REACHED__", &crate::idle::explain::REACHED.to_string())
 }
 
 #[cfg(test)]
@@ -305,7 +326,7 @@ mod tests {
     #[test]
     fn the_page_makes_no_external_request() {
         let page = page();
-        assert!(!page.contains("__REFRESH_MS__"));
+        assert!(!page.contains("__REFRESH_MS__") && !page.contains("__REACHED__"));
         for needle in ["http://", "https://", "//cdn", "@import"] {
             assert!(!page.contains(needle), "{needle}");
         }

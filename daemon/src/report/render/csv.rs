@@ -1,7 +1,9 @@
 //! CSV (RFC 4180): a header, then one row per configuration and mode. Money is rounded to
 //! 2 decimals and kWh to 3; empty fields mean "not measured" or "not applicable". The
 //! saving columns compare each row with the same mode of the first configuration (the
-//! baseline); `payback_years` is filled on the row of the comparisons' headline mode. The
+//! baseline), except that a configuration `wattson idle --measure` measured against another
+//! in alternating phases (`idle with ASPM powersave` against `idle as found`) is compared
+//! with that one, by the difference measured; `payback_years` is filled on the row of the comparisons' headline mode. The
 //! `idle_regression*` columns carry the configuration's newest idle-power regression check
 //! on each of its rows: `none` or `detected`, the rise and its 95 % half-width (W); empty
 //! when the configuration was never checked.
@@ -91,13 +93,19 @@ pub fn render(r: &Report) -> String {
             .unwrap_or_default();
         let check = r.regression.checks.iter().find(|x| x.config == c.name);
         for m in c.modes.iter().chain(c.duty_cycle.as_ref()) {
-            let vs = base.filter(|_| i > 0).and_then(|b| {
-                let bm = if m.name == crate::report::model::DUTY_CYCLE {
-                    b.duty_cycle.as_ref()
-                } else {
-                    b.modes.iter().find(|x| x.name == m.name)
-                }?;
-                Some((bm.annual_kwh - m.annual_kwh, bm.annual_cost - m.annual_cost))
+            // Measured against another configuration in alternating phases: against that one.
+            let paired = comparison
+                .filter(|x| x.delta_ci95_watts.is_some() && x.mode == m.name)
+                .map(|x| (x.annual_kwh_saved, x.annual_saving));
+            let vs = paired.or_else(|| {
+                base.filter(|_| i > 0).and_then(|b| {
+                    let bm = if m.name == crate::report::model::DUTY_CYCLE {
+                        b.duty_cycle.as_ref()
+                    } else {
+                        b.modes.iter().find(|x| x.name == m.name)
+                    }?;
+                    Some((bm.annual_kwh - m.annual_kwh, bm.annual_cost - m.annual_cost))
+                })
             });
             let payback = comparison
                 .filter(|x| x.mode == m.name)

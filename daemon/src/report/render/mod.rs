@@ -272,8 +272,19 @@ pub fn sections(r: &Report) -> Vec<Section> {
                     Some(ci) => format!("{} ± {}", format_money(c.annual_saving, cur), num(ci, 2)),
                     None => format_money(c.annual_saving, cur),
                 };
+                let measured = c.delta_ci95_watts.map_or_else(String::new, |ci| {
+                    let delta = c.to_watts - c.from_watts;
+                    format!(
+                        " ({}{delta:+.1} +/- {ci:.1} W, measured in alternating phases)",
+                        if delta.abs() > ci {
+                            ""
+                        } else {
+                            "no effect that this meter can distinguish: "
+                        }
+                    )
+                });
                 let mut head = format!(
-                    "{} -> {} at {}: {} -> {} saves {} kWh, {saving}/yr",
+                    "{} -> {} at {}: {} -> {}{measured} saves {} kWh, {saving}/yr",
                     c.from,
                     c.to,
                     c.mode,
