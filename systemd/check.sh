@@ -30,3 +30,10 @@ score=$(systemd-analyze security --offline=true --no-pager "$tmp/wattson.service
 echo "systemd-analyze security: exposure ${score:-unknown}"
 [ -n "$score" ] || { echo "could not read the exposure score" >&2; exit 1; }
 awk -v s="$score" 'BEGIN { exit !(s <= 2.5) }' || { echo "exposure $score is worse than 2.5" >&2; exit 1; }
+# [http] (/metrics, the live page) needs TCP: the hardening must leave AF_INET and AF_INET6
+# and deny no address, and no private network.
+grep -q '^RestrictAddressFamilies=.*AF_INET AF_INET6' wattson.service \
+  || { echo "wattson.service: RestrictAddressFamilies= must allow AF_INET AF_INET6 for [http]" >&2; exit 1; }
+if grep -E -q '^(IPAddressDeny=.+|PrivateNetwork=yes)' wattson.service; then
+  echo "wattson.service: IPAddressDeny=/PrivateNetwork= would stop [http] being reached" >&2; exit 1
+fi

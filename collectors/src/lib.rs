@@ -6,6 +6,7 @@
 //! Every sysfs/procfs reader takes its root as a [`SysRoot`] value, never a hard-coded path.
 
 pub mod cpu;
+pub mod idle;
 pub mod meter;
 pub mod plausibility;
 pub mod power;

@@ -78,6 +78,10 @@ pub enum Metric {
     /// nvidia-smi's `--query-compute-apps`), a count. An idle GPU with one resident draws
     /// far more than a bare one (the SM clock is held up). Channel: `gpuN`.
     GpuProcesses,
+    /// Share of the interval a CPU package spent in one package C-state (`PC2` .. `PC10`),
+    /// from the package residency counters against the TSC, 0..1. Channel: `all/<state>`
+    /// (the mean over packages) and, with more than one package, `packageN/<state>`.
+    PackageResidency,
     /// Readings a source rejected as implausible since its collector started, a count
     /// (cumulative; it restarts at zero with the daemon). Channel: the reason
     /// ([`crate::plausibility::Reason::as_str`]).
@@ -94,9 +98,11 @@ impl Metric {
             Metric::PowerFactor => Unit::Ratio,
             Metric::Frequency => Unit::Hertz,
             Metric::EnergyCounter | Metric::EnergyTotal => Unit::WattHour,
-            Metric::CpuBusy | Metric::CpuTime | Metric::IdleResidency | Metric::GpuUtilisation => {
-                Unit::Share
-            }
+            Metric::CpuBusy
+            | Metric::CpuTime
+            | Metric::IdleResidency
+            | Metric::GpuUtilisation
+            | Metric::PackageResidency => Unit::Share,
             Metric::CoreFrequency | Metric::GpuClock => Unit::Megahertz,
             Metric::PState | Metric::GpuProcesses | Metric::Rejected => Unit::Count,
         }
@@ -120,6 +126,7 @@ impl Metric {
             Metric::GpuClock => "gpu_clock",
             Metric::PState => "pstate",
             Metric::GpuProcesses => "gpu_processes",
+            Metric::PackageResidency => "package_residency",
             Metric::Rejected => "rejected",
         }
     }
@@ -142,6 +149,7 @@ impl Metric {
             Metric::GpuClock,
             Metric::PState,
             Metric::GpuProcesses,
+            Metric::PackageResidency,
             Metric::Rejected,
         ]
         .into_iter()
@@ -200,6 +208,7 @@ mod tests {
             Metric::GpuClock,
             Metric::PState,
             Metric::GpuProcesses,
+            Metric::PackageResidency,
             Metric::Rejected,
         ] {
             assert_eq!(Metric::parse(m.as_str()), Some(m));

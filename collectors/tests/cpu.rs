@@ -2,44 +2,20 @@
 // Helpers outside #[test] functions are not covered by allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use wattson_collectors::cpu::{CpuCollector, CpuOptions, cpu_facts, pin_order, read_topology};
-use wattson_collectors::{Action, Collector, Metric, Sample, SysRoot};
+use wattson_collectors::{Action, Collector, Metric, Sample};
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+mod common;
 
-fn root_at(dir: &Path) -> SysRoot {
-    SysRoot::new(dir.join("sys"), dir.join("proc"))
-}
+use common::{fixture, root_at};
 
-/// Copy a fixture tree (symlinks kept) into a temp dir, so a test can advance counters.
 fn copy_fixture(name: &str) -> tempfile::TempDir {
-    fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let entry = entry.unwrap();
-            let (src, dst) = (entry.path(), to.join(entry.file_name()));
-            let kind = entry.file_type().unwrap();
-            if kind.is_symlink() {
-                std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-            } else if kind.is_dir() {
-                copy(&src, &dst);
-            } else {
-                std::fs::copy(&src, &dst).unwrap();
-            }
-        }
-    }
-    let dir = tempfile::tempdir().unwrap();
-    copy(&fixture(name), dir.path());
-    dir
+    common::copy_fixtures(&[name])
 }
 
 /// A hand-stepped monotonic clock.

@@ -132,6 +132,7 @@ fn input() -> ReportInput {
             ..MeasuredInput::default()
         }),
         gpus: vec![],
+        idle: wattson::report::idle::IdleInput::default(),
         options: ReportOptions::new(NaiveDate::from_ymd_opt(2026, 1, 1).unwrap()),
     }
 }

@@ -69,6 +69,10 @@ pub enum Command {
     /// Fleet collector: store every host's MQTT state messages once (persistent session).
     #[command(after_help = examples::COLLECT)]
     Collect(crate::commands::collect::CollectArgs),
+    /// Why idle draws what it does: package and core C-states and the power settings that
+    /// keep them shallow; --measure finds what each setting saves at the wall.
+    #[command(after_help = examples::IDLE)]
+    Idle(crate::commands::idle::IdleArgs),
     /// Print the help of wattson or of the given subcommand(s).
     #[command(after_help = examples::HELP)]
     Help(HelpArgs),
@@ -287,6 +291,14 @@ Examples:
 Examples:
   wattson collect --db fleet.db                 # every host's state from [mqtt]'s broker
   wattson collect --jsonl - | head";
+
+    pub const IDLE: &str = "\
+Examples:
+  wattson idle                                  # package and core C-states, every setting, in words
+  wattson idle --json | jq .findings
+  sudo wattson idle --measure                   # what each setting saves at the wall, then puts it back
+  sudo wattson idle --measure --only pcie_aspm,sata_alpm
+  sudo wattson idle --measure --skip runtime_pm_usb --phase 40s";
 
     pub const HELP: &str = "\
 Examples:

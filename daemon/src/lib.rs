@@ -14,6 +14,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod control;
+pub mod idle;
 pub mod ledger;
 pub mod logging;
 pub mod output;

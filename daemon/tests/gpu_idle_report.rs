@@ -100,18 +100,7 @@ fn report_over(samples: Vec<Sample>) -> Report {
 }
 
 fn args(format: Format) -> ReportArgs {
-    ReportArgs {
-        format,
-        out: None,
-        configs: None,
-        since: None,
-        until: None,
-        mode: None,
-        upgrade_cost: None,
-        co2: None,
-        db: None,
-        host: None,
-    }
+    ReportArgs::new(format)
 }
 
 #[test]

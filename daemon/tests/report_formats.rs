@@ -43,18 +43,7 @@ fn now() -> DateTime<Utc> {
 }
 
 fn args(format: Format) -> ReportArgs {
-    ReportArgs {
-        format,
-        out: None,
-        configs: None,
-        since: None,
-        until: None,
-        mode: None,
-        upgrade_cost: None,
-        co2: None,
-        db: None,
-        host: None,
-    }
+    ReportArgs::new(format)
 }
 
 fn config() -> Config {
@@ -71,6 +60,7 @@ fn report_of(
         measured,
         regression: Vec::new(),
         gpus: vec![],
+        idle: wattson::report::idle::IdleInput::default(),
     };
     let input = input_from_config(&config(), store, args, now()).unwrap();
     report::build(&input).unwrap()

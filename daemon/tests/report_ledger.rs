@@ -123,6 +123,7 @@ fn input(tariff: Tariff) -> ReportInput {
         )),
         regression: vec![],
         gpus: vec![],
+        idle: wattson::report::idle::IdleInput::default(),
         options,
     }
 }

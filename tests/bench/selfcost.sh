@@ -8,6 +8,8 @@
 #                     if built, else debug)
 #        WARMUP_S     seconds to let both settle before the window (default 30)
 #        KEEP=1       keep the temp directory (databases, logs, configs)
+#        HTTP=1       also serve [http] and let a real Prometheus (`prometheus` on the PATH,
+#                     not measured) scrape /metrics every 15 s
 #
 # For each process, from /proc at the window's start and end:
 #   CPU    utime+stime of /proc/<pid>/stat (clock ticks), and the sum of the first field of
@@ -86,9 +88,25 @@ EOF
 if [[ -n "$mqtt_port" ]]; then
     printf '[mqtt]\nurl = "mqtt://127.0.0.1:%s"\n' "$mqtt_port" >>"$tmp/wattson.toml"
 fi
+http_port=""
+if [[ "${HTTP:-0}" == 1 ]]; then
+    command -v prometheus >/dev/null || { echo "HTTP=1 needs prometheus (apt-get install prometheus)" >&2; exit 1; }
+    http_port="$(free_port)"
+    printf '[http]\nlisten = "127.0.0.1:%s"\n' "$http_port" >>"$tmp/wattson.toml"
+fi
 "$WATTSON_BIN" --config "$tmp/wattson.toml" run >"$tmp/wattson.log" 2>&1 &
 wattson_pid=$!
 pids+=("$wattson_pid")
+
+# --- Prometheus scraping wattson every 15 s (not measured) -----------------------------------
+if [[ -n "$http_port" ]]; then
+    prom_port="$(free_port)"
+    printf 'scrape_configs:\n  - job_name: wattson\n    scrape_interval: 15s\n    static_configs:\n      - targets: ["127.0.0.1:%s"]\n' \
+        "$http_port" >"$tmp/prometheus.yml"
+    prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/prometheus" \
+        --web.listen-address="127.0.0.1:$prom_port" >"$tmp/prometheus.log" 2>&1 &
+    pids+=($!)
+fi
 
 # --- collectd ----------------------------------------------------------------------------
 collectd_pid=""
@@ -176,6 +194,11 @@ echo "wattson: $WATTSON_BIN ($(file -b "$WATTSON_BIN" 2>/dev/null | grep -q 'not
 echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), kernel $(uname -r)"
 echo "window: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s after ${WARMUP_S} s warm-up; CLK_TCK $hz"
 echo "wattson MQTT: $publishes"
+if [[ -n "$http_port" ]]; then
+    up="$(curl -s "http://127.0.0.1:$prom_port/api/v1/query?query=up" | grep -o '"value":\[[^]]*\]' || true)"
+    scrapes="$(curl -s "http://127.0.0.1:$prom_port/api/v1/query?query=count_over_time(up%5B${WINDOW_S}s%5D)" | grep -o '"value":\[[^]]*\]' || true)"
+    echo "wattson HTTP: [http] on 127.0.0.1:$http_port, Prometheus scraping every 15 s: up $up, scrapes in the window $scrapes"
+fi
 [[ -n "$collectd_pid" ]] && echo "collectd: $(collectd -h 2>&1 | awk '/^collectd/ { print $2; exit }') plugins cpu, cpufreq, $collectd_output at Interval 1"
 echo
 echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s | RSS |"

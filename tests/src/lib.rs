@@ -8,6 +8,9 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
 
 pub mod broker;
+pub mod browser;
+pub mod http;
+pub mod idle;
 pub mod ledger;
 pub mod scripted;
 
@@ -270,6 +273,15 @@ impl Child {
         kill(self.pid(), sig).expect("sending a signal");
     }
 
+    /// SIGTERM, and the exit status must be 0 within 10 s; returns the stderr.
+    pub fn stop_cleanly(&mut self) -> String {
+        self.signal(Signal::SIGTERM);
+        let status = self.wait_exit(Duration::from_secs(10));
+        let stderr = self.stderr();
+        assert_eq!(status.and_then(|s| s.code()), Some(0), "{stderr}");
+        stderr
+    }
+
     /// The exit status, if the child exits within `within`.
     pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
         let start = Instant::now();
@@ -394,6 +406,30 @@ pub fn host_points(store: &Store, host: &str, source: &str, metric: Metric) -> V
 /// Like [`points`], opening the database each time (`None` while it is not there yet).
 pub fn db_points(db: &Path, source: &str, metric: Metric) -> Vec<(i64, f64)> {
     open_db(db).map_or_else(Vec::new, |s| points(&s, source, metric))
+}
+
+/// A stored idle-power regression check (idle 40 W -> 48 W, a regression), as the daemon
+/// reads it from its database.
+pub fn regression_check() -> wattson::sweep::regression::Check {
+    use wattson::sweep::regression::{Check, IdleFigure, decide};
+    let baseline = IdleFigure {
+        watts: 40.0,
+        ci95_w: 0.3,
+    };
+    let latest = IdleFigure {
+        watts: 48.0,
+        ci95_w: 0.3,
+    };
+    Check {
+        config: "monthly".into(),
+        host: Some("basket".into()),
+        checked_ms: 1,
+        baseline_run_id: Some(1),
+        latest_run_id: Some(2),
+        baseline,
+        latest,
+        verdict: decide(baseline, latest),
+    }
 }
 
 /// `PRAGMA integrity_check` on a read-only connection.

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use wattson::publish::mqtt::discovery;
 use wattson::publish::mqtt::state::{self, MeterCounters, StateExtras};
 use wattson::runtime::live::LiveState;
-use wattson::sweep::regression::{Check, IdleFigure, decide};
+use wattson::sweep::regression::Check;
 use wattson_collectors::{Metric, Sample};
+use wattson_tests::regression_check;
 
 /// The entity ids `wattson run` announces for host `basket` with a wall meter, the CPU
 /// collector and a tariff; `check` is the stored idle-regression verdict, if any (none on
@@ -48,28 +49,6 @@ fn announced(check: Option<Check>) -> BTreeSet<String> {
         .iter()
         .map(|e| e.entity_id("basket"))
         .collect()
-}
-
-/// A stored idle-power regression check, as the daemon reads it from its database.
-fn regression_check() -> Check {
-    let baseline = IdleFigure {
-        watts: 40.0,
-        ci95_w: 0.3,
-    };
-    let latest = IdleFigure {
-        watts: 48.0,
-        ci95_w: 0.3,
-    };
-    Check {
-        config: "monthly".into(),
-        host: Some("basket".into()),
-        checked_ms: 1,
-        baseline_run_id: Some(1),
-        latest_run_id: Some(2),
-        baseline,
-        latest,
-        verdict: decide(baseline, latest),
-    }
 }
 
 /// Every `sensor.wattson_*` and `binary_sensor.wattson_*` token in `text`.

@@ -1,6 +1,7 @@
 //! `wattson demo` in a terminal (a pseudo-terminal), through the real binary: progress in
-//! every phase, no log lines, each level printed once, no warning about time caps, and the
-//! whole demo within 5 % of `--duration`.
+//! every phase, no log lines, each level printed once, a time-cap warning (if the machine's
+//! own load kept a level from its precision target) only under the figure it qualifies, and
+//! the whole demo within 5 % of `--duration`.
 
 // Helpers outside #[test] fns are test code too.
 #![allow(clippy::panic, clippy::unwrap_used)]
@@ -110,12 +111,31 @@ fn the_demo_on_a_terminal_shows_progress_without_log_noise_and_keeps_its_duratio
     ] {
         assert!(raw.contains(needle), "no {needle:?} in:\n{raw}");
     }
-    // No log lines on the terminal, and no time-cap warning on the happy path.
+    // No log lines on the terminal.
     assert!(!raw.contains(" INFO "), "log noise:\n{raw}");
-    assert!(!raw.contains("time cap"), "{raw}");
+
+    // The simulated meter follows this machine's whole CPU load. On a quiet machine the
+    // demo's +/- 2 W target is reached well inside each level's time; a machine busy with other
+    // work can still keep a level of this 30 s run from it, and then the warning must be
+    // carried directly under that level's figure, never as a stray line.
+    let lines = screen_lines(&raw);
+    for (i, line) in lines.iter().enumerate() {
+        if line.contains("time cap") {
+            assert!(
+                line.trim_start().starts_with("warning: time cap"),
+                "stray time-cap line {line:?}:\n{}",
+                lines.join("\n")
+            );
+            let above = i.checked_sub(1).map_or("", |j| lines[j].as_str());
+            assert!(
+                above.contains(" W ") && above.contains("kWh"),
+                "time-cap warning not under a level's figure:\n{}",
+                lines.join("\n")
+            );
+        }
+    }
 
     // Each level once, in the cost summary.
-    let lines = screen_lines(&raw);
     for level in ["idle ", "1 loop "] {
         let rows: Vec<&String> = lines
             .iter()

@@ -12,38 +12,19 @@
 #![allow(clippy::panic, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use serde_json::Value;
 use wattson::store::{Store, StoreOptions, Writer};
 use wattson::sweep::engine::{LevelResult, SweepOutcome, fit_kind};
 use wattson::sweep::workload::LoopKind;
 use wattson_collectors::{Metric, Sample};
+use wattson_tests::browser::{chromium, headless};
 use wattson_tests::{HOST, TestEnv, kvm_fixture, wattson};
 
 const DAY_MS: i64 = 86_400_000;
 /// The history's sampling interval: 5 minutes keeps a year of it small.
 const STEP_MS: i64 = 300_000;
-
-/// The Chromium binary, or `None` (a skip) where it is not installed and CI is not set.
-fn chromium() -> Option<PathBuf> {
-    for name in ["chromium", "chromium-browser", "google-chrome"] {
-        if let Some(dir) = std::env::var_os("PATH")
-            .iter()
-            .flat_map(std::env::split_paths)
-            .find(|d| d.join(name).is_file())
-        {
-            return Some(dir.join(name));
-        }
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "chromium is not installed (apt-get install chromium); CI must run this test"
-    );
-    eprintln!("skipped: chromium is not installed");
-    None
-}
 
 /// UTC midnight of today, ms.
 fn today_ms() -> i64 {
@@ -163,24 +144,6 @@ const PROBE: &str = r"<script>
   document.body.appendChild(pre);
 })();
 </script>";
-
-/// Chromium's flags for a quiet, sandbox-free headless run with its own profile.
-fn headless(chromium: &Path, profile: &Path) -> Command {
-    let mut cmd = Command::new(chromium);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()));
-    cmd
-}
 
 /// The report of `db` in Chromium: the probe's JSON, with a screenshot saved as `shot`.
 fn render(chromium: &Path, env: &TestEnv, db: &Path, shot: &Path) -> Value {

@@ -14,6 +14,7 @@ use crate::SourceId;
 use crate::source::channel;
 use std::time::Duration;
 
+use crate::idle::PackageReader;
 use crate::sysroot::{SysFile, SysRoot};
 use crate::{CollectError, Collector, Metric, Sample};
 
@@ -62,7 +63,9 @@ impl<T> Part<T> {
         match r {
             Ok(t) => Part::Ready(t),
             Err(why) => {
-                tracing::info!("cpu {part} unavailable: {why}");
+                // The daemon logs each part's status once (from `CpuCollector::availability`); a short
+                // command such as `status` keeps its stderr for what went wrong.
+                tracing::debug!("cpu {part} unavailable: {why}");
                 Part::Unavailable(why)
             }
         }
@@ -82,7 +85,9 @@ impl<T> Part<T> {
 /// - [`Metric::CoreFrequency`] (MHz), channels `cpuN` and `mean`, every poll;
 /// - [`Metric::IdleResidency`] (share), channels `cpuN/<state>` and `all/<state>`;
 /// - [`Metric::CpuBusy`] (share), channels `all` and `cpuN`;
-/// - [`Metric::CpuTime`] (share), channels `all/<field>` (and `cpuN/<field>` when enabled).
+/// - [`Metric::CpuTime`] (share), channels `all/<field>` (and `cpuN/<field>` when enabled);
+/// - [`Metric::PackageResidency`] (share), channels `all/PCn` (and `packageN/PCn` with
+///   several packages), with [`CpuCollector::with_devfs`].
 ///
 /// The first poll has no interval yet and emits only frequencies.
 pub struct CpuCollector {
@@ -95,6 +100,8 @@ pub struct CpuCollector {
     freq: Part<FreqReader>,
     idle: Part<IdleReader>,
     stat: Part<StatReader>,
+    /// Package C-states from the residency MSRs; `None` until [`CpuCollector::with_devfs`].
+    package: Option<Part<PackageReader>>,
     per_cpu_times: bool,
     keep_files_open: bool,
     freq_channels: Vec<String>,
@@ -155,6 +162,7 @@ impl CpuCollector {
             freq: Part::Unavailable(String::new()),
             idle: Part::Unavailable(String::new()),
             stat,
+            package: None,
             per_cpu_times: options.per_cpu_times,
             keep_files_open: options.keep_files_open,
             freq_channels: Vec::new(),
@@ -174,15 +182,32 @@ impl CpuCollector {
         self
     }
 
+    /// Also read package C-state residency ([`Metric::PackageResidency`]) from the residency
+    /// MSRs under `dev` (`<dev>/cpu/N/msr`, one CPU per package). Where they cannot be read
+    /// the part is unavailable, with why and what the machine has instead.
+    #[must_use]
+    pub fn with_devfs(mut self, dev: impl AsRef<std::path::Path>) -> Self {
+        self.package = Some(match PackageReader::discover(&self.root, dev.as_ref()) {
+            Ok(r) => Part::Ready(r),
+            Err(why) => Part::from_result("package C-states", Err(why.to_string())),
+        });
+        self
+    }
+
     /// Each part and whether it works here: `("frequency", Err(why))` where it does not.
-    /// Parts: `topology`, `frequency`, `cpuidle`, `stat`.
+    /// Parts: `topology`, `frequency`, `cpuidle`, `stat`, and `package C-states` once
+    /// [`CpuCollector::with_devfs`] asked for them.
     pub fn availability(&self) -> Vec<(&'static str, Result<(), String>)> {
-        vec![
+        let mut parts = vec![
             ("topology", self.topology.clone()),
             ("frequency", self.freq.status()),
             ("cpuidle", self.idle.status()),
             ("stat", self.stat.status()),
-        ]
+        ];
+        if let Some(p) = &self.package {
+            parts.push(("package C-states", p.status()));
+        }
+        parts
     }
 
     /// The online CPUs being read.
@@ -301,6 +326,15 @@ impl Collector for CpuCollector {
                 } else {
                     tracing::debug!("cpu stat: {e}");
                 }
+            }
+        }
+
+        if let Some(Part::Ready(package)) = &mut self.package {
+            let result = package.read(|channel, share| {
+                out.push(sample(Metric::PackageResidency, channel, share));
+            });
+            if let Err(e) = result {
+                tracing::debug!("package C-states: {e}");
             }
         }
 

@@ -28,6 +28,9 @@ _wattson() {
             wattson,help)
                 cmd="wattson__subcmd__help"
                 ;;
+            wattson,idle)
+                cmd="wattson__subcmd__idle"
+                ;;
             wattson,meter)
                 cmd="wattson__subcmd__meter"
                 ;;
@@ -59,7 +62,7 @@ _wattson() {
 
     case "${cmd}" in
         wattson)
-            opts="-c -v -h -V --config --verbose --help --version run demo status sweep report meter config collect help"
+            opts="-c -v -h -V --config --verbose --help --version run demo status sweep report meter config collect idle help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -214,6 +217,56 @@ _wattson() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        wattson__subcmd__idle)
+            opts="-c -v -h -V --json --db --sample --measure --only --skip --meter --phase --phases --config --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sample)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --only)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --skip)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --meter)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --phase)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --phases)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         wattson__subcmd__meter)
             opts="-c -v -h -V --config --verbose --help --version probe simulate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -263,7 +316,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__meter__subcmd__simulate)
-            opts="-c -v -h -V --protocol --watts --follow-cpu --per-cpu --noise --ramp --curvature --address --duration --seed --config --verbose --help --version"
+            opts="-c -v -h -V --protocol --watts --follow-cpu --per-cpu --noise --ramp --curvature --address --duration --effect --seed --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -298,6 +351,10 @@ _wattson() {
                     return 0
                     ;;
                 --duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --effect)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -36,6 +36,7 @@ complete -c wattson -n "__fish_wattson_needs_command" -f -a "report" -d 'Annual 
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "meter" -d 'Serial meter tools: probe a port, or simulate a meter on a pseudo-terminal'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "config" -d 'Configuration tools'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "collect" -d 'Fleet collector: store every host\'s MQTT state messages once (persistent session)'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "idle" -d 'Why idle draws what it does: package and core C-states and the power settings that keep them shallow; --measure finds what each setting saves at the wall'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "help" -d 'Print the help of wattson or of the given subcommand(s)'
 complete -c wattson -n "__fish_wattson_using_subcommand run" -l db -d 'Store into this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand run" -l duration -d 'Stop after this long (e.g. `60s`) instead of running until SIGTERM' -r
@@ -113,6 +114,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_s
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l curvature -d 'Extra watts per busy CPU beyond the first (negative: later loops cheaper)' -r
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l address -d 'Modbus addresses to answer on (comma-separated), e.g. 1,2,3 for three meters on one bus' -r
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l duration -d 'Stop after this long instead of running until interrupted' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l effect -d 'Watts added while a file holds a value, FILE=VALUE:W (repeatable): e.g. /sys/module/pcie_aspm/parameters/policy=powersave:-3 for a machine that draws 3 W less with ASPM on, to try `wattson idle --measure` against a known answer' -r
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l seed -d 'Random seed for the noise' -r
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l follow-cpu -d 'Follow this machine\'s CPU load: watts = --watts + --per-cpu x busy CPUs'
@@ -136,6 +138,19 @@ complete -c wattson -n "__fish_wattson_using_subcommand collect" -s c -l config 
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -l db -d 'Database to read history from and store measurements in [default: [storage] path]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -l sample -d 'Without an hour of history in the database, sample the C-states live for this long' -r
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -l only -d 'With --measure: only these settings (comma-separated ids: pcie_aspm, sata_alpm, runtime_pm_pci, runtime_pm_ata, runtime_pm_usb, nmi_watchdog, dirty_writeback, audio_power_save, epp, cpufreq_governor, turbo)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -l skip -d 'With --measure: leave these settings alone (ids as for --only)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -l meter -d 'With --measure: which [[meter]] to read (its id) [default: the first]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -l phase -d 'With --measure: measuring time of each phase, after the power settles' -r
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -l phases -d 'With --measure: phases per setting, odd, 3 or more (A B A, A B A B A, ...)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -l json -d 'Print JSON instead of text (without --measure; `wattson idle --json` afterwards lists what was measured)'
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -l measure -d 'Measure what each setting saves at the wall (root, with a [[meter]]): each one changed and put back in turn, A/B/A/B/A/B/A against idle as it was, then restored'
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand help" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand help" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand help" -s h -l help -d 'Print help'

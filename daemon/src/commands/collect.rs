@@ -112,14 +112,11 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
         tracing::warn!("{warning}");
     }
     let Some(mqtt) = cfg.mqtt.clone() else {
-        return Err(crate::config::ConfigError::Unusable {
-            path: cfg
-                .source
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("(built-in defaults)")),
-            key: "mqtt".to_owned(),
-            message: "wattson collect needs an [mqtt] section with the broker's url".to_owned(),
-        }
+        return Err(super::config_check::unusable(
+            &cfg,
+            "mqtt".to_owned(),
+            "wattson collect needs an [mqtt] section with the broker's url".to_owned(),
+        )
         .into());
     };
     let client_id = args

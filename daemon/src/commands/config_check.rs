@@ -101,6 +101,12 @@ fn mqtt_unusable(config: &Config, e: &MqttError) -> ConfigError {
         MqttError::Credential { reason } => ("mqtt.password_credential".to_owned(), reason.clone()),
         MqttError::Tls { .. } | MqttError::Relay { .. } => ("mqtt".to_owned(), e.to_string()),
     };
+    unusable(config, key, message)
+}
+
+/// `key` of `config` is valid as written but unusable here (exit 78), naming the file it came
+/// from.
+pub fn unusable(config: &Config, key: String, message: String) -> ConfigError {
     ConfigError::Unusable {
         path: config
             .source

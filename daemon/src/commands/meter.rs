@@ -64,6 +64,11 @@ pub struct SimulateArgs {
     /// Stop after this long instead of running until interrupted.
     #[arg(long, value_name = "DURATION", value_parser = crate::cli::parse_duration_arg, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
+    /// Watts added while a file holds a value, FILE=VALUE:W (repeatable): e.g.
+    /// /sys/module/pcie_aspm/parameters/policy=powersave:-3 for a machine that draws 3 W
+    /// less with ASPM on, to try `wattson idle --measure` against a known answer.
+    #[arg(long = "effect", value_name = "FILE=VALUE:W", value_parser = crate::sources::power_model::SettingEffect::parse, allow_hyphen_values = true)]
+    pub effects: Vec<crate::sources::power_model::SettingEffect>,
     /// Random seed for the noise.
     #[arg(
         long,
@@ -160,6 +165,7 @@ fn simulate(args: &SimulateArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         noise_sd_w: args.noise,
         ramp_s: args.ramp,
         curvature_w: args.curvature,
+        effects: args.effects.clone(),
         ..PowerModel::default()
     };
     let line = (args.protocol == Protocol::Line).then(meter::line::LineFormat::default);

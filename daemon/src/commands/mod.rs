@@ -3,9 +3,11 @@
 pub mod collect;
 pub mod config_check;
 pub mod demo;
+pub mod idle;
 pub mod meter;
 pub mod report;
 pub mod run;
+pub mod signals;
 pub mod status;
 pub mod sweep;
 
@@ -14,9 +16,11 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command, ConfigCommand};
 use crate::config::{Config, ConfigError, EXIT_CONFIG};
 
-/// Run the command the user asked for.
+/// Run the command the user asked for, after restoring what a crashed `wattson idle
+/// --measure` left changed.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let config_path = cli.config.clone();
+    recover_idle_settings(&cli);
     match cli.command {
         Command::Config(ConfigCommand::Check) => config_check::run(config_path.as_deref()),
         Command::Meter(cmd) => meter::run(cmd, config_path.as_deref()),
@@ -26,10 +30,42 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(&args, config_path.as_deref()),
         Command::Demo(args) => demo::run(&args, config_path.as_deref()),
         Command::Collect(args) => collect::run(&args, config_path.as_deref()),
+        Command::Idle(args) => idle::run(&args, config_path.as_deref()),
         Command::Help(args) => {
             crate::cli::print_help(&args)?;
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// The database a command works on: its `--db`, else `[storage] path`.
+fn database_of(cli: &Cli) -> Option<std::path::PathBuf> {
+    let own = match &cli.command {
+        Command::Run(a) => a.db.clone(),
+        Command::Demo(a) => a.db.clone(),
+        Command::Status(a) => a.db.clone(),
+        Command::Sweep(a) => a.db.clone(),
+        Command::Report(a) => a.db.clone(),
+        Command::Collect(a) => a.db.clone(),
+        Command::Idle(a) => a.db.clone(),
+        Command::Meter(_) | Command::Config(_) | Command::Help(_) => None,
+    };
+    own.or_else(|| {
+        Config::load(cli.config.as_deref())
+            .ok()
+            .map(|c| c.storage.path)
+    })
+}
+
+/// Every command starts by putting back what a `wattson idle --measure` that died without
+/// restoring (SIGKILL, a crash, a power cut) left changed; a measurement that is running
+/// holds its lock and is left alone (see [`crate::idle::journal`]).
+fn recover_idle_settings(cli: &Cli) {
+    if matches!(&cli.command, Command::Idle(a) if a.measure) {
+        return;
+    }
+    if let Some(db) = database_of(cli) {
+        crate::idle::journal::recover_at_start(&db);
     }
 }
 

@@ -72,6 +72,24 @@ pub struct ReportArgs {
     pub host: Option<String>,
 }
 
+impl ReportArgs {
+    /// The defaults in `format`: every configuration, the whole history, to stdout.
+    pub fn new(format: Format) -> ReportArgs {
+        ReportArgs {
+            format,
+            out: None,
+            configs: None,
+            since: None,
+            until: None,
+            mode: None,
+            upgrade_cost: None,
+            co2: None,
+            db: None,
+            host: None,
+        }
+    }
+}
+
 /// A window bound as typed: a local date, or a duration back from now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum When {
@@ -119,6 +137,8 @@ pub struct StoreData {
     pub regression: Vec<crate::sweep::regression::Check>,
     /// Each GPU's raw samples over the window.
     pub gpus: Vec<GpuInput>,
+    /// Package C-state history and measured idle settings.
+    pub idle: crate::report::idle::IdleInput,
 }
 
 /// Reads sweeps, the wall source's energy (through the ledger), gaps and utilisation from
@@ -146,6 +166,12 @@ pub fn gather_from_store(
         data.configs.push(sweep_config_input(&s));
     }
     data.regression = crate::sweep::regression::latest(&store, None)?;
+    data.idle = crate::report::idle::load(
+        &store,
+        host,
+        from_ms.unwrap_or(0),
+        to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
+    )?;
     data.gpus = gather_gpus(
         &store,
         host,
@@ -413,6 +439,7 @@ pub fn input_from_config(
         measured: store.measured,
         regression: store.regression,
         gpus: store.gpus,
+        idle: store.idle,
         options,
     })
 }

@@ -63,6 +63,9 @@ struct Daemon {
     sources: Vec<SourceId>,
     /// Connections open on its control socket, this one included.
     clients: usize,
+    /// Where it serves `[http]` (`/metrics`, the live page), when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -263,6 +266,7 @@ fn live_readings(db: &Path, now_ms: i64) -> Result<(Vec<Reading>, String, Daemon
         socket: client.socket().display().to_string(),
         sources: status.sources,
         clients: status.clients,
+        http: status.http,
     };
     Ok((readings, format!("live from {}", client.describe()), daemon))
 }
@@ -288,7 +292,8 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
             detail: "no [[meter]] configured: wall power is not measured".into(),
         });
     }
-    let cpu = wattson_collectors::cpu::CpuCollector::new(root.clone());
+    let cpu =
+        wattson_collectors::cpu::CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
     for (part, state) in cpu.availability() {
         out.push(SourceState {
             source: format!("{} {part}", SourceId::Cpu),
@@ -353,6 +358,7 @@ fn label(metric: &str, channel: &str) -> String {
         ("cpu_busy", c) if c == channel::ALL => "CPU busy".into(),
         ("core_frequency", c) if c == channel::MEAN => "mean core frequency".into(),
         ("idle_residency", c) => format!("idle state {}", channel::all_part(c).unwrap_or(c)),
+        ("package_residency", c) => format!("package state {}", channel::all_part(c).unwrap_or(c)),
         ("cpu_time", c) => format!("CPU time {}", channel::all_part(c).unwrap_or(c)),
         (m, "") => m.replace('_', " "),
         (m, c) => format!("{} {c}", m.replace('_', " ")),
@@ -373,6 +379,9 @@ fn render(s: &Status) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "wattson status: host {} ({})", s.host, s.database);
     let _ = writeln!(out, "readings: {}", s.readings_from);
+    if let Some(url) = s.daemon.as_ref().and_then(|d| d.http.as_deref()) {
+        let _ = writeln!(out, "http: {url} (/metrics, the live page at /)");
+    }
     let mut by_source: BTreeMap<&SourceId, Vec<&Reading>> = BTreeMap::new();
     for r in &s.readings {
         by_source.entry(&r.source).or_default().push(r);
@@ -539,7 +548,7 @@ fn render_store(out: &mut String, s: &StoreStatus) {
 
 /// What a source's watts stand for, so that figures from different places are never read
 /// as parts of one sum: the wall meter holds everything inside the box.
-fn scope_label(source: &SourceId) -> Option<&'static str> {
+pub(crate) fn scope_label(source: &SourceId) -> Option<&'static str> {
     match source {
         SourceId::Meter(_) => Some("measured at the wall"),
         SourceId::Estimate => Some("estimated, not measured"),

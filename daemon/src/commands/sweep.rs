@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use wattson_collectors::cpu::CpuCollector;
 use wattson_collectors::cpu::topology::{pin_order, read_topology};
 use wattson_collectors::{Collector, SysRoot};
 
+use super::signals::SignalWatch;
 use crate::config::Config;
 use crate::control::protocol::{Stored, SweepRecord, SweepSettings};
 use crate::store::Store;
@@ -206,67 +207,6 @@ fn show(args: &SweepArgs, db: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Stops the loops at once on Ctrl-C or SIGTERM, from a thread of its own, and remembers
-/// which signal it was.
-struct SignalWatch {
-    done: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    /// The signal number received (`SIGINT` = 2, `SIGTERM` = 15); 0 while none has come.
-    received: Arc<AtomicI32>,
-}
-
-impl SignalWatch {
-    fn start(stop: Arc<AtomicBool>, slot: LoopSlot) -> anyhow::Result<SignalWatch> {
-        let received = Arc::new(AtomicI32::new(0));
-        let seen = received.clone();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let thread = std::thread::Builder::new()
-            .name("wattson-signals".into())
-            .spawn(move || {
-                rt.block_on(async move {
-                    let Ok(mut term) =
-                        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    else {
-                        return;
-                    };
-                    let signal = tokio::select! {
-                        _ = tokio::signal::ctrl_c() => libc::SIGINT,
-                        _ = term.recv() => libc::SIGTERM,
-                        _ = rx => return,
-                    };
-                    seen.store(signal, Ordering::SeqCst);
-                    stop.store(true, Ordering::SeqCst);
-                    stop_loops(&slot);
-                    tracing::warn!("interrupted: loops stopped; keeping the completed levels");
-                });
-            })?;
-        Ok(SignalWatch {
-            done: Some(tx),
-            thread: Some(thread),
-            received,
-        })
-    }
-
-    /// The signal that interrupted the sweep, if one did.
-    fn received(&self) -> Option<i32> {
-        Some(self.received.load(Ordering::SeqCst)).filter(|&s| s != 0)
-    }
-}
-
-impl Drop for SignalWatch {
-    fn drop(&mut self) {
-        if let Some(tx) = self.done.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// Run the sweep(s) the arguments ask for against the configured meter. Returns false when
 /// interrupted (partial results are stored).
 pub fn sweep_with_config(
@@ -347,7 +287,13 @@ pub fn sweep_until_signal(
 
     let stop = Arc::new(AtomicBool::new(false));
     let slot: LoopSlot = Arc::new(Mutex::new(None));
-    let signals = SignalWatch::start(stop.clone(), slot.clone())?;
+    let signals = {
+        let slot = slot.clone();
+        SignalWatch::start(stop.clone(), move || {
+            stop_loops(&slot);
+            tracing::warn!("interrupted: loops stopped; keeping the completed levels");
+        })?
+    };
 
     let runs: Vec<(String, Option<String>)> = match &args.governors {
         None => vec![(name.to_owned(), None)],

@@ -74,6 +74,8 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub(super) mqtt: Option<FileMqtt>,
     #[serde(default)]
+    pub(super) http: Option<FileHttp>,
+    #[serde(default)]
     pub(super) config: Vec<FileManual>,
     #[serde(default)]
     pub(super) power: FilePower,
@@ -123,6 +125,7 @@ pub(super) struct FileHost {
     pub(super) name: Option<Spanned<String>>,
     pub(super) sysfs: Option<PathBuf>,
     pub(super) procfs: Option<PathBuf>,
+    pub(super) devfs: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -214,6 +217,13 @@ pub(super) struct FileMqtt {
     pub(super) discovery: Option<bool>,
     pub(super) publish_interval: Option<Spanned<Written>>,
     pub(super) keepalive: Option<Spanned<Written>>,
+}
+
+/// `[http]`: the Prometheus endpoint and the live page.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileHttp {
+    pub(super) listen: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -39,6 +39,9 @@ pub const EXIT_CONFIG: i32 = 78;
 /// The largest config file read, bytes. A real one is a few KB; this keeps `/dev/zero` or a
 /// runaway file from being read into memory.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+/// The running process' own entry in procfs: the daemon's own memory and descriptors for
+/// `/metrics` (its own, whatever `[host] procfs` points the machine's readers at).
+pub const PROC_SELF: &str = "/proc/self";
 /// The environment variable systemd sets to the directory holding a unit's credentials
 /// (`LoadCredential=`).
 pub const CREDENTIALS_DIRECTORY: &str = "CREDENTIALS_DIRECTORY";
@@ -92,6 +95,9 @@ pub struct Config {
     pub tariff: TariffConfig,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mqtt: Option<MqttConfig>,
+    /// `[http]`: off unless configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpConfig>,
     pub power: PowerConfig,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ups: Vec<UpsConfig>,
@@ -176,6 +182,8 @@ pub struct HostConfig {
     pub name: String,
     pub sysfs: PathBuf,
     pub procfs: PathBuf,
+    /// Where devices are (`/dev`): the CPU's MSRs as `<devfs>/cpu/N/msr`.
+    pub devfs: PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -297,6 +305,15 @@ pub struct MqttConfig {
     pub keepalive: Duration,
 }
 
+/// `[http]`: where `/metrics` (Prometheus), `/` (the live page), `/report.html`,
+/// `/report.json` and `/healthz` are served.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HttpConfig {
+    /// An IPv4 or IPv6 address and TCP port; port 0 picks a free port (the daemon logs the
+    /// one it bound, and `wattson status` shows it).
+    pub listen: std::net::SocketAddr,
+}
+
 /// A configuration measured by hand: watts per mode, read off a meter's display.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ManualConfig {
@@ -352,6 +369,7 @@ impl Config {
                 name: default_host_name(),
                 sysfs: PathBuf::from("/sys"),
                 procfs: PathBuf::from("/proc"),
+                devfs: PathBuf::from("/dev"),
             },
             storage: StorageConfig {
                 path: PathBuf::from("/var/lib/wattson/wattson.db"),
@@ -366,6 +384,7 @@ impl Config {
             },
             tariff: TariffConfig::default(),
             mqtt: None,
+            http: None,
             manual: Vec::new(),
             power: PowerConfig {
                 rapl: true,

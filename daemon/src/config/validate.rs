@@ -108,6 +108,24 @@ impl Validator<'_> {
         Ok(name.to_owned())
     }
 
+    /// `http.listen`: an IP address and port (`127.0.0.1:9877`, `[::1]:9877`, `0.0.0.0:9877`);
+    /// host names are not resolved, so what `config check` passes is what `run` binds.
+    fn http(&self, listen: &Spanned<String>) -> Result<super::HttpConfig, ConfigError> {
+        let text = listen.get_ref().trim();
+        let addr: std::net::SocketAddr = text.parse().map_err(|_| {
+            self.err(
+                listen.span(),
+                "http.listen",
+                format!(
+                    "{text:?} is not an IP address and port: write e.g. \"127.0.0.1:9877\" \
+                     (this machine only), \"0.0.0.0:9877\" (every IPv4 interface) or \
+                     \"[::1]:9877\" (IPv6 in brackets); host names are not resolved"
+                ),
+            )
+        })?;
+        Ok(super::HttpConfig { listen: addr })
+    }
+
     fn price(&self, v: &Spanned<f64>, key: &str) -> Result<f64, ConfigError> {
         let p = *v.get_ref();
         if !p.is_finite() || p < 0.0 {
@@ -167,6 +185,9 @@ impl Validator<'_> {
         }
         if let Some(p) = file.host.procfs {
             config.host.procfs = p;
+        }
+        if let Some(p) = file.host.devfs {
+            config.host.devfs = p;
         }
 
         if let Some(p) = file.storage.path {
@@ -350,6 +371,10 @@ impl Validator<'_> {
                     KEEPALIVE,
                 )?,
             });
+        }
+
+        if let Some(h) = file.http {
+            config.http = Some(self.http(&h.listen)?);
         }
 
         let p = file.power;

@@ -158,6 +158,9 @@ pub struct DaemonStatus {
     pub store: crate::store::StoreHealth,
     /// Connections open on the control socket, this one included.
     pub clients: usize,
+    /// Where the daemon serves `[http]` (`http://127.0.0.1:9877`), when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
 }
 
 /// How a sweep was asked to measure, stored with its run.

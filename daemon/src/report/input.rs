@@ -35,6 +35,8 @@ pub struct ReportInput {
     pub regression: Vec<crate::sweep::regression::Check>,
     /// This machine's GPUs' recorded samples over the report window (empty: no GPU).
     pub gpus: Vec<GpuInput>,
+    /// Package C-state history and measured idle settings (`wattson idle --measure`).
+    pub idle: super::idle::IdleInput,
     /// What the user asked for.
     pub options: ReportOptions,
 }

@@ -6,6 +6,7 @@
 //! -> [`render::render`] in one of [`render::Format`]. Units: W, kWh per 365-day year, the
 //! tariff's currency per year.
 
+pub mod idle;
 pub mod input;
 pub mod measured;
 pub mod model;

@@ -99,6 +99,9 @@ pub struct Report {
     /// process's idle draw costs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<GpuIdleReport>,
+    /// "Idle: where the watts go": package C-states and the measured idle settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<super::idle::IdleReport>,
     /// Plain-words caveats.
     pub notes: Vec<String>,
 }
@@ -757,6 +760,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         measured,
         regression,
         gpus,
+        idle: super::idle::build(&input.idle, tariff, opts.reference_date),
         notes,
     })
 }
@@ -1035,6 +1039,7 @@ mod tests {
             measured,
             regression: Vec::new(),
             gpus: vec![],
+            idle: crate::report::idle::IdleInput::default(),
             options: ReportOptions::new(date(2026, 1, 1)),
         }
     }

@@ -53,7 +53,7 @@ pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
     let mut out = Vec::new();
     if config.cpu.enabled {
-        let cpu = CpuCollector::new(root.clone());
+        let cpu = CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
         for (part, state) in cpu.availability() {
             if let Err(why) = state {
                 tracing::info!("cpu {part}: unavailable: {why}");
@@ -296,6 +296,12 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     let (store, store_thread) = StoreHandle::spawn(path, store_options(config))?;
     tracing::info!("storing into {}", path.display());
     record_downtime(&store, &config.host.name);
+    // Bound now, so that a port in use stops the start with its reason.
+    let http_listener = config
+        .http
+        .as_ref()
+        .map(|h| crate::publish::http::bind(h.listen))
+        .transpose()?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -326,8 +332,50 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     let in_poll = Arc::new(InPoll::default());
     // The sampler says it is done on `done`; a thread that panics drops it instead.
     let (done_tx, done_rx) = mpsc::channel::<()>();
-    // Bound before READY=1, so a unit ordered after this one finds it.
-    let control = start_control(config, &rt, &live, &store, &sources, &cancel);
+    let max_interval = config
+        .meters
+        .iter()
+        .map(|m| m.interval)
+        .chain(std::iter::once(config.cpu.interval))
+        .max()
+        .unwrap_or(Duration::from_secs(1));
+    // Healthy: the sampler completed a pass within three of its longest intervals, and the
+    // store writes.
+    let health = Health::new(
+        heartbeat.clone(),
+        (max_interval * 3).max(Duration::from_secs(3)),
+        store.clone(),
+    );
+    let feed = start_ledger_feed(config, &live, &store)?;
+    // Bound before READY=1, so a unit ordered after this one finds them.
+    let http = match (http_listener, &feed) {
+        (Some(listener), Some((extras, f))) => {
+            let _in_runtime = rt.enter();
+            let ctx = crate::publish::http::HttpContext {
+                config: config.clone(),
+                live: live.clone(),
+                health: health.clone(),
+                extras: extras.clone(),
+                refresher: f.refresher(),
+                started_ms: sampler::now_ms(),
+                stale_after: stale_after(config),
+            };
+            Some(
+                crate::publish::http::start(ctx, listener, cancel.child_token())
+                    .context("serving [http]")?,
+            )
+        }
+        _ => None,
+    };
+    let control = start_control(
+        config,
+        &rt,
+        &live,
+        &store,
+        &sources,
+        http.as_ref().map(|h| h.addr),
+        &cancel,
+    );
     let sampler_thread = {
         let live = live.clone();
         let heartbeat = heartbeat.clone();
@@ -354,20 +402,6 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     notifier.ready();
     notifier.status(&format!("collecting {names} into {}", path.display()));
 
-    let max_interval = config
-        .meters
-        .iter()
-        .map(|m| m.interval)
-        .chain(std::iter::once(config.cpu.interval))
-        .max()
-        .unwrap_or(Duration::from_secs(1));
-    // Healthy: the sampler completed a pass within three of its longest intervals, and the
-    // store writes.
-    let health = Health::new(
-        heartbeat.clone(),
-        (max_interval * 3).max(Duration::from_secs(3)),
-        store.clone(),
-    );
     let result = rt.block_on(serve(
         config,
         opts,
@@ -377,13 +411,16 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         &cancel,
         &outputs,
         &live,
-        &store,
+        feed,
     ));
 
     // Drain in order: the control socket (its clients are told), collectors (the sampler
     // flushes its buffer), the store, then outputs.
     if let Some(control) = control {
         rt.block_on(control.stop());
+    }
+    if let Some(http) = http {
+        rt.block_on(http.stop());
     }
     // A collector stuck in a read (a driver that never returns) must not keep the daemon
     // from stopping: after DRAIN_TIMEOUT it is named and left behind, and the exit status
@@ -452,6 +489,50 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The ledger's figures for MQTT (read every publish interval) and HTTP (read when a request
+/// asks), on a thread of their own: the runtime never waits on the store. `None` with
+/// neither configured.
+fn start_ledger_feed(
+    config: &Config,
+    live: &Arc<LiveState>,
+    store: &StoreHandle,
+) -> anyhow::Result<Option<LedgerFeedParts>> {
+    if config.mqtt.is_none() && config.http.is_none() {
+        return Ok(None);
+    }
+    let period = config
+        .mqtt
+        .as_ref()
+        .map(|m| m.publish_interval.max(Duration::from_millis(100)));
+    let parts = super::ledger_feed::spawn(config, live.clone(), store.clone(), period)
+        .context("starting the ledger feed")?;
+    Ok(Some(parts))
+}
+
+type LedgerFeedParts = (
+    tokio::sync::watch::Receiver<crate::publish::mqtt::StateExtras>,
+    super::ledger_feed::LedgerFeed,
+);
+
+/// How old a reading may be before `/metrics` and the live page leave it out: three of the
+/// longest interval any source is polled at, at least 3 s.
+fn stale_after(config: &Config) -> Duration {
+    let power = [config.power.interval]
+        .into_iter()
+        .chain(config.power.ipmi.then_some(config.power.ipmi_interval));
+    config
+        .meters
+        .iter()
+        .map(|m| m.interval)
+        .chain(config.ups.iter().map(|u| u.interval))
+        .chain(power)
+        .chain(std::iter::once(config.cpu.interval))
+        .max()
+        .unwrap_or(Duration::from_secs(1))
+        .saturating_mul(3)
+        .max(Duration::from_secs(3))
+}
+
 /// Serve the control socket (see [`crate::control`]) until `cancel`. A socket that cannot be
 /// bound is logged and the daemon goes on without it.
 fn start_control(
@@ -460,6 +541,7 @@ fn start_control(
     live: &Arc<LiveState>,
     store: &StoreHandle,
     sources: &[SourceId],
+    http: Option<std::net::SocketAddr>,
     cancel: &CancellationToken,
 ) -> Option<super::control::ControlHandle> {
     let _in_runtime = rt.enter();
@@ -468,6 +550,7 @@ fn start_control(
         live: live.clone(),
         store: store.clone(),
         sources: sources.to_vec(),
+        http,
     };
     super::control::start(ctx, cancel.child_token())
         .map_err(|e| tracing::error!("{}", wattson_collectors::ErrorChain(&e)))
@@ -484,34 +567,22 @@ async fn serve(
     cancel: &CancellationToken,
     outputs: &CancellationToken,
     live: &Arc<LiveState>,
-    store: &StoreHandle,
+    feed: Option<LedgerFeedParts>,
 ) -> anyhow::Result<Option<crate::publish::mqtt::publisher::PublisherHandle>> {
-    let mut feed = None;
-    let publisher = match &config.mqtt {
-        None => None,
-        Some(mqtt) => {
-            // The ledger's figures come from a thread of their own: the runtime never
-            // waits on the store.
-            let (extras, f) = super::ledger_feed::spawn(
-                config,
+    let publisher = match (&config.mqtt, &feed) {
+        (Some(mqtt), Some((extras, _))) => Some(
+            crate::publish::mqtt::Publisher::spawn(
+                mqtt.clone(),
+                config.host.name.clone(),
                 live.clone(),
-                store.clone(),
-                mqtt.publish_interval.max(Duration::from_millis(100)),
+                extras.clone(),
+                outputs.child_token(),
             )
-            .context("starting the ledger feed for MQTT")?;
-            feed = Some(f);
-            Some(
-                crate::publish::mqtt::Publisher::spawn(
-                    mqtt.clone(),
-                    config.host.name.clone(),
-                    live.clone(),
-                    extras,
-                    outputs.child_token(),
-                )
-                .context("starting the MQTT publisher")?,
-            )
-        }
+            .context("starting the MQTT publisher")?,
+        ),
+        _ => None,
     };
+    let feed = feed.map(|(_, f)| f);
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;

@@ -1,12 +1,13 @@
-//! The ledger's figures for the MQTT state, computed on a thread of their own and handed to
-//! the publisher through a watch channel.
+//! The ledger's figures for the MQTT state and the HTTP endpoints, computed on a thread of
+//! their own and handed to the publisher and the HTTP server through a watch channel.
 //!
 //! Store queries block (they run on the store's writer thread, behind its flushes), so they
-//! never run on the async runtime that drives MQTT, the plug subscriptions and the systemd
-//! watchdog: a slow store then delays only these figures, which the publisher sends as they
-//! last were. Every `period` (the publish interval) the feed reads today's, this month's and
-//! all-time energy and cost, the annual projection, the idle-power regression headline (at
-//! most once a minute) and the live mode and meter counters.
+//! never run on the async runtime that drives MQTT, HTTP, the plug subscriptions and the
+//! systemd watchdog: a slow store then delays only these figures, which are served as they
+//! last were. Every `period` (the MQTT publish interval), and when an HTTP request asks
+//! ([`Refresher::refresh`], at most once per [`MIN_REFRESH`]), the feed reads today's, this
+//! month's and all-time energy and cost, the annual projection, the idle-power regression
+//! headline (at most once a minute) and the live mode and meter counters.
 
 use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -28,19 +29,48 @@ use crate::store::StoreHandle;
 /// How often the idle-power regression headline is read.
 const REGRESSION_EVERY: Duration = Duration::from_secs(60);
 
+/// Requests refresh the figures at most this often; more frequent ones get the last ones.
+pub const MIN_REFRESH: Duration = Duration::from_millis(500);
+
+/// What the feed's thread is told.
+#[derive(Debug)]
+enum FeedMessage {
+    Refresh,
+    Stop,
+}
+
 /// A running feed; stops when dropped.
 #[derive(Debug)]
 pub struct LedgerFeed {
-    stop: Option<mpsc::Sender<()>>,
+    control: mpsc::Sender<FeedMessage>,
     thread: Option<JoinHandle<()>>,
+}
+
+impl LedgerFeed {
+    /// A handle that asks for fresh figures (the HTTP server's).
+    pub fn refresher(&self) -> Refresher {
+        Refresher(self.control.clone())
+    }
 }
 
 impl Drop for LedgerFeed {
     fn drop(&mut self) {
-        drop(self.stop.take());
+        let _ = self.control.send(FeedMessage::Stop);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Asks the feed for fresh figures; the watch channel then changes (with the same figures
+/// when the last read is younger than [`MIN_REFRESH`]).
+#[derive(Debug, Clone)]
+pub struct Refresher(mpsc::Sender<FeedMessage>);
+
+impl Refresher {
+    /// Never blocks.
+    pub fn refresh(&self) {
+        let _ = self.0.send(FeedMessage::Refresh);
     }
 }
 
@@ -51,12 +81,13 @@ struct StoreFigures {
     newest_ms: Option<i64>,
 }
 
-/// Start the feed for `config`'s wall source; the receiver always holds the newest figures.
+/// Start the feed for `config`'s wall source, reading every `period` (`None`: only when
+/// asked); the receiver always holds the newest figures.
 pub fn spawn(
     config: &Config,
     live: Arc<LiveState>,
     store: StoreHandle,
-    period: Duration,
+    period: Option<Duration>,
 ) -> std::io::Result<(watch::Receiver<StateExtras>, LedgerFeed)> {
     let tariff = costs::tariff(&config.tariff)
         .map_err(|e| tracing::warn!("no costs in the MQTT state: {e:#}"))
@@ -75,7 +106,7 @@ pub fn spawn(
         ..StateExtras::default()
     };
     let (tx, rx) = watch::channel(base.clone());
-    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let (control_tx, control_rx) = mpsc::channel::<FeedMessage>();
     let thread = std::thread::Builder::new()
         .name("wattson-ledger".to_owned())
         .spawn(move || {
@@ -123,19 +154,42 @@ pub fn spawn(
                 extras.idle_regression.clone_from(&regression.1);
                 live_figures(&mut extras, &live, wall.as_ref(), tariff.as_ref(), cpus);
                 tx.send_replace(extras);
-                match stop_rx.recv_timeout(period) {
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+                let read_at = Instant::now();
+                if !wait_for_next(&control_rx, period, read_at, &tx) {
+                    break;
                 }
             }
         })?;
     Ok((
         rx,
         LedgerFeed {
-            stop: Some(stop_tx),
+            control: control_tx,
             thread: Some(thread),
         },
     ))
+}
+
+/// Waits until the next read is due: `period` after `read_at`, or a refresh request at least
+/// [`MIN_REFRESH`] after it (earlier ones are answered with the figures as they are). `false`
+/// when the feed is to stop.
+fn wait_for_next(
+    control: &mpsc::Receiver<FeedMessage>,
+    period: Option<Duration>,
+    read_at: Instant,
+    tx: &watch::Sender<StateExtras>,
+) -> bool {
+    loop {
+        let message = match period {
+            Some(p) => control.recv_timeout(p.saturating_sub(read_at.elapsed())),
+            None => control.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match message {
+            Err(RecvTimeoutError::Timeout) => return true,
+            Ok(FeedMessage::Stop) | Err(RecvTimeoutError::Disconnected) => return false,
+            Ok(FeedMessage::Refresh) if read_at.elapsed() >= MIN_REFRESH => return true,
+            Ok(FeedMessage::Refresh) => tx.send_modify(|_| {}),
+        }
+    }
 }
 
 /// On the store's thread: the summary (with the running total) and the newest sample.

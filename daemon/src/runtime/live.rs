@@ -27,6 +27,8 @@ pub struct LiveState {
     next_publish_ms: AtomicI64,
     publish: tokio::sync::Notify,
     feed: crate::runtime::control::SampleFeed,
+    /// Whether per-core busy shares and frequencies are kept (for `/metrics`).
+    keep_cores: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -36,6 +38,8 @@ struct Inner {
     latest: BTreeMap<(SourceId, Metric, String), (i64, f64)>,
     /// Sum and count of each series since the last `take_means`.
     sums: BTreeMap<(SourceId, Metric, String), (f64, u32)>,
+    /// Latest per-core busy share and frequency (`cpuN`), while [`LiveState::keep_per_core`].
+    cores: BTreeMap<(Metric, String), (i64, f64)>,
 }
 
 /// A reading as seen by publishers (and the control socket's `status`).
@@ -93,9 +97,18 @@ impl LiveState {
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
+        let keep_cores = self.keep_cores.load(Ordering::Relaxed);
         for s in samples {
             // Per-core detail is not published live; keep the state small.
             if channel::is_per_core(&s.channel) {
+                if keep_cores
+                    && matches!(s.metric, Metric::CpuBusy | Metric::CoreFrequency)
+                    && !s.channel.contains('/')
+                {
+                    inner
+                        .cores
+                        .insert((s.metric, s.channel.clone()), (s.ts_ms, s.value));
+                }
                 continue;
             }
             let key = (s.source.clone(), s.metric, s.channel.clone());
@@ -104,6 +117,31 @@ impl LiveState {
             acc.1 += 1;
             inner.latest.insert(key, (s.ts_ms, s.value));
         }
+    }
+
+    /// Keep the latest per-core busy share and frequency from now on (see
+    /// [`LiveState::per_core`]).
+    pub fn keep_per_core(&self) {
+        self.keep_cores.store(true, Ordering::Relaxed);
+    }
+
+    /// The latest per-core busy share and frequency (source `cpu`, channel `cpuN`), once
+    /// [`LiveState::keep_per_core`] was called.
+    pub fn per_core(&self) -> Vec<LiveReading> {
+        let Ok(inner) = self.inner.lock() else {
+            return Vec::new();
+        };
+        inner
+            .cores
+            .iter()
+            .map(|((metric, channel), (ts, v))| LiveReading {
+                source: SourceId::Cpu,
+                metric: *metric,
+                channel: channel.clone(),
+                ts_ms: *ts,
+                value: *v,
+            })
+            .collect()
     }
 
     /// Record a source's device counters (called by the sampler only).
@@ -197,6 +235,34 @@ mod tests {
         assert_eq!(means[0].value, 20.0);
         assert_eq!(live.latest()[0].value, 30.0);
         assert!(live.take_means().is_empty());
+        assert!(
+            live.per_core().is_empty(),
+            "per-core detail only when asked"
+        );
+        live.keep_per_core();
+        live.observe(&[
+            Sample::new(
+                3,
+                SourceId::Cpu,
+                Metric::CoreFrequency,
+                channel::cpu(0),
+                3100.0,
+            ),
+            Sample::new(
+                3,
+                SourceId::Cpu,
+                Metric::IdleResidency,
+                channel::cpu_part(0, "C6"),
+                0.5,
+            ),
+        ]);
+        let cores = live.per_core();
+        assert_eq!(cores.len(), 1);
+        assert_eq!(
+            (cores[0].channel.as_str(), cores[0].value),
+            ("cpu0", 3100.0)
+        );
+        assert_eq!(live.latest().len(), 1, "not in the published series");
     }
 
     #[test]

@@ -1,5 +1,9 @@
 //! Power models for simulated meters: a constant, or watts that follow this machine's CPU
-//! load (`idle + per_cpu x busy CPUs`), with a first-order ramp and Gaussian noise.
+//! load (`idle + per_cpu x busy CPUs`), with a first-order ramp and Gaussian noise; plus
+//! setting effects: watts added while a file (a power setting in a fixture tree) holds a
+//! value, so `wattson idle --measure` can be checked against a known answer.
+
+use std::path::PathBuf;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -27,6 +31,47 @@ pub struct PowerModel {
     pub volts: f64,
     /// Power factor.
     pub power_factor: f64,
+    /// Watts added while a file holds a value (a setting's effect on the idle draw).
+    pub effects: Vec<SettingEffect>,
+}
+
+/// `delta_w` watts more (negative: fewer) while `path` holds `value`: its bracketed entry
+/// for a kernel list file, else its trimmed text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettingEffect {
+    pub path: PathBuf,
+    pub value: String,
+    pub delta_w: f64,
+}
+
+impl SettingEffect {
+    /// Parse `FILE=VALUE:W` (`/sys/module/pcie_aspm/parameters/policy=powersave:-3`). The
+    /// watts follow the last `:`, the value the last `=` before them, so a file name may hold
+    /// either (PCI addresses do).
+    pub fn parse(text: &str) -> Result<SettingEffect, String> {
+        let bad = || {
+            format!(
+                "{text:?}: give FILE=VALUE:WATTS, e.g. /sys/module/pcie_aspm/parameters/policy=powersave:-3"
+            )
+        };
+        let (left, watts) = text.rsplit_once(':').ok_or_else(bad)?;
+        let (path, value) = left.rsplit_once('=').ok_or_else(bad)?;
+        let delta_w: f64 = watts.trim().parse().map_err(|_| bad())?;
+        if path.is_empty() || value.is_empty() || !delta_w.is_finite() {
+            return Err(bad());
+        }
+        Ok(SettingEffect {
+            path: PathBuf::from(path),
+            value: value.to_owned(),
+            delta_w,
+        })
+    }
+
+    /// Whether the file holds the value now (an unreadable file does not).
+    pub fn active(&self) -> bool {
+        std::fs::read_to_string(&self.path)
+            .is_ok_and(|t| wattson_collectors::idle::settings::current_of_list(&t) == self.value)
+    }
 }
 
 impl Default for PowerModel {
@@ -41,6 +86,7 @@ impl Default for PowerModel {
             curvature_w: 0.0,
             volts: 230.0,
             power_factor: 0.95,
+            effects: Vec::new(),
         }
     }
 }
@@ -79,9 +125,19 @@ impl ModelState {
         m.idle_w + m.per_cpu_w * b + extra
     }
 
+    /// The watts the setting effects add now (read from their files).
+    pub fn effects_w(&self) -> f64 {
+        self.model
+            .effects
+            .iter()
+            .filter(|e| e.active())
+            .map(|e| e.delta_w)
+            .sum()
+    }
+
     /// Watts at `now_ms`, ramping from the previous value towards the target with noise.
     pub fn watts(&mut self, now_ms: i64, busy_cpus: f64) -> f64 {
-        let target = self.target(busy_cpus);
+        let target = self.target(busy_cpus) + self.effects_w();
         let next = match self.current {
             None => target,
             Some(prev) => {
@@ -143,6 +199,27 @@ mod tests {
             (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (xs.len() - 1) as f64).sqrt();
         assert!((mean - 40.0).abs() < 0.1, "{mean}");
         assert!((sd - 2.0).abs() < 0.1, "{sd}");
+    }
+
+    #[test]
+    fn a_setting_effect_applies_while_its_file_holds_the_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = dir.path().join("0000:03:00.0=x");
+        std::fs::write(&policy, "default [performance] powersave\n").unwrap();
+        let effect = SettingEffect::parse(&format!("{}=powersave:-3", policy.display())).unwrap();
+        assert_eq!(effect.path, policy);
+        assert_eq!(effect.delta_w, -3.0);
+        let model = PowerModel {
+            effects: vec![effect],
+            ramp_s: 0.0,
+            ..PowerModel::default()
+        };
+        let mut s = ModelState::new(model, 1);
+        assert_eq!(s.watts(0, 0.0), 40.0);
+        std::fs::write(&policy, "powersave").unwrap();
+        assert_eq!(s.watts(1000, 0.0), 37.0);
+        assert!(SettingEffect::parse("policy=powersave").is_err());
+        assert!(SettingEffect::parse("policy:-3").is_err());
     }
 
     #[test]

@@ -8,11 +8,14 @@
 //! Layout (see `schema/0001-initial.sql`):
 //! - raw samples live in chunks of [`CHUNK_MS`] per series, encoded by [`codec`]: values are
 //!   quantised to the resolution of their unit ([`resolution`]), lossless at meter resolution.
-//!   Raw chunks are kept for the raw retention (default 30 days), except per-core CPU
-//!   detail ([`is_per_core`]), which is kept for the shorter detail retention (default 3
-//!   days): it is most of the raw data and has no rollups, so older per-core history is
-//!   simply gone, while the CPU's aggregate channels keep the full raw retention. Their
-//!   closed chunks live in their own table, so that pruning them frees whole pages.
+//!   Raw chunks are kept for the raw retention (default 30 days), except detail
+//!   ([`is_detail`]): per-core CPU series, which are most of the raw data and have no
+//!   rollups, so older per-core history is simply gone, and package C-state residency,
+//!   whose hourly rollups keep its history (five to seven noisy share series at 1 Hz, at the
+//!   1.38 bytes a sample BENCHMARKS.md measured for core residency, would otherwise keep
+//!   18-25 MB raw); they are kept for the shorter detail retention
+//!   (default 3 days), while the CPU's other aggregate channels keep the full raw retention.
+//!   Their closed chunks live in their own table, so that pruning them frees whole pages.
 //! - hourly rollups (count, mean, min, max; energy for power) are kept forever for series
 //!   worth rolling up ([`rollup_kind`]): every meter metric, RAPL/hwmon/GPU power, and the
 //!   CPU's aggregate channels (`all`, `all/<x>`, `mean`). Per-core channels are raw only.
@@ -87,6 +90,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0004-idle-regression.sql")),
     M::up(include_str!("../../../schema/0005-ledger.sql")),
     M::up(include_str!("../../../schema/0006-quarantine.sql")),
+    M::up(include_str!("../../../schema/0007-idle-measure.sql")),
 ];
 
 /// The schema migrations, in order.
@@ -196,8 +200,8 @@ pub struct StoreOptions {
     pub host: String,
     /// How long raw samples are kept, ms (default 30 days). Rollups are kept forever.
     pub raw_retention_ms: i64,
-    /// How long raw samples of per-core CPU series ([`is_per_core`]) are kept, ms (default
-    /// 3 days); never longer than `raw_retention_ms`.
+    /// How long raw samples of detail series ([`is_detail`]) are kept, ms (default 3 days);
+    /// never longer than `raw_retention_ms`.
     pub detail_retention_ms: i64,
     /// Longest time samples wait in memory before a flush (default 2 s).
     pub flush_interval: Duration,
@@ -241,7 +245,7 @@ impl StoreOptions {
     /// How long raw samples of a series are kept, ms: the detail retention for per-core
     /// CPU series, the raw retention for everything else.
     pub fn retention_ms(&self, metric: Metric, channel: &str) -> i64 {
-        if is_per_core(metric, channel) {
+        if is_detail(metric, channel) {
             self.detail_retention_ms.min(self.raw_retention_ms)
         } else {
             self.raw_retention_ms
@@ -291,8 +295,17 @@ pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
         | Metric::Rejected => (true, false),
         Metric::CpuBusy => (channel == channel::ALL, false),
         Metric::CoreFrequency => (channel == channel::MEAN, false),
-        Metric::CpuTime | Metric::IdleResidency => (channel::all_part(channel).is_some(), false),
+        Metric::CpuTime | Metric::IdleResidency | Metric::PackageResidency => {
+            (channel::all_part(channel).is_some(), false)
+        }
     }
+}
+
+/// Whether a series' raw samples are detail, kept for the detail retention in their own
+/// table: per-core CPU series ([`is_per_core`]) and package C-state residency (its hourly
+/// rollups are kept forever).
+pub fn is_detail(metric: Metric, channel: &str) -> bool {
+    is_per_core(metric, channel) || metric == Metric::PackageResidency
 }
 
 /// Whether a series is per-core CPU detail: a CPU metric on channel `cpuN` or `cpuN/<x>`

@@ -842,6 +842,53 @@ fn a_sample_for_a_closed_period_without_an_open_chunk_is_not_duplicated() {
     );
 }
 
+#[test]
+fn package_residency_is_kept_raw_for_the_detail_retention_and_hourly_for_ever() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let opts = StoreOptions {
+        raw_retention_ms: 10 * DAY_MS,
+        detail_retention_ms: DAY_MS,
+        ..options()
+    };
+    let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts);
+    let pkg = |ts| {
+        Sample::new(
+            ts,
+            SourceId::Cpu,
+            Metric::PackageResidency,
+            channel::all("PC6"),
+            0.4,
+        )
+    };
+    w.push(None, vec![pkg(T0), power(T0, 50.0)]);
+    w.flush().unwrap();
+    w.push(
+        None,
+        vec![pkg(T0 + 2 * DAY_MS), power(T0 + 2 * DAY_MS, 50.0)],
+    );
+    w.flush().unwrap();
+    w.prune(T0 + 2 * DAY_MS).unwrap();
+    let filter = SeriesFilter::all().metric(Metric::PackageResidency);
+    let raw = w
+        .store()
+        .raw(&filter, T0 - DAY_MS, T0 + 3 * DAY_MS)
+        .unwrap();
+    assert_eq!(
+        raw[0].1,
+        vec![(T0 + 2 * DAY_MS, 0.4)],
+        "day 0's raw sample is pruned"
+    );
+    let hours = w
+        .store()
+        .rollups(&filter, Resolution::Hour, T0 - DAY_MS, T0 + 3 * DAY_MS)
+        .unwrap();
+    assert_eq!(hours[0].1.len(), 2, "both hours keep their rollup");
+    let pc6 = channel::all("PC6");
+    assert!(crate::store::is_detail(Metric::PackageResidency, &pc6));
+    assert!(!crate::store::is_per_core(Metric::PackageResidency, &pc6));
+}
+
 fn spaced(source: &SourceId, ms: i64) -> StoreOptions {
     let mut o = options();
     o.spacing_ms.insert(source.clone(), ms);

@@ -46,7 +46,7 @@ use super::quarantine::{Kind, Quarantined};
 use super::rollup::{HourAcc, Spacing};
 use super::{
     CHUNK_MS, HOUR_MS, HourRollup, MINUTE_MS, Series, Store, StoreError, StoreOptions, dequantise,
-    floor_to, integrate, is_per_core, quantise, resolution, rollup_kind,
+    floor_to, integrate, is_detail, quantise, resolution, rollup_kind,
 };
 
 mod recovery;
@@ -91,7 +91,7 @@ struct SeriesState {
     scale: f64,
     hourly: bool,
     minutes: bool,
-    /// Per-core CPU detail ([`is_per_core`]): closed chunks go to `raw_detail_chunk`.
+    /// Detail ([`is_detail`]): closed chunks go to `raw_detail_chunk`.
     detail: bool,
     open: Option<OpenChunk>,
     /// The newest timestamp stored for the series (UTC ms); later samples must pass it.
@@ -410,7 +410,7 @@ impl Writer {
         let i = self.states.len();
         self.states.push(SeriesState {
             scale,
-            detail: is_per_core(series.metric, &series.channel),
+            detail: is_detail(series.metric, &series.channel),
             series,
             hourly,
             minutes,

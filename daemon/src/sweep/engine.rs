@@ -172,7 +172,7 @@ fn now_ms() -> i64 {
 }
 
 /// Sleep until `deadline` in short slices so `stop` is noticed within ~20 ms.
-fn sleep_until(deadline: Instant, stop: &AtomicBool) {
+pub(crate) fn sleep_until(deadline: Instant, stop: &AtomicBool) {
     while !stop.load(Ordering::SeqCst) {
         let now = Instant::now();
         if now >= deadline {
@@ -183,7 +183,7 @@ fn sleep_until(deadline: Instant, stop: &AtomicBool) {
 }
 
 /// The wall watts in a poll's samples (the source's whole-device power).
-fn wall_watts(samples: &[Sample]) -> Option<f64> {
+pub(crate) fn wall_watts(samples: &[Sample]) -> Option<f64> {
     samples
         .iter()
         .find(|s| s.metric == Metric::Power && s.channel.is_empty())

@@ -282,6 +282,35 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
         }
         out.push(e);
     }
+    if has("package_cstate_deepest") {
+        let mut e = Entity::new(
+            "package_cstate_deepest",
+            "Deepest package C-state",
+            "package_cstate_deepest",
+        )
+        .icon("mdi:sleep");
+        e.device_class = Some("enum");
+        e.options = std::iter::once("none")
+            .chain(
+                wattson_collectors::idle::PcState::ALL.map(wattson_collectors::idle::PcState::name),
+            )
+            .map(str::to_owned)
+            .collect();
+        out.push(e);
+    }
+    if has("package_cstate_deepest_residency") {
+        out.push(
+            Entity::new(
+                "package_cstate_deepest_residency",
+                "Deepest package C-state residency",
+                "package_cstate_deepest_residency",
+            )
+            .unit("%")
+            .state("measurement")
+            .icon("mdi:sleep")
+            .precision(1),
+        );
+    }
     if has("mode") {
         let mut e = Entity::new("mode", "Mode", "mode").icon("mdi:state-machine");
         if !extras.mode_options.is_empty() {
@@ -495,7 +524,8 @@ mod tests {
             "current": 1.0, "power_factor": 0.9, "frequency": 50.0, "currency": "GBP",
             "cost_today": 0.1, "cost_month": 1.0, "cost_annual_projection": 189.22, "cost_total": 2.5,
             "cpu_utilisation": 3.0, "cpu_frequency": 2200.0, "cstate_deepest": "C6",
-            "cstate_deepest_residency": 90.0, "mode": "idle",
+            "cstate_deepest_residency": 90.0, "package_cstate_deepest": "PC6",
+            "package_cstate_deepest_residency": 45.0, "mode": "idle",
             "meters": {"wall": {"good": 1, "crc_errors": 0, "timeouts": 0, "implausible": 0}},
         })
     }
@@ -516,9 +546,9 @@ mod tests {
             .collect();
         assert!(ids.contains(&"sensor.wattson_basket_power".to_owned()));
         assert!(ids.contains(&"sensor.wattson_basket_meter_wall_crc_errors".to_owned()));
-        // 15 sensors (cost_total among them), the idle-regression binary sensor, 4 meter
-        // counters.
-        assert_eq!(es.len(), 15 + 1 + 4);
+        // 17 sensors (cost_total and the two package C-state ones among them), the
+        // idle-regression binary sensor, 4 meter counters.
+        assert_eq!(es.len(), 17 + 1 + 4);
         let unique: BTreeSet<&String> = ids.iter().collect();
         assert_eq!(unique.len(), ids.len());
     }
@@ -546,6 +576,17 @@ mod tests {
         assert_eq!(energy["device_class"], "energy");
         let cost = get("cost_annual_projection");
         assert_eq!(cost["device_class"], "monetary");
+        let package = get("package_cstate_deepest");
+        assert_eq!(package["device_class"], "enum");
+        assert_eq!(package["options"][0], "none");
+        assert_eq!(package["options"][7], "PC10");
+        assert!(
+            package.get("state_class").is_none(),
+            "an enum has no state class"
+        );
+        let residency = get("package_cstate_deepest_residency");
+        assert_eq!(residency["unit_of_measurement"], "%");
+        assert_eq!(residency["state_class"], "measurement");
         assert_eq!(cost["unit_of_measurement"], "GBP");
         // The Energy dashboard's cost entity: monetary allows only `total`.
         let total = get("cost_total");

@@ -19,6 +19,7 @@
 //! | `cpu_utilisation` | % | mean busy share of all CPUs |
 //! | `cpu_frequency` | MHz | mean core frequency |
 //! | `cstate_deepest`, `cstate_deepest_residency` | name, % | the deepest idle state and its share of the interval |
+//! | `package_cstate_deepest`, `package_cstate_deepest_residency` | name, % | the deepest package C-state (`PC2` .. `PC10`) holding at least 0.1 % of the interval, `none` when none did, and its share (where the package counters are read) |
 //! | `mode` | | the current mode (`idle`, `1 loop`, ...) |
 //! | `meters` | counts | per meter id: `good`, `crc_errors`, `timeouts`, `implausible` |
 //! | `idle_regression` | W, UTC | the latest idle-power regression check, once one is stored: `detected` (bool), `config`, `baseline_idle_w`, `baseline_ci95_w`, `latest_idle_w`, `latest_ci95_w`, `delta_w`, `delta_ci95_w`, `threshold_w`, `checked_at` (RFC 3339), `checked_ms` |
@@ -163,6 +164,10 @@ pub struct StatePayload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cstate_deepest_residency: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package_cstate_deepest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package_cstate_deepest_residency: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meters: BTreeMap<String, CountersPayload>,
@@ -242,6 +247,10 @@ pub fn build(
     if let Some((name, share)) = deepest_cstate(means) {
         p.cstate_deepest = Some(name);
         p.cstate_deepest_residency = finite(share * 100.0).map(round);
+    }
+    if let Some((name, share)) = deepest_package_state(means) {
+        p.package_cstate_deepest = Some(name);
+        p.package_cstate_deepest_residency = finite(share * 100.0).map(round);
     }
     p.mode.clone_from(&extras.mode);
     p.meters = extras
@@ -350,6 +359,30 @@ fn deepest_cstate(means: &[LiveReading]) -> Option<(String, f64)> {
         .filter(|r| r.metric == Metric::IdleResidency && r.source == SourceId::Cpu)
         .filter_map(|r| Some((channel::all_part(&r.channel)?.to_owned(), r.value)))
         .max_by_key(|(name, _)| cstate_depth(name))
+}
+
+/// The deepest package C-state reached in the interval (its mean share at least
+/// [`crate::idle::explain::REACHED`]) and that share; `("none", 0.0)` when the package
+/// counters are read but no state was reached; `None` without package counters.
+pub fn deepest_package_state(means: &[LiveReading]) -> Option<(String, f64)> {
+    use wattson_collectors::idle::PcState;
+    let states: Vec<(PcState, f64)> = means
+        .iter()
+        .filter(|r| r.metric == Metric::PackageResidency && r.source == SourceId::Cpu)
+        .filter_map(|r| Some((PcState::parse(channel::all_part(&r.channel)?)?, r.value)))
+        .collect();
+    if states.is_empty() {
+        return None;
+    }
+    Some(
+        states
+            .into_iter()
+            .filter(|(_, share)| *share >= crate::idle::explain::REACHED)
+            .max_by_key(|(state, _)| *state)
+            .map_or(("none".to_owned(), 0.0), |(s, share)| {
+                (s.name().to_owned(), share)
+            }),
+    )
 }
 
 /// Why a state payload was dropped by the collector.
@@ -552,6 +585,46 @@ mod tests {
             .find(|s| s.metric == Metric::EnergyTotal)
             .unwrap();
         assert_eq!(e.value, 1234.5);
+    }
+
+    #[test]
+    fn the_deepest_package_state_reached_and_its_share() {
+        let pkg = |state: &str, share: f64| {
+            r(
+                &SourceId::Cpu,
+                Metric::PackageResidency,
+                &channel::all(state),
+                990,
+                share,
+            )
+        };
+        let means = vec![
+            r(&SourceId::meter("wall"), Metric::Power, "", 1000, 30.0),
+            pkg("PC2", 0.3),
+            pkg("PC6", 0.45),
+            // Below the 0.1 % that counts as reached.
+            pkg("PC10", 0.0005),
+            r(
+                &SourceId::Cpu,
+                Metric::PackageResidency,
+                "package1/PC8",
+                990,
+                0.9,
+            ),
+        ];
+        let j = build(&means, &[], &extras(), 10.0).unwrap().json;
+        assert_eq!(j["package_cstate_deepest"], "PC6");
+        assert_eq!(j["package_cstate_deepest_residency"], 45.0);
+        let none = vec![
+            r(&SourceId::meter("wall"), Metric::Power, "", 1000, 30.0),
+            pkg("PC2", 0.0),
+        ];
+        let j = build(&none, &[], &extras(), 10.0).unwrap().json;
+        assert_eq!(j["package_cstate_deepest"], "none");
+        assert_eq!(j["package_cstate_deepest_residency"], 0.0);
+        let without = vec![r(&SourceId::meter("wall"), Metric::Power, "", 1000, 30.0)];
+        let j = build(&without, &[], &extras(), 10.0).unwrap().json;
+        assert!(j.get("package_cstate_deepest").is_none());
     }
 
     #[test]

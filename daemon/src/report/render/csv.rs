@@ -18,6 +18,11 @@
 //! `idle bare` at their mean watts (annual figures as if held all year), then `resident
 //! process` (the extra idle watts x the share of time resident and idle) and `resident
 //! process all year`, where a bare baseline was observed.
+//!
+//! Each idle setting `wattson idle --measure` measured adds a row of kind `idle_setting`
+//! (config = its name, mode `idle`) whose watts, kWh and cost are the change against idle as
+//! found (negative saves), with their 95 % half-widths; the saving columns are the same
+//! change with the sign turned.
 
 use std::fmt::Write as _;
 
@@ -178,6 +183,30 @@ pub fn render(r: &Report) -> String {
             ];
             let _ = writeln!(out, "{}", row.join(","));
         }
+    }
+    for s in r.idle.iter().flat_map(|i| &i.settings) {
+        let row: [String; HEADER.len()] = [
+            field(&s.name),
+            "idle_setting".to_string(),
+            "idle".to_string(),
+            num(s.delta_watts, 3),
+            num(s.delta_ci95_watts, 3),
+            num(s.annual_kwh_change, 3),
+            num(s.annual_kwh_change_ci95, 3),
+            money(s.annual_cost_change),
+            money(s.annual_cost_change_ci95),
+            field(&r.currency),
+            num(r.price_per_kwh, 6),
+            num(-s.annual_kwh_change, 3),
+            money(-s.annual_cost_change),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            // No warnings: the interval is the measurement's own.
+            String::new(),
+        ];
+        let _ = writeln!(out, "{}", row.join(","));
     }
     out
 }

@@ -418,6 +418,12 @@ pub fn sections(r: &Report) -> Vec<Section> {
     }
 
     out.push(regression_section(r));
+    if let Some(idle) = &r.idle {
+        out.push(Section {
+            title: "Idle: where the watts go".into(),
+            lines: crate::report::idle::lines(idle, cur),
+        });
+    }
     if !r.gpus.is_empty() {
         out.push(Section {
             title: "GPU idle: what a resident process costs".into(),

@@ -270,6 +270,7 @@ impl Connection {
             meters: ctx.live.counters(),
             store: ctx.store.health(),
             clients: self.shared.clients(),
+            http: ctx.http.map(crate::publish::http::url_of),
         }
     }
 

@@ -65,6 +65,8 @@ pub struct ControlContext {
     pub store: StoreHandle,
     /// The sources the daemon collects.
     pub sources: Vec<SourceId>,
+    /// The address `[http]` is bound to, when it is served.
+    pub http: Option<std::net::SocketAddr>,
 }
 
 /// Shared by the connections.

@@ -1,0 +1,526 @@
+//! `wattson idle`: why idle draws what it does, and (`--measure`) what each power setting
+//! saves at the wall.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use wattson_collectors::SysRoot;
+use wattson_collectors::idle::settings;
+
+use super::signals::SignalWatch;
+use crate::analysis::cost::{annual_cost, format_money};
+use crate::config::Config;
+use crate::idle::candidates::{self, Allowlist, Candidate};
+use crate::idle::explain::{self, IdleReport};
+use crate::idle::measure::{self, Plan, Progress};
+use crate::idle::store::{self as idle_store, Effect, describe_delta};
+use crate::idle::{journal, persist};
+use crate::store::Store;
+
+#[derive(Debug, Args)]
+pub struct IdleArgs {
+    /// Print JSON instead of text (without --measure; `wattson idle --json` afterwards lists
+    /// what was measured).
+    #[arg(long, conflicts_with = "measure")]
+    pub json: bool,
+    /// Database to read history from and store measurements in [default: [storage] path].
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Without an hour of history in the database, sample the C-states live for this long.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "5s",
+        value_parser = crate::cli::parse_duration_arg,
+        allow_hyphen_values = true
+    )]
+    pub sample: Duration,
+    /// Measure what each setting saves at the wall (root, with a [[meter]]): each one
+    /// changed and put back in turn, A/B/A/B/A/B/A against idle as it was, then restored.
+    #[arg(long)]
+    pub measure: bool,
+    /// With --measure: only these settings (comma-separated ids: pcie_aspm, sata_alpm,
+    /// runtime_pm_pci, runtime_pm_ata, runtime_pm_usb, nmi_watchdog, dirty_writeback,
+    /// audio_power_save, epp, cpufreq_governor, turbo).
+    #[arg(
+        long,
+        value_name = "ID,...",
+        value_delimiter = ',',
+        requires = "measure"
+    )]
+    pub only: Vec<String>,
+    /// With --measure: leave these settings alone (ids as for --only).
+    #[arg(
+        long,
+        value_name = "ID,...",
+        value_delimiter = ',',
+        requires = "measure"
+    )]
+    pub skip: Vec<String>,
+    /// With --measure: which [[meter]] to read (its id) [default: the first].
+    #[arg(long, value_name = "ID", requires = "measure")]
+    pub meter: Option<String>,
+    /// With --measure: measuring time of each phase, after the power settles.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "20s",
+        value_parser = crate::cli::parse_duration_arg,
+        allow_hyphen_values = true,
+        requires = "measure"
+    )]
+    pub phase: Duration,
+    /// With --measure: phases per setting, odd, 3 or more (A B A, A B A B A, ...).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 7,
+        value_parser = crate::cli::parse_count,
+        allow_hyphen_values = true,
+        requires = "measure"
+    )]
+    pub phases: usize,
+}
+
+pub fn run(args: &IdleArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let config = super::load_config(config_path)?;
+    let db = args
+        .db
+        .clone()
+        .unwrap_or_else(|| config.storage.path.clone());
+    if args.measure {
+        return measure_all(args, &config, &db);
+    }
+    let store = if super::database_exists(&db).unwrap_or(false) {
+        super::open_database(&db).ok()
+    } else {
+        None
+    };
+    let report = explain::gather(&config, store.as_ref(), args.sample);
+    if args.json {
+        crate::output::println(&serde_json::to_string_pretty(&report)?);
+    } else {
+        crate::output::print(&render(&report, &config));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn pct(share: f64) -> String {
+    format!("{:.1} %", share * 100.0)
+}
+
+/// `wattson idle` as text.
+pub fn render(r: &IdleReport, config: &Config) -> String {
+    let mut out = format!(
+        "wattson idle: why idle draws what it does (host {})\n\n",
+        r.host
+    );
+    let window = r.window.describe();
+    let p = &r.package;
+    let source = if p.readable {
+        format!(
+            "{}, from the residency MSRs in {}",
+            p.platform.as_deref().unwrap_or("intel"),
+            p.files.join(", ")
+        )
+    } else {
+        "not readable here".to_owned()
+    };
+    let _ = writeln!(out, "Package C-states ({source}; {window})");
+    if p.states.is_empty() {
+        let why = p
+            .unavailable
+            .as_ref()
+            .map_or_else(|| "no samples".to_owned(), ToString::to_string);
+        let _ = writeln!(out, "  unavailable: {why}");
+    } else {
+        let states: Vec<String> = p
+            .states
+            .iter()
+            .map(|s| format!("{} {}", s.state, pct(s.share)))
+            .collect();
+        let _ = writeln!(out, "  {}", states.join("  "));
+        let _ = writeln!(
+            out,
+            "  deepest reached: {}",
+            p.deepest_reached.as_deref().unwrap_or("none")
+        );
+    }
+    if let Some(limit) = &p.limit {
+        let _ = writeln!(
+            out,
+            "  firmware limit: {}{}",
+            limit.label,
+            if limit.locked { " (locked)" } else { "" }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nCore C-states (cpuidle {}, mean over CPUs; {window})",
+        r.cores.driver.as_deref().unwrap_or("none")
+    );
+    if r.cores.states.is_empty() {
+        let _ = writeln!(out, "  no samples");
+    } else {
+        let states: Vec<String> = r
+            .cores
+            .states
+            .iter()
+            .map(|s| format!("{} {}", s.state, pct(s.share)))
+            .collect();
+        let _ = writeln!(out, "  {}", states.join("  "));
+    }
+    let _ = writeln!(out, "\nWhat it means");
+    for f in &r.findings {
+        let _ = writeln!(out, "  - {f}");
+    }
+    let _ = writeln!(
+        out,
+        "\nSettings (current value, and the lower-power one where it exists)"
+    );
+    let width = r.settings.iter().map(|s| s.label.len()).max().unwrap_or(0);
+    for s in &r.settings {
+        let verdict = match &s.lower {
+            Some(lower) => format!("-> {lower}"),
+            None => "(lowest)".to_owned(),
+        };
+        let note = s
+            .note
+            .as_deref()
+            .map(|n| format!("  [{n}]"))
+            .unwrap_or_default();
+        let _ = writeln!(out, "  {:<width$}  {}  {verdict}{note}", s.label, s.current);
+    }
+    for a in &r.absent {
+        let _ = writeln!(out, "  {}: not here ({})", a.kind.as_str(), a.why);
+    }
+    if !r.measured.is_empty() {
+        let _ = writeln!(out, "\nMeasured at the wall (`wattson idle --measure`)");
+        for e in &r.measured {
+            let _ = writeln!(out, "  {}", effect_line(e, config));
+        }
+    }
+    if r.candidates.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nEvery setting wattson can change is at its lowest-power value."
+        );
+    } else {
+        let ids: Vec<&str> = r.candidates.iter().map(|c| c.id).collect();
+        let _ = writeln!(
+            out,
+            "\nNext: `sudo wattson idle --measure` measures what each of these saves at the wall \
+             ({}), about {} minutes each, and puts every one back; `--only {}` picks one.",
+            ids.join(", "),
+            Plan::new(Duration::from_secs(1))
+                .max_per_setting()
+                .as_secs()
+                .div_ceil(60),
+            ids[0]
+        );
+    }
+    out
+}
+
+/// `ASPM powersave (performance -> powersave): -3.05 +/- 0.37 W, 26.7 kWh, GBP 2.40/yr`.
+fn effect_line(e: &Effect, config: &Config) -> String {
+    let mut line = format!(
+        "{} ({} -> {}): {}",
+        e.name,
+        e.original,
+        e.changed,
+        describe_delta(e)
+    );
+    if e.effect {
+        let _ = write!(line, ", {}", yearly(e.delta_w, e.delta_ci95_w, config));
+    }
+    line
+}
+
+/// `saves 26.7 kWh, GBP 2.40 a year` for a change of `delta_w` all year (`costs ... more`
+/// for a rise), priced at the configured tariff over the coming year.
+fn yearly(delta_w: f64, ci95_w: f64, config: &Config) -> String {
+    let today = chrono::Local::now().date_naive();
+    let verb = if delta_w < 0.0 { "saves" } else { "costs" };
+    let more = if delta_w < 0.0 { "" } else { " more" };
+    match crate::ledger::costs::tariff(&config.tariff)
+        .ok()
+        .and_then(|t| annual_cost(delta_w.abs(), Some(ci95_w), &t, today).ok())
+    {
+        Some(f) => format!(
+            "{verb} {:.1} kWh, {} a year{more} (+/- {})",
+            f.kwh,
+            format_money(f.cost, &f.currency),
+            format_money(f.cost_ci95.unwrap_or(0.0), &f.currency)
+        ),
+        None => format!(
+            "{verb} {:.1} kWh a year{more}",
+            crate::analysis::cost::annual_kwh(delta_w.abs())
+        ),
+    }
+}
+
+/// Refuse `--measure` without write access to every file it would change.
+fn check_privilege(allow: &Allowlist) -> anyhow::Result<()> {
+    for path in allow.files() {
+        if let Err(e) = std::fs::OpenOptions::new().write(true).open(path) {
+            let who = if nix::unistd::geteuid().is_root() {
+                String::new()
+            } else {
+                format!(
+                    "; these settings can be changed only by root (this is uid {}): run \
+                     `sudo wattson idle --measure`",
+                    nix::unistd::geteuid()
+                )
+            };
+            anyhow::bail!(
+                "wattson idle --measure changes power settings and puts them back, and cannot \
+                 write {} ({e}){who}. Nothing was changed. `wattson idle` without --measure \
+                 shows every setting and what it is.",
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<ExitCode> {
+    if args.phases < 3 || args.phases.is_multiple_of(2) {
+        anyhow::bail!(
+            "--phases {}: give an odd number, 3 or more (A B A, A B A B A, ...), so each changed \
+             phase has idle-as-found on both sides",
+            args.phases
+        );
+    }
+    let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
+    let all = settings::read_all(&root);
+    let chosen = candidates::select(candidates::candidates(&all), &args.only, &args.skip)?;
+    if chosen.is_empty() {
+        anyhow::bail!(
+            "nothing to measure: every setting wattson can change is already at its lowest-power \
+             value (or left out by --skip); `wattson idle` lists them"
+        );
+    }
+    let allow = Allowlist::of(&chosen, &root).map_err(|p| {
+        anyhow::anyhow!(
+            "{} is outside [host] sysfs and procfs: refusing to write it",
+            p.display()
+        )
+    })?;
+    check_privilege(&allow)?;
+    if config.meters.is_empty() {
+        anyhow::bail!(
+            "wattson idle --measure needs a wall meter: add a [[meter]] to the configuration \
+             (without --measure, `wattson idle` explains idle without one)"
+        );
+    }
+    // Through the running daemon when it owns the meter, else opened here; a first reading
+    // is taken either way before anything is changed.
+    let mut link = crate::control::open_meter(config, args.meter.as_deref(), db)?;
+    crate::output::println(&format!("meter: {}", link.path.describe()));
+    if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let store = Store::open(db, &crate::runtime::daemon::store_options(config))
+        .with_context(|| format!("opening the database {}", db.display()))?;
+    let _lock = journal::lock(db)?;
+    let left = journal::restore_pending(&store);
+    if !left.is_empty() {
+        anyhow::bail!(
+            "an earlier measurement left settings changed that cannot be put back ({}): \
+             nothing new was changed",
+            left.join("; ")
+        );
+    }
+    let mut plan = Plan::new(link.config.interval);
+    plan.phases = args.phases;
+    plan.phase = args.phase;
+    let meter_desc = crate::sweep::record::meter_description(&link.config);
+    let started_ms = chrono::Utc::now().timestamp_millis();
+    let plan_json = serde_json::json!({
+        "candidates": chosen.iter().map(|c| c.id).collect::<Vec<_>>(),
+        "phases": plan.phases, "phase_s": plan.phase.as_secs_f64(),
+        "max_settle_s": plan.max_settle.as_secs_f64(), "ci_method": "batch means, Welch-Satterthwaite",
+    });
+    let run_id = idle_store::begin_run(
+        &store,
+        &config.host.name,
+        started_ms,
+        &meter_desc,
+        &plan_json,
+    )?;
+    let journal = journal::Journal::record(&store, run_id, allow)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let signals = SignalWatch::start(stop.clone(), || {
+        tracing::warn!("interrupted: putting the settings back");
+    })?;
+    crate::output::println(&format!(
+        "measuring {} setting(s) against idle as found, {} phases of {:.0} s each (at most {:.0} \
+         s per setting); every change is put back afterwards",
+        chosen.len(),
+        plan.phases,
+        plan.phase.as_secs_f64(),
+        plan.max_per_setting().as_secs_f64()
+    ));
+    let bar = progress_bar();
+    crate::logging::set_progress(Some(&bar));
+    let mut results: Vec<(Candidate, Effect)> = Vec::new();
+    let mut failure = None;
+    for (i, c) in chosen.iter().enumerate() {
+        bar.set_prefix(format!("[{}/{}] {}", i + 1, chosen.len(), c.name));
+        let mut on_progress = |p: Progress| report_progress(&bar, &p);
+        match measure::measure(
+            &plan,
+            link.meter.collector(),
+            &journal,
+            &store,
+            c,
+            &stop,
+            &mut on_progress,
+        ) {
+            Ok(Some(o)) => {
+                let effect = Effect {
+                    run_id,
+                    host: config.host.name.clone(),
+                    candidate: c.id.to_owned(),
+                    name: c.name.clone(),
+                    original: c.original.clone(),
+                    changed: c.changed.clone(),
+                    started_ms: o.started_ms,
+                    ended_ms: o.ended_ms,
+                    baseline_w: o.baseline_w,
+                    changed_w: o.changed_w,
+                    delta_w: o.delta_w,
+                    delta_ci95_w: o.delta_ci95_w,
+                    n: o.n,
+                    effect: o.has_effect(),
+                    phases: serde_json::to_value(&o.phases)?,
+                };
+                idle_store::save_effect(&store, &effect)?;
+                say(&bar, &effect_line(&effect, config));
+                for p in o.phases.iter().filter(|p| p.unsettled) {
+                    say(
+                        &bar,
+                        &format!(
+                            "  warning: a {} phase was still settling after {:.0} s; measured anyway",
+                            p.phase, p.settle_s
+                        ),
+                    );
+                }
+                results.push((c.clone(), effect));
+            }
+            Ok(None) => break,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    bar.finish_and_clear();
+    crate::logging::set_progress(None);
+    let left = journal.restore(&store, None);
+    let signal = signals.received();
+    drop(signals);
+    let status = match (&failure, signal, left.is_empty()) {
+        (Some(_), _, _) | (_, _, false) => "failed",
+        (None, Some(_), true) => "interrupted",
+        (None, None, true) => "complete",
+    };
+    idle_store::end_run(
+        &store,
+        run_id,
+        chrono::Utc::now().timestamp_millis(),
+        status,
+    )?;
+    if !left.is_empty() {
+        anyhow::bail!(
+            "could not put every setting back: {}; the originals are in {} and the next wattson \
+             command run as root retries",
+            left.join("; "),
+            db.display()
+        );
+    }
+    if let Some(e) = failure {
+        return Err(e.context("measuring stopped; every setting was put back"));
+    }
+    crate::output::print(&summary(&results, signal.is_some()));
+    Ok(match signal {
+        Some(s) => ExitCode::from(128u8.saturating_add(s as u8)),
+        None => ExitCode::SUCCESS,
+    })
+}
+
+fn summary(results: &[(Candidate, Effect)], interrupted: bool) -> String {
+    let mut out = String::new();
+    if interrupted {
+        out.push_str(
+            "interrupted: every setting was put back; the settings measured so far are stored\n",
+        );
+    } else {
+        out.push_str("done: every setting was put back as it was\n");
+    }
+    let savers: Vec<&(Candidate, Effect)> = results
+        .iter()
+        .filter(|(_, e)| e.effect && e.delta_w < 0.0)
+        .collect();
+    if savers.is_empty() {
+        if !results.is_empty() {
+            out.push_str("no setting saved anything this meter can distinguish\n");
+        }
+        return out;
+    }
+    out.push_str("\nwattson changed nothing for good. To keep what saved power:\n");
+    for (c, e) in savers {
+        let _ = writeln!(out, "  {} ({:+.2} W):", c.name, e.delta_w);
+        for line in persist::how_to_keep(c) {
+            for l in line.lines() {
+                let _ = writeln!(out, "    {l}");
+            }
+        }
+    }
+    out
+}
+
+/// A result line: above the progress line on a terminal, else on stdout.
+fn say(bar: &indicatif::ProgressBar, line: &str) {
+    if bar.is_hidden() {
+        crate::output::println(line);
+    } else {
+        bar.println(line);
+    }
+}
+
+fn progress_bar() -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {prefix} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn report_progress(bar: &indicatif::ProgressBar, p: &Progress) {
+    match p {
+        Progress::Phase {
+            index,
+            total,
+            changed,
+        } => bar.set_message(format!(
+            "phase {index}/{total} ({})",
+            if *changed { "changed" } else { "as found" }
+        )),
+        Progress::Settling { last_w } => bar.set_message(format!("settling, {last_w:.1} W")),
+        Progress::Measuring {
+            elapsed_s,
+            mean_w,
+            n,
+        } => bar.set_message(format!("measuring {elapsed_s:.0} s: {mean_w:.2} W (n={n})")),
+    }
+}

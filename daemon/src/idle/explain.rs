@@ -1,0 +1,528 @@
+//! `wattson idle` without `--measure`: where the idle machine's package and cores sleep, and
+//! which settings keep it from sleeping deeper, in words.
+//!
+//! Residency comes from the database's last hour when the daemon has been recording (package
+//! states need it started with access to the MSRs), else from a live sample of a few seconds.
+//! A state is *reached* when it holds at least [`REACHED`] of the window.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+use wattson_collectors::cpu::CpuCollector;
+use wattson_collectors::idle::settings::{self, Setting, SettingKind};
+use wattson_collectors::idle::{PackageLimit, PackageReader, PackageUnavailable, PcState};
+use wattson_collectors::source::channel;
+use wattson_collectors::{Collector, Metric, SourceId, SysRoot};
+
+use super::candidates::{Candidate, candidates, compact_names, device_of};
+use crate::config::Config;
+use crate::publish::mqtt::state::cstate_depth;
+use crate::store::{HOUR_MS, SeriesFilter, Store};
+
+/// Share of the window above which a state counts as reached (0.1 %).
+pub const REACHED: f64 = 0.001;
+/// Core states of this depth and deeper let the package go deep (C6: the core's power off).
+const DEEP_CORE: i32 = 6;
+/// The last hour is used when it holds at least this many CPU samples (a minute at 1 Hz).
+const MIN_HISTORY: usize = 60;
+
+/// One state's share of the window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Residency {
+    pub state: String,
+    /// 0..1.
+    pub share: f64,
+}
+
+/// Where the residency figures come from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum Window {
+    /// The database's samples of the last hour: the first and last one, UTC ms.
+    History {
+        from_ms: i64,
+        to_ms: i64,
+        samples: usize,
+    },
+    /// A live sample of this many seconds, taken now.
+    Live { seconds: f64 },
+    /// Nothing could be sampled.
+    None,
+}
+
+impl Window {
+    /// `the last hour` / `a 5 s sample`.
+    pub fn describe(&self) -> String {
+        match self {
+            Window::History { from_ms, to_ms, .. } => {
+                let seconds = (to_ms - from_ms) as f64 / 1000.0;
+                if seconds >= 59.0 * 60.0 {
+                    "the last hour".to_owned()
+                } else if seconds >= 120.0 {
+                    format!("the last {:.0} minutes recorded", seconds / 60.0)
+                } else {
+                    format!("the last {seconds:.0} s recorded")
+                }
+            }
+            Window::Live { seconds } => format!("a {seconds:.0} s sample taken now"),
+            Window::None => "no sample".to_owned(),
+        }
+    }
+}
+
+/// The package's C-states.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PackageView {
+    /// Read here now (the MSRs answered).
+    pub readable: bool,
+    /// turbostat's name of the CPU's feature set (`adl`, `skl`, ...).
+    pub platform: Option<String>,
+    /// The msr files read.
+    pub files: Vec<String>,
+    /// Shallowest first; empty when neither history nor a live read has any.
+    pub states: Vec<Residency>,
+    /// The deepest state holding at least [`REACHED`] of the window.
+    pub deepest_reached: Option<String>,
+    /// The firmware's limit, where it can be read and decoded.
+    pub limit: Option<PackageLimit>,
+    /// Why the counters cannot be read here, and what the machine has instead.
+    pub unavailable: Option<PackageUnavailable>,
+}
+
+/// The cores' idle states (cpuidle), the mean over CPUs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CoreView {
+    pub driver: Option<String>,
+    /// Shallowest first.
+    pub states: Vec<Residency>,
+    /// Share of the window in C6 or deeper (the states that let the package go deep); where
+    /// the driver has none that deep, in its deepest state.
+    pub deep_share: Option<f64>,
+    /// `C6 and deeper`, or the deepest state's name.
+    pub deep_label: Option<String>,
+}
+
+/// Everything `wattson idle` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleReport {
+    pub host: String,
+    pub window: Window,
+    pub package: PackageView,
+    pub cores: CoreView,
+    /// What it all means, most important first.
+    pub findings: Vec<String>,
+    /// What `--measure` would change here.
+    pub candidates: Vec<Candidate>,
+    pub settings: Vec<Setting>,
+    /// Kinds of setting this machine does not have, with the file looked for.
+    pub absent: Vec<Absent>,
+    /// The newest measured effect of each setting (`wattson idle --measure`).
+    pub measured: Vec<super::store::Effect>,
+    /// From the daemon's hourly history (the last 30 days): the idle hours in which the
+    /// package reached PC6 or deeper, and those in which it did not, with the wall draw.
+    pub hours_deep: Option<crate::report::idle::HoursGroup>,
+    pub hours_shallow: Option<crate::report::idle::HoursGroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Absent {
+    pub kind: SettingKind,
+    pub why: String,
+}
+
+fn sorted_core_states(shares: BTreeMap<String, f64>) -> Vec<Residency> {
+    let mut states: Vec<Residency> = shares
+        .into_iter()
+        .map(|(state, share)| Residency { state, share })
+        .collect();
+    states.sort_by_key(|r| cstate_depth(&r.state));
+    states
+}
+
+fn sorted_package_states(shares: BTreeMap<String, f64>) -> Vec<Residency> {
+    let mut states: Vec<Residency> = shares
+        .into_iter()
+        .filter(|(s, _)| PcState::parse(s).is_some())
+        .map(|(state, share)| Residency { state, share })
+        .collect();
+    states.sort_by_key(|r| PcState::parse(&r.state));
+    states
+}
+
+/// What the database holds of one metric's `all/<state>` channels over a window.
+struct History {
+    means: BTreeMap<String, f64>,
+    /// The largest sample count of any state.
+    samples: usize,
+    /// First and last sample, UTC ms.
+    span: Option<(i64, i64)>,
+}
+
+/// Mean share per state of `metric`'s `all/<state>` channels over `[from, to)`.
+fn history(store: &Store, host: &str, metric: Metric, from_ms: i64, to_ms: i64) -> History {
+    let filter = SeriesFilter::all()
+        .host(host)
+        .source(&SourceId::Cpu)
+        .metric(metric);
+    let mut out = History {
+        means: BTreeMap::new(),
+        samples: 0,
+        span: None,
+    };
+    for (series, points) in store.raw(&filter, from_ms, to_ms).unwrap_or_default() {
+        let Some(state) = channel::all_part(&series.channel) else {
+            continue;
+        };
+        let (Some(first), Some(last)) = (points.first(), points.last()) else {
+            continue;
+        };
+        out.samples = out.samples.max(points.len());
+        out.span = Some(match out.span {
+            Some((a, b)) => (a.min(first.0), b.max(last.0)),
+            None => (first.0, last.0),
+        });
+        let mean = points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64;
+        out.means.insert(state.to_owned(), mean);
+    }
+    out
+}
+
+/// A live sample: two CPU polls `sample` apart.
+fn live_sample(
+    root: &SysRoot,
+    devfs: &std::path::Path,
+    sample: Duration,
+) -> (BTreeMap<String, f64>, BTreeMap<String, f64>) {
+    let mut cpu = CpuCollector::new(root.clone()).with_devfs(devfs);
+    let now = || chrono::Utc::now().timestamp_millis();
+    let _ = cpu.poll(now());
+    std::thread::sleep(sample);
+    let mut cores = BTreeMap::new();
+    let mut package = BTreeMap::new();
+    for s in cpu.poll(now()).unwrap_or_default() {
+        let Some(state) = channel::all_part(&s.channel) else {
+            continue;
+        };
+        match s.metric {
+            Metric::IdleResidency => {
+                cores.insert(state.to_owned(), s.value);
+            }
+            Metric::PackageResidency => {
+                package.insert(state.to_owned(), s.value);
+            }
+            _ => {}
+        }
+    }
+    (cores, package)
+}
+
+/// Gather the report: settings now, residency from `store`'s last hour when it has one, else
+/// from a live sample of `sample`.
+pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleReport {
+    let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
+    let reader = PackageReader::discover(&root, &config.host.devfs);
+    let to_ms = chrono::Utc::now().timestamp_millis();
+    let from_ms = to_ms - HOUR_MS;
+    let recorded = store.map(|s| {
+        let host = &config.host.name;
+        (
+            history(s, host, Metric::IdleResidency, from_ms, to_ms),
+            history(s, host, Metric::PackageResidency, from_ms, to_ms),
+        )
+    });
+    let (window, core_shares, package_shares) = match recorded {
+        Some((cores, package)) if cores.samples.max(package.samples) >= MIN_HISTORY => {
+            let (first, last) = cores.span.or(package.span).unwrap_or((from_ms, to_ms));
+            (
+                Window::History {
+                    from_ms: first,
+                    to_ms: last,
+                    samples: cores.samples.max(package.samples),
+                },
+                cores.means,
+                package.means,
+            )
+        }
+        _ if sample.is_zero() => (Window::None, BTreeMap::new(), BTreeMap::new()),
+        _ => {
+            let (cores, package) = live_sample(&root, &config.host.devfs, sample);
+            (
+                Window::Live {
+                    seconds: sample.as_secs_f64(),
+                },
+                cores,
+                package,
+            )
+        }
+    };
+    let package_states = sorted_package_states(package_shares);
+    let package = match &reader {
+        Ok(r) => PackageView {
+            readable: true,
+            platform: Some(r.platform().to_owned()),
+            files: r
+                .files()
+                .iter()
+                .map(|(_, _, p)| p.display().to_string())
+                .collect(),
+            deepest_reached: deepest(&package_states),
+            states: package_states,
+            limit: r.limit().cloned(),
+            unavailable: None,
+        },
+        Err(why) => PackageView {
+            readable: false,
+            platform: None,
+            files: Vec::new(),
+            deepest_reached: deepest(&package_states),
+            states: package_states,
+            limit: None,
+            unavailable: Some(why.clone()),
+        },
+    };
+    let core_states = sorted_core_states(core_shares);
+    let (deep_share, deep_label) = deep_cores(&core_states);
+    let cores = CoreView {
+        driver: std::fs::read_to_string(root.sys_path("devices/system/cpu/cpuidle/current_driver"))
+            .ok()
+            .map(|s| s.trim().to_owned()),
+        states: core_states,
+        deep_share,
+        deep_label,
+    };
+    let all = settings::read_all(&root);
+    let absent = settings::absent(&root, &all)
+        .into_iter()
+        .map(|(kind, why)| Absent { kind, why })
+        .collect();
+    let measured = store
+        .and_then(|s| super::store::latest_effects(s, &config.host.name).ok())
+        .unwrap_or_default();
+    let (hours_deep, hours_shallow) = store
+        .and_then(|s| {
+            crate::report::idle::load(s, &config.host.name, to_ms - 30 * 24 * HOUR_MS, to_ms).ok()
+        })
+        .map_or((None, None), |i| crate::report::idle::hour_groups(&i.hours));
+    let mut report = IdleReport {
+        host: config.host.name.clone(),
+        window,
+        package,
+        cores,
+        findings: Vec::new(),
+        candidates: candidates(&all),
+        settings: all,
+        absent,
+        measured,
+        hours_deep,
+        hours_shallow,
+    };
+    report.findings = findings(&report);
+    report
+}
+
+fn deepest(states: &[Residency]) -> Option<String> {
+    states
+        .iter()
+        .rev()
+        .find(|r| r.share >= REACHED)
+        .map(|r| r.state.clone())
+}
+
+fn deep_cores(states: &[Residency]) -> (Option<f64>, Option<String>) {
+    let deep: Vec<&Residency> = states
+        .iter()
+        .filter(|r| cstate_depth(&r.state).0 >= DEEP_CORE)
+        .collect();
+    if let Some(first) = deep.first() {
+        let label = if deep.len() > 1 {
+            format!("{} and deeper", first.state)
+        } else {
+            first.state.clone()
+        };
+        return (Some(deep.iter().map(|r| r.share).sum()), Some(label));
+    }
+    states
+        .last()
+        .map_or((None, None), |r| (Some(r.share), Some(r.state.clone())))
+}
+
+fn pct(share: f64) -> String {
+    format!("{:.0} %", share * 100.0)
+}
+
+/// The settings that commonly keep a package out of its deep states, in words
+/// (`ASPM is disabled (policy performance)`, `SATA host0-host3 at max_performance`).
+pub fn awake_suspects(settings: &[Setting]) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in settings.iter().filter(|s| s.lower.is_some()) {
+        match (s.kind, s.current.as_str()) {
+            (SettingKind::PcieAspm, "performance") => {
+                out.push("ASPM is disabled (policy `performance`)".to_owned());
+            }
+            (SettingKind::PcieAspm, current) => {
+                out.push(format!("ASPM policy `{current}` (not powersave)"));
+            }
+            _ => {}
+        }
+    }
+    let alpm: Vec<&Setting> = settings
+        .iter()
+        .filter(|s| s.kind == SettingKind::SataAlpm && s.lower.is_some())
+        .collect();
+    if !alpm.is_empty() {
+        let hosts: Vec<String> = alpm.iter().map(|s| device_of(s).to_owned()).collect();
+        out.push(format!(
+            "SATA {} at `{}`",
+            compact_names(&hosts),
+            alpm[0].current
+        ));
+    }
+    for s in settings.iter().filter(|s| s.lower.is_some()) {
+        match s.kind {
+            SettingKind::RuntimePmPci | SettingKind::RuntimePmAta => {
+                out.push(format!("{} runtime PM `{}`", device_of(s), s.current));
+            }
+            SettingKind::RuntimePmUsb => {
+                out.push(format!("USB {} runtime PM `{}`", device_of(s), s.current));
+            }
+            SettingKind::AudioPowerSave => {
+                out.push("HD-audio power save off".to_owned());
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The findings, most important first.
+pub fn findings(r: &IdleReport) -> Vec<String> {
+    let mut out = Vec::new();
+    let window = r.window.describe();
+    let suspects = awake_suspects(&r.settings);
+    let suspects_text = if suspects.is_empty() {
+        "no setting wattson reads is at a higher-power value: look for a busy process or a \
+         device wattson cannot see (powertop's overview shows wake-ups)"
+            .to_owned()
+    } else {
+        format!("candidates: {}", suspects.join(", "))
+    };
+    let deep_pkg = r
+        .package
+        .states
+        .iter()
+        .filter(|s| PcState::parse(&s.state).is_some_and(|p| p >= PcState::Pc6))
+        .collect::<Vec<_>>();
+    let deep_pkg_share: f64 = deep_pkg.iter().map(|s| s.share).sum();
+    if let Some(limit) = &r.package.limit
+        && limit.depth.is_some_and(|d| d < 6)
+    {
+        out.push(format!(
+            "the firmware limits the package to {} (MSR_PKG_CST_CONFIG_CONTROL{}): no setting \
+             in Linux gets it deeper; raise \"Package C-State Limit\" in the firmware setup",
+            limit.label,
+            if limit.locked { ", locked" } else { "" }
+        ));
+    }
+    let cores = match (r.cores.deep_share, &r.cores.deep_label) {
+        (Some(share), Some(label)) => Some((share, label)),
+        _ => None,
+    };
+    if r.package.states.is_empty() {
+        let why = r.package.unavailable.as_ref().map_or_else(
+            || format!("no package C-state samples in {window}"),
+            |u| u.reason.clone(),
+        );
+        out.push(format!("package C-states unknown: {why}"));
+        if let Some((share, label)) = cores {
+            out.push(format!(
+                "the cores spend {} of {window} in {label}",
+                pct(share)
+            ));
+        }
+        if !suspects.is_empty() {
+            out.push(format!(
+                "settings that commonly keep a package awake and have a lower-power value: {}",
+                suspects.join(", ")
+            ));
+        }
+    } else {
+        let deepest = r.package.deepest_reached.as_deref().unwrap_or("none");
+        if deep_pkg.is_empty() || deep_pkg_share < REACHED {
+            let mut line = format!(
+                "deepest package C-state reached: {deepest} (PC6 and deeper never, {} of {window})",
+                pct(deep_pkg_share)
+            );
+            if let Some((share, label)) = cores
+                && share >= 0.5
+            {
+                let _ = write!(
+                    line,
+                    " although the cores spend {} in {label}: something keeps the package \
+                     awake; {suspects_text}",
+                    pct(share)
+                );
+            } else if let Some((share, label)) = cores {
+                let _ = write!(
+                    line,
+                    "; the cores themselves spend only {} in {label}, so something keeps them \
+                     busy or wakes them (a process, timer interrupts: powertop shows which)",
+                    pct(share)
+                );
+            }
+            out.push(line);
+        } else {
+            out.push(format!(
+                "deepest package C-state reached: {deepest}; PC6 and deeper {} of {window}",
+                pct(deep_pkg_share)
+            ));
+            if !suspects.is_empty() {
+                out.push(format!(
+                    "settings that may keep it out of the deep states longer than needed: {}",
+                    suspects.join(", ")
+                ));
+            }
+        }
+    }
+    if let (Some(d), Some(s)) = (&r.hours_deep, &r.hours_shallow) {
+        out.push(format!(
+            "at the wall over the last 30 days: {:.1} W in the {} idle hours the package reached \
+             PC6 or deeper, {:.1} W in the {} it did not ({:+.1} W; an association: \
+             `--measure` measures a setting's own effect)",
+            d.mean_wall_watts,
+            d.hours,
+            s.mean_wall_watts,
+            s.hours,
+            d.mean_wall_watts - s.mean_wall_watts
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_states_sort_by_depth() {
+        let mut names = vec!["C10", "C1E", "POLL", "C6", "C1", "C8"];
+        names.sort_by_key(|n| cstate_depth(n));
+        assert_eq!(names, ["POLL", "C1", "C1E", "C6", "C8", "C10"]);
+        let states = sorted_core_states(
+            [("C1", 0.03), ("C1E", 0.338), ("C6", 0.5), ("C10", 0.1)]
+                .map(|(k, v)| (k.to_owned(), v))
+                .into(),
+        );
+        let (share, label) = deep_cores(&states);
+        assert!((share.unwrap() - 0.6).abs() < 1e-12);
+        assert_eq!(label.as_deref(), Some("C6 and deeper"));
+        // acpi_idle's C3 is its deepest.
+        let (_, label) = deep_cores(&sorted_core_states(
+            [("C1", 0.1), ("C3", 0.8)]
+                .map(|(k, v)| (k.to_owned(), v))
+                .into(),
+        ));
+        assert_eq!(label.as_deref(), Some("C3"));
+    }
+}

@@ -1,0 +1,399 @@
+//! The original value of every file `wattson idle --measure` may write, kept in the
+//! database (`idle_original`) before the first write, and the only way such a file is
+//! written: through the run's allowlist.
+//!
+//! A file is restored by writing its original value back (the bracketed entry of a list file
+//! such as the ASPM policy) and reading it again; where it does not read as it did (a fixture
+//! tree's plain file does not re-render a list the way the kernel does), its original bytes
+//! are written. Restoring happens after each setting, after Ctrl-C and SIGTERM, and, after a
+//! crash or SIGKILL, at the start of the next wattson command ([`recover_at_start`]).
+//!
+//! A running measurement holds an exclusive `flock` on `<database>.idle-lock`; the kernel
+//! drops it when the process dies, however it dies. Recovery only restores a run whose lock
+//! it can take, so a command started while a measurement runs leaves it alone.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use rusqlite::params;
+use wattson_collectors::idle::settings::current_of_list;
+
+use super::candidates::Allowlist;
+use crate::store::{Store, StoreOptions};
+
+/// A file as found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Original {
+    pub path: PathBuf,
+    /// Its bytes as read.
+    pub content: Vec<u8>,
+    /// What restoring writes.
+    pub value: String,
+}
+
+impl Original {
+    /// Read `path` as it is now.
+    pub fn read(path: &Path) -> anyhow::Result<Original> {
+        let content = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let value = current_of_list(&String::from_utf8_lossy(&content));
+        Ok(Original {
+            path: path.to_owned(),
+            content,
+            value,
+        })
+    }
+}
+
+/// Write `value` into an existing file: one `write(2)` of the whole value, never creating
+/// a file (sysfs and procfs take a setting in one write).
+fn write_value(path: &Path, value: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)?;
+    f.write_all(value)
+}
+
+/// Put one file back as it was; `Err` says what it reads instead, or the OS error.
+pub fn restore(o: &Original) -> Result<(), String> {
+    let reads_as_before = || std::fs::read(&o.path).is_ok_and(|now| now == o.content);
+    write_value(&o.path, o.value.as_bytes())
+        .map_err(|e| format!("writing {:?} to {}: {e}", o.value, o.path.display()))?;
+    if reads_as_before() {
+        return Ok(());
+    }
+    // A plain file (a fixture) keeps what was written: put its bytes back.
+    if write_value(&o.path, &o.content).is_ok() && reads_as_before() {
+        return Ok(());
+    }
+    let now = std::fs::read(&o.path).unwrap_or_default();
+    if current_of_list(&String::from_utf8_lossy(&now)) == o.value {
+        return Ok(());
+    }
+    Err(format!(
+        "{} reads {:?} after restoring, not {:?}",
+        o.path.display(),
+        String::from_utf8_lossy(&now).trim(),
+        o.value
+    ))
+}
+
+/// The running measurement's record of what it may change.
+#[derive(Debug)]
+pub struct Journal {
+    run_id: i64,
+    allow: Allowlist,
+    originals: Vec<Original>,
+}
+
+impl Journal {
+    /// Read every file of `allow` and store it under `run_id`, in one transaction, before
+    /// anything is written.
+    pub fn record(store: &Store, run_id: i64, allow: Allowlist) -> anyhow::Result<Journal> {
+        let originals: Vec<Original> = allow
+            .files()
+            .map(|p| Original::read(p))
+            .collect::<anyhow::Result<_>>()?;
+        let tx = store.conn().unchecked_transaction()?;
+        for o in &originals {
+            tx.execute(
+                "INSERT INTO idle_original (run_id, path, content, value) VALUES (?1, ?2, ?3, ?4)",
+                params![run_id, o.path.to_string_lossy(), o.content, o.value],
+            )?;
+        }
+        tx.commit().with_context(|| {
+            format!(
+                "storing the original settings in {}",
+                store.path().display()
+            )
+        })?;
+        Ok(Journal {
+            run_id,
+            allow,
+            originals,
+        })
+    }
+
+    /// Write `value` into `path`, which must be on the allowlist.
+    pub fn write(&self, path: &Path, value: &str) -> anyhow::Result<()> {
+        if !self.allow.contains(path) {
+            anyhow::bail!(
+                "refusing to write {}: not among the files this run recorded",
+                path.display()
+            );
+        }
+        write_value(path, value.as_bytes()).with_context(|| {
+            format!(
+                "writing {value:?} to {} (is it a value this kernel offers?)",
+                path.display()
+            )
+        })
+    }
+
+    /// Restore `paths` (every recorded file when `None`) and mark them restored in `store`.
+    /// Returns one line per file that could not be restored.
+    pub fn restore(&self, store: &Store, paths: Option<&[PathBuf]>) -> Vec<String> {
+        let mut failed = Vec::new();
+        let now = chrono::Utc::now().timestamp_millis();
+        for o in &self.originals {
+            if paths.is_some_and(|ps| !ps.contains(&o.path)) {
+                continue;
+            }
+            match restore(o) {
+                Ok(()) => {
+                    if let Err(e) = store.conn().execute(
+                        "UPDATE idle_original SET restored_ms = ?3
+                         WHERE run_id = ?1 AND path = ?2 AND restored_ms IS NULL",
+                        params![self.run_id, o.path.to_string_lossy(), now],
+                    ) {
+                        tracing::warn!(
+                            "{} is restored, but marking it so in {} failed: {e}",
+                            o.path.display(),
+                            store.path().display()
+                        );
+                    }
+                }
+                Err(why) => failed.push(why),
+            }
+        }
+        failed
+    }
+}
+
+/// The lock file of the database at `db`.
+pub fn lock_path(db: &Path) -> PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_os_string();
+    name.push(".idle-lock");
+    db.with_file_name(name)
+}
+
+/// The exclusive lock a measurement holds while it runs.
+#[derive(Debug)]
+pub struct MeasureLock {
+    _lock: nix::fcntl::Flock<File>,
+}
+
+/// Take the lock of `db` for a measurement; `Err` when another measurement holds it.
+pub fn lock(db: &Path) -> anyhow::Result<MeasureLock> {
+    let path = lock_path(db);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("creating the lock file {}", path.display()))?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(l) => Ok(MeasureLock { _lock: l }),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => anyhow::bail!(
+            "another `wattson idle --measure` is running on {} (it holds {}): wait for it to \
+             finish",
+            db.display(),
+            path.display()
+        ),
+        Err((_, e)) => Err(anyhow::Error::new(e).context(format!("locking {}", path.display()))),
+    }
+}
+
+/// A recorded file not yet restored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub run_id: i64,
+    pub started_ms: i64,
+    pub original: Original,
+}
+
+/// Files left changed by runs that ended without restoring them. A database without the
+/// idle tables (older schema) has none.
+pub fn pending(store: &Store) -> Vec<Pending> {
+    let Ok(mut stmt) = store.conn().prepare(
+        "SELECT o.run_id, r.started_ms, o.path, o.content, o.value
+         FROM idle_original o JOIN idle_run r ON r.id = o.run_id
+         WHERE o.restored_ms IS NULL ORDER BY o.run_id, o.path",
+    ) else {
+        return Vec::new();
+    };
+    stmt.query_map([], |r| {
+        Ok(Pending {
+            run_id: r.get(0)?,
+            started_ms: r.get(1)?,
+            original: Original {
+                path: PathBuf::from(r.get::<_, String>(2)?),
+                content: r.get(3)?,
+                value: r.get(4)?,
+            },
+        })
+    })
+    .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+    .unwrap_or_default()
+}
+
+/// Put back every file of `waiting`, marking each in `writer` when there is one, and end
+/// the runs still marked running as interrupted.
+fn restore_list(writer: Option<&Store>, waiting: &[Pending]) -> Recovery {
+    let mut out = Recovery::default();
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut runs: Vec<i64> = Vec::new();
+    for p in waiting {
+        match restore(&p.original) {
+            Ok(()) => {
+                out.restored.push(p.original.path.clone());
+                if let Some(w) = writer {
+                    let _ = w.conn().execute(
+                        "UPDATE idle_original SET restored_ms = ?3 WHERE run_id = ?1 AND path = ?2",
+                        params![p.run_id, p.original.path.to_string_lossy(), now],
+                    );
+                }
+                if !runs.contains(&p.run_id) {
+                    runs.push(p.run_id);
+                }
+            }
+            Err(why) => out.failed.push(why),
+        }
+    }
+    if let Some(w) = writer {
+        for run in runs {
+            let _ = w.conn().execute(
+                "UPDATE idle_run SET status = 'interrupted', ended_ms = coalesce(ended_ms, ?2)
+                 WHERE id = ?1 AND status = 'running'",
+                params![run, now],
+            );
+        }
+    }
+    out
+}
+
+/// With the measurement lock held: restore what earlier runs left changed in `store`.
+/// Returns one line per file that could not be restored.
+pub fn restore_pending(store: &Store) -> Vec<String> {
+    let waiting = pending(store);
+    if waiting.is_empty() {
+        return Vec::new();
+    }
+    let r = restore_list(Some(store), &waiting);
+    if !r.restored.is_empty() {
+        tracing::warn!(
+            "an earlier `wattson idle --measure` ended without restoring {} file(s): restored \
+             them now",
+            r.restored.len()
+        );
+    }
+    r.failed
+}
+
+/// What [`recover_at_start`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Recovery {
+    /// Files put back.
+    pub restored: Vec<PathBuf>,
+    /// Files still changed, each with why.
+    pub failed: Vec<String>,
+}
+
+/// At the start of a wattson command: restore what a crashed `wattson idle --measure` left
+/// changed in `db`'s machine. Does nothing when there is no database, nothing pending, or a
+/// measurement is running now.
+pub fn recover_at_start(db: &Path) -> Recovery {
+    let out = Recovery::default();
+    if !db.is_file() {
+        return out;
+    }
+    let Ok(reader) = Store::open_read_only(db) else {
+        return out;
+    };
+    let waiting = pending(&reader);
+    drop(reader);
+    if waiting.is_empty() {
+        return out;
+    }
+    // A live measurement holds the lock; a dead one's lock died with it.
+    let lock_file = lock_path(db);
+    let _lock = match std::fs::File::open(&lock_file) {
+        Ok(f) => match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(l) => Some(l),
+            Err(_) => return out,
+        },
+        Err(_) => None,
+    };
+    let writer = Store::open(db, &StoreOptions::default()).ok();
+    let out = restore_list(writer.as_ref(), &waiting);
+    let when = waiting
+        .first()
+        .and_then(|p| chrono::DateTime::from_timestamp_millis(p.started_ms))
+        .map(|d| d.format("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_default();
+    if !out.restored.is_empty() {
+        tracing::warn!(
+            "`wattson idle --measure` started {when} ended without restoring its changes; \
+             restored {} file(s): {}",
+            out.restored.len(),
+            out.restored
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if !out.failed.is_empty() {
+        tracing::error!(
+            "`wattson idle --measure` started {when} left settings changed that this command \
+             could not restore ({}): run any wattson command as root with this database ({}) to \
+             restore them",
+            out.failed.join("; "),
+            db.display()
+        );
+    }
+    if writer.is_none() && !out.restored.is_empty() {
+        tracing::warn!(
+            "could not mark them restored in {}: the next command as root will find them \
+             already restored",
+            db.display()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_file_restores_its_bytes_and_a_plain_one_its_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = dir.path().join("policy");
+        std::fs::write(&policy, "default [performance] powersave powersupersave\n").unwrap();
+        let o = Original::read(&policy).unwrap();
+        assert_eq!(o.value, "performance");
+        write_value(&policy, b"powersave").unwrap();
+        restore(&o).unwrap();
+        assert_eq!(std::fs::read(&policy).unwrap(), o.content);
+
+        let nmi = dir.path().join("nmi_watchdog");
+        std::fs::write(&nmi, "1\n").unwrap();
+        let o = Original::read(&nmi).unwrap();
+        write_value(&nmi, b"0").unwrap();
+        restore(&o).unwrap();
+        assert_eq!(std::fs::read_to_string(&nmi).unwrap(), "1\n");
+    }
+
+    #[test]
+    fn writing_never_creates_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("gone");
+        assert!(write_value(&missing, b"1").is_err());
+        assert!(!missing.exists());
+    }
+
+    #[test]
+    fn the_lock_is_exclusive_and_dies_with_its_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("w.db");
+        let held = lock(&db).unwrap();
+        let err = lock(&db).unwrap_err();
+        assert!(err.to_string().contains("another"), "{err}");
+        drop(held);
+        lock(&db).unwrap();
+        assert_eq!(lock_path(&db), dir.path().join("w.db.idle-lock"));
+    }
+}

@@ -1,0 +1,23 @@
+//! Why idle draws what it does (`wattson idle`), and what each power setting saves at the
+//! wall (`wattson idle --measure`).
+//!
+//! - [`explain`]: package and core C-state residency (from the database's last hour, else a
+//!   short live sample) and every power setting, turned into findings in words;
+//! - [`candidates`]: the settings `--measure` may change, grouped one candidate per kind,
+//!   and the allowlist of files that follows from them;
+//! - [`journal`]: the original value of every file, stored in the database before the first
+//!   write, restored after success, Ctrl-C, SIGTERM, and at the next start of any wattson
+//!   command after a crash;
+//! - [`measure`]: idle with each candidate changed against idle as it was, in an A/B/A/B/A/B/A
+//!   sequence using the sweep's settling test and batch-means intervals;
+//! - [`persist`]: how to make a setting that saved something permanent (wattson never does);
+//! - [`store`]: the measured effects in the database, for `wattson idle` and `wattson report`.
+//!
+//! Units: shares 0..1 (printed as %), watts (W), UTC milliseconds.
+
+pub mod candidates;
+pub mod explain;
+pub mod journal;
+pub mod measure;
+pub mod persist;
+pub mod store;

@@ -1,0 +1,588 @@
+//! `/metrics`: the daemon's figures in the Prometheus text format 0.0.4 or OpenMetrics 1.0,
+//! encoded by the Prometheus project's own client (`prometheus-client`), named by
+//! Prometheus' rules: base units (watts, joules, volts, amperes, hertz, seconds, bytes,
+//! ratios 0..1), `_total` on counters, and only bounded label values (the host, a source or
+//! channel of this machine, a meter id from the config, a currency, a C-state name).
+//!
+//! Every family (prefix `wattson_`; labels in braces):
+//!
+//! | family | type | from |
+//! |---|---|---|
+//! | `power_watts{host,source,channel}` | gauge | every power source's latest reading: `meter:<id>` (at the wall), `estimate:wall` (a sweep's calibration), `rapl`, `hwmon`, `gpu`, `ipmi`, `ups:<name>` |
+//! | `voltage_volts`, `current_amperes`, `power_factor_ratio`, `mains_frequency_hertz` `{host,source,channel}` | gauge | the meters' latest readings |
+//! | `energy_joules_total{host,source}` | counter | the ledger's stored energy total of the wall source: continuous across restarts |
+//! | `energy_today_joules{host,source}` | gauge | the ledger's energy since local midnight |
+//! | `cost_total{host,source,currency}` | counter | the ledger's energy priced by the tariff, since the first sample |
+//! | `cost_today{host,source,currency}` | gauge | the same since local midnight |
+//! | `annual_cost_projection{host,source,currency}` | gauge | the year's cost at the recent duty cycle |
+//! | `cpu_utilisation_ratio{host,channel}` | gauge | busy share, `all` and per `cpuN` |
+//! | `cpu_frequency_hertz{host,channel}` | gauge | `mean` and per `cpuN` |
+//! | `idle_state_residency_ratio{host,level,state}` | gauge | share of the last interval in each idle state, `level="core"` (cpuidle) or `"package"` (package C-states) |
+//! | `gpu_utilisation_ratio`, `gpu_clock_hertz` `{host,channel}` | gauge | NVML |
+//! | `meter_frames_total{host,meter,outcome}` | counter | each meter's replies since the daemon started: `good`, `crc_error`, `timeout`, `implausible` |
+//! | `readings_rejected_total{host,source,reason}` | counter | readings refused as implausible since the daemon started |
+//! | `idle_regression_detected{host,config}`, `idle_regression_delta_watts{host,config}` | gauge | the latest idle-power regression check |
+//! | `healthy{host,part}` | gauge | 1 while `sampler` / `store` do their job (as `/healthz`) |
+//! | `build_info{host,version}` | gauge | always 1 |
+//!
+//! and the process' own cost, unprefixed as every exporter names it: `process_cpu_seconds_total`,
+//! `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`,
+//! `process_max_fds`, `process_start_time_seconds`.
+//!
+//! A reading older than the context's `stale_after` is left out, so a meter that stopped
+//! answering goes stale in Prometheus instead of repeating its last watts.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use wattson_collectors::source::channel;
+use wattson_collectors::{Metric, SourceId};
+
+use super::Shared;
+use crate::publish::mqtt::StateExtras;
+use crate::runtime::health::HealthReport;
+use crate::runtime::live::LiveReading;
+
+/// Joules in a kWh.
+const J_PER_KWH: f64 = 3.6e6;
+
+type Labels = Vec<(&'static str, String)>;
+type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
+type CounterFamily = Family<Labels, Counter<f64, AtomicU64>>;
+
+/// Everything one scrape shows, gathered without waiting on the store.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub host: String,
+    /// The wall source the ledger counts.
+    pub wall: Option<SourceId>,
+    /// The latest reading of every series that is not stale, per-core ones included.
+    pub readings: Vec<LiveReading>,
+    pub extras: StateExtras,
+    pub health: HealthReport,
+    pub process: super::process::ProcessStats,
+    /// When the daemon started, UTC ms.
+    pub started_ms: i64,
+}
+
+impl Snapshot {
+    pub(super) fn gather(shared: &Shared, extras: StateExtras) -> Snapshot {
+        let ctx = &shared.ctx;
+        let now = crate::runtime::sampler::now_ms();
+        let stale_ms = ctx.stale_after.as_millis() as i64;
+        let mut readings = ctx.live.latest();
+        readings.extend(ctx.live.per_core());
+        readings.retain(|r| now - r.ts_ms <= stale_ms || r.metric == Metric::Rejected);
+        Snapshot {
+            host: ctx.config.host.name.clone(),
+            wall: shared.wall.clone(),
+            readings,
+            extras,
+            health: ctx.health.report(),
+            process: super::process::ProcessStats::read(),
+            started_ms: ctx.started_ms,
+        }
+    }
+}
+
+/// The registry being filled, family by family.
+struct Families<'a> {
+    registry: &'a mut Registry,
+}
+
+impl Families<'_> {
+    fn gauge(&mut self, name: &str, help: &str, unit: Option<&str>, series: Vec<(Labels, f64)>) {
+        let family = GaugeFamily::default();
+        for (labels, v) in series.into_iter().filter(|(_, v)| v.is_finite()) {
+            family.get_or_create(&labels).set(v);
+        }
+        self.register(name, help, unit, family);
+    }
+
+    fn counter(&mut self, name: &str, help: &str, unit: Option<&str>, series: Vec<(Labels, f64)>) {
+        let family = CounterFamily::default();
+        for (labels, v) in series
+            .into_iter()
+            .filter(|(_, v)| v.is_finite() && *v >= 0.0)
+        {
+            family.get_or_create(&labels).inc_by(v);
+        }
+        self.register(name, help, unit, family);
+    }
+
+    fn register(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: Option<&str>,
+        family: impl prometheus_client::registry::Metric,
+    ) {
+        match unit {
+            Some(u) => {
+                self.registry
+                    .register_with_unit(name, help, Unit::Other(u.to_owned()), family);
+            }
+            None => self.registry.register(name, help, family),
+        }
+    }
+}
+
+/// The snapshot as the registry the encoders write.
+fn registry(s: &Snapshot) -> Registry {
+    let mut root = Registry::default();
+    process_families(&mut root, s);
+    let mut f = Families {
+        registry: root.sub_registry_with_prefix("wattson"),
+    };
+    let host = || ("host", s.host.clone());
+    let by_source = |metric: Metric, scale: f64| -> Vec<(Labels, f64)> {
+        s.readings
+            .iter()
+            .filter(|r| r.metric == metric)
+            .map(|r| {
+                (
+                    vec![
+                        host(),
+                        ("source", r.source.to_string()),
+                        ("channel", r.channel.clone()),
+                    ],
+                    r.value * scale,
+                )
+            })
+            .collect()
+    };
+    let by_channel = |metric: Metric, scale: f64| -> Vec<(Labels, f64)> {
+        s.readings
+            .iter()
+            .filter(|r| r.metric == metric && !r.channel.contains('/'))
+            .map(|r| {
+                (
+                    vec![host(), ("channel", r.channel.clone())],
+                    r.value * scale,
+                )
+            })
+            .collect()
+    };
+    for (name, help, unit, metric) in [
+        (
+            "power",
+            "Power drawn, by source: meter:<id> at the wall, estimate:wall from a sweep's calibration, rapl/hwmon/gpu inside the box, ipmi from the BMC, ups:<name> the UPS load",
+            "watts",
+            Metric::Power,
+        ),
+        (
+            "voltage",
+            "RMS mains voltage at the meter",
+            "volts",
+            Metric::Voltage,
+        ),
+        (
+            "current",
+            "RMS current at the meter",
+            "amperes",
+            Metric::Current,
+        ),
+        (
+            "power_factor",
+            "Power factor at the meter, 0..1",
+            "ratio",
+            Metric::PowerFactor,
+        ),
+        (
+            "mains_frequency",
+            "Mains frequency at the meter",
+            "hertz",
+            Metric::Frequency,
+        ),
+    ] {
+        f.gauge(name, help, Some(unit), by_source(metric, 1.0));
+    }
+    ledger_families(&mut f, s);
+    for (name, help, unit, metric, scale) in [
+        (
+            "cpu_utilisation",
+            "CPU busy share of the last interval (1 - idle - iowait), all CPUs and per CPU",
+            "ratio",
+            Metric::CpuBusy,
+            1.0,
+        ),
+        (
+            "cpu_frequency",
+            "Core frequency: the mean over cores and per CPU",
+            "hertz",
+            Metric::CoreFrequency,
+            1e6,
+        ),
+        (
+            "gpu_utilisation",
+            "Share of the last sample period a GPU kernel was running",
+            "ratio",
+            Metric::GpuUtilisation,
+            1.0,
+        ),
+        (
+            "gpu_clock",
+            "GPU streaming-multiprocessor clock",
+            "hertz",
+            Metric::GpuClock,
+            1e6,
+        ),
+    ] {
+        f.gauge(name, help, Some(unit), by_channel(metric, scale));
+    }
+    f.gauge(
+        "idle_state_residency",
+        "Share of the last interval spent in each idle state (level core: cpuidle C-states, mean over CPUs; level package: package C-states, mean over packages)",
+        Some("ratio"),
+        s.readings
+            .iter()
+            .filter(|r| r.source == SourceId::Cpu)
+            .filter_map(|r| {
+                let level = match r.metric {
+                    Metric::IdleResidency => "core",
+                    Metric::PackageResidency => "package",
+                    _ => return None,
+                };
+                let state = channel::all_part(&r.channel)?;
+                Some((
+                    vec![host(), ("level", level.to_owned()), ("state", state.to_owned())],
+                    r.value,
+                ))
+            })
+            .collect(),
+    );
+    health_families(&mut f, s);
+    f.gauge(
+        "build_info",
+        "The wattson build serving these metrics (always 1)",
+        None,
+        vec![(
+            vec![host(), ("version", env!("CARGO_PKG_VERSION").to_owned())],
+            1.0,
+        )],
+    );
+    root
+}
+
+/// Energy and money: the ledger's figures through the feed.
+fn ledger_families(f: &mut Families<'_>, s: &Snapshot) {
+    let e = &s.extras;
+    let Some(wall) = &s.wall else { return };
+    let labels = || vec![("host", s.host.clone()), ("source", wall.to_string())];
+    let priced = || {
+        let mut l = labels();
+        l.push(("currency", e.currency.clone()));
+        l
+    };
+    let one = |v: Option<f64>, l: Labels| v.map(|v| vec![(l, v)]).unwrap_or_default();
+    f.counter(
+        "energy",
+        "Energy the wall source has measured since its first stored sample (the ledger's integral of power over covered time; continuous across restarts)",
+        Some("joules"),
+        one(e.energy_total_kwh.map(|k| k * J_PER_KWH), labels()),
+    );
+    f.gauge(
+        "energy_today",
+        "Energy the wall source measured since local midnight (the tariff's time zone)",
+        Some("joules"),
+        one(e.energy_today_kwh.map(|k| k * J_PER_KWH), labels()),
+    );
+    f.counter(
+        "cost",
+        "The wall source's energy since its first sample priced by the tariff, in the currency label's unit",
+        None,
+        one(e.cost_total, priced()),
+    );
+    f.gauge(
+        "cost_today",
+        "The wall source's energy since local midnight priced by the tariff",
+        None,
+        one(e.cost_today, priced()),
+    );
+    f.gauge(
+        "annual_cost_projection",
+        "A year's running cost at the recent duty cycle (the current draw until there is history)",
+        None,
+        one(e.annual_projection, priced()),
+    );
+}
+
+/// Meter and daemon health, and the regression verdict.
+fn health_families(f: &mut Families<'_>, s: &Snapshot) {
+    let host = || ("host", s.host.clone());
+    let mut frames = Vec::new();
+    for c in &s.extras.meter_counters {
+        for (outcome, n) in [
+            ("good", c.good),
+            ("crc_error", c.crc_errors),
+            ("timeout", c.timeouts),
+            ("implausible", c.implausible),
+        ] {
+            frames.push((
+                vec![
+                    host(),
+                    ("meter", c.id.clone()),
+                    ("outcome", outcome.to_owned()),
+                ],
+                n as f64,
+            ));
+        }
+    }
+    f.counter(
+        "meter_frames",
+        "Each meter's replies since the daemon started, by outcome",
+        None,
+        frames,
+    );
+    f.counter(
+        "readings_rejected",
+        "Readings refused as implausible since the daemon started, by source and reason",
+        None,
+        s.readings
+            .iter()
+            .filter(|r| r.metric == Metric::Rejected)
+            .map(|r| {
+                (
+                    vec![
+                        host(),
+                        ("source", r.source.to_string()),
+                        ("reason", r.channel.clone()),
+                    ],
+                    r.value,
+                )
+            })
+            .collect(),
+    );
+    let regression = s.extras.idle_regression.as_ref();
+    let labels = |c: &crate::sweep::regression::Check| vec![host(), ("config", c.config.clone())];
+    f.gauge(
+        "idle_regression_detected",
+        "1 when the latest idle-power regression check found idle power above its baseline",
+        None,
+        regression
+            .map(|c| vec![(labels(c), f64::from(u8::from(c.verdict.detected)))])
+            .unwrap_or_default(),
+    );
+    f.gauge(
+        "idle_regression_delta",
+        "Latest idle power minus the baseline's, from the latest regression check",
+        Some("watts"),
+        regression
+            .map(|c| vec![(labels(c), c.verdict.delta_w)])
+            .unwrap_or_default(),
+    );
+    f.gauge(
+        "healthy",
+        "1 while the part does its job (the sampler completes its passes, the store writes), as /healthz",
+        None,
+        [("sampler", &s.health.sampler), ("store", &s.health.store)]
+            .into_iter()
+            .map(|(part, p)| {
+                (
+                    vec![host(), ("part", part.to_owned())],
+                    f64::from(u8::from(p.healthy)),
+                )
+            })
+            .collect(),
+    );
+}
+
+/// The process' own CPU time and memory, as every Prometheus exporter names them.
+fn process_families(root: &mut Registry, s: &Snapshot) {
+    let p = &s.process;
+    let mut f = Families { registry: root };
+    let one = |v: Option<f64>| v.map(|v| vec![(Vec::new(), v)]).unwrap_or_default();
+    f.counter(
+        "process_cpu",
+        "Total user and system CPU time spent",
+        Some("seconds"),
+        one(p.cpu_seconds),
+    );
+    f.gauge(
+        "process_resident_memory",
+        "Resident memory size",
+        Some("bytes"),
+        one(p.resident_bytes),
+    );
+    f.gauge(
+        "process_virtual_memory",
+        "Virtual memory size",
+        Some("bytes"),
+        one(p.virtual_bytes),
+    );
+    f.gauge(
+        "process_open_fds",
+        "Number of open file descriptors",
+        None,
+        one(p.open_fds),
+    );
+    f.gauge(
+        "process_max_fds",
+        "Maximum number of open file descriptors",
+        None,
+        one(p.max_fds),
+    );
+    f.gauge(
+        "process_start_time",
+        "Start time of the process since the Unix epoch",
+        Some("seconds"),
+        one(Some(s.started_ms as f64 / 1000.0)),
+    );
+}
+
+/// The snapshot encoded: OpenMetrics when asked, else the Prometheus text format; with its
+/// content type.
+pub fn encode(s: &Snapshot, open_metrics: bool) -> Result<(String, &'static str), std::fmt::Error> {
+    let registry = registry(s);
+    let mut out = String::new();
+    if open_metrics {
+        prometheus_client::encoding::text::encode(&mut out, &registry)?;
+        Ok((
+            out,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ))
+    } else {
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &registry)?;
+        Ok((
+            out,
+            prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publish::mqtt::state::MeterCounters;
+    use crate::runtime::health::PartHealth;
+
+    fn reading(source: SourceId, metric: Metric, channel: &str, value: f64) -> LiveReading {
+        LiveReading {
+            source,
+            metric,
+            channel: channel.into(),
+            ts_ms: 1,
+            value,
+        }
+    }
+
+    fn snapshot() -> Snapshot {
+        let ok = PartHealth {
+            healthy: true,
+            detail: "ok".into(),
+        };
+        Snapshot {
+            host: "basket".into(),
+            wall: Some(SourceId::meter("wall")),
+            readings: vec![
+                reading(SourceId::meter("wall"), Metric::Power, "", 41.5),
+                reading(SourceId::Rapl, Metric::Power, "package-0", 12.25),
+                reading(SourceId::Cpu, Metric::CoreFrequency, channel::MEAN, 2400.0),
+                reading(
+                    SourceId::Cpu,
+                    Metric::CoreFrequency,
+                    &channel::cpu(1),
+                    3000.0,
+                ),
+                reading(
+                    SourceId::Cpu,
+                    Metric::IdleResidency,
+                    &channel::all("C6"),
+                    0.75,
+                ),
+                reading(
+                    SourceId::Cpu,
+                    Metric::PackageResidency,
+                    &channel::all("PC6"),
+                    0.25,
+                ),
+                reading(
+                    SourceId::meter("wall"),
+                    Metric::Rejected,
+                    "power_out_of_range",
+                    2.0,
+                ),
+            ],
+            extras: StateExtras {
+                currency: "GBP".into(),
+                energy_total_kwh: Some(2.5),
+                cost_total: Some(0.225),
+                meter_counters: vec![MeterCounters {
+                    id: "wall".into(),
+                    good: 10,
+                    crc_errors: 1,
+                    timeouts: 0,
+                    implausible: 0,
+                }],
+                ..StateExtras::default()
+            },
+            health: HealthReport {
+                healthy: true,
+                sampler: ok.clone(),
+                store: PartHealth {
+                    healthy: false,
+                    detail: "readonly".into(),
+                },
+                losses: Vec::new(),
+            },
+            process: super::super::process::ProcessStats {
+                cpu_seconds: Some(1.5),
+                ..Default::default()
+            },
+            started_ms: 1_700_000_000_000,
+        }
+    }
+
+    #[test]
+    fn the_exposition_names_base_units_and_counters_end_in_total() {
+        let (text, content_type) = encode(&snapshot(), false).unwrap();
+        assert!(content_type.starts_with("text/plain; version=0.0.4"));
+        for line in [
+            r#"wattson_power_watts{host="basket",source="meter:wall",channel=""} 41.5"#,
+            r#"wattson_power_watts{host="basket",source="rapl",channel="package-0"} 12.25"#,
+            r#"wattson_energy_joules_total{host="basket",source="meter:wall"} 9000000"#,
+            r#"wattson_cost_total{host="basket",source="meter:wall",currency="GBP"} 0.225"#,
+            r#"wattson_cpu_frequency_hertz{host="basket",channel="cpu1"} 3000000000"#,
+            r#"wattson_idle_state_residency_ratio{host="basket",level="core",state="C6"} 0.75"#,
+            r#"wattson_idle_state_residency_ratio{host="basket",level="package",state="PC6"} 0.25"#,
+            r#"wattson_meter_frames_total{host="basket",meter="wall",outcome="crc_error"} 1"#,
+            r#"wattson_readings_rejected_total{host="basket",source="meter:wall",reason="power_out_of_range"} 2"#,
+            r#"wattson_healthy{host="basket",part="store"} 0"#,
+            "# TYPE wattson_energy_joules_total counter",
+            "process_cpu_seconds_total 1.5",
+            "process_start_time_seconds 1700000000",
+        ] {
+            assert!(
+                text.lines().any(|l| l.starts_with(line)),
+                "no {line:?} in\n{text}"
+            );
+        }
+        assert!(text.contains(&format!(
+            r#"wattson_build_info{{host="basket",version="{}"}} 1"#,
+            env!("CARGO_PKG_VERSION")
+        )));
+    }
+
+    #[test]
+    fn open_metrics_is_served_on_request_and_ends_with_eof() {
+        let (text, content_type) = encode(&snapshot(), true).unwrap();
+        assert!(content_type.starts_with("application/openmetrics-text"));
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(
+            text.contains("# UNIT wattson_energy_joules joules"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn without_ledger_figures_the_energy_family_has_no_series() {
+        let mut s = snapshot();
+        s.extras = StateExtras::default();
+        let (text, _) = encode(&s, false).unwrap();
+        assert!(!text.contains("wattson_energy_joules_total{"), "{text}");
+        assert!(text.contains("wattson_power_watts{"), "{text}");
+    }
+}

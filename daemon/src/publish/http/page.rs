@@ -1,0 +1,313 @@
+//! The live page (`/`) and its figures (`/live.json`), and the report endpoints' query
+//! parameters.
+//!
+//! The page is one static document: inline CSS and script, no external request (its
+//! Content-Security-Policy allows only this origin). Its script reads `/live.json` every
+//! [`REFRESH_MS`] and writes the figures into the page without reloading it; below them,
+//! `/report.html` (the renderer of `wattson report --format html`) in a frame, reloaded every
+//! few minutes. Units in `/live.json`: W, kWh, the tariff's currency, shares 0..1, UTC ms.
+
+use serde::Serialize;
+use wattson_collectors::source::channel;
+use wattson_collectors::{Metric, SourceId};
+
+use super::Shared;
+use crate::analysis::cost::format_money;
+use crate::commands::report::{ReportArgs, parse_when};
+use crate::publish::mqtt::StateExtras;
+use crate::report::Format;
+
+/// How often the page reads `/live.json`, ms.
+pub const REFRESH_MS: u32 = 2000;
+
+/// What `/live.json` says.
+#[derive(Debug, Clone, Serialize)]
+pub struct Live {
+    pub host: String,
+    /// When this was made, UTC ms.
+    pub ts_ms: i64,
+    /// The host's power now, where a source reads it.
+    pub power: Option<PowerNow>,
+    /// Energy and cost since local midnight, from the ledger.
+    pub energy_today_kwh: Option<f64>,
+    pub energy_today: String,
+    pub cost_today: Option<f64>,
+    pub cost_today_text: String,
+    pub currency: String,
+    /// A year's cost at the recent duty cycle.
+    pub annual_projection: Option<f64>,
+    pub annual_projection_text: String,
+    pub mode: Option<String>,
+    /// Machine-wide idle-state residency over the last interval, deepest first.
+    pub idle_states: Vec<IdleState>,
+    pub healthy: bool,
+    /// `ok`, or why the daemon is unhealthy.
+    pub health: String,
+}
+
+/// The host's power now.
+#[derive(Debug, Clone, Serialize)]
+pub struct PowerNow {
+    pub watts: f64,
+    /// `41.5 W`.
+    pub text: String,
+    /// `meter:wall`, `estimate:wall`, `rapl`, ...
+    pub source: SourceId,
+    /// Where the figure comes from, in words (at the wall, estimated, inside the box).
+    pub scope: String,
+    /// When it was read, UTC ms.
+    pub ts_ms: i64,
+}
+
+/// One idle state's share.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleState {
+    pub state: String,
+    /// `core` (cpuidle).
+    pub level: &'static str,
+    pub residency: f64,
+}
+
+impl Live {
+    pub(super) fn gather(shared: &Shared, extras: &StateExtras) -> Live {
+        let ctx = &shared.ctx;
+        let now = crate::runtime::sampler::now_ms();
+        let stale_ms = ctx.stale_after.as_millis() as i64;
+        let latest: Vec<_> = ctx
+            .live
+            .latest()
+            .into_iter()
+            .filter(|r| now - r.ts_ms <= stale_ms)
+            .collect();
+        let with_power = latest
+            .iter()
+            .filter(|r| r.metric == Metric::Power && r.channel.is_empty())
+            .map(|r| &r.source);
+        let power = extras.primary.pick(with_power).cloned().and_then(|s| {
+            let r = latest
+                .iter()
+                .find(|r| r.source == s && r.metric == Metric::Power && r.channel.is_empty())?;
+            Some(PowerNow {
+                watts: r.value,
+                text: format!("{:.1} W", r.value),
+                scope: crate::commands::status::scope_label(&s)
+                    .unwrap_or("")
+                    .to_owned(),
+                source: s,
+                ts_ms: r.ts_ms,
+            })
+        });
+        let mut idle_states: Vec<IdleState> = latest
+            .iter()
+            .filter(|r| r.metric == Metric::IdleResidency && r.source == SourceId::Cpu)
+            .filter_map(|r| {
+                Some(IdleState {
+                    state: channel::all_part(&r.channel)?.to_owned(),
+                    level: "core",
+                    residency: r.value,
+                })
+            })
+            .collect();
+        idle_states.sort_by_key(|s| {
+            std::cmp::Reverse(crate::publish::mqtt::state::cstate_depth(&s.state))
+        });
+        let health = ctx.health.report();
+        let money = |v: Option<f64>| {
+            v.map_or_else(|| "-".to_owned(), |c| format_money(c, &extras.currency))
+        };
+        Live {
+            host: ctx.config.host.name.clone(),
+            ts_ms: now,
+            power,
+            energy_today_kwh: extras.energy_today_kwh,
+            energy_today: extras
+                .energy_today_kwh
+                .map_or_else(|| "-".to_owned(), crate::report::render::energy),
+            cost_today: extras.cost_today,
+            cost_today_text: money(extras.cost_today),
+            currency: extras.currency.clone(),
+            annual_projection: extras.annual_projection,
+            annual_projection_text: extras.annual_projection.map_or_else(
+                || "-".to_owned(),
+                |c| format!("{}/yr", format_money(c, &extras.currency)),
+            ),
+            mode: extras.mode.clone(),
+            idle_states,
+            healthy: health.healthy,
+            health: health.reason(),
+        }
+    }
+}
+
+/// Why a report's query cannot be answered.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum QueryError {
+    #[error(
+        "unknown parameter {0:?}: a report takes since, until, mode, configs, upgrade_cost, co2 \
+         and host (as `wattson report --since 30d`)"
+    )]
+    Unknown(String),
+    #[error("{name}: {reason}")]
+    Bad { name: &'static str, reason: String },
+}
+
+/// The most characters a parameter's value may have.
+const MAX_VALUE_CHARS: usize = 200;
+
+/// `?since=30d&mode=idle` as `wattson report`'s arguments.
+pub fn report_args(query: &str, format: Format) -> Result<ReportArgs, QueryError> {
+    let mut args = ReportArgs::new(format);
+    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        let known: &'static str = match name.as_ref() {
+            "since" => "since",
+            "until" => "until",
+            "mode" => "mode",
+            "configs" => "configs",
+            "upgrade_cost" => "upgrade_cost",
+            "co2" => "co2",
+            "host" => "host",
+            other => return Err(QueryError::Unknown(other.chars().take(60).collect())),
+        };
+        let bad = |reason: String| QueryError::Bad {
+            name: known,
+            reason,
+        };
+        if value.chars().count() > MAX_VALUE_CHARS {
+            return Err(bad(format!("longer than {MAX_VALUE_CHARS} characters")));
+        }
+        let value = value.into_owned();
+        match known {
+            "since" => args.since = Some(parse_when(&value).map_err(bad)?),
+            "until" => args.until = Some(parse_when(&value).map_err(bad)?),
+            "mode" => args.mode = Some(value),
+            "configs" => args.configs = Some(value),
+            "upgrade_cost" => {
+                args.upgrade_cost = Some(crate::cli::parse_non_negative(&value).map_err(bad)?);
+            }
+            "co2" => args.co2 = Some(crate::cli::parse_non_negative(&value).map_err(bad)?),
+            _ => args.host = Some(value),
+        }
+    }
+    Ok(args)
+}
+
+/// The live page.
+pub const PAGE: &str = r#"<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>wattson</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 0 auto; max-width: 70rem; padding: 0.5rem 1rem; color: #222; }
+h1 { font-size: 1.3rem; margin: 0.5rem 0; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(9rem, 1fr)); gap: 0.75rem; }
+.card { border: 1px solid #ddd; border-radius: 0.5rem; padding: 0.6rem 0.8rem; }
+.card .label { color: #555; font-size: 0.85rem; }
+.card .value { font-size: 1.5rem; font-variant-numeric: tabular-nums; overflow-wrap: anywhere; }
+.card .note { color: #666; font-size: 0.8rem; }
+#health.bad { color: #a00; }
+ul#idle-states { list-style: none; padding: 0; margin: 0.2rem 0 0; }
+ul#idle-states li { font-variant-numeric: tabular-nums; }
+iframe { width: 100%; border: 0; min-height: 30rem; }
+.meta { color: #666; font-size: 0.85rem; }
+</style>
+</head>
+<body>
+<h1>wattson on <span id="host">...</span></h1>
+<p class="meta"><span id="health">connecting...</span> &middot; updated <span id="updated">never</span></p>
+<div class="cards">
+<div class="card"><div class="label">Power now</div><div class="value" id="watts">-</div><div class="note" id="power-source"></div></div>
+<div class="card"><div class="label">Energy today</div><div class="value" id="energy-today">-</div></div>
+<div class="card"><div class="label">Cost today</div><div class="value" id="cost-today">-</div></div>
+<div class="card"><div class="label">A year at this rate</div><div class="value" id="projection">-</div><div class="note" id="mode"></div></div>
+<div class="card"><div class="label">Deepest idle states</div><ul id="idle-states"><li>-</li></ul></div>
+</div>
+<h2>Report</h2>
+<p class="meta">The report of the database as it stands (<a href="/report.html">open</a>, <a href="/report.json">JSON</a>, <a href="/metrics">metrics</a>).</p>
+<iframe id="report" src="/report.html" title="wattson report"></iframe>
+<script>
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const REFRESH_MS = __REFRESH_MS__;
+  const REPORT_EVERY_MS = 300000;
+  function show(d) {
+    $('host').textContent = d.host;
+    $('watts').textContent = d.power ? d.power.text : '-';
+    $('power-source').textContent = d.power ? d.power.source + (d.power.scope ? ' (' + d.power.scope + ')' : '') : 'no power reading';
+    $('energy-today').textContent = d.energy_today;
+    $('cost-today').textContent = d.cost_today_text;
+    $('projection').textContent = d.annual_projection_text;
+    $('mode').textContent = d.mode ? 'mode: ' + d.mode : '';
+    const list = $('idle-states');
+    list.replaceChildren();
+    for (const s of d.idle_states.slice(0, 3)) {
+      const li = document.createElement('li');
+      li.textContent = s.state + ': ' + (100 * s.residency).toFixed(1) + ' %';
+      list.appendChild(li);
+    }
+    if (!d.idle_states.length) { const li = document.createElement('li'); li.textContent = 'not read here'; list.appendChild(li); }
+    $('health').textContent = d.healthy ? 'healthy' : 'unhealthy: ' + d.health;
+    $('health').className = d.healthy ? '' : 'bad';
+    $('updated').textContent = new Date(d.ts_ms).toLocaleTimeString();
+    document.title = (d.power ? d.power.text + ' - ' : '') + 'wattson ' + d.host;
+  }
+  function tick() {
+    fetch('/live.json', { cache: 'no-store' })
+      .then((r) => r.json())
+      .then(show)
+      .catch(() => { $('health').textContent = 'no answer from wattson'; $('health').className = 'bad'; })
+      .finally(() => setTimeout(tick, REFRESH_MS));
+  }
+  const frame = $('report');
+  frame.addEventListener('load', () => {
+    try { frame.style.height = frame.contentDocument.documentElement.scrollHeight + 'px'; } catch (e) {}
+  });
+  setInterval(() => { frame.contentWindow.location.reload(); }, REPORT_EVERY_MS);
+  tick();
+})();
+</script>
+</body>
+</html>
+"#;
+
+/// The page with its refresh interval filled in.
+pub fn page() -> String {
+    PAGE.replace("__REFRESH_MS__", &REFRESH_MS.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::report::When;
+
+    #[test]
+    fn a_report_query_takes_the_cli_options_and_refuses_the_rest() {
+        let a = report_args("since=30d&mode=2%20loops&co2=200", Format::Json).unwrap();
+        assert_eq!(
+            a.since,
+            Some(When::Ago(std::time::Duration::from_secs(30 * 86_400)))
+        );
+        assert_eq!(a.mode.as_deref(), Some("2 loops"));
+        assert_eq!(a.co2, Some(200.0));
+        assert!(a.db.is_none() && a.out.is_none());
+        assert_eq!(
+            report_args("db=/etc/shadow", Format::Json).unwrap_err(),
+            QueryError::Unknown("db".into())
+        );
+        let e = report_args("since=last%20tuesday", Format::Json).unwrap_err();
+        assert!(e.to_string().starts_with("since: "), "{e}");
+        assert!(report_args("upgrade_cost=-1", Format::Html).is_err());
+        assert!(report_args(&format!("mode={}", "x".repeat(300)), Format::Html).is_err());
+        assert!(report_args("", Format::Html).unwrap().since.is_none());
+    }
+
+    #[test]
+    fn the_page_makes_no_external_request() {
+        let page = page();
+        assert!(!page.contains("__REFRESH_MS__"));
+        for needle in ["http://", "https://", "//cdn", "@import"] {
+            assert!(!page.contains(needle), "{needle}");
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! The live page (`/`) in headless Chromium, driven over the DevTools protocol: the DOM shows
+//! the meter's watts and today's cost, both change when the meter's watts change without the
+//! page being reloaded, the report's table and charts load in its frame, every request the
+//! page makes stays on the daemon's origin, and it fits a phone's width. Screenshots are kept
+//! in `target/tmp/live-page/` (README.md shows one).
+//!
+//! Needs Chromium (`apt-get install chromium`); skipped without it, except under CI=true,
+//! where it fails.
+// Test helpers fail loudly on a broken setup.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tungstenite::stream::MaybeTlsStream;
+use wattson_tests::browser::{chromium, headless};
+use wattson_tests::http::{SettableMeter, bound_addr};
+use wattson_tests::{Child, TestEnv, meter_toml, wait_for};
+
+/// A DevTools protocol session with one page.
+struct Cdp {
+    ws: tungstenite::WebSocket<MaybeTlsStream<TcpStream>>,
+    next: u64,
+    session: Option<String>,
+    /// Events seen while waiting for answers.
+    events: Vec<Value>,
+}
+
+impl Cdp {
+    /// Connect to the browser whose profile is `profile` (it writes its port there).
+    fn connect(profile: &Path) -> Cdp {
+        let active = profile.join("DevToolsActivePort");
+        let text = wait_for("DevToolsActivePort", Duration::from_secs(30), || {
+            std::fs::read_to_string(&active)
+                .ok()
+                .filter(|t| t.lines().count() >= 2)
+        });
+        let mut lines = text.lines();
+        let (port, path) = (lines.next().unwrap(), lines.next().unwrap());
+        let (ws, _) = tungstenite::connect(format!("ws://127.0.0.1:{port}{path}")).unwrap();
+        if let MaybeTlsStream::Plain(s) = ws.get_ref() {
+            s.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+        }
+        Cdp {
+            ws,
+            next: 1,
+            session: None,
+            events: Vec::new(),
+        }
+    }
+
+    /// Call `method` and return its result.
+    fn call(&mut self, method: &str, params: &Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        let mut msg = json!({ "id": id, "method": method, "params": params });
+        if let Some(s) = &self.session {
+            msg["sessionId"] = Value::String(s.clone());
+        }
+        self.ws
+            .send(tungstenite::Message::text(msg.to_string()))
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(Instant::now() < deadline, "no answer to {method}");
+            let text = match self.ws.read() {
+                Ok(tungstenite::Message::Text(t)) => t.to_string(),
+                Ok(_) => continue,
+                Err(tungstenite::Error::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => panic!("DevTools connection: {e}"),
+            };
+            let v: Value = serde_json::from_str(&text).unwrap();
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+            self.events.push(v);
+        }
+    }
+
+    /// Evaluate `expr` in the page; its value.
+    fn eval(&mut self, expr: &str) -> Value {
+        let r = self.call(
+            "Runtime.evaluate",
+            &json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }),
+        );
+        r["result"]["value"].clone()
+    }
+}
+
+/// What the page shows, as the DOM has it.
+const SHOWN: &str = r"JSON.stringify({
+  watts: document.getElementById('watts').textContent,
+  cost: document.getElementById('cost-today').textContent,
+  energy: document.getElementById('energy-today').textContent,
+  health: document.getElementById('health').textContent,
+  marker: window.wattsonProbe || null,
+  report: (() => { try { return document.getElementById('report').contentDocument.body.innerText; } catch (e) { return null; } })(),
+  width: document.documentElement.scrollWidth,
+})";
+
+fn shown(cdp: &mut Cdp) -> Value {
+    serde_json::from_str(cdp.eval(SHOWN).as_str().unwrap()).unwrap()
+}
+
+/// Waits until what the page shows satisfies `ok`.
+fn wait_shown(cdp: &mut Cdp, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = shown(cdp);
+        if ok(&s) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the page never showed {what}: {s}"
+        );
+        // The page's own refresh is what is waited for; each look costs a round trip.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn screenshot(chromium: &Path, addr: SocketAddr, size: &str, out: &Path) {
+    let profile = tempfile::tempdir().unwrap();
+    let shot = headless(chromium, profile.path())
+        .arg(format!("--screenshot={}", out.display()))
+        .arg(format!("--window-size={size}"))
+        .arg("--virtual-time-budget=4000")
+        .arg(format!("http://{addr}/"))
+        .output()
+        .unwrap();
+    assert!(
+        out.metadata().is_ok_and(|m| m.len() > 5_000),
+        "no screenshot at {}: {}",
+        out.display(),
+        String::from_utf8_lossy(&shot.stderr)
+    );
+}
+
+#[test]
+fn the_live_page_shows_the_meters_watts_and_todays_cost_and_follows_them() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let env = TestEnv::new();
+    let meter = SettableMeter::start(100.0);
+    // A price that makes seconds of energy worth cents, so today's cost visibly moves.
+    let config = env.config(&format!(
+        "{}\n[tariff]\ncurrency = \"EUR\"\nprice_per_kwh = 2000.0\ntimezone = \"UTC\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n",
+        meter_toml("wall", "line", &meter.path, "250ms", None)
+    ));
+    let daemon = Child::run_daemon(&config, &[]);
+    let addr = bound_addr(&daemon);
+
+    let profile = tempfile::tempdir().unwrap();
+    let mut browser = Child::spawn({
+        let mut cmd = headless(&chromium, profile.path());
+        cmd.arg("--remote-debugging-port=0").arg("about:blank");
+        cmd
+    });
+    let mut cdp = Cdp::connect(profile.path());
+    let targets = cdp.call("Target.getTargets", &json!({}));
+    let page = targets["targetInfos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["type"] == "page")
+        .unwrap_or_else(|| panic!("no page target: {targets}"))["targetId"]
+        .clone();
+    let attached = cdp.call(
+        "Target.attachToTarget",
+        &json!({ "targetId": page, "flatten": true }),
+    );
+    cdp.session = Some(attached["sessionId"].as_str().unwrap().to_owned());
+    cdp.call("Network.enable", &json!({}));
+    cdp.call("Page.enable", &json!({}));
+    // A phone's screen: 390 CSS pixels wide.
+    cdp.call(
+        "Emulation.setDeviceMetricsOverride",
+        &json!({ "width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": true }),
+    );
+    cdp.call(
+        "Page.navigate",
+        &json!({ "url": format!("http://{addr}/") }),
+    );
+
+    let first = wait_shown(&mut cdp, "100.0 W and a cost", |s| {
+        s["watts"] == "100.0 W" && s["cost"].as_str().is_some_and(|c| c.starts_with("EUR "))
+    });
+    cdp.eval("window.wattsonProbe = 'the same page'");
+    meter.set(250.0);
+    let after = wait_shown(&mut cdp, "250.0 W and a new cost", |s| {
+        s["watts"] == "250.0 W" && s["cost"] != first["cost"]
+    });
+    assert_eq!(
+        after["marker"], "the same page",
+        "the page was reloaded: {after}"
+    );
+    assert_eq!(after["health"], "healthy", "{after}");
+    // The report's table and charts, by the report's own renderer, in the frame.
+    let with_report = wait_shown(&mut cdp, "the report in its frame", |s| {
+        s["report"]
+            .as_str()
+            .is_some_and(|r| r.contains("Generated"))
+    });
+    // Readable on a phone: nothing wider than its screen.
+    assert!(
+        with_report["width"].as_f64().unwrap() <= 390.0,
+        "wider than a phone: {with_report}"
+    );
+    // Every request the page made went to the daemon.
+    let urls: Vec<String> = cdp
+        .events
+        .iter()
+        .filter(|e| e["method"] == "Network.requestWillBeSent")
+        .filter_map(|e| e["params"]["request"]["url"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        urls.iter().any(|u| u.ends_with("/live.json"))
+            && urls.iter().any(|u| u.ends_with("/report.html")),
+        "{urls:?}"
+    );
+    for u in &urls {
+        assert!(
+            u.starts_with(&format!("http://{addr}/")),
+            "external request: {u}"
+        );
+    }
+    drop(cdp);
+    browser.signal(nix::sys::signal::Signal::SIGTERM);
+    let _ = browser.wait_exit(Duration::from_secs(10));
+
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-page");
+    std::fs::create_dir_all(&shots).unwrap();
+    screenshot(&chromium, addr, "1100,1400", &shots.join("desktop.png"));
+    screenshot(&chromium, addr, "390,1200", &shots.join("phone.png"));
+}
