@@ -5,6 +5,7 @@
 //! [`CollectError`] whose [`CollectError::action`] says what the caller should do next.
 //! Every sysfs/procfs reader takes its root as a [`SysRoot`] value, never a hard-coded path.
 
+pub mod counter;
 pub mod cpu;
 pub mod idle;
 pub mod meter;

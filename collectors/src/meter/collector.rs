@@ -2,7 +2,7 @@
 //! Disconnects are survived: a vanished port (EOF, EIO, ENXIO, ENOENT, hang-up) returns a
 //! `Gone` error and each later poll tries to reopen it, with a backoff capped at 1 s.
 //!
-//! The collector follows each meter's energy counter ([`super::counter`]) with the poll's
+//! The collector follows each meter's energy counter ([`crate::counter`]) with the poll's
 //! time and power: a reading whose counter moved more than its power allows is dropped and
 //! counted as an `energy_counter` rejection, never stored.
 

@@ -26,7 +26,7 @@ pub mod transport;
 pub mod wattsup;
 
 pub use collector::{MeterCollector, MeterConfig};
-pub use counter::{CounterStep, EnergyBook, EnergyTracker};
+pub use counter::EnergyBook;
 pub use port::{MeterPort, PortError, PortOpener, SerialOpener};
 pub use probe::{ProbeError, ProbeResult, probe};
 pub use protocol::{Accuracy, Parity, Protocol, SerialSettings, UnknownProtocol};

@@ -3,7 +3,7 @@
 //! Modbus addresses in turn or reading a streaming meter, with per-protocol timeouts,
 //! resynchronisation on junk and per-meter counters. Every decoded reading passes the shared
 //! plausibility rules ([`crate::plausibility`]); the energy counter is followed by the
-//! collector ([`super::counter`]), which knows when each reading was taken.
+//! collector ([`crate::counter`]), which knows when each reading was taken.
 //!
 //! A streaming meter's poll returns every record that arrived since the previous poll as one
 //! reading: the mean of their power, voltage, current, power factor and frequency, and the
