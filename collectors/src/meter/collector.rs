@@ -268,9 +268,15 @@ impl MeterCollector {
                 self.next_open_ms = now_ms.saturating_add(self.backoff_ms);
                 if e.is_missing() || e.is_busy() {
                     Err(self.gone(e.explain(self.was_open)))
+                } else if e.is_denied() {
+                    // Stopped, as any permission error: it does not go away by retrying.
+                    Err(CollectError::Unavailable {
+                        source_name: self.name.to_string(),
+                        detail: e.explain(self.was_open),
+                    })
                 } else {
                     let source = match e {
-                        PortError::Open { source, .. } => std::io::Error::from(source),
+                        PortError::Open { source, .. } => source,
                         PortError::Config { detail, .. } => std::io::Error::other(detail),
                     };
                     Err(CollectError::io(&self.config.port, source))
@@ -496,10 +502,7 @@ mod tests {
             if !self.present.load(Ordering::SeqCst) {
                 return Err(PortError::Open {
                     path: path.to_owned(),
-                    source: serialport::Error::new(
-                        serialport::ErrorKind::Io(std::io::ErrorKind::NotFound),
-                        "No such file or directory",
-                    ),
+                    source: std::io::Error::from_raw_os_error(libc::ENOENT),
                 });
             }
             self.opened.fetch_add(1, Ordering::SeqCst);
@@ -541,7 +544,7 @@ mod tests {
         assert_eq!(e.action(), Action::Reopen, "{e}");
         let text = e.to_string();
         assert!(
-            text.contains("/dev/ttyFAKE0 does not exist") && text.contains("No such file"),
+            text.contains("/dev/ttyFAKE0: No such file or directory (os error 2): check that"),
             "{text}"
         );
         assert_eq!(opened.load(Ordering::SeqCst), 0);

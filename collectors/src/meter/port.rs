@@ -2,7 +2,7 @@
 //! [`PortOpener`] so that the collector's reconnect logic runs as well on an in-memory line
 //! in tests as on `/dev/ttyUSB0`.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -13,62 +13,92 @@ use super::protocol::{Parity, SerialSettings};
 /// Why a port could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PortError {
+    /// The port could not be opened; `source` is the OS's reason, with its error number
+    /// where the OS gave one ([`PortError::explain`] says what to do about it).
     #[error("opening serial port {path}")]
     Open {
         path: PathBuf,
         #[source]
-        source: serialport::Error,
+        source: io::Error,
     },
     #[error("meter {id}: {detail}")]
     Config { id: String, detail: String },
 }
 
 impl PortError {
+    /// The OS's reason the port could not be opened, where it was a failed open.
+    pub fn os_reason(&self) -> Option<&io::Error> {
+        match self {
+            PortError::Open { source, .. } => Some(source),
+            PortError::Config { .. } => None,
+        }
+    }
+
     /// True if the port does not exist (yet): unplugged, or a pty not created.
     pub fn is_missing(&self) -> bool {
-        match self {
-            PortError::Open { source, .. } => matches!(
-                source.kind(),
-                serialport::ErrorKind::Io(std::io::ErrorKind::NotFound)
-            ),
-            PortError::Config { .. } => false,
-        }
+        self.os_reason()
+            .is_some_and(|e| e.kind() == io::ErrorKind::NotFound)
     }
 
     /// True if another program holds the port: `serialport` opens ports exclusively
-    /// (`TIOCEXCL` and an exclusive `flock`) and reports EBUSY or a held lock as `NoDevice`.
+    /// (`TIOCEXCL` and an exclusive `flock`).
     pub fn is_busy(&self) -> bool {
-        match self {
-            PortError::Open { source, .. } => source.kind() == serialport::ErrorKind::NoDevice,
-            PortError::Config { .. } => false,
-        }
+        self.os_reason()
+            .is_some_and(|e| e.kind() == io::ErrorKind::ResourceBusy)
     }
 
-    /// What a user reads when the port could not be opened: which port, why (the OS reason)
-    /// and what to do. `was_open`: the port worked earlier in this run (so it was unplugged,
-    /// rather than never there).
+    /// True if this user may not open the port.
+    pub fn is_denied(&self) -> bool {
+        self.os_reason()
+            .is_some_and(|e| e.kind() == io::ErrorKind::PermissionDenied)
+    }
+
+    /// What a user reads when the port could not be opened: the port, the OS's reason (once)
+    /// and what to do, as `PORT: REASON: what to do`. `was_open`: the port worked earlier in
+    /// this run (so it was unplugged, rather than never there).
     pub fn explain(&self, was_open: bool) -> String {
         let PortError::Open { path, source } = self else {
             return self.to_string();
         };
         let path = path.display();
-        let reason = source.to_string();
-        if self.is_missing() && was_open {
-            format!("{path} is gone ({reason}): unplugged? It is reopened as soon as it returns")
+        let advice: &str = if self.is_missing() && was_open {
+            "unplugged? It is reopened as soon as it returns"
         } else if self.is_missing() {
-            format!(
-                "{path} does not exist ({reason}): check that the adapter is plugged in and \
-                 that this is its name (ls /dev/serial/by-id/ lists the adapters present)"
-            )
+            "check that the adapter is plugged in and that this is its name (ls \
+             /dev/serial/by-id/ lists the adapters present)"
         } else if self.is_busy() {
-            format!(
-                "{path} is in use by another program ({reason}): while `wattson run` is \
-                 running it holds the meter; stop it (systemctl stop wattson) or the other \
-                 program, then try again"
-            )
+            "in use by another program: while `wattson run` is running it holds \
+             the meter; stop it (systemctl stop wattson) or the other program, then try again"
+        } else if self.is_denied() {
+            "add the service user to the dialout group (the group that owns serial ports; \
+             the installed unit runs wattson with SupplementaryGroups=dialout), or run as a \
+             user in it"
         } else {
-            format!("cannot open {path}: {reason}")
-        }
+            return format!("{path}: {source}");
+        };
+        format!("{path}: {source}: {advice}")
+    }
+}
+
+/// The OS's reason `serialport` could not open `path`. `serialport` keeps the error
+/// number's text but not the number, so a failed `open(2)` is repeated here (without
+/// becoming the controlling terminal, without waiting for the line) to get the OS's own
+/// error; a port another program holds is not touched again.
+fn os_reason(path: &Path, e: serialport::Error) -> io::Error {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if e.kind() == serialport::ErrorKind::NoDevice {
+        // EBUSY from TIOCEXCL, or another program's exclusive flock.
+        return io::Error::new(io::ErrorKind::ResourceBusy, e.description);
+    }
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Err(os) => os,
+        // open(2) worked: the failure came after it (not a terminal, settings refused).
+        Ok(_) => io::Error::from(e),
     }
 }
 
@@ -101,9 +131,9 @@ pub fn open(
         .flow_control(serialport::FlowControl::None)
         .timeout(read_timeout)
         .open()
-        .map_err(|source| PortError::Open {
+        .map_err(|e| PortError::Open {
             path: path.to_owned(),
-            source,
+            source: os_reason(path, e),
         })
 }
 
@@ -136,5 +166,67 @@ impl PortOpener for SerialOpener {
         read_timeout: Duration,
     ) -> Result<Box<dyn MeterPort>, PortError> {
         open(path, settings, read_timeout).map(|p| Box::new(p) as Box<dyn MeterPort>)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meter::Protocol;
+
+    fn failed(errno: i32) -> PortError {
+        PortError::Open {
+            path: PathBuf::from("/dev/ttyUSB0"),
+            source: io::Error::from_raw_os_error(errno),
+        }
+    }
+
+    /// Each failed open says `PORT: OS reason: what to do`, with the reason (and its error
+    /// number) once.
+    #[test]
+    fn a_port_that_cannot_be_opened_names_itself_and_the_os_reason_once() {
+        let denied = failed(libc::EACCES).explain(false);
+        assert!(
+            denied.starts_with(
+                "/dev/ttyUSB0: Permission denied (os error 13): add the service user to the \
+                 dialout group"
+            ),
+            "{denied}"
+        );
+        let missing = failed(libc::ENOENT).explain(false);
+        assert!(
+            missing.starts_with("/dev/ttyUSB0: No such file or directory (os error 2): check that"),
+            "{missing}"
+        );
+        assert!(failed(libc::ENOENT).explain(true).contains("unplugged?"));
+        let busy = PortError::Open {
+            path: PathBuf::from("/dev/ttyUSB0"),
+            source: io::Error::new(io::ErrorKind::ResourceBusy, "Device or resource busy"),
+        };
+        assert!(busy.is_busy() && busy.explain(false).contains("in use by another program"));
+        let odd = failed(libc::EISDIR).explain(false);
+        assert_eq!(odd, "/dev/ttyUSB0: Is a directory (os error 21)");
+        for e in [&denied, &missing, &odd] {
+            assert_eq!(e.matches("os error").count(), 1, "{e}");
+            assert_eq!(e.matches("/dev/ttyUSB0").count(), 1, "{e}");
+        }
+    }
+
+    /// The real open of a path that is not there keeps the OS's error number.
+    #[test]
+    fn opening_a_missing_path_keeps_the_error_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open(
+            &dir.path().join("ttyUSB9"),
+            Protocol::Pzem004t.default_serial(),
+            Duration::from_millis(10),
+        )
+        .err()
+        .unwrap();
+        assert!(e.is_missing(), "{e:?}");
+        assert_eq!(
+            e.os_reason().and_then(io::Error::raw_os_error),
+            Some(libc::ENOENT)
+        );
     }
 }

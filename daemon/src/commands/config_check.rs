@@ -11,7 +11,10 @@ use crate::publish::mqtt::MqttError;
 /// refuse; warnings (a meter port that is not there yet) keep exit 0.
 pub fn run(path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(path)?;
-    for warning in preflight(&config)? {
+    for warning in preflight(&config)?
+        .into_iter()
+        .chain(missing_ports(&config))
+    {
         tracing::warn!("{warning}");
     }
     crate::output::print(&config.to_effective_toml()?);
@@ -23,8 +26,9 @@ pub fn run(path: Option<&Path>) -> anyhow::Result<ExitCode> {
 /// anything, so that both refuse the same configs: the MQTT connection settings as the
 /// client will use them (the URL, the password file or systemd credential, which must be
 /// readable, the TLS files). `Ok` holds warnings about what may still work later: a meter's
-/// port that does not exist yet (an adapter plugged in later is picked up), a password file
-/// every user can read, a UPS password file that cannot be read.
+/// port that is not a character device, a password file every user can read, a UPS password
+/// file that cannot be read. A port that does not exist yet is [`missing_ports`]' warning:
+/// `run` leaves it to the meter's collector, which says so when it first tries to open it.
 pub fn preflight(config: &Config) -> Result<Vec<String>, ConfigError> {
     let mut warnings = Vec::new();
     if let Some(mqtt) = &config.mqtt {
@@ -34,24 +38,15 @@ pub fn preflight(config: &Config) -> Result<Vec<String>, ConfigError> {
         }
     }
     for m in &config.meters {
-        match std::fs::metadata(&m.port) {
-            Ok(meta) => {
-                use std::os::unix::fs::FileTypeExt as _;
-                if !meta.file_type().is_char_device() {
-                    warnings.push(format!(
-                        "meter {}: port {} is not a character device: is it the serial adapter?",
-                        m.id,
-                        m.port.display()
-                    ));
-                }
-            }
-            Err(e) => warnings.push(format!(
-                "meter {}: port {} is not there ({e}): plug the adapter in, or fix meter.port \
-                 (ls /dev/serial/by-id/ lists adapters; `wattson meter probe PORT` finds the \
-                 meter); wattson run starts anyway and opens it when it appears",
+        use std::os::unix::fs::FileTypeExt as _;
+        if let Ok(meta) = std::fs::metadata(&m.port)
+            && !meta.file_type().is_char_device()
+        {
+            warnings.push(format!(
+                "meter {}: port {} is not a character device: is it the serial adapter?",
                 m.id,
                 m.port.display()
-            )),
+            ));
         }
     }
     for u in &config.ups {
@@ -69,6 +64,25 @@ pub fn preflight(config: &Config) -> Result<Vec<String>, ConfigError> {
         }
     }
     Ok(warnings)
+}
+
+/// A warning for each meter port that is not there (yet): `config check` says so; `run`
+/// starts anyway and opens the port when it appears.
+pub fn missing_ports(config: &Config) -> Vec<String> {
+    config
+        .meters
+        .iter()
+        .filter_map(|m| {
+            let e = std::fs::metadata(&m.port).err()?;
+            Some(format!(
+                "meter {}: port {} is not there ({e}): plug the adapter in, or fix meter.port \
+                 (ls /dev/serial/by-id/ lists adapters; `wattson meter probe PORT` finds the \
+                 meter); wattson run starts anyway and opens it when it appears",
+                m.id,
+                m.port.display()
+            ))
+        })
+        .collect()
 }
 
 /// `uid N`, for messages about what this process may read.

@@ -403,6 +403,7 @@ fn on_error(c: &mut Scheduled, e: &CollectError, ts: i64) {
     }
     match action {
         Action::Stop => {
+            let e = e.strip_prefix("unavailable: ").unwrap_or(&e);
             tracing::warn!("{}: unavailable, no longer polled: {}", c.source(), e);
             c.stopped = true;
         }
