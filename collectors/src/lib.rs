@@ -40,6 +40,13 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+/// The current wall-clock time, UTC ms (0 before 1970): what samples carry.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// A monotonic clock: time since an arbitrary fixed point. Collectors that turn counter
 /// deltas into rates take one, so tests can step time by hand.
 pub type MonotonicClock = Box<dyn FnMut() -> std::time::Duration + Send>;

@@ -18,8 +18,8 @@ use wattson_collectors::{Collector, Metric, SourceId, SysRoot};
 
 use super::candidates::{Candidate, candidates, compact_names, device_of};
 use crate::config::Config;
-use crate::publish::mqtt::state::cstate_depth;
 use crate::store::{HOUR_MS, SeriesFilter, Store};
+use wattson_collectors::cpu::cpuidle::state_depth as cstate_depth;
 
 /// Share of the window above which a state counts as reached (0.1 %).
 pub const REACHED: f64 = 0.001;

@@ -664,7 +664,7 @@ fn reload(
     notifier.reloading();
     let path = opts.config_path.clone().or_else(|| current.source.clone());
     let new = match Config::load(path.as_deref())
-        .and_then(|c| crate::commands::config_check::preflight(&c).map(|warnings| (c, warnings)))
+        .and_then(|c| super::preflight::preflight(&c).map(|warnings| (c, warnings)))
     {
         Ok((c, warnings)) => {
             for w in warnings {

@@ -7,4 +7,5 @@ pub mod health;
 pub mod ledger_feed;
 pub mod live;
 pub mod notify;
+pub mod preflight;
 pub mod sampler;

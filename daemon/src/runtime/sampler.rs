@@ -105,9 +105,7 @@ impl InPoll {
 }
 
 /// The current wall-clock time in UTC milliseconds.
-pub fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
-}
+pub use wattson_collectors::now_ms;
 
 /// The sampler's time: the monotonic clock its schedule runs on, the wall clock (UTC ms) its
 /// samples are stamped with, and its wait for the next due poll or a control message.

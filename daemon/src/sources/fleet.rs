@@ -281,7 +281,7 @@ impl Intake {
             });
             return Outcome::Malformed;
         }
-        let received_ms = crate::runtime::sampler::now_ms();
+        let received_ms = wattson_collectors::now_ms();
         let payload = match state::parse_payload(payload) {
             Ok(parsed) => parsed,
             Err(e) => {

@@ -337,7 +337,7 @@ pub fn spawn_plugs(
             match parsed {
                 // A full channel means the sampler has not polled: drop, it wants the newest.
                 Ok(r) => {
-                    let _ = tx.try_send((crate::runtime::sampler::now_ms(), r));
+                    let _ = tx.try_send((wattson_collectors::now_ms(), r));
                 }
                 Err(e) => conn.skip(&m, &wattson_collectors::ErrorChain(&e)),
             }

@@ -223,7 +223,7 @@ pub fn build(
             p.power_source = Some(src.clone());
             if *src == SourceId::Estimate {
                 p.power_estimate = Some(true);
-                p.power_error = mean(src, Metric::Power, crate::sources::estimate::ERROR_CHANNEL);
+                p.power_error = mean(src, Metric::Power, channel::ESTIMATE_ERROR);
             }
         }
         if src.is_meter() {
@@ -342,15 +342,7 @@ fn round(v: f64) -> f64 {
     (v * 1e6).round() / 1e6
 }
 
-/// Depth of an idle state from its cpuidle name: `POLL` < `C1` < `C1E` < `C3` < `C6` < `C10`.
-pub fn cstate_depth(name: &str) -> (i32, usize) {
-    let digits: String = name
-        .trim_start_matches(|c: char| !c.is_ascii_digit())
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    (digits.parse().unwrap_or(-1), name.len())
-}
+pub use wattson_collectors::cpu::cpuidle::state_depth as cstate_depth;
 
 /// The deepest idle state in the machine-wide residencies (`all/<state>`) and its share.
 fn deepest_cstate(means: &[LiveReading]) -> Option<(String, f64)> {
@@ -675,13 +667,6 @@ mod tests {
         assert_eq!(build(&means, &[], &x, 1.0).unwrap().json["power"], 1.0);
         x.primary = PrimaryPower::new(Some(SourceId::meter("b")));
         assert_eq!(build(&means, &[], &x, 1.0).unwrap().json["power"], 2.0);
-    }
-
-    #[test]
-    fn cstate_depth_orders_real_names() {
-        let mut names = vec!["C10", "C1E", "POLL", "C6", "C1", "C3"];
-        names.sort_by_key(|n| cstate_depth(n));
-        assert_eq!(names, ["POLL", "C1", "C1E", "C3", "C6", "C10"]);
     }
 
     #[test]
