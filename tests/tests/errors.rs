@@ -28,6 +28,15 @@ fn run(config: &Path, args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+/// Run `wattson run --config CONFIG ARGS` from `cmd` until it exits (within 20 s): its stderr.
+fn daemon_until_it_exits(cmd: std::process::Command, config: &Path, args: &[&str]) -> String {
+    let mut daemon = Child::run_daemon_with(cmd, config, args);
+    daemon
+        .wait_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("still running: {}", daemon.stderr()));
+    daemon.stderr()
+}
+
 /// A pseudo-terminal nobody answers on: its path, and the master end to keep it open.
 fn silent_pty() -> (PathBuf, std::os::fd::OwnedFd) {
     let pty = nix::pty::openpty(None, None).expect("openpty");
@@ -107,11 +116,7 @@ fn the_daemon_says_a_port_that_never_existed_is_not_there() {
     let env = TestEnv::new();
     let missing = env.path("ttyUSB7");
     let config = env.config(&meter_toml("wall", "pzem004t", &missing, "1s", Some(1)));
-    let mut daemon = Child::run_daemon(&config, &["--duration", "2s"]);
-    daemon
-        .wait_exit(Duration::from_secs(20))
-        .unwrap_or_else(|| panic!("still running: {}", daemon.stderr()));
-    let stderr = daemon.stderr();
+    let stderr = daemon_until_it_exits(wattson(), &config, &["--duration", "2s"]);
     assert!(
         stderr.contains(&format!(
             "{}: No such file or directory (os error 2): check that the adapter is plugged in",
@@ -204,15 +209,11 @@ fn a_port_it_may_not_open_says_permission_denied_once_and_what_to_do() {
     assert_eq!(stderr.matches(&port_arg).count(), 1, "{stderr}");
 
     let db_arg = data.join("wattson.db").to_string_lossy().into_owned();
-    let mut daemon = Child::run_daemon_with(
+    let stderr = daemon_until_it_exits(
         as_test_user(wattson()),
         &config,
         &["--duration", "2s", "--db", &db_arg],
     );
-    daemon
-        .wait_exit(Duration::from_secs(20))
-        .unwrap_or_else(|| panic!("still running: {}", daemon.stderr()));
-    let stderr = daemon.stderr();
     assert!(
         stderr.contains(&format!(
             "meter:wall: unavailable, no longer polled: {expected}"

@@ -433,6 +433,19 @@ mod tests {
     static TEST: std::sync::LazyLock<SourceId> =
         std::sync::LazyLock::new(|| SourceId::meter("test"));
 
+    /// The test source's one power sample at `now_ms`.
+    fn reading(now_ms: i64) -> Sample {
+        Sample::new(now_ms, TEST.clone(), Metric::Power, "", 42.0)
+    }
+
+    /// The test source unplugged.
+    fn unplugged() -> CollectError {
+        CollectError::Gone {
+            source_name: TEST.to_string(),
+            detail: "unplugged".into(),
+        }
+    }
+
     /// Fails while the shared flag says so; otherwise returns one power sample.
     struct Flaky {
         fail: Arc<Mutex<bool>>,
@@ -446,18 +459,9 @@ mod tests {
         fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
             self.polls.fetch_add(1, Ordering::SeqCst);
             if *self.fail.lock().unwrap() {
-                Err(CollectError::Gone {
-                    source_name: TEST.to_string(),
-                    detail: "unplugged".into(),
-                })
+                Err(unplugged())
             } else {
-                Ok(vec![Sample::new(
-                    now_ms,
-                    TEST.clone(),
-                    Metric::Power,
-                    "",
-                    42.0,
-                )])
+                Ok(vec![reading(now_ms)])
             }
         }
     }
@@ -598,18 +602,9 @@ mod tests {
                 let _ = self.stop.send(Control::Stop);
             }
             if self.failing.contains(&n) {
-                return Err(CollectError::Gone {
-                    source_name: TEST.to_string(),
-                    detail: "unplugged".into(),
-                });
+                return Err(unplugged());
             }
-            Ok(vec![Sample::new(
-                now_ms,
-                TEST.clone(),
-                Metric::Power,
-                "",
-                42.0,
-            )])
+            Ok(vec![reading(now_ms)])
         }
     }
 
