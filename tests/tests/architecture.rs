@@ -253,12 +253,6 @@ const ALLOWED_BACK_EDGES: &[(&str, &str, &str)] = &[
         "ledger::costs builds its tariff with report::input::tariff_from_config; the tariff \
          merge (#17) rewrites both today, the builder then belongs in ledger or analysis",
     ),
-    (
-        "idle",
-        "report",
-        "`wattson idle` reads its hours through report::idle's loader (load, hour_groups); the \
-         loader belongs in idle/, a move into report/ that waits for the tariff merge (#17)",
-    ),
 ];
 
 /// The daemon's top-level modules (`daemon/src/<name>.rs` or `daemon/src/<name>/`).

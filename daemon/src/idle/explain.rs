@@ -122,8 +122,8 @@ pub struct IdleReport {
     pub measured: Vec<super::store::Effect>,
     /// From the daemon's hourly history (the last 30 days): the idle hours in which the
     /// package reached PC6 or deeper, and those in which it did not, with the wall draw.
-    pub hours_deep: Option<crate::report::idle::HoursGroup>,
-    pub hours_shallow: Option<crate::report::idle::HoursGroup>,
+    pub hours_deep: Option<super::history::HoursGroup>,
+    pub hours_shallow: Option<super::history::HoursGroup>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -302,9 +302,9 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleR
         .unwrap_or_default();
     let (hours_deep, hours_shallow) = store
         .and_then(|s| {
-            crate::report::idle::load(s, &config.host.name, to_ms - 30 * 24 * HOUR_MS, to_ms).ok()
+            super::history::load(s, &config.host.name, to_ms - 30 * 24 * HOUR_MS, to_ms).ok()
         })
-        .map_or((None, None), |i| crate::report::idle::hour_groups(&i.hours));
+        .map_or((None, None), |i| super::history::hour_groups(&i.hours));
     let mut report = IdleReport {
         host: config.host.name.clone(),
         window,
