@@ -69,6 +69,9 @@ pub enum Command {
     /// Fleet collector: store every host's MQTT state messages once (persistent session).
     #[command(after_help = examples::COLLECT)]
     Collect(crate::commands::collect::CollectArgs),
+    /// Price and carbon-intensity series: import Octopus Agile, day-ahead CSV, carbon data.
+    #[command(subcommand, after_help = examples::TARIFF)]
+    Tariff(crate::commands::tariff::TariffCommand),
     /// Why idle draws what it does: package and core C-states and the power settings that
     /// keep them shallow; --measure finds what each setting saves at the wall.
     #[command(after_help = examples::IDLE)]
@@ -264,7 +267,8 @@ Examples:
   wattson report --upgrade-cost 300 --co2 200   # payback time and CO2 saved
   wattson report --configs \"athlon,2x opteron\"  # these, in this order (prefixes will do)
   wattson report --mode \"2 loops\"
-  wattson report --since 30d --format html --out report.html";
+  wattson report --since 30d --format html --out report.html
+  wattson report --tariffs current,agile,economy7   # the measured energy under each tariff";
 
     pub const METER: &str = "\
 Examples:
@@ -292,6 +296,30 @@ Examples:
   wattson collect --db fleet.db                 # every host's state from [mqtt]'s broker
   wattson collect --jsonl - | head";
 
+    pub const TARIFF: &str = "\
+Examples:
+  wattson tariff import agile.json              # Octopus unit rates, priced per half-hour
+  wattson tariff import day-ahead.csv --name nordpool --compare-only
+  wattson tariff list
+  wattson report --tariffs current,agile,economy7";
+
+    pub const TARIFF_IMPORT: &str = "\
+Examples:
+  curl -o agile.json 'https://api.octopus.energy/v1/products/AGILE-24-10-01/electricity-tariffs/E-1R-AGILE-24-10-01-C/standard-unit-rates/?period_from=2026-11-29T00:00Z&period_to=2026-11-30T00:00Z'
+  wattson tariff import agile.json              # inc VAT, series \"octopus\"
+  wattson tariff import page1.json page2.json --exc-vat --name agile
+  wattson tariff import entsoe.csv --name de-lu --compare-only   # EUR/MWh, converted to EUR/kWh
+  wattson tariff import prices.csv --format csv --currency EUR   # start,end,price_per_kwh
+  wattson tariff import carbon.json             # GB carbon intensity API: CO2 per slot";
+
+    pub const TARIFF_LIST: &str = "\
+Examples:
+  wattson tariff list
+  wattson tariff list --json | jq '.[].source'";
+
+    pub const TARIFF_REMOVE: &str = "\
+Examples:
+  wattson tariff remove agile";
     pub const IDLE: &str = "\
 Examples:
   wattson idle                                  # package and core C-states, every setting, in words

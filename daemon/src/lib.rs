@@ -24,3 +24,4 @@ pub mod runtime;
 pub mod sources;
 pub mod store;
 pub mod sweep;
+pub mod tariff;

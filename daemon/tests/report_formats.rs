@@ -60,7 +60,7 @@ fn report_of(
         measured,
         regression: Vec::new(),
         gpus: vec![],
-        idle: wattson::report::idle::IdleInput::default(),
+        ..StoreData::default()
     };
     let input = input_from_config(&config(), store, args, now()).unwrap();
     report::build(&input).unwrap()

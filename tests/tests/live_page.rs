@@ -109,8 +109,13 @@ const SHOWN: &str = r"JSON.stringify({
   width: document.documentElement.scrollWidth,
 })";
 
+/// What the page shows; `Null` while there is no document to ask (the navigation is still
+/// under way and the evaluation throws).
 fn shown(cdp: &mut Cdp) -> Value {
-    serde_json::from_str(cdp.eval(SHOWN).as_str().unwrap()).unwrap()
+    cdp.eval(SHOWN)
+        .as_str()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or(Value::Null)
 }
 
 /// Waits until what the page shows satisfies `ok`.

@@ -48,6 +48,7 @@ fn extras() -> wattson::publish::mqtt::publisher::Extras {
         cost_month: Some(5.5),
         cost_total: Some(11.25),
         annual_projection: Some(189.22),
+        price_now: None,
         energy_today_kwh: Some(1.5),
         energy_total_kwh: Some(125.0),
         energy_ts_ms: None,

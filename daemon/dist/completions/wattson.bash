@@ -46,6 +46,9 @@ _wattson() {
             wattson,sweep)
                 cmd="wattson__subcmd__sweep"
                 ;;
+            wattson,tariff)
+                cmd="wattson__subcmd__tariff"
+                ;;
             wattson__subcmd__config,check)
                 cmd="wattson__subcmd__config__subcmd__check"
                 ;;
@@ -55,6 +58,15 @@ _wattson() {
             wattson__subcmd__meter,simulate)
                 cmd="wattson__subcmd__meter__subcmd__simulate"
                 ;;
+            wattson__subcmd__tariff,import)
+                cmd="wattson__subcmd__tariff__subcmd__import"
+                ;;
+            wattson__subcmd__tariff,list)
+                cmd="wattson__subcmd__tariff__subcmd__list"
+                ;;
+            wattson__subcmd__tariff,remove)
+                cmd="wattson__subcmd__tariff__subcmd__remove"
+                ;;
             *)
                 ;;
         esac
@@ -62,7 +74,7 @@ _wattson() {
 
     case "${cmd}" in
         wattson)
-            opts="-c -v -h -V --config --verbose --help --version run demo status sweep report meter config collect idle help"
+            opts="-c -v -h -V --config --verbose --help --version run demo status sweep report meter config collect tariff idle help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -378,7 +390,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__report)
-            opts="-c -v -h -V --format --out --configs --since --until --mode --upgrade-cost --co2 --db --host --config --verbose --help --version"
+            opts="-c -v -h -V --format --out --configs --since --until --mode --upgrade-cost --co2 --tariffs --db --host --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -413,6 +425,10 @@ _wattson() {
                     return 0
                     ;;
                 --co2)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tariffs)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -550,6 +566,130 @@ _wattson() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        wattson__subcmd__tariff)
+            opts="-c -v -h -V --config --verbose --help --version import list remove"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        wattson__subcmd__tariff__subcmd__import)
+            opts="-c -v -h -V --format --name --exc-vat --compare-only --currency --timezone --column --max-price --db --json --config --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "auto octopus entsoe nordpool csv carbon-json carbon-csv" -- "${cur}"))
+                    return 0
+                    ;;
+                --name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --currency)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timezone)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --column)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-price)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        wattson__subcmd__tariff__subcmd__list)
+            opts="-c -v -h -V --db --json --config --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        wattson__subcmd__tariff__subcmd__remove)
+            opts="-c -v -h -V --db --config --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --db)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

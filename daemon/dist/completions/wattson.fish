@@ -36,6 +36,7 @@ complete -c wattson -n "__fish_wattson_needs_command" -f -a "report" -d 'Annual 
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "meter" -d 'Serial meter tools: probe a port, or simulate a meter on a pseudo-terminal'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "config" -d 'Configuration tools'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "collect" -d 'Fleet collector: store every host\'s MQTT state messages once (persistent session)'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "tariff" -d 'Price and carbon-intensity series: import Octopus Agile, day-ahead CSV, carbon data'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "idle" -d 'Why idle draws what it does: package and core C-states and the power settings that keep them shallow; --measure finds what each setting saves at the wall'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "help" -d 'Print the help of wattson or of the given subcommand(s)'
 complete -c wattson -n "__fish_wattson_using_subcommand run" -l db -d 'Store into this database instead of `[storage] path`' -r -F
@@ -89,6 +90,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand report" -l until -d 'End
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l mode -d 'Compare at this mode (e.g. "idle", "2 loops") instead of idle or the measured duty cycle' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l upgrade-cost -d 'What the upgrade costs, in the tariff\'s currency: gives the payback time (overrides each target\'s `upgrade_cost`)' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l co2 -d 'Grid carbon intensity, g CO2 per kWh: adds CO2 per year and CO2 saved' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l tariffs -d 'Price the measured energy under each of these tariffs, side by side, and say what the cheapest saves per year: `current` (what prices the ledger), `tariff` (the configured [tariff] alone), an [[tariff.alternative]] name, or an imported series\' name (`wattson tariff list`), separated by commas' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l db -d 'Read this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l host -d 'The host whose measured history to report (a fleet collector\'s database holds several) [default: `[host] name`]' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
@@ -138,6 +140,44 @@ complete -c wattson -n "__fish_wattson_using_subcommand collect" -s c -l config 
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -f -a "import" -d 'Import price or carbon-intensity slots from files (all or nothing)'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -f -a "list" -d 'The stored series: kind, unit, slots, first and last, mean, whether it prices the ledger'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -f -a "remove" -d 'Delete a series and its slots'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l format -d 'The file format [default: from the contents]' -r -f -a "auto\t'Decide from the file\'s contents'
+octopus\t'Octopus Energy unit rates (JSON, pence per kWh)'
+entsoe\t'ENTSO-E transparency platform day-ahead prices (CSV, per MWh)'
+nordpool\t'Nord Pool day-ahead prices (CSV, per MWh)'
+csv\t'start,end,price_per_kwh'
+carbon-json\t'GB National Grid carbon intensity API (JSON, g CO2 per kWh)'
+carbon-csv\t'start,end,g_co2_per_kwh'"
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l name -d 'The series\' name: imports under one name replace each other where they overlap [default: octopus, entsoe, nordpool, imported, carbon by format]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l currency -d 'The currency of a plain CSV\'s prices [default: [tariff] currency]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l timezone -d 'The time zone of a day-ahead CSV whose header names none (e.g. Europe/Oslo)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l column -d 'The price column of a day-ahead CSV with several areas (e.g. "SE3 (EUR)")' -r
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l max-price -d 'Refuse prices beyond this, either sign, per kWh [default: [tariff] max_price_per_kwh]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l db -d 'Write into this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l exc-vat -d 'Octopus: the price without VAT (value_exc_vat) [default: with VAT, value_inc_vat]'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l compare-only -d 'Keep the series to compare against (`report --tariffs`) without pricing the ledger\'s energy by it'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l json -d 'Print the result as JSON'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -l db -d 'Read this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -l json -d 'Print JSON'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -l db -d 'Write into this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l db -d 'Database to read history from and store measurements in [default: [storage] path]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l sample -d 'Without an hour of history in the database, sample the C-states live for this long' -r
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l only -d 'With --measure: only these settings (comma-separated ids: pcie_aspm, sata_alpm, runtime_pm_pci, runtime_pm_ata, runtime_pm_usb, nmi_watchdog, dirty_writeback, audio_power_save, epp, cpufreq_governor, turbo)' -r

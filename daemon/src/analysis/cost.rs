@@ -13,7 +13,7 @@ use chrono::{DateTime, NaiveDate, NaiveTime, TimeZone, Utc};
 use serde::Serialize;
 use thiserror::Error;
 
-use super::tariff::{Tariff, TariffError};
+use super::tariff::{PriceSource, Tariff, TariffError};
 
 /// Why a cost cannot be computed.
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -82,6 +82,21 @@ pub struct CostBreakdown {
     pub days: u32,
     /// `days` times the standing charge per day, currency; reported separately.
     pub standing_charge: f64,
+    /// Energy and cost by where the price came from: each price series by name, and
+    /// `tariff` for the configured prices. Series first, in the tariff's order.
+    pub sources: Vec<SourceShare>,
+    /// kWh priced at the configured prices although the tariff has price series: energy in
+    /// slots no series has a price for (the fallback).
+    pub fallback_kwh: f64,
+}
+
+/// The energy and cost one price source priced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceShare {
+    /// A price series' name, or `tariff` (the configured prices).
+    pub source: String,
+    pub kwh: f64,
+    pub cost: f64,
 }
 
 /// Prices measured energy. Each bucket is `(start UTC ms, end UTC ms, Wh)`, its energy
@@ -94,8 +109,21 @@ pub fn cost_of_energy(
     buckets: &[(i64, i64, f64)],
 ) -> Result<CostBreakdown, CostError> {
     let mut bands: Vec<PriceBand> = Vec::new();
-    let mut add = |price: f64, wh: f64| {
+    // kWh and cost per price source: `None` the configured prices, `Some(i)` series i.
+    let mut by_source: Vec<(Option<usize>, f64, f64)> = Vec::new();
+    let mut add = |price: f64, wh: f64, from: PriceSource| {
         let kwh = wh / 1000.0;
+        let key = match from {
+            PriceSource::Configured => None,
+            PriceSource::Series(i) => Some(i),
+        };
+        match by_source.iter_mut().find(|s| s.0 == key) {
+            Some(s) => {
+                s.1 += kwh;
+                s.2 += kwh * price;
+            }
+            None => by_source.push((key, kwh, kwh * price)),
+        }
         match bands.iter_mut().find(|b| b.price_per_kwh == price) {
             Some(b) => {
                 b.kwh += kwh;
@@ -110,17 +138,17 @@ pub fn cost_of_energy(
     };
     // The current constant-price segment, reused while buckets fall inside it (a year of
     // minute buckets crosses only a few thousand boundaries).
-    let mut seg: Option<(i64, i64, f64)> = None;
-    let mut segment = |t: i64| -> Result<(f64, i64), CostError> {
-        if let Some((s, e, p)) = seg
+    let mut seg: Option<(i64, i64, f64, PriceSource)> = None;
+    let mut segment = |t: i64| -> Result<(f64, i64, PriceSource), CostError> {
+        if let Some((s, e, p, from)) = seg
             && s <= t
             && t < e
         {
-            return Ok((p, e));
+            return Ok((p, e, from));
         }
-        let (p, e) = tariff.segment(t)?;
-        seg = Some((t, e, p));
-        Ok((p, e))
+        let (p, e, from) = tariff.priced_segment(t)?;
+        seg = Some((t, e, p, from));
+        Ok((p, e, from))
     };
     let mut first: Option<i64> = None;
     let mut last: Option<i64> = None;
@@ -136,18 +164,37 @@ pub fn cost_of_energy(
         first = Some(first.map_or(start_ms, |f| f.min(start_ms)));
         last = Some(last.map_or(end_ms, |l| l.max(end_ms)));
         if end_ms == start_ms {
-            add(segment(start_ms)?.0, wh);
+            let (price, _, from) = segment(start_ms)?;
+            add(price, wh, from);
             continue;
         }
         let span = (end_ms - start_ms) as f64;
         let mut t = start_ms;
         while t < end_ms {
-            let (price, next) = segment(t)?;
+            let (price, next, from) = segment(t)?;
             let until = next.min(end_ms);
-            add(price, wh * (until - t) as f64 / span);
+            add(price, wh * (until - t) as f64 / span, from);
             t = until;
         }
     }
+    by_source.sort_by_key(|s| s.0.unwrap_or(usize::MAX));
+    let fallback_kwh = if tariff.series().is_some() {
+        by_source
+            .iter()
+            .filter(|s| s.0.is_none())
+            .map(|s| s.1)
+            .sum()
+    } else {
+        0.0
+    };
+    let sources = by_source
+        .iter()
+        .map(|&(key, kwh, cost)| SourceShare {
+            source: tariff.source_name(key.map_or(PriceSource::Configured, PriceSource::Series)),
+            kwh,
+            cost,
+        })
+        .collect();
     bands.sort_by(|a, b| a.price_per_kwh.total_cmp(&b.price_per_kwh));
     let days = match (first, last) {
         (Some(f), Some(l)) => {
@@ -167,6 +214,8 @@ pub fn cost_of_energy(
         bands,
         days,
         standing_charge: f64::from(days) * tariff.standing_charge_per_day(),
+        sources,
+        fallback_kwh,
     })
 }
 
@@ -189,11 +238,84 @@ pub struct AnnualFigure {
     pub mean_price_per_kwh: f64,
     /// ISO 4217 code.
     pub currency: String,
+    /// Where the mean price came from when the tariff has price series: their window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_basis: Option<PriceBasis>,
+}
+
+/// The window of price series a mean price was taken over.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PriceBasis {
+    /// UTC ms.
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// The series, in precedence order.
+    pub sources: Vec<String>,
+    /// Hours of the window no series priced (the configured price filled them).
+    pub fallback_hours: f64,
+    /// In words: "the time-weighted mean of agile from ... to ...".
+    pub text: String,
+}
+
+/// The mean price of `tariff` over its price series' window, and that window; `None`
+/// without series.
+pub fn series_mean_price(tariff: &Tariff) -> Result<Option<(f64, PriceBasis)>, CostError> {
+    let Some(set) = tariff.series() else {
+        return Ok(None);
+    };
+    let Some((from_ms, to_ms)) = set.window() else {
+        return Ok(None);
+    };
+    let mut t = from_ms;
+    let (mut sum, mut fallback_ms) = (0.0, 0_i64);
+    while t < to_ms {
+        let (price, next, from) = tariff.priced_segment(t)?;
+        let until = next.min(to_ms);
+        sum += price * (until - t) as f64;
+        if from == PriceSource::Configured {
+            fallback_ms += until - t;
+        }
+        t = until;
+    }
+    let mean = sum / (to_ms - from_ms).max(1) as f64;
+    let day = |ms: i64| {
+        DateTime::from_timestamp_millis(ms).map_or_else(
+            || format!("{ms} ms"),
+            |d| d.format("%Y-%m-%d %H:%M UTC").to_string(),
+        )
+    };
+    let fallback_hours = fallback_ms as f64 / 3_600_000.0;
+    let mut text = format!(
+        "the time-weighted mean price of {} from {} to {} ({:.1} h)",
+        set.sources().join(", "),
+        day(from_ms),
+        day(to_ms),
+        (to_ms - from_ms) as f64 / 3_600_000.0
+    );
+    if fallback_hours > 0.0 {
+        use std::fmt::Write as _;
+        let _ = write!(
+            text,
+            ", {fallback_hours:.1} h of it at the configured price (no slot)"
+        );
+    }
+    Ok(Some((
+        mean,
+        PriceBasis {
+            from_ms,
+            to_ms,
+            sources: set.sources(),
+            fallback_hours,
+            text,
+        },
+    )))
 }
 
 /// Annual kWh and cost of a constant load of `watts` (with its 95 % half-width, if
 /// measured) over the [`HOURS_PER_YEAR`] hours from local midnight of `reference` (a
-/// skipped local midnight falls back to UTC midnight).
+/// skipped local midnight falls back to UTC midnight). When the tariff has price series,
+/// the price is their time-weighted mean over the window they cover instead (a year
+/// ahead has no slots yet), and [`AnnualFigure::price_basis`] states that window.
 ///
 /// The cost integrates the tariff over that span, so time-of-use windows, clock changes and
 /// dated tariff changes in the next year weigh in by the hours they cover. Energy and cost
@@ -216,7 +338,10 @@ pub fn annual_cost(
         .map_or_else(|| midnight.and_utc(), |t| t.with_timezone(&Utc))
         .timestamp_millis();
     let end = start + (HOURS_PER_YEAR * 3_600_000.0) as i64;
-    let mean_price = tariff.mean_price(start, end)?;
+    let (mean_price, price_basis) = match series_mean_price(tariff)? {
+        Some((p, basis)) => (p, Some(basis)),
+        None => (tariff.mean_price(start, end)?, None),
+    };
     let kwh = annual_kwh(watts);
     let kwh_ci95 = watts_ci95.map(|c| annual_kwh(c.abs()));
     Ok(AnnualFigure {
@@ -228,6 +353,7 @@ pub fn annual_cost(
         cost_ci95: kwh_ci95.map(|c| c * mean_price),
         mean_price_per_kwh: mean_price,
         currency: tariff.currency().to_string(),
+        price_basis,
     })
 }
 

@@ -10,10 +10,18 @@
 //! The shape mirrors the config's `[tariff]` section (`currency`, `price_per_kwh`,
 //! `standing_charge_per_day`, `[[tariff.period]]` with `start`, `end`, `price_per_kwh`), plus dated
 //! changes so history is priced at the price of its day.
+//!
+//! A tariff may carry price series ([`SeriesSet`]: imported Agile half-hours, day-ahead
+//! hours, the live MQTT price); where a series has a slot its price wins, and elsewhere the
+//! configured prices above apply ([`Tariff::price_source`] says which priced an instant).
+
+use std::sync::Arc;
 
 use chrono::{DateTime, Duration, NaiveDate, NaiveTime, Offset, TimeZone, Utc};
 use chrono_tz::Tz;
 use thiserror::Error;
+
+use super::price_series::SeriesSet;
 
 /// Why a tariff is invalid, or an instant cannot be priced.
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -112,6 +120,17 @@ pub struct Tariff {
     tz: Tz,
     /// Every local time of day at which some price may change, midnight first.
     boundaries: Vec<NaiveTime>,
+    /// Price series that take precedence per slot (none: the configured prices only).
+    series: Option<Arc<SeriesSet>>,
+}
+
+/// Where the price of an instant came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PriceSource {
+    /// The configured prices (`[tariff]`: flat, periods, changes).
+    Configured,
+    /// The series at this index of [`Tariff::series`].
+    Series(usize),
 }
 
 impl Tariff {
@@ -179,7 +198,21 @@ impl Tariff {
             changes,
             tz,
             boundaries,
+            series: None,
         })
+    }
+
+    /// This tariff with `series` taking precedence wherever they have a slot (none when
+    /// the set is empty).
+    #[must_use]
+    pub fn with_series(mut self, series: SeriesSet) -> Self {
+        self.series = (!series.is_empty()).then(|| Arc::new(series));
+        self
+    }
+
+    /// The price series that take precedence, if any.
+    pub fn series(&self) -> Option<&SeriesSet> {
+        self.series.as_deref()
     }
 
     /// A tariff that never changed: the config's `[tariff]` section as it stands.
@@ -226,6 +259,14 @@ impl Tariff {
 
     /// Price per kWh at a UTC instant, by the local date and time of day.
     pub fn price_at(&self, t: DateTime<Utc>) -> f64 {
+        self.series
+            .as_ref()
+            .and_then(|s| s.at(t.timestamp_millis()).hit)
+            .map_or_else(|| self.configured_price_at(t), |(p, _)| p)
+    }
+
+    /// The configured price per kWh at a UTC instant (series left out).
+    pub fn configured_price_at(&self, t: DateTime<Utc>) -> f64 {
         let local = t.with_timezone(&self.tz);
         let change = self.change_for(local.date_naive());
         let tod = local.time();
@@ -239,13 +280,47 @@ impl Tariff {
     /// The price at `t_ms` (UTC milliseconds) and the first millisecond after it at which
     /// the price may change. The price is constant on `t_ms..end_ms`.
     pub fn segment(&self, t_ms: i64) -> Result<(f64, i64), TariffError> {
+        self.priced_segment(t_ms).map(|(p, e, _)| (p, e))
+    }
+
+    /// [`Tariff::segment`] with where the price came from.
+    pub fn priced_segment(&self, t_ms: i64) -> Result<(f64, i64, PriceSource), TariffError> {
         let t = DateTime::from_timestamp_millis(t_ms).ok_or(TariffError::Timestamp(t_ms))?;
         let next = self.next_split(t);
         let mut end_ms = next.timestamp_millis();
         if next > DateTime::from_timestamp_millis(end_ms).unwrap_or(next) {
             end_ms += 1; // a boundary with sub-millisecond precision: round up
         }
-        Ok((self.price_at(t), end_ms.max(t_ms + 1)))
+        let mut out = (self.configured_price_at(t), end_ms, PriceSource::Configured);
+        if let Some(set) = &self.series {
+            let l = set.at(t_ms);
+            out.1 = out.1.min(l.until_ms);
+            if let Some((price, i)) = l.hit {
+                out = (price, l.until_ms, PriceSource::Series(i));
+            }
+        }
+        out.1 = out.1.max(t_ms + 1);
+        Ok(out)
+    }
+
+    /// Where the price at `t_ms` comes from.
+    pub fn price_source(&self, t_ms: i64) -> PriceSource {
+        self.series
+            .as_ref()
+            .and_then(|s| s.at(t_ms).hit)
+            .map_or(PriceSource::Configured, |(_, i)| PriceSource::Series(i))
+    }
+
+    /// The name of a price source: the series' name, or `tariff` for the configured prices.
+    pub fn source_name(&self, source: PriceSource) -> String {
+        match source {
+            PriceSource::Configured => "tariff".to_owned(),
+            PriceSource::Series(i) => self
+                .series
+                .as_ref()
+                .and_then(|s| s.series().get(i))
+                .map_or_else(|| format!("series {i}"), |s| s.source.clone()),
+        }
     }
 
     /// Time-weighted mean price per kWh over `start_ms..end_ms` (UTC milliseconds): the

@@ -10,6 +10,7 @@ pub mod run;
 pub mod signals;
 pub mod status;
 pub mod sweep;
+pub mod tariff;
 
 use std::process::ExitCode;
 
@@ -30,6 +31,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(&args, config_path.as_deref()),
         Command::Demo(args) => demo::run(&args, config_path.as_deref()),
         Command::Collect(args) => collect::run(&args, config_path.as_deref()),
+        Command::Tariff(cmd) => tariff::run(&cmd, config_path.as_deref()),
         Command::Idle(args) => idle::run(&args, config_path.as_deref()),
         Command::Help(args) => {
             crate::cli::print_help(&args)?;
@@ -48,6 +50,7 @@ fn database_of(cli: &Cli) -> Option<std::path::PathBuf> {
         Command::Report(a) => a.db.clone(),
         Command::Collect(a) => a.db.clone(),
         Command::Idle(a) => a.db.clone(),
+        Command::Tariff(t) => t.db(),
         Command::Meter(_) | Command::Config(_) | Command::Help(_) => None,
     };
     own.or_else(|| {

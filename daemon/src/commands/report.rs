@@ -63,6 +63,12 @@ pub struct ReportArgs {
         allow_hyphen_values = true
     )]
     pub co2: Option<f64>,
+    /// Price the measured energy under each of these tariffs, side by side, and say what
+    /// the cheapest saves per year: `current` (what prices the ledger), `tariff` (the
+    /// configured [tariff] alone), an [[tariff.alternative]] name, or an imported series'
+    /// name (`wattson tariff list`), separated by commas.
+    #[arg(long, value_name = "NAME,...")]
+    pub tariffs: Option<String>,
     /// Read this database instead of `[storage] path`.
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
@@ -84,6 +90,7 @@ impl ReportArgs {
             mode: None,
             upgrade_cost: None,
             co2: None,
+            tariffs: None,
             db: None,
             host: None,
         }
@@ -137,6 +144,10 @@ pub struct StoreData {
     pub regression: Vec<crate::sweep::regression::Check>,
     /// Each GPU's raw samples over the window.
     pub gpus: Vec<GpuInput>,
+    /// Every stored price series (applied or kept to compare), and whether it is applied,
+    /// in precedence order, and the carbon-intensity series that apply.
+    pub price_series: Vec<(crate::analysis::price_series::SlotSeries, bool)>,
+    pub carbon: Option<crate::analysis::price_series::SeriesSet>,
     /// Package C-state history and measured idle settings.
     pub idle: crate::report::idle::IdleInput,
 }
@@ -162,6 +173,7 @@ pub fn gather_from_store(
     }
     let store = super::open_database(db)?;
     let mut data = StoreData::default();
+    load_series(&store, &mut data)?;
     for s in crate::sweep::persist::list(&store)? {
         data.configs.push(sweep_config_input(&s));
     }
@@ -245,7 +257,12 @@ pub fn gather_from_store(
     data.measured = Some(MeasuredInput {
         from_ms: first,
         to_ms: to,
-        energy: e.priced_buckets(),
+        // Minute by minute where price series (slots shorter than an hour) may price it.
+        energy: if data.price_series.is_empty() {
+            e.priced_buckets()
+        } else {
+            e.minute_buckets(&store)?
+        },
         covered_ms: e.covered_ms,
         gaps: e
             .gaps
@@ -264,6 +281,91 @@ pub fn gather_from_store(
 }
 
 use crate::store::{HOUR_MS, floor_to};
+
+/// Every price series (to compare, and the applied ones to price by) and the applied
+/// carbon series.
+fn load_series(store: &crate::store::Store, data: &mut StoreData) -> anyhow::Result<()> {
+    use crate::tariff::store::{self as prices, Kind};
+    let now_ms = Utc::now().timestamp_millis();
+    let mut infos = prices::list(store)?;
+    // The live price first, then imports, the newest first: the ledger's precedence.
+    infos.sort_by_key(|i| (i.format != "mqtt", std::cmp::Reverse(i.updated_ms)));
+    for i in infos.iter().filter(|i| i.kind == Kind::Price) {
+        match prices::load(store, &i.source, now_ms) {
+            Ok(s) => data.price_series.push((s, i.applied)),
+            Err(e) => tracing::warn!("price series {:?}: {e}", i.source),
+        }
+    }
+    let carbon = crate::tariff::carbon_series(store, now_ms)?;
+    data.carbon = (!carbon.is_empty()).then_some(carbon);
+    Ok(())
+}
+
+/// The tariffs `--tariffs` names, built from the config and the stored series.
+fn named_tariffs(
+    config: &Config,
+    list: &str,
+    current: &crate::analysis::tariff::Tariff,
+    series: &[(crate::analysis::price_series::SlotSeries, bool)],
+) -> anyhow::Result<Vec<crate::report::tariffs::NamedTariff>> {
+    use crate::analysis::price_series::SeriesSet;
+    use crate::report::tariffs::NamedTariff;
+    let base = report::input::tariff_from_config(&config.tariff)
+        .context("building the tariff from [tariff]")?;
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if out.iter().any(|t: &NamedTariff| t.name == name) {
+            continue;
+        }
+        let t = if name == "current" {
+            NamedTariff {
+                name: name.to_owned(),
+                origin: match current.series() {
+                    Some(s) => format!("[tariff] with series {}", s.sources().join(", ")),
+                    None => "the configured [tariff]".to_owned(),
+                },
+                tariff: current.clone(),
+            }
+        } else if name == "tariff" {
+            NamedTariff {
+                name: name.to_owned(),
+                origin: "the configured [tariff] prices, no series".to_owned(),
+                tariff: base.clone(),
+            }
+        } else if let Some(a) = config.tariff.alternatives.iter().find(|a| a.name == name) {
+            let cfg = crate::config::TariffConfig {
+                price_per_kwh: a.price_per_kwh,
+                standing_charge_per_day: a.standing_charge_per_day,
+                periods: a.periods.clone(),
+                changes: Vec::new(),
+                ..config.tariff.clone()
+            };
+            NamedTariff {
+                name: name.to_owned(),
+                origin: format!("[[tariff.alternative]] {name}"),
+                tariff: report::input::tariff_from_config(&cfg)
+                    .with_context(|| format!("[[tariff.alternative]] {name}"))?,
+            }
+        } else if let Some((s, _)) = series.iter().find(|(s, _)| s.source == name) {
+            NamedTariff {
+                name: name.to_owned(),
+                origin: format!("imported series {name}, the [tariff] price where it has no slot"),
+                tariff: base.clone().with_series(SeriesSet::new(vec![s.clone()])),
+            }
+        } else {
+            let mut known = vec!["current".to_owned(), "tariff".to_owned()];
+            known.extend(config.tariff.alternatives.iter().map(|a| a.name.clone()));
+            known.extend(series.iter().map(|(s, _)| s.source.clone()));
+            anyhow::bail!(
+                "--tariffs: no tariff {name:?}; known: {} (add [[tariff.alternative]] to the \
+                 config, or import a series with wattson tariff import)",
+                known.join(", ")
+            );
+        };
+        out.push(t);
+    }
+    Ok(out)
+}
 
 /// Every GPU power series of `host` (source `gpu`, channel `gpuN`) with its utilisation,
 /// process count and SM clock from the same polls, raw samples in `[from_ms, to_ms)`
@@ -401,7 +503,19 @@ pub fn input_from_config(
     now: DateTime<Utc>,
 ) -> anyhow::Result<ReportInput> {
     let tariff = report::input::tariff_from_config(&config.tariff)
-        .context("building the tariff from [tariff]")?;
+        .context("building the tariff from [tariff]")?
+        .with_series(crate::analysis::price_series::SeriesSet::new(
+            store
+                .price_series
+                .iter()
+                .filter(|(_, applied)| *applied)
+                .map(|(s, _)| s.clone())
+                .collect(),
+        ));
+    let compare = match &args.tariffs {
+        Some(list) => named_tariffs(config, list, &tariff, &store.price_series)?,
+        None => Vec::new(),
+    };
     let tz = tariff.tz();
     let mut configs: Vec<ConfigInput> =
         config.manual.iter().map(ConfigInput::from_manual).collect();
@@ -427,6 +541,8 @@ pub fn input_from_config(
     options.co2_g_per_kwh = args.co2;
     options.from_ms = args.since.map(|w| resolve_when(w, now, tz, false));
     options.to_ms = args.until.map(|w| resolve_when(w, now, tz, true));
+    options.tariffs = compare;
+    options.carbon = store.carbon;
     Ok(ReportInput {
         generated_at: now,
         host: Some(

@@ -68,6 +68,26 @@ struct Daemon {
     http: Option<String>,
 }
 
+/// The price in force now: the live price, an imported slot, or the configured tariff.
+#[derive(Debug, Serialize)]
+struct PriceNow {
+    /// Currency per kWh.
+    price_per_kwh: f64,
+    currency: String,
+    /// A price series' name (`mqtt`: `[tariff] price_topic`), or `tariff`.
+    source: String,
+    /// Until when this price holds as far as is known, UTC ms (`None`: the configured price
+    /// has no end, or a live price holds until the next arrives).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until_ms: Option<i64>,
+    /// The wall's latest power at this price, currency per hour.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost_per_hour: Option<f64>,
+    /// The power that rate is of, W.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    watts: Option<f64>,
+}
+
 #[derive(Debug, Serialize)]
 struct Status {
     host: String,
@@ -79,6 +99,9 @@ struct Status {
     readings: Vec<Reading>,
     per_core_series: usize,
     cost: Option<CostSummary>,
+    /// The price now and what the wall's current draw costs at it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    price: Option<PriceNow>,
     /// The wall meter's own counter against the integral, today.
     #[serde(skip_serializing_if = "Option::is_none")]
     counter_today: Option<CounterCheck>,
@@ -185,9 +208,33 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
                 .map(|r| r.source.clone())
                 .min()
         });
+    let tariff = crate::tariff::tariff_with_series(&config.tariff, &store, now_ms)?;
+    let price = {
+        let (p, until, from) = tariff.priced_segment(now_ms)?;
+        let watts = wall.as_ref().and_then(|w| {
+            readings
+                .iter()
+                .find(|r| {
+                    r.source == *w && r.metric == Metric::Power.as_str() && r.channel.is_empty()
+                })
+                .map(|r| r.value)
+        });
+        let live = from != crate::analysis::tariff::PriceSource::Configured
+            && tariff.source_name(from) == crate::tariff::store::LIVE_SOURCE;
+        Some(PriceNow {
+            price_per_kwh: p,
+            currency: tariff.currency().to_owned(),
+            source: tariff.source_name(from),
+            until_ms: (!live
+                && until < i64::MAX / 2
+                && from != crate::analysis::tariff::PriceSource::Configured)
+                .then_some(until),
+            cost_per_hour: watts.map(|w| w / 1000.0 * p),
+            watts,
+        })
+    };
     let (cost, counter_today) = match wall {
         Some(source) => {
-            let tariff = costs::tariff(&config.tariff)?;
             let accuracy = own_host
                 .then(|| costs::accuracy_of(&config, &source))
                 .flatten();
@@ -211,6 +258,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         readings,
         per_core_series: per_core,
         cost,
+        price,
         counter_today,
         rejected: ledger_counter::rejections(&store, &host)?,
         host,
@@ -420,6 +468,9 @@ fn render(s: &Status) -> String {
     if let Some(c) = &s.cost {
         out.push_str(&cost_lines(c, s.counter_today.as_ref()));
     }
+    if let Some(p) = &s.price {
+        out.push_str(&price_line(p));
+    }
     if !s.rejected.is_empty() {
         let _ = writeln!(out, "\nrejected readings (implausible, never stored)");
         for r in &s.rejected {
@@ -444,6 +495,31 @@ fn render(s: &Status) -> String {
                 "unavailable"
             },
             src.detail
+        );
+    }
+    out
+}
+
+/// The price now, its source, and the cost rate of the current draw.
+fn price_line(p: &PriceNow) -> String {
+    let source = match p.source.as_str() {
+        "tariff" => "the configured [tariff]".to_owned(),
+        crate::tariff::store::LIVE_SOURCE => "the live price ([tariff] price_topic)".to_owned(),
+        other => format!("imported series {other:?}"),
+    };
+    let mut out = format!(
+        "  price now    {:.4} {}/kWh from {source}",
+        p.price_per_kwh, p.currency
+    );
+    if let Some(u) = p.until_ms {
+        let _ = write!(out, " until {}", crate::tariff::import::rfc3339(u));
+    }
+    out.push('\n');
+    if let (Some(rate), Some(w)) = (p.cost_per_hour, p.watts) {
+        let _ = writeln!(
+            out,
+            "  cost rate    {:.4} {}/h (the latest {w:.1} W at that price)",
+            rate, p.currency
         );
     }
     out

@@ -181,6 +181,23 @@ pub(super) struct FileTariff {
     pub(super) period: Vec<FilePeriod>,
     #[serde(default)]
     pub(super) change: Vec<FileTariffChange>,
+    pub(super) price_topic: Option<Spanned<String>>,
+    pub(super) price_field: Option<Spanned<String>>,
+    pub(super) price_unit: Option<Spanned<String>>,
+    pub(super) max_price_per_kwh: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(super) alternative: Vec<FileAlternative>,
+}
+
+/// `[[tariff.alternative]]`: a tariff to compare against (`wattson report --tariffs`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileAlternative {
+    pub(super) name: Spanned<String>,
+    pub(super) price_per_kwh: Spanned<f64>,
+    pub(super) standing_charge_per_day: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(super) period: Vec<FilePeriod>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -14,6 +14,7 @@ mod effective;
 mod file;
 mod lines;
 mod meter;
+mod tariff;
 mod validate;
 
 use std::io::Read as _;
@@ -252,6 +253,54 @@ pub struct TariffConfig {
     pub periods: Vec<PeriodConfig>,
     #[serde(rename = "change", skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<TariffChangeConfig>,
+    /// A live price over MQTT (Home Assistant's statestream of a price sensor, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_topic: Option<String>,
+    /// The JSON field holding the price in the topic's messages (dotted for nested
+    /// objects: `attributes.current_price`); `None`: the payload is the number itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_field: Option<String>,
+    /// What the topic's number is in.
+    pub price_unit: PriceUnit,
+    /// Prices beyond this, either sign, are refused (imports and the live price),
+    /// currency per kWh.
+    pub max_price_per_kwh: f64,
+    /// Tariffs to compare against (`wattson report --tariffs`).
+    #[serde(rename = "alternative", skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<AlternativeTariff>,
+}
+
+/// What a live price's number is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PriceUnit {
+    /// Currency per kWh (Octopus in Home Assistant: GBP/kWh).
+    PerKwh,
+    /// Currency per MWh (day-ahead markets).
+    PerMwh,
+    /// Hundredths of the currency per kWh (pence, cents).
+    CentsPerKwh,
+}
+
+impl PriceUnit {
+    /// The factor to currency per kWh.
+    pub fn to_per_kwh(self) -> f64 {
+        match self {
+            PriceUnit::PerKwh => 1.0,
+            PriceUnit::PerMwh => 0.001,
+            PriceUnit::CentsPerKwh => 0.01,
+        }
+    }
+}
+
+/// `[[tariff.alternative]]`: a tariff to compare against, in the same currency.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AlternativeTariff {
+    pub name: String,
+    pub price_per_kwh: f64,
+    pub standing_charge_per_day: f64,
+    #[serde(rename = "period", skip_serializing_if = "Vec::is_empty")]
+    pub periods: Vec<PeriodConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -356,6 +405,11 @@ impl Default for TariffConfig {
             timezone: None,
             periods: Vec::new(),
             changes: Vec::new(),
+            price_topic: None,
+            price_field: None,
+            price_unit: PriceUnit::PerKwh,
+            max_price_per_kwh: 10.0,
+            alternatives: Vec::new(),
         }
     }
 }

@@ -126,7 +126,7 @@ impl Validator<'_> {
         Ok(super::HttpConfig { listen: addr })
     }
 
-    fn price(&self, v: &Spanned<f64>, key: &str) -> Result<f64, ConfigError> {
+    pub(super) fn price(&self, v: &Spanned<f64>, key: &str) -> Result<f64, ConfigError> {
         let p = *v.get_ref();
         if !p.is_finite() || p < 0.0 {
             return Err(self.err(v.span(), key, format!("{p} must be a price of 0 or more")));
@@ -134,7 +134,11 @@ impl Validator<'_> {
         Ok(p)
     }
 
-    fn periods(&self, periods: &[FilePeriod], key: &str) -> Result<Vec<PeriodConfig>, ConfigError> {
+    pub(super) fn periods(
+        &self,
+        periods: &[FilePeriod],
+        key: &str,
+    ) -> Result<Vec<PeriodConfig>, ConfigError> {
         periods
             .iter()
             .map(|per| {
@@ -222,7 +226,10 @@ impl Validator<'_> {
 
         config.meters = self.meters(file.meter)?;
 
+        let mut price_topic_span = None;
         if let Some(t) = file.tariff {
+            price_topic_span = t.price_topic.as_ref().map(Spanned::span);
+            self.tariff_extras(&t, &mut config.tariff)?;
             if let Some(c) = t.currency {
                 let cur = c.get_ref().trim().to_ascii_uppercase();
                 if cur.len() != 3 || !cur.chars().all(|ch| ch.is_ascii_alphabetic()) {
@@ -488,6 +495,14 @@ impl Validator<'_> {
                     .map(|u| self.price(&u, "config.upgrade_cost"))
                     .transpose()?,
             });
+        }
+        if let (Some(span), None) = (price_topic_span, &config.mqtt) {
+            return Err(self.err(
+                span,
+                "tariff.price_topic",
+                "a live price comes over MQTT: add an [mqtt] section with the broker that \
+                 publishes it",
+            ));
         }
         Ok(config)
     }

@@ -70,9 +70,10 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl PeriodCost {
-    /// The period's figures from the ledger's energy, priced by `tariff`.
-    pub fn of(e: &Energy, tariff: &Tariff) -> anyhow::Result<PeriodCost> {
-        let c = e.cost(tariff)?;
+    /// The period's figures from the ledger's energy, priced by `tariff` (minute by minute
+    /// where it has price series).
+    pub fn of(store: &Store, e: &Energy, tariff: &Tariff) -> anyhow::Result<PeriodCost> {
+        let c = e.cost_in(store, tariff)?;
         Ok(PeriodCost {
             from_ms: e.from_ms,
             to_ms: e.to_ms,
@@ -157,6 +158,7 @@ pub fn summary_with_total(
     );
     let period = |from_ms: i64| -> anyhow::Result<PeriodCost> {
         PeriodCost::of(
+            store,
             &energy::energy(store, host, source, from_ms, now_ms)?,
             tariff,
         )
@@ -252,23 +254,37 @@ impl RunningTotal {
         let e = energy::energy(store, host, source, from, now_ms)?;
         let boundary = floor_to(now_ms, HOUR_MS) - HOUR_MS;
         let (closed, open): (Vec<_>, Vec<_>) = e.buckets.iter().partition(|b| b.end_ms <= boundary);
-        let price = |bs: &[&energy::Bucket]| -> anyhow::Result<f64> {
-            let v: Vec<(i64, i64, f64)> = bs.iter().map(|b| (b.start_ms, b.end_ms, b.wh)).collect();
+        let fine = if tariff.series().is_some() {
+            Some(e.minute_buckets(store)?)
+        } else {
+            None
+        };
+        let price = |bs: &[&energy::Bucket], closed: bool| -> anyhow::Result<f64> {
+            let v: Vec<(i64, i64, f64)> = match &fine {
+                // The minutes of these buckets, where the tariff has slots: the closed
+                // buckets' all end by the boundary, the open ones' after it.
+                Some(f) => f
+                    .iter()
+                    .filter(|m| (m.1 <= boundary) == closed)
+                    .copied()
+                    .collect(),
+                None => bs.iter().map(|b| (b.start_ms, b.end_ms, b.wh)).collect(),
+            };
             Ok(cost::cost_of_energy(tariff, &v)?.energy_cost)
         };
-        let sum = |bs: &[&energy::Bucket]| -> anyhow::Result<TotalFigures> {
+        let sum = |bs: &[&energy::Bucket], closed: bool| -> anyhow::Result<TotalFigures> {
             Ok(TotalFigures {
                 kwh: bs.iter().map(|b| b.wh).sum::<f64>() / 1000.0,
-                cost: price(bs)?,
+                cost: price(bs, closed)?,
                 covered_hours: bs.iter().map(|b| b.covered_ms).sum::<i64>() as f64 / MS_PER_HOUR,
             })
         };
-        let c = sum(&closed)?;
+        let c = sum(&closed, true)?;
         self.closed.kwh += c.kwh;
         self.closed.cost += c.cost;
         self.closed.covered_hours += c.covered_hours;
         self.until_ms = Some(boundary.max(from));
-        let o = sum(&open)?;
+        let o = sum(&open, false)?;
         Ok(TotalFigures {
             kwh: self.closed.kwh + o.kwh + 0.0,
             cost: self.closed.cost + o.cost + 0.0,

@@ -115,6 +115,58 @@ impl Energy {
     pub fn cost(&self, tariff: &Tariff) -> Result<CostBreakdown, CostError> {
         cost_of_energy(tariff, &self.priced_buckets())
     }
+
+    /// The buckets as `(start, end, Wh)` with each whole stored hour split into its
+    /// minutes (their stored energy, scaled to sum to the hour's), so that prices in slots
+    /// shorter than an hour (Agile half-hours, a live price that changed mid-hour) price
+    /// the energy that was used in them, not an even share of the hour. Hours without
+    /// minute rollups stay whole.
+    pub fn minute_buckets(&self, store: &Store) -> Result<Vec<(i64, i64, f64)>, StoreError> {
+        let Some(series) = power_series(store, &self.host, &self.source)? else {
+            return Ok(self.priced_buckets());
+        };
+        let whole: Vec<&Bucket> = self
+            .buckets
+            .iter()
+            .filter(|b| b.end_ms - b.start_ms == HOUR_MS && b.start_ms % HOUR_MS == 0)
+            .collect();
+        let (Some(first), Some(last)) = (whole.first(), whole.last()) else {
+            return Ok(self.priced_buckets());
+        };
+        let mut minutes: std::collections::HashMap<i64, Vec<(i64, f64)>> =
+            std::collections::HashMap::new();
+        for r in store.minute_rollups(&series, first.start_ms, last.end_ms)? {
+            if let Some(wh) = r.energy_wh.filter(|w| w.is_finite()) {
+                minutes
+                    .entry(floor_to(r.bucket_ms, HOUR_MS))
+                    .or_default()
+                    .push((r.bucket_ms, wh));
+            }
+        }
+        let mut out = Vec::with_capacity(self.buckets.len());
+        for b in &self.buckets {
+            let parts = minutes
+                .get(&b.start_ms)
+                .filter(|_| b.end_ms - b.start_ms == HOUR_MS && b.start_ms % HOUR_MS == 0);
+            let sum: f64 = parts.map_or(0.0, |p| p.iter().map(|m| m.1).sum());
+            match parts {
+                Some(p) if sum > 0.0 && b.wh > 0.0 => {
+                    out.extend(p.iter().map(|&(t, wh)| (t, t + MINUTE_MS, wh * b.wh / sum)));
+                }
+                _ => out.push((b.start_ms, b.end_ms, b.wh)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Energy::cost`], priced minute by minute when the tariff has price series.
+    pub fn cost_in(&self, store: &Store, tariff: &Tariff) -> anyhow::Result<CostBreakdown> {
+        if tariff.series().is_some() {
+            Ok(cost_of_energy(tariff, &self.minute_buckets(store)?)?)
+        } else {
+            Ok(self.cost(tariff)?)
+        }
+    }
 }
 
 /// The power series of `source` on `host` (channel `""`), if stored.

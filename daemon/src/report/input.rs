@@ -203,6 +203,10 @@ pub struct ReportOptions {
     pub to_ms: Option<i64>,
     /// Local date the annual figures' year starts on (the tariff's prices from then on).
     pub reference_date: NaiveDate,
+    /// Tariffs to price the measured energy under, side by side (`--tariffs`).
+    pub tariffs: Vec<super::tariffs::NamedTariff>,
+    /// Carbon-intensity series: CO2 per slot, `co2_g_per_kwh` filling the rest.
+    pub carbon: Option<crate::analysis::price_series::SeriesSet>,
 }
 
 impl ReportOptions {
@@ -216,6 +220,8 @@ impl ReportOptions {
             from_ms: None,
             to_ms: None,
             reference_date,
+            tariffs: Vec::new(),
+            carbon: None,
         }
     }
 }
@@ -324,6 +330,7 @@ mod tests {
                 price_per_kwh: 0.25,
                 periods: vec![],
             }],
+            ..TariffConfig::default()
         };
         let tariff = tariff_from_config(&t).unwrap();
         assert_eq!(tariff.tz(), chrono_tz::Europe::London);

@@ -11,6 +11,7 @@ pub mod input;
 pub mod measured;
 pub mod model;
 pub mod render;
+pub mod tariffs;
 
 pub use input::{
     ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, GpuPoint, LevelInput, MeasuredInput,

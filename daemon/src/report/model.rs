@@ -99,6 +99,9 @@ pub struct Report {
     /// process's idle draw costs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<GpuIdleReport>,
+    /// Real tariffs: pricing per slot, the fallback, the tariff comparison, CO2 per slot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tariffs: Option<super::tariffs::TariffReport>,
     /// "Idle: where the watts go": package C-states and the measured idle settings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle: Option<super::idle::IdleReport>,
@@ -386,6 +389,7 @@ impl Pricer {
             cost_ci95: kwh_ci95.map(|c| c * p),
             mean_price_per_kwh: p,
             currency: self.unit.currency.clone(),
+            price_basis: self.unit.price_basis.clone(),
         }
     }
 
@@ -736,6 +740,16 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         .map(|g| gpu_idle_report(g, &pricer))
         .collect();
 
+    let tariffs = super::tariffs::tariff_report(
+        tariff,
+        input.measured.as_ref(),
+        &opts.tariffs,
+        opts.carbon.as_ref(),
+        opts.co2_g_per_kwh,
+    )?;
+    if let Some(b) = &pricer.unit.price_basis {
+        notes.push(format!("annual costs are at {}", b.text));
+    }
     let base = tariff.change_for(opts.reference_date);
     Ok(Report {
         generated_at: input.generated_at.to_rfc3339(),
@@ -760,6 +774,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         measured,
         regression,
         gpus,
+        tariffs,
         idle: super::idle::build(&input.idle, tariff, opts.reference_date),
         notes,
     })

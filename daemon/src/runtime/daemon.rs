@@ -411,6 +411,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         &cancel,
         &outputs,
         &live,
+        &store,
         feed,
     ));
 
@@ -567,6 +568,7 @@ async fn serve(
     cancel: &CancellationToken,
     outputs: &CancellationToken,
     live: &Arc<LiveState>,
+    store: &StoreHandle,
     feed: Option<LedgerFeedParts>,
 ) -> anyhow::Result<Option<crate::publish::mqtt::publisher::PublisherHandle>> {
     let publisher = match (&config.mqtt, &feed) {
@@ -581,6 +583,14 @@ async fn serve(
             .context("starting the MQTT publisher")?,
         ),
         _ => None,
+    };
+    // The live price of [tariff] price_topic, stored as slots as it arrives.
+    let _price = match &config.mqtt {
+        Some(mqtt) => {
+            crate::tariff::live::spawn(mqtt, &config.tariff, store.clone(), cancel.child_token())
+                .context("subscribing to [tariff] price_topic")?
+        }
+        None => None,
     };
     let feed = feed.map(|(_, f)| f);
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;

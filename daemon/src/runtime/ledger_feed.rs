@@ -20,11 +20,13 @@ use tokio::sync::watch;
 use wattson_collectors::Metric;
 
 use super::live::LiveState;
+use crate::analysis::tariff::{PriceSource, Tariff};
 use crate::config::Config;
 use crate::ledger::costs::{self, PeriodCost, RunningTotal};
 use crate::publish::mqtt::StateExtras;
 use crate::publish::mqtt::state::MeterCounters;
 use crate::store::StoreHandle;
+use crate::tariff::store::Kind;
 
 /// How often the idle-power regression headline is read.
 const REGRESSION_EVERY: Duration = Duration::from_secs(60);
@@ -79,6 +81,46 @@ impl Refresher {
 struct StoreFigures {
     summary: Option<costs::CostSummary>,
     newest_ms: Option<i64>,
+    /// The price now (currency per kWh) and its source.
+    price_now: Option<(f64, String)>,
+}
+
+/// The configured tariff with the store's price series, loaded again only when their
+/// revision changed; a change resets the running total, whose closed hours were priced by
+/// the old slots.
+fn with_series(
+    s: &crate::store::Store,
+    base: Tariff,
+    cached: &mut Option<((i64, i64), Tariff)>,
+    running: &mut RunningTotal,
+) -> Tariff {
+    let Ok(rev) = crate::tariff::store::revision(s) else {
+        return cached.as_ref().map_or(base, |c| c.1.clone());
+    };
+    // A live price's open slot holds until "now plus an hour" as loaded: reload hourly.
+    let hour = chrono::Utc::now().timestamp_millis() / crate::store::HOUR_MS;
+    let rev = (rev.0 * 1_000_003 + rev.1, hour);
+    if let Some((r, t)) = cached.as_ref()
+        && *r == rev
+    {
+        return t.clone();
+    }
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let t = match crate::tariff::store::applied(s, Kind::Price, base.currency(), now_ms) {
+        Ok(set) => base.with_series(set),
+        Err(e) => {
+            tracing::warn!(
+                "reading the price series: {}",
+                wattson_collectors::ErrorChain(&e)
+            );
+            base
+        }
+    };
+    if cached.as_ref().is_some_and(|c| c.0.0 != rev.0) {
+        *running = RunningTotal::default();
+    }
+    *cached = Some((rev, t.clone()));
+    t
 }
 
 /// Start the feed for `config`'s wall source, reading every `period` (`None`: only when
@@ -114,17 +156,31 @@ pub fn spawn(
             let mut regression: (Option<Instant>, Option<crate::sweep::regression::Check>) =
                 (None, None);
             let mut last_energy: Option<f64> = None;
+            // The tariff with the database's price series, and their revision: reloaded
+            // (and the running total recounted) when an import or the live price changes
+            // them.
+            let mut priced: Option<((i64, i64), crate::analysis::tariff::Tariff)> = None;
             loop {
                 let mut extras = base.clone();
                 if let (Some(t), Some(source)) = (&tariff, &wall) {
                     let (t, source, host2) = (t.clone(), source.clone(), host.clone());
                     let mut r = std::mem::take(&mut running);
+                    let mut p = priced.take();
                     let got = store.query(move |s| {
-                        let figures = read_figures(s, &host2, &source, accuracy, &t, &mut r);
-                        (figures, r)
+                        let t = with_series(s, t, &mut p, &mut r);
+                        let mut figures = read_figures(s, &host2, &source, accuracy, &t, &mut r);
+                        let now_ms = chrono::Utc::now().timestamp_millis();
+                        let (price, _, from) = t.priced_segment(now_ms).unwrap_or((
+                            f64::NAN,
+                            now_ms,
+                            PriceSource::Configured,
+                        ));
+                        figures.price_now = Some((price, t.source_name(from)));
+                        (figures, r, p)
                     });
-                    if let Ok((figures, r)) = got {
+                    if let Ok((figures, r, p)) = got {
                         running = r;
+                        priced = p;
                         apply(&mut extras, &figures, &mut last_energy);
                     }
                 }
@@ -223,11 +279,16 @@ fn read_figures(
         .ok()
         .flatten()
         .and_then(|series| s.newest_ms(&series).ok().flatten());
-    StoreFigures { summary, newest_ms }
+    StoreFigures {
+        summary,
+        newest_ms,
+        price_now: None,
+    }
 }
 
 /// The store's figures into the state; the published energy never goes down in a run.
 fn apply(extras: &mut StateExtras, f: &StoreFigures, last_energy: &mut Option<f64>) {
+    extras.price_now.clone_from(&f.price_now);
     let Some(s) = &f.summary else { return };
     let energy = last_energy.map_or(s.total.kwh, |l| l.max(s.total.kwh));
     *last_energy = Some(energy);

@@ -91,6 +91,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0005-ledger.sql")),
     M::up(include_str!("../../../schema/0006-quarantine.sql")),
     M::up(include_str!("../../../schema/0007-idle-measure.sql")),
+    M::up(include_str!("../../../schema/0008-price-slots.sql")),
 ];
 
 /// The schema migrations, in order.

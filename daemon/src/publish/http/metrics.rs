@@ -15,6 +15,7 @@
 //! | `cost_total{host,source,currency}` | counter | the ledger's energy priced by the tariff, since the first sample |
 //! | `cost_today{host,source,currency}` | gauge | the same since local midnight |
 //! | `annual_cost_projection{host,source,currency}` | gauge | the year's cost at the recent duty cycle |
+//! | `tariff_price_per_kwh{host,currency,series}` | gauge | the price in force now, per kWh, and the series it comes from: `tariff` (the configured price), an imported series' name, or `mqtt` (`[tariff] price_topic`) |
 //! | `cpu_utilisation_ratio{host,channel}` | gauge | busy share, `all` and per `cpuN` |
 //! | `cpu_frequency_hertz{host,channel}` | gauge | `mean` and per `cpuN` |
 //! | `idle_state_residency_ratio{host,level,state}` | gauge | share of the last interval in each idle state, `level="core"` (cpuidle) or `"package"` (package C-states) |
@@ -270,6 +271,23 @@ fn registry(s: &Snapshot) -> Registry {
 /// Energy and money: the ledger's figures through the feed.
 fn ledger_families(f: &mut Families<'_>, s: &Snapshot) {
     let e = &s.extras;
+    f.gauge(
+        "tariff_price_per_kwh",
+        "The electricity price in force now, per kWh in the currency label's unit; series: the configured tariff, an imported series or the live MQTT price",
+        None,
+        e.price_now
+            .iter()
+            .filter(|(p, _)| p.is_finite())
+            .map(|(p, series)| {
+                let l = vec![
+                    ("host", s.host.clone()),
+                    ("currency", e.currency.clone()),
+                    ("series", series.clone()),
+                ];
+                (l, *p)
+            })
+            .collect(),
+    );
     let Some(wall) = &s.wall else { return };
     let labels = || vec![("host", s.host.clone()), ("source", wall.to_string())];
     let priced = || {
@@ -510,6 +528,7 @@ mod tests {
                 currency: "GBP".into(),
                 energy_total_kwh: Some(2.5),
                 cost_total: Some(0.225),
+                price_now: Some((0.2451, "agile".into())),
                 meter_counters: vec![MeterCounters {
                     id: "wall".into(),
                     good: 10,
@@ -545,6 +564,7 @@ mod tests {
             r#"wattson_power_watts{host="basket",source="rapl",channel="package-0"} 12.25"#,
             r#"wattson_energy_joules_total{host="basket",source="meter:wall"} 9000000"#,
             r#"wattson_cost_total{host="basket",source="meter:wall",currency="GBP"} 0.225"#,
+            r#"wattson_tariff_price_per_kwh{host="basket",currency="GBP",series="agile"} 0.2451"#,
             r#"wattson_cpu_frequency_hertz{host="basket",channel="cpu1"} 3000000000"#,
             r#"wattson_idle_state_residency_ratio{host="basket",level="core",state="C6"} 0.75"#,
             r#"wattson_idle_state_residency_ratio{host="basket",level="package",state="PC6"} 0.25"#,

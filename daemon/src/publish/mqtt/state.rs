@@ -16,6 +16,7 @@
 //! | `energy_today` | kWh | energy since local midnight |
 //! | `voltage`, `current`, `power_factor`, `frequency` | V, A, 0..1, Hz | interval means, primary meter |
 //! | `currency`, `cost_today`, `cost_month`, `cost_total`, `cost_annual_projection` | currency | the ledger's energy priced by the tariff; `cost_total` since the first sample (monotonic while prices are positive) |
+//! | `price`, `price_source` | currency per kWh | the price now and where it comes from: a price series (`mqtt` for `[tariff] price_topic`, an import's name) or `tariff` (the configured prices) |
 //! | `cpu_utilisation` | % | mean busy share of all CPUs |
 //! | `cpu_frequency` | MHz | mean core frequency |
 //! | `cstate_deepest`, `cstate_deepest_residency` | name, % | the deepest idle state and its share of the interval |
@@ -75,6 +76,9 @@ pub struct StateExtras {
     pub cost_total: Option<f64>,
     /// Projected annual cost at the recent duty cycle, in `currency`.
     pub annual_projection: Option<f64>,
+    /// The price now, currency per kWh, and where it comes from (a series' name, or
+    /// `tariff`).
+    pub price_now: Option<(f64, String)>,
     /// Energy since local midnight, kWh.
     pub energy_today_kwh: Option<f64>,
     /// The wall meter's stored energy total, kWh.
@@ -155,6 +159,10 @@ pub struct StatePayload {
     pub cost_total: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_annual_projection: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_utilisation: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -241,6 +249,10 @@ pub fn build(
     p.cost_month = extras.cost_month.and_then(finite);
     p.cost_total = extras.cost_total.and_then(finite);
     p.cost_annual_projection = extras.annual_projection.and_then(finite);
+    if let Some((price, source)) = &extras.price_now {
+        p.price = finite(*price);
+        p.price_source = p.price.map(|_| source.clone());
+    }
     p.cpu_utilisation =
         mean(&SourceId::Cpu, Metric::CpuBusy, channel::ALL).map(|b| round(b * 100.0));
     p.cpu_frequency = mean(&SourceId::Cpu, Metric::CoreFrequency, channel::MEAN);
@@ -487,6 +499,7 @@ mod tests {
             cost_month: Some(7.25),
             cost_total: Some(12.5),
             annual_projection: Some(189.22),
+            price_now: Some((0.2451, "mqtt".into())),
             energy_today_kwh: Some(2.4),
             energy_total_kwh: Some(1.2345),
             energy_ts_ms: Some(1000),
@@ -564,6 +577,8 @@ mod tests {
         assert_eq!(j["cstate_deepest"], "C6");
         assert_eq!(j["cstate_deepest_residency"], 60.0);
         assert_eq!(j["cost_annual_projection"], 189.22);
+        assert_eq!(j["price"], 0.2451);
+        assert_eq!(j["price_source"], "mqtt");
         assert_eq!(j["meters"]["wall"]["timeouts"], 2);
         assert_eq!(j["mode"], "idle");
         // The payload round-trips through the collector's parser, energy as the latest value.

@@ -19,6 +19,11 @@
 //! process` (the extra idle watts x the share of time resident and idle) and `resident
 //! process all year`, where a bare baseline was observed.
 //!
+//! Real tariffs add rows of kind `tariff` (config = the tariff's name, mode `measured`):
+//! the measured energy priced under it, projected to a year; `price_per_kwh` is the mean
+//! it paid and the saving columns compare with the first tariff of `--tariffs`. A row of
+//! mode `by time of day` prices the measured hour-of-day profile against the series' price
+//! by hour of day; a row of kind `co2` carries CO2 per carbon-intensity slot in `warnings`.
 //! Each idle setting `wattson idle --measure` measured adds a row of kind `idle_setting`
 //! (config = its name, mode `idle`) whose watts, kWh and cost are the change against idle as
 //! found (negative saves), with their 95 % half-widths; the saving columns are the same
@@ -145,6 +150,9 @@ pub fn render(r: &Report) -> String {
         ];
         let _ = writeln!(out, "{}", row.join(","));
     }
+    if let Some(t) = &r.tariffs {
+        tariff_rows(&mut out, t, r);
+    }
     for g in &r.gpus {
         let y = r.year_hours / 1000.0;
         let share = g.idle_resident_share;
@@ -209,4 +217,95 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(out, "{}", row.join(","));
     }
     out
+}
+
+/// The real-tariff rows (see the module documentation).
+fn tariff_rows(out: &mut String, t: &crate::report::tariffs::TariffReport, r: &Report) {
+    let per_year = r
+        .measured
+        .as_ref()
+        .filter(|m| m.kwh > 0.0)
+        .map_or(0.0, |m| m.annual_kwh / m.kwh);
+    let mut rows: Vec<[String; 18]> = Vec::new();
+    let blank = String::new;
+    if let Some(d) = &t.time_of_day {
+        rows.push([
+            "current".to_string(),
+            "tariff".to_string(),
+            "by time of day".to_string(),
+            blank(),
+            blank(),
+            num(d.annual_kwh, 3),
+            blank(),
+            money(d.annual_cost),
+            blank(),
+            field(&r.currency),
+            num(d.annual_cost / d.annual_kwh.max(f64::MIN_POSITIVE), 6),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            field(&d.basis),
+        ]);
+    }
+    for row in &t.comparison {
+        let mut notes = vec![row.origin.clone()];
+        if row.fallback_kwh > 0.0 {
+            notes.push(format!(
+                "{} kWh at its configured price (no slot)",
+                num(row.fallback_kwh, 3)
+            ));
+        }
+        rows.push([
+            field(&row.name),
+            "tariff".to_string(),
+            "measured".to_string(),
+            blank(),
+            blank(),
+            num(row.kwh * per_year, 3),
+            blank(),
+            money(row.annual_cost),
+            blank(),
+            field(&r.currency),
+            num(row.cost / row.kwh.max(f64::MIN_POSITIVE), 6),
+            blank(),
+            money(row.annual_saving_vs_first),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            field(&notes.join("; ")),
+        ]);
+    }
+    if let Some(c) = &t.carbon {
+        rows.push([
+            field(&c.figure.sources.join(" ")),
+            "co2".to_string(),
+            "measured".to_string(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            field(&format!(
+                "{} kg CO2 per year per slot ({} kg over the window)",
+                num(c.annual_co2_kg, 3),
+                num(c.figure.co2_kg, 3)
+            )),
+        ]);
+    }
+    for row in rows {
+        let _ = writeln!(out, "{}", row.join(","));
+    }
 }

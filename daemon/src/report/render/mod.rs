@@ -207,6 +207,12 @@ pub fn sections(r: &Report) -> Vec<Section> {
         title: "Tariff".into(),
         lines: tariff,
     });
+    if let Some(t) = &r.tariffs {
+        out.push(Section {
+            title: "Real tariffs (price per slot, comparison, CO2 per slot)".into(),
+            lines: crate::report::tariffs::lines(t, cur),
+        });
+    }
 
     let fits: Vec<String> = r
         .configs

@@ -1,0 +1,433 @@
+//! The report's real-tariff section: how the measured energy was priced (per price series
+//! slot, and how much fell back to the configured price), the annual cost of the measured
+//! duty cycle by time of day against the series' price by time of day, the same measured
+//! energy priced under each tariff `--tariffs` names with what the cheapest would save, and
+//! CO2 per carbon-intensity slot.
+//!
+//! Units: kWh, W, the tariff's currency, kg CO2; annual figures scale the measured window's
+//! covered time to [`HOURS_PER_YEAR`] hours, as the measured section does.
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Timelike as _, Utc};
+use serde::Serialize;
+
+use super::input::MeasuredInput;
+use super::model::ReportError;
+use crate::analysis::cost::{
+    HOURS_PER_YEAR, PriceBasis, SourceShare, cost_of_energy, series_mean_price,
+};
+use crate::analysis::price_series::{CarbonFigure, SeriesSet, carbon_of_energy};
+use crate::analysis::tariff::Tariff;
+
+const MS_PER_HOUR: f64 = 3_600_000.0;
+
+/// A tariff to price the measured energy under (`--tariffs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedTariff {
+    /// `current`, `tariff`, an `[[tariff.alternative]]`'s name, or a series' name.
+    pub name: String,
+    /// Where it comes from, in words.
+    pub origin: String,
+    pub tariff: Tariff,
+}
+
+/// The section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TariffReport {
+    /// The measured energy by what priced it (series by name, `tariff` for the configured
+    /// prices).
+    pub priced_by: Vec<SourceShare>,
+    /// kWh priced at the configured price because no series slot covered them.
+    pub fallback_kwh: f64,
+    /// The window of price series the annual figures' mean price comes from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_basis: Option<PriceBasis>,
+    /// The measured duty cycle by local hour of day against the price by hour of day.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_of_day: Option<TimeOfDayCost>,
+    /// The measured energy under each tariff asked for, in the order asked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub comparison: Vec<TariffRow>,
+    /// The cheapest of `comparison` and what moving to it from the first saves per year.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cheapest: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cheapest_saving_per_year: Option<f64>,
+    /// CO2 per carbon-intensity slot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carbon: Option<CarbonReport>,
+    pub notes: Vec<String>,
+}
+
+/// The measured energy under one tariff.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TariffRow {
+    pub name: String,
+    pub origin: String,
+    pub kwh: f64,
+    /// Currency over the measured window (no standing charge).
+    pub cost: f64,
+    /// kWh the tariff's series had no slot for, priced at its configured price.
+    pub fallback_kwh: f64,
+    /// `cost` x 8760 / covered hours.
+    pub annual_cost: f64,
+    /// The first tariff's annual cost minus this one's (positive: this one is cheaper).
+    pub annual_saving_vs_first: f64,
+    /// Reported apart, never in a cost or saving.
+    pub standing_charge_per_year: f64,
+}
+
+/// Annual cost of the measured hour-of-day profile at the series' mean price per hour.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimeOfDayCost {
+    /// 24 rows, local hours 0..24 of the tariff's zone.
+    pub hours: Vec<HourCost>,
+    pub annual_kwh: f64,
+    pub annual_cost: f64,
+    /// What the figure rests on, in words.
+    pub basis: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HourCost {
+    pub hour: u32,
+    /// Mean W measured in this hour of the day.
+    pub mean_watts: f64,
+    /// Mean price in this hour of the day over the series' window, per kWh.
+    pub mean_price: f64,
+    pub annual_kwh: f64,
+    pub annual_cost: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CarbonReport {
+    #[serde(flatten)]
+    pub figure: CarbonFigure,
+    /// `co2_kg` x 8760 / covered hours.
+    pub annual_co2_kg: f64,
+}
+
+/// The section, when there is anything for it: price series on the tariff, tariffs to
+/// compare, or a carbon series.
+pub fn tariff_report(
+    tariff: &Tariff,
+    measured: Option<&MeasuredInput>,
+    compare: &[NamedTariff],
+    carbon: Option<&SeriesSet>,
+    co2_fallback: Option<f64>,
+) -> Result<Option<TariffReport>, ReportError> {
+    let carbon = carbon.filter(|c| !c.is_empty());
+    if tariff.series().is_none() && compare.is_empty() && carbon.is_none() {
+        return Ok(None);
+    }
+    let cost_err = |what: String| move |source| ReportError::Cost { what, source };
+    let mut out = TariffReport {
+        priced_by: Vec::new(),
+        fallback_kwh: 0.0,
+        price_basis: series_mean_price(tariff)
+            .map_err(cost_err("the price series".into()))?
+            .map(|(_, b)| b),
+        time_of_day: None,
+        comparison: Vec::new(),
+        cheapest: None,
+        cheapest_saving_per_year: None,
+        carbon: None,
+        notes: Vec::new(),
+    };
+    let Some(m) = measured else {
+        if !compare.is_empty() {
+            out.notes.push(
+                "no measured energy in the window: tariffs are compared on this machine's \
+                 measured consumption"
+                    .to_owned(),
+            );
+        }
+        return Ok(Some(out));
+    };
+    let covered_hours = m.covered_ms.max(0) as f64 / MS_PER_HOUR;
+    let per_year = if covered_hours > 0.0 {
+        HOURS_PER_YEAR / covered_hours
+    } else {
+        0.0
+    };
+    let priced =
+        cost_of_energy(tariff, &m.energy).map_err(cost_err("the measured energy".into()))?;
+    out.priced_by = priced.sources;
+    out.fallback_kwh = priced.fallback_kwh;
+    if tariff.series().is_some() && priced.fallback_kwh > 0.0 {
+        out.notes.push(format!(
+            "{:.3} kWh of the measured {:.3} kWh fell in slots no price series covers and is \
+             priced at the configured [tariff] price",
+            priced.fallback_kwh, priced.kwh
+        ));
+    }
+    if tariff.series().is_some() {
+        out.time_of_day = time_of_day(tariff, m)?;
+    }
+    for t in compare {
+        let c = cost_of_energy(&t.tariff, &m.energy)
+            .map_err(cost_err(format!("the measured energy under {}", t.name)))?;
+        out.comparison.push(TariffRow {
+            name: t.name.clone(),
+            origin: t.origin.clone(),
+            kwh: c.kwh,
+            cost: c.energy_cost,
+            fallback_kwh: c.fallback_kwh,
+            annual_cost: c.energy_cost * per_year,
+            annual_saving_vs_first: 0.0,
+            standing_charge_per_year: t.tariff.standing_charge_per_day() * HOURS_PER_YEAR / 24.0,
+        });
+    }
+    if let Some(first) = out.comparison.first().map(|r| r.annual_cost) {
+        for r in &mut out.comparison {
+            r.annual_saving_vs_first = first - r.annual_cost;
+        }
+        if let Some(best) = out
+            .comparison
+            .iter()
+            .min_by(|a, b| a.annual_cost.total_cmp(&b.annual_cost))
+        {
+            out.cheapest = Some(best.name.clone());
+            out.cheapest_saving_per_year = Some(first - best.annual_cost);
+        }
+        if out.comparison.iter().any(|r| r.fallback_kwh > 0.0) {
+            out.notes.push(
+                "a tariff's fallback kWh had no slot of its series and are priced at the \
+                 configured price: import more of that series to compare it fully"
+                    .to_owned(),
+            );
+        }
+        if covered_hours < 24.0 * 7.0 {
+            out.notes.push(format!(
+                "the tariffs are compared on {covered_hours:.1} h of measured energy; the \
+                 annual figures assume those hours are typical"
+            ));
+        }
+    }
+    if let Some(set) = carbon {
+        let f = carbon_of_energy(set, co2_fallback, &m.energy);
+        if f.fallback_kwh > 0.0 {
+            out.notes.push(match co2_fallback {
+                Some(g) => format!(
+                    "{:.3} kWh had no carbon-intensity slot and count at the constant {g} g CO2/kWh",
+                    f.fallback_kwh
+                ),
+                None => format!(
+                    "{:.3} kWh had no carbon-intensity slot and are left out of the CO2 \
+                     figure (give --co2 for a constant to fill them)",
+                    f.fallback_kwh
+                ),
+            });
+        }
+        out.carbon = Some(CarbonReport {
+            annual_co2_kg: f.co2_kg * per_year,
+            figure: f,
+        });
+    }
+    Ok(Some(out))
+}
+
+/// The local hour of day of `ms` in the tariff's zone.
+fn local_hour(tariff: &Tariff, ms: i64) -> Option<u32> {
+    DateTime::<Utc>::from_timestamp_millis(ms).map(|t| t.with_timezone(&tariff.tz()).hour())
+}
+
+/// The measured energy's mean watts per local hour of day against the tariff's mean
+/// price per local hour of day over its series' window.
+fn time_of_day(tariff: &Tariff, m: &MeasuredInput) -> Result<Option<TimeOfDayCost>, ReportError> {
+    // Price x ms per local hour, in steps that never cross a price change or a quarter
+    // hour (so zones with half-hour offsets split right).
+    const STEP: i64 = 15 * 60_000;
+    let Some((from, to)) = tariff.series().and_then(SeriesSet::window) else {
+        return Ok(None);
+    };
+    let mut price_ms = [(0.0_f64, 0_i64); 24];
+    let mut t = from;
+    while t < to {
+        let (price, next, _) = tariff.priced_segment(t).map_err(|e| ReportError::Cost {
+            what: "the price series by hour of day".into(),
+            source: e.into(),
+        })?;
+        let until = next.min(to).min((t.div_euclid(STEP) + 1) * STEP);
+        if let Some(h) = local_hour(tariff, t) {
+            price_ms[h as usize].0 += price * (until - t) as f64;
+            price_ms[h as usize].1 += until - t;
+        }
+        t = until;
+    }
+    let mut energy = [(0.0_f64, 0_i64); 24];
+    for &(s, e, wh) in &m.energy {
+        let mut t = s;
+        while t < e {
+            let until = e.min((t.div_euclid(STEP) + 1) * STEP);
+            if let Some(h) = local_hour(tariff, t) {
+                energy[h as usize].0 += wh * (until - t) as f64 / (e - s) as f64;
+                energy[h as usize].1 += until - t;
+            }
+            t = until;
+        }
+    }
+    let total_wh: f64 = energy.iter().map(|x| x.0).sum();
+    let total_ms: i64 = energy.iter().map(|x| x.1).sum();
+    if total_ms == 0 {
+        return Ok(None);
+    }
+    let mean_w = total_wh * MS_PER_HOUR / total_ms as f64;
+    let overall_price = price_ms.iter().map(|x| x.0).sum::<f64>()
+        / price_ms.iter().map(|x| x.1).sum::<i64>().max(1) as f64;
+    let mut filled = (0, 0);
+    let hours: Vec<HourCost> = (0..24)
+        .map(|h| {
+            let (wh, ms) = energy[h];
+            let w = if ms > 0 {
+                wh * MS_PER_HOUR / ms as f64
+            } else {
+                filled.0 += 1;
+                mean_w
+            };
+            let (pm, pms) = price_ms[h];
+            let p = if pms > 0 {
+                pm / pms as f64
+            } else {
+                filled.1 += 1;
+                overall_price
+            };
+            let kwh = w * 365.0 / 1000.0;
+            HourCost {
+                hour: h as u32,
+                mean_watts: w,
+                mean_price: p,
+                annual_kwh: kwh,
+                annual_cost: kwh * p,
+            }
+        })
+        .collect();
+    let mut basis = format!(
+        "each local hour of day's mean measured watts x 365 h, at that hour's time-weighted \
+         mean price over {}",
+        tariff
+            .series()
+            .map(|s| s.sources().join(", "))
+            .unwrap_or_default()
+    );
+    if filled.0 > 0 {
+        let _ = write!(
+            basis,
+            "; {} hour(s) of the day were not measured and use the overall mean {mean_w:.1} W",
+            filled.0
+        );
+    }
+    if filled.1 > 0 {
+        let _ = write!(
+            basis,
+            "; {} hour(s) of the day have no price and use the mean price",
+            filled.1
+        );
+    }
+    Ok(Some(TimeOfDayCost {
+        annual_kwh: hours.iter().map(|h| h.annual_kwh).sum(),
+        annual_cost: hours.iter().map(|h| h.annual_cost).sum(),
+        hours,
+        basis,
+    }))
+}
+
+/// The section as prose, for the table, Markdown and HTML formats.
+pub fn lines(r: &TariffReport, currency: &str) -> Vec<String> {
+    use crate::analysis::cost::format_money;
+    let money = |x: f64| format_money(x, currency);
+    let mut out = Vec::new();
+    if !r.priced_by.is_empty() {
+        let parts: Vec<String> = r
+            .priced_by
+            .iter()
+            .map(|s| {
+                let by = if s.source == "tariff" {
+                    "the configured [tariff]".to_owned()
+                } else {
+                    format!("series {}", s.source)
+                };
+                format!("{:.3} kWh {} by {by}", s.kwh, money(s.cost))
+            })
+            .collect();
+        out.push(format!(
+            "measured energy priced per slot: {}",
+            parts.join("; ")
+        ));
+    }
+    if let Some(b) = &r.price_basis {
+        out.push(format!("annual figures use {}", b.text));
+    }
+    if let Some(t) = &r.time_of_day {
+        out.push(format!(
+            "measured duty cycle by time of day: {:.1} kWh, {} per year ({})",
+            t.annual_kwh,
+            money(t.annual_cost),
+            t.basis
+        ));
+    }
+    for row in &r.comparison {
+        let mut l = format!(
+            "{:<12} {} over {:.3} kWh measured, {} per year",
+            row.name,
+            money(row.cost),
+            row.kwh,
+            money(row.annual_cost)
+        );
+        if row.annual_saving_vs_first != 0.0 {
+            let _ = write!(
+                l,
+                ", {} {} per year than {}",
+                money(row.annual_saving_vs_first.abs()),
+                if row.annual_saving_vs_first > 0.0 {
+                    "less"
+                } else {
+                    "more"
+                },
+                r.comparison[0].name
+            );
+        }
+        if row.fallback_kwh > 0.0 {
+            let _ = write!(
+                l,
+                " ({:.3} kWh at its configured price: no slot)",
+                row.fallback_kwh
+            );
+        }
+        if row.standing_charge_per_year > 0.0 {
+            let _ = write!(
+                l,
+                "; standing charge {} per year apart",
+                money(row.standing_charge_per_year)
+            );
+        }
+        let _ = write!(l, " [{}]", row.origin);
+        out.push(l);
+    }
+    if let (Some(best), Some(saving), Some(first)) = (
+        &r.cheapest,
+        r.cheapest_saving_per_year,
+        r.comparison.first(),
+    ) {
+        out.push(if saving > 0.0 {
+            format!(
+                "cheapest for this machine: {best}, saving {} per year against {}",
+                money(saving),
+                first.name
+            )
+        } else {
+            format!("cheapest for this machine: {best} (the first listed)")
+        });
+    }
+    if let Some(c) = &r.carbon {
+        out.push(format!(
+            "CO2 per slot ({}): {:.3} kg over the window, {:.1} kg per year",
+            c.figure.sources.join(", "),
+            c.figure.co2_kg,
+            c.annual_co2_kg
+        ));
+    }
+    out.extend(r.notes.iter().map(|n| format!("note: {n}")));
+    out
+}

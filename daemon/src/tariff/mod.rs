@@ -1,0 +1,43 @@
+//! Real tariffs: price series (Octopus Agile half-hours, ENTSO-E / Nord Pool day-ahead hours,
+//! plain CSV, the live price of `[tariff] price_topic` over MQTT) and carbon-intensity
+//! series (the GB National Grid API, plain CSV), stored as slots in SQLite and applied by
+//! the ledger per slot, with the configured `[tariff]` as the fallback.
+//!
+//! - [`import`]: the file formats, parsed into checked slots (`wattson tariff import`).
+//! - [`store`]: the slots in SQLite (`schema/0008-price-slots.sql`).
+//! - [`live`]: the price topic's subscription (through the shared MQTT driver).
+//!
+//! Units: UTC ms; currency per kWh (negative allowed); g CO2 per kWh.
+
+pub mod import;
+pub mod live;
+pub mod store;
+
+use crate::analysis::price_series::SeriesSet;
+use crate::analysis::tariff::Tariff;
+use crate::config::TariffConfig;
+use crate::store::Store;
+
+/// The configured tariff with the applied price series of the database taking precedence
+/// per slot.
+pub fn tariff_with_series(
+    cfg: &TariffConfig,
+    store: &Store,
+    now_ms: i64,
+) -> anyhow::Result<Tariff> {
+    let base = crate::ledger::costs::tariff(cfg)?;
+    let set = store::applied(store, store::Kind::Price, &cfg.currency, now_ms)?;
+    Ok(base.with_series(set))
+}
+
+/// The applied carbon-intensity series (empty when none was imported).
+pub fn carbon_series(store: &Store, now_ms: i64) -> anyhow::Result<SeriesSet> {
+    Ok(store::applied(
+        store,
+        store::Kind::Carbon,
+        store::CARBON_UNIT,
+        now_ms,
+    )?)
+}
+#[cfg(test)]
+mod tests;
