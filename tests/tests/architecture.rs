@@ -238,20 +238,13 @@ const ALLOWED_BACK_EDGES: &[(&str, &str, &str)] = &[
         "publish",
         "commands",
         "the HTTP server serves `wattson report` (commands::report::produce, ReportArgs) and \
-         status' scope labels; report production moves into report/ after the tariff merge \
-         (#17), which rewrites commands/report.rs",
+         status' scope labels; report production belongs in report/",
     ),
     (
         "publish",
         "cli",
         "the HTTP report's query parameters reuse the command line's number parsers (with \
          publish -> commands above)",
-    ),
-    (
-        "ledger",
-        "report",
-        "ledger::costs builds its tariff with report::input::tariff_from_config; the tariff \
-         merge (#17) rewrites both today, the builder then belongs in ledger or analysis",
     ),
 ];
 
