@@ -1,0 +1,144 @@
+//! Comparisons: from the baseline to each candidate, the saving at the headline and in every
+//! mode both share, and the payback of an upgrade.
+
+use serde::Serialize;
+
+use super::{ConfigReport, DUTY_CYCLE, ModeReport, Pricer};
+use crate::analysis::cost::compare;
+use crate::report::input::ReportOptions;
+
+/// Moving from one configuration to another.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComparisonReport {
+    pub from: String,
+    pub to: String,
+    /// The mode the headline is at, or [`DUTY_CYCLE`].
+    pub mode: String,
+    /// W.
+    pub from_watts: f64,
+    /// W.
+    pub to_watts: f64,
+    /// kWh per year (negative when `to` uses more).
+    pub annual_kwh_saved: f64,
+    /// Currency per year (negative when `to` costs more).
+    pub annual_saving: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annual_saving_ci95: Option<f64>,
+    /// Currency: `--upgrade-cost`, else the target's `upgrade_cost`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade_cost: Option<f64>,
+    /// Years; present when an upgrade cost is known and something is saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payback_years: Option<f64>,
+    /// The payback's 95 % range from the saving's interval: the shortest (at the largest
+    /// saving) and the longest (absent when the smallest saving in the interval is none, so
+    /// the upgrade may never pay for itself).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payback_years_low: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payback_years_high: Option<f64>,
+    /// kg CO2 per year.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub co2_kg_saved: Option<f64>,
+    /// The saving in every mode both configurations have.
+    pub per_mode: Vec<ModeSaving>,
+}
+
+/// The saving in one mode.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModeSaving {
+    pub mode: String,
+    /// kWh per year.
+    pub annual_kwh_saved: f64,
+    /// Currency per year.
+    pub annual_saving: f64,
+}
+
+/// A configuration's watts at the headline: a mode, or [`DUTY_CYCLE`].
+pub(super) fn headline_watts(r: &ConfigReport, headline: &str) -> Option<f64> {
+    if headline == DUTY_CYCLE {
+        r.duty_cycle.as_ref().map(|m| m.watts)
+    } else {
+        r.modes.iter().find(|m| m.name == headline).map(|m| m.watts)
+    }
+}
+
+pub(super) fn comparisons(
+    reports: &[ConfigReport],
+    headline: &str,
+    pricer: &Pricer,
+    opts: &ReportOptions,
+    notes: &mut Vec<String>,
+) -> Vec<ComparisonReport> {
+    let Some((base, rest)) = reports.split_first() else {
+        return Vec::new();
+    };
+    let at = |r: &ConfigReport| -> Option<ModeReport> {
+        if headline == DUTY_CYCLE {
+            r.duty_cycle.clone()
+        } else {
+            r.modes.iter().find(|m| m.name == headline).cloned()
+        }
+    };
+    let figure = |m: &ModeReport| pricer.figure(m.watts, m.ci95_watts);
+    let mut out = Vec::new();
+    for to in rest {
+        let (Some(a), Some(b)) = (at(base), at(to)) else {
+            notes.push(format!(
+                "{:?} -> {:?}: not compared at {headline}, which one of them lacks",
+                base.name, to.name
+            ));
+            continue;
+        };
+        let upgrade = opts.upgrade_cost.or(to.upgrade_cost);
+        let c = compare(
+            &base.name,
+            &figure(&a),
+            &to.name,
+            &figure(&b),
+            upgrade,
+            opts.co2_g_per_kwh,
+        );
+        let per_mode = base
+            .modes
+            .iter()
+            .filter_map(|m| {
+                let n = to.modes.iter().find(|x| x.name == m.name)?;
+                Some(ModeSaving {
+                    mode: m.name.clone(),
+                    annual_kwh_saved: m.annual_kwh - n.annual_kwh,
+                    annual_saving: m.annual_cost - n.annual_cost,
+                })
+            })
+            .collect();
+        out.push(ComparisonReport {
+            from: c.from,
+            to: c.to,
+            mode: headline.to_string(),
+            from_watts: a.watts,
+            to_watts: b.watts,
+            annual_kwh_saved: c.annual_kwh_saved,
+            annual_saving: c.annual_saving,
+            annual_saving_ci95: c.annual_saving_ci95,
+            upgrade_cost: upgrade,
+            payback_years: c.payback_years,
+            payback_years_low: c
+                .payback_years
+                .zip(upgrade)
+                .zip(c.annual_saving_ci95)
+                .map(|((_, u), ci)| u / (c.annual_saving + ci)),
+            payback_years_high: c
+                .payback_years
+                .zip(upgrade)
+                .zip(c.annual_saving_ci95)
+                .filter(|_| {
+                    c.annual_saving_ci95
+                        .is_some_and(|ci| c.annual_saving - ci > 0.0)
+                })
+                .map(|((_, u), ci)| u / (c.annual_saving - ci)),
+            co2_kg_saved: c.co2_kg_saved,
+            per_mode,
+        });
+    }
+    out
+}
