@@ -9,3 +9,4 @@ pub mod live;
 pub mod notify;
 pub mod preflight;
 pub mod sampler;
+pub mod wiring;

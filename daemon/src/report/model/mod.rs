@@ -15,7 +15,7 @@
 //! when the database has a utilisation history, else at idle (a home server spends most of
 //! its time idle); the saving in every mode both share is listed beside it.
 //!
-//! Here: the report, its configurations and their modes, and [`build`]; [`select`] picks the
+//! Here: the report, its configurations and their modes, and [`build`]; `select` picks the
 //! configurations, `sections` builds the regression, fit and GPU idle sections, `compare` the
 //! comparisons.
 
