@@ -6,6 +6,7 @@
 //! Every sysfs/procfs reader takes its root as a [`SysRoot`] value, never a hard-coded path.
 
 pub mod cgroup;
+pub mod counter;
 pub mod cpu;
 pub mod idle;
 pub mod meter;
@@ -39,6 +40,13 @@ pub use sysroot::SysRoot;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+/// The current wall-clock time, UTC ms (0 before 1970): what samples carry.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
 
 /// A monotonic clock: time since an arbitrary fixed point. Collectors that turn counter
 /// deltas into rates take one, so tests can step time by hand.

@@ -226,6 +226,8 @@ pub mod channel {
     pub const ALL: &str = "all";
     /// The mean over the cores (core frequency).
     pub const MEAN: &str = "mean";
+    /// An estimated source's error beside its value (the wall estimate's power error).
+    pub const ESTIMATE_ERROR: &str = "error";
 
     const CPU_PREFIX: &str = "cpu";
     const ALL_PREFIX: &str = "all/";

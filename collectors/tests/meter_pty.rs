@@ -132,11 +132,11 @@ fn pzem_energy_reset_quirk_and_energy_tracker() {
     let after = s.poll().pop().unwrap().unwrap();
     assert_eq!(after.reading.energy_wh, Some(0.0));
     // The counter tracker sees a device reset, not negative energy.
-    let mut t = wattson_collectors::meter::EnergyTracker::new(Some(10_000_000.0), 1.0);
+    let mut t = wattson_collectors::counter::EnergyTracker::new(Some(10_000_000.0), 1.0);
     t.update(0, first.reading.energy_wh.unwrap(), first.reading.power_w);
     assert_eq!(
         t.update(1000, 0.0, after.reading.power_w),
-        wattson_collectors::meter::CounterStep::Reset(0.0)
+        wattson_collectors::counter::EnergyStep::Reset(0.0)
     );
     // Unknown address: a timeout, counted.
     drop(s);

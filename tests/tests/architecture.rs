@@ -1,5 +1,6 @@
 //! Checks on the shape of the code itself, read from the source tree (no build needed):
-//! source names are written in one module only.
+//! source names are written in one module only; the daemon's modules import each other in
+//! no cycle.
 
 use std::path::{Path, PathBuf};
 
@@ -214,4 +215,240 @@ fn the_literal_scanner_sees_what_it_must() {
     ] {
         assert!(!names_a_source(fine), "{fine}");
     }
+}
+
+/// Edges between the daemon's top-level modules that still point up the data path, each
+/// with why it is there and what removes it. A new edge that closes a cycle fails
+/// [`daemon_modules_form_no_import_cycle`]; an edge listed here that is gone must leave the
+/// list.
+const ALLOWED_BACK_EDGES: &[(&str, &str, &str)] = &[
+    (
+        "cli",
+        "commands",
+        "four commands declare their clap arguments beside their code (SweepArgs, ReportArgs, \
+         CollectArgs, IdleArgs, the meter's): cli and commands are one layer, the command line",
+    ),
+    (
+        "publish",
+        "runtime",
+        "the outputs read runtime::live, which the sampler fills; the live view belongs below \
+         publish and the daemon's lifecycle (which starts the outputs) above it",
+    ),
+    (
+        "publish",
+        "commands",
+        "the HTTP server serves `wattson report` (commands::report::produce, ReportArgs) and \
+         status' scope labels; report production belongs in report/",
+    ),
+    (
+        "publish",
+        "cli",
+        "the HTTP report's query parameters reuse the command line's number parsers (with \
+         publish -> commands above)",
+    ),
+];
+
+/// The daemon's top-level modules (`daemon/src/<name>.rs` or `daemon/src/<name>/`).
+fn daemon_modules(src: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(src)
+        .expect("reading daemon/src")
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let name = name.strip_suffix(".rs").map_or(name.clone(), str::to_owned);
+            (name != "lib" && name != "main").then_some(name)
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The top-level modules a file's code (not its comments or unit tests) names through
+/// `crate::<module>` or `use crate::{<module>, ...}`, each with the line it is named on.
+fn crate_references(source: &str) -> Vec<(String, usize)> {
+    let code = source
+        .find("#[cfg(test)]\nmod tests")
+        .map_or(source, |at| &source[..at]);
+    let mut text = String::with_capacity(code.len());
+    for line in code.lines() {
+        text.push_str(line.split("//").next().unwrap_or_default());
+        text.push('\n');
+    }
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices("crate::") {
+        let before = text[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue; // `wattson_collectors::` and the like
+        }
+        let line = text[..at].matches('\n').count() + 1;
+        let rest = &text[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // The first name of each item at the group's top level.
+            let mut depth = 1;
+            let mut start = true;
+            let mut line = line;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 1 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 1 => start = true,
+                    '\n' => line += 1,
+                    c if c.is_whitespace() => {}
+                    _ if start && depth == 1 => {
+                        out.push((ident(&group[i..]), line));
+                        start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            out.push((ident(rest), line));
+        }
+    }
+    out
+}
+
+/// Every edge between the daemon's top-level modules: `(from, to) -> where`, one example
+/// location (`file:line`) each.
+fn module_edges() -> std::collections::BTreeMap<(String, String), String> {
+    let root = workspace();
+    let src = root.join("daemon/src");
+    let modules = daemon_modules(&src);
+    let mut edges = std::collections::BTreeMap::new();
+    for file in rust_files(&src) {
+        let rel = file.strip_prefix(&src).unwrap_or(&file);
+        let Some(from) = rel.components().next().map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned()
+        }) else {
+            continue;
+        };
+        let in_tests = rel
+            .components()
+            .any(|c| c.as_os_str() == "tests" || c.as_os_str() == "tests.rs");
+        if !modules.contains(&from) || in_tests {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("reading a source file");
+        for (to, line) in crate_references(&text) {
+            if to != from && modules.contains(&to) {
+                edges
+                    .entry((from.clone(), to))
+                    .or_insert_with(|| format!("daemon/src/{}:{line}", rel.display()));
+            }
+        }
+    }
+    edges
+}
+
+/// A cycle in `edges`, as the modules along it (first = last), if there is one.
+fn find_cycle(edges: &[(String, String)]) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        edges: &[(String, String)],
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(node.to_owned());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_owned());
+        for (_, to) in edges.iter().filter(|(from, _)| from == node) {
+            if let Some(cycle) = visit(to, edges, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    edges
+        .iter()
+        .find_map(|(from, _)| visit(from, edges, &mut Vec::new(), &mut done))
+}
+
+/// Regression: the daemon's modules imported each other in cycles (store -> control and
+/// ledger, sweep <-> control, control <-> runtime, runtime -> commands, idle <-> publish,
+/// sources <-> publish and runtime), so no module could be read, tested or moved without
+/// the others. The modules now form layers along the data path, except the edges in
+/// [`ALLOWED_BACK_EDGES`]; a new edge that closes a cycle fails here, naming the cycle and
+/// where each of its edges is written.
+#[test]
+fn daemon_modules_form_no_import_cycle() {
+    let edges = module_edges();
+    let allowed = |from: &str, to: &str| {
+        ALLOWED_BACK_EDGES
+            .iter()
+            .any(|(f, t, _)| *f == from && *t == to)
+    };
+    let kept: Vec<(String, String)> = edges
+        .keys()
+        .filter(|(from, to)| !allowed(from, to))
+        .cloned()
+        .collect();
+    if let Some(cycle) = find_cycle(&kept) {
+        let steps: Vec<String> = cycle
+            .windows(2)
+            .map(|w| {
+                let at = &edges[&(w[0].clone(), w[1].clone())];
+                format!("{} -> {} ({at})", w[0], w[1])
+            })
+            .collect();
+        panic!(
+            "an import cycle between the daemon's modules:\n  {}\nmove the type or function \
+             the lower module needs down to it (or into wattson_collectors)",
+            steps.join("\n  ")
+        );
+    }
+    let stale: Vec<String> = ALLOWED_BACK_EDGES
+        .iter()
+        .filter(|(f, t, _)| !edges.contains_key(&((*f).to_owned(), (*t).to_owned())))
+        .map(|(f, t, _)| format!("{f} -> {t}"))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "allowed back edges that no longer exist: remove them from ALLOWED_BACK_EDGES: {}",
+        stale.join(", ")
+    );
+}
+
+#[test]
+fn the_import_scanner_sees_what_it_must() {
+    let refs =
+        |src: &str| -> Vec<String> { crate_references(src).into_iter().map(|x| x.0).collect() };
+    assert_eq!(
+        refs("use crate::store::Store;\nlet x = crate::ledger::f(); // crate::report\n"),
+        ["store", "ledger"]
+    );
+    assert_eq!(
+        refs("use crate::{\n    config::Config,\n    sweep::{a, b},\n};"),
+        ["config", "sweep"]
+    );
+    assert_eq!(
+        refs(
+            "use wattson_collectors::x;\nfn f() {}\n#[cfg(test)]\nmod tests {\n use crate::cli;\n}"
+        ),
+        Vec::<String>::new()
+    );
+    let e = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+    assert_eq!(find_cycle(&[e("a", "b"), e("b", "c")]), None);
+    assert_eq!(
+        find_cycle(&[e("a", "b"), e("b", "c"), e("c", "a")]),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
 }

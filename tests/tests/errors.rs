@@ -1,6 +1,7 @@
 //! Errors through the real binary name their cause and what to do, exit non-zero where the
 //! command cannot do its job, and print each OS reason once: a missing, a busy and a silent
-//! meter port; a port that never existed; `meter probe` on a port it cannot open; `status`
+//! meter port; a port that never existed; a port this user may not open; `meter probe` on a
+//! port it cannot open; `status`
 //! on a database it may not read; `report` with no database; `--levels` beyond the CPUs.
 
 // Helpers outside #[test] fns are test code too.
@@ -25,6 +26,15 @@ fn run(config: &Path, args: &[&str]) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Run `wattson run --config CONFIG ARGS` from `cmd` until it exits (within 20 s): its stderr.
+fn daemon_until_it_exits(cmd: std::process::Command, config: &Path, args: &[&str]) -> String {
+    let mut daemon = Child::run_daemon_with(cmd, config, args);
+    daemon
+        .wait_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("still running: {}", daemon.stderr()));
+    daemon.stderr()
 }
 
 /// A pseudo-terminal nobody answers on: its path, and the master end to keep it open.
@@ -57,9 +67,15 @@ fn a_missing_a_busy_and_a_silent_port_give_three_different_messages() {
     let (code, _, missing_err) = run(&config, &sweep_args());
     assert_eq!(code, Some(1), "{missing_err}");
     assert!(
-        missing_err.contains("does not exist")
-            && missing_err.contains("No such file or directory")
-            && missing_err.contains(&missing.display().to_string()),
+        missing_err.contains(&format!(
+            "{}: No such file or directory (os error 2): check that the adapter is plugged in",
+            missing.display()
+        )),
+        "{missing_err}"
+    );
+    assert_eq!(
+        missing_err.matches("os error 2").count(),
+        1,
         "{missing_err}"
     );
 
@@ -96,20 +112,20 @@ fn a_missing_a_busy_and_a_silent_port_give_three_different_messages() {
 }
 
 #[test]
-fn the_daemon_says_a_port_that_never_existed_does_not_exist() {
+fn the_daemon_says_a_port_that_never_existed_is_not_there() {
     let env = TestEnv::new();
     let missing = env.path("ttyUSB7");
     let config = env.config(&meter_toml("wall", "pzem004t", &missing, "1s", Some(1)));
-    let mut daemon = Child::run_daemon(&config, &["--duration", "2s"]);
-    daemon
-        .wait_exit(Duration::from_secs(20))
-        .unwrap_or_else(|| panic!("still running: {}", daemon.stderr()));
-    let stderr = daemon.stderr();
+    let stderr = daemon_until_it_exits(wattson(), &config, &["--duration", "2s"]);
     assert!(
-        stderr.contains(&format!("{} does not exist", missing.display()))
-            && stderr.contains("No such file or directory"),
+        stderr.contains(&format!(
+            "{}: No such file or directory (os error 2): check that the adapter is plugged in",
+            missing.display()
+        )),
         "{stderr}"
     );
+    // Said once: by the collector, not again by run's checks before it.
+    assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
     assert!(!stderr.contains("gone"), "{stderr}");
 }
 
@@ -122,9 +138,12 @@ fn meter_probe_names_a_port_it_could_not_open_and_lists_what_it_tried_once() {
     let (code, _, stderr) = run(&config, &["meter", "probe", &missing_arg]);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
-        stderr.contains("does not exist") && stderr.contains("no meter was tried"),
+        stderr.contains(&format!(
+            "{missing_arg}: No such file or directory (os error 2): check that"
+        )) && stderr.contains("no meter was tried"),
         "{stderr}"
     );
+    assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
     assert!(!stderr.contains("no supported meter answered"), "{stderr}");
 
     let (silent, _master) = silent_pty();
@@ -141,6 +160,72 @@ fn meter_probe_names_a_port_it_could_not_open_and_lists_what_it_tried_once() {
         stderr.contains("sdm120 (2400 baud") && stderr.contains("cse7766"),
         "{stderr}"
     );
+}
+
+/// A serial port this user may not open: `meter probe` and the daemon name it, give the OS
+/// reason once and say what to do. The port is a file only root may open; a test running as
+/// root runs wattson as nobody (root opens everything).
+#[test]
+fn a_port_it_may_not_open_says_permission_denied_once_and_what_to_do() {
+    let env = TestEnv::new();
+    std::fs::set_permissions(env.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let port = env.path("ttyUSB0");
+    std::fs::write(&port, b"").unwrap();
+    let running_as_root = nix::unistd::geteuid().is_root();
+    // The daemon's database lives where the user it runs as may write.
+    let data = env.path("data");
+    std::fs::create_dir(&data).unwrap();
+    if running_as_root {
+        std::fs::set_permissions(&port, std::fs::Permissions::from_mode(0o600)).unwrap();
+        nix::unistd::chown(&data, Some(65_534.into()), Some(65_534.into())).unwrap();
+    } else {
+        std::fs::set_permissions(&port, std::fs::Permissions::from_mode(0o000)).unwrap();
+    }
+    let as_test_user = |mut cmd: std::process::Command| {
+        if running_as_root {
+            std::os::unix::process::CommandExt::uid(&mut cmd, 65_534);
+            std::os::unix::process::CommandExt::gid(&mut cmd, 65_534);
+        }
+        cmd
+    };
+    let config = env.config(&meter_toml("wall", "pzem004t", &port, "1s", Some(1)));
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let expected = format!(
+        "{}: Permission denied (os error 13): add the service user to the dialout group",
+        port.display()
+    );
+
+    let port_arg = port.to_string_lossy().into_owned();
+    let mut probe = as_test_user(wattson());
+    probe
+        .arg("--config")
+        .arg(&config)
+        .args(["meter", "probe", &port_arg]);
+    let out = probe.output().expect("running wattson meter probe");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&expected), "{stderr}");
+    assert_eq!(stderr.matches("os error 13").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches(&port_arg).count(), 1, "{stderr}");
+
+    let db_arg = data.join("wattson.db").to_string_lossy().into_owned();
+    let stderr = daemon_until_it_exits(
+        as_test_user(wattson()),
+        &config,
+        &["--duration", "2s", "--db", &db_arg],
+    );
+    assert!(
+        stderr.contains(&format!(
+            "meter:wall: unavailable, no longer polled: {expected}"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("os error 13").count(), 1, "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("os error 13"))
+        .unwrap_or_default();
+    assert_eq!(line.matches("unavailable").count(), 1, "{line}");
 }
 
 #[test]

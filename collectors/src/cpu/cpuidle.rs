@@ -13,6 +13,16 @@ use crate::sysroot::{SysFile, SysRoot, read_trimmed};
 
 use super::topology::CPU_DIR;
 
+/// Depth of an idle state from its cpuidle name: `POLL` < `C1` < `C1E` < `C3` < `C6` < `C10`.
+pub fn state_depth(name: &str) -> (i32, usize) {
+    let digits: String = name
+        .trim_start_matches(|c: char| !c.is_ascii_digit())
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    (digits.parse().unwrap_or(-1), name.len())
+}
+
 /// `stateK` directories under one CPU's `cpuidle` directory, sorted by K.
 pub(crate) fn state_dirs(cpuidle: &Path) -> Vec<(usize, PathBuf)> {
     let Ok(entries) = std::fs::read_dir(cpuidle) else {
@@ -191,5 +201,17 @@ impl IdleReader {
             }
         }
         stale
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_depth_orders_real_names() {
+        let mut names = vec!["C10", "C1E", "POLL", "C6", "C1", "C3"];
+        names.sort_by_key(|n| state_depth(n));
+        assert_eq!(names, ["POLL", "C1", "C1E", "C3", "C6", "C10"]);
     }
 }

@@ -3,11 +3,14 @@
 //! Wire formats follow `shared/reference/meters.md` (Modbus-RTU for Peacefair PZEM and Eastron
 //! SDM, the Watts Up? ASCII protocol, CSE7766/HLW8032 24-byte frames and a configurable text
 //! line format). Codecs are sans-IO: they turn bytes into [`MeterReading`]s and back, and are
-//! tested on byte vectors. [`session`] drives them over anything `Read + Write`; [`port`]
-//! opens real serial ports and implements [`crate::Collector`]; [`sim`] plays the device side.
+//! tested on byte vectors. [`session`] drives them over anything `Read + Write` through
+//! [`transport`] (the one read-with-timeout and request/reply exchange); [`port`] opens real
+//! serial ports; [`collector`] polls a session on one and implements [`crate::Collector`]; [`sim`]
+//! plays the device side.
 //!
 //! Units everywhere: watts, volts, amperes, hertz, watt-hours; power factor as a 0..1 ratio.
 
+pub mod collector;
 pub mod counter;
 pub mod cse7766;
 pub mod line;
@@ -19,10 +22,12 @@ pub mod pzem;
 pub mod sdm;
 pub mod session;
 pub mod sim;
+pub mod transport;
 pub mod wattsup;
 
-pub use counter::{CounterStep, EnergyTracker};
-pub use port::{MeterCollector, MeterConfig, PortError};
+pub use collector::{MeterCollector, MeterConfig};
+pub use counter::EnergyBook;
+pub use port::{MeterPort, PortError, PortOpener, SerialOpener};
 pub use probe::{ProbeError, ProbeResult, probe};
 pub use protocol::{Accuracy, Parity, Protocol, SerialSettings, UnknownProtocol};
 pub use session::{MeterCounters, MeterSession, SessionError};

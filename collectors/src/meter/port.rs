@@ -1,85 +1,104 @@
-//! Real serial ports (`serialport`, 8N1/8N2/8E1 as configured) and the [`MeterCollector`]
-//! that polls a meter session on one and implements [`Collector`]. Disconnects are survived:
-//! a vanished port (EOF, EIO, ENXIO, ENOENT, hang-up) returns a `Gone` error and each later
-//! poll tries to reopen it, with a backoff capped at 1 s.
-//!
-//! The collector follows each meter's energy counter ([`super::counter`]) with the poll's
-//! time and power: a reading whose counter moved more than its power allows is dropped and
-//! counted as an `energy_counter` rejection, never stored.
+//! Real serial ports (`serialport`, 8N1/8N2/8E1 as configured), opened through a
+//! [`PortOpener`] so that the collector's reconnect logic runs as well on an in-memory line
+//! in tests as on `/dev/ttyUSB0`.
 
-use crate::SourceId;
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serialport::SerialPort;
 
-use super::counter::{CounterStep, EnergyTracker};
-use super::cse7766::Hlw8032Constants;
-use super::line::LineFormat;
-use super::protocol::{Parity, Protocol, SerialSettings};
-use super::session::{MeterCounters, MeterSession, SessionError, SessionOptions, SessionState};
-use crate::plausibility::{Reason, Rejections};
-use crate::{CollectError, Collector, Metric, Sample};
+use super::protocol::{Parity, SerialSettings};
 
 /// Why a port could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PortError {
+    /// The port could not be opened; `source` is the OS's reason, with its error number
+    /// where the OS gave one ([`PortError::explain`] says what to do about it).
     #[error("opening serial port {path}")]
     Open {
         path: PathBuf,
         #[source]
-        source: serialport::Error,
+        source: io::Error,
     },
     #[error("meter {id}: {detail}")]
     Config { id: String, detail: String },
 }
 
 impl PortError {
+    /// The OS's reason the port could not be opened, where it was a failed open.
+    pub fn os_reason(&self) -> Option<&io::Error> {
+        match self {
+            PortError::Open { source, .. } => Some(source),
+            PortError::Config { .. } => None,
+        }
+    }
+
     /// True if the port does not exist (yet): unplugged, or a pty not created.
     pub fn is_missing(&self) -> bool {
-        match self {
-            PortError::Open { source, .. } => matches!(
-                source.kind(),
-                serialport::ErrorKind::Io(std::io::ErrorKind::NotFound)
-            ),
-            PortError::Config { .. } => false,
-        }
+        self.os_reason()
+            .is_some_and(|e| e.kind() == io::ErrorKind::NotFound)
     }
 
     /// True if another program holds the port: `serialport` opens ports exclusively
-    /// (`TIOCEXCL` and an exclusive `flock`) and reports EBUSY or a held lock as `NoDevice`.
+    /// (`TIOCEXCL` and an exclusive `flock`).
     pub fn is_busy(&self) -> bool {
-        match self {
-            PortError::Open { source, .. } => source.kind() == serialport::ErrorKind::NoDevice,
-            PortError::Config { .. } => false,
-        }
+        self.os_reason()
+            .is_some_and(|e| e.kind() == io::ErrorKind::ResourceBusy)
     }
 
-    /// What a user reads when the port could not be opened: which port, why (the OS reason)
-    /// and what to do. `was_open`: the port worked earlier in this run (so it was unplugged,
-    /// rather than never there).
+    /// True if this user may not open the port.
+    pub fn is_denied(&self) -> bool {
+        self.os_reason()
+            .is_some_and(|e| e.kind() == io::ErrorKind::PermissionDenied)
+    }
+
+    /// What a user reads when the port could not be opened: the port, the OS's reason (once)
+    /// and what to do, as `PORT: REASON: what to do`. `was_open`: the port worked earlier in
+    /// this run (so it was unplugged, rather than never there).
     pub fn explain(&self, was_open: bool) -> String {
         let PortError::Open { path, source } = self else {
             return self.to_string();
         };
         let path = path.display();
-        let reason = source.to_string();
-        if self.is_missing() && was_open {
-            format!("{path} is gone ({reason}): unplugged? It is reopened as soon as it returns")
+        let advice: &str = if self.is_missing() && was_open {
+            "unplugged? It is reopened as soon as it returns"
         } else if self.is_missing() {
-            format!(
-                "{path} does not exist ({reason}): check that the adapter is plugged in and \
-                 that this is its name (ls /dev/serial/by-id/ lists the adapters present)"
-            )
+            "check that the adapter is plugged in and that this is its name (ls \
+             /dev/serial/by-id/ lists the adapters present)"
         } else if self.is_busy() {
-            format!(
-                "{path} is in use by another program ({reason}): while `wattson run` is \
-                 running it holds the meter; stop it (systemctl stop wattson) or the other \
-                 program, then try again"
-            )
+            "in use by another program: while `wattson run` is running it holds \
+             the meter; stop it (systemctl stop wattson) or the other program, then try again"
+        } else if self.is_denied() {
+            "add the service user to the dialout group (the group that owns serial ports; \
+             the installed unit runs wattson with SupplementaryGroups=dialout), or run as a \
+             user in it"
         } else {
-            format!("cannot open {path}: {reason}")
-        }
+            return format!("{path}: {source}");
+        };
+        format!("{path}: {source}: {advice}")
+    }
+}
+
+/// The OS's reason `serialport` could not open `path`. `serialport` keeps the error
+/// number's text but not the number, so a failed `open(2)` is repeated here (without
+/// becoming the controlling terminal, without waiting for the line) to get the OS's own
+/// error; a port another program holds is not touched again.
+fn os_reason(path: &Path, e: serialport::Error) -> io::Error {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if e.kind() == serialport::ErrorKind::NoDevice {
+        // EBUSY from TIOCEXCL, or another program's exclusive flock.
+        return io::Error::new(io::ErrorKind::ResourceBusy, e.description);
+    }
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Err(os) => os,
+        // open(2) worked: the failure came after it (not a terminal, settings refused).
+        Ok(_) => io::Error::from(e),
     }
 }
 
@@ -112,436 +131,102 @@ pub fn open(
         .flow_control(serialport::FlowControl::None)
         .timeout(read_timeout)
         .open()
-        .map_err(|source| PortError::Open {
+        .map_err(|e| PortError::Open {
             path: path.to_owned(),
-            source,
+            source: os_reason(path, e),
         })
 }
 
-/// One `[[meter]]` (or several sharing one port, polled in turn).
-#[derive(Debug, Clone)]
-pub struct MeterConfig {
-    /// Samples' source is `meter:<id>`.
-    pub id: String,
-    pub protocol: Protocol,
-    pub port: PathBuf,
-    pub serial: SerialSettings,
-    /// Modbus addresses on this line (empty: the protocol default; ignored when streaming).
-    pub addresses: Vec<u8>,
-    /// Per-address meter ids, same length as `addresses` (samples then come from
-    /// `meter:<ids[i]>`); empty: one id for all, channel = address when there are several.
-    pub ids: Vec<String>,
-    /// Poll interval, ms (the daemon schedules polls; kept here for its convenience).
-    pub interval_ms: u64,
-    /// Reply/record timeout, ms (protocol default).
-    pub timeout_ms: u64,
-    /// Required for `protocol = "line"`.
-    pub line: Option<LineFormat>,
-    pub hlw8032: Hlw8032Constants,
-}
+/// A byte stream to a meter: what a session talks through.
+pub trait MeterPort: Read + Write + Send {}
 
-impl MeterConfig {
-    /// Protocol defaults for everything but id and port.
-    pub fn new(id: impl Into<String>, protocol: Protocol, port: impl Into<PathBuf>) -> Self {
-        MeterConfig {
-            id: id.into(),
-            protocol,
-            port: port.into(),
-            serial: protocol.default_serial(),
-            addresses: protocol.default_address().into_iter().collect(),
-            ids: Vec::new(),
-            interval_ms: 1000,
-            timeout_ms: protocol.response_timeout_ms(),
-            line: None,
-            hlw8032: Hlw8032Constants::default(),
-        }
-    }
+impl<T: Read + Write + Send + ?Sized> MeterPort for T {}
 
-    /// Check what the types cannot.
-    pub fn validate(&self) -> Result<(), PortError> {
-        let bad = |detail: String| {
-            Err(PortError::Config {
-                id: self.id.clone(),
-                detail,
-            })
-        };
-        if self.protocol.is_polled() {
-            if self.addresses.is_empty() {
-                return bad("a Modbus meter needs at least one address".into());
-            }
-            if let Some(a) = self
-                .addresses
-                .iter()
-                .find(|&&a| a == 0 || (a > 0xF7 && a != 0xF8))
-            {
-                return bad(format!(
-                    "address {a} is not 1..=247 (or 248, the PZEM general address)"
-                ));
-            }
-            if self.addresses.len() > 1 && self.addresses.contains(&0xF8) {
-                return bad(
-                    "address 248 answers for every PZEM: only usable with one meter on the line"
-                        .into(),
-                );
-            }
-        }
-        if !self.ids.is_empty() && self.ids.len() != self.addresses.len() {
-            return bad(format!(
-                "{} ids for {} addresses",
-                self.ids.len(),
-                self.addresses.len()
-            ));
-        }
-        if self.protocol == Protocol::Line {
-            match &self.line {
-                None => return bad("protocol \"line\" needs a line format".into()),
-                Some(f) => f.validate().or_else(|e| bad(e.to_string()))?,
-            }
-        }
-        if self.timeout_ms == 0 {
-            return bad("timeout must be > 0".into());
-        }
-        Ok(())
-    }
-
-    fn session_options(&self) -> SessionOptions {
-        SessionOptions {
-            timeout: Duration::from_millis(self.timeout_ms),
-            line: self.line.clone(),
-            hlw8032: self.hlw8032,
-            wattsup_interval_s: (self.interval_ms / 1000).max(1) as u32,
-            ..SessionOptions::for_protocol(self.protocol)
-        }
-    }
-}
-
-/// Longest wait between reopen attempts, ms.
-pub const MAX_REOPEN_BACKOFF_MS: i64 = 1000;
-
-/// A meter (or a bus of meters) as a [`Collector`].
-pub struct MeterCollector {
-    config: MeterConfig,
-    name: SourceId,
-    session: Option<MeterSession<Box<dyn SerialPort>>>,
-    state: Option<SessionState>,
-    /// Per address (in `config.addresses` order, one for a streaming meter): the energy
-    /// counter and the counter steps rejected.
-    energy: Vec<(u8, EnergyTracker, Rejections)>,
-    backoff_ms: i64,
-    next_open_ms: i64,
-    /// The port has been open at least once in this run.
-    was_open: bool,
-}
-
-impl MeterCollector {
-    /// Validates the config; the port is opened on the first poll.
-    pub fn new(config: MeterConfig) -> Result<Self, PortError> {
-        config.validate()?;
-        let state = SessionState::new(&config.addresses);
-        let energy = state
-            .counters()
-            .into_iter()
-            .map(|(address, _)| {
-                let tracker = EnergyTracker::new(
-                    config.protocol.energy_wrap_wh(),
-                    config.protocol.energy_resolution_wh(),
-                );
-                (address, tracker, Rejections::default())
-            })
-            .collect();
-        Ok(MeterCollector {
-            name: SourceId::meter(&config.id),
-            config,
-            session: None,
-            state: Some(state),
-            energy,
-            backoff_ms: 0,
-            next_open_ms: i64::MIN,
-            was_open: false,
-        })
-    }
-
-    pub fn config(&self) -> &MeterConfig {
-        &self.config
-    }
-
-    /// True while the port is open.
-    pub fn is_connected(&self) -> bool {
-        self.session.is_some()
-    }
-
-    /// Counters per address (0 for a streaming meter); they survive reconnects. Readings
-    /// dropped for their energy counter count as implausible.
-    pub fn counters(&self) -> Vec<(u8, MeterCounters)> {
-        let mut counters = match (&self.session, &self.state) {
-            (Some(s), _) => s.counters(),
-            (None, Some(st)) => st.counters(),
-            (None, None) => Vec::new(),
-        };
-        for (address, c) in &mut counters {
-            if let Some((_, _, r)) = self.energy.iter().find(|(a, _, _)| a == address) {
-                c.implausible += r.total();
-                c.good_frames = c.good_frames.saturating_sub(r.total());
-            }
-        }
-        counters
-    }
-
-    /// Readings rejected per address, by reason: the plausibility rules and the energy
-    /// counter's bound together.
-    pub fn rejections(&self) -> Vec<(u8, Rejections)> {
-        let mut out = match (&self.session, &self.state) {
-            (Some(s), _) => s.rejections(),
-            (None, Some(st)) => st.rejections(),
-            (None, None) => Vec::new(),
-        };
-        for (address, r) in &mut out {
-            if let Some((_, _, counter)) = self.energy.iter().find(|(a, _, _)| a == address) {
-                r.add(counter);
-            }
-        }
-        out
-    }
-
-    /// Follows the energy counter of `r`; `Err` when its step is more than the power allows
-    /// (the reading is then dropped).
-    fn track_energy(
+/// Opens the port of a meter collector: [`SerialOpener`] opens real serial ports; a test
+/// hands out in-memory lines and fails on cue.
+pub trait PortOpener: Send {
+    /// Open `path` with `settings`; each blocking read waits at most `read_timeout`.
+    fn open(
         &mut self,
-        now_ms: i64,
-        r: &super::session::AddressReading,
-    ) -> Result<Option<f64>, SessionError> {
-        let Some(raw) = r.reading.energy_wh else {
-            return Ok(None);
-        };
-        let Some((_, tracker, rejected)) = self.energy.iter_mut().find(|(a, _, _)| *a == r.address)
-        else {
-            return Ok(None);
-        };
-        match tracker.update(now_ms, raw, r.reading.power_w) {
-            CounterStep::Rejected(why) => {
-                rejected.record(Reason::EnergyCounter);
-                Err(SessionError::Implausible {
-                    address: r.address,
-                    reason: why.detail,
-                })
-            }
-            _ => Ok(Some(tracker.total_wh())),
-        }
-    }
-
-    fn gone(&self, detail: String) -> CollectError {
-        CollectError::Gone {
-            source_name: self.name.to_string(),
-            detail,
-        }
-    }
-
-    fn ensure_open(&mut self, now_ms: i64) -> Result<(), CollectError> {
-        if self.session.is_some() {
-            return Ok(());
-        }
-        if now_ms < self.next_open_ms {
-            return Err(self.gone(format!(
-                "{} closed; reopening in {} ms",
-                self.config.port.display(),
-                self.next_open_ms - now_ms
-            )));
-        }
-        let timeout = Duration::from_millis(self.config.timeout_ms.min(1000));
-        match open(&self.config.port, self.config.serial, timeout) {
-            Ok(port) => {
-                let state = self
-                    .state
-                    .take()
-                    .unwrap_or_else(|| SessionState::new(&self.config.addresses));
-                self.session = Some(MeterSession::resume(
-                    port,
-                    self.config.protocol,
-                    state,
-                    self.config.session_options(),
-                ));
-                self.backoff_ms = 0;
-                self.was_open = true;
-                tracing::info!(meter = %self.name, port = %self.config.port.display(), "meter port open");
-                Ok(())
-            }
-            Err(e) => {
-                self.backoff_ms = (self.backoff_ms * 2).clamp(100, MAX_REOPEN_BACKOFF_MS);
-                self.next_open_ms = now_ms.saturating_add(self.backoff_ms);
-                if e.is_missing() || e.is_busy() {
-                    Err(self.gone(e.explain(self.was_open)))
-                } else {
-                    let source = match e {
-                        PortError::Open { source, .. } => std::io::Error::from(source),
-                        PortError::Config { detail, .. } => std::io::Error::other(detail),
-                    };
-                    Err(CollectError::io(&self.config.port, source))
-                }
-            }
-        }
-    }
-
-    fn source_and_channel(&self, address: u8) -> (SourceId, String) {
-        if let Some(i) = self.config.addresses.iter().position(|&a| a == address)
-            && let Some(id) = self.config.ids.get(i)
-        {
-            return (SourceId::meter(id), String::new());
-        }
-        let channel = if self.config.protocol.is_polled() && self.config.addresses.len() > 1 {
-            address.to_string()
-        } else {
-            String::new()
-        };
-        (self.name.clone(), channel)
-    }
+        path: &Path,
+        settings: SerialSettings,
+        read_timeout: Duration,
+    ) -> Result<Box<dyn MeterPort>, PortError>;
 }
 
-impl Collector for MeterCollector {
-    fn source(&self) -> &SourceId {
-        &self.name
-    }
+/// Opens real serial ports ([`open`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SerialOpener;
 
-    fn scope(&self) -> Option<crate::Scope> {
-        Some(crate::Scope::Wall)
-    }
-
-    /// Samples of every meter that answered. `Gone` (`Action::Reopen`) while the port is
-    /// missing; `Timeout`/`BadFrame` (`Action::Retry`) if no meter gave a good reading.
-    fn device_counters(&self) -> Vec<crate::DeviceCounters> {
-        let ids = &self.config().ids;
-        let rejections = self.rejections();
-        self.counters()
-            .into_iter()
-            .enumerate()
-            .map(|(i, (address, c))| crate::DeviceCounters {
-                rejected: rejections
-                    .iter()
-                    .find(|(a, _)| *a == address)
-                    .map(|(_, r)| r.clone())
-                    .unwrap_or_default(),
-                id: ids.get(i).cloned().unwrap_or_else(|| {
-                    if ids.is_empty() && self.config().addresses.len() <= 1 {
-                        self.config().id.clone()
-                    } else {
-                        format!("{}-{address}", self.config().id)
-                    }
-                }),
-                good: c.good_frames,
-                crc_errors: c.crc_errors,
-                timeouts: c.timeouts,
-                implausible: c.implausible,
-            })
-            .collect()
-    }
-
-    fn prepare(&mut self, _now_ms: i64) -> bool {
-        self.session.as_mut().is_some_and(MeterSession::begin_poll)
-    }
-
-    fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
-        self.ensure_open(now_ms)?;
-        let Some(session) = self.session.as_mut() else {
-            return Err(self.gone("port not open".into()));
-        };
-        let results = session.poll();
-        let mut samples = Vec::new();
-        let mut first_error = None;
-        let mut gone = None;
-        for r in results {
-            match r.and_then(|r| Ok((self.track_energy(now_ms, &r)?, r))) {
-                Ok((energy_total_wh, r)) => {
-                    let (source, channel) = self.source_and_channel(r.address);
-                    let mut s = r.reading.to_samples(now_ms, &source);
-                    if let Some(total) = energy_total_wh {
-                        s.push(Sample::new(
-                            now_ms,
-                            source.clone(),
-                            Metric::EnergyTotal,
-                            "",
-                            total,
-                        ));
-                    }
-                    for x in &mut s {
-                        x.channel.clone_from(&channel);
-                    }
-                    samples.extend(s);
-                }
-                Err(SessionError::Gone { source }) => gone = Some(source),
-                Err(e) => {
-                    tracing::debug!(meter = %self.name, error = %crate::ErrorChain(&e), "meter poll failed");
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(source) = gone {
-            if let Some(s) = self.session.take() {
-                self.state = Some(s.into_state());
-            }
-            // Try again at the very next poll: a replugged adapter is back within one interval.
-            self.next_open_ms = now_ms;
-            self.backoff_ms = 0;
-            return Err(self.gone(format!(
-                "{} is gone ({source}): unplugged? It is reopened as soon as it returns",
-                self.config.port.display()
-            )));
-        }
-        match (samples.is_empty(), first_error) {
-            (false, _) | (true, None) => Ok(samples),
-            (true, Some(e)) => Err(match e {
-                SessionError::Timeout { timeout_ms, .. } => CollectError::Timeout {
-                    source_name: self.name.to_string(),
-                    timeout_ms,
-                },
-                SessionError::Io { source } => CollectError::io(&self.config.port, source),
-                other => CollectError::BadFrame {
-                    source_name: self.name.to_string(),
-                    detail: crate::ErrorChain(&other).to_string(),
-                },
-            }),
-        }
+impl PortOpener for SerialOpener {
+    fn open(
+        &mut self,
+        path: &Path,
+        settings: SerialSettings,
+        read_timeout: Duration,
+    ) -> Result<Box<dyn MeterPort>, PortError> {
+        open(path, settings, read_timeout).map(|p| Box::new(p) as Box<dyn MeterPort>)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Action;
+    use crate::meter::Protocol;
 
-    #[test]
-    fn config_validation_names_the_meter() {
-        let mut c = MeterConfig::new("wall", Protocol::Pzem004t, "/nonexistent");
-        assert_eq!(c.addresses, vec![0xF8]);
-        assert!(c.validate().is_ok());
-        c.addresses = vec![1, 0xF8];
-        let e = c.validate().unwrap_err().to_string();
-        assert!(e.contains("wall") && e.contains("248"), "{e}");
-        let l = MeterConfig::new("usb", Protocol::Line, "/x");
-        assert!(
-            l.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("line format")
-        );
+    fn failed(errno: i32) -> PortError {
+        PortError::Open {
+            path: PathBuf::from("/dev/ttyUSB0"),
+            source: io::Error::from_raw_os_error(errno),
+        }
     }
 
+    /// Each failed open says `PORT: OS reason: what to do`, with the reason (and its error
+    /// number) once.
     #[test]
-    fn missing_port_is_gone_and_backs_off_at_most_one_second() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut m = MeterCollector::new(MeterConfig::new(
-            "wall",
-            Protocol::Pzem004t,
-            dir.path().join("ttyUSB9"),
-        ))
-        .unwrap();
-        let e = m.poll(0).unwrap_err();
-        assert_eq!(e.action(), Action::Reopen, "{e}");
-        assert!(e.to_string().contains("ttyUSB9"), "{e}");
-        let mut t = 0;
-        for _ in 0..10 {
-            t += 1000;
-            assert_eq!(m.poll(t).unwrap_err().action(), Action::Reopen);
+    fn a_port_that_cannot_be_opened_names_itself_and_the_os_reason_once() {
+        let denied = failed(libc::EACCES).explain(false);
+        assert!(
+            denied.starts_with(
+                "/dev/ttyUSB0: Permission denied (os error 13): add the service user to the \
+                 dialout group"
+            ),
+            "{denied}"
+        );
+        let missing = failed(libc::ENOENT).explain(false);
+        assert!(
+            missing.starts_with("/dev/ttyUSB0: No such file or directory (os error 2): check that"),
+            "{missing}"
+        );
+        assert!(failed(libc::ENOENT).explain(true).contains("unplugged?"));
+        let busy = PortError::Open {
+            path: PathBuf::from("/dev/ttyUSB0"),
+            source: io::Error::new(io::ErrorKind::ResourceBusy, "Device or resource busy"),
+        };
+        assert!(busy.is_busy() && busy.explain(false).contains("in use by another program"));
+        let odd = failed(libc::EISDIR).explain(false);
+        assert_eq!(odd, "/dev/ttyUSB0: Is a directory (os error 21)");
+        for e in [&denied, &missing, &odd] {
+            assert_eq!(e.matches("os error").count(), 1, "{e}");
+            assert_eq!(e.matches("/dev/ttyUSB0").count(), 1, "{e}");
         }
-        assert!(m.next_open_ms - t <= MAX_REOPEN_BACKOFF_MS);
-        assert!(!m.is_connected());
+    }
+
+    /// The real open of a path that is not there keeps the OS's error number.
+    #[test]
+    fn opening_a_missing_path_keeps_the_error_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open(
+            &dir.path().join("ttyUSB9"),
+            Protocol::Pzem004t.default_serial(),
+            Duration::from_millis(10),
+        )
+        .err()
+        .unwrap();
+        assert!(e.is_missing(), "{e:?}");
+        assert_eq!(
+            e.os_reason().and_then(io::Error::raw_os_error),
+            Some(libc::ENOENT)
+        );
     }
 }

@@ -6,7 +6,6 @@
 //! works while one is alone on the line. Identifying reads are harmless (no writes to a
 //! meter's settings). `timeout` is per attempt.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -185,22 +184,7 @@ fn exchange(
     timeout: Duration,
 ) -> Option<modbus::Reply> {
     let _ = io.clear(serialport::ClearBuffer::Input);
-    io.write_all(request).ok()?;
-    let deadline = std::time::Instant::now() + timeout;
-    let mut buf = [0u8; 64];
-    while std::time::Instant::now() < deadline {
-        match io.read(&mut buf) {
-            Ok(n) if n > 0 => {
-                parser.push(&buf[..n]);
-                if let Some(r) = parser.next_reply() {
-                    return r.ok();
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
-            Ok(_) | Err(_) => return None,
-        }
-    }
-    None
+    super::transport::transact(io, request, None, &mut parser, timeout).ok()
 }
 
 /// Eastron at address 1: 2400 baud first (SDM120's default), then 9600 (SDM230/SDM630).
@@ -277,16 +261,15 @@ fn probe_stream(
 /// its divider (about 1.72–1.88). A raw ratio under 150 V that scales into 180–260 V is taken
 /// as an HLW8032 on 230 V mains; otherwise CSE7766.
 fn probe_cse(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, PortError> {
-    use std::io::Read;
     let mut io = opened(path, Protocol::Cse7766, timeout)?;
     let mut decoder = CseDecoder::new(Chip::Cse7766);
     let deadline = std::time::Instant::now() + timeout;
     let mut buf = [0u8; 256];
     while std::time::Instant::now() < deadline {
-        match io.read(&mut buf) {
-            Ok(n) if n > 0 => decoder.push(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
-            Ok(_) | Err(_) => return Ok(None),
+        match super::transport::read_some(&mut io, &mut buf) {
+            Ok(0) => continue,
+            Ok(n) => decoder.push(&buf[..n]),
+            Err(_) => return Ok(None),
         }
         while let Some(r) = decoder.next_reading() {
             let Ok(r) = r else { continue };

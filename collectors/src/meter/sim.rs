@@ -10,7 +10,9 @@
 
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use crate::now_ms;
 
 use super::MeterReading;
 use super::cse7766::{Chip, CseEncoder, Hlw8032Constants};
@@ -50,12 +52,6 @@ pub struct SimulatedMeter {
     hlw8032: Hlw8032Constants,
     /// Requests answered (polled) or records sent (streaming).
     pub frames_sent: u64,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl SimulatedMeter {

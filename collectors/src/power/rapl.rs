@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use crate::sysroot::SysRoot;
 use crate::{CollectError, Collector, Metric, MonotonicClock, Sample};
 
-use super::{FileSource, RealFiles, WrappingCounter};
+use super::{FileSource, RealFiles};
+use crate::counter::WrappingCounter;
 
 const SOURCE: SourceId = SourceId::Rapl;
 const POWERCAP: &str = "class/powercap";

@@ -108,11 +108,11 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
     let cfg = super::load_config(config)?;
     // What `config check` checks beyond the file (the broker's URL, password file or
     // credential, TLS files), so that collect refuses with exit 78 what check refuses.
-    for warning in super::config_check::preflight(&cfg)? {
+    for warning in crate::runtime::preflight::preflight(&cfg)? {
         tracing::warn!("{warning}");
     }
     let Some(mqtt) = cfg.mqtt.clone() else {
-        return Err(super::config_check::unusable(
+        return Err(crate::runtime::preflight::unusable(
             &cfg,
             "mqtt".to_owned(),
             "wattson collect needs an [mqtt] section with the broker's url".to_owned(),

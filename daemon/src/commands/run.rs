@@ -9,7 +9,7 @@ use crate::runtime::daemon::{self, RunOptions};
 pub fn run(args: &RunArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut config = super::load_config(config_path)?;
     // What `config check` checks beyond the file, so that run refuses what check refuses.
-    for warning in super::config_check::preflight(&config)? {
+    for warning in crate::runtime::preflight::preflight(&config)? {
         tracing::warn!("{warning}");
     }
     if let Some(db) = &args.db {

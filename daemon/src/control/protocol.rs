@@ -9,10 +9,19 @@ use wattson_collectors::SourceId;
 use serde::{Deserialize, Serialize};
 use wattson_collectors::{DeviceCounters, Metric, Sample};
 
-use crate::runtime::live::LiveReading;
 use crate::sweep::engine::LevelResult;
-use crate::sweep::persist::Calibration;
-use crate::sweep::workload::LoopKind;
+
+/// A reading as seen by publishers (and the control socket's `status`): the live view
+/// ([`crate::runtime::live`]) keeps them; the socket carries them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LiveReading {
+    pub source: SourceId,
+    pub metric: Metric,
+    pub channel: String,
+    pub ts_ms: i64,
+    pub value: f64,
+}
+pub use crate::sweep::record::{Stored, SweepSettings};
 
 /// The protocol this wattson speaks. Any change to a message bumps it.
 pub const PROTOCOL: u32 = 1;
@@ -163,20 +172,6 @@ pub struct DaemonStatus {
     pub http: Option<String>,
 }
 
-/// How a sweep was asked to measure, stored with its run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SweepSettings {
-    pub levels: Vec<usize>,
-    pub kinds: Vec<LoopKind>,
-    pub ci_watts: f64,
-    pub ci_percent: f64,
-    pub min_samples: usize,
-    pub max_level_s: f64,
-    pub governor: Option<String>,
-    pub ci_method: String,
-}
-
 /// A sweep for the daemon to store: what `wattson sweep` measured on this connection's
 /// readings. The daemon adds the host's fingerprint, fits the levels itself, and stores the
 /// calibrations and (with `regression_check`) the verdict.
@@ -196,18 +191,6 @@ pub struct SweepRecord {
     pub complete: bool,
     pub started_ms: i64,
     pub ended_ms: i64,
-}
-
-/// What the daemon stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Stored {
-    pub run_id: i64,
-    pub database: PathBuf,
-    pub calibrations: Vec<Calibration>,
-    /// The regression check's one line, when one was made.
-    pub regression: Option<String>,
-    /// Whether it found a regression.
-    pub regression_detected: bool,
 }
 
 #[cfg(test)]

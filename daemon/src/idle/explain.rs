@@ -18,8 +18,8 @@ use wattson_collectors::{Collector, Metric, SourceId, SysRoot};
 
 use super::candidates::{Candidate, candidates, compact_names, device_of};
 use crate::config::Config;
-use crate::publish::mqtt::state::cstate_depth;
 use crate::store::{HOUR_MS, SeriesFilter, Store};
+use wattson_collectors::cpu::cpuidle::state_depth as cstate_depth;
 
 /// Share of the window above which a state counts as reached (0.1 %).
 pub const REACHED: f64 = 0.001;
@@ -124,8 +124,8 @@ pub struct IdleReport {
     pub measured: Vec<super::store::Effect>,
     /// From the daemon's hourly history (the last 30 days): the idle hours in which the
     /// package reached PC6 or deeper, and those in which it did not, with the wall draw.
-    pub hours_deep: Option<crate::report::idle::HoursGroup>,
-    pub hours_shallow: Option<crate::report::idle::HoursGroup>,
+    pub hours_deep: Option<super::history::HoursGroup>,
+    pub hours_shallow: Option<super::history::HoursGroup>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -310,9 +310,9 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleR
             let wall =
                 crate::ledger::energy::wall_power_source(s, &config.host.name, &primary).ok()?;
             let from_ms = to_ms - 30 * 24 * HOUR_MS;
-            crate::report::idle::load(s, &config.host.name, wall.as_ref(), from_ms, to_ms).ok()
+            super::history::load(s, &config.host.name, wall.as_ref(), from_ms, to_ms).ok()
         })
-        .map_or((None, None), |i| crate::report::idle::hour_groups(&i.hours));
+        .map_or((None, None), |i| super::history::hour_groups(&i.hours));
     let mut report = IdleReport {
         host: config.host.name.clone(),
         window,

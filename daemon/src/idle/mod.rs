@@ -4,6 +4,8 @@
 //! - [`explain`]: package and core C-state residency (from the database's last hour, else a
 //!   short live sample) and every power setting, turned into findings in words;
 //! - [`configs`]: each measured setting as configurations `wattson report` compares;
+//! - [`history`]: the idle hours, package residency and measured effects the database holds,
+//!   for `wattson idle` and the report;
 //! - [`candidates`]: the settings `--measure` may change, grouped one candidate per kind,
 //!   and the allowlist of files that follows from them;
 //! - [`journal`]: the original value of every file, stored in the database before the first
@@ -19,6 +21,7 @@
 pub mod candidates;
 pub mod configs;
 pub mod explain;
+pub mod history;
 pub mod journal;
 pub mod measure;
 pub mod persist;

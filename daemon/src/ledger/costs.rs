@@ -6,7 +6,7 @@
 //!
 //! Units: kWh, the tariff's currency, W, UTC ms; a `ci95` is a 95 % half-width.
 
-use chrono::{DateTime, Datelike, NaiveTime, TimeZone, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
 use wattson_collectors::SourceId;
@@ -15,8 +15,8 @@ use wattson_collectors::meter::{Accuracy, Protocol};
 use super::energy::{self, Energy, MS_PER_HOUR};
 use super::interval::{self, PowerInterval};
 use crate::analysis::cost::{self, HOURS_PER_YEAR};
-use crate::analysis::tariff::Tariff;
-use crate::config::{Config, TariffConfig};
+use crate::analysis::tariff::{Period, Tariff, TariffChange, TariffError};
+use crate::config::{Config, PeriodConfig, TariffConfig};
 use crate::store::{HOUR_MS, Store, floor_to};
 
 /// The projection looks back this far.
@@ -26,7 +26,62 @@ const MIN_PROJECTION_MS: i64 = 10_000;
 
 /// The tariff of the config as the analysis type (one conversion, shared with reports).
 pub fn tariff(cfg: &TariffConfig) -> anyhow::Result<Tariff> {
-    crate::report::input::tariff_from_config(cfg).map_err(|e| anyhow::anyhow!("[tariff]: {e}"))
+    tariff_from_config(cfg).map_err(|e| anyhow::anyhow!("[tariff]: {e}"))
+}
+
+/// The tariff the config's `[tariff]` section describes: the base prices from the start
+/// of time, then each `[[tariff.change]]` from its date, in `timezone` (else this
+/// machine's zone, else UTC).
+pub fn tariff_from_config(t: &TariffConfig) -> Result<Tariff, TariffError> {
+    let tz = t
+        .timezone
+        .as_deref()
+        .and_then(|z| z.parse::<Tz>().ok())
+        .unwrap_or_else(local_tz);
+    let periods = |ps: &[PeriodConfig]| -> Vec<Period> {
+        ps.iter()
+            .map(|p| Period {
+                start: p.start,
+                end: p.end,
+                price_per_kwh: p.price_per_kwh,
+            })
+            .collect()
+    };
+    let mut changes = vec![TariffChange {
+        effective_from: NaiveDate::MIN,
+        price_per_kwh: t.price_per_kwh,
+        periods: periods(&t.periods),
+    }];
+    changes.extend(t.changes.iter().map(|c| TariffChange {
+        effective_from: c.effective_from,
+        price_per_kwh: c.price_per_kwh,
+        periods: periods(&c.periods),
+    }));
+    Tariff::new(&t.currency, t.standing_charge_per_day, changes, tz)
+}
+
+/// This machine's IANA time zone: `$TZ`, else `/etc/timezone`, else the `/etc/localtime`
+/// link's target; UTC when none names a zone chrono-tz knows.
+pub fn local_tz() -> Tz {
+    let from_env = std::env::var("TZ")
+        .ok()
+        .map(|s| s.trim_start_matches(':').to_string());
+    let from_file = || {
+        std::fs::read_to_string("/etc/timezone")
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    let from_link = || {
+        std::fs::read_link("/etc/localtime").ok().and_then(|p| {
+            let s = p.to_string_lossy().into_owned();
+            s.split_once("zoneinfo/").map(|(_, z)| z.to_string())
+        })
+    };
+    [from_env, from_file(), from_link()]
+        .into_iter()
+        .flatten()
+        .find_map(|z| z.parse::<Tz>().ok())
+        .unwrap_or(chrono_tz::UTC)
 }
 
 /// The source that measures the whole machine at the wall: the first configured meter, else
@@ -290,5 +345,39 @@ impl RunningTotal {
             cost: self.closed.cost + o.cost + 0.0,
             covered_hours: self.closed.covered_hours + o.covered_hours,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::NaiveTime;
+
+    #[test]
+    fn tariff_from_config_keeps_periods_and_changes() {
+        let t = TariffConfig {
+            currency: "GBP".into(),
+            price_per_kwh: 0.30,
+            standing_charge_per_day: 0.5,
+            timezone: Some("Europe/London".into()),
+            periods: vec![PeriodConfig {
+                start: NaiveTime::from_hms_opt(0, 30, 0).unwrap(),
+                end: NaiveTime::from_hms_opt(7, 30, 0).unwrap(),
+                price_per_kwh: 0.07,
+            }],
+            changes: vec![crate::config::TariffChangeConfig {
+                effective_from: NaiveDate::from_ymd_opt(2027, 1, 1).unwrap(),
+                price_per_kwh: 0.25,
+                periods: vec![],
+            }],
+            ..TariffConfig::default()
+        };
+        let tariff = tariff_from_config(&t).unwrap();
+        assert_eq!(tariff.tz(), chrono_tz::Europe::London);
+        assert_eq!(tariff.standing_charge_per_day(), 0.5);
+        let at = |s: &str| tariff.price_at(s.parse::<DateTime<Utc>>().unwrap());
+        assert_eq!(at("2026-01-10T01:00:00Z"), 0.07);
+        assert_eq!(at("2026-01-10T12:00:00Z"), 0.30);
+        assert_eq!(at("2027-01-10T01:00:00Z"), 0.25);
     }
 }

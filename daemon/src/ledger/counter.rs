@@ -9,13 +9,15 @@
 //! and wraps, and keeps counting while wattson is not looking. So it is the cross-check:
 //! [`cross_check`] sums the steps of the monotonic counter total (`energy_total`, which the
 //! collectors bound by the measured power) over the window and reports how far it is from
-//! the integral.
+//! the integral. Counter steps are classified by [`wattson_collectors::counter`], the one
+//! owner of counter accounting.
 //!
 //! Units: Wh, ms.
 
 use serde::Serialize;
 use wattson_collectors::Metric;
 use wattson_collectors::SourceId;
+use wattson_collectors::counter::{self, Movement};
 use wattson_collectors::plausibility::Reason;
 
 use super::energy::Energy;
@@ -58,7 +60,11 @@ pub fn cross_check(store: &Store, e: &Energy) -> Result<Option<CounterCheck>, St
     let counter_wh: f64 = points
         .windows(2)
         .filter(|w| integrate::continuous(w[0].0, w[1].0, max_pair, &gaps))
-        .map(|w| (w[1].1 - w[0].1).max(0.0))
+        .map(|w| match counter::movement(w[0].1, w[1].1, None) {
+            Movement::Up(d) => d,
+            // A new daemon run, whose first sample is 0: nothing counted across it.
+            Movement::Wrapped(_) | Movement::Down => 0.0,
+        })
         .sum();
     let difference_wh = e.wh - counter_wh;
     Ok(Some(CounterCheck {
@@ -87,10 +93,7 @@ pub fn rejections(store: &Store, host: &str) -> Result<Vec<SourceRejections>, St
         let mut n = 0.0;
         let mut prev: Option<f64> = None;
         for (_, v) in &points {
-            n += match prev {
-                Some(p) if *v >= p => v - p,
-                _ => *v,
-            };
+            n += counter::run_increase(prev, *v);
             prev = Some(*v);
         }
         if n <= 0.0 {

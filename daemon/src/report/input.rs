@@ -10,12 +10,11 @@ use std::collections::BTreeMap;
 use wattson_collectors::SourceId;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use chrono_tz::Tz;
 use serde::Serialize;
 
 pub use crate::analysis::gpu_idle::GpuPoint;
-use crate::analysis::tariff::{Period, Tariff, TariffChange, TariffError};
-use crate::config::{ManualConfig, PeriodConfig, TariffConfig};
+use crate::analysis::tariff::Tariff;
+use crate::config::ManualConfig;
 
 /// Everything [`super::model::build`] needs.
 #[derive(Debug, Clone)]
@@ -275,93 +274,12 @@ impl ConfigInput {
     }
 }
 
-/// The tariff the config's `[tariff]` section describes: the base prices from the start
-/// of time, then each `[[tariff.change]]` from its date, in `timezone` (else this
-/// machine's zone, else UTC).
-pub fn tariff_from_config(t: &TariffConfig) -> Result<Tariff, TariffError> {
-    let tz = t
-        .timezone
-        .as_deref()
-        .and_then(|z| z.parse::<Tz>().ok())
-        .unwrap_or_else(local_tz);
-    let periods = |ps: &[PeriodConfig]| -> Vec<Period> {
-        ps.iter()
-            .map(|p| Period {
-                start: p.start,
-                end: p.end,
-                price_per_kwh: p.price_per_kwh,
-            })
-            .collect()
-    };
-    let mut changes = vec![TariffChange {
-        effective_from: NaiveDate::MIN,
-        price_per_kwh: t.price_per_kwh,
-        periods: periods(&t.periods),
-    }];
-    changes.extend(t.changes.iter().map(|c| TariffChange {
-        effective_from: c.effective_from,
-        price_per_kwh: c.price_per_kwh,
-        periods: periods(&c.periods),
-    }));
-    Tariff::new(&t.currency, t.standing_charge_per_day, changes, tz)
-}
-
-/// This machine's IANA time zone: `$TZ`, else `/etc/timezone`, else the `/etc/localtime`
-/// link's target; UTC when none names a zone chrono-tz knows.
-pub fn local_tz() -> Tz {
-    let from_env = std::env::var("TZ")
-        .ok()
-        .map(|s| s.trim_start_matches(':').to_string());
-    let from_file = || {
-        std::fs::read_to_string("/etc/timezone")
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
-    let from_link = || {
-        std::fs::read_link("/etc/localtime").ok().and_then(|p| {
-            let s = p.to_string_lossy().into_owned();
-            s.split_once("zoneinfo/").map(|(_, z)| z.to_string())
-        })
-    };
-    [from_env, from_file(), from_link()]
-        .into_iter()
-        .flatten()
-        .find_map(|z| z.parse::<Tz>().ok())
-        .unwrap_or(chrono_tz::UTC)
-}
+/// The tariff of a `[tariff]` section, and this machine's time zone: the ledger's.
+pub use crate::ledger::costs::{local_tz, tariff_from_config};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::NaiveTime;
-
-    #[test]
-    fn tariff_from_config_keeps_periods_and_changes() {
-        let t = TariffConfig {
-            currency: "GBP".into(),
-            price_per_kwh: 0.30,
-            standing_charge_per_day: 0.5,
-            timezone: Some("Europe/London".into()),
-            periods: vec![PeriodConfig {
-                start: NaiveTime::from_hms_opt(0, 30, 0).unwrap(),
-                end: NaiveTime::from_hms_opt(7, 30, 0).unwrap(),
-                price_per_kwh: 0.07,
-            }],
-            changes: vec![crate::config::TariffChangeConfig {
-                effective_from: NaiveDate::from_ymd_opt(2027, 1, 1).unwrap(),
-                price_per_kwh: 0.25,
-                periods: vec![],
-            }],
-            ..TariffConfig::default()
-        };
-        let tariff = tariff_from_config(&t).unwrap();
-        assert_eq!(tariff.tz(), chrono_tz::Europe::London);
-        assert_eq!(tariff.standing_charge_per_day(), 0.5);
-        let at = |s: &str| tariff.price_at(s.parse::<DateTime<Utc>>().unwrap());
-        assert_eq!(at("2026-01-10T01:00:00Z"), 0.07);
-        assert_eq!(at("2026-01-10T12:00:00Z"), 0.30);
-        assert_eq!(at("2027-01-10T01:00:00Z"), 0.25);
-    }
 
     #[test]
     fn manual_configs_carry_modes_and_upgrade_cost() {

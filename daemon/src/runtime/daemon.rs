@@ -11,15 +11,15 @@ use wattson_collectors::SourceId;
 use anyhow::Context as _;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
-use wattson_collectors::SysRoot;
-use wattson_collectors::cpu::CpuCollector;
 
 use super::health::Health;
 use super::live::LiveState;
 use super::sampler::{self, Control, Heartbeat, InPoll, SampleSink, Scheduled};
+use super::wiring::plug_collectors;
+pub use super::wiring::{build_collectors, estimate_collector, store_options};
 use crate::config::Config;
 use crate::runtime::notify::Notifier;
-use crate::store::{StoreHandle, StoreOptions};
+use crate::store::StoreHandle;
 
 /// What `wattson run` is asked to do.
 #[derive(Debug, Clone, Default)]
@@ -46,209 +46,6 @@ impl SampleSink for StoreSink {
         if let Err(e) = self.0.record_gap(source, start_ms, end_ms, reason) {
             tracing::warn!("gap not recorded: {}", wattson_collectors::ErrorChain(&e));
         }
-    }
-}
-
-/// Build the collector set the config asks for. Sources that cannot work here are logged
-/// once and left out; a meter that is unplugged at start is kept (it reconnects).
-pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
-    let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
-    let mut out = Vec::new();
-    if config.cpu.enabled {
-        let cpu = CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
-        for (part, state) in cpu.availability() {
-            if let Err(why) = state {
-                tracing::info!("cpu {part}: unavailable: {why}");
-            }
-        }
-        out.push(Scheduled::new(Box::new(cpu), config.cpu.interval));
-    }
-    for (meter, interval) in crate::sources::meters::build_collectors(&config.meters)? {
-        out.push(Scheduled::new(Box::new(meter), interval));
-    }
-    out.extend(power_sources(config, &root));
-    out.extend(super::services_sink::collector(config, &root));
-    Ok(out)
-}
-
-/// The power sources inside the box and around it that this machine has. Each one that is
-/// asked for but cannot work here is logged once, with why, and left out.
-fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
-    use wattson_collectors::power::{hwmon, ipmi, nut, nvml, rapl};
-    let p = &config.power;
-    let mut out: Vec<Scheduled> = Vec::new();
-    let mut add = |name: &dyn std::fmt::Display,
-                   r: Result<Box<dyn wattson_collectors::Collector>, String>,
-                   every: Duration| match r {
-        Ok(c) => out.push(Scheduled::new(c, every)),
-        Err(why) => tracing::info!("{name}: unavailable: {why}"),
-    };
-    if p.rapl {
-        add(
-            &SourceId::Rapl,
-            rapl::RaplCollector::new(root)
-                .map(|c| Box::new(c) as _)
-                .map_err(|e| e.to_string()),
-            p.interval,
-        );
-    }
-    if p.hwmon {
-        add(
-            &SourceId::Hwmon,
-            hwmon::HwmonCollector::new(root)
-                .map(|c| Box::new(c) as _)
-                .map_err(|e| e.to_string()),
-            p.interval,
-        );
-    }
-    if p.gpu {
-        add(
-            &SourceId::Gpu,
-            nvml::NvmlCollector::new()
-                .map(|c| Box::new(c) as _)
-                .map_err(|e| e.to_string()),
-            p.interval,
-        );
-    }
-    if p.ipmi {
-        let cfg = ipmi::IpmiConfig {
-            program: p.ipmi_command.clone(),
-            args: p.ipmi_args.clone(),
-            timeout: Duration::from_secs(5),
-            accept_deactivated: false,
-        };
-        add(
-            &SourceId::Ipmi,
-            ipmi::IpmiCollector::new(cfg)
-                .map(|c| Box::new(c) as _)
-                .map_err(|e| e.to_string()),
-            p.ipmi_interval,
-        );
-    }
-    for u in &config.ups {
-        let password = match &u.password_file {
-            None => None,
-            Some(f) => match std::fs::read_to_string(f) {
-                Ok(s) => Some(s.trim().to_owned()),
-                Err(e) => {
-                    tracing::warn!(
-                        "ups {}: cannot read password_file {}: {}",
-                        u.id,
-                        f.display(),
-                        wattson_collectors::ErrorChain(&e)
-                    );
-                    continue;
-                }
-            },
-        };
-        let mut cfg = nut::NutConfig::new(u.host.clone(), u.name.clone());
-        cfg.port = u.port;
-        cfg.username.clone_from(&u.username);
-        cfg.password = password;
-        add(
-            &format!("ups {}", u.id),
-            nut::NutCollector::new(cfg)
-                .map(|c| Box::new(c) as _)
-                .map_err(|e| e.to_string()),
-            u.interval,
-        );
-    }
-    out
-}
-
-/// With no wall meter here (none configured and no smart plug, or every configured port
-/// absent at start), the wall draw estimated from the calibration a sweep stored for this
-/// host (see [`crate::sources::estimate`]), if there is one and its source works here.
-pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
-    let meter_here = config.meters.iter().any(|m| m.port.exists()) || !config.plugs.is_empty();
-    if meter_here || !config.storage.path.exists() {
-        return None;
-    }
-    let store = match crate::store::Store::open_read_only(&config.storage.path) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::info!(
-                "no wall estimate: reading calibrations: {}",
-                wattson_collectors::ErrorChain(&e)
-            );
-            return None;
-        }
-    };
-    let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
-    match crate::sources::estimate::collector_for_host(&store, &config.host.name, &root) {
-        Ok(Some(c)) => {
-            let cal = c.estimator().calibration();
-            tracing::info!(
-                "no wall meter: estimating wall power as {:.1} W + {:.3} x {} (an estimate, +/- {:.1} W, from a sweep)",
-                cal.intercept_w,
-                cal.slope,
-                cal.source,
-                2.0 * cal.rms_error_w
-            );
-            Some(Scheduled::new(Box::new(c), config.power.interval))
-        }
-        Ok(None) => None,
-        Err(e) => {
-            tracing::info!("no wall estimate: reading calibrations: {e:#}");
-            None
-        }
-    }
-}
-
-/// Smart plugs over MQTT, as wall meters; needs the async runtime for their subscription.
-fn plug_collectors(config: &Config, cancel: &CancellationToken) -> anyhow::Result<Vec<Scheduled>> {
-    use crate::sources::PlugSpec;
-    let (Some(mqtt), false) = (&config.mqtt, config.plugs.is_empty()) else {
-        return Ok(Vec::new());
-    };
-    let specs: Vec<PlugSpec> = config
-        .plugs
-        .iter()
-        .map(|p| PlugSpec {
-            id: p.id.clone(),
-            kind: p.kind,
-            topic: p.topic.clone(),
-        })
-        .collect();
-    let (_task, collectors) = crate::sources::plug::spawn_plugs(mqtt, &specs, cancel.child_token())
-        .context("subscribing to the smart plugs")?;
-    Ok(collectors
-        .into_iter()
-        .map(|c| Scheduled::new(Box::new(c), Duration::from_secs(1)))
-        .collect())
-}
-
-/// Store options from the config: each source's spacing is its configured interval (smart
-/// plugs report when they do: theirs is learned from the data).
-pub fn store_options(config: &Config) -> StoreOptions {
-    let ms = |d: Duration| d.as_millis() as i64;
-    let mut spacing: std::collections::HashMap<SourceId, i64> = config
-        .meters
-        .iter()
-        .map(|m| (SourceId::meter(&m.id), ms(m.interval)))
-        .collect();
-    spacing.insert(SourceId::Cpu, ms(config.cpu.interval));
-    for source in [
-        SourceId::Rapl,
-        SourceId::Hwmon,
-        SourceId::Gpu,
-        SourceId::Estimate,
-    ] {
-        spacing.insert(source, ms(config.power.interval));
-    }
-    spacing.insert(SourceId::Ipmi, ms(config.power.ipmi_interval));
-    for u in &config.ups {
-        spacing.insert(SourceId::ups(&u.name), ms(u.interval));
-    }
-    StoreOptions {
-        host: config.host.name.clone(),
-        raw_retention_ms: config.storage.raw_retention.as_millis() as i64,
-        detail_retention_ms: config.storage.detail_retention.as_millis() as i64,
-        spacing_ms: spacing,
-        // The sampler already holds samples for `[storage] flush_interval`; the store commits
-        // each batch at once, so a crash loses at most that interval (not 2 s more).
-        flush_interval: Duration::ZERO,
-        ..StoreOptions::default()
     }
 }
 
@@ -680,7 +477,7 @@ fn reload(
     notifier.reloading();
     let path = opts.config_path.clone().or_else(|| current.source.clone());
     let new = match Config::load(path.as_deref())
-        .and_then(|c| crate::commands::config_check::preflight(&c).map(|warnings| (c, warnings)))
+        .and_then(|c| super::preflight::preflight(&c).map(|warnings| (c, warnings)))
     {
         Ok((c, warnings)) => {
             for w in warnings {

@@ -42,15 +42,8 @@ struct Inner {
     cores: BTreeMap<(Metric, String), (i64, f64)>,
 }
 
-/// A reading as seen by publishers (and the control socket's `status`).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct LiveReading {
-    pub source: SourceId,
-    pub metric: Metric,
-    pub channel: String,
-    pub ts_ms: i64,
-    pub value: f64,
-}
+/// A reading as seen by publishers (and the control socket's `status`, which carries it).
+pub use crate::control::protocol::LiveReading;
 
 impl LiveState {
     /// Record one sampling pass's samples (called by the sampler only, once per pass, so

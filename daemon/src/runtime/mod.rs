@@ -7,5 +7,7 @@ pub mod health;
 pub mod ledger_feed;
 pub mod live;
 pub mod notify;
+pub mod preflight;
 pub mod sampler;
 pub mod services_sink;
+pub mod wiring;

@@ -105,29 +105,101 @@ impl InPoll {
 }
 
 /// The current wall-clock time in UTC milliseconds.
-pub fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
+pub use wattson_collectors::now_ms;
+
+/// The sampler's time: the monotonic clock its schedule runs on, the wall clock (UTC ms) its
+/// samples are stamped with, and its wait for the next due poll or a control message.
+/// Injected, so the schedule, the grid and the gaps are tested without sleeping.
+pub trait Clock {
+    /// Monotonic now.
+    fn now(&self) -> Instant;
+    /// Wall-clock now, UTC ms.
+    fn now_ms(&self) -> i64;
+    /// The next control message, waiting for it until `deadline` at most.
+    fn wait(
+        &mut self,
+        control: &Receiver<Control>,
+        deadline: Instant,
+    ) -> Result<Control, RecvTimeoutError>;
+}
+
+/// The machine's clocks; waiting blocks on the control channel.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn now_ms(&self) -> i64 {
+        now_ms()
+    }
+
+    fn wait(
+        &mut self,
+        control: &Receiver<Control>,
+        deadline: Instant,
+    ) -> Result<Control, RecvTimeoutError> {
+        control.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+    }
 }
 
 /// Run the sampling loop on the current thread until [`Control::Stop`] or the sender drops.
 pub fn run(
-    mut collectors: Vec<Scheduled>,
-    mut sink: Box<dyn SampleSink>,
+    collectors: Vec<Scheduled>,
+    sink: Box<dyn SampleSink>,
     control: &Receiver<Control>,
     flush_interval: Duration,
     live: &LiveState,
     heartbeat: &Heartbeat,
     in_poll: &InPoll,
 ) {
+    let outputs = Outputs {
+        live,
+        heartbeat,
+        in_poll,
+    };
+    run_with_clock(
+        collectors,
+        sink,
+        control,
+        flush_interval,
+        &outputs,
+        &mut SystemClock,
+    );
+}
+
+/// What the sampling loop reports to besides the sink.
+pub struct Outputs<'a> {
+    pub live: &'a LiveState,
+    pub heartbeat: &'a Heartbeat,
+    pub in_poll: &'a InPoll,
+}
+
+/// [`run`] on `clock`.
+pub fn run_with_clock(
+    mut collectors: Vec<Scheduled>,
+    mut sink: Box<dyn SampleSink>,
+    control: &Receiver<Control>,
+    flush_interval: Duration,
+    outputs: &Outputs<'_>,
+    clock: &mut dyn Clock,
+) {
+    let Outputs {
+        live,
+        heartbeat,
+        in_poll,
+    } = *outputs;
     let mut buffer: Vec<Sample> = Vec::with_capacity(256);
-    let mut next_flush = Instant::now() + flush_interval;
+    let mut next_flush = clock.now() + flush_interval;
     loop {
         let next_poll = collectors
             .iter()
             .filter(|c| !c.stopped)
             .map(|c| c.next_due)
             .min()
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            .unwrap_or_else(|| clock.now() + Duration::from_secs(3600));
         // A flush rides on the next poll when one comes within another flush interval, so
         // it costs no wake-up of its own.
         let wake = if next_poll <= next_flush + flush_interval {
@@ -135,7 +207,7 @@ pub fn run(
         } else {
             next_flush
         };
-        match control.recv_timeout(wake.saturating_duration_since(Instant::now())) {
+        match clock.wait(control, wake) {
             Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => break,
             Ok(Control::Replace {
                 collectors: mut new,
@@ -145,7 +217,7 @@ pub fn run(
                     if keep.iter().any(|k| k == old.source()) {
                         new.push(old);
                     } else {
-                        close_gap_on_exit(&old, &mut *sink);
+                        close_gap_on_exit(&old, &mut *sink, clock.now_ms());
                     }
                 }
                 tracing::info!(
@@ -162,12 +234,12 @@ pub fn run(
         }
         // Sources due within a few ms of each other share one wake-up: their schedules are
         // on the same wall-clock grid but were started microseconds apart.
-        let now = Instant::now() + SAME_TICK;
+        let now = clock.now() + SAME_TICK;
         // Meters with a request in flight are read last, so their replies travel while the
         // other sources are read: one wake-up per tick rather than one more per meter.
         let mut in_flight = Vec::new();
         for (i, c) in collectors.iter_mut().enumerate() {
-            if !c.stopped && c.next_due <= now && c.collector.prepare(now_ms()) {
+            if !c.stopped && c.next_due <= now && c.collector.prepare(clock.now_ms()) {
                 in_flight.push(i);
             }
         }
@@ -178,7 +250,7 @@ pub fn run(
                     continue;
                 }
                 in_poll.enter(c.source());
-                poll_one(c, &mut buffer, &mut *sink, live);
+                poll_one(c, clock.now_ms(), &mut buffer, &mut *sink, live);
                 in_poll.leave();
                 // Keep the schedule on its grid; if we fell behind, skip ahead rather than
                 // burst.
@@ -192,25 +264,25 @@ pub fn run(
         if buffer.len() > pass_start {
             live.observe(&buffer[pass_start..]);
         }
-        heartbeat.store(now_ms(), Ordering::Relaxed);
-        if Instant::now() >= next_flush {
+        heartbeat.store(clock.now_ms(), Ordering::Relaxed);
+        if clock.now() >= next_flush {
             if !buffer.is_empty() {
                 sink.samples(std::mem::take(&mut buffer));
             }
-            next_flush = Instant::now() + flush_interval;
+            next_flush = clock.now() + flush_interval;
         }
     }
     if !buffer.is_empty() {
         sink.samples(buffer);
     }
     for c in &collectors {
-        close_gap_on_exit(c, &mut *sink);
+        close_gap_on_exit(c, &mut *sink, clock.now_ms());
     }
 }
 
-fn close_gap_on_exit(c: &Scheduled, sink: &mut dyn SampleSink) {
+fn close_gap_on_exit(c: &Scheduled, sink: &mut dyn SampleSink, now_ms: i64) {
     if let (Some(since), Some((_, why))) = (c.last_good_ms, &c.failing_since) {
-        sink.gap(c.source(), since, now_ms(), why);
+        sink.gap(c.source(), since, now_ms, why);
     }
 }
 
@@ -242,11 +314,12 @@ fn until_grid(interval: Duration) -> Duration {
 
 fn poll_one(
     c: &mut Scheduled,
+    now_ms: i64,
     buffer: &mut Vec<Sample>,
     sink: &mut dyn SampleSink,
     live: &LiveState,
 ) {
-    let ts = grid_ms(now_ms(), c.interval);
+    let ts = grid_ms(now_ms, c.interval);
     let result = c.collector.poll(ts);
     let counters = c.collector.device_counters();
     if !counters.is_empty() {
@@ -328,6 +401,7 @@ fn on_error(c: &mut Scheduled, e: &CollectError, ts: i64) {
     }
     match action {
         Action::Stop => {
+            let e = e.strip_prefix("unavailable: ").unwrap_or(&e);
             tracing::warn!("{}: unavailable, no longer polled: {}", c.source(), e);
             c.stopped = true;
         }
@@ -359,6 +433,19 @@ mod tests {
     static TEST: std::sync::LazyLock<SourceId> =
         std::sync::LazyLock::new(|| SourceId::meter("test"));
 
+    /// The test source's one power sample at `now_ms`.
+    fn reading(now_ms: i64) -> Sample {
+        Sample::new(now_ms, TEST.clone(), Metric::Power, "", 42.0)
+    }
+
+    /// The test source unplugged.
+    fn unplugged() -> CollectError {
+        CollectError::Gone {
+            source_name: TEST.to_string(),
+            detail: "unplugged".into(),
+        }
+    }
+
     /// Fails while the shared flag says so; otherwise returns one power sample.
     struct Flaky {
         fail: Arc<Mutex<bool>>,
@@ -372,18 +459,9 @@ mod tests {
         fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
             self.polls.fetch_add(1, Ordering::SeqCst);
             if *self.fail.lock().unwrap() {
-                Err(CollectError::Gone {
-                    source_name: TEST.to_string(),
-                    detail: "unplugged".into(),
-                })
+                Err(unplugged())
             } else {
-                Ok(vec![Sample::new(
-                    now_ms,
-                    TEST.clone(),
-                    Metric::Power,
-                    "",
-                    42.0,
-                )])
+                Ok(vec![reading(now_ms)])
             }
         }
     }
@@ -470,5 +548,115 @@ mod tests {
             "a sample was stored inside the gap"
         );
         assert!(samples.len() >= 6);
+    }
+
+    /// Simulated time: a wait for a due poll moves the clock to it at once, unless a control
+    /// message is waiting.
+    struct ManualClock {
+        base: Instant,
+        offset: Duration,
+        wall0_ms: i64,
+    }
+
+    impl Clock for ManualClock {
+        fn now(&self) -> Instant {
+            self.base + self.offset
+        }
+        fn now_ms(&self) -> i64 {
+            self.wall0_ms + self.offset.as_millis() as i64
+        }
+        fn wait(
+            &mut self,
+            control: &Receiver<Control>,
+            deadline: Instant,
+        ) -> Result<Control, RecvTimeoutError> {
+            match control.try_recv() {
+                Ok(c) => Ok(c),
+                Err(mpsc::TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+                Err(mpsc::TryRecvError::Empty) => {
+                    self.offset = self
+                        .offset
+                        .max(deadline.saturating_duration_since(self.base));
+                    Err(RecvTimeoutError::Timeout)
+                }
+            }
+        }
+    }
+
+    /// Fails the polls numbered in `failing` (from 0) and stops the sampler after `stop_after`.
+    struct Scripted {
+        polls: usize,
+        failing: std::ops::Range<usize>,
+        stop_after: usize,
+        stop: mpsc::Sender<Control>,
+    }
+
+    impl Collector for Scripted {
+        fn source(&self) -> &SourceId {
+            &TEST
+        }
+        fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
+            let n = self.polls;
+            self.polls += 1;
+            if self.polls == self.stop_after {
+                let _ = self.stop.send(Control::Stop);
+            }
+            if self.failing.contains(&n) {
+                return Err(unplugged());
+            }
+            Ok(vec![reading(now_ms)])
+        }
+    }
+
+    /// The schedule on an injected clock: one poll per interval on the wall-clock grid, and
+    /// the outage recorded as one gap from the last good poll to the first good one after,
+    /// to the millisecond (no sleeping, no real time).
+    #[test]
+    fn on_a_manual_clock_polls_keep_the_grid_and_an_outage_is_one_exact_gap() {
+        const T0: i64 = 1_700_000_000_000;
+        let mut clock = ManualClock {
+            base: Instant::now(),
+            offset: Duration::ZERO,
+            wall0_ms: T0,
+        };
+        let (tx, rx) = mpsc::channel();
+        let mut scheduled = Scheduled::new(
+            Box::new(Scripted {
+                polls: 0,
+                failing: 2..4,
+                stop_after: 6,
+                stop: tx,
+            }),
+            Duration::from_secs(1),
+        );
+        scheduled.next_due = clock.now();
+        let rec = Recorder::default();
+        let live = LiveState::default();
+        let outputs = Outputs {
+            live: &live,
+            heartbeat: &Arc::new(AtomicI64::new(0)),
+            in_poll: &InPoll::default(),
+        };
+        run_with_clock(
+            vec![scheduled],
+            Box::new(rec.clone()),
+            &rx,
+            Duration::from_secs(2),
+            &outputs,
+            &mut clock,
+        );
+        let ts: Vec<i64> = rec
+            .samples
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.ts_ms)
+            .collect();
+        assert_eq!(ts, [T0, T0 + 1000, T0 + 4000, T0 + 5000]);
+        assert_eq!(
+            *rec.gaps.lock().unwrap(),
+            [(TEST.clone(), T0 + 1000, T0 + 4000)]
+        );
+        assert_eq!(outputs.heartbeat.load(Ordering::Relaxed), T0 + 5000);
     }
 }

@@ -14,7 +14,7 @@ use wattson_collectors::{CollectError, Collector, Metric, Sample, Scope, SourceI
 use crate::sweep::persist::Calibration;
 
 /// The channel of the estimate's error, W.
-pub const ERROR_CHANNEL: &str = "error";
+pub const ERROR_CHANNEL: &str = wattson_collectors::source::channel::ESTIMATE_ERROR;
 
 /// One estimate: the wall draw and its error, W.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -18,7 +18,7 @@
 //! their size.
 //!
 //! Every reading passes the shared plausibility rules ([`wattson_collectors::plausibility`])
-//! and the energy counter's bound ([`wattson_collectors::meter::counter`]); a reading that
+//! and the energy counter's bound ([`wattson_collectors::counter`]); a reading that
 //! fails is dropped and counted by reason in [`Collector::device_counters`].
 
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
@@ -28,7 +28,7 @@ use rumqttc::QoS;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use wattson_collectors::meter::{CounterStep, EnergyTracker};
+use wattson_collectors::counter::{EnergyStep, EnergyTracker};
 use wattson_collectors::plausibility::{Limits, Reason, Rejections};
 use wattson_collectors::{CollectError, Collector, DeviceCounters, Metric, Sample, Scope};
 
@@ -210,7 +210,7 @@ impl PlugCollector {
         }
         let total = match r.energy_wh {
             Some(wh) => match self.energy.update(ts, wh, Some(r.power_w)) {
-                CounterStep::Rejected(why) => {
+                EnergyStep::Rejected(why) => {
                     tracing::debug!("{}: reading dropped: {why}", self.name);
                     return Err(why.reason);
                 }
@@ -337,7 +337,7 @@ pub fn spawn_plugs(
             match parsed {
                 // A full channel means the sampler has not polled: drop, it wants the newest.
                 Ok(r) => {
-                    let _ = tx.try_send((crate::runtime::sampler::now_ms(), r));
+                    let _ = tx.try_send((wattson_collectors::now_ms(), r));
                 }
                 Err(e) => conn.skip(&m, &wattson_collectors::ErrorChain(&e)),
             }

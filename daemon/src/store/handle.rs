@@ -115,9 +115,9 @@ impl StoreHandle {
         let join = std::thread::Builder::new()
             .name("wattson-store".to_owned())
             .spawn(move || run(writer, &rx))
-            .map_err(|e| StoreError::Open {
+            .map_err(|source| StoreError::Thread {
                 path: thread_path,
-                source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
+                source,
             })?;
         Ok((StoreHandle { tx, shared }, join))
     }

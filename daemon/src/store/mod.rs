@@ -153,6 +153,12 @@ pub enum StoreError {
         series_id: i64,
         metric: String,
     },
+    #[error("starting the writer thread of database {path}")]
+    Thread {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("store queue for {path} is full: batch dropped ({dropped_batches} dropped so far)")]
     QueueFull { path: PathBuf, dropped_batches: u64 },
     #[error("store writer for {path} has stopped")]
@@ -382,6 +388,41 @@ pub struct Store {
     companions: Vec<(PathBuf, (u64, u64))>,
 }
 
+/// What a database file is, by its `application_id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Identity {
+    Wattson,
+    /// No application id and nothing in it: a file SQLite just created.
+    New,
+}
+
+/// The file's identity: wattson's, or (when `new_allowed`) new and empty; anything else is
+/// [`StoreError::NotWattson`].
+fn identify(conn: &Connection, path: &Path, new_allowed: bool) -> Result<Identity, StoreError> {
+    let sql = |source| StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
+    let application_id: i32 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(sql)?;
+    if application_id == APPLICATION_ID {
+        return Ok(Identity::Wattson);
+    }
+    if new_allowed && application_id == 0 {
+        let objects: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+            .map_err(sql)?;
+        if objects == 0 {
+            return Ok(Identity::New);
+        }
+    }
+    Err(StoreError::NotWattson {
+        path: path.to_owned(),
+        application_id,
+    })
+}
+
 impl Store {
     /// Opens (creating and migrating if needed) the database at `path` for writing.
     pub fn open(path: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
@@ -402,19 +443,7 @@ impl Store {
                 detail: file::read_only_detail(path),
             });
         }
-        let application_id: i32 = conn
-            .query_row("PRAGMA application_id", [], |r| r.get(0))
-            .map_err(sql)?;
-        if application_id != APPLICATION_ID {
-            let objects: i64 = conn
-                .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
-                .map_err(sql)?;
-            if application_id != 0 || objects != 0 {
-                return Err(StoreError::NotWattson {
-                    path: path.to_owned(),
-                    application_id,
-                });
-            }
+        if identify(&conn, path, true)? == Identity::New {
             // A new file: 16 KiB pages waste less of each page on raw chunks (about 1.5
             // KiB each) than the default 4 KiB. Must come before anything is written.
             conn.pragma_update(None, "page_size", PAGE_SIZE)
@@ -473,15 +502,7 @@ impl Store {
             source,
         };
         conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
-        let application_id: i32 = conn
-            .query_row("PRAGMA application_id", [], |r| r.get(0))
-            .map_err(sql)?;
-        if application_id != APPLICATION_ID {
-            return Err(StoreError::NotWattson {
-                path: path.to_owned(),
-                application_id,
-            });
-        }
+        identify(&conn, path, false)?;
         check_version(&conn, path, true)?;
         Ok(Store {
             conn,

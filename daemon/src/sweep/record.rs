@@ -8,9 +8,35 @@ use super::engine::SweepOutcome;
 use super::fingerprint::Fingerprint;
 use super::persist::{self, Calibration};
 use super::regression::{self, Check};
+use super::workload::LoopKind;
 use crate::config::MeterConfig;
-use crate::control::protocol::SweepSettings;
 use crate::store::Store;
+
+/// How a sweep was asked to measure, stored with its run.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSettings {
+    pub levels: Vec<usize>,
+    pub kinds: Vec<LoopKind>,
+    pub ci_watts: f64,
+    pub ci_percent: f64,
+    pub min_samples: usize,
+    pub max_level_s: f64,
+    pub governor: Option<String>,
+    pub ci_method: String,
+}
+
+/// What the daemon stored.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Stored {
+    pub run_id: i64,
+    pub database: std::path::PathBuf,
+    pub calibrations: Vec<Calibration>,
+    /// The regression check's one line, when one was made.
+    pub regression: Option<String>,
+    /// Whether it found a regression.
+    pub regression_detected: bool,
+}
 
 /// A sweep to store under configuration `name`.
 pub struct Finished<'a> {
@@ -33,8 +59,8 @@ pub struct Recorded {
 
 impl Recorded {
     /// As the control protocol's reply (and the command's output) says it.
-    pub fn into_stored(self, database: std::path::PathBuf) -> crate::control::protocol::Stored {
-        crate::control::protocol::Stored {
+    pub fn into_stored(self, database: std::path::PathBuf) -> Stored {
+        Stored {
             run_id: self.run_id,
             database,
             calibrations: self.calibrations,

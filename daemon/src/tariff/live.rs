@@ -155,7 +155,7 @@ pub fn spawn(
                     continue;
                 }
             };
-            let now_ms = crate::runtime::sampler::now_ms();
+            let now_ms = wattson_collectors::now_ms();
             let (cur, origin) = (currency.clone(), topic.clone());
             let stored = store
                 .query_async(move |s| {

@@ -1,0 +1,140 @@
+//! What a meter session keeps and reports: per-address counters and rejections (carried
+//! across reconnects in [`SessionState`]), its options, its readings and errors.
+
+use std::io;
+use std::time::Duration;
+
+use super::super::cse7766::Hlw8032Constants;
+use super::super::line::LineFormat;
+use super::super::protocol::Protocol;
+use super::super::{FrameError, MeterReading};
+use crate::plausibility::{Limits, Rejections};
+
+/// Per-meter counters, readable by the daemon.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MeterCounters {
+    /// Replies or records that decoded and passed the plausibility filter.
+    pub good_frames: u64,
+    /// Replies or records that failed a CRC, checksum or syntax check.
+    pub crc_errors: u64,
+    /// Requests with no (complete) reply within the timeout.
+    pub timeouts: u64,
+    /// Frames that decoded but failed the plausibility filter.
+    pub implausible: u64,
+    /// Bytes skipped while resynchronising.
+    pub bytes_discarded: u64,
+}
+
+/// Why one address's poll failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("address {address}: no reply within {timeout_ms} ms")]
+    Timeout { address: u8, timeout_ms: u64 },
+    #[error("address {address}")]
+    Frame {
+        address: u8,
+        #[source]
+        source: FrameError,
+    },
+    #[error("address {address}: implausible reading: {reason}")]
+    Implausible { address: u8, reason: String },
+    #[error("port gone")]
+    Gone {
+        #[source]
+        source: io::Error,
+    },
+    #[error("port I/O")]
+    Io {
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A good reading from one address.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AddressReading {
+    /// Modbus address (0 for streaming meters).
+    pub address: u8,
+    pub reading: MeterReading,
+    /// Records the reading is the mean of (1 for polled meters).
+    pub records: u32,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct AddressState {
+    pub(super) address: u8,
+    pub(super) counters: MeterCounters,
+    pub(super) rejections: Rejections,
+    pub(super) unsupported: Vec<u16>,
+}
+
+/// Per-address state that outlives a port (counters, rejections, registers known to be
+/// unsupported): carried from one session to the next across reconnects.
+#[derive(Debug, Clone)]
+pub struct SessionState {
+    pub(super) addresses: Vec<AddressState>,
+}
+
+impl SessionState {
+    /// Fresh state for `addresses` (streaming meters: pass `[0]`).
+    pub fn new(addresses: &[u8]) -> Self {
+        let addresses = if addresses.is_empty() {
+            &[0u8][..]
+        } else {
+            addresses
+        };
+        SessionState {
+            addresses: addresses
+                .iter()
+                .map(|&address| AddressState {
+                    address,
+                    counters: MeterCounters::default(),
+                    rejections: Rejections::default(),
+                    unsupported: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Counters per address.
+    pub fn counters(&self) -> Vec<(u8, MeterCounters)> {
+        self.addresses
+            .iter()
+            .map(|a| (a.address, a.counters))
+            .collect()
+    }
+
+    /// Readings rejected by the plausibility rules, per address, by reason.
+    pub fn rejections(&self) -> Vec<(u8, Rejections)> {
+        self.addresses
+            .iter()
+            .map(|a| (a.address, a.rejections.clone()))
+            .collect()
+    }
+}
+
+/// Session settings; [`SessionOptions::for_protocol`] gives the defaults.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Reply (polled) or record (streaming) timeout.
+    pub timeout: Duration,
+    /// What a reading may show ([`Limits::for_ac`] of the protocol by default).
+    pub limits: Limits,
+    /// Required for [`Protocol::Line`].
+    pub line: Option<LineFormat>,
+    pub hlw8032: Hlw8032Constants,
+    /// Watts Up logging interval, s.
+    pub wattsup_interval_s: u32,
+}
+
+impl SessionOptions {
+    pub fn for_protocol(protocol: Protocol) -> Self {
+        SessionOptions {
+            timeout: Duration::from_millis(protocol.response_timeout_ms()),
+            limits: Limits::for_ac(protocol.is_ac()),
+            line: None,
+            hlw8032: Hlw8032Constants::default(),
+            wattsup_interval_s: 1,
+        }
+    }
+}

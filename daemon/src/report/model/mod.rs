@@ -1,0 +1,534 @@
+//! The report itself: [`build`] turns a [`ReportInput`] into a [`Report`], the numbers every
+//! format renders. `Report` serialises to the `wattson report --format json` contract of
+//! DESIGN.md (`currency`, `price_per_kwh`, `configs[].name/modes/fit`,
+//! `comparisons[].from/to/annual_saving/payback_years`), extended with more fields.
+//!
+//! Units: watts (W), kWh per 365-day year ([`HOURS_PER_YEAR`] hours), the tariff's currency
+//! per year, UTC milliseconds for instants, kg CO2 per year. A `ci95` is the half-width of a
+//! 95 % interval in its value's unit.
+//!
+//! Comparisons run from the baseline (the configuration that costs most at the headline, or
+//! the first one `--configs` names) to each other one (the candidates), so N configurations
+//! give N-1 comparisons; a candidate's `upgrade_cost` (or `--upgrade-cost`) is what moving
+//! to it costs.
+//! Their headline is at `--mode` when given, else at this machine's measured duty cycle
+//! when the database has a utilisation history, else at idle (a home server spends most of
+//! its time idle); the saving in every mode both share is listed beside it.
+//!
+//! Here: the report, its configurations and their modes, and [`build`]; `select` picks the
+//! configurations, `sections` builds the regression, fit and GPU idle sections, `compare` the
+//! comparisons.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+use thiserror::Error;
+
+use super::input::{
+    ConfigInput, ConfigKind, ConfigStatus, LevelInput, ModeInput, Paired, ReportInput,
+};
+use super::measured::measured_report;
+pub use super::measured::{DayFigure, GapReport, MeasuredReport, ModelledReport};
+use crate::analysis::cost::{AnnualFigure, CostError, HOURS_PER_YEAR, annual_cost, annual_kwh};
+use crate::analysis::modes::{level_loops, level_name};
+use crate::analysis::tariff::Tariff;
+
+mod compare;
+mod sections;
+mod select;
+#[cfg(test)]
+#[allow(clippy::many_single_char_names)]
+mod tests;
+
+pub use compare::{ComparisonReport, ModeSaving};
+use compare::{comparisons, headline_watts};
+pub use sections::{
+    FitReport, GpuIdleReport, LevelReport, RegressionCheckReport, RegressionReport,
+    RegressionStatus,
+};
+use sections::{fit_report, gpu_idle_report, regression_report};
+pub use select::{resolve_config_list, select_configs};
+
+/// The headline basis when a measured duty cycle decides it.
+pub const DUTY_CYCLE: &str = "duty cycle";
+
+const MS_PER_HOUR: f64 = 3_600_000.0;
+
+/// Why a report cannot be built.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ReportError {
+    /// A figure could not be priced.
+    #[error("pricing {what}")]
+    Cost {
+        what: String,
+        #[source]
+        source: CostError,
+    },
+    /// `--mode` names a mode no configuration has.
+    #[error("no configuration has a mode named {mode:?}; modes present: {known}")]
+    UnknownMode { mode: String, known: String },
+    /// `--configs` names a configuration that does not exist.
+    #[error("no configuration named {name:?}; known: {known}")]
+    UnknownConfig { name: String, known: String },
+}
+
+/// A whole report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// RFC 3339, UTC.
+    pub generated_at: String,
+    pub host: Option<String>,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// The base price in force on `reference_date`, currency per kWh.
+    pub price_per_kwh: f64,
+    /// The time-weighted mean price over the report year, currency per kWh: what a constant
+    /// load pays (differs from `price_per_kwh` with time-of-use periods or dated changes).
+    pub mean_price_per_kwh: f64,
+    /// Currency per day; never part of a running cost or a saving.
+    pub standing_charge_per_day: f64,
+    /// `standing_charge_per_day` x 365, currency.
+    pub standing_charge_per_year: f64,
+    /// Hours in the report's year: 8760.
+    pub year_hours: f64,
+    /// Why a year is 8760 hours and what the annual figures mean.
+    pub year_explanation: String,
+    /// Local date the priced year starts (YYYY-MM-DD).
+    pub reference_date: String,
+    /// g CO2 per kWh when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub co2_g_per_kwh: Option<f64>,
+    /// What the comparisons' headline is at: a mode name or [`DUTY_CYCLE`].
+    pub headline_mode: String,
+    /// Which configuration the comparisons start from: `costliest` (at the headline mode,
+    /// the default) or `first` (the first of `--configs`).
+    pub baseline: Baseline,
+    pub configs: Vec<ConfigReport>,
+    pub comparisons: Vec<ComparisonReport>,
+    /// This machine's recorded energy, when a database had any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<MeasuredReport>,
+    /// Idle-power regression checks (`wattson sweep --regression-check`).
+    pub regression: RegressionReport,
+    /// Per GPU: busy / idle with a resident process / idle bare, and what the resident
+    /// process's idle draw costs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuIdleReport>,
+    /// What each service costs (estimates), where the database has CPU time per service.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub services: Option<crate::services::ServicesEstimate>,
+    /// Real tariffs: pricing per slot, the fallback, the tariff comparison, CO2 per slot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tariffs: Option<super::tariffs::TariffReport>,
+    /// "Idle: where the watts go": package C-states and the measured idle settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<super::idle::IdleReport>,
+    /// Plain-words caveats.
+    pub notes: Vec<String>,
+}
+
+/// How the comparisons' baseline was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Baseline {
+    /// The configuration that costs most at the headline: every comparison is a saving.
+    Costliest,
+    /// The first configuration `--configs` named.
+    First,
+}
+
+/// One configuration's figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConfigReport {
+    pub name: String,
+    pub kind: ConfigKind,
+    pub status: ConfigStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<serde_json::Value>,
+    /// Currency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade_cost: Option<f64>,
+    /// standby, idle, 1 loop, ... in that order.
+    pub modes: Vec<ModeReport>,
+    /// The sweep's fit, where a sweep exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit: Option<FitReport>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<LevelReport>,
+    /// Average watts under this machine's measured utilisation history.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duty_cycle: Option<ModeReport>,
+    /// Measured against another configuration in alternating phases (`wattson idle
+    /// --measure`); its comparison is with that one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired: Option<Paired>,
+}
+
+/// One mode's annual figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModeReport {
+    pub name: String,
+    /// W.
+    pub watts: f64,
+    /// W, where measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci95_watts: Option<f64>,
+    /// kWh per year.
+    pub annual_kwh: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annual_kwh_ci95: Option<f64>,
+    /// Currency per year, energy only.
+    pub annual_cost: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annual_cost_ci95: Option<f64>,
+    /// kg CO2 per year, when a carbon intensity was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annual_co2_kg: Option<f64>,
+    /// What weakens this figure (the sweep level's warnings), in words; also in `notes`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// Annual figures priced at one mean price (the year's price does not depend on watts, so
+/// it is computed once).
+struct Pricer {
+    unit: AnnualFigure,
+    co2: Option<f64>,
+}
+
+impl Pricer {
+    fn new(tariff: &Tariff, reference: NaiveDate, co2: Option<f64>) -> Result<Self, ReportError> {
+        let unit =
+            annual_cost(1.0, None, tariff, reference).map_err(|source| ReportError::Cost {
+                what: format!("the year from {reference}"),
+                source,
+            })?;
+        Ok(Pricer { unit, co2 })
+    }
+
+    fn figure(&self, watts: f64, ci95: Option<f64>) -> AnnualFigure {
+        let kwh = annual_kwh(watts);
+        let kwh_ci95 = ci95.map(|c| annual_kwh(c.abs()));
+        let p = self.unit.mean_price_per_kwh;
+        AnnualFigure {
+            watts,
+            watts_ci95: ci95,
+            kwh,
+            kwh_ci95,
+            cost: kwh * p,
+            cost_ci95: kwh_ci95.map(|c| c * p),
+            mean_price_per_kwh: p,
+            currency: self.unit.currency.clone(),
+            price_basis: self.unit.price_basis.clone(),
+        }
+    }
+
+    fn mode(&self, name: &str, watts: f64, ci95: Option<f64>) -> ModeReport {
+        let f = self.figure(watts, ci95);
+        ModeReport {
+            name: name.to_string(),
+            watts,
+            ci95_watts: ci95,
+            annual_kwh: f.kwh,
+            annual_kwh_ci95: f.kwh_ci95,
+            annual_cost: f.cost,
+            annual_cost_ci95: f.cost_ci95,
+            annual_co2_kg: self.co2.map(|g| f.kwh * g / 1000.0),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+pub(crate) fn rfc3339(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .map_or_else(|| format!("{ms} ms"), |t| t.to_rfc3339())
+}
+
+/// A sweep's modes from its levels of the fit's kind (else the first kind).
+fn modes_of(c: &ConfigInput) -> Vec<ModeInput> {
+    if !c.modes.is_empty() || c.levels.is_empty() {
+        return c.modes.clone();
+    }
+    let kind = c
+        .fit
+        .as_ref()
+        .map_or_else(|| c.levels[0].kind.clone(), |f| f.kind.clone());
+    let mut levels: Vec<&LevelInput> = c.levels.iter().filter(|l| l.kind == kind).collect();
+    levels.sort_by_key(|l| l.loops);
+    levels
+        .iter()
+        .map(|l| ModeInput {
+            name: level_name(l.loops),
+            watts: l.mean_w,
+            ci95_watts: Some(l.ci95_w),
+            warnings: l.warnings.clone(),
+        })
+        .collect()
+}
+
+/// Time-weighted mean of `f(busy)` over the utilisation history, and the hours it covers.
+pub(super) fn over_history(util: &[(i64, i64, f64)], f: impl Fn(f64) -> f64) -> Option<(f64, f64)> {
+    let mut sum = 0.0;
+    let mut ms = 0.0;
+    for &(s, e, busy) in util {
+        if e > s && busy.is_finite() {
+            let d = (e - s) as f64;
+            sum += f(busy.max(0.0)) * d;
+            ms += d;
+        }
+    }
+    (ms > 0.0).then(|| (sum / ms, ms / MS_PER_HOUR))
+}
+
+/// Watts as a function of busy CPUs: the fit where there is one, else straight lines
+/// between the level modes (idle, 1 loop, ...), held at the top level beyond it.
+fn watts_at(c: &ConfigInput, modes: &[ModeInput]) -> Option<Box<dyn Fn(f64) -> f64>> {
+    if let Some(f) = &c.fit {
+        let (a, b) = (f.idle_watts, f.watts_per_loop);
+        return Some(Box::new(move |u| a + b * u));
+    }
+    let mut pts: Vec<(f64, f64)> = modes
+        .iter()
+        .filter_map(|m| level_loops(&m.name).map(|n| (f64::from(n), m.watts)))
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if pts.first().is_none_or(|p| p.0 != 0.0) {
+        return None;
+    }
+    Some(Box::new(move |u| {
+        let i = pts.partition_point(|p| p.0 <= u);
+        if i >= pts.len() {
+            return pts[pts.len() - 1].1;
+        }
+        let (x0, y0) = pts[i - 1];
+        let (x1, y1) = pts[i];
+        y0 + (y1 - y0) * (u - x0) / (x1 - x0)
+    }))
+}
+
+/// Builds the report. Pure: the same input gives the same report.
+pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
+    let opts = &input.options;
+    let tariff = &input.tariff;
+    let pricer = Pricer::new(tariff, opts.reference_date, opts.co2_g_per_kwh)?;
+    let configs = select_configs(&input.configs, &opts.configs)?;
+    let mut notes = Vec::new();
+    let utilisation = input
+        .measured
+        .as_ref()
+        .map_or(&[][..], |m| m.utilisation.as_slice());
+
+    let mut reports = Vec::with_capacity(configs.len());
+    for c in &configs {
+        let modes = modes_of(c);
+        // Idle alone says nothing of the watts at a duty cycle.
+        let duty_cycle = watts_at(c, &modes)
+            .filter(|_| c.kind != ConfigKind::IdleMeasure)
+            .and_then(|f| over_history(utilisation, f))
+            .map(|(w, _)| pricer.mode(DUTY_CYCLE, w, None));
+        if c.status == ConfigStatus::Partial {
+            notes.push(format!(
+                "{:?}: the sweep was interrupted; only the levels shown were measured",
+                c.name
+            ));
+        }
+        reports.push(ConfigReport {
+            name: c.name.clone(),
+            kind: c.kind,
+            status: c.status,
+            host: c.host.clone(),
+            description: c.description.clone(),
+            fingerprint: c.fingerprint.clone(),
+            upgrade_cost: c.upgrade_cost,
+            modes: modes
+                .iter()
+                .map(|m| {
+                    for w in &m.warnings {
+                        notes.push(format!("{:?} {}: {w}", c.name, m.name));
+                    }
+                    ModeReport {
+                        warnings: m.warnings.clone(),
+                        ..pricer.mode(&m.name, m.watts, m.ci95_watts)
+                    }
+                })
+                .collect(),
+            fit: c.fit.as_ref().map(|f| {
+                let mut fit = fit_report(f, &pricer);
+                let levels = c.levels.iter().filter(|l| l.kind == f.kind).count();
+                if levels == 2 {
+                    let w = "the fit rests on two levels: a line through two points always \
+                             fits, so its r2 says nothing and watts per loop is unchecked"
+                        .to_owned();
+                    notes.push(format!("{:?} fit: {w}", c.name));
+                    fit.notes.push(w);
+                }
+                fit
+            }),
+            levels: c
+                .levels
+                .iter()
+                .map(|l| LevelReport {
+                    kind: l.kind.clone(),
+                    loops: l.loops,
+                    mean_w: l.mean_w,
+                    ci95_w: l.ci95_w,
+                    residency: l.residency.clone(),
+                    mean_mhz: l.mean_mhz,
+                    ops_per_s: l.ops_per_s,
+                    joules_per_op: l.joules_per_op,
+                    annual_cost: pricer.figure(l.mean_w, None).cost,
+                })
+                .collect(),
+            duty_cycle,
+            paired: c.paired.clone(),
+        });
+    }
+
+    let headline = match &opts.mode {
+        Some(m) => {
+            if !reports.iter().any(|r| r.modes.iter().any(|x| &x.name == m)) {
+                let mut known: Vec<&str> = reports
+                    .iter()
+                    .flat_map(|r| r.modes.iter().map(|x| x.name.as_str()))
+                    .collect();
+                known.sort_by_key(|k| crate::analysis::modes::mode_rank(k));
+                known.dedup();
+                return Err(ReportError::UnknownMode {
+                    mode: m.clone(),
+                    known: if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    },
+                });
+            }
+            m.clone()
+        }
+        // Configurations measured at idle only do not decide it: they are compared at idle
+        // with the one they were measured against.
+        None if {
+            let modelled: Vec<&ConfigReport> = reports
+                .iter()
+                .filter(|r| r.kind != ConfigKind::IdleMeasure)
+                .collect();
+            modelled.len() > 1 && modelled.iter().all(|r| r.duty_cycle.is_some())
+        } =>
+        {
+            DUTY_CYCLE.to_string()
+        }
+        None => "idle".to_string(),
+    };
+
+    // Unless --configs gave an order, the costliest configuration at the headline comes
+    // first and is the baseline, so comparisons read as what moving to each cheaper one
+    // saves (configurations without the headline mode keep their order, last).
+    let baseline = if opts.configs.is_empty() {
+        let at = |r: &ConfigReport| headline_watts(r, &headline);
+        reports.sort_by(|a, b| match (at(a), at(b)) {
+            (Some(x), Some(y)) => y.total_cmp(&x),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
+        Baseline::Costliest
+    } else {
+        Baseline::First
+    };
+    let comparisons = comparisons(&reports, &headline, &pricer, opts, &mut notes);
+
+    let measured = match &input.measured {
+        Some(m) => Some(measured_report(m, tariff, &configs, input.host.as_deref())?),
+        None => None,
+    };
+    if let Some(m) = &measured {
+        for w in &m.warnings {
+            notes.push(format!("measured: {w}"));
+        }
+        if !m.gaps.is_empty() {
+            notes.push(format!(
+                "{} meter gap(s) totalling {:.1} h are not interpolated; measured figures are \
+                 annualised over the {:.1} h covered",
+                m.gaps.len(),
+                m.gap_hours,
+                m.covered_hours
+            ));
+        }
+        if m.modelled.is_none() {
+            notes.push(
+                "no sweep fit and utilisation history to model this machine's cost from"
+                    .to_string(),
+            );
+        }
+    }
+    if headline == DUTY_CYCLE {
+        notes.push(
+            "comparisons are at this machine's measured duty cycle: each configuration's watts \
+             at the same busy CPUs over the recorded utilisation history"
+                .to_string(),
+        );
+    }
+    if tariff.standing_charge_per_day() > 0.0 {
+        notes.push(
+            "the standing charge is paid whether or not a machine runs, so it is shown \
+             separately and never counted in a running cost or a saving"
+                .to_string(),
+        );
+    }
+
+    let regression = regression_report(&input.regression, &pricer);
+    if regression.status == RegressionStatus::Detected {
+        notes.push(
+            "idle power has risen since the baseline sweep (see Idle-power regression): \
+             check C-states, disk spin-down and newly added devices"
+                .to_string(),
+        );
+    }
+    let gpus: Vec<GpuIdleReport> = input
+        .gpus
+        .iter()
+        .map(|g| gpu_idle_report(g, &pricer))
+        .collect();
+
+    let tariffs = super::tariffs::tariff_report(
+        tariff,
+        input.measured.as_ref(),
+        &opts.tariffs,
+        opts.carbon.as_ref(),
+        opts.co2_g_per_kwh,
+    )?;
+    if let Some(b) = &pricer.unit.price_basis {
+        notes.push(format!("annual costs are at {}", b.text));
+    }
+    let base = tariff.change_for(opts.reference_date);
+    Ok(Report {
+        generated_at: input.generated_at.to_rfc3339(),
+        host: input.host.clone(),
+        currency: tariff.currency().to_string(),
+        price_per_kwh: base.price_per_kwh,
+        mean_price_per_kwh: pricer.unit.mean_price_per_kwh,
+        standing_charge_per_day: tariff.standing_charge_per_day(),
+        standing_charge_per_year: tariff.standing_charge_per_day() * HOURS_PER_YEAR / 24.0,
+        year_hours: HOURS_PER_YEAR,
+        year_explanation: format!(
+            "a year is 365 days x 24 h = {HOURS_PER_YEAR} h; annual kWh = watts x {HOURS_PER_YEAR} / 1000, \
+             annual cost = annual kWh x the mean price per kWh over the year from {}",
+            opts.reference_date
+        ),
+        reference_date: opts.reference_date.to_string(),
+        co2_g_per_kwh: opts.co2_g_per_kwh,
+        headline_mode: headline,
+        baseline,
+        configs: reports,
+        comparisons,
+        measured,
+        regression,
+        gpus,
+        services: None,
+        tariffs,
+        idle: super::idle::build(&input.idle, tariff, opts.reference_date),
+        notes,
+    })
+}

@@ -1,0 +1,221 @@
+//! What the config asks the daemon to run: the collector set with each source's interval
+//! (meters, CPU, RAPL/hwmon/GPU/IPMI/UPS, smart plugs, the estimated wall) and the store's
+//! options. `wattson run` and a reload build from here; `sweep`, `idle` and `collect` open
+//! the store with the same options.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio_util::sync::CancellationToken;
+use wattson_collectors::cpu::CpuCollector;
+use wattson_collectors::{SourceId, SysRoot};
+
+use super::sampler::Scheduled;
+use crate::config::Config;
+use crate::store::StoreOptions;
+
+/// Build the collector set the config asks for. Sources that cannot work here are logged
+/// once and left out; a meter that is unplugged at start is kept (it reconnects).
+pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
+    let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
+    let mut out = Vec::new();
+    if config.cpu.enabled {
+        let cpu = CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
+        for (part, state) in cpu.availability() {
+            if let Err(why) = state {
+                tracing::info!("cpu {part}: unavailable: {why}");
+            }
+        }
+        out.push(Scheduled::new(Box::new(cpu), config.cpu.interval));
+    }
+    for (meter, interval) in crate::sources::meters::build_collectors(&config.meters)? {
+        out.push(Scheduled::new(Box::new(meter), interval));
+    }
+    out.extend(power_sources(config, &root));
+    out.extend(super::services_sink::collector(config, &root));
+    Ok(out)
+}
+
+/// The power sources inside the box and around it that this machine has. Each one that is
+/// asked for but cannot work here is logged once, with why, and left out.
+fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
+    use wattson_collectors::power::{hwmon, ipmi, nut, nvml, rapl};
+    let p = &config.power;
+    let mut out: Vec<Scheduled> = Vec::new();
+    let mut add = |name: &dyn std::fmt::Display,
+                   r: Result<Box<dyn wattson_collectors::Collector>, String>,
+                   every: Duration| match r {
+        Ok(c) => out.push(Scheduled::new(c, every)),
+        Err(why) => tracing::info!("{name}: unavailable: {why}"),
+    };
+    if p.rapl {
+        add(
+            &SourceId::Rapl,
+            rapl::RaplCollector::new(root)
+                .map(|c| Box::new(c) as _)
+                .map_err(|e| e.to_string()),
+            p.interval,
+        );
+    }
+    if p.hwmon {
+        add(
+            &SourceId::Hwmon,
+            hwmon::HwmonCollector::new(root)
+                .map(|c| Box::new(c) as _)
+                .map_err(|e| e.to_string()),
+            p.interval,
+        );
+    }
+    if p.gpu {
+        add(
+            &SourceId::Gpu,
+            nvml::NvmlCollector::new()
+                .map(|c| Box::new(c) as _)
+                .map_err(|e| e.to_string()),
+            p.interval,
+        );
+    }
+    if p.ipmi {
+        let cfg = ipmi::IpmiConfig {
+            program: p.ipmi_command.clone(),
+            args: p.ipmi_args.clone(),
+            timeout: Duration::from_secs(5),
+            accept_deactivated: false,
+        };
+        add(
+            &SourceId::Ipmi,
+            ipmi::IpmiCollector::new(cfg)
+                .map(|c| Box::new(c) as _)
+                .map_err(|e| e.to_string()),
+            p.ipmi_interval,
+        );
+    }
+    for u in &config.ups {
+        let password = match &u.password_file {
+            None => None,
+            Some(f) => match std::fs::read_to_string(f) {
+                Ok(s) => Some(s.trim().to_owned()),
+                Err(e) => {
+                    tracing::warn!(
+                        "ups {}: cannot read password_file {}: {}",
+                        u.id,
+                        f.display(),
+                        wattson_collectors::ErrorChain(&e)
+                    );
+                    continue;
+                }
+            },
+        };
+        let mut cfg = nut::NutConfig::new(u.host.clone(), u.name.clone());
+        cfg.port = u.port;
+        cfg.username.clone_from(&u.username);
+        cfg.password = password;
+        add(
+            &format!("ups {}", u.id),
+            nut::NutCollector::new(cfg)
+                .map(|c| Box::new(c) as _)
+                .map_err(|e| e.to_string()),
+            u.interval,
+        );
+    }
+    out
+}
+
+/// With no wall meter here (none configured and no smart plug, or every configured port
+/// absent at start), the wall draw estimated from the calibration a sweep stored for this
+/// host (see [`crate::sources::estimate`]), if there is one and its source works here.
+pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
+    let meter_here = config.meters.iter().any(|m| m.port.exists()) || !config.plugs.is_empty();
+    if meter_here || !config.storage.path.exists() {
+        return None;
+    }
+    let store = match crate::store::Store::open_read_only(&config.storage.path) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::info!(
+                "no wall estimate: reading calibrations: {}",
+                wattson_collectors::ErrorChain(&e)
+            );
+            return None;
+        }
+    };
+    let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
+    match crate::sources::estimate::collector_for_host(&store, &config.host.name, &root) {
+        Ok(Some(c)) => {
+            let cal = c.estimator().calibration();
+            tracing::info!(
+                "no wall meter: estimating wall power as {:.1} W + {:.3} x {} (an estimate, +/- {:.1} W, from a sweep)",
+                cal.intercept_w,
+                cal.slope,
+                cal.source,
+                2.0 * cal.rms_error_w
+            );
+            Some(Scheduled::new(Box::new(c), config.power.interval))
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::info!("no wall estimate: reading calibrations: {e:#}");
+            None
+        }
+    }
+}
+
+/// Smart plugs over MQTT, as wall meters; needs the async runtime for their subscription.
+pub(super) fn plug_collectors(
+    config: &Config,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Vec<Scheduled>> {
+    use crate::sources::PlugSpec;
+    let (Some(mqtt), false) = (&config.mqtt, config.plugs.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let specs: Vec<PlugSpec> = config
+        .plugs
+        .iter()
+        .map(|p| PlugSpec {
+            id: p.id.clone(),
+            kind: p.kind,
+            topic: p.topic.clone(),
+        })
+        .collect();
+    let (_task, collectors) = crate::sources::plug::spawn_plugs(mqtt, &specs, cancel.child_token())
+        .context("subscribing to the smart plugs")?;
+    Ok(collectors
+        .into_iter()
+        .map(|c| Scheduled::new(Box::new(c), Duration::from_secs(1)))
+        .collect())
+}
+
+/// Store options from the config: each source's spacing is its configured interval (smart
+/// plugs report when they do: theirs is learned from the data).
+pub fn store_options(config: &Config) -> StoreOptions {
+    let ms = |d: Duration| d.as_millis() as i64;
+    let mut spacing: std::collections::HashMap<SourceId, i64> = config
+        .meters
+        .iter()
+        .map(|m| (SourceId::meter(&m.id), ms(m.interval)))
+        .collect();
+    spacing.insert(SourceId::Cpu, ms(config.cpu.interval));
+    for source in [
+        SourceId::Rapl,
+        SourceId::Hwmon,
+        SourceId::Gpu,
+        SourceId::Estimate,
+    ] {
+        spacing.insert(source, ms(config.power.interval));
+    }
+    spacing.insert(SourceId::Ipmi, ms(config.power.ipmi_interval));
+    for u in &config.ups {
+        spacing.insert(SourceId::ups(&u.name), ms(u.interval));
+    }
+    StoreOptions {
+        host: config.host.name.clone(),
+        raw_retention_ms: config.storage.raw_retention.as_millis() as i64,
+        detail_retention_ms: config.storage.detail_retention.as_millis() as i64,
+        spacing_ms: spacing,
+        // The sampler already holds samples for `[storage] flush_interval`; the store commits
+        // each batch at once, so a crash loses at most that interval (not 2 s more).
+        flush_interval: Duration::ZERO,
+        ..StoreOptions::default()
+    }
+}
