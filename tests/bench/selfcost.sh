@@ -215,12 +215,20 @@ snapshot() {
 echo "warming up ${WARMUP_S}s, then measuring ${WINDOW_S}s ..." >&2
 sleep "$WARMUP_S"
 kill -0 "$wattson_pid" || { echo "wattson exited: $(cat "$tmp/wattson.log")" >&2; exit 1; }
+threads() { # name:switches per thread of wattson
+    for t in /proc/"$wattson_pid"/task/*; do
+        printf '%s %s %s\n' "$(basename "$t")" "$(tr ' ' '_' <"$t/comm")" \
+            "$(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status")"
+    done
+}
+threads >"$tmp/threads0"
 w0="$(snapshot "$wattson_pid")"
 [[ -n "$collectd_pid" ]] && c0="$(snapshot "$collectd_pid")"
 [[ -n "$node_pid" ]] && n0="$(snapshot "$node_pid")"
 t0=$(date +%s.%N)
 sleep "$WINDOW_S"
 w1="$(snapshot "$wattson_pid")"
+threads >"$tmp/threads1"
 [[ -n "$collectd_pid" ]] && c1="$(snapshot "$collectd_pid")"
 [[ -n "$node_pid" ]] && n1="$(snapshot "$node_pid")"
 t1=$(date +%s.%N)
@@ -270,10 +278,11 @@ echo
 for p in "$wattson_pid" ${collectd_pid:+"$collectd_pid"} ${node_pid:+"$node_pid"}; do
     echo "RSS of $(cat "/proc/$p/comm"): $(awk '/^Rss(Anon|File|Shmem)/ { printf "%s %.1f MB  ", $1, $2 / 1024 }' "/proc/$p/status")"
 done
-echo "wattson threads at the end (name: ctxt switches total):"
-for t in /proc/"$wattson_pid"/task/*; do
-    printf '  %s: %s\n' "$(cat "$t/comm")" "$(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status")"
-done
+echo "wattson threads: context switches per second in the window"
+awk -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" '
+    NR == FNR { start[$1] = $3; next }
+    { printf "  %s: %.2f/s%s\n", $2, ($3 - ($1 in start ? start[$1] : 0)) / w, ($1 in start ? "" : " (started in the window)") }
+' "$tmp/threads0" "$tmp/threads1"
 echo "simulated meter alive at the end: $(kill -0 "${pids[0]}" 2>/dev/null && echo yes || echo NO: figures are without a meter)"
 echo "meter losses in the wattson log: $(grep -c "device gone" "$tmp/wattson.log" || true)"
 echo "wattson log warnings+errors: $(grep -cE " (WARN|ERROR) " "$tmp/wattson.log" || true)"
