@@ -14,6 +14,8 @@
 #                     cgroup v2; unset: the real /sys (on cgroup v1 the collector is off)
 #        HTTP=1       also serve [http] and let a real Prometheus (`prometheus` on the PATH,
 #                     not measured) scrape /metrics every 15 s
+#        METERS=N     N PZEM-004T meters on the one simulated bus (Modbus addresses 1..N), each
+#                     polled at 1 s (default 1)
 #        ALL=1        everything on: HTTP=1, CGROUPS=100 (unless set), [mqtt] when mosquitto
 #                     is installed: the configuration the self-cost budget is stated for
 #        NODE_EXPORTER=0  leave out Prometheus' node_exporter (default: measured beside
@@ -65,7 +67,9 @@ free_port() {
 }
 
 # --- the simulated meter (not measured) --------------------------------------------------
-"$WATTSON_BIN" meter simulate --protocol pzem004t --follow-cpu >"$tmp/sim.out" 2>"$tmp/sim.err" &
+METERS="${METERS:-1}"
+"$WATTSON_BIN" meter simulate --protocol pzem004t --follow-cpu --address "$(seq -s, 1 "$METERS")" \
+    >"$tmp/sim.out" 2>"$tmp/sim.err" &
 pids+=($!)
 for _ in $(seq 100); do [[ -s "$tmp/sim.out" ]] && break; sleep 0.1; done
 pty="$(head -n1 "$tmp/sim.out")"
@@ -109,14 +113,14 @@ name = "selfcost"
 $sysfs_line
 [storage]
 path = "$tmp/wattson.db"
-[[meter]]
-id = "wall"
-protocol = "pzem004t"
-port = "$pty"
-interval = "1s"
 [cpu]
 interval = "1s"
 EOF
+for m in $(seq 1 "$METERS"); do
+    id=wall; [[ "$METERS" == 1 ]] || id="m$m"
+    printf '[[meter]]\nid = "%s"\nprotocol = "pzem004t"\nport = "%s"\naddress = %d\ninterval = "1s"\n' \
+        "$id" "$pty" "$m" >>"$tmp/wattson.toml"
+done
 if [[ -n "$mqtt_port" ]]; then
     printf '[mqtt]\nurl = "mqtt://127.0.0.1:%s"\n' "$mqtt_port" >>"$tmp/wattson.toml"
 fi
@@ -266,6 +270,7 @@ if [[ -n "$node_pid" ]]; then
     node_scrapes="$(curl -s "http://127.0.0.1:$node_prom_port/api/v1/query?query=count_over_time(up%5B${WINDOW_S}s%5D)" | grep -o '"value":\[[^]]*\]' || true)"
     echo "node_exporter: $("$node_bin" --version 2>&1 | head -n1) with cpu, cpufreq, hwmon, rapl, meminfo; scraped every 1 s: scrapes in the window $node_scrapes"
 fi
+[[ "$METERS" == 1 ]] || echo "meters: $METERS PZEM-004T on one bus (addresses 1-$METERS), each at 1 s"
 [[ -n "${CGROUPS:-}" ]] && echo "services collector: on, a fixture cgroup v2 tree of $CGROUPS services"
 echo
 echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s | RSS | RSS anonymous |"
