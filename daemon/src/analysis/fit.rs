@@ -9,7 +9,7 @@
 //! Fan, Weber and Barroso (2007) found `P(u) = P_idle + (P_max - P_idle)(2u - u^r)` with
 //! `r = 1.4` fits measured servers better than a straight line, and power-calibrate's own
 //! examples range from r2 = 0.999 to 0.849. So every fit reports r2 and residuals, and
-//! [`diagnose`] says in words when the extra loops do not each cost the same.
+//! [`diagnose()`] says in words when the extra loops do not each cost the same.
 
 use serde::Serialize;
 use thiserror::Error;

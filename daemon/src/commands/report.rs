@@ -1,9 +1,10 @@
 //! `wattson report`: annual cost per configuration and mode, comparisons, savings and
 //! payback, in `--format table|markdown|csv|json|html`, to stdout or `--out FILE`.
 //!
-//! Flow: load the config -> [`ReportInput`] from its `[[config]]` entries and `[tariff]`
-//! (plus, from the database, sweeps and this machine's history: [`gather_from_store`]) ->
-//! [`report::build`] -> [`report::render`] -> stdout or the file.
+//! Flow: load the config -> [`ReportInput`](crate::report::ReportInput) from its
+//! `[[config]]` entries and `[tariff]` (plus, from the database, sweeps and this machine's
+//! history: [`gather_from_store`]) -> [`report::build`] -> [`report::render`] -> stdout or
+//! the file.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

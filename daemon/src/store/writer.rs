@@ -9,11 +9,12 @@
 //! per-core CPU series, which are pruned sooner).
 //!
 //! A pair of power samples is continuous when no recorded gap overlaps it and it is no
-//! longer than [`integrate::max_pair_ms`] of the series' spacing: the one configured for its
-//! source ([`StoreOptions::spacing_ms`]), else the one its batch states (a fleet host's
-//! publish interval), else the median of the series' last few sample intervals. The pair
-//! that straddles a restart of the writer is judged like any other, so a fleet collector's
-//! restart costs its hosts no energy; the daemon records its own downtime as a gap.
+//! longer than [`super::integrate::max_pair_ms`] of the series' spacing: the one configured
+//! for its source ([`StoreOptions::spacing_ms`]), else the one its batch states (a fleet
+//! host's publish interval), else the median of the series' last few sample intervals. The
+//! pair that straddles a restart of the writer is judged like any other, so a fleet
+//! collector's restart costs its hosts no energy; the daemon records its own downtime as a
+//! gap.
 //!
 //! Each series is stored in time order: a sample whose timestamp is not after the newest
 //! one stored for its series (the wall clock stepped back, or a fleet message came twice)
