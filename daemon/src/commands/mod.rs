@@ -95,6 +95,23 @@ pub fn exit_code_for(e: &anyhow::Error) -> u8 {
     }
 }
 
+/// The database a read-only command reads (its `--db`, else `[storage] path`), opened; a
+/// database that does not exist is an error that says how to get one.
+pub fn open_existing_database(
+    db: Option<&std::path::Path>,
+    config: &Config,
+) -> anyhow::Result<(std::path::PathBuf, crate::store::Store)> {
+    let db = db.map_or_else(|| config.storage.path.clone(), std::path::Path::to_path_buf);
+    if !database_exists(&db)? {
+        anyhow::bail!(
+            "no database at {}: start the daemon (wattson run) or pass --db PATH",
+            db.display()
+        );
+    }
+    let store = open_database(&db)?;
+    Ok((db, store))
+}
+
 /// Open an existing database for reading. One written by an older wattson is migrated first
 /// (atomically, as the daemon would on start) when the file is writable.
 pub fn open_database(path: &std::path::Path) -> anyhow::Result<crate::store::Store> {

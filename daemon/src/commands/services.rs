@@ -29,17 +29,7 @@ pub struct ServicesArgs {
 
 pub fn run(args: &ServicesArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config_path)?;
-    let db = args
-        .db
-        .clone()
-        .unwrap_or_else(|| config.storage.path.clone());
-    if !super::database_exists(&db)? {
-        anyhow::bail!(
-            "no database at {}: start the daemon (wattson run) or pass --db PATH",
-            db.display()
-        );
-    }
-    let store = super::open_database(&db)?;
+    let (_, store) = super::open_existing_database(args.db.as_deref(), &config)?;
     let host = args
         .host
         .clone()

@@ -150,17 +150,7 @@ fn store_status(db: &Path, store: &crate::store::Store) -> anyhow::Result<StoreS
 
 pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config_path)?;
-    let db = args
-        .db
-        .clone()
-        .unwrap_or_else(|| config.storage.path.clone());
-    if !super::database_exists(&db)? {
-        anyhow::bail!(
-            "no database at {}: start the daemon (wattson run) or pass --db PATH",
-            db.display()
-        );
-    }
-    let store = super::open_database(&db)?;
+    let (db, store) = super::open_existing_database(args.db.as_deref(), &config)?;
     let now = chrono::Utc::now();
     let now_ms = now.timestamp_millis();
     let host = args

@@ -366,11 +366,7 @@ fn render_import(i: &Imported) -> String {
 
 fn list(config: &crate::config::Config, a: &ListArgs) -> anyhow::Result<ExitCode> {
     use std::fmt::Write as _;
-    let db = a.db.clone().unwrap_or_else(|| config.storage.path.clone());
-    if !super::database_exists(&db)? {
-        anyhow::bail!("no database at {}: pass --db PATH", db.display());
-    }
-    let store = super::open_database(&db)?;
+    let (_, store) = super::open_existing_database(a.db.as_deref(), config)?;
     let series = prices::list(&store)?;
     if a.json {
         crate::output::println(&serde_json::to_string_pretty(&series)?);
