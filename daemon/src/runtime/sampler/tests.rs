@@ -1,0 +1,233 @@
+use super::*;
+use std::sync::Mutex;
+use std::sync::mpsc;
+use wattson_collectors::Metric;
+
+static TEST: std::sync::LazyLock<SourceId> = std::sync::LazyLock::new(|| SourceId::meter("test"));
+
+/// The test source's one power sample at `now_ms`.
+fn reading(now_ms: i64) -> Sample {
+    Sample::new(now_ms, TEST.clone(), Metric::Power, "", 42.0)
+}
+
+/// The test source unplugged.
+fn unplugged() -> CollectError {
+    CollectError::Gone {
+        source_name: TEST.to_string(),
+        detail: "unplugged".into(),
+    }
+}
+
+/// Fails while the shared flag says so; otherwise returns one power sample.
+struct Flaky {
+    fail: Arc<Mutex<bool>>,
+    polls: Arc<AtomicI64>,
+}
+
+impl Collector for Flaky {
+    fn source(&self) -> &SourceId {
+        &TEST
+    }
+    fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
+        self.polls.fetch_add(1, Ordering::SeqCst);
+        if *self.fail.lock().unwrap() {
+            Err(unplugged())
+        } else {
+            Ok(vec![reading(now_ms)])
+        }
+    }
+}
+
+#[derive(Default, Clone)]
+struct Recorder {
+    samples: Arc<Mutex<Vec<Sample>>>,
+    gaps: Arc<Mutex<Vec<(SourceId, i64, i64)>>>,
+}
+
+impl SampleSink for Recorder {
+    fn samples(&mut self, batch: Vec<Sample>) {
+        self.samples.lock().unwrap().extend(batch);
+    }
+    fn gap(&mut self, source: &SourceId, start_ms: i64, end_ms: i64, _reason: &str) {
+        self.gaps
+            .lock()
+            .unwrap()
+            .push((source.clone(), start_ms, end_ms));
+    }
+}
+
+fn wait_for_polls(polls: &AtomicI64, n: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while polls.load(Ordering::SeqCst) < n {
+        assert!(Instant::now() < deadline, "sampler stalled");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn timestamps_snap_to_the_interval_grid() {
+    let s = Duration::from_secs(1);
+    assert_eq!(grid_ms(10_003, s), 10_000);
+    assert_eq!(grid_ms(9_998, s), 10_000);
+    // Far from a tick (a late poll): the real time is kept.
+    assert_eq!(grid_ms(10_400, s), 10_400);
+    assert_eq!(grid_ms(10_004, Duration::from_millis(5)), 10_005);
+}
+
+#[test]
+fn failure_then_recovery_records_one_gap_and_no_invented_samples() {
+    let fail = Arc::new(Mutex::new(false));
+    let polls = Arc::new(AtomicI64::new(0));
+    let rec = Recorder::default();
+    let (tx, rx) = mpsc::channel();
+    let collectors = vec![Scheduled::new(
+        Box::new(Flaky {
+            fail: fail.clone(),
+            polls: polls.clone(),
+        }),
+        Duration::from_millis(5),
+    )];
+    let sink = Box::new(rec.clone());
+    let handle = std::thread::spawn(move || {
+        let live = LiveState::default();
+        run(
+            collectors,
+            sink,
+            &rx,
+            Duration::from_millis(20),
+            &live,
+            &Arc::new(AtomicI64::new(0)),
+            &InPoll::default(),
+        );
+    });
+    wait_for_polls(&polls, 3);
+    *fail.lock().unwrap() = true;
+    let failed_from = polls.load(Ordering::SeqCst);
+    wait_for_polls(&polls, failed_from + 3);
+    *fail.lock().unwrap() = false;
+    let ok_from = polls.load(Ordering::SeqCst);
+    wait_for_polls(&polls, ok_from + 3);
+    tx.send(Control::Stop).unwrap();
+    handle.join().unwrap();
+
+    let gaps = rec.gaps.lock().unwrap();
+    assert_eq!(gaps.len(), 1, "{gaps:?}");
+    let samples = rec.samples.lock().unwrap();
+    let (_, start, end) = gaps[0];
+    assert!(start < end);
+    assert!(
+        samples.iter().all(|s| s.ts_ms <= start || s.ts_ms >= end),
+        "a sample was stored inside the gap"
+    );
+    assert!(samples.len() >= 6);
+}
+
+/// Simulated time: a wait for a due poll moves the clock to it at once, unless a control
+/// message is waiting.
+struct ManualClock {
+    base: Instant,
+    offset: Duration,
+    wall0_ms: i64,
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Instant {
+        self.base + self.offset
+    }
+    fn now_ms(&self) -> i64 {
+        self.wall0_ms + self.offset.as_millis() as i64
+    }
+    fn wait(
+        &mut self,
+        control: &Receiver<Control>,
+        deadline: Instant,
+    ) -> Result<Control, RecvTimeoutError> {
+        match control.try_recv() {
+            Ok(c) => Ok(c),
+            Err(mpsc::TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+            Err(mpsc::TryRecvError::Empty) => {
+                self.offset = self
+                    .offset
+                    .max(deadline.saturating_duration_since(self.base));
+                Err(RecvTimeoutError::Timeout)
+            }
+        }
+    }
+}
+
+/// Fails the polls numbered in `failing` (from 0) and stops the sampler after `stop_after`.
+struct Scripted {
+    polls: usize,
+    failing: std::ops::Range<usize>,
+    stop_after: usize,
+    stop: mpsc::Sender<Control>,
+}
+
+impl Collector for Scripted {
+    fn source(&self) -> &SourceId {
+        &TEST
+    }
+    fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
+        let n = self.polls;
+        self.polls += 1;
+        if self.polls == self.stop_after {
+            let _ = self.stop.send(Control::Stop);
+        }
+        if self.failing.contains(&n) {
+            return Err(unplugged());
+        }
+        Ok(vec![reading(now_ms)])
+    }
+}
+
+/// The schedule on an injected clock: one poll per interval on the wall-clock grid, and
+/// the outage recorded as one gap from the last good poll to the first good one after,
+/// to the millisecond (no sleeping, no real time).
+#[test]
+fn on_a_manual_clock_polls_keep_the_grid_and_an_outage_is_one_exact_gap() {
+    const T0: i64 = 1_700_000_000_000;
+    let mut clock = ManualClock {
+        base: Instant::now(),
+        offset: Duration::ZERO,
+        wall0_ms: T0,
+    };
+    let (tx, rx) = mpsc::channel();
+    let mut scheduled = Scheduled::new(
+        Box::new(Scripted {
+            polls: 0,
+            failing: 2..4,
+            stop_after: 6,
+            stop: tx,
+        }),
+        Duration::from_secs(1),
+    );
+    scheduled.next_due = clock.now();
+    let rec = Recorder::default();
+    let live = LiveState::default();
+    let outputs = Outputs {
+        live: &live,
+        heartbeat: &Arc::new(AtomicI64::new(0)),
+        in_poll: &InPoll::default(),
+    };
+    run_with_clock(
+        vec![scheduled],
+        Box::new(rec.clone()),
+        &rx,
+        Duration::from_secs(2),
+        &outputs,
+        &mut clock,
+    );
+    let ts: Vec<i64> = rec
+        .samples
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.ts_ms)
+        .collect();
+    assert_eq!(ts, [T0, T0 + 1000, T0 + 4000, T0 + 5000]);
+    assert_eq!(
+        *rec.gaps.lock().unwrap(),
+        [(TEST.clone(), T0 + 1000, T0 + 4000)]
+    );
+    assert_eq!(outputs.heartbeat.load(Ordering::Relaxed), T0 + 5000);
+}
