@@ -40,6 +40,8 @@ pub struct BusyCpus {
     prev: Option<CpuTimes>,
     last: f64,
     process: Option<(PathBuf, Option<(f64, std::time::Instant)>)>,
+    /// Read the process's on-CPU plus run-queue time (its `task/` directory) instead.
+    demand: bool,
 }
 
 impl BusyCpus {
@@ -49,6 +51,7 @@ impl BusyCpus {
             prev: None,
             last: 0.0,
             process: None,
+            demand: false,
         }
     }
 
@@ -60,12 +63,41 @@ impl BusyCpus {
         }
     }
 
+    /// Follow the CPUs one process asks for: the time its threads ran plus the time they
+    /// waited in a run queue, so other load on the machine does not slow what is followed.
+    pub fn for_process_demand(root: &SysRoot, pid: u32) -> BusyCpus {
+        BusyCpus {
+            process: Some((root.proc_path(format!("{pid}/task")), None)),
+            demand: true,
+            ..BusyCpus::new(root)
+        }
+    }
+
+    /// Seconds on a CPU or waiting for one, summed over the threads in `task_dir`.
+    fn demand_seconds(task_dir: &std::path::Path) -> Option<f64> {
+        let mut ns = 0.0;
+        for entry in std::fs::read_dir(task_dir).ok()?.flatten() {
+            let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+                continue;
+            };
+            let mut f = text.split_whitespace().map(str::parse::<f64>);
+            if let (Some(Ok(run)), Some(Ok(wait))) = (f.next(), f.next()) {
+                ns += run + wait;
+            }
+        }
+        Some(ns / 1e9)
+    }
+
     fn process_sample(&mut self) -> f64 {
+        let demand = self.demand;
         let Some((path, prev)) = &mut self.process else {
             return 0.0;
         };
         // Fields after the parenthesised command: state is field 3, utime 14, stime 15 (ticks).
-        let cpu_s = std::fs::read_to_string(&*path).ok().and_then(|t| {
+        let cpu_s = if demand {
+            Self::demand_seconds(path)
+        } else {
+            std::fs::read_to_string(&*path).ok().and_then(|t| {
             let rest = t.rsplit_once(')')?.1;
             let f: Vec<&str> = rest.split_whitespace().collect();
             let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
@@ -74,7 +106,8 @@ impl BusyCpus {
                 .flatten()
                 .unwrap_or(100) as f64;
             Some(ticks / hz)
-        });
+            })
+        };
         let now = std::time::Instant::now();
         if let Some(cpu) = cpu_s {
             if let Some((prev_cpu, prev_t)) = *prev {
@@ -202,10 +235,12 @@ pub fn simulate_with(
         .context("the pseudo-terminal has no name")?;
     let follow = model.follow_cpu;
     let follow_pid = model.follow_pid;
+    let follow_demand = model.follow_demand;
     let volts = model.volts;
     let pf = model.power_factor;
     let mut state = ModelState::new(model, seed);
     let mut busy = match follow_pid {
+        Some(pid) if follow_demand => BusyCpus::for_process_demand(root, pid),
         Some(pid) => BusyCpus::for_process(root, pid),
         None => BusyCpus::new(root),
     };
