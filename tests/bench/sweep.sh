@@ -11,8 +11,9 @@
 #
 # The meter follows the CPUs the sweep's process asks for (--follow-pid: the sweep is exec'd
 # from a shell whose pid is known before the meter starts; --follow-demand: time on a CPU
-# plus time waiting for one), so neither other load on the machine nor the CPU it takes from
-# the loops changes the watts: the benchmark measures the sweep's statistics, not the VM.
+# plus time waiting for one; --follow-threads wattson-spin: of its loop threads only), so
+# neither other load on the machine nor the CPU it takes from the loops changes the watts:
+# the benchmark measures the sweep's statistics, not the VM.
 # --idle-wait 1s: on a machine shared with builds the idle guard would otherwise wait its
 # full 30 s at every run.
 #
@@ -51,7 +52,7 @@ for rep in $(seq 1 "$REPS"); do
     ) &
     sweep_pid=$!
     while [[ ! -s "$dir/pid" ]]; do sleep 0.05; done
-    "$WATTSON_BIN" meter simulate --protocol pzem004t --follow-cpu --follow-pid "$(cat "$dir/pid")" --follow-demand \
+    "$WATTSON_BIN" meter simulate --protocol pzem004t --follow-cpu --follow-pid "$(cat "$dir/pid")" --follow-demand --follow-threads wattson-spin \
         --watts 40 --per-cpu 15 --noise 2 --ramp 1 --seed "$rep" >"$dir/sim" 2>"$dir/sim.err" &
     sim_pid=$!
     while [[ ! -s "$dir/sim" ]]; do sleep 0.05; done

@@ -49,6 +49,10 @@ pub struct SimulateArgs {
     /// work (benchmarks of the sweep's statistics on a loaded machine).
     #[arg(long, requires = "follow_pid")]
     pub follow_demand: bool,
+    /// With --follow-demand, count only the process's threads whose name starts with this,
+    /// e.g. `wattson-spin` for a sweep's spin loops.
+    #[arg(long, value_name = "PREFIX", requires = "follow_demand")]
+    pub follow_threads: Option<String>,
     /// Extra watts per fully busy CPU with --follow-cpu.
     #[arg(long, value_name = "W", default_value_t = 15.0, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
     pub per_cpu: f64,
@@ -173,6 +177,7 @@ fn simulate(args: &SimulateArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         follow_cpu: args.follow_cpu,
         follow_pid: args.follow_pid,
         follow_demand: args.follow_demand,
+        follow_threads: args.follow_threads.clone(),
         noise_sd_w: args.noise,
         ramp_s: args.ramp,
         curvature_w: args.curvature,

@@ -24,6 +24,10 @@ pub struct PowerModel {
     /// plus run-queue time from `/proc/<pid>/task/*/schedstat`): the CPUs the process asked
     /// for, so a loop on a machine shared with other work still reads as one whole CPU.
     pub follow_demand: bool,
+    /// With `follow_demand`, count only the threads whose name starts with this (a sweep's
+    /// loops are `wattson-spin-<cpu>`, `wattson-memory-<cpu>`, ...), so the process's own
+    /// bookkeeping threads do not add watts.
+    pub follow_threads: Option<String>,
     /// Standard deviation of the added noise, W.
     pub noise_sd_w: f64,
     /// Time constant of the ramp towards a new level, s (about 1 s, as real supplies show).
@@ -86,6 +90,7 @@ impl Default for PowerModel {
             follow_cpu: false,
             follow_pid: None,
             follow_demand: false,
+            follow_threads: None,
             noise_sd_w: 0.0,
             ramp_s: 1.0,
             curvature_w: 0.0,
