@@ -252,6 +252,13 @@ pub struct MeanCi {
 /// method was used. Fewer than three samples cannot show a correlation and get the plain
 /// independent interval. Needs two finite samples.
 pub fn batch_means_ci(xs: &[f64]) -> Result<MeanCi, StatsError> {
+    batch_means_ci_up_to(xs, MAX_BATCHES)
+}
+
+/// [`batch_means_ci`] with at most `max_batches` batches (at least [`MIN_BATCHES`]): more
+/// batches give a smaller t quantile and a steadier spread where the readings are nearly
+/// independent, which a sequential stopping rule needs (a sweep's level uses 30).
+pub fn batch_means_ci_up_to(xs: &[f64], max_batches: usize) -> Result<MeanCi, StatsError> {
     need("a confidence interval", xs, 2)?;
     let n = xs.len();
     let lag1 = if n >= 3 {
@@ -263,7 +270,7 @@ pub fn batch_means_ci(xs: &[f64]) -> Result<MeanCi, StatsError> {
     let needed = (BATCH_SIZE_FACTOR * rho / (1.0 - rho * rho))
         .ceil()
         .max(1.0) as usize;
-    let batches = (n / needed).min(MAX_BATCHES);
+    let batches = (n / needed).min(max_batches.max(MIN_BATCHES));
     if batches >= MIN_BATCHES {
         let size = n / batches;
         let used = &xs[n - batches * size..];
