@@ -111,14 +111,15 @@ impl BusyCpus {
             Self::demand_seconds(path, prefix.as_deref())
         } else {
             std::fs::read_to_string(&*path).ok().and_then(|t| {
-            let rest = t.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-            let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-                .ok()
-                .flatten()
-                .unwrap_or(100) as f64;
-            Some(ticks / hz)
+                let rest = t.rsplit_once(')')?.1;
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                let ticks: f64 =
+                    f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+                let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+                    .ok()
+                    .flatten()
+                    .unwrap_or(100) as f64;
+                Some(ticks / hz)
             })
         };
         let now = std::time::Instant::now();
