@@ -83,6 +83,7 @@ rows = []
 for rep in range(1, reps + 1):
     d = f"{tmp}/run{rep}"
     s = json.load(open(f"{d}/show.json"))
+    s = s[0] if isinstance(s, list) else s
     out = open(f"{d}/out").read()
     levels = s["levels"]
     per_level = (s["ended_ms"] - s["started_ms"]) / 1000 / len(levels)
