@@ -367,18 +367,26 @@ pub fn ci_target(mean_w: f64) -> f64 {
     (0.01 * mean_w.abs()).max(0.5)
 }
 
+/// Synthetic series for tests of interval rules.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod synthetic {
+    use rand::Rng;
     use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
 
-    fn normal(rng: &mut StdRng) -> f64 {
-        // Box-Muller; 1 - u keeps the logarithm finite.
+    /// A standard normal deviate (Box-Muller; 1 - u keeps the logarithm finite).
+    pub(crate) fn normal(rng: &mut StdRng) -> f64 {
         let u1: f64 = 1.0 - rng.random::<f64>();
         let u2: f64 = rng.random::<f64>();
         (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::synthetic::normal;
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
 
     /// A stationary AR(1) series around `mu`: `x_t - mu = phi (x_{t-1} - mu) + sigma e_t`.
     fn ar1(seed: u64, n: usize, mu: f64, phi: f64, sigma: f64) -> Vec<f64> {

@@ -106,14 +106,9 @@ pub fn look(xs: &[f64], min_samples: usize, target: impl Fn(f64) -> f64) -> Look
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::stats::synthetic::normal;
+    use rand::SeedableRng;
     use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
-
-    fn normal(rng: &mut StdRng) -> f64 {
-        let u1: f64 = 1.0 - rng.random::<f64>();
-        let u2: f64 = rng.random::<f64>();
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
 
     /// A level as a 1 Hz meter sees it: a step from `from` to `to` W through a 1 s ramp,
     /// plus AR(1) noise of stationary sd `sd` and lag-1 correlation `phi`.
