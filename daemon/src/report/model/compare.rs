@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use super::{ConfigReport, DUTY_CYCLE, ModeReport, Pricer};
-use crate::report::input::Paired;
 use crate::analysis::cost::compare;
+use crate::report::input::Paired;
 use crate::report::input::ReportOptions;
 
 /// Moving from one configuration to another.
