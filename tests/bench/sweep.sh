@@ -2,11 +2,13 @@
 # Sweep speed at the DESIGN's accuracy: the real `wattson sweep --levels 0,1` against
 # `wattson meter simulate` (PZEM-004T on a pseudo-terminal, 40 W idle + 15 W per busy CPU of
 # the sweep's own process, Gaussian noise sd 2 W, 1 s ramp), read at 1 Hz, with the default
-# stopping target (+/- max(0.5 W, 1 %) per level), repeated REPS times with seeds 1..REPS.
+# stopping target (+/- max(0.5 W, 1 %) per level), repeated REPS times with seeds
+# SEED0+1..SEED0+REPS.
 #
 # Usage: tests/bench/sweep.sh [REPS]        (default 3)
 # Env:   WATTSON_BIN  the binary to run (default: $CARGO_TARGET_DIR or target, debug)
 #        LEVELS       levels to sweep (default 0,1: one CPU is left to the meter and the rest)
+#        SEED0=N      seeds are N+1..N+REPS (default 0)
 #        KEEP=1       keep the temp directory (databases, outputs)
 #
 # The meter follows the CPUs the sweep's process asks for (--follow-pid: the sweep is exec'd
@@ -53,7 +55,7 @@ for rep in $(seq 1 "$REPS"); do
     sweep_pid=$!
     while [[ ! -s "$dir/pid" ]]; do sleep 0.05; done
     "$WATTSON_BIN" meter simulate --protocol pzem004t --follow-cpu --follow-pid "$(cat "$dir/pid")" --follow-demand --follow-threads wattson-spin \
-        --watts 40 --per-cpu 15 --noise 2 --ramp 1 --seed "$rep" >"$dir/sim" 2>"$dir/sim.err" &
+        --watts 40 --per-cpu 15 --noise 2 --ramp 1 --seed "$((rep + ${SEED0:-0}))" >"$dir/sim" 2>"$dir/sim.err" &
     sim_pid=$!
     while [[ ! -s "$dir/sim" ]]; do sleep 0.05; done
     cat >"$dir/wattson.toml" <<EOF
