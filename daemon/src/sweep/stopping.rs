@@ -16,7 +16,7 @@ pub const MAX_BATCHES: usize = 30;
 /// batch means came out low; 20 batches or more keep that spread steady enough for the
 /// stopped 95 % interval to cover the mean about 94 % of the time on white noise
 /// (`stopped_intervals_cover_the_mean`). A stricter threshold (stopping at 85-95 % of the
-/// target) was measured too: it costs 10-25 % more readings and does not raise the coverage,
+/// target) was measured too: it costs 8-27 % more readings and does not raise the coverage,
 /// because what an early stop gets wrong is the spread, not the threshold.
 pub const MIN_BATCHES_TO_STOP: usize = 20;
 
