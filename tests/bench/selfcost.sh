@@ -14,14 +14,29 @@
 #                     cgroup v2; unset: the real /sys (on cgroup v1 the collector is off)
 #        HTTP=1       also serve [http] and let a real Prometheus (`prometheus` on the PATH,
 #                     not measured) scrape /metrics every 15 s
+#        METERS=N     N PZEM-004T meters on the one simulated bus (Modbus addresses 1..N), each
+#                     polled at 1 s (default 1)
+#        ALL=1        everything on: HTTP=1, CGROUPS=100 (unless set), [mqtt] when mosquitto
+#                     is installed: the configuration the self-cost budget is stated for
+#        NODE_EXPORTER=0  leave out Prometheus' node_exporter (default: measured beside
+#                     wattson when `prometheus-node-exporter` or `node_exporter` is on the
+#                     PATH, with only its cpu, cpufreq, hwmon, rapl and meminfo collectors,
+#                     scraped every 1 s by a Prometheus that is not measured, since it reads
+#                     on scrape)
 #
 # For each process, from /proc at the window's start and end:
 #   CPU    utime+stime of /proc/<pid>/stat (clock ticks), and the sum of the first field of
 #          /proc/<pid>/task/*/schedstat (ns on CPU, finer than ticks), as % of one core
 #   cs/s   voluntary+nonvoluntary ctxt switches summed over /proc/<pid>/task/*/status
-#   RSS    VmRSS of /proc/<pid>/status at the end of the window
+#   RSS    VmRSS of /proc/<pid>/status at the end of the window, and RssAnon (what the page
+#          cache cannot reclaim)
 # The simulated meter runs in its own process and is not counted.
 set -euo pipefail
+
+if [[ "${ALL:-0}" == 1 ]]; then
+    HTTP=1
+    CGROUPS="${CGROUPS:-100}"
+fi
 
 MINUTES="${1:-10}"
 WARMUP_S="${WARMUP_S:-30}"
@@ -52,7 +67,9 @@ free_port() {
 }
 
 # --- the simulated meter (not measured) --------------------------------------------------
-"$WATTSON_BIN" meter simulate --protocol pzem004t --follow-cpu >"$tmp/sim.out" 2>"$tmp/sim.err" &
+METERS="${METERS:-1}"
+"$WATTSON_BIN" meter simulate --protocol pzem004t --follow-cpu --address "$(seq -s, 1 "$METERS")" \
+    >"$tmp/sim.out" 2>"$tmp/sim.err" &
 pids+=($!)
 for _ in $(seq 100); do [[ -s "$tmp/sim.out" ]] && break; sleep 0.1; done
 pty="$(head -n1 "$tmp/sim.out")"
@@ -96,14 +113,14 @@ name = "selfcost"
 $sysfs_line
 [storage]
 path = "$tmp/wattson.db"
-[[meter]]
-id = "wall"
-protocol = "pzem004t"
-port = "$pty"
-interval = "1s"
 [cpu]
 interval = "1s"
 EOF
+for m in $(seq 1 "$METERS"); do
+    id=wall; [[ "$METERS" == 1 ]] || id="m$m"
+    printf '[[meter]]\nid = "%s"\nprotocol = "pzem004t"\nport = "%s"\naddress = %d\ninterval = "1s"\n' \
+        "$id" "$pty" "$m" >>"$tmp/wattson.toml"
+done
 if [[ -n "$mqtt_port" ]]; then
     printf '[mqtt]\nurl = "mqtt://127.0.0.1:%s"\n' "$mqtt_port" >>"$tmp/wattson.toml"
 fi
@@ -163,9 +180,28 @@ if command -v collectd >/dev/null || [[ -x /usr/sbin/collectd ]]; then
     pids+=("$collectd_pid")
 fi
 
+# --- node_exporter, scraped every 1 s (the exporter measured, its scraper not) -------------
+node_pid=""
+node_bin="$(command -v prometheus-node-exporter || command -v node_exporter || true)"
+if [[ "${NODE_EXPORTER:-1}" == 1 && -n "$node_bin" ]]; then
+    command -v prometheus >/dev/null || { echo "node_exporter needs a scraper: prometheus on the PATH (or NODE_EXPORTER=0)" >&2; exit 1; }
+    node_port="$(free_port)"
+    "$node_bin" --collector.disable-defaults --collector.cpu --collector.cpufreq \
+        --collector.hwmon --collector.rapl --collector.meminfo \
+        --web.listen-address="127.0.0.1:$node_port" >"$tmp/node_exporter.log" 2>&1 &
+    node_pid=$!
+    pids+=("$node_pid")
+    node_prom_port="$(free_port)"
+    printf 'scrape_configs:\n  - job_name: node\n    scrape_interval: 1s\n    scrape_timeout: 1s\n    static_configs:\n      - targets: ["127.0.0.1:%s"]\n' \
+        "$node_port" >"$tmp/prometheus-node.yml"
+    prometheus --config.file="$tmp/prometheus-node.yml" --storage.tsdb.path="$tmp/prometheus-node" \
+        --web.listen-address="127.0.0.1:$node_prom_port" >"$tmp/prometheus-node.log" 2>&1 &
+    pids+=($!)
+fi
+
 # --- measurement -------------------------------------------------------------------------
 hz="$(getconf CLK_TCK)"
-# ticks ns_on_cpu ctxt_switches rss_kb
+# ticks ns_on_cpu ctxt_switches rss_kb anon_kb
 snapshot() {
     local pid=$1 stat ticks ns=0 cs=0 rss
     stat="$(cat "/proc/$pid/stat")"
@@ -176,26 +212,37 @@ snapshot() {
         cs=$((cs + $(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status" 2>/dev/null || echo 0)))
     done
     rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")
-    echo "$ticks $ns $cs $rss"
+    anon=$(awk '/^RssAnon/ { print $2 }' "/proc/$pid/status")
+    echo "$ticks $ns $cs $rss $anon"
 }
 
 echo "warming up ${WARMUP_S}s, then measuring ${WINDOW_S}s ..." >&2
 sleep "$WARMUP_S"
 kill -0 "$wattson_pid" || { echo "wattson exited: $(cat "$tmp/wattson.log")" >&2; exit 1; }
+threads() { # name:switches per thread of wattson
+    for t in /proc/"$wattson_pid"/task/*; do
+        printf '%s %s %s\n' "$(basename "$t")" "$(tr ' ' '_' <"$t/comm")" \
+            "$(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status")"
+    done
+}
+threads >"$tmp/threads0"
 w0="$(snapshot "$wattson_pid")"
 [[ -n "$collectd_pid" ]] && c0="$(snapshot "$collectd_pid")"
+[[ -n "$node_pid" ]] && n0="$(snapshot "$node_pid")"
 t0=$(date +%s.%N)
 sleep "$WINDOW_S"
 w1="$(snapshot "$wattson_pid")"
+threads >"$tmp/threads1"
 [[ -n "$collectd_pid" ]] && c1="$(snapshot "$collectd_pid")"
+[[ -n "$node_pid" ]] && n1="$(snapshot "$node_pid")"
 t1=$(date +%s.%N)
 
 row() { # name start end
     awk -v name="$1" -v hz="$hz" -v t0="$t0" -v t1="$t1" -v a="$2" -v b="$3" 'BEGIN {
         split(a, s, " "); split(b, e, " "); w = t1 - t0
-        printf "| %s | %.3f %% | %.3f %% | %.1f | %.1f MB |\n", name,
+        printf "| %s | %.3f %% | %.3f %% | %.1f | %.1f MB | %.1f MB |\n", name,
             (e[1] - s[1]) / hz / w * 100, (e[2] - s[2]) / 1e9 / w * 100,
-            (e[3] - s[3]) / w, e[4] / 1024
+            (e[3] - s[3]) / w, e[4] / 1024, e[5] / 1024
     }'
 }
 
@@ -219,20 +266,28 @@ if [[ -n "$http_port" ]]; then
     echo "wattson HTTP: [http] on 127.0.0.1:$http_port, Prometheus scraping every 15 s: up $up, scrapes in the window $scrapes"
 fi
 [[ -n "$collectd_pid" ]] && echo "collectd: $(collectd -h 2>&1 | awk '/^collectd/ { print $2; exit }') plugins cpu, cpufreq, $collectd_output at Interval 1"
+if [[ -n "$node_pid" ]]; then
+    node_scrapes="$(curl -s "http://127.0.0.1:$node_prom_port/api/v1/query?query=count_over_time(up%5B${WINDOW_S}s%5D)" | grep -o '"value":\[[^]]*\]' || true)"
+    echo "node_exporter: $("$node_bin" --version 2>&1 | head -n1) with cpu, cpufreq, hwmon, rapl, meminfo; scraped every 1 s: scrapes in the window $node_scrapes"
+fi
+[[ "$METERS" == 1 ]] || echo "meters: $METERS PZEM-004T on one bus (addresses 1-$METERS), each at 1 s"
+[[ -n "${CGROUPS:-}" ]] && echo "services collector: on, a fixture cgroup v2 tree of $CGROUPS services"
 echo
-echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s | RSS |"
-echo "|---|---|---|---|---|"
+echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s | RSS | RSS anonymous |"
+echo "|---|---|---|---|---|---|"
 row "wattson run" "$w0" "$w1"
 [[ -n "$collectd_pid" ]] && row "collectd" "$c0" "$c1"
-echo "| budget (wattson) | <= 0.07 % | <= 0.07 % | <= 3 | <= 8 MB |"
+[[ -n "$node_pid" ]] && row "node_exporter" "$n0" "$n1"
+echo "| budget (wattson) | <= 0.05 % | <= 0.05 % | <= 2 | <= 8 MB | <= 3 MB |"
 echo
-for p in "$wattson_pid" ${collectd_pid:+"$collectd_pid"}; do
+for p in "$wattson_pid" ${collectd_pid:+"$collectd_pid"} ${node_pid:+"$node_pid"}; do
     echo "RSS of $(cat "/proc/$p/comm"): $(awk '/^Rss(Anon|File|Shmem)/ { printf "%s %.1f MB  ", $1, $2 / 1024 }' "/proc/$p/status")"
 done
-echo "wattson threads at the end (name: ctxt switches total):"
-for t in /proc/"$wattson_pid"/task/*; do
-    printf '  %s: %s\n' "$(cat "$t/comm")" "$(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status")"
-done
+echo "wattson threads: context switches per second in the window"
+awk -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" '
+    NR == FNR { start[$1] = $3; next }
+    { printf "  %s: %.2f/s%s\n", $2, ($3 - ($1 in start ? start[$1] : 0)) / w, ($1 in start ? "" : " (started in the window)") }
+' "$tmp/threads0" "$tmp/threads1"
 echo "simulated meter alive at the end: $(kill -0 "${pids[0]}" 2>/dev/null && echo yes || echo NO: figures are without a meter)"
 echo "meter losses in the wattson log: $(grep -c "device gone" "$tmp/wattson.log" || true)"
 echo "wattson log warnings+errors: $(grep -cE " (WARN|ERROR) " "$tmp/wattson.log" || true)"

@@ -34,15 +34,19 @@
 
 mod backfill;
 pub mod codec;
+mod error;
 mod file;
 mod handle;
 pub mod health;
+mod hour_rollup;
 pub mod integrate;
 pub mod lock;
+mod open;
 mod pending;
 pub mod quarantine;
 mod read;
 mod rollup;
+mod series;
 pub mod wal;
 mod writer;
 
@@ -53,17 +57,18 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use wattson_collectors::SourceId;
-use wattson_collectors::source::channel;
+use wattson_collectors::{Metric, SourceId};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::Connection;
 use rusqlite_migration::{M, Migrations};
-use wattson_collectors::{Metric, Unit};
 
+pub use error::{StoreError, error_chain};
 pub use handle::{FlushStats, StoreHandle};
 pub use health::StoreHealth;
+pub use hour_rollup::{HourRollup, MinuteRollup};
 pub use quarantine::Quarantined;
 pub use read::{Gap, HourSums, Latest, RawSeries, Resolution, Rollup, SeriesFilter};
+pub use series::{Series, dequantise, is_detail, is_per_core, quantise, resolution, rollup_kind};
 pub use writer::Writer;
 
 /// `PRAGMA application_id` of a wattson database: `WatS` in ASCII.
@@ -97,103 +102,6 @@ const MIGRATION_LIST: &[M<'static>] = &[
 
 /// The schema migrations, in order.
 pub const MIGRATIONS: Migrations<'static> = Migrations::from_slice(MIGRATION_LIST);
-
-/// Why a store operation failed. Each variant names the database file.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("opening database {path}")]
-    Open {
-        path: PathBuf,
-        #[source]
-        source: rusqlite::Error,
-    },
-    #[error("database {path}")]
-    Sqlite {
-        path: PathBuf,
-        #[source]
-        source: rusqlite::Error,
-    },
-    #[error("migrating database {path}")]
-    Migrate {
-        path: PathBuf,
-        #[source]
-        source: rusqlite_migration::Error,
-    },
-    #[error(
-        "{path} is not a wattson database (application_id {application_id:#010x}, expected {APPLICATION_ID:#010x})"
-    )]
-    NotWattson { path: PathBuf, application_id: i32 },
-    #[error(
-        "database {path} has schema version {found}, this wattson knows up to {supported}: upgrade wattson"
-    )]
-    SchemaTooNew {
-        path: PathBuf,
-        found: i64,
-        supported: i64,
-    },
-    #[error(
-        "database {path} has schema version {found}, this wattson reads {supported}: let the daemon migrate it first"
-    )]
-    SchemaTooOld {
-        path: PathBuf,
-        found: i64,
-        supported: i64,
-    },
-    #[error("database {path}: chunk of series {series_id} at {start_ms} ms is corrupt")]
-    Corrupt {
-        path: PathBuf,
-        series_id: i64,
-        start_ms: i64,
-        #[source]
-        source: codec::DecodeError,
-    },
-    #[error("database {path}: unknown metric {metric:?} in series {series_id}")]
-    UnknownMetric {
-        path: PathBuf,
-        series_id: i64,
-        metric: String,
-    },
-    #[error("starting the writer thread of database {path}")]
-    Thread {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("store queue for {path} is full: batch dropped ({dropped_batches} dropped so far)")]
-    QueueFull { path: PathBuf, dropped_batches: u64 },
-    #[error("store writer for {path} has stopped")]
-    Closed { path: PathBuf },
-    #[error(
-        "database {path} is already being written by {holder}: one writer per database \
-         (`wattson run` and `wattson collect` share [storage] path by default); stop that \
-         one, or give this one another [storage] path or --db"
-    )]
-    Locked { path: PathBuf, holder: String },
-    #[error(
-        "cannot open the writer lock {path} (wattson runs as uid {uid}): the database's \
-         directory and files must be writable by that user"
-    )]
-    Lock {
-        path: PathBuf,
-        uid: u32,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "database {path} is read-only for wattson ({detail}): make it writable by the user \
-         wattson runs as, or give another [storage] path or --db"
-    )]
-    ReadOnly { path: PathBuf, detail: String },
-    #[error("database {path} was {what} while in use and cannot be created again")]
-    Reopen {
-        path: PathBuf,
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("database {path}: {detail}")]
-    Lost { path: PathBuf, detail: String },
-}
 
 /// How the store is written.
 #[derive(Debug, Clone)]
@@ -255,126 +163,6 @@ impl StoreOptions {
     }
 }
 
-/// Values per unit stored: a value `v` is kept as `round(v * resolution(unit))`.
-///
-/// W 0.01, V 0.01, A 0.001, ratio 0.001, Hz 0.01, Wh 0.001, share 1e-4, MHz 1, count 1,
-/// s 0.001.
-pub fn resolution(unit: Unit) -> f64 {
-    match unit {
-        Unit::Watt | Unit::Volt | Unit::Hertz => 100.0,
-        Unit::Ampere | Unit::Ratio | Unit::WattHour | Unit::Second => 1000.0,
-        Unit::Share => 10_000.0,
-        Unit::Megahertz | Unit::Count => 1.0,
-    }
-}
-
-/// Quantises `value` to steps of `1 / scale` (saturating at the `i64` range).
-pub fn quantise(value: f64, scale: f64) -> i64 {
-    (value * scale).round() as i64
-}
-
-/// Inverse of [`quantise`].
-pub fn dequantise(q: i64, scale: f64) -> f64 {
-    q as f64 / scale
-}
-
-/// Which rollups a series gets: `(hourly, per_minute)`.
-///
-/// Every meter metric and every power source is rolled up hourly; power also per minute.
-/// CPU metrics are rolled up for their aggregate channels only (`all`, `all/<x>`, `mean`).
-pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
-    match metric {
-        Metric::Power => (true, true),
-        Metric::Voltage
-        | Metric::Current
-        | Metric::PowerFactor
-        | Metric::Frequency
-        | Metric::EnergyCounter
-        | Metric::EnergyTotal
-        | Metric::GpuUtilisation
-        | Metric::GpuClock
-        | Metric::PState
-        | Metric::GpuProcesses
-        | Metric::Rejected => (true, false),
-        Metric::CpuBusy => (channel == channel::ALL, false),
-        Metric::CoreFrequency => (channel == channel::MEAN, false),
-        Metric::CpuTime | Metric::IdleResidency | Metric::PackageResidency => {
-            (channel::all_part(channel).is_some(), false)
-        }
-        // Accounted per service (`crate::services`), never a series of its own.
-        Metric::CgroupCpu => (false, false),
-    }
-}
-
-/// Whether a series' raw samples are detail, kept for the detail retention in their own
-/// table: per-core CPU series ([`is_per_core`]) and package C-state residency (its hourly
-/// rollups are kept forever).
-pub fn is_detail(metric: Metric, channel: &str) -> bool {
-    is_per_core(metric, channel) || metric == Metric::PackageResidency
-}
-
-/// Whether a series is per-core CPU detail: a CPU metric on channel `cpuN` or `cpuN/<x>`
-/// (the CPU collector's per-CPU channels). Aggregate channels (`all`, `all/<x>`, `mean`),
-/// meters and power sources are not.
-pub fn is_per_core(metric: Metric, channel: &str) -> bool {
-    let cpu_metric = matches!(
-        metric,
-        Metric::CpuBusy | Metric::CpuTime | Metric::CoreFrequency | Metric::IdleResidency
-    );
-    cpu_metric && channel::is_per_core(channel)
-}
-
-/// One stored series.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Series {
-    pub id: i64,
-    pub host: String,
-    pub source: SourceId,
-    pub metric: Metric,
-    pub channel: String,
-    pub unit: Unit,
-    /// The series' own sample spacing, ms, as the writer last judged pairs by it; `None`
-    /// until known.
-    pub spacing_ms: Option<i64>,
-}
-
-/// One hour of one series, as stored.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HourRollup {
-    /// Start of the hour, ms.
-    pub hour_ms: i64,
-    pub n: u64,
-    pub mean: f64,
-    pub min: f64,
-    pub max: f64,
-    /// Energy in the hour, Wh (power series only).
-    pub energy_wh: Option<f64>,
-    /// The ms of the hour `energy_wh` covers (power series only; `None` before it was
-    /// stored).
-    pub covered_ms: Option<i64>,
-    /// True when energy and covered time were estimated (rollups from before covered time
-    /// was stored, whose raw samples are gone).
-    pub approximate: bool,
-    /// Per-minute rollups (power series only), in minute order.
-    pub minutes: Vec<MinuteRollup>,
-}
-
-/// One minute of a power series. Mean, min and max are quantised to the metric's
-/// resolution, energy to 0.001 Wh.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct MinuteRollup {
-    /// Minute of the hour, 0..60.
-    pub minute: u8,
-    pub n: u64,
-    pub mean: f64,
-    pub min: f64,
-    pub max: f64,
-    /// Wh.
-    pub energy_wh: f64,
-    /// The ms of the minute `energy_wh` covers (`None` in minutes stored before it was).
-    pub covered_ms: Option<i64>,
-}
-
 /// A database handle: the read API, plus what the writer needs.
 #[derive(Debug)]
 pub struct Store {
@@ -388,130 +176,7 @@ pub struct Store {
     companions: Vec<(PathBuf, (u64, u64))>,
 }
 
-/// What a database file is, by its `application_id`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Identity {
-    Wattson,
-    /// No application id and nothing in it: a file SQLite just created.
-    New,
-}
-
-/// The file's identity: wattson's, or (when `new_allowed`) new and empty; anything else is
-/// [`StoreError::NotWattson`].
-fn identify(conn: &Connection, path: &Path, new_allowed: bool) -> Result<Identity, StoreError> {
-    let sql = |source| StoreError::Sqlite {
-        path: path.to_owned(),
-        source,
-    };
-    let application_id: i32 = conn
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(sql)?;
-    if application_id == APPLICATION_ID {
-        return Ok(Identity::Wattson);
-    }
-    if new_allowed && application_id == 0 {
-        let objects: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
-            .map_err(sql)?;
-        if objects == 0 {
-            return Ok(Identity::New);
-        }
-    }
-    Err(StoreError::NotWattson {
-        path: path.to_owned(),
-        application_id,
-    })
-}
-
 impl Store {
-    /// Opens (creating and migrating if needed) the database at `path` for writing.
-    pub fn open(path: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
-        let mut conn = Connection::open(path).map_err(|source| StoreError::Open {
-            path: path.to_owned(),
-            source,
-        })?;
-        let sql = |source| StoreError::Sqlite {
-            path: path.to_owned(),
-            source,
-        };
-        conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
-        // SQLite opens a file it may not write read-only without a word; every flush would
-        // then fail.
-        if conn.is_readonly(rusqlite::MAIN_DB).map_err(sql)? {
-            return Err(StoreError::ReadOnly {
-                path: path.to_owned(),
-                detail: file::read_only_detail(path),
-            });
-        }
-        if identify(&conn, path, true)? == Identity::New {
-            // A new file: 16 KiB pages waste less of each page on raw chunks (about 1.5
-            // KiB each) than the default 4 KiB. Must come before anything is written.
-            conn.pragma_update(None, "page_size", PAGE_SIZE)
-                .map_err(sql)?;
-            conn.pragma_update(None, "application_id", APPLICATION_ID)
-                .map_err(sql)?;
-        }
-        check_version(&conn, path, false)?;
-        let _mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(sql)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(sql)?;
-        // A log sized to the file system, so that it can never fill a small disk.
-        wal::apply(&conn, path).map_err(sql)?;
-        conn.pragma_update(None, "foreign_keys", true)
-            .map_err(sql)?;
-        MIGRATIONS
-            .to_latest(&mut conn)
-            .map_err(|source| StoreError::Migrate {
-                path: path.to_owned(),
-                source,
-            })?;
-        let identity = file::identity(path);
-        let companions = ["-wal", "-shm"]
-            .into_iter()
-            .filter_map(|suffix| {
-                let mut name = path.as_os_str().to_owned();
-                name.push(suffix);
-                let p = PathBuf::from(name);
-                file::identity(&p).map(|id| (p, id))
-            })
-            .collect();
-        let store = Store {
-            conn,
-            path: path.to_owned(),
-            identity,
-            companions,
-        };
-        backfill::covered_time(&store, options)?;
-        Ok(store)
-    }
-
-    /// Opens an existing database for reading, alongside a daemon that writes it.
-    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|source| StoreError::Open {
-            path: path.to_owned(),
-            source,
-        })?;
-        let sql = |source| StoreError::Sqlite {
-            path: path.to_owned(),
-            source,
-        };
-        conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
-        identify(&conn, path, false)?;
-        check_version(&conn, path, true)?;
-        Ok(Store {
-            conn,
-            path: path.to_owned(),
-            identity: None,
-            companions: Vec::new(),
-        })
-    }
-
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -530,171 +195,6 @@ impl Store {
             .map_err(|e| self.sql(e))
     }
 
-    /// The series `(host, source, metric, channel)`, created if new.
-    pub fn ensure_series(
-        &self,
-        host: &str,
-        source: &SourceId,
-        metric: Metric,
-        channel: &str,
-    ) -> Result<Series, StoreError> {
-        let unit = metric.unit();
-        let (hourly, minute) = rollup_kind(metric, channel);
-        self.conn
-            .prepare_cached(
-                "INSERT INTO series (host, source, metric, channel, unit, rollup, minute_rollup)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    host,
-                    source.to_string(),
-                    metric.as_str(),
-                    channel,
-                    unit.symbol(),
-                    hourly,
-                    minute
-                ])
-            })
-            .map_err(|e| self.sql(e))?;
-        let id: i64 = self
-            .conn
-            .prepare_cached(
-                "SELECT id FROM series
-                 WHERE host = ?1 AND source = ?2 AND metric = ?3 AND channel = ?4 AND unit = ?5",
-            )
-            .and_then(|mut s| {
-                s.query_row(
-                    params![
-                        host,
-                        source.to_string(),
-                        metric.as_str(),
-                        channel,
-                        unit.symbol()
-                    ],
-                    |r| r.get(0),
-                )
-            })
-            .map_err(|e| self.sql(e))?;
-        let spacing_ms: Option<i64> = self
-            .conn
-            .prepare_cached("SELECT spacing_ms FROM series WHERE id = ?1")
-            .and_then(|mut s| s.query_row([id], |r| r.get(0)))
-            .map_err(|e| self.sql(e))?;
-        Ok(Series {
-            id,
-            host: host.to_owned(),
-            source: source.clone(),
-            metric,
-            channel: channel.to_owned(),
-            unit,
-            spacing_ms,
-        })
-    }
-
-    /// Records the spacing the writer judges the series' pairs by, ms.
-    pub fn set_spacing(&self, series_id: i64, spacing_ms: i64) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached("UPDATE series SET spacing_ms = ?2 WHERE id = ?1")
-            .and_then(|mut s| s.execute(params![series_id, spacing_ms.max(1)]))
-            .map_err(|e| self.sql(e))?;
-        Ok(())
-    }
-
-    /// Writes (inserts or replaces) one hour rollup of series `series`.
-    pub fn put_hour_rollup(&self, series: &Series, hour: &HourRollup) -> Result<(), StoreError> {
-        let scale = resolution(series.unit);
-        let minutes = (!hour.minutes.is_empty()).then(|| encode_minutes(&hour.minutes, scale));
-        let (mean, min, max) = if hour.n == 0 {
-            (0.0, 0.0, 0.0)
-        } else {
-            (hour.mean, hour.min, hour.max)
-        };
-        self.conn
-            .prepare_cached(
-                "INSERT INTO rollup_hour
-                   (series_id, hour_ms, n, mean, min, max, energy_wh, minutes, covered_ms, approximate)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                 ON CONFLICT (series_id, hour_ms) DO UPDATE SET n = excluded.n,
-                   mean = excluded.mean, min = excluded.min, max = excluded.max,
-                   energy_wh = excluded.energy_wh, minutes = excluded.minutes,
-                   covered_ms = excluded.covered_ms, approximate = excluded.approximate",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    series.id,
-                    hour.hour_ms,
-                    hour.n as i64,
-                    mean,
-                    min,
-                    max,
-                    hour.energy_wh,
-                    minutes,
-                    hour.covered_ms.map(|c| c.clamp(0, HOUR_MS)),
-                    hour.approximate
-                ])
-            })
-            .map_err(|e| self.sql(e))?;
-        Ok(())
-    }
-
-    /// The stored hour rollup of `series` at `hour_ms`, if any.
-    pub fn hour_rollup(
-        &self,
-        series: &Series,
-        hour_ms: i64,
-    ) -> Result<Option<HourRollup>, StoreError> {
-        let row = self
-            .conn
-            .prepare_cached(
-                "SELECT n, mean, min, max, energy_wh, minutes, covered_ms, approximate
-                 FROM rollup_hour WHERE series_id = ?1 AND hour_ms = ?2",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![series.id, hour_ms], |r| {
-                    Ok((
-                        (
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, f64>(1)?,
-                            r.get::<_, f64>(2)?,
-                            r.get::<_, f64>(3)?,
-                        ),
-                        r.get::<_, Option<f64>>(4)?,
-                        r.get::<_, Option<Vec<u8>>>(5)?,
-                        r.get::<_, Option<i64>>(6)?,
-                        r.get::<_, bool>(7)?,
-                    ))
-                })
-                .optional()
-            })
-            .map_err(|e| self.sql(e))?;
-        let Some(((n, mean, min, max), energy_wh, minutes, covered_ms, approximate)) = row else {
-            return Ok(None);
-        };
-        let minutes = match minutes {
-            Some(blob) => decode_minutes(&blob, resolution(series.unit)).map_err(|source| {
-                StoreError::Corrupt {
-                    path: self.path.clone(),
-                    series_id: series.id,
-                    start_ms: hour_ms,
-                    source,
-                }
-            })?,
-            None => Vec::new(),
-        };
-        Ok(Some(HourRollup {
-            hour_ms,
-            n: n.max(0) as u64,
-            mean,
-            min,
-            max,
-            energy_wh,
-            covered_ms,
-            approximate,
-            minutes,
-        }))
-    }
-
     fn sql(&self, source: rusqlite::Error) -> StoreError {
         StoreError::Sqlite {
             path: self.path.clone(),
@@ -710,99 +210,6 @@ impl Store {
             source,
         }
     }
-}
-
-fn check_version(conn: &Connection, path: &Path, read_only: bool) -> Result<(), StoreError> {
-    let found: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|source| StoreError::Sqlite {
-            path: path.to_owned(),
-            source,
-        })?;
-    let supported = MIGRATION_LIST.len() as i64;
-    if found > supported {
-        return Err(StoreError::SchemaTooNew {
-            path: path.to_owned(),
-            found,
-            supported,
-        });
-    }
-    if read_only && found < supported {
-        return Err(StoreError::SchemaTooOld {
-            path: path.to_owned(),
-            found,
-            supported,
-        });
-    }
-    Ok(())
-}
-
-const MINUTE_ORDERS: [codec::Order; 7] = [codec::Order::Delta; 7];
-
-/// Packs minute rollups: minute index, n, mean, min, max (at `scale`), energy (mWh), covered
-/// time (ms).
-fn encode_minutes(minutes: &[MinuteRollup], scale: f64) -> Vec<u8> {
-    let col = |f: &dyn Fn(&MinuteRollup) -> i64| minutes.iter().map(f).collect::<Vec<i64>>();
-    let index = col(&|m| i64::from(m.minute));
-    let n = col(&|m| m.n as i64);
-    let mean = col(&|m| quantise(m.mean, scale));
-    let min = col(&|m| quantise(m.min, scale));
-    let max = col(&|m| quantise(m.max, scale));
-    let energy = col(&|m| quantise(m.energy_wh, 1000.0));
-    // -1: not known (a minute stored before covered time was).
-    let covered = col(&|m| m.covered_ms.unwrap_or(-1));
-    codec::encode(&[
-        (&index, codec::Order::Delta),
-        (&n, codec::Order::Delta),
-        (&mean, codec::Order::Delta),
-        (&min, codec::Order::Delta),
-        (&max, codec::Order::Delta),
-        (&energy, codec::Order::Delta),
-        (&covered, codec::Order::Delta),
-    ])
-}
-
-/// Unpacks minute rollups; blobs written before covered time was stored have six columns.
-fn decode_minutes(blob: &[u8], scale: f64) -> Result<Vec<MinuteRollup>, codec::DecodeError> {
-    let (cols, with_covered) = match codec::decode(blob, &MINUTE_ORDERS) {
-        Ok(c) => (c, true),
-        Err(e) => match codec::decode(blob, &MINUTE_ORDERS[..6]) {
-            Ok(c) => (c, false),
-            Err(_) => return Err(e),
-        },
-    };
-    let (index, n, mean, min, max, energy) =
-        (&cols[0], &cols[1], &cols[2], &cols[3], &cols[4], &cols[5]);
-    Ok((0..index.len())
-        .map(|i| MinuteRollup {
-            minute: index[i].clamp(0, 59) as u8,
-            n: n[i].max(0) as u64,
-            mean: dequantise(mean[i], scale),
-            min: dequantise(min[i], scale),
-            max: dequantise(max[i], scale),
-            energy_wh: dequantise(energy[i], 1000.0),
-            covered_ms: with_covered
-                .then(|| cols[6][i])
-                .filter(|c| *c >= 0)
-                .map(|c| c.min(MINUTE_MS)),
-        })
-        .collect())
-}
-
-/// An error and its causes on one line (SQLite's own reason, such as "database or disk is
-/// full", is the cause of the store's error).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let more = s.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = s.source();
-    }
-    text
 }
 
 /// `t` rounded down to a multiple of `step` (saturating at the `i64` range).

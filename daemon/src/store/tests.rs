@@ -9,6 +9,7 @@ use wattson_collectors::source::channel;
 use rand::Rng;
 use wattson_collectors::{Metric, Sample};
 
+use super::hour_rollup::{decode_minutes, encode_minutes};
 use super::*;
 
 /// 2023-11-14T22:00:00Z, an hour boundary.

@@ -9,11 +9,12 @@
 //! per-core CPU series, which are pruned sooner).
 //!
 //! A pair of power samples is continuous when no recorded gap overlaps it and it is no
-//! longer than [`integrate::max_pair_ms`] of the series' spacing: the one configured for its
-//! source ([`StoreOptions::spacing_ms`]), else the one its batch states (a fleet host's
-//! publish interval), else the median of the series' last few sample intervals. The pair
-//! that straddles a restart of the writer is judged like any other, so a fleet collector's
-//! restart costs its hosts no energy; the daemon records its own downtime as a gap.
+//! longer than [`super::integrate::max_pair_ms`] of the series' spacing: the one configured
+//! for its source ([`StoreOptions::spacing_ms`]), else the one its batch states (a fleet
+//! host's publish interval), else the median of the series' last few sample intervals. The
+//! pair that straddles a restart of the writer is judged like any other, so a fleet
+//! collector's restart costs its hosts no energy; the daemon records its own downtime as a
+//! gap.
 //!
 //! Each series is stored in time order: a sample whose timestamp is not after the newest
 //! one stored for its series (the wall clock stepped back, or a fleet message came twice)
@@ -35,21 +36,24 @@ use std::sync::Arc;
 use std::time::Instant;
 use wattson_collectors::SourceId;
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 use wattson_collectors::{Metric, Sample};
 
-use super::codec::{self, Order};
 use super::health::HealthBoard;
 use super::lock::WriterLock;
 use super::pending::{Pending, PendingQueue};
-use super::quarantine::{Kind, Quarantined};
+use super::quarantine::Quarantined;
 use super::rollup::{HourAcc, Spacing};
 use super::{
-    CHUNK_MS, HOUR_MS, HourRollup, MINUTE_MS, Series, Store, StoreError, StoreOptions, dequantise,
-    floor_to, integrate, is_detail, quantise, resolution, rollup_kind,
+    CHUNK_MS, Series, Store, StoreError, StoreOptions, dequantise, floor_to, is_detail, quantise,
+    resolution, rollup_kind,
 };
 
+mod chunks;
+mod hours;
 mod recovery;
+
+use chunks::{OpenChunk, write_open};
 
 /// What one flush wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -63,27 +67,6 @@ pub struct FlushStats {
     pub stale: usize,
     /// Gaps recorded.
     pub gaps: usize,
-}
-
-struct OpenChunk {
-    start_ms: i64,
-    ts: Vec<i64>,
-    q: Vec<i64>,
-    dirty: bool,
-}
-
-impl OpenChunk {
-    fn push(&mut self, ts: i64, q: i64) {
-        if self.ts.last().is_none_or(|&last| last <= ts) {
-            self.ts.push(ts);
-            self.q.push(q);
-        } else {
-            let at = self.ts.partition_point(|&t| t <= ts);
-            self.ts.insert(at, ts);
-            self.q.insert(at, q);
-        }
-        self.dirty = true;
-    }
 }
 
 struct SeriesState {
@@ -431,57 +414,6 @@ impl Writer {
         Ok(i)
     }
 
-    /// The stored open chunk of `series`; one that cannot be decoded is set aside.
-    fn load_open(&mut self, series: &Series) -> Result<Option<OpenChunk>, StoreError> {
-        let row: Option<(i64, Vec<u8>)> = self
-            .store
-            .conn
-            .prepare_cached("SELECT start_ms, data FROM raw_open WHERE series_id = ?1")
-            .and_then(|mut s| {
-                s.query_row([series.id], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()
-            })
-            .map_err(|e| self.store.sql(e))?;
-        let Some((start_ms, data)) = row else {
-            return Ok(None);
-        };
-        match self.store.decode_chunk(series.id, start_ms, &data) {
-            Ok(chunk) => Ok(Some(OpenChunk {
-                start_ms,
-                ts: chunk.ts,
-                q: chunk.q,
-                dirty: false,
-            })),
-            Err(StoreError::Corrupt { source, .. }) => {
-                let q = self
-                    .store
-                    .quarantine(Kind::RawOpen, series, start_ms, &source)?;
-                self.quarantined.push(q);
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The newest sample (ms, value) in the closed chunks of a series, for a series with no
-    /// open chunk.
-    fn newest_closed(&self, series_id: i64) -> Result<Option<(i64, f64)>, StoreError> {
-        self.store
-            .conn
-            .prepare_cached(
-                "SELECT last_ts_ms, last_value FROM (
-                   SELECT last_ts_ms, last_value FROM raw_chunk WHERE series_id = ?1
-                   UNION ALL
-                   SELECT last_ts_ms, last_value FROM raw_detail_chunk WHERE series_id = ?1)
-                 ORDER BY last_ts_ms DESC LIMIT 1",
-            )
-            .and_then(|mut s| {
-                s.query_row([series_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()
-            })
-            .map_err(|e| self.store.sql(e))
-    }
-
     /// Stores one sample; `false` (nothing stored) when `ts` is not after the newest
     /// timestamp of the series.
     fn ingest(&mut self, i: usize, ts: i64, value: f64) -> Result<bool, StoreError> {
@@ -524,230 +456,4 @@ impl Writer {
         }
         Ok(true)
     }
-
-    fn roll_up(&mut self, i: usize, ts: i64, value: f64) -> Result<(), StoreError> {
-        let state = &mut self.states[i];
-        // (minute start, Wh, covered ms) of the pair that ends at this sample.
-        let mut pieces: Vec<(i64, f64, i64)> = Vec::new();
-        if state.minutes
-            && let Some((t0, v0)) = state.prev
-            && ts > t0
-        {
-            let key = (state.series.host.clone(), state.series.source.clone());
-            let gaps = self.gaps.get(&key).map_or(&[][..], Vec::as_slice);
-            if integrate::continuous(t0, ts, state.spacing.max_pair_ms(), gaps) {
-                let mut m = floor_to(t0, MINUTE_MS);
-                while m < ts {
-                    let end = m + MINUTE_MS;
-                    pieces.push((
-                        m,
-                        integrate::clipped_wh(t0, v0, ts, value, m, end),
-                        integrate::clipped_ms(t0, ts, m, end),
-                    ));
-                    m = end;
-                }
-            }
-            state.spacing.observe(ts - t0);
-        }
-        for (minute_ms, wh, ms) in pieces {
-            self.with_hour(i, minute_ms, |h| h.integrate(minute_of(minute_ms), wh, ms))?;
-        }
-        let minutes = self.states[i].minutes;
-        self.with_hour(i, ts, |h| {
-            h.all.add(value);
-            if minutes {
-                h.minutes.entry(minute_of(ts)).or_default().add(value);
-            }
-        })?;
-        let state = &mut self.states[i];
-        if state.prev.is_none_or(|(t, _)| ts > t) {
-            state.prev = Some((ts, value));
-        }
-        Ok(())
-    }
-
-    /// Applies `f` to the rollup of the hour holding `ts`: the open hour in memory, a
-    /// later hour (which becomes the open one), or an earlier hour read and written back.
-    fn with_hour(
-        &mut self,
-        i: usize,
-        ts: i64,
-        f: impl FnOnce(&mut HourAcc),
-    ) -> Result<(), StoreError> {
-        let hour_ms = floor_to(ts, HOUR_MS);
-        let state = &mut self.states[i];
-        match state.hour.as_mut() {
-            Some(h) if h.hour_ms == hour_ms => {
-                f(h);
-                h.dirty = true;
-            }
-            Some(h) if h.hour_ms > hour_ms => {
-                let stored =
-                    stored_hour(&self.store, &mut self.quarantined, &state.series, hour_ms)?;
-                let mut old = HourAcc::from_stored(hour_ms, stored);
-                f(&mut old);
-                self.store
-                    .put_hour_rollup(&state.series, &old.to_rollup(state.minutes))?;
-            }
-            _ => {
-                if let Some(h) = state.hour.take().filter(|h| h.dirty) {
-                    self.store
-                        .put_hour_rollup(&state.series, &h.to_rollup(state.minutes))?;
-                }
-                let stored =
-                    stored_hour(&self.store, &mut self.quarantined, &state.series, hour_ms)?;
-                let mut h = HourAcc::from_stored(hour_ms, stored);
-                f(&mut h);
-                h.dirty = true;
-                state.hour = Some(h);
-            }
-        }
-        Ok(())
-    }
-
-    /// Merges `points` (ts, quantised value) into the closed chunk at `start_ms`, in
-    /// `raw_detail_chunk` for per-core series (`detail`) and `raw_chunk` for the rest; a
-    /// chunk already stored is rewritten in the table it is in.
-    fn merge_closed(
-        &mut self,
-        series: &Series,
-        detail: bool,
-        start_ms: i64,
-        points: &[(i64, i64)],
-        scale: f64,
-    ) -> Result<(), StoreError> {
-        let series_id = series.id;
-        let store = &self.store;
-        let existing: Option<(Vec<u8>, bool)> = store
-            .conn
-            .prepare_cached(
-                "SELECT data, 0 FROM raw_chunk WHERE series_id = ?1 AND start_ms = ?2
-                 UNION ALL
-                 SELECT data, 1 FROM raw_detail_chunk WHERE series_id = ?1 AND start_ms = ?2",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![series_id, start_ms], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()
-            })
-            .map_err(|e| store.sql(e))?;
-        let detail = existing.as_ref().map_or(detail, |e| e.1);
-        let mut all: Vec<(i64, i64)> = match existing.map(|e| e.0) {
-            Some(data) => match store.decode_chunk(series_id, start_ms, &data) {
-                Ok(c) => c.ts.into_iter().zip(c.q).collect(),
-                Err(StoreError::Corrupt { source, .. }) => {
-                    let kind = if detail {
-                        Kind::RawDetailChunk
-                    } else {
-                        Kind::RawChunk
-                    };
-                    let q = store.quarantine(kind, series, start_ms, &source)?;
-                    self.quarantined.push(q);
-                    Vec::new()
-                }
-                Err(e) => return Err(e),
-            },
-            None => Vec::new(),
-        };
-        let store = &self.store;
-        all.extend_from_slice(points);
-        all.sort_by_key(|p| p.0);
-        let chunk = OpenChunk {
-            start_ms,
-            ts: all.iter().map(|p| p.0).collect(),
-            q: all.iter().map(|p| p.1).collect(),
-            dirty: true,
-        };
-        let (data, last_ts, last_value) = encode_chunk(&chunk, scale);
-        store
-            .conn
-            .prepare_cached(if detail {
-                "INSERT INTO raw_detail_chunk
-                   (series_id, start_ms, n, last_ts_ms, last_value, data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (series_id, start_ms) DO UPDATE SET n = excluded.n,
-                   last_ts_ms = excluded.last_ts_ms, last_value = excluded.last_value,
-                   data = excluded.data"
-            } else {
-                "INSERT INTO raw_chunk (series_id, start_ms, n, last_ts_ms, last_value, data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (series_id, start_ms) DO UPDATE SET n = excluded.n,
-                   last_ts_ms = excluded.last_ts_ms, last_value = excluded.last_value,
-                   data = excluded.data"
-            })
-            .and_then(|mut s| {
-                s.execute(params![
-                    series_id,
-                    start_ms,
-                    chunk.ts.len() as i64,
-                    last_ts,
-                    last_value,
-                    data
-                ])
-            })
-            .map_err(|e| store.sql(e))?;
-        Ok(())
-    }
-}
-
-/// The stored rollup of `series` at `hour_ms`; one whose minutes cannot be decoded is set
-/// aside (into `quarantined`) and the hour starts afresh.
-fn stored_hour(
-    store: &Store,
-    quarantined: &mut Vec<Quarantined>,
-    series: &Series,
-    hour_ms: i64,
-) -> Result<Option<HourRollup>, StoreError> {
-    match store.hour_rollup(series, hour_ms) {
-        Err(StoreError::Corrupt { source, .. }) => {
-            quarantined.push(store.quarantine(Kind::RollupHour, series, hour_ms, &source)?);
-            Ok(None)
-        }
-        other => other,
-    }
-}
-
-fn minute_of(ts: i64) -> u8 {
-    (ts.rem_euclid(HOUR_MS) / MINUTE_MS) as u8
-}
-
-fn encode_chunk(chunk: &OpenChunk, scale: f64) -> (Vec<u8>, i64, f64) {
-    let rel: Vec<i64> = chunk
-        .ts
-        .iter()
-        .map(|t| t.wrapping_sub(chunk.start_ms))
-        .collect();
-    let data = codec::encode(&[(&rel, Order::DeltaOfDelta), (&chunk.q, Order::Delta)]);
-    let last_ts = chunk.ts.last().copied().unwrap_or(chunk.start_ms);
-    let last_value = chunk.q.last().map_or(0.0, |&q| dequantise(q, scale));
-    (data, last_ts, last_value)
-}
-
-fn write_open(
-    store: &Store,
-    series_id: i64,
-    chunk: &OpenChunk,
-    scale: f64,
-) -> Result<(), StoreError> {
-    let (data, last_ts, last_value) = encode_chunk(chunk, scale);
-    store
-        .conn
-        .prepare_cached(
-            "INSERT INTO raw_open (series_id, start_ms, n, last_ts_ms, last_value, data)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (series_id) DO UPDATE SET start_ms = excluded.start_ms, n = excluded.n,
-               last_ts_ms = excluded.last_ts_ms, last_value = excluded.last_value,
-               data = excluded.data",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                series_id,
-                chunk.start_ms,
-                chunk.ts.len() as i64,
-                last_ts,
-                last_value,
-                data
-            ])
-        })
-        .map_err(|e| store.sql(e))?;
-    Ok(())
 }

@@ -1,0 +1,358 @@
+//! The CSV exports: ENTSO-E and Nord Pool day-ahead prices (local times in the zone their
+//! header names, per MWh) and the plain `start,end,value` files.
+
+use chrono::{LocalResult, NaiveDateTime, TimeZone};
+use chrono_tz::Tz;
+
+use crate::analysis::price_series::Slot;
+
+use super::{Format, ImportError, Options, Parsed, err, utc_time};
+
+/// Splits one CSV line on `delim`, honouring double quotes.
+fn fields(line: &str, delim: char) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            c if c == delim && !quoted => out.push(std::mem::take(&mut cur).trim().to_owned()),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur.trim().to_owned());
+    out
+}
+
+/// A number as day-ahead exports write it (`86.52`, or `86,52` in `;`-separated files).
+fn number(s: &str, decimal_comma: bool) -> Option<f64> {
+    let t = s.trim();
+    let t = if decimal_comma {
+        t.replace(',', ".")
+    } else {
+        t.to_owned()
+    };
+    t.parse::<f64>().ok()
+}
+
+/// The zone a header names: `(CET/CEST)`, `(CET)`, `(EET)`, `(UTC)`, ...
+fn zone_of(header: &str) -> Option<Tz> {
+    let h = header.to_ascii_uppercase();
+    let inner = h.split_once('(')?.1.split_once(')')?.0.trim().to_owned();
+    Some(match inner.split('/').next()?.trim() {
+        "UTC" | "GMT" => chrono_tz::UTC,
+        "CET" | "CEST" => chrono_tz::Europe::Brussels,
+        "EET" | "EEST" => chrono_tz::Europe::Helsinki,
+        "WET" | "WEST" => chrono_tz::Europe::Lisbon,
+        "GMT/BST" | "UK" | "BST" => chrono_tz::Europe::London,
+        _ => return None,
+    })
+}
+
+/// The currency a price header names: `[EUR/MWh]`, `(EUR/MWh)`, `SE3 (EUR)`.
+fn currency_of(header: &str) -> Option<String> {
+    let h = header.to_ascii_uppercase();
+    let open = h.find(['[', '('])?;
+    let inner: String = h[open + 1..]
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .collect();
+    (inner.len() == 3).then_some(inner)
+}
+
+/// A local wall-clock time in `tz` to UTC ms. When the clock goes back the hour happens
+/// twice: the one that follows `previous_end` (the last slot's end) is taken, else the
+/// earlier one.
+fn local_ms(t: NaiveDateTime, tz: Tz, previous_end: Option<i64>) -> Option<i64> {
+    match tz.from_local_datetime(&t) {
+        LocalResult::Single(x) => Some(x.timestamp_millis()),
+        LocalResult::Ambiguous(a, b) => {
+            let (a, b) = (a.timestamp_millis(), b.timestamp_millis());
+            Some(
+                if previous_end == Some(b) || previous_end.is_some_and(|p| p > a) {
+                    b
+                } else {
+                    a
+                },
+            )
+        }
+        LocalResult::None => None,
+    }
+}
+
+fn local_time(s: &str) -> Option<NaiveDateTime> {
+    let s = s.trim();
+    [
+        "%d.%m.%Y %H:%M",
+        "%d.%m.%Y %H:%M:%S",
+        "%d/%m/%Y %H:%M:%S",
+        "%d/%m/%Y %H:%M",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+    ]
+    .iter()
+    .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
+}
+
+pub(super) fn day_ahead(text: &str, format: Format, opts: &Options) -> Result<Parsed, ImportError> {
+    let mut lines = text
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let Some((h_index, header_line)) = lines.next() else {
+        return Err(err(0, "header", "the file is empty"));
+    };
+    let delim = if header_line.matches(';').count() > header_line.matches(',').count() {
+        ';'
+    } else {
+        ','
+    };
+    let header = fields(header_line, delim);
+    let lower: Vec<String> = header.iter().map(|h| h.to_ascii_lowercase()).collect();
+    let find = |pred: &dyn Fn(&str) -> bool| lower.iter().position(|h| pred(h));
+    let (start_col, end_col) = if format == Format::Entsoe {
+        let c = find(&|h| h.contains("mtu")).ok_or_else(|| {
+            err(
+                h_index + 1,
+                "MTU",
+                "no MTU column: not an ENTSO-E day-ahead export",
+            )
+        })?;
+        (c, None)
+    } else {
+        let s = find(&|h| h.contains("delivery start") || h == "start")
+            .ok_or_else(|| err(h_index + 1, "Delivery Start", "no Delivery Start column"))?;
+        let e = find(&|h| h.contains("delivery end") || h == "end")
+            .ok_or_else(|| err(h_index + 1, "Delivery End", "no Delivery End column"))?;
+        (s, Some(e))
+    };
+    let price_cols: Vec<usize> = (0..header.len())
+        .filter(|&i| i != start_col && Some(i) != end_col)
+        .filter(|&i| currency_of(&header[i]).is_some() || lower[i].contains("price"))
+        .filter(|&i| !lower[i].contains("intraday"))
+        .collect();
+    let price_col = match &opts.column {
+        Some(name) => header
+            .iter()
+            .position(|h| h.eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                err(
+                    h_index + 1,
+                    name,
+                    format!("no such column; the header has {}", header.join(", ")),
+                )
+            })?,
+        None => match price_cols.as_slice() {
+            [one] => *one,
+            [] => {
+                return Err(err(
+                    h_index + 1,
+                    "price",
+                    format!("no price column in {}", header.join(", ")),
+                ));
+            }
+            many => {
+                return Err(err(
+                    h_index + 1,
+                    "price",
+                    format!(
+                        "several price columns ({}): choose one with --column",
+                        many.iter()
+                            .map(|&i| header[i].as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        },
+    };
+    let currency_col = find(&|h| h == "currency");
+    let tz = zone_of(&header[start_col])
+        .or(opts.timezone)
+        .ok_or_else(|| {
+            err(
+                h_index + 1,
+                &header[start_col],
+                "the header names no time zone such as (CET/CEST) or (UTC): give --timezone",
+            )
+        })?;
+    let header_currency = currency_of(&header[price_col]);
+    let per_mwh = !lower[price_col].contains("kwh");
+    let mut out = Parsed {
+        format,
+        unit: header_currency.clone().unwrap_or_default(),
+        slots: Vec::new(),
+        notes: Vec::new(),
+        lines: Vec::new(),
+    };
+    let mut skipped = 0;
+    let mut previous_end: Option<i64> = None;
+    for (i, line) in lines {
+        let n = i + 1;
+        let f = fields(line, delim);
+        let get = |c: usize, name: &str| -> Result<&str, ImportError> {
+            f.get(c)
+                .map(String::as_str)
+                .ok_or_else(|| err(n, name, "missing: the line has too few fields"))
+        };
+        let (start_text, end_text) = match end_col {
+            None => {
+                let mtu = get(start_col, &header[start_col])?;
+                // "01.11.2026 00:00 - 01.11.2026 01:00", maybe with " (CET)" after.
+                let mtu = mtu.split(" (").next().unwrap_or(mtu);
+                mtu.split_once(" - ").ok_or_else(|| {
+                    err(
+                        n,
+                        &header[start_col],
+                        format!("{mtu:?} is not \"start - end\""),
+                    )
+                })?
+            }
+            Some(e) => (get(start_col, &header[start_col])?, get(e, &header[e])?),
+        };
+        let start_name = header[start_col].clone();
+        let end_name = end_col.map_or_else(|| start_name.clone(), |e| header[e].clone());
+        let naive = |s: &str, name: &str| {
+            local_time(s).ok_or_else(|| err(n, name, format!("{s:?} is not a date and time")))
+        };
+        let (local_start, local_end) =
+            (naive(start_text, &start_name)?, naive(end_text, &end_name)?);
+        let start_ms = local_ms(local_start, tz, previous_end).ok_or_else(|| {
+            err(
+                n,
+                &start_name,
+                format!("{start_text} does not exist in {tz} (a skipped hour)"),
+            )
+        })?;
+        // The end as the slot's length on the wall clock: "02:00 - 03:00" lasts an hour
+        // whichever of the two 02:00s of a clock change it starts at.
+        let end_ms = start_ms.saturating_add((local_end - local_start).num_milliseconds());
+        let price_text = get(price_col, &header[price_col])?;
+        let marker = price_text.trim().to_ascii_lowercase();
+        if marker.is_empty() || marker == "n/e" || marker == "-" || marker == "n/a" {
+            // No price published for this slot: it falls back to the configured price.
+            skipped += 1;
+            previous_end = Some(end_ms);
+            continue;
+        }
+        let value = number(price_text, delim == ';').ok_or_else(|| {
+            err(
+                n,
+                &header[price_col],
+                format!("{price_text:?} is not a number"),
+            )
+        })?;
+        if let Some(c) = currency_col
+            .and_then(|c| f.get(c))
+            .filter(|c| !c.is_empty())
+        {
+            let c = c.to_ascii_uppercase();
+            if out.unit.is_empty() {
+                out.unit.clone_from(&c);
+            } else if c != out.unit {
+                return Err(err(
+                    n,
+                    "Currency",
+                    format!("{c} where the file's prices are in {}", out.unit),
+                ));
+            }
+        }
+        out.slots.push(Slot {
+            start_ms,
+            end_ms,
+            value: if per_mwh { value / 1000.0 } else { value },
+        });
+        out.lines.push(n);
+        previous_end = Some(end_ms);
+    }
+    if out.unit.is_empty() {
+        return Err(err(
+            h_index + 1,
+            &header[price_col],
+            "the file names no currency (such as [EUR/MWh])",
+        ));
+    }
+    if per_mwh {
+        out.notes.push(format!(
+            "prices in {0}/MWh, divided by 1000 for {0}/kWh",
+            out.unit
+        ));
+    }
+    out.notes.push(format!("times read in {tz}, stored in UTC"));
+    if skipped > 0 {
+        out.notes.push(format!(
+            "{skipped} slot(s) had no price (n/e or empty) and were left out: energy then \
+             is priced at the configured price"
+        ));
+    }
+    Ok(out)
+}
+
+pub(super) fn plain_csv(text: &str, format: Format, opts: &Options) -> Result<Parsed, ImportError> {
+    let carbon = format == Format::CarbonCsv;
+    let value_name = if carbon {
+        "g_co2_per_kwh"
+    } else {
+        "price_per_kwh"
+    };
+    let mut out = Parsed {
+        format,
+        unit: if carbon {
+            "gCO2/kWh".to_owned()
+        } else {
+            opts.currency.clone()
+        },
+        slots: Vec::new(),
+        notes: Vec::new(),
+        lines: Vec::new(),
+    };
+    for (i, line) in text.trim_start_matches('\u{feff}').lines().enumerate() {
+        let n = i + 1;
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let f = fields(line, ',');
+        if out.slots.is_empty() && f.first().is_some_and(|s| s.eq_ignore_ascii_case("start")) {
+            continue; // the header
+        }
+        if f.len() != 3 {
+            return Err(err(
+                n,
+                "line",
+                format!("{} fields where start,end,{value_name} needs 3", f.len()),
+            ));
+        }
+        let time = |s: &str, name: &str| {
+            utc_time(s).ok_or_else(|| {
+                err(
+                    n,
+                    name,
+                    format!(
+                        "{s:?} is not a time with its offset (RFC 3339, e.g. 2026-11-30T23:00:00Z)"
+                    ),
+                )
+            })
+        };
+        let start_ms = time(&f[0], "start")?;
+        let end_ms = time(&f[1], "end")?;
+        let value = f[2]
+            .parse::<f64>()
+            .map_err(|_| err(n, value_name, format!("{:?} is not a number", f[2])))?;
+        out.slots.push(Slot {
+            start_ms,
+            end_ms,
+            value,
+        });
+        out.lines.push(n);
+    }
+    Ok(out)
+}
