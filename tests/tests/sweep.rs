@@ -126,6 +126,21 @@ fn run_sweep_levels(
         .expect("sweep stored");
     assert_eq!(s.status, "complete");
     assert_eq!(s.levels.len(), cpus + 1);
+    // Each level's settle/measure split is stored with the run.
+    let timing = s.settings.as_ref().unwrap()["level_timing"]
+        .as_array()
+        .unwrap();
+    assert_eq!(timing.len(), cpus + 1, "{timing:?}");
+    for (t, l) in timing.iter().zip(&s.levels) {
+        assert_eq!(t["loops"].as_i64(), Some(l.loops), "{t}");
+        assert_eq!(t["n"].as_i64(), Some(l.n), "{t}");
+        let (settle, measure) = (
+            t["settle_s"].as_f64().unwrap(),
+            t["measure_s"].as_f64().unwrap(),
+        );
+        assert!(settle >= 0.0 && measure > 0.0, "{t}");
+        assert!(settle + measure <= max_level.as_secs_f64() + 1.0, "{t}");
+    }
     let fit = &s.fit.as_ref().unwrap()[0];
     Fit {
         idle: fit["loops"]["intercept"].as_f64().unwrap(),

@@ -331,7 +331,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__meter__subcmd__simulate)
-            opts="-c -v -h -V --protocol --watts --follow-cpu --per-cpu --noise --ramp --curvature --address --duration --effect --seed --config --verbose --help --version"
+            opts="-c -v -h -V --protocol --watts --follow-cpu --follow-pid --follow-demand --follow-threads --per-cpu --noise --ramp --curvature --address --duration --effect --seed --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -342,6 +342,14 @@ _wattson() {
                     return 0
                     ;;
                 --watts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --follow-pid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --follow-threads)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

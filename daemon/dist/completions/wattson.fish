@@ -111,6 +111,8 @@ complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_s
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l protocol -d 'Protocol to simulate: pzem004t, pzem017, sdm120, sdm230, sdm630, wattsup, cse7766, hlw8032, line' -r
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l watts -d 'Watts with no load (or constant watts without --follow-cpu)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l follow-pid -d 'With --follow-cpu, follow only this process\'s CPU time (all its threads, from /proc/PID/stat) rather than the whole machine\'s, so other load does not leak in' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l follow-threads -d 'With --follow-demand, count only the process\'s threads whose name starts with this, e.g. `wattson-spin` for a sweep\'s spin loops' -r
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l per-cpu -d 'Extra watts per fully busy CPU with --follow-cpu' -r
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l noise -d 'Standard deviation of added noise, W' -r
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l ramp -d 'Time constant of the ramp to a new level, s' -r
@@ -121,6 +123,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_s
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l seed -d 'Random seed for the noise' -r
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l follow-cpu -d 'Follow this machine\'s CPU load: watts = --watts + --per-cpu x busy CPUs'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l follow-demand -d 'With --follow-pid, count the time its threads waited for a CPU as busy too: the CPUs the process asks for, so its loops read as whole CPUs on a machine shared with other work (benchmarks of the sweep\'s statistics on a loaded machine)'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s V -l version -d 'Print version'

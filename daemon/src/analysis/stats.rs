@@ -252,6 +252,13 @@ pub struct MeanCi {
 /// method was used. Fewer than three samples cannot show a correlation and get the plain
 /// independent interval. Needs two finite samples.
 pub fn batch_means_ci(xs: &[f64]) -> Result<MeanCi, StatsError> {
+    batch_means_ci_up_to(xs, MAX_BATCHES)
+}
+
+/// [`batch_means_ci`] with at most `max_batches` batches (at least [`MIN_BATCHES`]): more
+/// batches give a smaller t quantile and a steadier spread where the readings are nearly
+/// independent, which a sequential stopping rule needs (a sweep's level uses 30).
+pub fn batch_means_ci_up_to(xs: &[f64], max_batches: usize) -> Result<MeanCi, StatsError> {
     need("a confidence interval", xs, 2)?;
     let n = xs.len();
     let lag1 = if n >= 3 {
@@ -263,7 +270,7 @@ pub fn batch_means_ci(xs: &[f64]) -> Result<MeanCi, StatsError> {
     let needed = (BATCH_SIZE_FACTOR * rho / (1.0 - rho * rho))
         .ceil()
         .max(1.0) as usize;
-    let batches = (n / needed).min(MAX_BATCHES);
+    let batches = (n / needed).min(max_batches.max(MIN_BATCHES));
     if batches >= MIN_BATCHES {
         let size = n / batches;
         let used = &xs[n - batches * size..];
@@ -360,18 +367,26 @@ pub fn ci_target(mean_w: f64) -> f64 {
     (0.01 * mean_w.abs()).max(0.5)
 }
 
+/// Synthetic series for tests of interval rules.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod synthetic {
+    use rand::Rng;
     use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
 
-    fn normal(rng: &mut StdRng) -> f64 {
-        // Box-Muller; 1 - u keeps the logarithm finite.
+    /// A standard normal deviate (Box-Muller; 1 - u keeps the logarithm finite).
+    pub(crate) fn normal(rng: &mut StdRng) -> f64 {
         let u1: f64 = 1.0 - rng.random::<f64>();
         let u2: f64 = rng.random::<f64>();
         (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::synthetic::normal;
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
 
     /// A stationary AR(1) series around `mu`: `x_t - mu = phi (x_{t-1} - mu) + sigma e_t`.
     fn ar1(seed: u64, n: usize, mu: f64, phi: f64, sigma: f64) -> Vec<f64> {

@@ -40,6 +40,19 @@ pub struct SimulateArgs {
     /// Follow this machine's CPU load: watts = --watts + --per-cpu x busy CPUs.
     #[arg(long)]
     pub follow_cpu: bool,
+    /// With --follow-cpu, follow only this process's CPU time (all its threads, from
+    /// /proc/PID/stat) rather than the whole machine's, so other load does not leak in.
+    #[arg(long, value_name = "PID", requires = "follow_cpu")]
+    pub follow_pid: Option<u32>,
+    /// With --follow-pid, count the time its threads waited for a CPU as busy too: the CPUs
+    /// the process asks for, so its loops read as whole CPUs on a machine shared with other
+    /// work (benchmarks of the sweep's statistics on a loaded machine).
+    #[arg(long, requires = "follow_pid")]
+    pub follow_demand: bool,
+    /// With --follow-demand, count only the process's threads whose name starts with this,
+    /// e.g. `wattson-spin` for a sweep's spin loops.
+    #[arg(long, value_name = "PREFIX", requires = "follow_demand")]
+    pub follow_threads: Option<String>,
     /// Extra watts per fully busy CPU with --follow-cpu.
     #[arg(long, value_name = "W", default_value_t = 15.0, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
     pub per_cpu: f64,
@@ -162,6 +175,9 @@ fn simulate(args: &SimulateArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         idle_w: args.watts,
         per_cpu_w: args.per_cpu,
         follow_cpu: args.follow_cpu,
+        follow_pid: args.follow_pid,
+        follow_demand: args.follow_demand,
+        follow_threads: args.follow_threads.clone(),
         noise_sd_w: args.noise,
         ramp_s: args.ramp,
         curvature_w: args.curvature,

@@ -489,13 +489,14 @@ fn report_progress(bar: &indicatif::ProgressBar, p: &Progress, live_levels: bool
 
 fn level_line(r: &LevelResult) -> String {
     let mut s = format!(
-        "{:<9} {:<6} {:>8.2} W +/- {:.2} (n={}, settled in {:.0} s)",
+        "{:<9} {:<6} {:>8.2} W +/- {:.2} (n={}, settled in {:.0} s, measured {:.0} s)",
         crate::analysis::modes::level_name(r.loops as u32),
         r.kind.as_str(),
         r.mean_w,
         r.ci95_w,
         r.n,
-        r.settle_s
+        r.settle_s,
+        r.measure_s()
     );
     if let Some(mhz) = r.mean_mhz {
         let _ = write!(s, ", {mhz:.0} MHz");

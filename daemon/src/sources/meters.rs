@@ -40,6 +40,10 @@ pub struct BusyCpus {
     prev: Option<CpuTimes>,
     last: f64,
     process: Option<(PathBuf, Option<(f64, std::time::Instant)>)>,
+    /// Read the process's on-CPU plus run-queue time (its `task/` directory) instead.
+    demand: bool,
+    /// With `demand`, only the threads whose name starts with this.
+    threads: Option<String>,
 }
 
 impl BusyCpus {
@@ -49,6 +53,8 @@ impl BusyCpus {
             prev: None,
             last: 0.0,
             process: None,
+            demand: false,
+            threads: None,
         }
     }
 
@@ -60,21 +66,62 @@ impl BusyCpus {
         }
     }
 
+    /// Follow the CPUs one process asks for: the time its threads ran plus the time they
+    /// waited in a run queue, so other load on the machine does not slow what is followed.
+    /// With `threads`, only the threads whose name starts with it.
+    pub fn for_process_demand(root: &SysRoot, pid: u32, threads: Option<String>) -> BusyCpus {
+        BusyCpus {
+            process: Some((root.proc_path(format!("{pid}/task")), None)),
+            demand: true,
+            threads,
+            ..BusyCpus::new(root)
+        }
+    }
+
+    /// Seconds on a CPU or waiting for one, summed over the threads in `task_dir` (those
+    /// named `prefix...` when given).
+    fn demand_seconds(task_dir: &std::path::Path, prefix: Option<&str>) -> Option<f64> {
+        let mut ns = 0.0;
+        for entry in std::fs::read_dir(task_dir).ok()?.flatten() {
+            if let Some(p) = prefix {
+                let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+                if !comm.starts_with(p) {
+                    continue;
+                }
+            }
+            let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+                continue;
+            };
+            let mut f = text.split_whitespace().map(str::parse::<f64>);
+            if let (Some(Ok(run)), Some(Ok(wait))) = (f.next(), f.next()) {
+                ns += run + wait;
+            }
+        }
+        Some(ns / 1e9)
+    }
+
     fn process_sample(&mut self) -> f64 {
+        let demand = self.demand;
+        let prefix = self.threads.clone();
         let Some((path, prev)) = &mut self.process else {
             return 0.0;
         };
         // Fields after the parenthesised command: state is field 3, utime 14, stime 15 (ticks).
-        let cpu_s = std::fs::read_to_string(&*path).ok().and_then(|t| {
-            let rest = t.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-            let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-                .ok()
-                .flatten()
-                .unwrap_or(100) as f64;
-            Some(ticks / hz)
-        });
+        let cpu_s = if demand {
+            Self::demand_seconds(path, prefix.as_deref())
+        } else {
+            std::fs::read_to_string(&*path).ok().and_then(|t| {
+                let rest = t.rsplit_once(')')?.1;
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                let ticks: f64 =
+                    f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+                let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+                    .ok()
+                    .flatten()
+                    .unwrap_or(100) as f64;
+                Some(ticks / hz)
+            })
+        };
         let now = std::time::Instant::now();
         if let Some(cpu) = cpu_s {
             if let Some((prev_cpu, prev_t)) = *prev {
@@ -202,10 +249,13 @@ pub fn simulate_with(
         .context("the pseudo-terminal has no name")?;
     let follow = model.follow_cpu;
     let follow_pid = model.follow_pid;
+    let follow_demand = model.follow_demand;
+    let follow_threads = model.follow_threads.clone();
     let volts = model.volts;
     let pf = model.power_factor;
     let mut state = ModelState::new(model, seed);
     let mut busy = match follow_pid {
+        Some(pid) if follow_demand => BusyCpus::for_process_demand(root, pid, follow_threads),
         Some(pid) => BusyCpus::for_process(root, pid),
         None => BusyCpus::new(root),
     };

@@ -20,6 +20,14 @@ pub struct PowerModel {
     /// With `follow_cpu`, follow only this process's CPU time (tests measuring their own
     /// loops on a shared machine); `None` follows the whole machine.
     pub follow_pid: Option<u32>,
+    /// With `follow_pid`, count the time its threads waited for a CPU as busy too (on-CPU
+    /// plus run-queue time from `/proc/<pid>/task/*/schedstat`): the CPUs the process asked
+    /// for, so a loop on a machine shared with other work still reads as one whole CPU.
+    pub follow_demand: bool,
+    /// With `follow_demand`, count only the threads whose name starts with this (a sweep's
+    /// loops are `wattson-spin-<cpu>`, `wattson-memory-<cpu>`, ...), so the process's own
+    /// bookkeeping threads do not add watts.
+    pub follow_threads: Option<String>,
     /// Standard deviation of the added noise, W.
     pub noise_sd_w: f64,
     /// Time constant of the ramp towards a new level, s (about 1 s, as real supplies show).
@@ -81,6 +89,8 @@ impl Default for PowerModel {
             per_cpu_w: 15.0,
             follow_cpu: false,
             follow_pid: None,
+            follow_demand: false,
+            follow_threads: None,
             noise_sd_w: 0.0,
             ramp_s: 1.0,
             curvature_w: 0.0,

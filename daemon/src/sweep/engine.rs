@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use wattson_collectors::{Collector, Metric, Sample};
 
 use crate::analysis::fit::{self, LinearFit, UtilisationFit};
-use crate::analysis::stats::{self, MeanCi};
+use crate::analysis::stats;
+use crate::sweep::stopping::{self, Look};
 use crate::sweep::workload::{LoopKind, LoopSet, Workload};
 
 /// What to run and how precisely.
@@ -31,11 +32,6 @@ pub struct SweepPlan {
     /// Time cap of a whole level, from its start (the idle guard's wait, settling and
     /// measuring together): the DESIGN's 90 s per level.
     pub max_level: Duration,
-    /// Readings in the settling window.
-    pub settle_window: usize,
-    /// Time cap of the settling phase; settling also never takes more than half of what is
-    /// left of [`SweepPlan::max_level`], so measuring keeps at least the other half.
-    pub max_settle: Duration,
     /// Busy CPUs above which the idle level waits for other load to go away.
     pub idle_guard_busy_cpus: f64,
     /// How long the idle guard waits before measuring anyway (with a warning).
@@ -63,8 +59,6 @@ impl SweepPlan {
             ci_rel: 0.01,
             min_samples: 20,
             max_level: Duration::from_secs(90),
-            settle_window: 5,
-            max_settle: Duration::from_secs(30),
             idle_guard_busy_cpus: 0.25,
             idle_guard_wait: Duration::from_secs(30),
             interval: Duration::from_secs(1),
@@ -84,7 +78,8 @@ pub struct LevelResult {
     pub loops: usize,
     pub started_ms: i64,
     pub ended_ms: i64,
-    /// Seconds until power stopped trending.
+    /// Seconds from the loops' start to the first reading measured: the readings before it
+    /// were still moving towards the level ([`crate::sweep::stopping::warmup_cut`]).
     pub settle_s: f64,
     pub n: usize,
     pub mean_w: f64,
@@ -112,6 +107,26 @@ pub struct LevelResult {
     pub pinned: bool,
     pub smt_siblings: bool,
     pub warnings: Vec<String>,
+}
+
+impl LevelResult {
+    /// Seconds the level measured: from the first reading kept to the loops' stop.
+    pub fn measure_s(&self) -> f64 {
+        ((self.ended_ms - self.started_ms) as f64 / 1000.0 - self.settle_s).max(0.0)
+    }
+
+    /// How the level's time split, for the stored run's settings and its JSON:
+    /// `{"kind", "loops", "settle_s", "measure_s", "n"}`.
+    pub fn timing(&self) -> serde_json::Value {
+        let round = |x: f64| (x * 10.0).round() / 10.0;
+        serde_json::json!({
+            "kind": self.kind.as_str(),
+            "loops": self.loops,
+            "settle_s": round(self.settle_s),
+            "measure_s": round(self.measure_s()),
+            "n": self.n,
+        })
+    }
 }
 
 /// A fitted model of one loop kind.
@@ -237,20 +252,22 @@ pub struct Instruments<'a> {
 }
 
 impl Instruments<'_> {
-    fn poll(&mut self, acc: &mut CpuAcc) -> Result<Option<f64>, wattson_collectors::CollectError> {
+    /// One reading of the meter, with what the CPU and component sources said at it.
+    fn poll(&mut self) -> Result<(Option<f64>, Vec<Sample>), wattson_collectors::CollectError> {
         let ts = now_ms();
         let w = wall_watts(&self.meter.poll(ts)?);
+        let mut beside = Vec::new();
         if let Some(cpu) = self.cpu.as_deref_mut()
             && let Ok(s) = cpu.poll(ts)
         {
-            acc.add(&s);
+            beside.extend(s);
         }
         for c in &mut self.components {
             if let Ok(s) = c.poll(ts) {
-                acc.add(&s);
+                beside.extend(s);
             }
         }
-        Ok(w)
+        Ok((w, beside))
     }
 
     /// Busy CPUs right now, from one CPU poll a moment after the previous one.
@@ -329,6 +346,33 @@ pub fn run_sweep(
     })
 }
 
+/// One meter reading of a level, with what was read beside it.
+struct Reading {
+    /// Seconds since the level's loops started.
+    at_s: f64,
+    /// The loops' operations so far.
+    ops: u64,
+    /// CPU and component samples taken with it.
+    beside: Vec<Sample>,
+}
+
+/// Progress after a look: settling until the interval exists, then measuring from the cut.
+fn report_look(l: &Look, xs: &[f64], readings: &[Reading], progress: &mut dyn FnMut(Progress)) {
+    let last = readings.last().map_or(0.0, |r| r.at_s);
+    match l.ci {
+        Some(c) => progress(Progress::Measuring {
+            elapsed_s: last - readings.get(l.cut).map_or(last, |r| r.at_s),
+            mean_w: c.mean,
+            ci95_w: Some(c.ci95),
+            n: xs.len() - l.cut,
+        }),
+        None => progress(Progress::Settling {
+            elapsed_s: last,
+            last_w: xs.last().copied().unwrap_or_default(),
+        }),
+    }
+}
+
 /// One level; `None` when interrupted.
 fn run_level(
     plan: &SweepPlan,
@@ -342,9 +386,9 @@ fn run_level(
     let level_start = Instant::now();
     let deadline = level_start + plan.max_level;
     let mut warnings = Vec::new();
-    let mut acc = CpuAcc::default();
+    let mut guard_acc = CpuAcc::default();
     if loops == 0 {
-        idle_guard(plan, inst, stop, progress, &mut warnings, &mut acc);
+        idle_guard(plan, inst, stop, progress, &mut warnings, &mut guard_acc);
     }
     let cpus: Vec<usize> = plan.cpu_order.iter().copied().cycle().take(loops).collect();
     if loops > plan.cpu_order.len() {
@@ -360,56 +404,20 @@ fn run_level(
     }
     let started_ms = now_ms();
     let t0 = Instant::now();
-    let settle_cap = plan
-        .max_settle
-        .min(deadline.saturating_duration_since(t0) / 2);
+    let ops = || {
+        slot.lock()
+            .ok()
+            .and_then(|s| s.as_ref().map(LoopSet::ops))
+            .unwrap_or(0)
+    };
 
-    // Settling: read until the last `settle_window` readings show no trend.
-    let mut window: Vec<f64> = Vec::new();
-    let mut next = Instant::now();
-    let settle_s;
-    loop {
-        if stop.load(Ordering::SeqCst) {
-            stop_loops(slot);
-            return Ok(None);
-        }
-        let mut discard = CpuAcc::default();
-        if let Ok(Some(w)) = inst.poll(&mut discard) {
-            window.push(w);
-            if window.len() > plan.settle_window {
-                window.remove(0);
-            }
-            progress(Progress::Settling {
-                elapsed_s: t0.elapsed().as_secs_f64(),
-                last_w: w,
-            });
-            let tolerance = plan.ci_target(w);
-            if window.len() >= plan.settle_window && stats::is_settled(&window, tolerance) {
-                settle_s = t0.elapsed().as_secs_f64();
-                break;
-            }
-        }
-        if t0.elapsed() >= settle_cap {
-            settle_s = t0.elapsed().as_secs_f64();
-            warnings.push(format!(
-                "power was still changing after {:.1} s; measured anyway",
-                settle_cap.as_secs_f64()
-            ));
-            break;
-        }
-        next += plan.interval;
-        sleep_until(next, stop);
-    }
-
-    // Measuring.
-    let t1 = Instant::now();
-    let ops0 = slot
-        .lock()
-        .ok()
-        .and_then(|s| s.as_ref().map(LoopSet::ops))
-        .unwrap_or(0);
+    // One phase from the loops' start: read, and after each reading look at them all: the
+    // warm-up cut drops the first readings while the power still moves (settling), the
+    // interval of the rest decides when the level has measured enough (see `stopping`).
+    let mut readings: Vec<Reading> = Vec::new();
     let mut xs: Vec<f64> = Vec::new();
-    let mut ci: Option<MeanCi> = None;
+    let mut look: Option<Look> = None;
+    let mut next = Instant::now();
     // The first failure of the meter says most (later ones may only be "reopening").
     let mut first_error: Option<String> = None;
     loop {
@@ -417,53 +425,67 @@ fn run_level(
             stop_loops(slot);
             return Ok(None);
         }
-        match inst.poll(&mut acc) {
-            Ok(Some(w)) => xs.push(w),
-            Ok(None) => {}
+        match inst.poll() {
+            Ok((Some(w), beside)) => {
+                xs.push(w);
+                readings.push(Reading {
+                    at_s: t0.elapsed().as_secs_f64(),
+                    ops: ops(),
+                    beside,
+                });
+                let l = stopping::look(&xs, plan.min_samples, |m| plan.ci_target(m));
+                report_look(&l, &xs, &readings, progress);
+                look = Some(l);
+            }
+            Ok((None, _)) => {}
             Err(e) => {
                 let text = wattson_collectors::ErrorChain(&e).to_string();
                 tracing::debug!("meter: {text}");
                 first_error.get_or_insert(text);
             }
         }
-        if xs.len() >= plan.min_samples.max(2) {
-            ci = stats::batch_means_ci(&xs).ok();
-        }
-        let m = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
-        progress(Progress::Measuring {
-            elapsed_s: t1.elapsed().as_secs_f64(),
-            mean_w: m,
-            ci95_w: ci.map(|c| c.ci95),
-            n: xs.len(),
-        });
-        if let Some(c) = ci
-            && c.ci95 <= plan.ci_target(c.mean)
-        {
+        if look.is_some_and(|l| l.done) {
             break;
         }
         next += plan.interval;
         // The cap covers the whole level: no reading is started past the deadline.
         if next >= deadline {
-            if let Some(c) = ci {
-                warnings.push(format!(
-                    "time cap of {:.1} s per level (settling included) reached at +/- {:.2} W (target {:.2} W)",
-                    plan.max_level.as_secs_f64(),
-                    c.ci95,
-                    plan.ci_target(c.mean)
-                ));
-            }
             break;
         }
         sleep_until(next, stop);
     }
-    let ops1 = slot
-        .lock()
-        .ok()
-        .and_then(|s| s.as_ref().map(LoopSet::ops))
-        .unwrap_or(0);
-    let measure_s = t1.elapsed().as_secs_f64();
+    let ops_end = ops();
+    let elapsed_s = t0.elapsed().as_secs_f64();
     let stats_done = stop_loops(slot);
     let ended_ms = now_ms();
+    let cut = look.map_or(0, |l| l.cut);
+    if let Some(l) = look.filter(|l| !l.done) {
+        if !l.settled {
+            warnings.push(format!(
+                "power was still changing after {elapsed_s:.1} s; measured anyway (the last {} of {} readings)",
+                xs.len() - l.cut,
+                xs.len()
+            ));
+        }
+        if let Some(c) = l.ci {
+            warnings.push(format!(
+                "time cap of {:.1} s per level (settling included) reached at +/- {:.2} W (target {:.2} W)",
+                plan.max_level.as_secs_f64(),
+                c.ci95,
+                plan.ci_target(c.mean)
+            ));
+        }
+    }
+    // What was measured: the readings from the cut on.
+    let measured = &readings[cut.min(readings.len())..];
+    let settle_s = measured.first().map_or(elapsed_s, |r| r.at_s);
+    let measure_s = (elapsed_s - settle_s).max(0.0);
+    let ops0 = measured.first().map_or(ops_end, |r| r.ops);
+    let mut acc = guard_acc;
+    for r in measured {
+        acc.add(&r.beside);
+    }
+    let xs = &xs[cut.min(xs.len())..];
     if xs.len() < 2 {
         anyhow::bail!(
             "the meter gave {} readings in {measure_s:.0} s at {loops} loops{}",
@@ -474,13 +496,13 @@ fn run_level(
             )
         );
     }
-    let summary = stats::Summary::of(&xs)?;
-    let ci = match ci {
+    let summary = stats::Summary::of(xs)?;
+    let ci = match look.and_then(|l| l.ci) {
         Some(c) => c,
-        None => stats::batch_means_ci(&xs)?,
+        None => stats::batch_means_ci_up_to(xs, stopping::MAX_BATCHES)?,
     };
     let ops_per_s = if measure_s > 0.0 {
-        (ops1 - ops0) as f64 / measure_s
+        ops_end.saturating_sub(ops0) as f64 / measure_s
     } else {
         0.0
     };
@@ -655,7 +677,6 @@ mod tests {
         let mut plan = SweepPlan::new(vec![0], vec![LoopKind::Spin], vec![0], 1);
         plan.interval = Duration::from_millis(20);
         plan.max_level = Duration::from_millis(400);
-        plan.max_settle = Duration::from_secs(30);
         plan.ci_abs_w = 1e-6;
         plan.ci_rel = 0.0;
         plan.min_samples = 4;
@@ -677,7 +698,7 @@ mod tests {
         // the 400 ms cap: at most 21, however slowly the machine runs.
         let polls = polls.load(Ordering::Relaxed);
         assert!(polls <= 21, "{polls} readings in a 400 ms level");
-        // Settling gets at most half of the cap, leaving the rest to measuring.
+        // The warm-up cut takes at most half of the readings, leaving the rest measured.
         assert!(level.settle_s < 0.4, "settled after {} s", level.settle_s);
         assert!(level.n >= 2, "{level:?}");
         let warned = |needle: &str| level.warnings.iter().any(|w| w.contains(needle));

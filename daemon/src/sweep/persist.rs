@@ -81,6 +81,14 @@ pub fn save(
         k
     };
     let fit = serde_json::to_string(&outcome.fits)?;
+    // Each level's settle/measure split rides in the run's free-form settings.
+    let mut settings = settings.clone();
+    if let Some(obj) = settings.as_object_mut() {
+        obj.insert(
+            "level_timing".into(),
+            outcome.levels.iter().map(LevelResult::timing).collect(),
+        );
+    }
     tx.execute(
         "INSERT INTO sweep_run (configuration_id, started_ms, ended_ms, status, kinds, meter, settings, fit)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
