@@ -87,6 +87,17 @@ fn ok(config: &Path, args: &[&str]) -> String {
     out
 }
 
+/// `wattson tariff import` of the named fixture files, which must succeed; its output.
+fn import_fixtures(config: &Path, names: &[&str]) -> String {
+    let paths: Vec<String> = names
+        .iter()
+        .map(|n| fixture(n).to_str().unwrap().to_owned())
+        .collect();
+    let mut args = vec!["tariff", "import"];
+    args.extend(paths.iter().map(String::as_str));
+    ok(config, &args)
+}
+
 fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
@@ -129,14 +140,7 @@ fn a_measured_day_at_100_w_on_an_agile_day_costs_the_sum_of_its_slots() {
     let (from, to) = (ms("2026-11-29T00:00:00Z"), ms("2026-11-30T00:00:00Z"));
     measured(&db, 100.0, from, to);
     let cfg = config(dir.path(), &db, "GBP", "");
-    let out = ok(
-        &cfg,
-        &[
-            "tariff",
-            "import",
-            fixture("agile-2026-11-29.json").to_str().unwrap(),
-        ],
-    );
+    let out = import_fixtures(&cfg, &["agile-2026-11-29.json"]);
     assert!(out.contains("imported 48 price slots"), "{out}");
     assert!(out.contains("48 new, 0 changed, 0 unchanged"), "{out}");
     assert!(out.contains("4 slot(s) with a negative price"), "{out}");
@@ -307,14 +311,7 @@ fn the_london_clock_change_day_prices_twenty_five_hours() {
     let (from, to) = (ms("2026-10-24T23:00:00Z"), ms("2026-10-26T00:00:00Z"));
     measured(&db, 100.0, from, to);
     let cfg = config(dir.path(), &db, "GBP", "");
-    let out = ok(
-        &cfg,
-        &[
-            "tariff",
-            "import",
-            fixture("agile-2026-10-25-dst.json").to_str().unwrap(),
-        ],
-    );
+    let out = import_fixtures(&cfg, &["agile-2026-10-25-dst.json"]);
     assert!(out.contains("imported 50 price slots"), "{out}");
     let (sum, n) = octopus_sum("agile-2026-10-25-dst.json", from, to);
     assert_eq!(n, 50);
@@ -339,14 +336,7 @@ fn slots_without_a_price_fall_back_and_the_report_says_how_much() {
     measured(&db, 100.0, from, to);
     let cfg = config(dir.path(), &db, "GBP", "");
     // Page 1 only: the afternoon (newest first), 12:00-24:00.
-    let out = ok(
-        &cfg,
-        &[
-            "tariff",
-            "import",
-            fixture("agile-page-1.json").to_str().unwrap(),
-        ],
-    );
+    let out = import_fixtures(&cfg, &["agile-page-1.json"]);
     assert!(out.contains("next page"), "{out}");
     let r = json(&ok(&cfg, &["report", "--format", "json"]));
     let t = &r["tariffs"];
@@ -369,15 +359,7 @@ fn slots_without_a_price_fall_back_and_the_report_says_how_much() {
         "{notes:?}"
     );
     // Both pages at once: the whole day, none left to the fallback.
-    let out = ok(
-        &cfg,
-        &[
-            "tariff",
-            "import",
-            fixture("agile-page-1.json").to_str().unwrap(),
-            fixture("agile-page-2.json").to_str().unwrap(),
-        ],
-    );
+    let out = import_fixtures(&cfg, &["agile-page-1.json", "agile-page-2.json"]);
     assert!(out.contains("24 new, 0 changed, 24 unchanged"), "{out}");
     let r = json(&ok(&cfg, &["report", "--format", "json"]));
     assert_eq!(r["tariffs"]["fallback_kwh"].as_f64(), Some(0.0));
@@ -427,14 +409,7 @@ fn day_ahead_csv_is_converted_from_mwh_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("w.db");
     let cfg = config(dir.path(), &db, "EUR", "");
-    let out = ok(
-        &cfg,
-        &[
-            "tariff",
-            "import",
-            fixture("entsoe-de-lu-2026-10-25.csv").to_str().unwrap(),
-        ],
-    );
+    let out = import_fixtures(&cfg, &["entsoe-de-lu-2026-10-25.csv"]);
     assert!(
         out.contains("imported 24 price slots (entsoe-csv, EUR/kWh)"),
         "{out}"
@@ -447,14 +422,7 @@ fn day_ahead_csv_is_converted_from_mwh_and_says_so() {
         Some(ms("2026-10-24T22:00:00Z"))
     );
     assert_eq!(list[0]["to_ms"].as_i64(), Some(ms("2026-10-25T23:00:00Z")));
-    let out = ok(
-        &cfg,
-        &[
-            "tariff",
-            "import",
-            fixture("nordpool-se3-2026-11-30.csv").to_str().unwrap(),
-        ],
-    );
+    let out = import_fixtures(&cfg, &["nordpool-se3-2026-11-30.csv"]);
     assert!(
         out.contains("imported 24 price slots (nordpool-csv"),
         "{out}"
@@ -614,14 +582,7 @@ fn carbon_per_slot_from_the_gb_api() {
     let (from, to) = (ms("2026-11-29T00:00:00Z"), ms("2026-11-30T00:00:00Z"));
     measured(&db, 100.0, from, to);
     let cfg = config(dir.path(), &db, "GBP", "");
-    let out = ok(
-        &cfg,
-        &[
-            "tariff",
-            "import",
-            fixture("carbon-2026-11-29.json").to_str().unwrap(),
-        ],
-    );
+    let out = import_fixtures(&cfg, &["carbon-2026-11-29.json"]);
     assert!(out.contains("imported 48 carbon slots"), "{out}");
     let v = json(&std::fs::read_to_string(fixture("carbon-2026-11-29.json")).unwrap());
     let want_kg: f64 = v["data"]
