@@ -345,7 +345,14 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
             }
             Some(Command::Query(job)) => job(writer.store()),
             Some(Command::AddRoutine(id, routine, period)) => routines.add(id, routine, period),
-            Some(Command::RunRoutine(id)) => routines.run_asked(writer.store(), id),
+            Some(Command::RunRoutine(id)) => {
+                // The asker wants figures that count what was sent before it asked.
+                if writer.pending() > 0 && !writer.failing() {
+                    deadline = None;
+                    let _ = writer.flush();
+                }
+                routines.ask(id);
+            }
             Some(Command::RemoveRoutine(id)) => routines.remove(id),
             Some(Command::Close(reply)) => {
                 let result = last_flush(&mut writer);

@@ -29,6 +29,8 @@ struct Entry {
     routine: Box<dyn Routine>,
     period: Duration,
     due: Instant,
+    /// A caller asked for a run, to come after what was queued before the request.
+    asked: bool,
 }
 
 /// The writer thread's routines and when each is due.
@@ -45,6 +47,7 @@ impl Routines {
             routine,
             period: period.clamp(Duration::from_millis(100), Duration::from_secs(86_400)),
             due: Instant::now(),
+            asked: false,
         });
     }
 
@@ -52,30 +55,41 @@ impl Routines {
         self.entries.retain(|e| e.id != id);
     }
 
-    /// Runs every routine that is due.
+    /// Runs every routine that is due or was asked for.
     pub fn run_due(&mut self, store: &Store) {
         let now = Instant::now();
         for e in &mut self.entries {
-            if now >= e.due {
+            if std::mem::take(&mut e.asked) {
+                if e.routine.run(store, true) {
+                    e.due = Instant::now() + e.period;
+                }
+            } else if now >= e.due {
                 e.routine.run(store, false);
                 e.due = Instant::now() + e.period;
             }
         }
     }
 
-    /// Runs `id` now, because a caller asked.
-    pub fn run_asked(&mut self, store: &Store, id: RoutineId) {
-        if let Some(e) = self.entries.iter_mut().find(|e| e.id == id)
-            && e.routine.run(store, true)
-        {
-            e.due = Instant::now() + e.period;
+    /// Asks for a run of `id`, after what the writer holds now is flushed.
+    pub fn ask(&mut self, id: RoutineId) {
+        if let Some(e) = self.entries.iter_mut().find(|e| e.id == id) {
+            e.asked = true;
         }
     }
 
-    /// When the writer must wake for a routine although nothing else happens: half a
-    /// period after the earliest is due.
+    /// When the writer must wake for a routine although nothing else happens: at once for
+    /// one asked for, else half a period after the earliest is due.
     pub fn latest_wake(&self) -> Option<Instant> {
-        self.entries.iter().map(|e| e.due + e.period / 2).min()
+        self.entries
+            .iter()
+            .map(|e| {
+                if e.asked {
+                    e.due.min(Instant::now())
+                } else {
+                    e.due + e.period / 2
+                }
+            })
+            .min()
     }
 }
 
