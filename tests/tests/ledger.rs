@@ -151,16 +151,18 @@ fn smart_plugs_at_60_and_300_s_report_the_truth() {
         daemon.wait_for("the readings stored", Duration::from_secs(20), || {
             (power_points(&db, &host, "meter:plug").len() as i64 == count).then_some(())
         });
-        // A state goes out when a report arrives, with the energy stored by then.
-        let stored = power_points(&db, &host, "meter:plug").last().unwrap().0;
+        // A state goes out when a report arrives, with the energy stored by then: the
+        // report's own included (the sampler hands the store the pass that begins a publish
+        // before the figures are read). Tasmota's `Time` is to the second.
+        let report_ms = (first + count * period_s * 1000).div_euclid(1000) * 1000;
         send(count, count + 1);
         daemon.wait_for(
-            "a state counting the readings",
+            "a state counting the new report",
             Duration::from_secs(20),
             || {
                 states(&watcher, &host)
                     .iter()
-                    .any(|s| s["energy_ts"].as_i64() >= Some(stored))
+                    .any(|s| s["energy_ts"].as_i64() >= Some(report_ms))
                     .then_some(())
             },
         );
@@ -258,8 +260,9 @@ fn three_restarts_keep_energy_rising_and_store_the_downtime_as_gaps() {
         0.01,
     );
     let last = energies[energies.len() - 1] * 1000.0;
+    // The state rounds energy to 1e-6 kWh: half of that above the stored figure at most.
     assert!(
-        last <= e.wh + 1e-6 && last > 0.9 * e.wh,
+        last <= e.wh + 0.0005 + 1e-9 && last > 0.9 * e.wh,
         "{last} against {}",
         e.wh
     );

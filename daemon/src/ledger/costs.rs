@@ -12,12 +12,14 @@ use serde::Serialize;
 use wattson_collectors::SourceId;
 use wattson_collectors::meter::{Accuracy, Protocol};
 
-use super::energy::{self, Energy, MS_PER_HOUR};
+use super::energy::{self, Energy};
 use super::interval::{self, PowerInterval};
 use crate::analysis::cost::{self, HOURS_PER_YEAR};
 use crate::analysis::tariff::{Period, Tariff, TariffChange, TariffError};
 use crate::config::{Config, PeriodConfig, TariffConfig};
-use crate::store::{HOUR_MS, Store, floor_to};
+use crate::store::{HOUR_MS, Store};
+
+pub use super::running::{RunningPeriods, RunningTotal, TotalFigures};
 
 /// The projection looks back this far.
 const PROJECTION_WINDOW_MS: i64 = 7 * 24 * HOUR_MS;
@@ -270,82 +272,6 @@ pub fn summary_with_total(
         out.mean_watts_interval = Some(iv);
     }
     Ok(out)
-}
-
-/// All-time energy and cost of a source, kept up to date cheaply: hours that closed before
-/// the previous one are summed once, so each refresh prices only the last two hours.
-#[derive(Debug, Clone, Default)]
-pub struct RunningTotal {
-    /// Everything before this (UTC ms, an hour boundary) is in `closed`.
-    until_ms: Option<i64>,
-    closed: TotalFigures,
-}
-
-/// A running total's figures.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct TotalFigures {
-    pub kwh: f64,
-    pub cost: f64,
-    pub covered_hours: f64,
-}
-
-impl RunningTotal {
-    /// The total at `now_ms`.
-    pub fn refresh(
-        &mut self,
-        store: &Store,
-        host: &str,
-        source: &SourceId,
-        tariff: &Tariff,
-        now_ms: i64,
-    ) -> anyhow::Result<TotalFigures> {
-        let from = match self.until_ms {
-            Some(t) => t,
-            None => match energy::total(store, host, source)?.since_ms {
-                Some(t) => t,
-                None => return Ok(TotalFigures::default()),
-            },
-        };
-        let e = energy::energy(store, host, source, from, now_ms)?;
-        let boundary = floor_to(now_ms, HOUR_MS) - HOUR_MS;
-        let (closed, open): (Vec<_>, Vec<_>) = e.buckets.iter().partition(|b| b.end_ms <= boundary);
-        let fine = if tariff.series().is_some() {
-            Some(e.minute_buckets(store)?)
-        } else {
-            None
-        };
-        let price = |bs: &[&energy::Bucket], closed: bool| -> anyhow::Result<f64> {
-            let v: Vec<(i64, i64, f64)> = match &fine {
-                // The minutes of these buckets, where the tariff has slots: the closed
-                // buckets' all end by the boundary, the open ones' after it.
-                Some(f) => f
-                    .iter()
-                    .filter(|m| (m.1 <= boundary) == closed)
-                    .copied()
-                    .collect(),
-                None => bs.iter().map(|b| (b.start_ms, b.end_ms, b.wh)).collect(),
-            };
-            Ok(cost::cost_of_energy(tariff, &v)?.energy_cost)
-        };
-        let sum = |bs: &[&energy::Bucket], closed: bool| -> anyhow::Result<TotalFigures> {
-            Ok(TotalFigures {
-                kwh: bs.iter().map(|b| b.wh).sum::<f64>() / 1000.0,
-                cost: price(bs, closed)?,
-                covered_hours: bs.iter().map(|b| b.covered_ms).sum::<i64>() as f64 / MS_PER_HOUR,
-            })
-        };
-        let c = sum(&closed, true)?;
-        self.closed.kwh += c.kwh;
-        self.closed.cost += c.cost;
-        self.closed.covered_hours += c.covered_hours;
-        self.until_ms = Some(boundary.max(from));
-        let o = sum(&open, false)?;
-        Ok(TotalFigures {
-            kwh: self.closed.kwh + o.kwh + 0.0,
-            cost: self.closed.cost + o.cost + 0.0,
-            covered_hours: self.closed.covered_hours + o.covered_hours,
-        })
-    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,9 @@
 //! - [`interval`]: how sure a measured mean power is (the meter's accuracy, the sampling
 //!   uncertainty, and what projecting it to a year assumes).
 //! - [`costs`]: the configured tariff, the wall source, today's / this month's / all-time
-//!   energy and cost with an annual projection, and the running totals the MQTT state
-//!   publishes.
+//!   energy and cost with an annual projection.
+//! - [`running`]: today's, this month's and all-time figures kept up to date cheaply for
+//!   the live outputs.
 //! - [`counter`]: the meter's own energy counter against the integral, and the readings
 //!   rejected as implausible.
 //! - [`primary`]: which source's power is the host's, decided once from the config.
@@ -20,6 +21,7 @@ pub mod energy;
 pub mod estimates;
 pub mod interval;
 pub mod primary;
+pub mod running;
 
 pub use primary::PrimaryPower;
 

@@ -22,7 +22,8 @@ use wattson_collectors::Metric;
 use super::live::LiveState;
 use crate::analysis::tariff::{PriceSource, Tariff};
 use crate::config::Config;
-use crate::ledger::costs::{self, PeriodCost, RunningTotal};
+use crate::ledger::costs::{self, PeriodCost};
+use crate::ledger::running::{PeriodFigures, RunningPeriods};
 use crate::publish::mqtt::StateExtras;
 use crate::publish::mqtt::state::{MeterCounters, ServiceState};
 use crate::store::{Routine, RoutineId, StoreHandle};
@@ -75,48 +76,52 @@ impl Refresher {
 /// What one store read says.
 #[derive(Debug, Clone, Default)]
 struct StoreFigures {
-    summary: Option<costs::CostSummary>,
+    periods: Option<PeriodFigures>,
+    annual_cost: Option<f64>,
     newest_ms: Option<i64>,
     /// The price now (currency per kWh) and its source.
     price_now: Option<(f64, String)>,
 }
 
 /// The configured tariff with the store's price series, loaded again only when their
-/// revision changed; a change resets the running total, whose closed hours were priced by
-/// the old slots.
-fn with_series(
+/// revision changed; a change starts the running totals again, whose closed hours were
+/// priced by the old slots.
+fn with_series<'a>(
     s: &crate::store::Store,
-    base: Tariff,
-    cached: &mut Option<((i64, i64), Tariff)>,
-    running: &mut RunningTotal,
-) -> Tariff {
-    let Ok(rev) = crate::tariff::store::revision(s) else {
-        return cached.as_ref().map_or(base, |c| c.1.clone());
+    base: &'a Tariff,
+    cached: &'a mut Option<((i64, i64), Tariff)>,
+    running: &mut RunningPeriods,
+) -> &'a Tariff {
+    let rev = crate::tariff::store::revision(s).ok().map(|rev| {
+        // A live price's open slot holds until "now plus an hour" as loaded: reload hourly.
+        let hour = chrono::Utc::now().timestamp_millis() / crate::store::HOUR_MS;
+        (rev.0 * 1_000_003 + rev.1, hour)
+    });
+    let fresh = match (rev, cached.as_ref()) {
+        (Some(rev), Some((r, _))) => *r == rev,
+        // The revision cannot be read: keep what was loaded.
+        (None, Some(_)) => true,
+        (_, None) => false,
     };
-    // A live price's open slot holds until "now plus an hour" as loaded: reload hourly.
-    let hour = chrono::Utc::now().timestamp_millis() / crate::store::HOUR_MS;
-    let rev = (rev.0 * 1_000_003 + rev.1, hour);
-    if let Some((r, t)) = cached.as_ref()
-        && *r == rev
-    {
-        return t.clone();
-    }
-    let now_ms = chrono::Utc::now().timestamp_millis();
-    let t = match crate::tariff::store::applied(s, Kind::Price, base.currency(), now_ms) {
-        Ok(set) => base.with_series(set),
-        Err(e) => {
-            tracing::warn!(
-                "reading the price series: {}",
-                wattson_collectors::ErrorChain(&e)
-            );
-            base
+    if !fresh {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let t = match crate::tariff::store::applied(s, Kind::Price, base.currency(), now_ms) {
+            Ok(set) => base.clone().with_series(set),
+            Err(e) => {
+                tracing::warn!(
+                    "reading the price series: {}",
+                    wattson_collectors::ErrorChain(&e)
+                );
+                base.clone()
+            }
+        };
+        let rev = rev.unwrap_or_default();
+        if cached.as_ref().is_some_and(|c| c.0.0 != rev.0) {
+            *running = RunningPeriods::default();
         }
-    };
-    if cached.as_ref().is_some_and(|c| c.0.0 != rev.0) {
-        *running = RunningTotal::default();
+        *cached = Some((rev, t));
     }
-    *cached = Some((rev, t.clone()));
-    t
+    cached.as_ref().map_or(base, |c| &c.1)
 }
 
 /// How often the figures are read unasked: the publisher and the HTTP server ask for them.
@@ -156,7 +161,8 @@ pub fn spawn(
         host: config.host.name.clone(),
         cpus,
         read_at: None,
-        running: RunningTotal::default(),
+        running: RunningPeriods::default(),
+        projection: (None, None),
         regression: (None, None),
         last_energy: None,
         services: (None, ServiceStates::default()),
@@ -177,7 +183,10 @@ struct Feed {
     host: String,
     cpus: usize,
     read_at: Option<Instant>,
-    running: RunningTotal,
+    running: RunningPeriods,
+    /// The annual projection and when it was computed: it rests on the last 7 days and a
+    /// year of the tariff, so it is computed at most every [`PROJECTION_EVERY`].
+    projection: (Option<Instant>, Option<f64>),
     regression: (Option<Instant>, Option<crate::sweep::regression::Check>),
     last_energy: Option<f64>,
     services: (Option<Instant>, ServiceStates),
@@ -197,10 +206,17 @@ impl Routine for Feed {
         self.read_at = Some(Instant::now());
         let mut extras = self.base.clone();
         extras.publishes = self.live.publishes();
-        if let (Some(t), Some(source)) = (&self.tariff, &self.wall) {
-            let t = with_series(s, t.clone(), &mut self.priced, &mut self.running);
-            let mut figures =
-                read_figures(s, &self.host, source, self.accuracy, &t, &mut self.running);
+        if let (Some(base), Some(source)) = (&self.tariff, &self.wall) {
+            let t = with_series(s, base, &mut self.priced, &mut self.running);
+            let mut figures = read_figures(
+                s,
+                &self.host,
+                source,
+                self.accuracy,
+                t,
+                &mut self.running,
+                &mut self.projection,
+            );
             let now_ms = chrono::Utc::now().timestamp_millis();
             let (price, _, from) =
                 t.priced_segment(now_ms)
@@ -283,39 +299,53 @@ fn service_states(
     )
 }
 
-/// On the store's thread: the summary (with the running total) and the newest sample.
+/// How often the annual projection is computed again.
+const PROJECTION_EVERY: Duration = Duration::from_secs(60);
+
+/// On the store's thread: today's, this month's and all-time figures (running totals, so a
+/// read prices only the last two hours), the projection when it is due, and the newest
+/// sample.
 fn read_figures(
     s: &crate::store::Store,
     host: &str,
     source: &SourceId,
     accuracy: Option<wattson_collectors::meter::Accuracy>,
-    tariff: &crate::analysis::tariff::Tariff,
-    running: &mut RunningTotal,
+    tariff: &Tariff,
+    running: &mut RunningPeriods,
+    projection: &mut (Option<Instant>, Option<f64>),
 ) -> StoreFigures {
     let now = chrono::Utc::now();
-    let total = running
-        .refresh(s, host, source, tariff, now.timestamp_millis())
-        .map_err(|e| tracing::debug!("ledger total: {e:#}"))
-        .ok()
-        .map(|t| PeriodCost {
+    let periods = running
+        .refresh(s, host, source, tariff, now)
+        .map_err(|e| tracing::debug!("ledger totals: {e:#}"))
+        .ok();
+    if projection
+        .0
+        .is_none_or(|at| at.elapsed() >= PROJECTION_EVERY)
+    {
+        let total = periods.map(|p| PeriodCost {
             from_ms: 0,
             to_ms: now.timestamp_millis(),
-            kwh: t.kwh,
-            cost: t.cost,
-            covered_hours: t.covered_hours,
+            kwh: p.total.kwh,
+            cost: p.total.cost,
+            covered_hours: p.total.covered_hours,
             mean_watts: None,
             gaps: 0,
             approximate_hours: 0,
         });
-    let summary = costs::summary_with_total(s, host, source, accuracy, tariff, now, total)
-        .map_err(|e| tracing::debug!("ledger summary: {e:#}"))
-        .ok();
+        let annual = costs::summary_with_total(s, host, source, accuracy, tariff, now, total)
+            .map_err(|e| tracing::debug!("ledger projection: {e:#}"))
+            .ok()
+            .and_then(|summary| summary.annual_cost);
+        *projection = (Some(Instant::now()), annual);
+    }
     let newest_ms = crate::ledger::energy::power_series(s, host, source)
         .ok()
         .flatten()
         .and_then(|series| s.newest_ms(&series).ok().flatten());
     StoreFigures {
-        summary,
+        periods,
+        annual_cost: projection.1,
         newest_ms,
         price_now: None,
     }
@@ -324,16 +354,17 @@ fn read_figures(
 /// The store's figures into the state; the published energy never goes down in a run.
 fn apply(extras: &mut StateExtras, f: &StoreFigures, last_energy: &mut Option<f64>) {
     extras.price_now.clone_from(&f.price_now);
-    let Some(s) = &f.summary else { return };
-    let energy = last_energy.map_or(s.total.kwh, |l| l.max(s.total.kwh));
+    let Some(p) = &f.periods else { return };
+    // `+ 0.0` turns a -0.0 from rounding into 0.0.
+    let energy = last_energy.map_or(p.total.kwh, |l| l.max(p.total.kwh)) + 0.0;
     *last_energy = Some(energy);
     extras.energy_total_kwh = Some(energy);
     extras.energy_ts_ms = f.newest_ms;
-    extras.energy_today_kwh = Some(s.today.kwh);
-    extras.cost_today = Some(s.today.cost);
-    extras.cost_month = Some(s.month.cost);
-    extras.cost_total = Some(s.total.cost);
-    extras.annual_projection = s.annual_cost;
+    extras.energy_today_kwh = Some(p.today.kwh + 0.0);
+    extras.cost_today = Some(p.today.cost + 0.0);
+    extras.cost_month = Some(p.month.cost + 0.0);
+    extras.cost_total = Some(p.total.cost + 0.0);
+    extras.annual_projection = f.annual_cost;
 }
 
 /// Mode and meter counters from the live view, and, until the store holds enough history

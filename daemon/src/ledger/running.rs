@@ -1,0 +1,151 @@
+//! Running totals: today's, this month's and all-time energy and cost of a source, kept up
+//! to date cheaply for the live outputs (the MQTT state, `/metrics`), which read them every
+//! few seconds: hours that closed before the previous one are priced once, so a refresh
+//! prices only the last two hours, however old the database.
+//!
+//! Units: kWh, the tariff's currency, UTC ms.
+
+use chrono::{DateTime, Datelike, Utc};
+use wattson_collectors::SourceId;
+
+use super::costs::local_midnight;
+use super::energy::{self, MS_PER_HOUR};
+use crate::analysis::cost;
+use crate::analysis::tariff::Tariff;
+use crate::store::{HOUR_MS, Store, floor_to};
+
+/// All-time energy and cost of a source, kept up to date cheaply: hours that closed before
+/// the previous one are summed once, so each refresh prices only the last two hours.
+#[derive(Debug, Clone, Default)]
+pub struct RunningTotal {
+    /// Everything before this (UTC ms, an hour boundary) is in `closed`.
+    until_ms: Option<i64>,
+    closed: TotalFigures,
+}
+
+/// A running total's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TotalFigures {
+    pub kwh: f64,
+    pub cost: f64,
+    pub covered_hours: f64,
+}
+
+impl RunningTotal {
+    /// The total at `now_ms`.
+    pub fn refresh(
+        &mut self,
+        store: &Store,
+        host: &str,
+        source: &SourceId,
+        tariff: &Tariff,
+        now_ms: i64,
+    ) -> anyhow::Result<TotalFigures> {
+        let from = match self.until_ms {
+            Some(t) => t,
+            None => match energy::total(store, host, source)?.since_ms {
+                Some(t) => t,
+                None => return Ok(TotalFigures::default()),
+            },
+        };
+        let e = energy::energy(store, host, source, from, now_ms)?;
+        let boundary = floor_to(now_ms, HOUR_MS) - HOUR_MS;
+        let (closed, open): (Vec<_>, Vec<_>) = e.buckets.iter().partition(|b| b.end_ms <= boundary);
+        let fine = if tariff.series().is_some() {
+            Some(e.minute_buckets(store)?)
+        } else {
+            None
+        };
+        let price = |bs: &[&energy::Bucket], closed: bool| -> anyhow::Result<f64> {
+            let v: Vec<(i64, i64, f64)> = match &fine {
+                // The minutes of these buckets, where the tariff has slots: the closed
+                // buckets' all end by the boundary, the open ones' after it.
+                Some(f) => f
+                    .iter()
+                    .filter(|m| (m.1 <= boundary) == closed)
+                    .copied()
+                    .collect(),
+                None => bs.iter().map(|b| (b.start_ms, b.end_ms, b.wh)).collect(),
+            };
+            Ok(cost::cost_of_energy(tariff, &v)?.energy_cost)
+        };
+        let sum = |bs: &[&energy::Bucket], closed: bool| -> anyhow::Result<TotalFigures> {
+            Ok(TotalFigures {
+                kwh: bs.iter().map(|b| b.wh).sum::<f64>() / 1000.0,
+                cost: price(bs, closed)?,
+                covered_hours: bs.iter().map(|b| b.covered_ms).sum::<i64>() as f64 / MS_PER_HOUR,
+            })
+        };
+        let c = sum(&closed, true)?;
+        self.closed.kwh += c.kwh;
+        self.closed.cost += c.cost;
+        self.closed.covered_hours += c.covered_hours;
+        self.until_ms = Some(boundary.max(from));
+        let o = sum(&open, false)?;
+        Ok(TotalFigures {
+            kwh: self.closed.kwh + o.kwh + 0.0,
+            cost: self.closed.cost + o.cost + 0.0,
+            covered_hours: self.closed.covered_hours + o.covered_hours,
+        })
+    }
+}
+
+impl RunningTotal {
+    /// A running total of what was measured from `from_ms` (UTC ms) on.
+    pub fn since(from_ms: i64) -> RunningTotal {
+        RunningTotal {
+            until_ms: Some(from_ms),
+            closed: TotalFigures::default(),
+        }
+    }
+}
+
+/// Today's (from local midnight), this month's and all-time figures, each a
+/// [`RunningTotal`]; today's and this month's start again when the day or month changes in
+/// the tariff's time zone.
+#[derive(Debug, Clone, Default)]
+pub struct RunningPeriods {
+    day: Option<(i64, RunningTotal)>,
+    month: Option<(i64, RunningTotal)>,
+    all: RunningTotal,
+}
+
+/// What [`RunningPeriods::refresh`] gives.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PeriodFigures {
+    pub today: TotalFigures,
+    pub month: TotalFigures,
+    pub total: TotalFigures,
+}
+
+impl RunningPeriods {
+    /// The figures at `now`.
+    pub fn refresh(
+        &mut self,
+        store: &Store,
+        host: &str,
+        source: &SourceId,
+        tariff: &Tariff,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<PeriodFigures> {
+        let tz = tariff.tz();
+        let date = now.with_timezone(&tz).date_naive();
+        let day_start = local_midnight(tz, date);
+        let month_start = local_midnight(tz, date.with_day(1).unwrap_or(date));
+        let now_ms = now.timestamp_millis();
+        let period = |slot: &mut Option<(i64, RunningTotal)>, start: i64| {
+            if slot.as_ref().is_none_or(|(s, _)| *s != start) {
+                *slot = Some((start, RunningTotal::since(start)));
+            }
+            match slot {
+                Some((_, t)) => t.refresh(store, host, source, tariff, now_ms),
+                None => Ok(TotalFigures::default()),
+            }
+        };
+        Ok(PeriodFigures {
+            today: period(&mut self.day, day_start)?,
+            month: period(&mut self.month, month_start)?,
+            total: self.all.refresh(store, host, source, tariff, now_ms)?,
+        })
+    }
+}
