@@ -1,4 +1,5 @@
-//! `[http]`: HTTP/1.1 over TCP (hyper) on the daemon's async runtime, read-only, serving
+//! `[http]`: HTTP/1.1 over TCP (hyper) on the daemon's async runtime, read-only, one request
+//! per connection, serving
 //!
 //! | path | what |
 //! |---|---|
@@ -216,7 +217,12 @@ impl Refusals {
     }
 }
 
-/// One connection: HTTP/1.1 with keep-alive, within the limits above.
+/// One connection: one HTTP/1.1 request, within the limits above. The connection closes
+/// after its response: a kept-alive connection waits for the next request on a timer of
+/// its own, and that timer woke the daemon three times between two Prometheus scrapes
+/// (tokio's timer wheel cascades towards a deadline) before it closed the connection anyway
+/// (scrapes are further apart than [`HEADER_READ_TIMEOUT`]). A new connection per request
+/// costs the client a TCP handshake, on a LAN nothing.
 async fn serve(stream: tokio::net::TcpStream, shared: Arc<Shared>, _permit: OwnedSemaphorePermit) {
     let service = hyper::service::service_fn(move |req| {
         let shared = shared.clone();
@@ -225,6 +231,7 @@ async fn serve(stream: tokio::net::TcpStream, shared: Arc<Shared>, _permit: Owne
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
+        .keep_alive(false)
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .max_buf_size(MAX_HEAD_BYTES)
         .max_headers(MAX_HEADERS);
