@@ -83,7 +83,8 @@ time_it() {
     "${cmd[@]}" >"$out" # untimed: warms the page cache, and fails the script on an error
     [[ -s "$out" ]] || { echo "$name: the report is empty" >&2; exit 1; }
     if command -v hyperfine >/dev/null; then
-        hyperfine -N --runs "$RUNS" --warmup 1 --export-json "$tmp/$name.json" --output "$out" "${cmd[*]}" >/dev/null
+        hyperfine -N --runs "$RUNS" --warmup 1 --export-json "$tmp/$name.json" --output null \
+            "$(printf '%q ' "${cmd[@]}")" >/dev/null
         printf '| %s | %s |\n' "$name" "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print("%.1f ms (min %.1f, max %.1f, %d runs, hyperfine)" % (r["median"]*1e3, r["min"]*1e3, r["max"]*1e3, len(r["times"])))' "$tmp/$name.json")"
     else
         for _ in $(seq "$RUNS"); do
