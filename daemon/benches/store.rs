@@ -3,7 +3,9 @@
 //!
 //! `cargo bench -p wattson --bench store` runs the timed benchmarks;
 //! `WATTSON_BENCH_SIZE=1 cargo bench -p wattson --bench store` builds a synthetic
-//! host-year and prints its size instead.
+//! host-year and prints its size instead; `WATTSON_BENCH_FLEET=PATH cargo bench -p wattson
+//! --bench store` builds a fleet collector's year of 10 such hosts at PATH (`fleet.rs`;
+//! `WATTSON_BENCH_FLEET_HOSTS=N` for another count), for `tests/bench/fleet-report.sh`.
 //!
 //! The synthetic host (BENCHMARKS.md): a PZEM-004T-like meter (power 0.1 W, voltage 0.1 V,
 //! current 0.001 A, power factor 0.01, frequency 0.1 Hz, energy counter 1 Wh) and a
@@ -27,6 +29,9 @@ use wattson::store::{
     StoreHandle, StoreOptions, Writer,
 };
 use wattson_collectors::{Metric, Sample};
+
+#[path = "store/fleet.rs"]
+mod fleet;
 
 /// 2024-01-01T00:00:00Z.
 const YEAR_START: i64 = 1_704_067_200_000;
@@ -180,10 +185,10 @@ fn options() -> StoreOptions {
     }
 }
 
-/// Writes hourly (and, for power, per-minute) rollups for `[from_ms, to_ms)` directly,
-/// with statistics shaped like the synthetic host's.
-fn write_rollups(store: &Store, from_ms: i64, to_ms: i64) {
-    let mut rng = StdRng::seed_from_u64(7);
+/// Writes hourly (and, for power, per-minute) rollups of `host` for `[from_ms, to_ms)`
+/// directly, with statistics shaped like the synthetic host's, drawn from `seed`.
+fn write_rollups(store: &Store, host: &str, seed: u64, from_ms: i64, to_ms: i64) {
+    let mut rng = StdRng::seed_from_u64(seed);
     let rolled: [(&str, Metric, &str, f64); 11] = [
         ("meter:wall", Metric::Power, "", 55.0),
         ("meter:wall", Metric::Voltage, "", 230.0),
@@ -200,7 +205,7 @@ fn write_rollups(store: &Store, from_ms: i64, to_ms: i64) {
     store.conn().execute_batch("BEGIN").unwrap();
     for (source, metric, channel, typical) in rolled {
         let series = store
-            .ensure_series(HOST, &source.into(), metric, channel)
+            .ensure_series(host, &source.into(), metric, channel)
             .unwrap();
         let mut hour_ms = from_ms;
         while hour_ms < to_ms {
@@ -248,15 +253,24 @@ fn write_rollups(store: &Store, from_ms: i64, to_ms: i64) {
     store.conn().execute_batch("COMMIT").unwrap();
 }
 
-/// Ingests the synthetic host for `[from_ms, to_ms)` through a [`Writer`], flushing every
+/// Ingests synthetic hosts for `[from_ms, to_ms)` through a [`Writer`], second by second
+/// (each host's samples with its name, `None` for the writer's own host), flushing every
 /// `flush_s` seconds of data. Returns the samples written.
-fn ingest(writer: &mut Writer, host: &mut Host, from_ms: i64, to_ms: i64, flush_s: i64) -> usize {
+fn ingest(
+    writer: &mut Writer,
+    hosts: &mut [(Option<String>, Host)],
+    from_ms: i64,
+    to_ms: i64,
+    flush_s: i64,
+) -> usize {
     let mut n = 0;
     let mut t_s = from_ms / 1000;
     while t_s * 1000 < to_ms {
-        let samples = host.second(t_s);
-        n += samples.len();
-        writer.push(None, samples);
+        for (name, host) in hosts.iter_mut() {
+            let samples = host.second(t_s);
+            n += samples.len();
+            writer.push(name.clone(), samples);
+        }
         t_s += 1;
         if t_s % flush_s == 0 {
             writer.flush().unwrap();
@@ -277,11 +291,11 @@ fn ingest(writer: &mut Writer, host: &mut Host, from_ms: i64, to_ms: i64, flush_
 fn build_year(path: &Path, raw_days: i64) -> usize {
     let raw_from = YEAR_START + YEAR_MS - raw_days * DAY_MS;
     let store = Store::open(path, &options()).unwrap();
-    write_rollups(&store, YEAR_START, raw_from);
+    write_rollups(&store, HOST, 7, YEAR_START, raw_from);
     let mut writer = Writer::new(store, options());
     ingest(
         &mut writer,
-        &mut Host::new(1),
+        &mut [(None, Host::new(1))],
         raw_from,
         YEAR_START + YEAR_MS,
         60,
@@ -473,6 +487,12 @@ fn bench_year_query(c: &mut Criterion) {
 }
 
 fn main() {
+    if let Some(path) = std::env::var_os("WATTSON_BENCH_FLEET") {
+        let hosts = std::env::var("WATTSON_BENCH_FLEET_HOSTS")
+            .map_or(fleet::FLEET_HOSTS, |n| n.parse().unwrap());
+        fleet::build(Path::new(&path), hosts);
+        return;
+    }
     if std::env::var_os("WATTSON_BENCH_SIZE").is_some() {
         size_report();
         return;

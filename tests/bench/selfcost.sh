@@ -12,6 +12,11 @@
 #                     fixture cgroup v2 tree of N services in nested slices, so that the
 #                     services collector runs (every 10 s, its default) on a machine without
 #                     cgroup v2; unset: the real /sys (on cgroup v1 the collector is off)
+#        CPUS=N       point [host] sysfs and procfs at copies of /sys and /proc (symlinks)
+#                     whose devices/system/cpu and stat are a fixture machine of N CPUs
+#                     (cpufreq, the intel_idle states POLL C1 C1E C6, /proc/stat's N cpu
+#                     lines: tests/bench/cpu_fixture.py), advanced every second by a writer
+#                     that is not measured; unset: this machine's CPUs
 #        HTTP=1       also serve [http] and let a real Prometheus (`prometheus` on the PATH,
 #                     not measured) scrape /metrics every 15 s
 #        METERS=N     N PZEM-004T meters on the one simulated bus (Modbus addresses 1..N), each
@@ -53,6 +58,23 @@ if [[ -z "${WATTSON_BIN:-}" ]]; then
 fi
 [[ -x "$WATTSON_BIN" ]] || { echo "no wattson binary at $WATTSON_BIN: cargo build -p wattson" >&2; exit 1; }
 
+# Under CI=true (.ci/run's smoke) a peer or tool that is missing fails the run instead of
+# being left out, so the smoke measures what the benchmark does.
+if [[ "${CI:-}" == true ]]; then
+    missing=()
+    for tool in python3 mosquitto ss; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+    command -v collectd >/dev/null || [[ -x /usr/sbin/collectd ]] || missing+=(collectd)
+    if [[ "${NODE_EXPORTER:-1}" == 1 ]]; then
+        command -v prometheus-node-exporter >/dev/null || command -v node_exporter >/dev/null \
+            || missing+=(prometheus-node-exporter)
+        command -v prometheus >/dev/null || missing+=(prometheus)
+    fi
+    if ((${#missing[@]})); then
+        echo "CI=true and missing: ${missing[*]} (apt-get install mosquitto collectd-core prometheus prometheus-node-exporter python3 iproute2; .ci/run does)" >&2
+        exit 1
+    fi
+fi
+
 tmp="$(mktemp -d /tmp/wattson-selfcost.XXXXXX)"
 pids=()
 cleanup() {
@@ -92,11 +114,41 @@ EOF
     for _ in $(seq 50); do ss -ltn "sport = :$mqtt_port" | grep -q LISTEN && break; sleep 0.1; done
 fi
 
-# --- wattson -----------------------------------------------------------------------------
+# --- fixture trees -----------------------------------------------------------------------
+# shadow DIR REAL NAME...: DIR holds a symlink to every entry of REAL but the NAMEs (and, under
+# /proc, but the processes), which the caller fills with fixtures.
+shadow() {
+    local dir=$1 real=$2 e name
+    shift 2
+    mkdir -p "$dir"
+    for e in "$real"/*; do
+        name="$(basename "$e")"
+        [[ "$real" == /proc && "$name" =~ ^[0-9]+$ ]] && continue
+        [[ " $* " == *" $name "* ]] || ln -s "$e" "$dir/"
+    done
+}
 sysfs_line=""
+procfs_line=""
+if [[ -n "${CGROUPS:-}" || -n "${CPUS:-}" ]]; then
+    shadow "$tmp/sys" /sys ${CGROUPS:+fs} ${CPUS:+devices}
+    sysfs_line="sysfs = \"$tmp/sys\""
+fi
+if [[ -n "${CPUS:-}" ]]; then
+    # A machine of CPUS CPUs, its counters advanced every second by a writer (not measured).
+    [[ "$CPUS" =~ ^[1-9][0-9]*$ ]] || { echo "CPUS=$CPUS: give a number of CPUs, 1 or more" >&2; exit 1; }
+    shadow "$tmp/sys/devices" /sys/devices system
+    shadow "$tmp/sys/devices/system" /sys/devices/system cpu
+    shadow "$tmp/proc" /proc stat
+    python3 "$here/tests/bench/cpu_fixture.py" "$tmp/cpus" "$CPUS" 2>"$tmp/cpu_fixture.err" &
+    pids+=($!)
+    for _ in $(seq 300); do [[ -e "$tmp/cpus/ready" ]] && break; sleep 0.1; done
+    [[ -e "$tmp/cpus/ready" ]] || { echo "the CPU fixture was not written: $(cat "$tmp/cpu_fixture.err")" >&2; exit 1; }
+    ln -s "$tmp/cpus/cpu" "$tmp/sys/devices/system/cpu"
+    ln -s "$tmp/cpus/stat" "$tmp/proc/stat"
+    procfs_line="procfs = \"$tmp/proc\""
+fi
 if [[ -n "${CGROUPS:-}" ]]; then
     mkdir -p "$tmp/sys/fs/cgroup"
-    for e in /sys/*; do [[ "$(basename "$e")" == fs ]] || ln -s "$e" "$tmp/sys/"; done
     cg="$tmp/sys/fs/cgroup"
     echo "cpuset cpu io memory pids" >"$cg/cgroup.controllers"
     printf 'usage_usec 0\n' >"$cg/cpu.stat"
@@ -105,12 +157,14 @@ if [[ -n "${CGROUPS:-}" ]]; then
         mkdir -p "$d"
         printf 'usage_usec %d\nuser_usec 0\nsystem_usec 0\n' $((i * 1000)) >"$d/cpu.stat"
     done
-    sysfs_line="sysfs = \"$tmp/sys\""
 fi
+
+# --- wattson -----------------------------------------------------------------------------
 cat >"$tmp/wattson.toml" <<EOF
 [host]
 name = "selfcost"
 $sysfs_line
+$procfs_line
 [storage]
 path = "$tmp/wattson.db"
 [cpu]
@@ -219,10 +273,11 @@ snapshot() {
 echo "warming up ${WARMUP_S}s, then measuring ${WINDOW_S}s ..." >&2
 sleep "$WARMUP_S"
 kill -0 "$wattson_pid" || { echo "wattson exited: $(cat "$tmp/wattson.log")" >&2; exit 1; }
-threads() { # name:switches per thread of wattson
+threads() { # tid name switches ns_on_cpu, per thread of wattson
     for t in /proc/"$wattson_pid"/task/*; do
-        printf '%s %s %s\n' "$(basename "$t")" "$(tr ' ' '_' <"$t/comm")" \
-            "$(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status")"
+        printf '%s %s %s %s\n' "$(basename "$t")" "$(tr ' ' '_' <"$t/comm")" \
+            "$(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status")" \
+            "$(awk '{ print $1 }' "$t/schedstat")"
     done
 }
 threads >"$tmp/threads0"
@@ -272,6 +327,7 @@ if [[ -n "$node_pid" ]]; then
 fi
 [[ "$METERS" == 1 ]] || echo "meters: $METERS PZEM-004T on one bus (addresses 1-$METERS), each at 1 s"
 [[ -n "${CGROUPS:-}" ]] && echo "services collector: on, a fixture cgroup v2 tree of $CGROUPS services"
+[[ -n "${CPUS:-}" ]] && echo "CPUs: a fixture machine of $CPUS CPUs (4 idle states each), its counters advanced every second"
 echo
 echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s | RSS | RSS anonymous |"
 echo "|---|---|---|---|---|---|"
@@ -283,11 +339,36 @@ echo
 for p in "$wattson_pid" ${collectd_pid:+"$collectd_pid"} ${node_pid:+"$node_pid"}; do
     echo "RSS of $(cat "/proc/$p/comm"): $(awk '/^Rss(Anon|File|Shmem)/ { printf "%s %.1f MB  ", $1, $2 / 1024 }' "/proc/$p/status")"
 done
-echo "wattson threads: context switches per second in the window"
+echo "wattson threads: context switches per second and CPU (schedstat) in the window"
 awk -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" '
-    NR == FNR { start[$1] = $3; next }
-    { printf "  %s: %.2f/s%s\n", $2, ($3 - ($1 in start ? start[$1] : 0)) / w, ($1 in start ? "" : " (started in the window)") }
+    NR == FNR { start[$1] = $3; ns[$1] = $4; next }
+    { printf "  %s: %.2f/s, %.3f %%%s\n", $2, ($3 - ($1 in start ? start[$1] : 0)) / w,
+        ($4 - ($1 in ns ? ns[$1] : 0)) / 1e9 / w * 100, ($1 in start ? "" : " (started in the window)") }
 ' "$tmp/threads0" "$tmp/threads1"
+# What wattson stored: it must have stored the meter's power, and with CPUS=N every CPU's
+# series, or the figures above are not the cost of doing so.
+stored="$(python3 - "$tmp/wattson.db" <<'EOF'
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+rows = db.execute("""
+    SELECT s.metric, s.channel GLOB 'cpu[0-9]*', count(DISTINCT s.id), sum(c.n)
+    FROM series s JOIN (SELECT series_id, n FROM raw_chunk UNION ALL
+                        SELECT series_id, n FROM raw_detail_chunk UNION ALL
+                        SELECT series_id, n FROM raw_open) c ON c.series_id = s.id
+    WHERE c.n > 0 GROUP BY 1, 2""").fetchall()
+power = sum(n for m, _, _, n in rows if m == "power")
+per_core = {m: k for m, core, k, _ in rows if core}
+print(power, per_core.get("cpu_busy", 0), per_core.get("core_frequency", 0),
+      per_core.get("idle_residency", 0), sum(n for *_, n in rows))
+EOF
+)" || { echo "reading what wattson stored in $tmp/wattson.db failed" >&2; exit 1; }
+read -r power_n busy_series freq_series residency_series samples_n <<<"$stored"
+echo "stored: $samples_n samples, $power_n of power; per-CPU series with samples: cpu_busy $busy_series, core_frequency $freq_series, idle_residency $residency_series"
+((power_n > 0)) || { echo "wattson stored no power samples: $(tail -n 5 "$tmp/wattson.log")" >&2; exit 1; }
+if [[ -n "${CPUS:-}" ]] && ((busy_series != CPUS || freq_series != CPUS || residency_series != 4 * CPUS)); then
+    echo "CPUS=$CPUS, but wattson stored per-CPU series for $busy_series CPUs (busy), $freq_series (frequency), $residency_series idle states (expected $((4 * CPUS)))" >&2
+    exit 1
+fi
 echo "simulated meter alive at the end: $(kill -0 "${pids[0]}" 2>/dev/null && echo yes || echo NO: figures are without a meter)"
 echo "meter losses in the wattson log: $(grep -c "device gone" "$tmp/wattson.log" || true)"
 echo "wattson log warnings+errors: $(grep -cE " (WARN|ERROR) " "$tmp/wattson.log" || true)"
