@@ -2,7 +2,7 @@
 //!
 //! The modules follow the data path (ARCHITECTURE.md): [`sources`] wire the readers of the
 //! `wattson-collectors` crate (and MQTT plugs, fleet hosts) into the daemon; [`runtime`]
-//! samples them on one thread; [`store`] keeps the samples, rollups and gaps in SQLite;
+//! samples them on one thread into the [`live`] view (what the outputs read) and the [`store`], which keeps the samples, rollups and gaps in SQLite;
 //! [`ledger`] turns them into energy and money; [`publish`] sends the live view out (MQTT);
 //! [`report`] writes the cost reports; [`sweep`] runs the workload loops; [`services`] says
 //! what each service costs. [`config`] is the
@@ -17,6 +17,7 @@ pub mod config;
 pub mod control;
 pub mod idle;
 pub mod ledger;
+pub mod live;
 pub mod logging;
 pub mod output;
 pub mod publish;

@@ -230,12 +230,6 @@ const ALLOWED_BACK_EDGES: &[(&str, &str, &str)] = &[
     ),
     (
         "publish",
-        "runtime",
-        "the outputs read runtime::live, which the sampler fills; the live view belongs below \
-         publish and the daemon's lifecycle (which starts the outputs) above it",
-    ),
-    (
-        "publish",
         "commands",
         "the HTTP server serves `wattson report` (commands::report::produce, ReportArgs) and \
          status' scope labels; report production belongs in report/",

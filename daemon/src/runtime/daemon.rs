@@ -12,12 +12,12 @@ use anyhow::Context as _;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use super::health::Health;
-use super::live::LiveState;
 use super::sampler::{self, Control, Heartbeat, InPoll, SampleSink, Scheduled};
 use super::wiring::plug_collectors;
 pub use super::wiring::{build_collectors, estimate_collector, store_options};
 use crate::config::Config;
+use crate::live::LiveState;
+use crate::live::health::Health;
 use crate::runtime::notify::Notifier;
 use crate::store::StoreHandle;
 

@@ -19,10 +19,11 @@ use wattson_collectors::source::channel;
 use tokio::sync::watch;
 use wattson_collectors::Metric;
 
-use super::live::LiveState;
 use crate::analysis::tariff::{PriceSource, Tariff};
 use crate::config::Config;
 use crate::ledger::costs::{self, PeriodCost, RunningTotal};
+use crate::live::LiveState;
+use crate::publish::http::Refresher;
 use crate::publish::mqtt::StateExtras;
 use crate::publish::mqtt::state::{MeterCounters, ServiceState};
 use crate::store::StoreHandle;
@@ -49,9 +50,13 @@ pub struct LedgerFeed {
 }
 
 impl LedgerFeed {
-    /// A handle that asks for fresh figures (the HTTP server's).
+    /// A handle that asks for fresh figures (the HTTP server's); the watch channel then
+    /// changes (with the same figures when the last read is younger than [`MIN_REFRESH`]).
     pub fn refresher(&self) -> Refresher {
-        Refresher(self.control.clone())
+        let control = self.control.clone();
+        Refresher::new(move || {
+            let _ = control.send(FeedMessage::Refresh);
+        })
     }
 }
 
@@ -61,18 +66,6 @@ impl Drop for LedgerFeed {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-    }
-}
-
-/// Asks the feed for fresh figures; the watch channel then changes (with the same figures
-/// when the last read is younger than [`MIN_REFRESH`]).
-#[derive(Debug, Clone)]
-pub struct Refresher(mpsc::Sender<FeedMessage>);
-
-impl Refresher {
-    /// Never blocks.
-    pub fn refresh(&self) {
-        let _ = self.0.send(FeedMessage::Refresh);
     }
 }
 

@@ -10,7 +10,7 @@
 //!
 //! Serving never delays sampling or storing: the sampler and the store's writer run on
 //! threads of their own, the ledger's figures come through the feed's watch channel
-//! ([`crate::runtime::ledger_feed`]), and a report runs on a blocking thread over a read-only
+//! (`runtime::ledger_feed`, which [`Refresher`] asks for fresher ones), and a report runs on a blocking thread over a read-only
 //! connection of its own, one at a time. A hostile client is bounded: at most
 //! [`MAX_CONNECTIONS`] at once (more are closed at once), a request head within
 //! [`HEADER_READ_TIMEOUT`] and [`MAX_HEAD_BYTES`] (hyper answers 431 past it), and a
@@ -32,10 +32,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::live::LiveState;
+use crate::live::health::Health;
 use crate::publish::mqtt::StateExtras;
-use crate::runtime::health::Health;
-use crate::runtime::ledger_feed::Refresher;
-use crate::runtime::live::LiveState;
 
 /// Connections served at once; further ones are closed as they arrive.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -103,6 +102,23 @@ pub struct HttpContext {
     pub started_ms: i64,
     /// A reading older than this is left out (a meter that stopped answering).
     pub stale_after: Duration,
+}
+
+/// Asks the ledger feed (`runtime::ledger_feed`, which makes one) for fresh figures; the
+/// watch channel [`HttpContext::extras`] then changes.
+#[derive(Clone)]
+pub struct Refresher(Arc<dyn Fn() + Send + Sync>);
+
+impl Refresher {
+    /// A refresher that calls `ask`, which must never block.
+    pub fn new(ask: impl Fn() + Send + Sync + 'static) -> Refresher {
+        Refresher(Arc::new(ask))
+    }
+
+    /// Never blocks.
+    pub fn refresh(&self) {
+        (self.0)();
+    }
 }
 
 /// Shared by the connections.

@@ -77,7 +77,7 @@ pub struct IdleState {
 impl Live {
     pub(super) fn gather(shared: &Shared, extras: &StateExtras) -> Live {
         let ctx = &shared.ctx;
-        let now = crate::runtime::sampler::now_ms();
+        let now = wattson_collectors::now_ms();
         let stale_ms = ctx.stale_after.as_millis() as i64;
         let latest: Vec<_> = ctx
             .live

@@ -35,7 +35,7 @@ use wattson_collectors::source::channel;
 use wattson_collectors::{Metric, Sample, SourceId};
 
 use crate::ledger::PrimaryPower;
-use crate::runtime::live::LiveReading;
+use crate::live::LiveReading;
 use crate::sweep::regression::Check;
 
 /// Largest state payload the collector accepts, bytes.
