@@ -20,6 +20,7 @@ pub mod ledger;
 pub mod live;
 pub mod logging;
 pub mod output;
+pub mod parse;
 pub mod publish;
 pub mod report;
 pub mod runtime;

@@ -216,7 +216,7 @@ fn collect_with_progress(config: &Config, collect: Duration) -> anyhow::Result<(
 }
 
 fn summary(config: &Config, db: &Path) -> anyhow::Result<String> {
-    let store = super::open_database(db)?;
+    let store = crate::store::open_database(db)?;
     let tariff = crate::ledger::costs::tariff(&config.tariff)?;
     let currency = tariff.currency().to_owned();
     let today = chrono::Utc::now();

@@ -37,7 +37,7 @@ pub struct IdleArgs {
         long,
         value_name = "DURATION",
         default_value = "5s",
-        value_parser = crate::cli::parse_duration_arg,
+        value_parser = crate::parse::parse_duration_arg,
         allow_hyphen_values = true
     )]
     pub sample: Duration,
@@ -73,7 +73,7 @@ pub struct IdleArgs {
         long,
         value_name = "DURATION",
         default_value = "20s",
-        value_parser = crate::cli::parse_duration_arg,
+        value_parser = crate::parse::parse_duration_arg,
         allow_hyphen_values = true,
         requires = "measure"
     )]
@@ -83,7 +83,7 @@ pub struct IdleArgs {
         long,
         value_name = "N",
         default_value_t = 7,
-        value_parser = crate::cli::parse_count,
+        value_parser = crate::parse::parse_count,
         allow_hyphen_values = true,
         requires = "measure"
     )]
@@ -99,8 +99,8 @@ pub fn run(args: &IdleArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     if args.measure {
         return measure_all(args, &config, &db);
     }
-    let store = if super::database_exists(&db).unwrap_or(false) {
-        super::open_database(&db).ok()
+    let store = if crate::store::database_exists(&db).unwrap_or(false) {
+        crate::store::open_database(&db).ok()
     } else {
         None
     };

@@ -22,7 +22,7 @@ pub struct ProbeArgs {
         long,
         value_name = "DURATION",
         default_value = "1500ms",
-        value_parser = crate::cli::parse_duration_arg,
+        value_parser = crate::parse::parse_duration_arg,
         allow_hyphen_values = true
     )]
     pub timeout: Duration,
@@ -35,7 +35,7 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "PROTOCOL")]
     pub protocol: Protocol,
     /// Watts with no load (or constant watts without --follow-cpu).
-    #[arg(long, value_name = "W", default_value_t = 40.0, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
+    #[arg(long, value_name = "W", default_value_t = 40.0, value_parser = crate::parse::parse_non_negative, allow_hyphen_values = true)]
     pub watts: f64,
     /// Follow this machine's CPU load: watts = --watts + --per-cpu x busy CPUs.
     #[arg(long)]
@@ -54,16 +54,16 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "PREFIX", requires = "follow_demand")]
     pub follow_threads: Option<String>,
     /// Extra watts per fully busy CPU with --follow-cpu.
-    #[arg(long, value_name = "W", default_value_t = 15.0, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
+    #[arg(long, value_name = "W", default_value_t = 15.0, value_parser = crate::parse::parse_non_negative, allow_hyphen_values = true)]
     pub per_cpu: f64,
     /// Standard deviation of added noise, W.
-    #[arg(long, value_name = "W", default_value_t = 0.5, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
+    #[arg(long, value_name = "W", default_value_t = 0.5, value_parser = crate::parse::parse_non_negative, allow_hyphen_values = true)]
     pub noise: f64,
     /// Time constant of the ramp to a new level, s.
-    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = crate::parse::parse_non_negative, allow_hyphen_values = true)]
     pub ramp: f64,
     /// Extra watts per busy CPU beyond the first (negative: later loops cheaper).
-    #[arg(long, value_name = "W", default_value_t = 0.0, value_parser = crate::cli::parse_number, allow_hyphen_values = true)]
+    #[arg(long, value_name = "W", default_value_t = 0.0, value_parser = crate::parse::parse_number, allow_hyphen_values = true)]
     pub curvature: f64,
     /// Modbus addresses to answer on (comma-separated), e.g. 1,2,3 for three meters on one bus.
     #[arg(
@@ -75,7 +75,7 @@ pub struct SimulateArgs {
     )]
     pub address: Vec<u8>,
     /// Stop after this long instead of running until interrupted.
-    #[arg(long, value_name = "DURATION", value_parser = crate::cli::parse_duration_arg, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::parse::parse_duration_arg, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Watts added while a file holds a value, FILE=VALUE:W (repeatable): e.g.
     /// /sys/module/pcie_aspm/parameters/policy=powersave:-3 for a machine that draws 3 W

@@ -40,7 +40,7 @@ pub struct SweepArgs {
         long,
         value_name = "N,...",
         value_delimiter = ',',
-        value_parser = crate::cli::parse_count,
+        value_parser = crate::parse::parse_count,
         allow_hyphen_values = true
     )]
     pub levels: Option<Vec<usize>>,
@@ -63,7 +63,7 @@ pub struct SweepArgs {
         long,
         value_name = "DURATION",
         default_value = "90s",
-        value_parser = crate::cli::parse_duration_arg,
+        value_parser = crate::parse::parse_duration_arg,
         allow_hyphen_values = true
     )]
     pub max_level_time: Duration,
@@ -72,7 +72,7 @@ pub struct SweepArgs {
         long,
         value_name = "W",
         default_value_t = 0.5,
-        value_parser = crate::cli::parse_non_negative,
+        value_parser = crate::parse::parse_non_negative,
         allow_hyphen_values = true
     )]
     pub ci_watts: f64,
@@ -81,7 +81,7 @@ pub struct SweepArgs {
         long,
         value_name = "PERCENT",
         default_value_t = 1.0,
-        value_parser = crate::cli::parse_non_negative,
+        value_parser = crate::parse::parse_non_negative,
         allow_hyphen_values = true
     )]
     pub ci_percent: f64,
@@ -90,7 +90,7 @@ pub struct SweepArgs {
         long,
         value_name = "DURATION",
         default_value = "30s",
-        value_parser = crate::cli::parse_duration_arg,
+        value_parser = crate::parse::parse_duration_arg,
         allow_hyphen_values = true
     )]
     pub idle_wait: Duration,
@@ -99,7 +99,7 @@ pub struct SweepArgs {
         long,
         value_name = "N",
         default_value_t = 20,
-        value_parser = crate::cli::parse_count,
+        value_parser = crate::parse::parse_count,
         allow_hyphen_values = true
     )]
     pub min_samples: usize,
@@ -145,13 +145,13 @@ pub fn run(args: &SweepArgs, config_path: Option<&Path>) -> anyhow::Result<ExitC
 }
 
 fn show(args: &SweepArgs, db: &Path) -> anyhow::Result<ExitCode> {
-    if !super::database_exists(db)? {
+    if !crate::store::database_exists(db)? {
         anyhow::bail!(
             "no database at {}: run a sweep first, or pass --db",
             db.display()
         );
     }
-    let store = super::open_database(db)?;
+    let store = crate::store::open_database(db)?;
     let sweeps = match &args.show {
         Some(n) => vec![
             persist::load(&store, n)?

@@ -69,7 +69,7 @@ pub struct ImportArgs {
     #[arg(long, value_name = "HEADER")]
     pub column: Option<String>,
     /// Refuse prices beyond this, either sign, per kWh [default: [tariff] max_price_per_kwh].
-    #[arg(long, value_name = "PRICE", value_parser = crate::cli::parse_positive)]
+    #[arg(long, value_name = "PRICE", value_parser = crate::parse::parse_positive)]
     pub max_price: Option<f64>,
     /// Write into this database instead of `[storage] path`.
     #[arg(long, value_name = "PATH")]

@@ -12,7 +12,8 @@
 //!   publishes.
 //! - [`counter`]: the meter's own energy counter against the integral, and the readings
 //!   rejected as implausible.
-//! - [`primary`]: which source's power is the host's, decided once from the config.
+//! - [`primary`]: which source's power is the host's, decided once from the config, and what
+//!   a source's watts stand for.
 
 pub mod costs;
 pub mod counter;
@@ -21,7 +22,7 @@ pub mod estimates;
 pub mod interval;
 pub mod primary;
 
-pub use primary::PrimaryPower;
+pub use primary::{PrimaryPower, scope_label};
 
 #[cfg(test)]
 mod tests;

@@ -389,10 +389,13 @@ async fn serve(
     };
     // The live price of [tariff] price_topic, stored as slots as it arrives.
     let _price = match &config.mqtt {
-        Some(mqtt) => {
-            crate::tariff::live::spawn(mqtt, &config.tariff, store.clone(), cancel.child_token())
-                .context("subscribing to [tariff] price_topic")?
-        }
+        Some(mqtt) => crate::sources::live_price::spawn(
+            mqtt,
+            &config.tariff,
+            store.clone(),
+            cancel.child_token(),
+        )
+        .context("subscribing to [tariff] price_topic")?,
         None => None,
     };
     let feed = feed.map(|(_, f)| f);
