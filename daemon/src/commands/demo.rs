@@ -17,8 +17,8 @@ use wattson_collectors::meter::Protocol;
 use wattson_collectors::{Metric, SysRoot};
 
 use crate::analysis::cost::{annual_cost, format_money};
-use crate::cli::DemoArgs;
-use crate::commands::sweep::{SweepArgs, sweep_with_config};
+use crate::cli::{DemoArgs, SweepArgs};
+use crate::commands::sweep::sweep_with_config;
 use crate::config::{Config, MeterConfig};
 use crate::runtime::daemon::{self, RunOptions};
 use crate::sources::power_model::PowerModel;
