@@ -17,11 +17,10 @@ use crate::cli::SweepArgs;
 use crate::config::Config;
 use crate::control::protocol::{Stored, SweepRecord, SweepSettings};
 use crate::store::Store;
-use crate::sweep::engine::{
-    Instruments, LevelResult, LoopSlot, Progress, SweepOutcome, SweepPlan, run_sweep, stop_loops,
-};
+use crate::sweep::engine::{Instruments, LoopSlot, Progress, SweepPlan, run_sweep, stop_loops};
 use crate::sweep::fingerprint;
 use crate::sweep::governor::GovernorGuard;
+use crate::sweep::outcome::{LevelResult, SweepOutcome};
 use crate::sweep::persist;
 use crate::sweep::record::{Finished, record};
 use crate::sweep::workload::cpu_order;

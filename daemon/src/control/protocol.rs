@@ -9,7 +9,7 @@ use wattson_collectors::SourceId;
 use serde::{Deserialize, Serialize};
 use wattson_collectors::{DeviceCounters, Metric, Sample};
 
-use crate::sweep::engine::LevelResult;
+use crate::sweep::outcome::LevelResult;
 
 pub use crate::live::LiveReading;
 pub use crate::live::feed::CLIENT_QUEUE;
