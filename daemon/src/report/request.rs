@@ -63,7 +63,8 @@ pub enum When {
     Ago(std::time::Duration),
 }
 
-/// clap value parser for `--since`/`--until`.
+/// The parser of `--since`/`--until` (as clap's value parser) and of the HTTP report's
+/// `since`/`until`.
 pub fn parse_when(s: &str) -> Result<When, String> {
     if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
         return Ok(When::Date(d));
@@ -93,7 +94,7 @@ pub fn resolve_when(w: When, now: DateTime<Utc>, tz: Tz, end: bool) -> i64 {
     }
 }
 
-/// Renders the report the arguments ask for.
+/// Renders the report `args` asks for.
 pub fn produce(
     config: &Config,
     args: &ReportRequest,
