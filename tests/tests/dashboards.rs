@@ -17,7 +17,7 @@ use wattson_tests::regression_check;
 /// the first start of a new install).
 fn announced(check: Option<Check>) -> BTreeSet<String> {
     let live = Arc::new(LiveState::default());
-    live.observe(&[
+    let _ = live.observe(&[
         Sample::new(1, "meter:wall", Metric::Power, "", 240.0),
         Sample::new(1, "meter:wall", Metric::Voltage, "", 230.0),
         Sample::new(1, "meter:wall", Metric::Current, "", 1.1),

@@ -52,6 +52,7 @@ fn extras() -> wattson::publish::mqtt::publisher::Extras {
         energy_today_kwh: Some(1.5),
         energy_total_kwh: Some(125.0),
         energy_ts_ms: None,
+        publishes: 0,
         mode: Some("idle".into()),
         mode_options: vec!["standby".into(), "idle".into(), "1 loop".into()],
         primary: wattson::ledger::PrimaryPower::new(Some(wattson_collectors::SourceId::meter(
@@ -79,7 +80,7 @@ fn feed(live: Arc<LiveState>, cancel: CancellationToken) {
         loop {
             ts = ts.max(wattson::runtime::sampler::now_ms()) + 1;
             let w = if n.is_multiple_of(2) { 230.0 } else { 250.0 };
-            live.observe(&[
+            let began = live.observe(&[
                 Sample::new(ts, "meter:wall", Metric::Power, "", w),
                 Sample::new(ts, "meter:wall", Metric::Voltage, "", 231.0),
                 Sample::new(ts, "meter:wall", Metric::EnergyTotal, "", n as f64),
@@ -88,6 +89,9 @@ fn feed(live: Arc<LiveState>, cancel: CancellationToken) {
                 Sample::new(ts, "cpu", Metric::IdleResidency, "all/C1", 0.2),
                 Sample::new(ts, "cpu", Metric::IdleResidency, "all/C6", 0.5),
             ]);
+            if began {
+                live.publish_now();
+            }
             n += 1;
             tokio::select! {
                 () = cancel.cancelled() => return,

@@ -131,6 +131,11 @@ pub struct MeterCollector {
     next_open_ms: i64,
     /// The port has been open at least once in this run.
     was_open: bool,
+    /// Each poll sends the next poll's request once it has read this one's reply
+    /// ([`MeterCollector::reading_ahead`]).
+    read_ahead: bool,
+    /// The poll time (UTC ms) of the request in flight for the next poll, when reading ahead.
+    ahead_ms: Option<i64>,
 }
 
 impl MeterCollector {
@@ -161,7 +166,26 @@ impl MeterCollector {
             backoff_ms: 0,
             next_open_ms: i64::MIN,
             was_open: false,
+            read_ahead: false,
+            ahead_ms: None,
         })
+    }
+
+    /// Read ahead: each poll reads the reply to the request the previous poll sent when it
+    /// ended, and sends the next one, so the daemon's sampler never waits for a meter's
+    /// reply (one wake-up per tick, not two). A reading is stamped with the poll that sent
+    /// its request, when the meter took it, and reaches the sampler one poll later; the
+    /// first poll after the port opens only sends. For protocols whose reading is one
+    /// request per meter (PZEM); others, and every meter but the first on a shared line,
+    /// are read as before. One-off readers (`wattson meter read`) do not read ahead.
+    #[must_use]
+    pub fn reading_ahead(mut self) -> Self {
+        self.read_ahead = true;
+        self
+    }
+
+    fn reads_ahead(&self) -> bool {
+        self.read_ahead && matches!(self.config.protocol, Protocol::Pzem004t | Protocol::Pzem017)
     }
 
     pub fn config(&self) -> &MeterConfig {
@@ -339,26 +363,39 @@ impl Collector for MeterCollector {
     }
 
     fn prepare(&mut self, _now_ms: i64) -> bool {
+        if self.reads_ahead() {
+            // The request went out at the end of the previous poll.
+            return self.session.is_some() && self.ahead_ms.is_some();
+        }
         self.session.as_mut().is_some_and(MeterSession::begin_poll)
     }
 
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
         self.ensure_open(now_ms)?;
+        let reads_ahead = self.reads_ahead();
+        let ahead = self.ahead_ms.take();
         let Some(session) = self.session.as_mut() else {
             return Err(self.gone("port not open".into()));
         };
+        if reads_ahead && ahead.is_none() && session.begin_poll() {
+            // First poll on this port: its reply is read, and stamped now, at the next.
+            self.ahead_ms = Some(now_ms);
+            return Ok(Vec::new());
+        }
         let results = session.poll();
         let mut samples = Vec::new();
         let mut first_error = None;
         let mut gone = None;
-        for r in results {
-            match r.and_then(|r| Ok((self.track_energy(now_ms, &r)?, r))) {
+        for (i, r) in results.into_iter().enumerate() {
+            // The first meter's reply answers the request sent ahead, at that poll's time.
+            let taken_ms = ahead.filter(|_| i == 0).unwrap_or(now_ms);
+            match r.and_then(|r| Ok((self.track_energy(taken_ms, &r)?, r))) {
                 Ok((energy_total_wh, r)) => {
                     let (source, channel) = self.source_and_channel(r.address);
-                    let mut s = r.reading.to_samples(now_ms, &source);
+                    let mut s = r.reading.to_samples(taken_ms, &source);
                     if let Some(total) = energy_total_wh {
                         s.push(Sample::new(
-                            now_ms,
+                            taken_ms,
                             source.clone(),
                             Metric::EnergyTotal,
                             "",
@@ -384,10 +421,17 @@ impl Collector for MeterCollector {
             // Try again at the very next poll: a replugged adapter is back within one interval.
             self.next_open_ms = now_ms;
             self.backoff_ms = 0;
+            self.ahead_ms = None;
             return Err(self.gone(format!(
                 "{} is gone ({source}): unplugged? It is reopened as soon as it returns",
                 self.config.port.display()
             )));
+        }
+        if reads_ahead
+            && let Some(session) = self.session.as_mut()
+            && session.begin_poll()
+        {
+            self.ahead_ms = Some(now_ms);
         }
         match (samples.is_empty(), first_error) {
             (false, _) | (true, None) => Ok(samples),
@@ -407,171 +451,4 @@ impl Collector for MeterCollector {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Action;
-
-    #[test]
-    fn config_validation_names_the_meter() {
-        let mut c = MeterConfig::new("wall", Protocol::Pzem004t, "/nonexistent");
-        assert_eq!(c.addresses, vec![0xF8]);
-        assert!(c.validate().is_ok());
-        c.addresses = vec![1, 0xF8];
-        let e = c.validate().unwrap_err().to_string();
-        assert!(e.contains("wall") && e.contains("248"), "{e}");
-        let l = MeterConfig::new("usb", Protocol::Line, "/x");
-        assert!(
-            l.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("line format")
-        );
-    }
-
-    #[test]
-    fn missing_port_is_gone_and_backs_off_at_most_one_second() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut m = MeterCollector::new(MeterConfig::new(
-            "wall",
-            Protocol::Pzem004t,
-            dir.path().join("ttyUSB9"),
-        ))
-        .unwrap();
-        let e = m.poll(0).unwrap_err();
-        assert_eq!(e.action(), Action::Reopen, "{e}");
-        assert!(e.to_string().contains("ttyUSB9"), "{e}");
-        let mut t = 0;
-        for _ in 0..10 {
-            t += 1000;
-            assert_eq!(m.poll(t).unwrap_err().action(), Action::Reopen);
-        }
-        assert!(m.next_open_ms - t <= MAX_REOPEN_BACKOFF_MS);
-        assert!(!m.is_connected());
-    }
-
-    /// An in-memory line: each request written is answered with `reply`; once `unplugged`
-    /// is set, every read and write fails as an unplugged USB adapter does (EIO).
-    struct FakeLine {
-        reply: Vec<u8>,
-        pending: Vec<u8>,
-        unplugged: Arc<AtomicBool>,
-    }
-
-    impl std::io::Read for FakeLine {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            if self.unplugged.load(Ordering::SeqCst) {
-                return Err(std::io::Error::from_raw_os_error(5));
-            }
-            if self.pending.is_empty() {
-                return Err(std::io::ErrorKind::TimedOut.into());
-            }
-            let n = buf.len().min(self.pending.len());
-            buf[..n].copy_from_slice(&self.pending[..n]);
-            self.pending.drain(..n);
-            Ok(n)
-        }
-    }
-
-    impl std::io::Write for FakeLine {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            if self.unplugged.load(Ordering::SeqCst) {
-                return Err(std::io::Error::from_raw_os_error(5));
-            }
-            self.pending.extend_from_slice(&self.reply);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    /// Opens [`FakeLine`]s while `present`, else fails as a missing device node does.
-    struct FakeOpener {
-        present: Arc<AtomicBool>,
-        unplugged: Arc<AtomicBool>,
-        opened: Arc<AtomicUsize>,
-    }
-
-    impl PortOpener for FakeOpener {
-        fn open(
-            &mut self,
-            path: &std::path::Path,
-            _settings: SerialSettings,
-            _read_timeout: Duration,
-        ) -> Result<Box<dyn MeterPort>, PortError> {
-            if !self.present.load(Ordering::SeqCst) {
-                return Err(PortError::Open {
-                    path: path.to_owned(),
-                    source: std::io::Error::from_raw_os_error(libc::ENOENT),
-                });
-            }
-            self.opened.fetch_add(1, Ordering::SeqCst);
-            self.unplugged.store(false, Ordering::SeqCst);
-            // PZEM-004T: 230.0 V, 0.217 A, 50.0 W, 38 Wh, 50.0 Hz, PF 0.90.
-            let regs: [u16; 10] = [2300, 217, 0, 500, 0, 38, 0, 500, 90, 0];
-            let data: Vec<u8> = regs.iter().flat_map(|r| r.to_be_bytes()).collect();
-            Ok(Box::new(FakeLine {
-                reply: super::super::modbus::registers_reply(1, 4, &data),
-                pending: Vec::new(),
-                unplugged: self.unplugged.clone(),
-            }))
-        }
-    }
-
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-    /// The reconnect logic on an injected port: absent at start (the OS reason kept), read
-    /// once it appears, gone when unplugged, reopened at the very next poll, with the
-    /// meter's counters carried across.
-    #[test]
-    fn a_port_that_appears_vanishes_and_returns_is_followed_without_a_pty() {
-        let present = Arc::new(AtomicBool::new(false));
-        let unplugged = Arc::new(AtomicBool::new(false));
-        let opened = Arc::new(AtomicUsize::new(0));
-        let mut config = MeterConfig::new("wall", Protocol::Pzem004t, "/dev/ttyFAKE0");
-        config.addresses = vec![1];
-        let mut m = MeterCollector::with_opener(
-            config,
-            Box::new(FakeOpener {
-                present: present.clone(),
-                unplugged: unplugged.clone(),
-                opened: opened.clone(),
-            }),
-        )
-        .unwrap();
-        let e = m.poll(0).unwrap_err();
-        assert_eq!(e.action(), Action::Reopen, "{e}");
-        let text = e.to_string();
-        assert!(
-            text.contains("/dev/ttyFAKE0: No such file or directory (os error 2): check that"),
-            "{text}"
-        );
-        assert_eq!(opened.load(Ordering::SeqCst), 0);
-
-        present.store(true, Ordering::SeqCst);
-        let power = |s: &[Sample]| {
-            s.iter()
-                .find(|x| x.metric == Metric::Power)
-                .map(|x| (x.value, x.source.clone()))
-        };
-        let s = m.poll(MAX_REOPEN_BACKOFF_MS).unwrap();
-        assert_eq!(power(&s), Some((50.0, SourceId::meter("wall"))));
-        assert!(m.is_connected());
-
-        unplugged.store(true, Ordering::SeqCst);
-        let e = m.poll(2 * MAX_REOPEN_BACKOFF_MS).unwrap_err();
-        assert_eq!(e.action(), Action::Reopen, "{e}");
-        assert!(e.to_string().contains("is gone"), "{e}");
-        assert!(!m.is_connected());
-
-        let s = m.poll(2 * MAX_REOPEN_BACKOFF_MS + 1).unwrap();
-        assert_eq!(power(&s).map(|p| p.0), Some(50.0));
-        assert_eq!(opened.load(Ordering::SeqCst), 2);
-        assert_eq!(
-            m.counters()[0].1.good_frames,
-            2,
-            "counters survive the reconnect"
-        );
-    }
-}
+mod tests;

@@ -23,7 +23,7 @@ use wattson_collectors::source::channel;
 use wattson_collectors::{Metric, Sample};
 
 /// Latest value per (source, metric, channel) and accumulators for interval means.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct LiveState {
     inner: Mutex<Inner>,
     /// Publish interval, ms; 0 while nobody publishes.
@@ -31,6 +31,11 @@ pub struct LiveState {
     /// Sample time (UTC ms, on the interval's grid) from which the next publish is due.
     next_publish_ms: AtomicI64,
     publish: tokio::sync::Notify,
+    /// Publishes begun ([`LiveState::publish_now`]): the figures a publish waits for count
+    /// the store as it stood at the latest of them.
+    publishes: std::sync::atomic::AtomicU64,
+    /// Asks for fresh store figures before each publish (the ledger feed's refresh).
+    before_publish: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     feed: feed::SampleFeed,
     /// Whether per-core busy shares and frequencies are kept (for `/metrics`).
     keep_cores: std::sync::atomic::AtomicBool,
@@ -47,6 +52,15 @@ struct Inner {
     cores: BTreeMap<(Metric, String), (i64, f64)>,
 }
 
+impl std::fmt::Debug for LiveState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveState")
+            .field("publish_period_ms", &self.publish_period_ms)
+            .field("publishes", &self.publishes)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A reading as seen by publishers (and the control socket's `status`, which carries it).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LiveReading {
@@ -59,9 +73,11 @@ pub struct LiveReading {
 
 impl LiveState {
     /// Record one sampling pass's samples (called by the sampler only, once per pass, so
-    /// that a publish never splits a pass). Wakes [`LiveState::publish_due`] when the
-    /// samples are the first of a new publish interval.
-    pub fn observe(&self, samples: &[Sample]) {
+    /// that a publish never splits a pass). Returns whether they are the first of a new
+    /// publish interval: the sampler then hands its buffer to the store and calls
+    /// [`LiveState::publish_now`].
+    #[must_use]
+    pub fn observe(&self, samples: &[Sample]) -> bool {
         self.record(samples);
         self.feed.publish(samples);
         let period = self.publish_period_ms.load(Ordering::Relaxed);
@@ -73,11 +89,29 @@ impl LiveState {
                 self.next_publish_ms
                     .store((ts.div_euclid(period) + 1) * period, Ordering::Relaxed);
                 // The first samples only start the first interval.
-                if next > 0 {
-                    self.publish.notify_one();
-                }
+                return next > 0;
             }
         }
+        false
+    }
+
+    /// Begin a publish: ask for fresh store figures, then wake [`LiveState::publish_due`].
+    pub fn publish_now(&self) {
+        self.publishes.fetch_add(1, Ordering::Relaxed);
+        if let Some(ask) = self.before_publish.get() {
+            ask();
+        }
+        self.publish.notify_one();
+    }
+
+    /// How many publishes have begun: store figures read after the latest count it.
+    pub fn publishes(&self) -> u64 {
+        self.publishes.load(Ordering::Relaxed)
+    }
+
+    /// What asks for fresh store figures before each publish (set once).
+    pub fn before_publish(&self, ask: impl Fn() + Send + Sync + 'static) {
+        let _ = self.before_publish.set(Box::new(ask));
     }
 
     /// Every sampling pass's samples, for the control socket's subscribers.
@@ -215,21 +249,21 @@ mod tests {
     #[test]
     fn means_cover_the_interval_not_the_last_sample() {
         let live = LiveState::default();
-        live.observe(&[Sample::new(
+        let _ = live.observe(&[Sample::new(
             1,
             SourceId::meter("wall"),
             Metric::Power,
             "",
             10.0,
         )]);
-        live.observe(&[Sample::new(
+        let _ = live.observe(&[Sample::new(
             2,
             SourceId::meter("wall"),
             Metric::Power,
             "",
             30.0,
         )]);
-        live.observe(&[Sample::new(
+        let _ = live.observe(&[Sample::new(
             2,
             SourceId::Cpu,
             Metric::CoreFrequency,
@@ -246,7 +280,7 @@ mod tests {
             "per-core detail only when asked"
         );
         live.keep_per_core();
-        live.observe(&[
+        let _ = live.observe(&[
             Sample::new(
                 3,
                 SourceId::Cpu,
@@ -295,15 +329,31 @@ mod tests {
                 1.0,
             )]
         };
-        live.observe(&pass(1_000_003_000));
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = asked.clone();
+        live.before_publish(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+        });
+        let observe = |ts: i64| {
+            if live.observe(&pass(ts)) {
+                live.publish_now();
+            }
+        };
+        observe(1_000_003_000);
         assert!(!due(&live), "the first samples start the first interval");
-        live.observe(&pass(1_000_009_000));
+        observe(1_000_009_000);
         assert!(!due(&live));
-        live.observe(&pass(1_000_010_000));
-        live.observe(&pass(1_000_011_000));
+        observe(1_000_010_000);
+        observe(1_000_011_000);
         assert!(due(&live), "a new interval began at ...010 000");
         assert!(!due(&live), "once per interval");
-        live.observe(&pass(1_000_035_000));
+        observe(1_000_035_000);
         assert!(due(&live), "after a gap, the next pass is due");
+        assert_eq!(live.publishes(), 2);
+        assert_eq!(
+            asked.load(Ordering::Relaxed),
+            2,
+            "fresh figures asked for each"
+        );
     }
 }

@@ -304,12 +304,11 @@ fn start_ledger_feed(
     if config.mqtt.is_none() && config.http.is_none() {
         return Ok(None);
     }
-    let period = config
-        .mqtt
-        .as_ref()
-        .map(|m| m.publish_interval.max(Duration::from_millis(100)));
-    let parts = super::ledger_feed::spawn(config, live.clone(), store.clone(), period)
+    let parts = super::ledger_feed::spawn(config, live.clone(), store.clone())
         .context("starting the ledger feed")?;
+    // Each MQTT publish asks for figures that count the pass which began it.
+    let refresher = parts.1.refresher();
+    live.before_publish(move || refresher.refresh());
     Ok(Some(parts))
 }
 

@@ -1,17 +1,17 @@
-//! The ledger's figures for the MQTT state and the HTTP endpoints, computed on a thread of
-//! their own and handed to the publisher and the HTTP server through a watch channel.
+//! The ledger's figures for the MQTT state and the HTTP endpoints, computed on the store's
+//! writer thread ([`crate::store::routine`]) and handed to the publisher and the HTTP server
+//! through a watch channel.
 //!
-//! Store queries block (they run on the store's writer thread, behind its flushes), so they
-//! never run on the async runtime that drives MQTT, HTTP, the plug subscriptions and the
-//! systemd watchdog: a slow store then delays only these figures, which are served as they
-//! last were. Every `period` (the MQTT publish interval), and when an HTTP request asks
-//! ([`Refresher::refresh`], at most once per [`MIN_REFRESH`]), the feed reads today's, this
+//! Store queries block, so they never run on the async runtime that drives MQTT, HTTP, the
+//! plug subscriptions and the systemd watchdog: a slow store then delays only these figures,
+//! which are served as they last were. Before each MQTT publish (asked by the sampler right
+//! after it handed the store the pass that began it, so the read shares that batch's
+//! wake-up of the writer) and when an HTTP request asks ([`Refresher::refresh`], at most
+//! once per [`MIN_REFRESH`]), the feed reads today's, this
 //! month's and all-time energy and cost, the annual projection, the idle-power regression
 //! headline (at most once a minute) and the live mode and meter counters.
 
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use wattson_collectors::SourceId;
 use wattson_collectors::source::channel;
@@ -26,7 +26,7 @@ use crate::live::LiveState;
 use crate::publish::http::Refresher;
 use crate::publish::mqtt::StateExtras;
 use crate::publish::mqtt::state::{MeterCounters, ServiceState};
-use crate::store::StoreHandle;
+use crate::store::{Routine, RoutineId, StoreHandle};
 use crate::tariff::store::Kind;
 
 /// How often the idle-power regression headline is read.
@@ -35,37 +35,24 @@ const REGRESSION_EVERY: Duration = Duration::from_secs(60);
 /// Requests refresh the figures at most this often; more frequent ones get the last ones.
 pub const MIN_REFRESH: Duration = Duration::from_millis(500);
 
-/// What the feed's thread is told.
-#[derive(Debug)]
-enum FeedMessage {
-    Refresh,
-    Stop,
-}
-
-/// A running feed; stops when dropped.
+/// A running feed: a routine on the store's writer thread; stops when dropped.
 #[derive(Debug)]
 pub struct LedgerFeed {
-    control: mpsc::Sender<FeedMessage>,
-    thread: Option<JoinHandle<()>>,
+    store: StoreHandle,
+    routine: RoutineId,
 }
 
 impl LedgerFeed {
     /// A handle that asks for fresh figures (the HTTP server's); the watch channel then
     /// changes (with the same figures when the last read is younger than [`MIN_REFRESH`]).
     pub fn refresher(&self) -> Refresher {
-        let control = self.control.clone();
-        Refresher::new(move || {
-            let _ = control.send(FeedMessage::Refresh);
-        })
+        Refresher::new(self.store.clone(), self.routine)
     }
 }
 
 impl Drop for LedgerFeed {
     fn drop(&mut self) {
-        let _ = self.control.send(FeedMessage::Stop);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.store.remove_routine(self.routine);
     }
 }
 
@@ -116,21 +103,23 @@ fn with_series(
     t
 }
 
-/// Start the feed for `config`'s wall source, reading every `period` (`None`: only when
-/// asked); the receiver always holds the newest figures.
+/// How often the figures are read unasked: the publisher and the HTTP server ask for them.
+const UNASKED_PERIOD: Duration = Duration::from_secs(3600);
+
+/// Start the feed for `config`'s wall source, reading when asked ([`Refresher::refresh`]:
+/// before each MQTT publish, on HTTP requests) and hourly; the receiver always holds the
+/// newest figures.
 pub fn spawn(
     config: &Config,
     live: Arc<LiveState>,
     store: StoreHandle,
-    period: Option<Duration>,
-) -> std::io::Result<(watch::Receiver<StateExtras>, LedgerFeed)> {
+) -> Result<(watch::Receiver<StateExtras>, LedgerFeed), crate::store::StoreError> {
     let tariff = costs::tariff(&config.tariff)
         .map_err(|e| tracing::warn!("no costs in the MQTT state: {e:#}"))
         .ok();
     let primary = crate::ledger::PrimaryPower::from_config(config);
     let wall = primary.wall().cloned();
     let accuracy = wall.as_ref().and_then(|w| costs::accuracy_of(config, w));
-    let host = config.host.name.clone();
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let base = StateExtras {
         currency: config.tariff.currency.clone(),
@@ -141,95 +130,105 @@ pub fn spawn(
         ..StateExtras::default()
     };
     let (tx, rx) = watch::channel(base.clone());
-    let (control_tx, control_rx) = mpsc::channel::<FeedMessage>();
-    let thread = std::thread::Builder::new()
-        .name("wattson-ledger".to_owned())
-        .spawn(move || {
-            let mut running = RunningTotal::default();
-            let mut regression: (Option<Instant>, Option<crate::sweep::regression::Check>) =
-                (None, None);
-            let mut last_energy: Option<f64> = None;
-            let mut services: (Option<Instant>, ServiceStates) = (None, ServiceStates::default());
-            // The tariff with the database's price series, and their revision: reloaded
-            // (and the running total recounted) when an import or the live price changes
-            // them.
-            let mut priced: Option<((i64, i64), crate::analysis::tariff::Tariff)> = None;
-            loop {
-                let mut extras = base.clone();
-                if let (Some(t), Some(source)) = (&tariff, &wall) {
-                    let (t, source, host2) = (t.clone(), source.clone(), host.clone());
-                    let mut r = std::mem::take(&mut running);
-                    let mut p = priced.take();
-                    let got = store.query(move |s| {
-                        let t = with_series(s, t, &mut p, &mut r);
-                        let mut figures = read_figures(s, &host2, &source, accuracy, &t, &mut r);
-                        let now_ms = chrono::Utc::now().timestamp_millis();
-                        let (price, _, from) = t.priced_segment(now_ms).unwrap_or((
-                            f64::NAN,
-                            now_ms,
-                            PriceSource::Configured,
-                        ));
-                        figures.price_now = Some((price, t.source_name(from)));
-                        (figures, r, p)
-                    });
-                    if let Ok((figures, r, p)) = got {
-                        running = r;
-                        priced = p;
-                        apply(&mut extras, &figures, &mut last_energy);
-                    }
-                }
-                if regression
-                    .0
-                    .is_none_or(|at| at.elapsed() >= REGRESSION_EVERY)
-                {
-                    let host = host.clone();
-                    regression = (
-                        Some(Instant::now()),
-                        store
-                            .query(move |s| {
-                                crate::sweep::regression::latest(s, Some(host.as_str()))
-                                    .map_err(|e| {
-                                        tracing::warn!(
-                                            "reading idle regression checks: {}",
-                                            wattson_collectors::ErrorChain(&e)
-                                        );
-                                    })
-                                    .ok()
-                                    .and_then(|c| crate::sweep::regression::headline(&c).cloned())
-                            })
-                            .ok()
-                            .flatten(),
+    let feed = Feed {
+        tx,
+        base,
+        live,
+        tariff,
+        wall,
+        accuracy,
+        host: config.host.name.clone(),
+        cpus,
+        read_at: None,
+        running: RunningTotal::default(),
+        regression: (None, None),
+        last_energy: None,
+        services: (None, ServiceStates::default()),
+        priced: None,
+    };
+    let routine = store.add_routine(Box::new(feed), UNASKED_PERIOD)?;
+    Ok((rx, LedgerFeed { store, routine }))
+}
+
+/// The feed's state between reads, on the store's writer thread.
+struct Feed {
+    tx: watch::Sender<StateExtras>,
+    base: StateExtras,
+    live: Arc<LiveState>,
+    tariff: Option<Tariff>,
+    wall: Option<SourceId>,
+    accuracy: Option<wattson_collectors::meter::Accuracy>,
+    host: String,
+    cpus: usize,
+    read_at: Option<Instant>,
+    running: RunningTotal,
+    regression: (Option<Instant>, Option<crate::sweep::regression::Check>),
+    last_energy: Option<f64>,
+    services: (Option<Instant>, ServiceStates),
+    /// The tariff with the database's price series, and their revision: reloaded (and the
+    /// running total recounted) when an import or the live price changes them.
+    priced: Option<((i64, i64), Tariff)>,
+}
+
+impl Routine for Feed {
+    /// Reads the figures and publishes them; a request within [`MIN_REFRESH`] of the last
+    /// read is answered with the figures as they are.
+    fn run(&mut self, s: &crate::store::Store, asked: bool) -> bool {
+        if asked && self.read_at.is_some_and(|at| at.elapsed() < MIN_REFRESH) {
+            self.tx.send_modify(|_| {});
+            return false;
+        }
+        self.read_at = Some(Instant::now());
+        let mut extras = self.base.clone();
+        extras.publishes = self.live.publishes();
+        if let (Some(t), Some(source)) = (&self.tariff, &self.wall) {
+            let t = with_series(s, t.clone(), &mut self.priced, &mut self.running);
+            let mut figures =
+                read_figures(s, &self.host, source, self.accuracy, &t, &mut self.running);
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            let (price, _, from) =
+                t.priced_segment(now_ms)
+                    .unwrap_or((f64::NAN, now_ms, PriceSource::Configured));
+            figures.price_now = Some((price, t.source_name(from)));
+            apply(&mut extras, &figures, &mut self.last_energy);
+        }
+        if self
+            .regression
+            .0
+            .is_none_or(|at| at.elapsed() >= REGRESSION_EVERY)
+        {
+            let check = crate::sweep::regression::latest(s, Some(self.host.as_str()))
+                .map_err(|e| {
+                    tracing::warn!(
+                        "reading idle regression checks: {}",
+                        wattson_collectors::ErrorChain(&e)
                     );
-                }
-                extras.idle_regression.clone_from(&regression.1);
-                if let Some(t) = &tariff
-                    && services.0.is_none_or(|at| at.elapsed() >= REGRESSION_EVERY)
-                {
-                    let (t, host) = (t.clone(), host.clone());
-                    services = (
-                        Some(Instant::now()),
-                        store
-                            .query(move |s| service_states(s, &host, &t))
-                            .unwrap_or_default(),
-                    );
-                }
-                extras.services.clone_from(&services.1.0);
-                extras.wattson_itself.clone_from(&services.1.1);
-                live_figures(&mut extras, &live, wall.as_ref(), tariff.as_ref(), cpus);
-                tx.send_replace(extras);
-                let read_at = Instant::now();
-                if !wait_for_next(&control_rx, period, read_at, &tx) {
-                    break;
-                }
-            }
-        })?;
-    Ok((
-        rx,
-        LedgerFeed {
-            control: control_tx,
-            thread: Some(thread),
-        },
-    ))
+                })
+                .ok()
+                .and_then(|c| crate::sweep::regression::headline(&c).cloned());
+            self.regression = (Some(Instant::now()), check);
+        }
+        extras.idle_regression.clone_from(&self.regression.1);
+        if let Some(t) = &self.tariff
+            && self
+                .services
+                .0
+                .is_none_or(|at| at.elapsed() >= REGRESSION_EVERY)
+        {
+            self.services = (Some(Instant::now()), service_states(s, &self.host, t));
+        }
+        extras.services.clone_from(&self.services.1.0);
+        extras.wattson_itself.clone_from(&self.services.1.1);
+        live_figures(
+            &mut extras,
+            &self.live,
+            self.wall.as_ref(),
+            self.tariff.as_ref(),
+            self.cpus,
+        );
+        self.tx.send_replace(extras);
+        true
+    }
 }
 
 /// The costliest groups and wattson itself, as published.
@@ -266,29 +265,6 @@ fn service_states(
             .collect(),
         e.wattson.as_ref().map(state),
     )
-}
-
-/// Waits until the next read is due: `period` after `read_at`, or a refresh request at least
-/// [`MIN_REFRESH`] after it (earlier ones are answered with the figures as they are). `false`
-/// when the feed is to stop.
-fn wait_for_next(
-    control: &mpsc::Receiver<FeedMessage>,
-    period: Option<Duration>,
-    read_at: Instant,
-    tx: &watch::Sender<StateExtras>,
-) -> bool {
-    loop {
-        let message = match period {
-            Some(p) => control.recv_timeout(p.saturating_sub(read_at.elapsed())),
-            None => control.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
-        match message {
-            Err(RecvTimeoutError::Timeout) => return true,
-            Ok(FeedMessage::Stop) | Err(RecvTimeoutError::Disconnected) => return false,
-            Ok(FeedMessage::Refresh) if read_at.elapsed() >= MIN_REFRESH => return true,
-            Ok(FeedMessage::Refresh) => tx.send_modify(|_| {}),
-        }
-    }
 }
 
 /// On the store's thread: the summary (with the running total) and the newest sample.

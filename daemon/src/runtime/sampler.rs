@@ -261,8 +261,15 @@ pub fn run_with_clock(
             }
         }
         // One pass, one observation: a publish never splits the samples of one tick.
-        if buffer.len() > pass_start {
-            live.observe(&buffer[pass_start..]);
+        if buffer.len() > pass_start && live.observe(&buffer[pass_start..]) {
+            // A publish interval began: the store gets this pass first (unless it had a
+            // batch within half a flush interval), so the published figures count it, and
+            // flushes then fall on publish ticks.
+            if clock.now() + flush_interval / 2 >= next_flush {
+                sink.samples(std::mem::take(&mut buffer));
+                next_flush = clock.now() + flush_interval;
+            }
+            live.publish_now();
         }
         heartbeat.store(clock.now_ms(), Ordering::Relaxed);
         if clock.now() >= next_flush {

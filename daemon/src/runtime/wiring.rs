@@ -29,7 +29,8 @@ pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
         out.push(Scheduled::new(Box::new(cpu), config.cpu.interval));
     }
     for (meter, interval) in crate::sources::meters::build_collectors(&config.meters)? {
-        out.push(Scheduled::new(Box::new(meter), interval));
+        // The sampler's tick then never waits for a reply: one wake-up per tick.
+        out.push(Scheduled::new(Box::new(meter.reading_ahead()), interval));
     }
     out.extend(power_sources(config, &root));
     out.extend(super::services_sink::collector(config, &root));

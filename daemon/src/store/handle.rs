@@ -25,6 +25,7 @@ use wattson_collectors::Sample;
 use super::health::HealthBoard;
 use super::lock::WriterLock;
 use super::pending::Pending;
+use super::routine::{Routine, RoutineId, Routines};
 use super::{Store, StoreError, StoreHealth, StoreOptions, Writer, error_chain, wal};
 
 pub use super::writer::FlushStats;
@@ -52,11 +53,15 @@ enum Command {
     Flush(Reply<Result<FlushStats, StoreError>>),
     Query(Job),
     Close(Reply<Result<FlushStats, StoreError>>),
+    AddRoutine(RoutineId, Box<dyn Routine>, std::time::Duration),
+    RunRoutine(RoutineId),
+    RemoveRoutine(RoutineId),
 }
 
 struct Shared {
     path: PathBuf,
     board: Arc<HealthBoard>,
+    next_routine: std::sync::atomic::AtomicU64,
 }
 
 /// A cheap, cloneable handle to the writer thread.
@@ -110,6 +115,7 @@ impl StoreHandle {
         let shared = Arc::new(Shared {
             path: path.to_owned(),
             board: writer.board(),
+            next_routine: std::sync::atomic::AtomicU64::new(0),
         });
         let thread_path = path.to_owned();
         let join = std::thread::Builder::new()
@@ -206,6 +212,33 @@ impl StoreHandle {
         rx.await.map_err(|_| self.closed())
     }
 
+    /// Has the writer thread run `routine` every `period` ([`super::routine`]), the first
+    /// time at once.
+    pub fn add_routine(
+        &self,
+        routine: Box<dyn Routine>,
+        period: std::time::Duration,
+    ) -> Result<RoutineId, StoreError> {
+        let id = RoutineId(
+            self.shared
+                .next_routine
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        );
+        self.send(Command::AddRoutine(id, routine, period))?;
+        Ok(id)
+    }
+
+    /// Asks for a run of `id` now. Never waits: when the queue is full the request is
+    /// dropped (the routine runs on its schedule).
+    pub fn run_routine(&self, id: RoutineId) {
+        let _ = self.tx.try_send(Command::RunRoutine(id));
+    }
+
+    /// Removes `id`; it does not run again.
+    pub fn remove_routine(&self, id: RoutineId) {
+        let _ = self.tx.try_send(Command::RemoveRoutine(id));
+    }
+
     /// Flushes and stops the writer thread; join its `JoinHandle` afterwards.
     pub fn close(self) -> Result<FlushStats, StoreError> {
         let (tx, rx) = mpsc::sync_channel(1);
@@ -277,8 +310,13 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
     // While failing, the next attempt is the retry.
     let next = |w: &Writer| if w.failing() { retry } else { interval };
     let mut deadline: Option<Instant> = None;
+    let mut routines = Routines::default();
     loop {
-        let command = match deadline {
+        let wake = match (deadline, routines.latest_wake()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let command = match wake {
             Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
                 Ok(c) => Some(c),
                 Err(RecvTimeoutError::Timeout) => None,
@@ -291,6 +329,8 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
         };
         // A failed flush is logged and counted by the writer; its samples stay queued.
         match command {
+            // Woken for a routine (below) while the flush can wait.
+            None if deadline.is_none_or(|at| Instant::now() < at) => {}
             None => {
                 deadline = None;
                 let _ = writer.flush();
@@ -304,6 +344,9 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
                 reply.send(writer.flush());
             }
             Some(Command::Query(job)) => job(writer.store()),
+            Some(Command::AddRoutine(id, routine, period)) => routines.add(id, routine, period),
+            Some(Command::RunRoutine(id)) => routines.run_asked(writer.store(), id),
+            Some(Command::RemoveRoutine(id)) => routines.remove(id),
             Some(Command::Close(reply)) => {
                 let result = last_flush(&mut writer);
                 drop(writer);
@@ -317,6 +360,12 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
         }
         if writer.failing() && deadline.is_none() {
             deadline = Some(Instant::now() + retry);
+        }
+        // Routines share the wake-up of a batch, after its flush; half a period late they
+        // run anyway (a failing store's retries do not hold them up either).
+        let flush_waiting = deadline.is_some() && !writer.failing();
+        if !flush_waiting || routines.latest_wake().is_some_and(|w| Instant::now() >= w) {
+            routines.run_due(writer.store());
         }
     }
     last_flush(&mut writer).map(|_| ())

@@ -47,6 +47,7 @@ mod pending;
 pub mod quarantine;
 mod read;
 mod rollup;
+pub mod routine;
 mod series;
 pub mod wal;
 mod writer;
@@ -70,6 +71,7 @@ pub use health::StoreHealth;
 pub use hour_rollup::{HourRollup, MinuteRollup};
 pub use quarantine::Quarantined;
 pub use read::{Gap, HourSums, Latest, RawSeries, Resolution, Rollup, SeriesFilter};
+pub use routine::{Routine, RoutineId};
 pub use series::{Series, dequantise, is_detail, is_per_core, quantise, resolution, rollup_kind};
 pub use writer::Writer;
 

@@ -1,4 +1,5 @@
-//! `[http]`: HTTP/1.1 over TCP (hyper) on the daemon's async runtime, read-only, serving
+//! `[http]`: HTTP/1.1 over TCP (hyper) on the daemon's async runtime, read-only, one request
+//! per connection, serving
 //!
 //! | path | what |
 //! |---|---|
@@ -10,8 +11,8 @@
 //!
 //! Serving never delays sampling or storing: the sampler and the store's writer run on
 //! threads of their own, the ledger's figures come through the feed's watch channel
-//! (`runtime::ledger_feed`, which [`Refresher`] asks for fresher ones), and a report runs on a blocking thread over a read-only
-//! connection of its own, one at a time. A hostile client is bounded: at most
+//! (`runtime::ledger_feed`, which [`Refresher`] asks for fresher ones), and a report runs
+//! on a blocking thread over a read-only connection of its own, one at a time. A hostile client is bounded: at most
 //! [`MAX_CONNECTIONS`] at once (more are closed at once), a request head within
 //! [`HEADER_READ_TIMEOUT`] and [`MAX_HEAD_BYTES`] (hyper answers 431 past it), and a
 //! connection lives at most [`CONNECTION_LIFETIME`], so a client that never reads its
@@ -35,6 +36,7 @@ use crate::config::Config;
 use crate::live::LiveState;
 use crate::live::health::Health;
 use crate::publish::mqtt::StateExtras;
+use crate::store::{RoutineId, StoreHandle};
 
 /// Connections served at once; further ones are closed as they arrive.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -104,20 +106,24 @@ pub struct HttpContext {
     pub stale_after: Duration,
 }
 
-/// Asks the ledger feed (`runtime::ledger_feed`, which makes one) for fresh figures; the
-/// watch channel [`HttpContext::extras`] then changes.
-#[derive(Clone)]
-pub struct Refresher(Arc<dyn Fn() + Send + Sync>);
+/// Asks the ledger feed (`runtime::ledger_feed`, which makes one: a routine on the store's
+/// writer thread) for fresh figures; the watch channel [`HttpContext::extras`] then changes
+/// (with the same figures when the last read is younger than its `MIN_REFRESH`).
+#[derive(Debug, Clone)]
+pub struct Refresher {
+    store: StoreHandle,
+    routine: RoutineId,
+}
 
 impl Refresher {
-    /// A refresher that calls `ask`, which must never block.
-    pub fn new(ask: impl Fn() + Send + Sync + 'static) -> Refresher {
-        Refresher(Arc::new(ask))
+    /// A refresher that asks the store's writer to run `routine`.
+    pub fn new(store: StoreHandle, routine: RoutineId) -> Refresher {
+        Refresher { store, routine }
     }
 
     /// Never blocks.
     pub fn refresh(&self) {
-        (self.0)();
+        self.store.run_routine(self.routine);
     }
 }
 
@@ -232,7 +238,12 @@ impl Refusals {
     }
 }
 
-/// One connection: HTTP/1.1 with keep-alive, within the limits above.
+/// One connection: one HTTP/1.1 request, within the limits above. The connection closes
+/// after its response: a kept-alive connection waits for the next request on a timer of
+/// its own, and that timer woke the daemon three times between two Prometheus scrapes
+/// (tokio's timer wheel cascades towards a deadline) before it closed the connection anyway
+/// (scrapes are further apart than [`HEADER_READ_TIMEOUT`]). A new connection per request
+/// costs the client a TCP handshake, on a LAN nothing.
 async fn serve(stream: tokio::net::TcpStream, shared: Arc<Shared>, _permit: OwnedSemaphorePermit) {
     let service = hyper::service::service_fn(move |req| {
         let shared = shared.clone();
@@ -241,6 +252,7 @@ async fn serve(stream: tokio::net::TcpStream, shared: Arc<Shared>, _permit: Owne
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
+        .keep_alive(false)
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .max_buf_size(MAX_HEAD_BYTES)
         .max_headers(MAX_HEADERS);

@@ -179,8 +179,14 @@ impl Task {
         // several times per interval as tokio's timer wheel cascades towards it.
         let live = self.live.clone();
         live.publish_every(interval);
+        // A due publish waits for the store's figures read after the sampler handed over
+        // the pass that began it, at most this long (a slow store delays no state more).
+        let figures_within = (interval / 2).min(Duration::from_secs(1));
+        let mut waiting: Option<(u64, tokio::time::Instant)> = None;
+        let mut extras_open = true;
         loop {
             let retry_outbox = !self.outbox.is_empty() && self.connected;
+            let deadline = waiting.map(|(_, at)| at);
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
@@ -188,7 +194,26 @@ impl Task {
                     Some(ev) => self.on_event(ev),
                     None => break,
                 },
-                () = live.publish_due() => self.on_tick(interval),
+                () = live.publish_due(), if waiting.is_none() => {
+                    let wanted = live.publishes();
+                    if extras_open && self.extras.borrow().publishes < wanted {
+                        waiting = Some((wanted, tokio::time::Instant::now() + figures_within));
+                    } else {
+                        self.on_tick(interval);
+                    }
+                }
+                changed = self.extras.changed(), if waiting.is_some() => {
+                    extras_open = changed.is_ok();
+                    if !extras_open || waiting.is_some_and(|(w, _)| self.extras.borrow().publishes >= w) {
+                        waiting = None;
+                        self.on_tick(interval);
+                    }
+                }
+                () = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                    tracing::debug!("MQTT: the store's figures are late; publishing them as they were");
+                    waiting = None;
+                    self.on_tick(interval);
+                }
                 () = tokio::time::sleep(Duration::from_millis(50)), if retry_outbox => {}
             }
             self.flush_outbox();

@@ -85,6 +85,11 @@ pub struct StateExtras {
     pub energy_total_kwh: Option<f64>,
     /// The newest stored sample the energy and cost figures count, UTC ms.
     pub energy_ts_ms: Option<i64>,
+    /// The publishes begun before these figures were read ([`LiveState::publishes`]): a
+    /// publish waits for figures that count the pass which began it.
+    ///
+    /// [`LiveState::publishes`]: crate::live::LiveState::publishes
+    pub publishes: u64,
     /// The current mode (`idle`, `1 loop`, `sweep`, ...).
     pub mode: Option<String>,
     /// Every value `mode` can take; when non-empty the mode sensor is a Home Assistant

@@ -25,6 +25,7 @@ fn extras() -> StateExtras {
         energy_today_kwh: Some(2.4),
         energy_total_kwh: Some(1.2345),
         energy_ts_ms: Some(1000),
+        publishes: 0,
         mode: Some("idle".into()),
         mode_options: vec![],
         primary: PrimaryPower::default(),
