@@ -15,9 +15,10 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use wattson::analysis::gpu_idle::Rule;
-use wattson::commands::report::{ReportArgs, gather_from_store, input_from_config};
 use wattson::config::Config;
+use wattson::report::gather::gather_from_store;
 use wattson::report::{self, Format, Report};
+use wattson::report::{ReportRequest, input_from_config};
 use wattson::store::{Store, StoreOptions, Writer};
 use wattson_collectors::power::nvidia_smi;
 use wattson_collectors::{Metric, Sample};
@@ -99,8 +100,8 @@ fn report_over(samples: Vec<Sample>) -> Report {
     report::build(&input).unwrap()
 }
 
-fn args(format: Format) -> ReportArgs {
-    ReportArgs::new(format)
+fn args(format: Format) -> ReportRequest {
+    ReportRequest::new(format)
 }
 
 #[test]

@@ -9,10 +9,11 @@
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use wattson::commands::report::{ReportArgs, gather_from_store, input_from_config};
 use wattson::config::Config;
 use wattson::idle::store::{Effect, begin_run, save_effect};
+use wattson::report::gather::gather_from_store;
 use wattson::report::{self, Format};
+use wattson::report::{ReportRequest, input_from_config};
 use wattson::store::{HOUR_MS, Store, StoreOptions, Writer};
 use wattson_collectors::{Metric, Sample};
 
@@ -114,7 +115,7 @@ fn the_idle_section_links_package_states_to_watts_and_prices_each_setting() {
     let now: DateTime<Utc> = "2026-11-02T00:00:00Z".parse().unwrap();
     let data =
         gather_from_store(&db, HOST, None, None, None, Some(now.timestamp_millis())).unwrap();
-    let args = ReportArgs::new(Format::Table);
+    let args = ReportRequest::new(Format::Table);
     let input = input_from_config(&config(), data, &args, now).unwrap();
     let r = report::build(&input).unwrap();
     let idle = r.idle.as_ref().expect("an idle section");

@@ -10,11 +10,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use wattson::commands::report::{ReportArgs, StoreData, input_from_config};
 use wattson::config::Config;
+use wattson::report::gather::StoreData;
 use wattson::report::{
     self, ConfigInput, ConfigKind, ConfigStatus, FitInput, Format, LevelInput, MeasuredInput,
 };
+use wattson::report::{ReportRequest, input_from_config};
 
 const OPTERON: &str = "2x Opteron 2.2 GHz, 6 disks";
 const ATHLON: &str = "Athlon 64 1.8 GHz, 3 disks";
@@ -42,8 +43,8 @@ fn now() -> DateTime<Utc> {
     "2026-01-15T12:00:00Z".parse().unwrap()
 }
 
-fn args(format: Format) -> ReportArgs {
-    ReportArgs::new(format)
+fn args(format: Format) -> ReportRequest {
+    ReportRequest::new(format)
 }
 
 fn config() -> Config {
@@ -51,7 +52,7 @@ fn config() -> Config {
 }
 
 fn report_of(
-    args: &ReportArgs,
+    args: &ReportRequest,
     extra: Vec<ConfigInput>,
     measured: Option<MeasuredInput>,
 ) -> report::Report {

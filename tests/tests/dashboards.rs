@@ -5,9 +5,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use wattson::live::LiveState;
 use wattson::publish::mqtt::discovery;
 use wattson::publish::mqtt::state::{self, MeterCounters, StateExtras};
-use wattson::runtime::live::LiveState;
 use wattson::sweep::regression::Check;
 use wattson_collectors::{Metric, Sample};
 use wattson_tests::regression_check;

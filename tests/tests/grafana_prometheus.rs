@@ -8,12 +8,12 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::Value;
+use wattson::live::LiveReading;
+use wattson::live::health::{HealthReport, PartHealth};
 use wattson::publish::http::metrics::{Snapshot, encode};
 use wattson::publish::http::process::ProcessStats;
 use wattson::publish::mqtt::StateExtras;
 use wattson::publish::mqtt::state::MeterCounters;
-use wattson::runtime::health::{HealthReport, PartHealth};
-use wattson::runtime::live::LiveReading;
 use wattson_collectors::Metric;
 use wattson_tests::regression_check;
 

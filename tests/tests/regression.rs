@@ -9,7 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use wattson::commands::sweep::{SweepArgs, sweep_with_config};
+use wattson::cli::SweepArgs;
+use wattson::commands::sweep::sweep_with_config;
 use wattson::config::Config;
 use wattson::store::Store;
 use wattson::sweep::workload::LoopKind;

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde_json::Value;
 use wattson::store::{Store, StoreOptions, Writer};
-use wattson::sweep::engine::{LevelResult, SweepOutcome, fit_kind};
+use wattson::sweep::outcome::{LevelResult, SweepOutcome, fit_kind};
 use wattson::sweep::workload::LoopKind;
 use wattson_collectors::{Metric, Sample};
 use wattson_tests::browser::{chromium, headless};

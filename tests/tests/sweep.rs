@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use wattson_tests::{Child, TestEnv, meter_toml, wattson};
 
-use wattson::commands::sweep::{SweepArgs, sweep_with_config};
+use wattson::cli::SweepArgs;
+use wattson::commands::sweep::sweep_with_config;
 use wattson::config::{Config, MeterConfig};
 use wattson::sources::power_model::PowerModel;
 use wattson::store::Store;

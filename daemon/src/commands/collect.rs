@@ -7,35 +7,15 @@
 use anyhow::Context as _;
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Args;
 use tokio_util::sync::CancellationToken;
 use wattson_collectors::Sample;
 
+use crate::cli::CollectArgs;
 use crate::sources::FleetSink;
 use crate::sources::fleet::{self, CollectorOptions, FleetStats, SinkError};
-
-#[derive(Debug, Args)]
-pub struct CollectArgs {
-    /// MQTT client id; fixed so the broker keeps this collector's session (and queues
-    /// messages) while it is down [default: wattson-collect-<host>].
-    #[arg(long, value_name = "ID")]
-    pub client_id: Option<String>,
-    /// Append samples as JSON lines to this file (`-` for standard output) instead of
-    /// storing them in the database.
-    #[arg(long, value_name = "PATH")]
-    pub jsonl: Option<PathBuf>,
-    /// Store into this database instead of `[storage] path`.
-    #[arg(long, value_name = "PATH", conflicts_with = "jsonl")]
-    pub db: Option<PathBuf>,
-    /// Most hosts taken (those already in the database first); messages of further hosts
-    /// are acknowledged, counted and logged as refused.
-    #[arg(long, value_name = "N", default_value_t = fleet::DEFAULT_MAX_HOSTS,
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub max_hosts: u32,
-}
 
 /// Stores each host's samples and commits them before the message is acknowledged, so a
 /// collector killed mid-way loses nothing the broker kept. The store is opened without

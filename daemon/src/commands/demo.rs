@@ -17,8 +17,8 @@ use wattson_collectors::meter::Protocol;
 use wattson_collectors::{Metric, SysRoot};
 
 use crate::analysis::cost::{annual_cost, format_money};
-use crate::cli::DemoArgs;
-use crate::commands::sweep::{SweepArgs, sweep_with_config};
+use crate::cli::{DemoArgs, SweepArgs};
+use crate::commands::sweep::sweep_with_config;
 use crate::config::{Config, MeterConfig};
 use crate::runtime::daemon::{self, RunOptions};
 use crate::sources::power_model::PowerModel;
@@ -216,7 +216,7 @@ fn collect_with_progress(config: &Config, collect: Duration) -> anyhow::Result<(
 }
 
 fn summary(config: &Config, db: &Path) -> anyhow::Result<String> {
-    let store = super::open_database(db)?;
+    let store = crate::store::open_database(db)?;
     let tariff = crate::ledger::costs::tariff(&config.tariff)?;
     let currency = tariff.currency().to_owned();
     let today = chrono::Utc::now();

@@ -2,19 +2,19 @@
 //! saves at the wall.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Args;
 use wattson_collectors::SysRoot;
 use wattson_collectors::idle::settings;
 
 use super::signals::SignalWatch;
 use crate::analysis::cost::{annual_cost, format_money};
+use crate::cli::IdleArgs;
 use crate::config::Config;
 use crate::idle::candidates::{self, Allowlist, Candidate};
 use crate::idle::explain::{self, IdleReport};
@@ -22,73 +22,6 @@ use crate::idle::measure::{self, Plan, Progress};
 use crate::idle::store::{self as idle_store, Effect, describe_delta};
 use crate::idle::{journal, persist};
 use crate::store::Store;
-
-#[derive(Debug, Args)]
-pub struct IdleArgs {
-    /// Print JSON instead of text (without --measure; `wattson idle --json` afterwards lists
-    /// what was measured).
-    #[arg(long, conflicts_with = "measure")]
-    pub json: bool,
-    /// Database to read history from and store measurements in [default: [storage] path].
-    #[arg(long, value_name = "PATH")]
-    pub db: Option<PathBuf>,
-    /// Without an hour of history in the database, sample the C-states live for this long.
-    #[arg(
-        long,
-        value_name = "DURATION",
-        default_value = "5s",
-        value_parser = crate::cli::parse_duration_arg,
-        allow_hyphen_values = true
-    )]
-    pub sample: Duration,
-    /// Measure what each setting saves at the wall (root, with a [[meter]]): each one
-    /// changed and put back in turn, A/B/A/B/A/B/A against idle as it was, then restored;
-    /// stored as configurations ("idle as found", "idle with <setting>") that `wattson
-    /// report` compares.
-    #[arg(long)]
-    pub measure: bool,
-    /// With --measure: only these settings (comma-separated ids: pcie_aspm, sata_alpm,
-    /// runtime_pm_pci, runtime_pm_ata, runtime_pm_usb, nmi_watchdog, dirty_writeback,
-    /// audio_power_save, epp, cpufreq_governor, turbo).
-    #[arg(
-        long,
-        value_name = "ID,...",
-        value_delimiter = ',',
-        requires = "measure"
-    )]
-    pub only: Vec<String>,
-    /// With --measure: leave these settings alone (ids as for --only).
-    #[arg(
-        long,
-        value_name = "ID,...",
-        value_delimiter = ',',
-        requires = "measure"
-    )]
-    pub skip: Vec<String>,
-    /// With --measure: which [[meter]] to read (its id) [default: the first].
-    #[arg(long, value_name = "ID", requires = "measure")]
-    pub meter: Option<String>,
-    /// With --measure: measuring time of each phase, after the power settles.
-    #[arg(
-        long,
-        value_name = "DURATION",
-        default_value = "20s",
-        value_parser = crate::cli::parse_duration_arg,
-        allow_hyphen_values = true,
-        requires = "measure"
-    )]
-    pub phase: Duration,
-    /// With --measure: phases per setting, odd, 3 or more (A B A, A B A B A, ...).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 7,
-        value_parser = crate::cli::parse_count,
-        allow_hyphen_values = true,
-        requires = "measure"
-    )]
-    pub phases: usize,
-}
 
 pub fn run(args: &IdleArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config_path)?;
@@ -99,8 +32,8 @@ pub fn run(args: &IdleArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     if args.measure {
         return measure_all(args, &config, &db);
     }
-    let store = if super::database_exists(&db).unwrap_or(false) {
-        super::open_database(&db).ok()
+    let store = if crate::store::database_exists(&db).unwrap_or(false) {
+        crate::store::open_database(&db).ok()
     } else {
         None
     };

@@ -1,96 +1,14 @@
 //! `wattson meter probe` and `wattson meter simulate`.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use clap::Args;
 use wattson_collectors::SysRoot;
 use wattson_collectors::meter::{self, Protocol};
 
-use crate::cli::MeterCommand;
+use crate::cli::{MeterCommand, ProbeArgs, SimulateArgs};
 use crate::sources::power_model::PowerModel;
-
-#[derive(Debug, Args)]
-pub struct ProbeArgs {
-    /// Serial port to probe, e.g. /dev/ttyUSB0.
-    #[arg(value_name = "PORT")]
-    pub port: PathBuf,
-    /// How long to wait for each protocol's answer.
-    #[arg(
-        long,
-        value_name = "DURATION",
-        default_value = "1500ms",
-        value_parser = crate::cli::parse_duration_arg,
-        allow_hyphen_values = true
-    )]
-    pub timeout: Duration,
-}
-
-#[derive(Debug, Args)]
-pub struct SimulateArgs {
-    /// Protocol to simulate: pzem004t, pzem017, sdm120, sdm230, sdm630, wattsup, cse7766,
-    /// hlw8032, line.
-    #[arg(long, value_name = "PROTOCOL")]
-    pub protocol: Protocol,
-    /// Watts with no load (or constant watts without --follow-cpu).
-    #[arg(long, value_name = "W", default_value_t = 40.0, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
-    pub watts: f64,
-    /// Follow this machine's CPU load: watts = --watts + --per-cpu x busy CPUs.
-    #[arg(long)]
-    pub follow_cpu: bool,
-    /// With --follow-cpu, follow only this process's CPU time (all its threads, from
-    /// /proc/PID/stat) rather than the whole machine's, so other load does not leak in.
-    #[arg(long, value_name = "PID", requires = "follow_cpu")]
-    pub follow_pid: Option<u32>,
-    /// With --follow-pid, count the time its threads waited for a CPU as busy too: the CPUs
-    /// the process asks for, so its loops read as whole CPUs on a machine shared with other
-    /// work (benchmarks of the sweep's statistics on a loaded machine).
-    #[arg(long, requires = "follow_pid")]
-    pub follow_demand: bool,
-    /// With --follow-demand, count only the process's threads whose name starts with this,
-    /// e.g. `wattson-spin` for a sweep's spin loops.
-    #[arg(long, value_name = "PREFIX", requires = "follow_demand")]
-    pub follow_threads: Option<String>,
-    /// Extra watts per fully busy CPU with --follow-cpu.
-    #[arg(long, value_name = "W", default_value_t = 15.0, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
-    pub per_cpu: f64,
-    /// Standard deviation of added noise, W.
-    #[arg(long, value_name = "W", default_value_t = 0.5, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
-    pub noise: f64,
-    /// Time constant of the ramp to a new level, s.
-    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = crate::cli::parse_non_negative, allow_hyphen_values = true)]
-    pub ramp: f64,
-    /// Extra watts per busy CPU beyond the first (negative: later loops cheaper).
-    #[arg(long, value_name = "W", default_value_t = 0.0, value_parser = crate::cli::parse_number, allow_hyphen_values = true)]
-    pub curvature: f64,
-    /// Modbus addresses to answer on (comma-separated), e.g. 1,2,3 for three meters on one bus.
-    #[arg(
-        long,
-        value_name = "ADDRESS,...",
-        value_delimiter = ',',
-        default_value = "1",
-        allow_hyphen_values = true
-    )]
-    pub address: Vec<u8>,
-    /// Stop after this long instead of running until interrupted.
-    #[arg(long, value_name = "DURATION", value_parser = crate::cli::parse_duration_arg, allow_hyphen_values = true)]
-    pub duration: Option<Duration>,
-    /// Watts added while a file holds a value, FILE=VALUE:W (repeatable): e.g.
-    /// /sys/module/pcie_aspm/parameters/policy=powersave:-3 for a machine that draws 3 W
-    /// less with ASPM on, to try `wattson idle --measure` against a known answer.
-    #[arg(long = "effect", value_name = "FILE=VALUE:W", value_parser = crate::sources::power_model::SettingEffect::parse, allow_hyphen_values = true)]
-    pub effects: Vec<crate::sources::power_model::SettingEffect>,
-    /// Random seed for the noise.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 1,
-        allow_hyphen_values = true
-    )]
-    pub seed: u64,
-}
 
 pub fn run(cmd: MeterCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     match cmd {

@@ -102,50 +102,12 @@ pub fn open_existing_database(
     config: &Config,
 ) -> anyhow::Result<(std::path::PathBuf, crate::store::Store)> {
     let db = db.map_or_else(|| config.storage.path.clone(), std::path::Path::to_path_buf);
-    if !database_exists(&db)? {
+    if !crate::store::database_exists(&db)? {
         anyhow::bail!(
             "no database at {}: start the daemon (wattson run) or pass --db PATH",
             db.display()
         );
     }
-    let store = open_database(&db)?;
+    let store = crate::store::open_database(&db)?;
     Ok((db, store))
-}
-
-/// Open an existing database for reading. One written by an older wattson is migrated first
-/// (atomically, as the daemon would on start) when the file is writable.
-pub fn open_database(path: &std::path::Path) -> anyhow::Result<crate::store::Store> {
-    use crate::store::{Store, StoreError, StoreOptions};
-    use anyhow::Context as _;
-    match Store::open_read_only(path) {
-        Err(StoreError::SchemaTooOld { .. }) => {
-            drop(
-                Store::open(path, &StoreOptions::default())
-                    .with_context(|| format!("migrating {}", path.display()))?,
-            );
-            Ok(Store::open_read_only(path)?)
-        }
-        other => Ok(other.with_context(|| format!("opening {}", path.display()))?),
-    }
-}
-
-/// Whether the database at `path` is there to be read: `Ok(false)` when it does not exist,
-/// `Ok(true)` when it can be opened, and an error naming the path and the OS reason (a
-/// permission problem is not "no database") otherwise.
-pub fn database_exists(path: &std::path::Path) -> anyhow::Result<bool> {
-    match std::fs::File::open(path) {
-        Ok(_) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(anyhow::Error::new(e)
-            .context(format!(
-                "cannot read the database {}: run this as a user who may read it (the \
-                 service's database belongs to its dynamic user: sudo, or a member of its group), \
-                 or pass --db PATH",
-                path.display()
-            ))),
-        Err(e) => {
-            Err(anyhow::Error::new(e)
-                .context(format!("cannot read the database {}", path.display())))
-        }
-    }
 }

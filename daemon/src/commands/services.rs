@@ -2,30 +2,13 @@
 //! costs, estimated from the CPU time the daemon records per cgroup (see
 //! [`crate::services`]), as a table or `--json`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Args;
-
+use crate::cli::ServicesArgs;
 use crate::ledger::costs;
 use crate::services::{estimate, render};
 use crate::store::{DAY_MS, HOUR_MS, floor_to};
-
-#[derive(Debug, Args)]
-pub struct ServicesArgs {
-    /// Read this database instead of `[storage] path`.
-    #[arg(long, value_name = "PATH")]
-    pub db: Option<PathBuf>,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Show this host's groups [default: `[host] name`].
-    #[arg(long, value_name = "NAME")]
-    pub host: Option<String>,
-    /// How many days back the figures look, 1 to the raw retention (hours are kept that long).
-    #[arg(long, value_name = "DAYS", default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=36_500))]
-    pub days: u32,
-}
 
 pub fn run(args: &ServicesArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config_path)?;

@@ -20,7 +20,6 @@ mod sources;
 use crate::ledger::costs::{self, CostSummary};
 use crate::ledger::counter::{self as ledger_counter, CounterCheck, SourceRejections};
 use render::render;
-pub(crate) use render::scope_label;
 pub use sources::{SourceState, source_states};
 
 /// One latest reading.

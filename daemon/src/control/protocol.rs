@@ -9,18 +9,10 @@ use wattson_collectors::SourceId;
 use serde::{Deserialize, Serialize};
 use wattson_collectors::{DeviceCounters, Metric, Sample};
 
-use crate::sweep::engine::LevelResult;
+use crate::sweep::outcome::LevelResult;
 
-/// A reading as seen by publishers (and the control socket's `status`): the live view
-/// ([`crate::runtime::live`]) keeps them; the socket carries them.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct LiveReading {
-    pub source: SourceId,
-    pub metric: Metric,
-    pub channel: String,
-    pub ts_ms: i64,
-    pub value: f64,
-}
+pub use crate::live::LiveReading;
+pub use crate::live::feed::CLIENT_QUEUE;
 pub use crate::sweep::record::{Stored, SweepSettings};
 
 /// The protocol this wattson speaks. Any change to a message bumps it.
@@ -32,9 +24,6 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// Connections served at once.
 pub const MAX_CLIENTS: usize = 8;
-
-/// Sampling passes a subscriber may fall behind before it is dropped.
-pub const CLIENT_QUEUE: usize = 64;
 
 /// How long the daemon waits for a client to take one line before it drops the client.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);

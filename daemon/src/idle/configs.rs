@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use super::measure::{Outcome, Phase};
 use super::store::Effect;
 use crate::store::Store;
-use crate::sweep::engine::{LevelResult, SweepOutcome};
 use crate::sweep::fingerprint::Fingerprint;
+use crate::sweep::outcome::{LevelResult, SweepOutcome};
 use crate::sweep::workload::LoopKind;
 
 /// The configuration of idle as `wattson idle --measure` found it.

@@ -13,7 +13,8 @@
 //!   the live outputs.
 //! - [`counter`]: the meter's own energy counter against the integral, and the readings
 //!   rejected as implausible.
-//! - [`primary`]: which source's power is the host's, decided once from the config.
+//! - [`primary`]: which source's power is the host's, decided once from the config, and what
+//!   a source's watts stand for.
 
 pub mod costs;
 pub mod counter;
@@ -23,7 +24,7 @@ pub mod interval;
 pub mod primary;
 pub mod running;
 
-pub use primary::PrimaryPower;
+pub use primary::{PrimaryPower, scope_label};
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! Which source's power is the host's: decided once, from the config, and applied by the
-//! publisher, the status view and the ledger alike.
+//! publisher, the status view and the ledger alike; and what each source's watts stand for
+//! ([`scope_label`]), as `wattson status` and the live page say it.
 
 use wattson_collectors::SourceId;
 
@@ -61,6 +62,21 @@ impl PrimaryPower {
             .filter_map(|s| Some((self.rank(s)?, s)))
             .min()
             .map(|(_, s)| s)
+    }
+}
+
+/// What a source's watts stand for, so that figures from different places are never read
+/// as parts of one sum: the wall meter holds everything inside the box.
+pub fn scope_label(source: &SourceId) -> Option<&'static str> {
+    match source {
+        SourceId::Meter(_) => Some("measured at the wall"),
+        SourceId::Estimate => Some("estimated, not measured"),
+        SourceId::Ups(_) => Some("a UPS: shared by every machine it feeds"),
+        SourceId::Rapl | SourceId::Hwmon | SourceId::Gpu => {
+            Some("measured inside the box: part of the wall figure")
+        }
+        SourceId::Ipmi => Some("the whole server, from its BMC"),
+        SourceId::Cpu | SourceId::Services | SourceId::FleetState | SourceId::Other(_) => None,
     }
 }
 

@@ -12,12 +12,12 @@ use anyhow::Context as _;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use super::health::Health;
-use super::live::LiveState;
 use super::sampler::{self, Control, Heartbeat, InPoll, SampleSink, Scheduled};
 use super::wiring::plug_collectors;
 pub use super::wiring::{build_collectors, estimate_collector, store_options};
 use crate::config::Config;
+use crate::live::LiveState;
+use crate::live::health::Health;
 use crate::runtime::notify::Notifier;
 use crate::store::StoreHandle;
 
@@ -388,10 +388,13 @@ async fn serve(
     };
     // The live price of [tariff] price_topic, stored as slots as it arrives.
     let _price = match &config.mqtt {
-        Some(mqtt) => {
-            crate::tariff::live::spawn(mqtt, &config.tariff, store.clone(), cancel.child_token())
-                .context("subscribing to [tariff] price_topic")?
-        }
+        Some(mqtt) => crate::sources::live_price::spawn(
+            mqtt,
+            &config.tariff,
+            store.clone(),
+            cancel.child_token(),
+        )
+        .context("subscribing to [tariff] price_topic")?,
         None => None,
     };
     let feed = feed.map(|(_, f)| f);

@@ -19,11 +19,12 @@ use wattson_collectors::source::channel;
 use tokio::sync::watch;
 use wattson_collectors::Metric;
 
-use super::live::LiveState;
 use crate::analysis::tariff::{PriceSource, Tariff};
 use crate::config::Config;
 use crate::ledger::costs::{self, PeriodCost};
 use crate::ledger::running::{PeriodFigures, RunningPeriods};
+use crate::live::LiveState;
+use crate::publish::http::Refresher;
 use crate::publish::mqtt::StateExtras;
 use crate::publish::mqtt::state::{MeterCounters, ServiceState};
 use crate::store::{Routine, RoutineId, StoreHandle};
@@ -43,33 +44,16 @@ pub struct LedgerFeed {
 }
 
 impl LedgerFeed {
-    /// A handle that asks for fresh figures (the HTTP server's).
+    /// A handle that asks for fresh figures (the HTTP server's); the watch channel then
+    /// changes (with the same figures when the last read is younger than [`MIN_REFRESH`]).
     pub fn refresher(&self) -> Refresher {
-        Refresher {
-            store: self.store.clone(),
-            routine: self.routine,
-        }
+        Refresher::new(self.store.clone(), self.routine)
     }
 }
 
 impl Drop for LedgerFeed {
     fn drop(&mut self) {
         self.store.remove_routine(self.routine);
-    }
-}
-
-/// Asks the feed for fresh figures; the watch channel then changes (with the same figures
-/// when the last read is younger than [`MIN_REFRESH`]).
-#[derive(Debug, Clone)]
-pub struct Refresher {
-    store: StoreHandle,
-    routine: RoutineId,
-}
-
-impl Refresher {
-    /// Never blocks.
-    pub fn refresh(&self) {
-        self.store.run_routine(self.routine);
     }
 }
 

@@ -1,11 +1,9 @@
-//! The daemon's moving parts: the sampling thread, the live view, the control socket, and
-//! the lifecycle.
+//! The daemon's moving parts: the sampling thread (which fills [`crate::live`]), the control
+//! socket, the ledger feed, and the lifecycle that starts the outputs.
 
 pub mod control;
 pub mod daemon;
-pub mod health;
 pub mod ledger_feed;
-pub mod live;
 pub mod notify;
 pub mod preflight;
 pub mod sampler;

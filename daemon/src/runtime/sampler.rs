@@ -13,7 +13,7 @@ use wattson_collectors::SourceId;
 
 use wattson_collectors::{Action, CollectError, Collector, Sample};
 
-use super::live::LiveState;
+use crate::live::LiveState;
 
 /// Where the sampler delivers its output.
 pub trait SampleSink: Send {

@@ -35,6 +35,7 @@
 mod backfill;
 pub mod codec;
 mod error;
+mod existing;
 mod file;
 mod handle;
 pub mod health;
@@ -64,6 +65,7 @@ use rusqlite::Connection;
 use rusqlite_migration::{M, Migrations};
 
 pub use error::{StoreError, error_chain};
+pub use existing::{database_exists, open_database};
 pub use handle::{FlushStats, StoreHandle};
 pub use health::StoreHealth;
 pub use hour_rollup::{HourRollup, MinuteRollup};

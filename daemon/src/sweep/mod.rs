@@ -18,10 +18,12 @@
 pub mod engine;
 pub mod fingerprint;
 pub mod governor;
+pub mod outcome;
 pub mod persist;
 pub mod record;
 pub mod regression;
 pub mod stopping;
 pub mod workload;
 
-pub use engine::{LevelResult, SweepOutcome, SweepPlan, run_sweep};
+pub use engine::{SweepPlan, run_sweep};
+pub use outcome::{LevelResult, SweepOutcome};

@@ -4,8 +4,8 @@
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
-use super::engine::{LevelResult, SweepOutcome};
 use super::fingerprint::Fingerprint;
+use super::outcome::{LevelResult, SweepOutcome};
 use crate::store::Store;
 
 /// A stored configuration with its latest sweep run.
@@ -325,7 +325,7 @@ pub fn latest_calibrations(store: &Store, host: &str) -> anyhow::Result<Vec<Cali
 mod tests {
     use super::*;
     use crate::store::StoreOptions;
-    use crate::sweep::engine::LevelResult;
+    use crate::sweep::outcome::LevelResult;
     use crate::sweep::workload::LoopKind;
 
     fn level(loops: usize, wall: f64, package: f64) -> LevelResult {

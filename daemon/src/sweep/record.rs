@@ -4,8 +4,8 @@
 //! running calls it on its own connection, and the daemon calls it on its writer's when a
 //! sweep sends its levels over the control socket.
 
-use super::engine::SweepOutcome;
 use super::fingerprint::Fingerprint;
+use super::outcome::SweepOutcome;
 use super::persist::{self, Calibration};
 use super::regression::{self, Check};
 use super::workload::LoopKind;

@@ -5,12 +5,11 @@
 //!
 //! - [`import`]: the file formats, parsed into checked slots (`wattson tariff import`).
 //! - [`store`]: the slots in SQLite (`schema/0008-price-slots.sql`).
-//! - [`live`]: the price topic's subscription (through the shared MQTT driver).
+//! - the price topic's subscription is an input: `sources::live_price`.
 //!
 //! Units: UTC ms; currency per kWh (negative allowed); g CO2 per kWh.
 
 pub mod import;
-pub mod live;
 pub mod store;
 
 use crate::analysis::price_series::SeriesSet;

@@ -52,7 +52,7 @@ pub(super) fn render(s: &Status) -> String {
         let _ = writeln!(
             out,
             "\n{source} ({}updated {})",
-            scope_label(source).map_or_else(String::new, |l| format!("{l}; ")),
+            crate::ledger::scope_label(source).map_or_else(String::new, |l| format!("{l}; ")),
             age_text(newest)
         );
         if *source == SourceId::Estimate {
@@ -232,21 +232,6 @@ fn render_store(out: &mut String, s: &StoreStatus) {
             "quarantine",
             s.quarantined.len()
         );
-    }
-}
-
-/// What a source's watts stand for, so that figures from different places are never read
-/// as parts of one sum: the wall meter holds everything inside the box.
-pub(crate) fn scope_label(source: &SourceId) -> Option<&'static str> {
-    match source {
-        SourceId::Meter(_) => Some("measured at the wall"),
-        SourceId::Estimate => Some("estimated, not measured"),
-        SourceId::Ups(_) => Some("a UPS: shared by every machine it feeds"),
-        SourceId::Rapl | SourceId::Hwmon | SourceId::Gpu => {
-            Some("measured inside the box: part of the wall figure")
-        }
-        SourceId::Ipmi => Some("the whole server, from its BMC"),
-        SourceId::Cpu | SourceId::Services | SourceId::FleetState | SourceId::Other(_) => None,
     }
 }
 

@@ -44,10 +44,10 @@ use wattson_collectors::source::channel;
 use wattson_collectors::{Metric, SourceId};
 
 use super::Shared;
+use crate::live::LiveReading;
+use crate::live::health::HealthReport;
 use crate::publish::mqtt::StateExtras;
 use crate::publish::mqtt::state::ServiceState;
-use crate::runtime::health::HealthReport;
-use crate::runtime::live::LiveReading;
 
 /// Joules in a kWh.
 const J_PER_KWH: f64 = 3.6e6;
@@ -74,7 +74,7 @@ pub struct Snapshot {
 impl Snapshot {
     pub(super) fn gather(shared: &Shared, extras: StateExtras) -> Snapshot {
         let ctx = &shared.ctx;
-        let now = crate::runtime::sampler::now_ms();
+        let now = wattson_collectors::now_ms();
         let stale_ms = ctx.stale_after.as_millis() as i64;
         let mut readings = ctx.live.latest();
         readings.extend(ctx.live.per_core());

@@ -11,8 +11,8 @@
 //!
 //! Serving never delays sampling or storing: the sampler and the store's writer run on
 //! threads of their own, the ledger's figures come through the feed's watch channel
-//! ([`crate::runtime::ledger_feed`]), and a report runs on a blocking thread over a read-only
-//! connection of its own, one at a time. A hostile client is bounded: at most
+//! (`runtime::ledger_feed`, which [`Refresher`] asks for fresher ones), and a report runs
+//! on a blocking thread over a read-only connection of its own, one at a time. A hostile client is bounded: at most
 //! [`MAX_CONNECTIONS`] at once (more are closed at once), a request head within
 //! [`HEADER_READ_TIMEOUT`] and [`MAX_HEAD_BYTES`] (hyper answers 431 past it), and a
 //! connection lives at most [`CONNECTION_LIFETIME`], so a client that never reads its
@@ -33,10 +33,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::live::LiveState;
+use crate::live::health::Health;
 use crate::publish::mqtt::StateExtras;
-use crate::runtime::health::Health;
-use crate::runtime::ledger_feed::Refresher;
-use crate::runtime::live::LiveState;
+use crate::store::{RoutineId, StoreHandle};
 
 /// Connections served at once; further ones are closed as they arrive.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -104,6 +104,27 @@ pub struct HttpContext {
     pub started_ms: i64,
     /// A reading older than this is left out (a meter that stopped answering).
     pub stale_after: Duration,
+}
+
+/// Asks the ledger feed (`runtime::ledger_feed`, which makes one: a routine on the store's
+/// writer thread) for fresh figures; the watch channel [`HttpContext::extras`] then changes
+/// (with the same figures when the last read is younger than its `MIN_REFRESH`).
+#[derive(Debug, Clone)]
+pub struct Refresher {
+    store: StoreHandle,
+    routine: RoutineId,
+}
+
+impl Refresher {
+    /// A refresher that asks the store's writer to run `routine`.
+    pub fn new(store: StoreHandle, routine: RoutineId) -> Refresher {
+        Refresher { store, routine }
+    }
+
+    /// Never blocks.
+    pub fn refresh(&self) {
+        self.store.run_routine(self.routine);
+    }
 }
 
 /// Shared by the connections.

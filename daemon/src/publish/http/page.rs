@@ -13,9 +13,8 @@ use wattson_collectors::{Metric, SourceId};
 
 use super::Shared;
 use crate::analysis::cost::format_money;
-use crate::commands::report::{ReportArgs, parse_when};
 use crate::publish::mqtt::StateExtras;
-use crate::report::Format;
+use crate::report::{Format, ReportRequest, parse_when};
 
 /// How often the page reads `/live.json`, ms.
 pub const REFRESH_MS: u32 = 2000;
@@ -77,7 +76,7 @@ pub struct IdleState {
 impl Live {
     pub(super) fn gather(shared: &Shared, extras: &StateExtras) -> Live {
         let ctx = &shared.ctx;
-        let now = crate::runtime::sampler::now_ms();
+        let now = wattson_collectors::now_ms();
         let stale_ms = ctx.stale_after.as_millis() as i64;
         let latest: Vec<_> = ctx
             .live
@@ -96,9 +95,7 @@ impl Live {
             Some(PowerNow {
                 watts: r.value,
                 text: format!("{:.1} W", r.value),
-                scope: crate::commands::status::scope_label(&s)
-                    .unwrap_or("")
-                    .to_owned(),
+                scope: crate::ledger::scope_label(&s).unwrap_or("").to_owned(),
                 source: s,
                 ts_ms: r.ts_ms,
             })
@@ -169,9 +166,9 @@ pub enum QueryError {
 /// The most characters a parameter's value may have.
 const MAX_VALUE_CHARS: usize = 200;
 
-/// `?since=30d&mode=idle` as `wattson report`'s arguments.
-pub fn report_args(query: &str, format: Format) -> Result<ReportArgs, QueryError> {
-    let mut args = ReportArgs::new(format);
+/// `?since=30d&mode=idle` as the report `wattson report` makes with those options.
+pub fn report_args(query: &str, format: Format) -> Result<ReportRequest, QueryError> {
+    let mut args = ReportRequest::new(format);
     for (name, value) in form_urlencoded::parse(query.as_bytes()) {
         let known: &'static str = match name.as_ref() {
             "since" => "since",
@@ -197,9 +194,9 @@ pub fn report_args(query: &str, format: Format) -> Result<ReportArgs, QueryError
             "mode" => args.mode = Some(value),
             "configs" => args.configs = Some(value),
             "upgrade_cost" => {
-                args.upgrade_cost = Some(crate::cli::parse_non_negative(&value).map_err(bad)?);
+                args.upgrade_cost = Some(crate::parse::parse_non_negative(&value).map_err(bad)?);
             }
-            "co2" => args.co2 = Some(crate::cli::parse_non_negative(&value).map_err(bad)?),
+            "co2" => args.co2 = Some(crate::parse::parse_non_negative(&value).map_err(bad)?),
             _ => args.host = Some(value),
         }
     }
@@ -300,7 +297,7 @@ pub fn page() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::report::When;
+    use crate::report::When;
 
     #[test]
     fn a_report_query_takes_the_cli_options_and_refuses_the_rest() {
@@ -311,7 +308,7 @@ mod tests {
         );
         assert_eq!(a.mode.as_deref(), Some("2 loops"));
         assert_eq!(a.co2, Some(200.0));
-        assert!(a.db.is_none() && a.out.is_none());
+        assert!(a.db.is_none());
         assert_eq!(
             report_args("db=/etc/shadow", Format::Json).unwrap_err(),
             QueryError::Unknown("db".into())

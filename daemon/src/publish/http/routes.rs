@@ -7,7 +7,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::Shared;
-use crate::commands::report::ReportArgs;
+use crate::report::ReportRequest;
 
 type Body = http_body_util::Full<Bytes>;
 
@@ -130,8 +130,8 @@ async fn report(shared: &Shared, query: &str, format: crate::report::Format) -> 
     }
 }
 
-fn produce(config: &crate::config::Config, args: &ReportArgs) -> anyhow::Result<String> {
-    crate::commands::report::produce(config, args, chrono::Utc::now())
+fn produce(config: &crate::config::Config, args: &ReportRequest) -> anyhow::Result<String> {
+    crate::report::produce(config, args, chrono::Utc::now())
 }
 
 fn text(status: StatusCode, body: String) -> Response<Body> {

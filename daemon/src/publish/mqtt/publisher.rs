@@ -31,7 +31,7 @@ use super::discovery::{self, Entity};
 use super::driver::{ClientSpec, Connection, ConnectionStats, Event, Message};
 use super::state::{self, MAX_STATE_BYTES, StateExtras};
 use crate::config::MqttConfig;
-use crate::runtime::live::LiveState;
+use crate::live::LiveState;
 
 /// How many requests rumqttc may hold for the broker; beyond this live updates are dropped.
 const REQUEST_QUEUE: usize = 64;
@@ -42,7 +42,7 @@ pub const MAX_INCOMING_BYTES: usize = 16 * 1024;
 const SHUTDOWN_BUDGET: Duration = Duration::from_millis(800);
 
 /// The daemon's figures from its store and live view, kept up to date by a feed of their
-/// own ([`crate::runtime::ledger_feed`]): reading them never waits.
+/// own (`runtime::ledger_feed`): reading them never waits.
 pub type Extras = tokio::sync::watch::Receiver<StateExtras>;
 
 /// Counters a caller can watch (tests, `wattson status`).

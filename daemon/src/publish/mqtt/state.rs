@@ -35,7 +35,7 @@ use wattson_collectors::source::channel;
 use wattson_collectors::{Metric, Sample, SourceId};
 
 use crate::ledger::PrimaryPower;
-use crate::runtime::live::LiveReading;
+use crate::live::LiveReading;
 use crate::sweep::regression::Check;
 
 /// Largest state payload the collector accepts, bytes.
@@ -88,7 +88,7 @@ pub struct StateExtras {
     /// The publishes begun before these figures were read ([`LiveState::publishes`]): a
     /// publish waits for figures that count the pass which began it.
     ///
-    /// [`LiveState::publishes`]: crate::runtime::live::LiveState::publishes
+    /// [`LiveState::publishes`]: crate::live::LiveState::publishes
     pub publishes: u64,
     /// The current mode (`idle`, `1 loop`, `sweep`, ...).
     pub mode: Option<String>,

@@ -400,9 +400,9 @@ fn store_record(
         .settings
         .kinds
         .iter()
-        .filter_map(|&k| crate::sweep::engine::fit_kind(k, &record.levels, record.physical_cores))
+        .filter_map(|&k| crate::sweep::outcome::fit_kind(k, &record.levels, record.physical_cores))
         .collect();
-    let outcome = crate::sweep::engine::SweepOutcome {
+    let outcome = crate::sweep::outcome::SweepOutcome {
         levels: record.levels.clone(),
         fits,
         complete: record.complete,

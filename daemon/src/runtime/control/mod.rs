@@ -2,9 +2,9 @@
 //! bind `<database>.sock` (mode 0660), accept at most [`MAX_CLIENTS`] connections, serve
 //! each on a task of the daemon's runtime, and remove the socket on the way out.
 //!
-//! The sampler hands each pass to a [`SampleFeed`] (a bounded broadcast: it never waits for
-//! a subscriber); a connection that falls [`crate::control::protocol::CLIENT_QUEUE`] passes
-//! behind, or takes longer than [`crate::control::protocol::WRITE_TIMEOUT`] to take a line,
+//! The sampler hands each pass to the live view's [`SampleFeed`](crate::live::feed::SampleFeed)
+//! (a bounded broadcast: it never waits for a subscriber); a connection that falls
+//! [`crate::control::protocol::CLIENT_QUEUE`] passes behind, or takes longer than [`crate::control::protocol::WRITE_TIMEOUT`] to take a line,
 //! is dropped.
 
 mod connection;
@@ -16,46 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use wattson_collectors::SourceId;
 
-use tokio::sync::{Semaphore, broadcast};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use wattson_collectors::Sample;
 
 use crate::config::Config;
-use crate::control::protocol::{CLIENT_QUEUE, MAX_CLIENTS, socket_path};
-use crate::runtime::live::LiveState;
+use crate::control::protocol::{MAX_CLIENTS, socket_path};
+use crate::live::LiveState;
+use crate::live::feed::Pass;
 use crate::store::StoreHandle;
-
-/// One sampling pass's samples, as the sampler took them.
-pub type Pass = Arc<[Sample]>;
-
-/// The sampler's passes for control-socket subscribers: a broadcast of
-/// [`CLIENT_QUEUE`] passes that never blocks the sampler.
-#[derive(Debug)]
-pub struct SampleFeed {
-    tx: broadcast::Sender<Pass>,
-}
-
-impl Default for SampleFeed {
-    fn default() -> Self {
-        SampleFeed {
-            tx: broadcast::channel(CLIENT_QUEUE).0,
-        }
-    }
-}
-
-impl SampleFeed {
-    /// Offer one pass to the subscribers (a copy only when there are some).
-    pub fn publish(&self, samples: &[Sample]) {
-        if self.tx.receiver_count() > 0 && !samples.is_empty() {
-            let _ = self.tx.send(samples.into());
-        }
-    }
-
-    /// Every pass from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Pass> {
-        self.tx.subscribe()
-    }
-}
 
 /// What the control socket serves from.
 pub struct ControlContext {

@@ -6,7 +6,7 @@
 
 use super::connection::Subscription;
 use crate::control::protocol::SweepRecord;
-use crate::sweep::engine::LevelResult;
+use crate::sweep::outcome::LevelResult;
 
 /// Most levels a sweep may send (every level of three kinds on a 1024-CPU machine).
 const MAX_LEVELS: usize = 3 * 1025;

@@ -1,6 +1,6 @@
 use super::*;
+use crate::live::health::PartHealth;
 use crate::publish::mqtt::state::MeterCounters;
-use crate::runtime::health::PartHealth;
 
 fn reading(source: SourceId, metric: Metric, channel: &str, value: f64) -> LiveReading {
     LiveReading {

@@ -1,5 +1,7 @@
 //! The daemon's live view: latest readings and running means since the last publish, shared
-//! between the sampler (writer) and the publishers (readers).
+//! between the sampler (writer) and the outputs (readers: MQTT, HTTP, the control socket),
+//! and the daemon's [`health`]. It sits below both: the sampler (`runtime`) fills it, the
+//! outputs (`publish`) read it, and neither imports the other for it.
 //!
 //! It is also the publishers' clock: the sampler's own tick says when a publish interval
 //! has passed ([`LiveState::publish_every`], [`LiveState::publish_due`]), so publishing
@@ -7,6 +9,9 @@
 //!
 //! Each pass is also offered, whole, to the control socket's subscribers
 //! ([`LiveState::feed`]); with none connected that costs one atomic load.
+
+pub mod feed;
+pub mod health;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -31,7 +36,7 @@ pub struct LiveState {
     publishes: std::sync::atomic::AtomicU64,
     /// Asks for fresh store figures before each publish (the ledger feed's refresh).
     before_publish: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
-    feed: crate::runtime::control::SampleFeed,
+    feed: feed::SampleFeed,
     /// Whether per-core busy shares and frequencies are kept (for `/metrics`).
     keep_cores: std::sync::atomic::AtomicBool,
 }
@@ -57,7 +62,14 @@ impl std::fmt::Debug for LiveState {
 }
 
 /// A reading as seen by publishers (and the control socket's `status`, which carries it).
-pub use crate::control::protocol::LiveReading;
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LiveReading {
+    pub source: SourceId,
+    pub metric: Metric,
+    pub channel: String,
+    pub ts_ms: i64,
+    pub value: f64,
+}
 
 impl LiveState {
     /// Record one sampling pass's samples (called by the sampler only, once per pass, so
@@ -103,7 +115,7 @@ impl LiveState {
     }
 
     /// Every sampling pass's samples, for the control socket's subscribers.
-    pub fn feed(&self) -> &crate::runtime::control::SampleFeed {
+    pub fn feed(&self) -> &feed::SampleFeed {
         &self.feed
     }
 

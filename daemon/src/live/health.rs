@@ -4,12 +4,12 @@
 //! (200 while healthy, 503 with the reasons).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
+use wattson_collectors::now_ms;
 
-use super::sampler::{self, Heartbeat};
 use crate::store::StoreHandle;
 use crate::store::health::STUCK_AFTER;
 
@@ -20,7 +20,8 @@ pub struct Health {
 }
 
 struct Inner {
-    heartbeat: Heartbeat,
+    /// When the sampler last completed a pass, UTC ms (its `Heartbeat`).
+    heartbeat: Arc<AtomicI64>,
     /// A sampling pass older than this means the sampler is stalled, ms.
     stale_ms: i64,
     store: StoreHandle,
@@ -67,7 +68,7 @@ impl HealthReport {
 
 impl Health {
     /// Health from the sampler's heartbeat (stale after `stale`) and the store's writer.
-    pub fn new(heartbeat: Heartbeat, stale: Duration, store: StoreHandle) -> Health {
+    pub fn new(heartbeat: Arc<AtomicI64>, stale: Duration, store: StoreHandle) -> Health {
         Health {
             inner: Arc::new(Inner {
                 heartbeat,
@@ -80,7 +81,7 @@ impl Health {
     /// The health now.
     pub fn report(&self) -> HealthReport {
         let inner = &self.inner;
-        let age = sampler::now_ms() - inner.heartbeat.load(Ordering::Relaxed);
+        let age = now_ms() - inner.heartbeat.load(Ordering::Relaxed);
         let sampler = if age <= inner.stale_ms {
             PartHealth {
                 healthy: true,
@@ -114,7 +115,7 @@ impl Health {
                     |t| {
                         format!(
                             "writing {path}; last commit {:.1} s ago",
-                            (sampler::now_ms() - t).max(0) as f64 / 1000.0
+                            (now_ms() - t).max(0) as f64 / 1000.0
                         )
                     },
                 ),
@@ -131,8 +132,6 @@ impl Health {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicI64;
-
     use wattson_collectors::{Metric, Sample};
 
     use super::*;
@@ -149,7 +148,7 @@ mod tests {
             },
         )
         .unwrap();
-        let heartbeat: Heartbeat = Arc::new(AtomicI64::new(sampler::now_ms()));
+        let heartbeat = Arc::new(AtomicI64::new(now_ms()));
         let health = Health::new(heartbeat.clone(), Duration::from_secs(3), store.clone());
         let report = health.report();
         assert_eq!(
@@ -161,7 +160,7 @@ mod tests {
         store
             .query(|s| s.conn().pragma_update(None, "query_only", true).unwrap())
             .unwrap();
-        let now = sampler::now_ms();
+        let now = now_ms();
         store
             .insert(vec![Sample::new(
                 now,
@@ -189,7 +188,7 @@ mod tests {
         store.flush().unwrap();
         assert_eq!(health.report().http_status(), 200);
 
-        heartbeat.store(sampler::now_ms() - 10_000, Ordering::Relaxed);
+        heartbeat.store(now_ms() - 10_000, Ordering::Relaxed);
         let report = health.report();
         assert_eq!(report.http_status(), 503);
         assert!(

@@ -45,10 +45,10 @@ pub fn gather_from_store(
     use crate::store::{Resolution, SeriesFilter};
     use wattson_collectors::Metric;
 
-    if !crate::commands::database_exists(db)? {
+    if !crate::store::database_exists(db)? {
         return Ok(StoreData::default());
     }
-    let store = crate::commands::open_database(db)?;
+    let store = crate::store::open_database(db)?;
     let mut data = StoreData::default();
     load_series(&store, &mut data)?;
     for s in crate::sweep::persist::list(&store)? {

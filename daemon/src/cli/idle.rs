@@ -1,0 +1,73 @@
+//! `wattson idle`'s options.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct IdleArgs {
+    /// Print JSON instead of text (without --measure; `wattson idle --json` afterwards lists
+    /// what was measured).
+    #[arg(long, conflicts_with = "measure")]
+    pub json: bool,
+    /// Database to read history from and store measurements in [default: [storage] path].
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Without an hour of history in the database, sample the C-states live for this long.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "5s",
+        value_parser = crate::parse::parse_duration_arg,
+        allow_hyphen_values = true
+    )]
+    pub sample: Duration,
+    /// Measure what each setting saves at the wall (root, with a [[meter]]): each one
+    /// changed and put back in turn, A/B/A/B/A/B/A against idle as it was, then restored;
+    /// stored as configurations ("idle as found", "idle with <setting>") that `wattson
+    /// report` compares.
+    #[arg(long)]
+    pub measure: bool,
+    /// With --measure: only these settings (comma-separated ids: pcie_aspm, sata_alpm,
+    /// runtime_pm_pci, runtime_pm_ata, runtime_pm_usb, nmi_watchdog, dirty_writeback,
+    /// audio_power_save, epp, cpufreq_governor, turbo).
+    #[arg(
+        long,
+        value_name = "ID,...",
+        value_delimiter = ',',
+        requires = "measure"
+    )]
+    pub only: Vec<String>,
+    /// With --measure: leave these settings alone (ids as for --only).
+    #[arg(
+        long,
+        value_name = "ID,...",
+        value_delimiter = ',',
+        requires = "measure"
+    )]
+    pub skip: Vec<String>,
+    /// With --measure: which [[meter]] to read (its id) [default: the first].
+    #[arg(long, value_name = "ID", requires = "measure")]
+    pub meter: Option<String>,
+    /// With --measure: measuring time of each phase, after the power settles.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "20s",
+        value_parser = crate::parse::parse_duration_arg,
+        allow_hyphen_values = true,
+        requires = "measure"
+    )]
+    pub phase: Duration,
+    /// With --measure: phases per setting, odd, 3 or more (A B A, A B A B A, ...).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 7,
+        value_parser = crate::parse::parse_count,
+        allow_hyphen_values = true,
+        requires = "measure"
+    )]
+    pub phases: usize,
+}

@@ -1,0 +1,82 @@
+//! `wattson report`'s options: the [`ReportRequest`] they ask for, and where it goes (`--out`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::report::{Format, ReportRequest, When, parse_when};
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write the report to this file instead of stdout.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Configurations to show, in order, separated by commas (names may be shortened to a
+    /// unique prefix); the first is the baseline the others are compared with [default:
+    /// every configuration, the costliest first].
+    #[arg(long, value_name = "NAME,...")]
+    pub configs: Option<String>,
+    /// Start of the measured window: a date (YYYY-MM-DD) or a duration such as 30d
+    /// (the last 30 days).
+    #[arg(long, value_name = "WHEN", value_parser = parse_when, allow_hyphen_values = true)]
+    pub since: Option<When>,
+    /// End of the measured window: a date (YYYY-MM-DD, to the end of that day) or a
+    /// duration such as 1d (up to a day ago) [default: now].
+    #[arg(long, value_name = "WHEN", value_parser = parse_when, allow_hyphen_values = true)]
+    pub until: Option<When>,
+    /// Compare at this mode (e.g. "idle", "2 loops") instead of idle or the measured duty
+    /// cycle.
+    #[arg(long, value_name = "MODE")]
+    pub mode: Option<String>,
+    /// What the upgrade costs, in the tariff's currency: gives the payback time (overrides
+    /// each target's `upgrade_cost`).
+    #[arg(
+        long,
+        value_name = "AMOUNT",
+        value_parser = crate::parse::parse_non_negative,
+        allow_hyphen_values = true
+    )]
+    pub upgrade_cost: Option<f64>,
+    /// Grid carbon intensity, g CO2 per kWh: adds CO2 per year and CO2 saved.
+    #[arg(
+        long,
+        value_name = "G_PER_KWH",
+        value_parser = crate::parse::parse_non_negative,
+        allow_hyphen_values = true
+    )]
+    pub co2: Option<f64>,
+    /// Price the measured energy under each of these tariffs, side by side, and say what
+    /// the cheapest saves per year: `current` (what prices the ledger), `tariff` (the
+    /// configured [tariff] alone), an [[tariff.alternative]] name, or an imported series'
+    /// name (`wattson tariff list`), separated by commas.
+    #[arg(long, value_name = "NAME,...")]
+    pub tariffs: Option<String>,
+    /// Read this database instead of `[storage] path`.
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// The host whose measured history to report (a fleet collector's database holds
+    /// several) [default: `[host] name`].
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+}
+
+impl ReportArgs {
+    /// The report these options ask for (`--out` is where it goes, not what it is).
+    pub fn request(&self) -> ReportRequest {
+        ReportRequest {
+            format: self.format,
+            configs: self.configs.clone(),
+            since: self.since,
+            until: self.until,
+            mode: self.mode.clone(),
+            upgrade_cost: self.upgrade_cost,
+            co2: self.co2,
+            tariffs: self.tariffs.clone(),
+            db: self.db.clone(),
+            host: self.host.clone(),
+        }
+    }
+}

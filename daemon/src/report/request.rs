@@ -1,0 +1,347 @@
+//! What one report is asked for ([`ReportRequest`]: `wattson report`'s options, or the HTTP
+//! report's query parameters) and its making: the config file's `[[config]]` entries and
+//! `[tariff]` (with any `--tariffs` named), plus what the database adds ([`super::gather`]),
+//! -> [`ReportInput`] -> [`super::build`] -> [`super::render`].
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use chrono::{DateTime, Duration, NaiveDate, TimeZone as _, Utc};
+use chrono_tz::Tz;
+
+use super::gather::{StoreData, gather_from_store};
+use super::{ConfigInput, Format, ReportInput, ReportOptions, model::resolve_config_list};
+use crate::config::Config;
+
+/// What one report is asked for; [`ReportRequest::new`] gives the defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportRequest {
+    pub format: Format,
+    /// Configurations to show, in order, separated by commas (unique prefixes will do); the
+    /// first is the baseline [default: every configuration, the costliest first].
+    pub configs: Option<String>,
+    /// Start of the measured window.
+    pub since: Option<When>,
+    /// End of the measured window [default: now].
+    pub until: Option<When>,
+    /// Compare at this mode instead of idle or the measured duty cycle.
+    pub mode: Option<String>,
+    /// What the upgrade costs, in the tariff's currency (overrides each target's).
+    pub upgrade_cost: Option<f64>,
+    /// Grid carbon intensity, g CO2 per kWh.
+    pub co2: Option<f64>,
+    /// Tariffs to price the measured energy under, side by side, separated by commas.
+    pub tariffs: Option<String>,
+    /// The database [default: `[storage] path`].
+    pub db: Option<PathBuf>,
+    /// The host whose measured history to report [default: `[host] name`].
+    pub host: Option<String>,
+}
+
+impl ReportRequest {
+    /// The defaults in `format`: every configuration, the whole history.
+    pub fn new(format: Format) -> ReportRequest {
+        ReportRequest {
+            format,
+            configs: None,
+            since: None,
+            until: None,
+            mode: None,
+            upgrade_cost: None,
+            co2: None,
+            tariffs: None,
+            db: None,
+            host: None,
+        }
+    }
+}
+
+/// A window bound as typed: a local date, or a duration back from now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    Date(NaiveDate),
+    Ago(std::time::Duration),
+}
+
+/// The parser of `--since`/`--until` (as clap's value parser) and of the HTTP report's
+/// `since`/`until`.
+pub fn parse_when(s: &str) -> Result<When, String> {
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Ok(When::Date(d));
+    }
+    crate::config::parse_duration(s)
+        .map(When::Ago)
+        .map_err(|e| format!("{s:?} is neither a date (YYYY-MM-DD) nor a duration ({e})"))
+}
+
+/// Local midnight of `date` in `tz` as UTC ms (the earliest one when the clock goes back).
+fn midnight_ms(date: NaiveDate, tz: Tz) -> i64 {
+    let naive = date.and_time(chrono::NaiveTime::MIN);
+    tz.from_local_datetime(&naive).earliest().map_or_else(
+        || naive.and_utc().timestamp_millis(),
+        |t| t.timestamp_millis(),
+    )
+}
+
+/// Resolves a bound to UTC ms. A date starts the window at its local midnight (`since`)
+/// or ends it at the next one (`until`).
+pub fn resolve_when(w: When, now: DateTime<Utc>, tz: Tz, end: bool) -> i64 {
+    match w {
+        When::Date(d) => midnight_ms(if end { d + Duration::days(1) } else { d }, tz),
+        When::Ago(ago) => {
+            now.timestamp_millis() - i64::try_from(ago.as_millis()).unwrap_or(i64::MAX / 2)
+        }
+    }
+}
+
+/// Renders the report `args` asks for.
+pub fn produce(
+    config: &Config,
+    args: &ReportRequest,
+    now: DateTime<Utc>,
+) -> anyhow::Result<String> {
+    if let Some(c) = args.upgrade_cost.filter(|c| !c.is_finite() || *c < 0.0) {
+        anyhow::bail!("--upgrade-cost {c} is not a price: give a non-negative amount");
+    }
+    if let Some(g) = args.co2.filter(|g| !g.is_finite() || *g < 0.0) {
+        anyhow::bail!("--co2 {g} is not a carbon intensity: give g CO2 per kWh, 0 or more");
+    }
+    let db = args
+        .db
+        .clone()
+        .unwrap_or_else(|| config.storage.path.clone());
+    let (from_ms, to_ms) = {
+        let tz =
+            super::input::tariff_from_config(&config.tariff).map_or(chrono_tz::UTC, |t| t.tz());
+        (
+            args.since.map(|w| resolve_when(w, now, tz, false)),
+            args.until.map(|w| resolve_when(w, now, tz, true)),
+        )
+    };
+    // Without a database only the configurations measured by hand can be reported; with
+    // none of those either there is nothing to report, which is an error, not an empty table.
+    if !crate::store::database_exists(&db)? && config.manual.is_empty() {
+        anyhow::bail!(
+            "no database at {} and no [[config]] in the configuration: nothing to report; run \
+             `wattson run` (this machine's history) or `wattson sweep --name NAME` (its modes) \
+             first, add a [[config]] measured by hand, or pass --db PATH",
+            db.display()
+        );
+    }
+    let host = args
+        .host
+        .clone()
+        .unwrap_or_else(|| config.host.name.clone());
+    let own = host == config.host.name;
+    let wall = own
+        .then(|| crate::ledger::costs::wall_source(config))
+        .flatten();
+    let accuracy = wall
+        .as_ref()
+        .and_then(|w| crate::ledger::costs::accuracy_of(config, w));
+    let store = gather_from_store(&db, &host, wall.as_ref(), accuracy, from_ms, to_ms)
+        .with_context(|| format!("reading {}", db.display()))?;
+    let input = input_from_config(config, store, args, now)?;
+    let mut built = super::build(&input)?;
+    built.services = services_section(config, &db, &host, from_ms, to_ms, now)
+        .with_context(|| format!("reading what each service costs from {}", db.display()))?;
+    Ok(super::render(&built, args.format)?)
+}
+
+/// What each service costs over the report's window (the last 7 days by default), where
+/// the database holds CPU time per service for the host.
+fn services_section(
+    config: &Config,
+    db: &Path,
+    host: &str,
+    from_ms: Option<i64>,
+    to_ms: Option<i64>,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Option<crate::services::ServicesEstimate>> {
+    use crate::store::{DAY_MS, HOUR_MS, floor_to};
+    if !crate::store::database_exists(db)? {
+        return Ok(None);
+    }
+    let store = crate::store::open_database(db)?;
+    let tariff = crate::ledger::costs::tariff(&config.tariff)?;
+    let to = floor_to(to_ms.unwrap_or_else(|| now.timestamp_millis()), HOUR_MS) + HOUR_MS;
+    let from = floor_to(from_ms.unwrap_or(to - 7 * DAY_MS), HOUR_MS);
+    let e = crate::services::estimate(&store, host, &tariff, from, to)?;
+    Ok((!e.is_empty()).then_some(e))
+}
+
+/// The tariffs `--tariffs` names, built from the config and the stored series.
+fn named_tariffs(
+    config: &Config,
+    list: &str,
+    current: &crate::analysis::tariff::Tariff,
+    series: &[(crate::analysis::price_series::SlotSeries, bool)],
+) -> anyhow::Result<Vec<crate::report::tariffs::NamedTariff>> {
+    use crate::analysis::price_series::SeriesSet;
+    use crate::report::tariffs::NamedTariff;
+    let base = super::input::tariff_from_config(&config.tariff)
+        .context("building the tariff from [tariff]")?;
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if out.iter().any(|t: &NamedTariff| t.name == name) {
+            continue;
+        }
+        let t = if name == "current" {
+            NamedTariff {
+                name: name.to_owned(),
+                origin: match current.series() {
+                    Some(s) => format!("[tariff] with series {}", s.sources().join(", ")),
+                    None => "the configured [tariff]".to_owned(),
+                },
+                tariff: current.clone(),
+            }
+        } else if name == "tariff" {
+            NamedTariff {
+                name: name.to_owned(),
+                origin: "the configured [tariff] prices, no series".to_owned(),
+                tariff: base.clone(),
+            }
+        } else if let Some(a) = config.tariff.alternatives.iter().find(|a| a.name == name) {
+            let cfg = crate::config::TariffConfig {
+                price_per_kwh: a.price_per_kwh,
+                standing_charge_per_day: a.standing_charge_per_day,
+                periods: a.periods.clone(),
+                changes: Vec::new(),
+                ..config.tariff.clone()
+            };
+            NamedTariff {
+                name: name.to_owned(),
+                origin: format!("[[tariff.alternative]] {name}"),
+                tariff: super::input::tariff_from_config(&cfg)
+                    .with_context(|| format!("[[tariff.alternative]] {name}"))?,
+            }
+        } else if let Some((s, _)) = series.iter().find(|(s, _)| s.source == name) {
+            NamedTariff {
+                name: name.to_owned(),
+                origin: format!("imported series {name}, the [tariff] price where it has no slot"),
+                tariff: base.clone().with_series(SeriesSet::new(vec![s.clone()])),
+            }
+        } else {
+            let mut known = vec!["current".to_owned(), "tariff".to_owned()];
+            known.extend(config.tariff.alternatives.iter().map(|a| a.name.clone()));
+            known.extend(series.iter().map(|(s, _)| s.source.clone()));
+            anyhow::bail!(
+                "--tariffs: no tariff {name:?}; known: {} (add [[tariff.alternative]] to the \
+                 config, or import a series with wattson tariff import)",
+                known.join(", ")
+            );
+        };
+        out.push(t);
+    }
+    Ok(out)
+}
+
+/// Builds the report input from the configuration (and whatever the store returned).
+pub fn input_from_config(
+    config: &Config,
+    store: StoreData,
+    args: &ReportRequest,
+    now: DateTime<Utc>,
+) -> anyhow::Result<ReportInput> {
+    let tariff = super::input::tariff_from_config(&config.tariff)
+        .context("building the tariff from [tariff]")?
+        .with_series(crate::analysis::price_series::SeriesSet::new(
+            store
+                .price_series
+                .iter()
+                .filter(|(_, applied)| *applied)
+                .map(|(s, _)| s.clone())
+                .collect(),
+        ));
+    let compare = match &args.tariffs {
+        Some(list) => named_tariffs(config, list, &tariff, &store.price_series)?,
+        None => Vec::new(),
+    };
+    let tz = tariff.tz();
+    let mut configs: Vec<ConfigInput> =
+        config.manual.iter().map(ConfigInput::from_manual).collect();
+    for c in store.configs {
+        if configs.iter().any(|x| x.name == c.name) {
+            tracing::warn!(
+                "configuration {:?} is both in the config file and in the database; showing the config file's",
+                c.name
+            );
+        } else {
+            configs.push(c);
+        }
+    }
+    let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
+    let selected = match &args.configs {
+        Some(list) => resolve_config_list(list, &names)?,
+        None => Vec::new(),
+    };
+    let mut options = ReportOptions::new(now.with_timezone(&tz).date_naive());
+    options.configs = selected;
+    options.mode.clone_from(&args.mode);
+    options.upgrade_cost = args.upgrade_cost;
+    options.co2_g_per_kwh = args.co2;
+    options.from_ms = args.since.map(|w| resolve_when(w, now, tz, false));
+    options.to_ms = args.until.map(|w| resolve_when(w, now, tz, true));
+    options.tariffs = compare;
+    options.carbon = store.carbon;
+    Ok(ReportInput {
+        generated_at: now,
+        host: Some(
+            args.host
+                .clone()
+                .unwrap_or_else(|| config.host.name.clone()),
+        ),
+        tariff,
+        configs,
+        measured: store.measured,
+        regression: store.regression,
+        gpus: store.gpus,
+        idle: store.idle,
+        options,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn when_parses_dates_and_durations() {
+        assert_eq!(
+            parse_when("2026-03-01").unwrap(),
+            When::Date(NaiveDate::from_ymd_opt(2026, 3, 1).unwrap())
+        );
+        assert_eq!(
+            parse_when("30d").unwrap(),
+            When::Ago(std::time::Duration::from_secs(30 * 86_400))
+        );
+        assert!(
+            parse_when("last tuesday")
+                .unwrap_err()
+                .contains("YYYY-MM-DD")
+        );
+        let now: DateTime<Utc> = "2026-03-31T12:00:00Z".parse().unwrap();
+        let tz = chrono_tz::Europe::London;
+        // 31 March is BST: local midnight is 23:00 UTC the day before.
+        let d = When::Date(NaiveDate::from_ymd_opt(2026, 3, 31).unwrap());
+        assert_eq!(
+            resolve_when(d, now, tz, false),
+            "2026-03-30T23:00:00Z"
+                .parse::<DateTime<Utc>>()
+                .unwrap()
+                .timestamp_millis()
+        );
+        assert_eq!(
+            resolve_when(d, now, tz, true),
+            "2026-03-31T23:00:00Z"
+                .parse::<DateTime<Utc>>()
+                .unwrap()
+                .timestamp_millis()
+        );
+        let ago = When::Ago(std::time::Duration::from_secs(86_400));
+        assert_eq!(
+            resolve_when(ago, now, tz, false),
+            now.timestamp_millis() - 86_400_000
+        );
+    }
+}

@@ -1,0 +1,42 @@
+//! Opening a database that already exists, for a command or an endpoint that reads it
+//! (`wattson status`, `report`, `services`, the HTTP report): whether it is there, with the
+//! OS reason when it cannot be read, and migrating one an older wattson wrote.
+
+use super::{Store, StoreError, StoreOptions};
+
+/// Open an existing database for reading. One written by an older wattson is migrated first
+/// (atomically, as the daemon would on start) when the file is writable.
+pub fn open_database(path: &std::path::Path) -> anyhow::Result<Store> {
+    use anyhow::Context as _;
+    match Store::open_read_only(path) {
+        Err(StoreError::SchemaTooOld { .. }) => {
+            drop(
+                Store::open(path, &StoreOptions::default())
+                    .with_context(|| format!("migrating {}", path.display()))?,
+            );
+            Ok(Store::open_read_only(path)?)
+        }
+        other => Ok(other.with_context(|| format!("opening {}", path.display()))?),
+    }
+}
+
+/// Whether the database at `path` is there to be read: `Ok(false)` when it does not exist,
+/// `Ok(true)` when it can be opened, and an error naming the path and the OS reason (a
+/// permission problem is not "no database") otherwise.
+pub fn database_exists(path: &std::path::Path) -> anyhow::Result<bool> {
+    match std::fs::File::open(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(anyhow::Error::new(e)
+            .context(format!(
+                "cannot read the database {}: run this as a user who may read it (the \
+                 service's database belongs to its dynamic user: sudo, or a member of its group), \
+                 or pass --db PATH",
+                path.display()
+            ))),
+        Err(e) => {
+            Err(anyhow::Error::new(e)
+                .context(format!("cannot read the database {}", path.display())))
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! What a sweep found: each level's statistics ([`LevelResult`]), each loop kind's fitted
+//! model ([`fit_kind`]: watts against loops, weighted by each level's interval where it can
+//! be, and against utilisation), and the whole run ([`SweepOutcome`]). Units: W, seconds,
+//! UTC ms, busy shares 0..1.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::fit::{self, LinearFit, UtilisationFit};
+use crate::sweep::workload::LoopKind;
+
+/// Statistics of one level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelResult {
+    pub kind: LoopKind,
+    pub loops: usize,
+    pub started_ms: i64,
+    pub ended_ms: i64,
+    /// Seconds from the loops' start to the first reading measured: the readings before it
+    /// were still moving towards the level ([`crate::sweep::stopping::warmup_cut`]).
+    pub settle_s: f64,
+    pub n: usize,
+    pub mean_w: f64,
+    pub sd_w: f64,
+    pub ci95_w: f64,
+    /// How the interval was computed.
+    pub ci_method: String,
+    pub min_w: f64,
+    pub max_w: f64,
+    pub mean_mhz: Option<f64>,
+    /// Mean busy share of all CPUs, 0..1.
+    pub busy: Option<f64>,
+    /// Mean busy CPUs (busy share x online CPUs).
+    pub busy_cpus: Option<f64>,
+    /// Mean share of time in each idle state, over all CPUs.
+    pub residency: BTreeMap<String, f64>,
+    /// Loop operations per second, all threads.
+    pub ops_per_s: f64,
+    /// Joules per operation, gross (all watts / ops per s); the report derives the marginal
+    /// figure against idle.
+    pub joules_per_op: Option<f64>,
+    /// Mean watts of software-visible sources during the level (RAPL, hwmon, GPU), by
+    /// `source/channel`.
+    pub components: BTreeMap<String, f64>,
+    pub pinned: bool,
+    pub smt_siblings: bool,
+    pub warnings: Vec<String>,
+}
+
+impl LevelResult {
+    /// Seconds the level measured: from the first reading kept to the loops' stop.
+    pub fn measure_s(&self) -> f64 {
+        ((self.ended_ms - self.started_ms) as f64 / 1000.0 - self.settle_s).max(0.0)
+    }
+
+    /// How the level's time split, for the stored run's settings and its JSON:
+    /// `{"kind", "loops", "settle_s", "measure_s", "n"}`.
+    pub fn timing(&self) -> serde_json::Value {
+        let round = |x: f64| (x * 10.0).round() / 10.0;
+        serde_json::json!({
+            "kind": self.kind.as_str(),
+            "loops": self.loops,
+            "settle_s": round(self.settle_s),
+            "measure_s": round(self.measure_s()),
+            "n": self.n,
+        })
+    }
+}
+
+/// A fitted model of one loop kind.
+#[derive(Debug, Clone, Serialize)]
+pub struct KindFit {
+    pub kind: LoopKind,
+    pub loops: LinearFit,
+    pub utilisation_linear: Option<UtilisationFit>,
+    pub utilisation_fan: Option<UtilisationFit>,
+    /// Non-linearity and other findings, in plain words.
+    pub notes: Vec<String>,
+}
+
+/// The result of a sweep (complete, or partial when interrupted).
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepOutcome {
+    pub levels: Vec<LevelResult>,
+    pub fits: Vec<KindFit>,
+    pub complete: bool,
+    pub started_ms: i64,
+    pub ended_ms: i64,
+}
+
+/// Fit one kind's levels: watts against loops (weighted by each level's interval where
+/// possible), and against utilisation.
+pub fn fit_kind(kind: LoopKind, results: &[LevelResult], physical_cores: usize) -> Option<KindFit> {
+    let lv: Vec<&LevelResult> = results.iter().filter(|r| r.kind == kind).collect();
+    if lv.len() < 2 {
+        return None;
+    }
+    let x: Vec<f64> = lv.iter().map(|r| r.loops as f64).collect();
+    let y: Vec<f64> = lv.iter().map(|r| r.mean_w).collect();
+    let c: Vec<f64> = lv.iter().map(|r| r.ci95_w.max(1e-3)).collect();
+    let loops_fit = fit::wls(&x, &y, &c).or_else(|_| fit::ols(&x, &y)).ok()?;
+    let levels: Vec<(f64, f64, f64)> = lv
+        .iter()
+        .map(|r| (r.loops as f64, r.mean_w, r.ci95_w))
+        .collect();
+    let mut notes = fit::diagnose(&levels, &loops_fit);
+    if lv.iter().any(|r| r.smt_siblings) {
+        let phys: Vec<&&LevelResult> = lv.iter().filter(|r| !r.smt_siblings).collect();
+        let smt: Vec<&&LevelResult> = lv.iter().filter(|r| r.smt_siblings).collect();
+        if let (Some(a), Some(b)) = (phys.last(), smt.last())
+            && b.loops > a.loops
+        {
+            let per_smt = (b.mean_w - a.mean_w) / (b.loops - a.loops) as f64;
+            notes.push(format!(
+                "loops beyond the {physical_cores} physical cores run on SMT siblings: {per_smt:.1} W per sibling loop against {:.1} W per loop overall",
+                loops_fit.slope
+            ));
+        }
+    }
+    let (ux, uy): (Vec<f64>, Vec<f64>) =
+        lv.iter().filter_map(|r| Some((r.busy?, r.mean_w))).unzip();
+    let utilisation_linear = (ux.len() >= 2)
+        .then(|| fit::fit_utilisation_linear(&ux, &uy).ok())
+        .flatten();
+    let utilisation_fan = (ux.len() >= 3)
+        .then(|| fit::fit_fan(&ux, &uy, fit::FAN_R).ok())
+        .flatten();
+    Some(KindFit {
+        kind,
+        loops: loops_fit,
+        utilisation_linear,
+        utilisation_fan,
+        notes,
+    })
+}
