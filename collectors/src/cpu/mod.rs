@@ -28,8 +28,39 @@ use stat::StatReader;
 const SOURCE: SourceId = SourceId::Cpu;
 /// Walk the cpuidle tree again this often (polls), to notice states enabled or disabled.
 const REDISCOVER_EVERY: u64 = 300;
-/// Above this many files per poll, open them per read rather than hold descriptors.
-const MAX_KEPT_OPEN: usize = 512;
+/// Files held open between polls at least may number this many (the usual soft limit of
+/// open files is 1024).
+const MIN_KEPT_OPEN: usize = 512;
+
+/// Above this many files per poll, open them per read rather than hold descriptors: half the
+/// process's open-file limit (the rest is for the database, sockets and HTTP connections),
+/// at least [`MIN_KEPT_OPEN`]. The daemon raises its soft limit towards the hard one at
+/// start ([`raise_open_file_limit`]), so a 128-CPU machine's 1,400 files stay open too.
+fn max_kept_open() -> usize {
+    use nix::sys::resource::{Resource, getrlimit};
+    getrlimit(Resource::RLIMIT_NOFILE)
+        .map_or(MIN_KEPT_OPEN, |(soft, _)| {
+            usize::try_from(soft / 2).unwrap_or(usize::MAX)
+        })
+        .max(MIN_KEPT_OPEN)
+}
+
+/// The most the daemon raises its soft open-file limit to.
+const OPEN_FILES_WANTED: u64 = 65_536;
+
+/// Raise this process's soft limit of open files towards its hard limit (at most
+/// 65,536), as systemd's documentation asks of programs that need more than 1024 (its
+/// default soft limit, kept low for `select()`; wattson uses none). Returns the soft limit
+/// now.
+pub fn raise_open_file_limit() -> Option<u64> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    let wanted = hard.min(OPEN_FILES_WANTED);
+    if wanted > soft && setrlimit(Resource::RLIMIT_NOFILE, wanted, hard).is_ok() {
+        return Some(wanted);
+    }
+    Some(soft)
+}
 
 pub use crate::MonotonicClock;
 
@@ -217,7 +248,7 @@ impl CpuCollector {
 
     fn keep_open(&self) -> bool {
         // Rough count of per-poll files: one frequency and up to ten idle states per CPU.
-        self.keep_files_open && self.cpus.len() * 11 <= MAX_KEPT_OPEN
+        self.keep_files_open && self.cpus.len() * 11 <= max_kept_open()
     }
 
     fn build_cpu_parts(&mut self) {

@@ -111,6 +111,10 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     // plug subscriptions last.
     let cancel = CancellationToken::new();
     let outputs = CancellationToken::new();
+    // A many-core machine's CPU files are held open between polls (one `pread` each).
+    if let Some(limit) = wattson_collectors::cpu::raise_open_file_limit() {
+        tracing::debug!("open-file limit: {limit}");
+    }
     let mut collectors = build_collectors(config)?;
     collectors.extend(estimate_collector(config));
     {
