@@ -273,11 +273,12 @@ snapshot() {
 echo "warming up ${WARMUP_S}s, then measuring ${WINDOW_S}s ..." >&2
 sleep "$WARMUP_S"
 kill -0 "$wattson_pid" || { echo "wattson exited: $(cat "$tmp/wattson.log")" >&2; exit 1; }
-threads() { # tid name switches ns_on_cpu, per thread of wattson
+threads() { # tid name switches ns_on_cpu voluntary_switches, per thread of wattson
     for t in /proc/"$wattson_pid"/task/*; do
-        printf '%s %s %s %s\n' "$(basename "$t")" "$(tr ' ' '_' <"$t/comm")" \
+        printf '%s %s %s %s %s\n' "$(basename "$t")" "$(tr ' ' '_' <"$t/comm")" \
             "$(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status")" \
-            "$(awk '{ print $1 }' "$t/schedstat")"
+            "$(awk '{ print $1 }' "$t/schedstat")" \
+            "$(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status")"
     done
 }
 threads >"$tmp/threads0"
@@ -339,11 +340,15 @@ echo
 for p in "$wattson_pid" ${collectd_pid:+"$collectd_pid"} ${node_pid:+"$node_pid"}; do
     echo "RSS of $(cat "/proc/$p/comm"): $(awk '/^Rss(Anon|File|Shmem)/ { printf "%s %.1f MB  ", $1, $2 / 1024 }' "/proc/$p/status")"
 done
-echo "wattson threads: context switches per second and CPU (schedstat) in the window"
+echo "wattson threads: context switches per second (of them voluntary: the thread slept; the"
+echo "rest are preemptions by other work on the machine) and CPU (schedstat) in the window"
 awk -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" '
-    NR == FNR { start[$1] = $3; ns[$1] = $4; next }
-    { printf "  %s: %.2f/s, %.3f %%%s\n", $2, ($3 - ($1 in start ? start[$1] : 0)) / w,
+    NR == FNR { start[$1] = $3; ns[$1] = $4; vol[$1] = $5; next }
+    { cs = ($3 - ($1 in start ? start[$1] : 0)) / w; v = ($5 - ($1 in vol ? vol[$1] : 0)) / w
+      tcs += cs; tv += v
+      printf "  %s: %.2f/s (voluntary %.2f/s), %.3f %%%s\n", $2, cs, v,
         ($4 - ($1 in ns ? ns[$1] : 0)) / 1e9 / w * 100, ($1 in start ? "" : " (started in the window)") }
+    END { printf "  all threads: %.2f/s (voluntary %.2f/s)\n", tcs, tv }
 ' "$tmp/threads0" "$tmp/threads1"
 # What wattson stored: it must have stored the meter's power, and with CPUS=N every CPU's
 # series, or the figures above are not the cost of doing so.
