@@ -77,19 +77,11 @@ impl Routines {
         }
     }
 
-    /// When the writer must wake for a routine although nothing else happens: at once for
-    /// one asked for, else half a period after the earliest is due.
+    /// When the writer must wake for a routine although nothing else happens: half a
+    /// period after the earliest is due. (One asked for runs in the iteration that asked,
+    /// after the writer flushed what it held, so it needs no wake of its own.)
     pub fn latest_wake(&self) -> Option<Instant> {
-        self.entries
-            .iter()
-            .map(|e| {
-                if e.asked {
-                    e.due.min(Instant::now())
-                } else {
-                    e.due + e.period / 2
-                }
-            })
-            .min()
+        self.entries.iter().map(|e| e.due + e.period / 2).min()
     }
 }
 
