@@ -93,6 +93,26 @@ impl SysFile {
         }
     }
 
+    /// As [`SysFile::read`], first letting go of a kept handle whose file is no longer linked:
+    /// replaced by a rename (as fixture trees update their files; the kernel's never are) or
+    /// removed. One `statx` on the handle, no path walk.
+    pub fn read_current(&mut self, buf: &mut Vec<u8>) -> Result<(), CollectError> {
+        use std::os::unix::fs::MetadataExt;
+        if self
+            .file
+            .as_ref()
+            .is_some_and(|f| f.metadata().is_ok_and(|m| m.nlink() == 0))
+        {
+            self.file = None;
+        }
+        self.read(buf)
+    }
+
+    /// Whether a handle is held open between reads.
+    pub fn is_open(&self) -> bool {
+        self.file.is_some()
+    }
+
     /// Read a file holding one unsigned integer.
     pub fn read_u64(&mut self, buf: &mut Vec<u8>) -> Result<u64, CollectError> {
         self.read(buf)?;
@@ -160,6 +180,25 @@ mod tests {
         assert_eq!(file.read_u64(&mut buf).unwrap(), 100);
         std::fs::write(&path, "250\n").unwrap();
         assert_eq!(file.read_u64(&mut buf).unwrap(), 250);
+    }
+
+    #[test]
+    fn read_current_sees_a_file_replaced_by_rename_and_keeps_its_handle_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cpu.stat");
+        std::fs::write(&path, "usage_usec 100\n").unwrap();
+        let mut file = SysFile::new(path.clone(), true);
+        let mut buf = Vec::new();
+        file.read_current(&mut buf).unwrap();
+        assert_eq!(buf, b"usage_usec 100\n");
+        assert!(file.is_open());
+        let tmp = dir.path().join(".cpu.stat.tmp");
+        std::fs::write(&tmp, "usage_usec 250\n").unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        file.read_current(&mut buf).unwrap();
+        assert_eq!(buf, b"usage_usec 250\n");
+        std::fs::remove_file(&path).unwrap();
+        assert!(file.read_current(&mut buf).is_err());
     }
 
     #[test]

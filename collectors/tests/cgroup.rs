@@ -217,6 +217,7 @@ fn groups_that_appear_and_vanish_count_once_and_are_forgotten() {
         let s = c.poll(10 + round).unwrap();
         assert!(s.len() <= 10 + 5, "bounded output");
         assert!(c.tracked_groups() <= 101, "tracked {}", c.tracked_groups());
+        assert!(c.kept_open() <= 101, "files held open {}", c.kept_open());
         for i in 0..100 {
             h.tree
                 .remove(format!("system.slice/job-{round}-{i}.service"))
@@ -226,6 +227,7 @@ fn groups_that_appear_and_vanish_count_once_and_are_forgotten() {
     h.advance(10);
     c.poll(1_000).unwrap();
     assert_eq!(c.tracked_groups(), 1);
+    assert_eq!(c.kept_open(), 1, "the handles of groups gone are closed");
 }
 
 #[test]

@@ -27,7 +27,7 @@ pub mod tree;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::sysroot::SysFile;
@@ -74,6 +74,12 @@ pub struct CgroupCollector {
     names: ContainerNames,
     root_stat: SysFile,
     prev: HashMap<OsString, u64>,
+    /// Each group's `cpu.stat`, held open between polls with its directory's inode number:
+    /// a `statx` and a `pread` a group a poll instead of a path walk, a read and a close.
+    kept: HashMap<OsString, (u64, SysFile)>,
+    /// The most handles held: a quarter of the open-file limit (the CPU collector may hold
+    /// half); groups beyond it are opened at each poll.
+    kept_max: usize,
     prev_total: Option<u64>,
     clock: MonotonicClock,
     last_at: Option<Duration>,
@@ -141,12 +147,13 @@ impl CgroupCollector {
         })?;
         let cpus = crate::cpu::topology::online_cpus(root).map_or(1, |c| c.len().max(1));
         Ok(CgroupCollector {
-            // Opened at each poll (every 10 s): a kept handle would hold a replaced file.
-            root_stat: SysFile::new(dir.join("cpu.stat"), false),
+            root_stat: SysFile::new(dir.join("cpu.stat"), true),
             root: dir,
             names: ContainerNames::new(options.docker_root.clone()),
             options,
             prev: HashMap::new(),
+            kept: HashMap::new(),
+            kept_max: kept_max(),
             prev_total: None,
             clock,
             last_at: None,
@@ -165,11 +172,38 @@ impl CgroupCollector {
         self.names.len()
     }
 
-    fn read_usage(&mut self, path: &Path) -> Option<u64> {
-        let mut file = SysFile::new(path.to_owned(), false);
-        file.read(&mut self.buf).ok()?;
-        usage_usec(&self.buf)
+    /// Group `cpu.stat` files held open now.
+    pub fn kept_open(&self) -> usize {
+        self.kept.len()
     }
+
+    /// `usage_usec` of the group at `rel`, through its kept handle where that is still the
+    /// same group (directory `ino`).
+    fn read_usage(&mut self, rel: &OsString, ino: u64) -> Option<u64> {
+        let mut file = match self.kept.remove(rel) {
+            Some((kept_ino, file)) if kept_ino == ino => file,
+            _ => SysFile::new(
+                self.root.join(rel).join("cpu.stat"),
+                self.kept.len() < self.kept_max,
+            ),
+        };
+        file.read_current(&mut self.buf).ok()?;
+        let usage = usage_usec(&self.buf)?;
+        if file.is_open() {
+            self.kept.insert(rel.clone(), (ino, file));
+        }
+        Some(usage)
+    }
+}
+
+/// A quarter of the soft open-file limit, at least 64.
+fn kept_max() -> usize {
+    use nix::sys::resource::{Resource, getrlimit};
+    getrlimit(Resource::RLIMIT_NOFILE)
+        .map_or(64, |(soft, _)| {
+            usize::try_from(soft / 4).unwrap_or(usize::MAX)
+        })
+        .max(64)
 }
 
 /// `usage_usec` from the text of a `cpu.stat`.
@@ -195,7 +229,7 @@ impl Collector for CgroupCollector {
         let at = (self.clock)();
         let total_now = self
             .root_stat
-            .read(&mut self.buf)
+            .read_current(&mut self.buf)
             .ok()
             .and_then(|()| usage_usec(&self.buf));
         let walk = tree::walk(&self.root, &mut self.names);
@@ -203,13 +237,14 @@ impl Collector for CgroupCollector {
         let mut now: HashMap<OsString, u64> = HashMap::with_capacity(walk.groups.len());
         let mut found = Vec::with_capacity(walk.groups.len());
         for g in walk.groups {
-            let path = self.root.join(&g.rel).join("cpu.stat");
             // A group that vanished or cannot be read is left out: its time is in the rest.
-            if let Some(usage) = self.read_usage(&path) {
+            if let Some(usage) = self.read_usage(&g.rel, g.ino) {
                 found.push((g.kind, g.name, g.rel.clone(), usage));
                 now.insert(g.rel, usage);
             }
         }
+        // Handles of groups gone since the last poll are closed.
+        self.kept.retain(|rel, _| now.contains_key(rel));
         let (Some(last_at), prev) = (self.last_at, std::mem::replace(&mut self.prev, now)) else {
             self.last_at = Some(at);
             self.prev_total = total_now;

@@ -18,6 +18,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirEntryExt;
 use std::path::{Path, PathBuf};
 
 use super::names::{ContainerNames, Runtime, printable, unescape_unit};
@@ -61,6 +62,9 @@ pub struct Found {
     pub rel: OsString,
     pub kind: Kind,
     pub name: String,
+    /// The group directory's inode number, from the directory listing (no `stat`): a group
+    /// removed and created again under the same name has another.
+    pub ino: u64,
 }
 
 /// What one walk found.
@@ -121,6 +125,7 @@ fn descend(
                 rel: child.into_os_string(),
                 kind,
                 name: shown,
+                ino: entry.ino(),
             }),
             Step::Descend(p) => descend(root, &child, depth + 1, p, names, out),
             Step::Rest => {}
