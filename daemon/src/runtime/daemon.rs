@@ -423,6 +423,7 @@ async fn serve(
             }
         })
     });
+    let resident = crate::runtime::resident::spawn(cancel.child_token());
     let deadline = async {
         match opts.duration {
             Some(d) => tokio::time::sleep(d).await,
@@ -442,6 +443,7 @@ async fn serve(
     if let Some(t) = watchdog_task {
         let _ = t.await;
     }
+    let _ = resident.await;
     // The feed stops (and joins) here; a query still running finishes on the store's own
     // thread first, so run it off the runtime.
     if let Some(f) = feed {
