@@ -445,7 +445,7 @@ impl Config {
                 path: PathBuf::from("/var/lib/wattson/wattson.db"),
                 raw_retention: Duration::from_secs(30 * 86_400),
                 detail_retention: Duration::from_secs(3 * 86_400),
-                flush_interval: Duration::from_secs(5),
+                flush_interval: Duration::from_secs(10),
             },
             meters: Vec::new(),
             cpu: CpuConfig {
