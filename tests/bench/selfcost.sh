@@ -8,6 +8,9 @@
 #                     if built, else debug)
 #        WARMUP_S     seconds to let both settle before the window (default 30)
 #        KEEP=1       keep the temp directory (databases, logs, configs)
+#        FIXTURE_DIR  where the CPUS and CGROUPS fixture trees go (default /dev/shm, tmpfs
+#                     like the sysfs and cgroupfs they stand in for; the temp directory when
+#                     it is not writable)
 #        CGROUPS=N    point [host] sysfs at a copy of /sys (symlinks) whose fs/cgroup is a
 #                     fixture cgroup v2 tree of N services in nested slices, so that the
 #                     services collector runs (every 10 s, its default) on a machine without
@@ -76,11 +79,16 @@ if [[ "${CI:-}" == true ]]; then
 fi
 
 tmp="$(mktemp -d /tmp/wattson-selfcost.XXXXXX)"
+# The fixture trees stand in for sysfs, procfs and cgroupfs, which live in memory: on tmpfs
+# (/dev/shm, where writable) their reads never wait for the page writeback of a disk file
+# system, which a freshly written tree on /tmp makes the sampler do. The database stays in
+# $tmp, on the disk.
+fix="$(mktemp -d "${FIXTURE_DIR:-/dev/shm}/wattson-fixture.XXXXXX" 2>/dev/null || mktemp -d "$tmp/fixture.XXXXXX")"
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    if [[ "${KEEP:-0}" != 1 ]]; then rm -rf "$tmp"; else echo "kept $tmp" >&2; fi
+    if [[ "${KEEP:-0}" != 1 ]]; then rm -rf "$tmp" "$fix"; else echo "kept $tmp and $fix" >&2; fi
 }
 trap cleanup EXIT
 
@@ -90,7 +98,9 @@ free_port() {
 
 # --- the simulated meter (not measured) --------------------------------------------------
 METERS="${METERS:-1}"
-"$WATTSON_BIN" meter simulate --protocol pzem004t --follow-cpu --address "$(seq -s, 1 "$METERS")" \
+# At nice 19: a real meter is a UART, not a process on the same CPUs whose wake-ups (one per
+# request) would preempt the daemon being measured.
+nice -n 19 "$WATTSON_BIN" meter simulate --protocol pzem004t --follow-cpu --address "$(seq -s, 1 "$METERS")" \
     >"$tmp/sim.out" 2>"$tmp/sim.err" &
 pids+=($!)
 for _ in $(seq 100); do [[ -s "$tmp/sim.out" ]] && break; sleep 0.1; done
@@ -130,26 +140,26 @@ shadow() {
 sysfs_line=""
 procfs_line=""
 if [[ -n "${CGROUPS:-}" || -n "${CPUS:-}" ]]; then
-    shadow "$tmp/sys" /sys ${CGROUPS:+fs} ${CPUS:+devices}
-    sysfs_line="sysfs = \"$tmp/sys\""
+    shadow "$fix/sys" /sys ${CGROUPS:+fs} ${CPUS:+devices}
+    sysfs_line="sysfs = \"$fix/sys\""
 fi
 if [[ -n "${CPUS:-}" ]]; then
     # A machine of CPUS CPUs, its counters advanced every second by a writer (not measured).
     [[ "$CPUS" =~ ^[1-9][0-9]*$ ]] || { echo "CPUS=$CPUS: give a number of CPUs, 1 or more" >&2; exit 1; }
-    shadow "$tmp/sys/devices" /sys/devices system
-    shadow "$tmp/sys/devices/system" /sys/devices/system cpu
-    shadow "$tmp/proc" /proc stat
-    python3 "$here/tests/bench/cpu_fixture.py" "$tmp/cpus" "$CPUS" 2>"$tmp/cpu_fixture.err" &
+    shadow "$fix/sys/devices" /sys/devices system
+    shadow "$fix/sys/devices/system" /sys/devices/system cpu
+    shadow "$fix/proc" /proc stat
+    python3 "$here/tests/bench/cpu_fixture.py" "$fix/cpus" "$CPUS" 2>"$tmp/cpu_fixture.err" &
     pids+=($!)
-    for _ in $(seq 300); do [[ -e "$tmp/cpus/ready" ]] && break; sleep 0.1; done
-    [[ -e "$tmp/cpus/ready" ]] || { echo "the CPU fixture was not written: $(cat "$tmp/cpu_fixture.err")" >&2; exit 1; }
-    ln -s "$tmp/cpus/cpu" "$tmp/sys/devices/system/cpu"
-    ln -s "$tmp/cpus/stat" "$tmp/proc/stat"
-    procfs_line="procfs = \"$tmp/proc\""
+    for _ in $(seq 300); do [[ -e "$fix/cpus/ready" ]] && break; sleep 0.1; done
+    [[ -e "$fix/cpus/ready" ]] || { echo "the CPU fixture was not written: $(cat "$tmp/cpu_fixture.err")" >&2; exit 1; }
+    ln -s "$fix/cpus/cpu" "$fix/sys/devices/system/cpu"
+    ln -s "$fix/cpus/stat" "$fix/proc/stat"
+    procfs_line="procfs = \"$fix/proc\""
 fi
 if [[ -n "${CGROUPS:-}" ]]; then
-    mkdir -p "$tmp/sys/fs/cgroup"
-    cg="$tmp/sys/fs/cgroup"
+    mkdir -p "$fix/sys/fs/cgroup"
+    cg="$fix/sys/fs/cgroup"
     echo "cpuset cpu io memory pids" >"$cg/cgroup.controllers"
     printf 'usage_usec 0\n' >"$cg/cpu.stat"
     for i in $(seq 0 $((CGROUPS - 1))); do
