@@ -40,16 +40,16 @@ pub fn record(
     let wall = interval.wall_w.unwrap_or(0.0);
     let metered_s = if metered { interval.elapsed_s } else { 0.0 };
     // The first interval of an hour prunes: once an hour, not at every poll.
-    let new_hour = tx
-        .query_row(
-            "SELECT 1 FROM service_host_hour WHERE host = ?1 AND hour_ms = ?2",
-            params![host, hour],
-            |_| Ok(()),
-        )
-        .optional()
-        .map_err(&err)?
-        .is_none();
-    tx.execute(
+    let new_hour = row(
+        &tx,
+        "SELECT 1 FROM service_host_hour WHERE host = ?1 AND hour_ms = ?2",
+        params![host, hour],
+        |_| Ok(()),
+    )
+    .optional()
+    .map_err(&err)?
+    .is_none();
+    exec(&tx,
         "INSERT INTO service_host_hour (host, hour_ms, elapsed_s, busy_cpu_s, metered_s, wall_ws)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (host, hour_ms) DO UPDATE SET
@@ -58,14 +58,14 @@ pub fn record(
         params![host, hour, interval.elapsed_s, interval.busy_cpu_s, metered_s, wall * metered_s],
     )
     .map_err(&err)?;
-    let mut in_hour: i64 = tx
-        .query_row(
-            "SELECT count(*) FROM service_hour h JOIN service_group g ON g.id = h.group_id
-             WHERE g.host = ?1 AND h.hour_ms = ?2",
-            params![host, hour],
-            |r| r.get(0),
-        )
-        .map_err(&err)?;
+    let mut in_hour: i64 = row(
+        &tx,
+        "SELECT count(*) FROM service_hour h JOIN service_group g ON g.id = h.group_id
+         WHERE g.host = ?1 AND h.hour_ms = ?2",
+        params![host, hour],
+        |r| r.get(0),
+    )
+    .map_err(&err)?;
     let cap = i64::try_from(max_groups_per_hour(top)).unwrap_or(i64::MAX);
     let other = GroupKey::new("other", "");
     // Past the hour's cap, a group not yet in the hour is added to `other`.
@@ -77,15 +77,15 @@ pub fn record(
         let special = matches!(key.kind.as_str(), "other" | "rest" | "self");
         let id = group_id(&tx, host, &key).map_err(&err)?;
         let present = match id {
-            Some(id) => tx
-                .query_row(
-                    "SELECT 1 FROM service_hour WHERE group_id = ?1 AND hour_ms = ?2",
-                    params![id, hour],
-                    |_| Ok(()),
-                )
-                .optional()
-                .map_err(&err)?
-                .is_some(),
+            Some(id) => row(
+                &tx,
+                "SELECT 1 FROM service_hour WHERE group_id = ?1 AND hour_ms = ?2",
+                params![id, hour],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(&err)?
+            .is_some(),
             None => false,
         };
         if !special && !present && in_hour >= cap - 3 {
@@ -95,21 +95,21 @@ pub fn record(
             in_hour += i64::from(!special);
         }
     }
-    tx.execute("DELETE FROM service_latest WHERE host = ?1", [host])
-        .map_err(&err)?;
+    exec(&tx, "DELETE FROM service_latest WHERE host = ?1", [host]).map_err(&err)?;
     for (key, cpu_s) in &rows {
         let share_s = if metered {
             interval.share(key, *cpu_s) * interval.elapsed_s
         } else {
             0.0
         };
-        tx.execute(
+        exec(
+            &tx,
             "INSERT INTO service_group (host, kind, name) VALUES (?1, ?2, ?3)
              ON CONFLICT (host, kind, name) DO NOTHING",
             params![host, key.kind, key.name],
         )
         .map_err(&err)?;
-        tx.execute(
+        exec(&tx,
             "INSERT INTO service_hour (group_id, hour_ms, cpu_s, metered_share_s, metered_share_ws)
              SELECT id, ?4, ?5, ?6, ?7 FROM service_group WHERE host = ?1 AND kind = ?2 AND name = ?3
              ON CONFLICT (group_id, hour_ms) DO UPDATE SET
@@ -119,7 +119,7 @@ pub fn record(
             params![host, key.kind, key.name, hour, cpu_s, share_s, share_s * wall],
         )
         .map_err(&err)?;
-        tx.execute(
+        exec(&tx,
             "INSERT INTO service_latest (host, kind, name, ts_ms, elapsed_s, cpu_s, busy_cpu_s, wall_w)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
@@ -141,12 +141,32 @@ pub fn record(
     tx.commit().map_err(&err)
 }
 
+/// `execute` through the connection's statement cache: `record` runs every services poll.
+fn exec(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
+/// `query_row` through the connection's statement cache.
+fn row<T>(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached(sql)?.query_row(params, f)
+}
+
 fn group_id(
     tx: &rusqlite::Transaction<'_>,
     host: &str,
     key: &GroupKey,
 ) -> rusqlite::Result<Option<i64>> {
-    tx.query_row(
+    row(
+        tx,
         "SELECT id FROM service_group WHERE host = ?1 AND kind = ?2 AND name = ?3",
         params![host, key.kind, key.name],
         |r| r.get(0),
@@ -157,16 +177,19 @@ fn group_id(
 /// Drops `host`'s hours that end before `before_ms`, and groups no hour names any more.
 fn prune(tx: &rusqlite::Transaction<'_>, host: &str, before_ms: i64) -> rusqlite::Result<()> {
     let cutoff = floor_to(before_ms, HOUR_MS);
-    tx.execute(
+    exec(
+        tx,
         "DELETE FROM service_host_hour WHERE host = ?1 AND hour_ms < ?2",
         params![host, cutoff],
     )?;
-    tx.execute(
+    exec(
+        tx,
         "DELETE FROM service_hour WHERE hour_ms < ?2
            AND group_id IN (SELECT id FROM service_group WHERE host = ?1)",
         params![host, cutoff],
     )?;
-    tx.execute(
+    exec(
+        tx,
         "DELETE FROM service_group WHERE host = ?1
            AND NOT EXISTS (SELECT 1 FROM service_hour h WHERE h.group_id = service_group.id)",
         [host],
@@ -206,7 +229,7 @@ pub fn window(
     let conn = store.conn();
     let mut host_sums = HostSums::default();
     let mut stmt = conn
-        .prepare(
+        .prepare_cached(
             "SELECT hour_ms, elapsed_s, busy_cpu_s, metered_s, wall_ws FROM service_host_hour
              WHERE host = ?1 AND hour_ms >= ?2 AND hour_ms < ?3 ORDER BY hour_ms",
         )
@@ -232,7 +255,7 @@ pub fn window(
     }
     let mut groups: BTreeMap<GroupKey, GroupSums> = BTreeMap::new();
     let mut stmt = conn
-        .prepare(
+        .prepare_cached(
             "SELECT g.kind, g.name, h.hour_ms, h.cpu_s, h.metered_share_s, h.metered_share_ws
              FROM service_hour h JOIN service_group g ON g.id = h.group_id
              WHERE g.host = ?1 AND h.hour_ms >= ?2 AND h.hour_ms < ?3 ORDER BY h.hour_ms",
@@ -279,7 +302,7 @@ pub fn latest(store: &Store, host: &str) -> Result<Option<Latest>, StoreError> {
     let err = sql(store);
     let mut stmt = store
         .conn()
-        .prepare(
+        .prepare_cached(
             "SELECT kind, name, ts_ms, elapsed_s, cpu_s, busy_cpu_s, wall_w FROM service_latest
              WHERE host = ?1 ORDER BY cpu_s DESC, kind, name",
         )

@@ -102,6 +102,10 @@ impl StoreHandle {
             .conn
             .pragma_update(None, "cache_size", -1024)
             .map_err(sql)?;
+        // Room for every statement the daemon runs on a schedule (the batch's, the figures',
+        // the services' and prices'), about 50: at rusqlite's default of 16 they pushed each
+        // other out and were compiled again at every batch.
+        store.conn.set_prepared_statement_cache_capacity(64);
         // A log left by a crash or by an older, bigger limit goes back to the file system.
         if let Err(e) = wal::truncate(&store.conn) {
             tracing::warn!(

@@ -146,7 +146,7 @@ fn insert_level(
 /// Names of the stored sweep configurations, newest run first.
 pub fn list(store: &Store) -> anyhow::Result<Vec<StoredSweep>> {
     let names: Vec<String> = {
-        let mut stmt = store.conn().prepare(
+        let mut stmt = store.conn().prepare_cached(
             "SELECT c.name FROM configuration c JOIN sweep_run r ON r.configuration_id = c.id
              WHERE c.kind = 'sweep' GROUP BY c.id ORDER BY MAX(r.started_ms) DESC",
         )?;
@@ -191,7 +191,7 @@ pub fn load(store: &Store, name: &str) -> anyhow::Result<Option<StoredSweep>> {
     else {
         return Ok(None);
     };
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT kind, loops, n, mean_w, sd_w, ci95_w, min_w, max_w, mean_mhz, busy, residency, ops_per_s, joules_per_op, warnings
          FROM sweep_level WHERE run_id = ?1 ORDER BY kind, loops",
     )?;
@@ -296,7 +296,7 @@ pub fn save_calibrations(
 
 /// The newest calibration of each source of `host`, best first (smallest error).
 pub fn latest_calibrations(store: &Store, host: &str) -> anyhow::Result<Vec<Calibration>> {
-    let mut stmt = store.conn().prepare(
+    let mut stmt = store.conn().prepare_cached(
         "SELECT c.fit FROM calibration c
          WHERE c.host = ?1
            AND c.created_ms = (SELECT MAX(created_ms) FROM calibration d

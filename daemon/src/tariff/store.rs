@@ -265,7 +265,7 @@ pub fn apply_live(
 /// Every series, by name.
 pub fn list(store: &Store) -> Result<Vec<SeriesInfo>, PriceStoreError> {
     let conn = store.conn();
-    let mut st = conn.prepare(
+    let mut st = conn.prepare_cached(
         "SELECT s.source, s.kind, s.unit, s.applied, s.format, s.origin, s.updated_ms, \
                 count(p.start_ms), min(p.start_ms), \
                 CASE WHEN sum(p.end_ms IS NULL) > 0 THEN NULL ELSE max(p.end_ms) END, \
@@ -347,7 +347,7 @@ pub fn applied(
     now_ms: i64,
 ) -> Result<SeriesSet, PriceStoreError> {
     let mut names: Vec<(String, String, String)> = {
-        let mut st = store.conn().prepare(
+        let mut st = store.conn().prepare_cached(
             "SELECT source, unit, format FROM price_series WHERE kind = ?1 AND applied = 1 \
              ORDER BY updated_ms DESC, source",
         )?;
