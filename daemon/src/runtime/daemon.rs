@@ -86,6 +86,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(6);
 /// Run the daemon until a stop signal (or `opts.duration`). Returns when everything has
 /// drained.
 pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
+    super::resident::one_arena();
     let notifier = Notifier::from_env();
     let path = &config.storage.path;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -15,6 +15,8 @@
 //!   could unmap between the reading of the map and the advice.
 //! - `malloc_trim(0)` hands the heap's free pages back to the kernel (glibc).
 //!
+//! And from the start, [`one_arena`]: the threads share one malloc arena.
+//!
 //! What is let go is logged at debug level.
 
 use std::path::Path;
@@ -29,7 +31,7 @@ const FIRST: Duration = Duration::from_secs(60);
 const EVERY: Duration = Duration::from_secs(3600);
 
 /// Run [`release`] a minute after start, then hourly, until `cancel`. On the runtime's own
-/// thread: a pass reads `/proc/self/smaps` (memory, not disk; well under a millisecond for
+/// thread: a pass reads `/proc/self/smaps` (memory, not disk; about a millisecond for
 /// the daemon's hundred-odd mappings), and a thread of the blocking pool would add a malloc
 /// arena of its own to the memory this is for.
 pub fn spawn(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
@@ -169,6 +171,7 @@ fn dont_need(start: usize, len: usize) -> std::io::Result<()> {
     }
 }
 
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 fn trim_heap() {
     // SAFETY: malloc_trim takes no pointers; glibc makes it safe to call from any thread at
@@ -177,6 +180,26 @@ fn trim_heap() {
         libc::malloc_trim(0);
     }
 }
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_heap() {}
+
+/// Every thread allocates from the one main malloc arena. glibc gives each new thread an
+/// arena of its own (with its own free lists and 128 KB of top padding); the daemon's few
+/// threads allocate little and seldom, so the arenas were mostly free memory kept resident.
+/// Call before any thread is spawned.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+pub fn one_arena() {
+    // SAFETY: mallopt takes no pointers; it is called before the daemon spawns its threads.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+/// Other C libraries keep their own policy.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn one_arena() {}
 
 #[cfg(test)]
 mod tests {
