@@ -183,6 +183,15 @@ fn run_for_five_seconds_then_status_json_shows_the_cpu_readings() {
             .any(|s| s["source"] == "meter" && s["available"] == false),
         "{sources:?}"
     );
+    // The KVM guest's cpu MHz is the nominal constant (no aperfmperf flag), and says so.
+    assert!(
+        sources.iter().any(|s| s["source"] == "cpu frequency"
+            && s["available"] == true
+            && s["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("nominal, not measured"))),
+        "{sources:?}"
+    );
 
     // About five seconds of 1 Hz frequency samples (the fixture is static: no busy shares).
     let store = wattson::store::Store::open_read_only(&env.db).expect("database");

@@ -45,6 +45,11 @@ fn max_kept_open() -> usize {
         .max(MIN_KEPT_OPEN)
 }
 
+/// What is said of a frequency that is the nominal constant
+/// ([`CpuCollector::frequency_is_nominal`]).
+pub const NOMINAL_FREQUENCY: &str = "nominal, not measured: no cpufreq and no APERF/MPERF \
+     counters (cpuinfo flag aperfmperf), so /proc/cpuinfo's cpu MHz is the kernel's constant";
+
 /// The most the daemon raises its soft open-file limit to.
 const OPEN_FILES_WANTED: u64 = 65_536;
 
@@ -228,6 +233,12 @@ impl CpuCollector {
     /// Each part and whether it works here: `("frequency", Err(why))` where it does not.
     /// Parts: `topology`, `frequency`, `cpuidle`, `stat`, and `package C-states` once
     /// [`CpuCollector::with_devfs`] asked for them.
+    /// Whether the per-core frequency is the nominal constant of `/proc/cpuinfo` (no cpufreq
+    /// and no APERF/MPERF counters: most virtual machines), not a measurement.
+    pub fn frequency_is_nominal(&self) -> bool {
+        matches!(&self.freq, Part::Ready(r) if r.is_nominal())
+    }
+
     pub fn availability(&self) -> Vec<(&'static str, Result<(), String>)> {
         let mut parts = vec![
             ("topology", self.topology.clone()),

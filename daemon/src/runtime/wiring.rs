@@ -26,6 +26,12 @@ pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
                 tracing::info!("cpu {part}: unavailable: {why}");
             }
         }
+        if cpu.frequency_is_nominal() {
+            tracing::info!(
+                "cpu frequency: {}",
+                wattson_collectors::cpu::NOMINAL_FREQUENCY
+            );
+        }
         out.push(Scheduled::new(Box::new(cpu), config.cpu.interval));
     }
     for (meter, interval) in crate::sources::meters::build_collectors(&config.meters)? {

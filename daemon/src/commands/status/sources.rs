@@ -36,10 +36,15 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
     let cpu =
         wattson_collectors::cpu::CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
     for (part, state) in cpu.availability() {
+        let ok = if part == "frequency" && cpu.frequency_is_nominal() {
+            wattson_collectors::cpu::NOMINAL_FREQUENCY
+        } else {
+            "ok"
+        };
         out.push(SourceState {
             source: format!("{} {part}", SourceId::Cpu),
             available: state.is_ok(),
-            detail: state.err().unwrap_or_else(|| "ok".into()),
+            detail: state.err().unwrap_or_else(|| ok.into()),
         });
     }
     match wattson_collectors::power::rapl::RaplCollector::new(root) {
