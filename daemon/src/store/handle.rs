@@ -96,11 +96,14 @@ impl StoreHandle {
             path: path.to_owned(),
             source,
         };
-        // A service writer touches few pages (the open chunks, the latest rollups): a 1 MiB
-        // page cache instead of SQLite's 2 MiB keeps a years-old daemon's memory flat.
+        // A service writer touches few pages (the open chunks, the latest rollups): a 256 KiB
+        // page cache (sixteen 16 KiB pages) instead of SQLite's 2 MiB keeps the daemon's
+        // memory flat; the pages it drops come back from the OS page cache. Against 1 MiB,
+        // side by side (BENCHMARKS.md, run 11): RssAnon 2.9 against 3.3 MB after nine
+        // minutes, the store thread's CPU the same, the ingest benchmark ~13 % slower.
         store
             .conn
-            .pragma_update(None, "cache_size", -1024)
+            .pragma_update(None, "cache_size", -256)
             .map_err(sql)?;
         // Room for every statement the daemon runs on a schedule (the batch's, the figures',
         // the services' and prices'), about 50: at rusqlite's default of 16 they pushed each
