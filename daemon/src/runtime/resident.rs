@@ -19,7 +19,6 @@
 //!
 //! What is let go is logged at debug level.
 
-use std::path::Path;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -136,11 +135,13 @@ pub struct Released {
 
 /// One pass: advise the executable's clean read-only mappings away and trim the heap.
 pub fn release() -> std::io::Result<Released> {
-    let exe = std::fs::read_link("/proc/self/exe")?;
+    let exe = std::fs::read_link("/proc/self/exe")?
+        .to_string_lossy()
+        .into_owned();
     let smaps = std::fs::read_to_string("/proc/self/smaps")?;
     let mut released = Released::default();
     for m in parse_smaps(&smaps) {
-        if !m.is_clean_file_text(&path_text(&exe)) || m.rss_kb == 0 {
+        if !m.is_clean_file_text(&exe) || m.rss_kb == 0 {
             continue;
         }
         if dont_need(m.start, m.end - m.start).is_ok() {
@@ -150,10 +151,6 @@ pub fn release() -> std::io::Result<Released> {
     }
     trim_heap();
     Ok(released)
-}
-
-fn path_text(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
 }
 
 #[allow(unsafe_code)]
