@@ -13,7 +13,7 @@ use serde_json::Value;
 use wattson_collectors::Metric;
 
 use crate::broker::{TestBroker, Watcher};
-use crate::{Child, kvm_fixture, open_db, q, wattson};
+use crate::{Child, MiddayZone, kvm_fixture, open_db, q, wattson};
 
 /// The constant load every simulated meter draws, W.
 pub const WATTS: f64 = 50.0;
@@ -27,11 +27,12 @@ pub fn config_for(dir: &Path, host: &str, db: &Path, extra: &str) -> PathBuf {
     let root = kvm_fixture();
     let text = format!(
         "[host]\nname = {}\nsysfs = {}\nprocfs = {}\n\n[storage]\npath = {}\nflush_interval = \"200ms\"\n\n\
-         [cpu]\nenabled = false\n\n[tariff]\ncurrency = \"GBP\"\nprice_per_kwh = {PRICE}\ntimezone = \"UTC\"\n{extra}",
+         [cpu]\nenabled = false\n\n[tariff]\ncurrency = \"GBP\"\nprice_per_kwh = {PRICE}\ntimezone = {}\n{extra}",
         q(host),
         q(root.join("sys")),
         q(root.join("proc")),
-        q(db)
+        q(db),
+        q(MiddayZone::get().name())
     );
     let path = dir.join(format!("{host}.toml"));
     std::fs::write(&path, text).unwrap();
@@ -219,7 +220,7 @@ pub fn check_figures(
     );
 
     // Every report format over the same window as status's "today".
-    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let today = MiddayZone::get().today();
     let report = |format: &str| {
         let mut r = vec!["report", "--since", today.as_str(), "--format", format];
         r.extend(&a);
@@ -258,7 +259,7 @@ pub fn check_figures(
     for format in ["table", "markdown", "html"] {
         let text = report(format);
         let line = line_of(&text, "measured (");
-        // "measured (SOURCE) FROM to TO: ENERGY over ..., mean W": TO ends in +00:00.
+        // "measured (SOURCE) FROM to TO: ENERGY over ..., mean W": TO in UTC, +00:00.
         within(
             &format!("{host} report {format} energy"),
             energy_in(line, "+00:00: "),

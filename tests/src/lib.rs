@@ -110,6 +110,47 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// The tariff timezone of tests that check "today": a whole-hour offset zone (`Etc/GMT…`)
+/// in which it was between noon and one o'clock when this test process first asked. A test
+/// run takes minutes (a smart plug's history reaches an hour back), so its samples never
+/// straddle local midnight and "today" holds all of them, whenever the suite runs.
+#[derive(Debug, Clone, Copy)]
+pub struct MiddayZone {
+    /// Hours east of UTC, -11 to +12.
+    pub offset_h: i32,
+}
+
+impl MiddayZone {
+    /// The process-wide zone, fixed at its first use.
+    pub fn get() -> MiddayZone {
+        static ZONE: OnceLock<MiddayZone> = OnceLock::new();
+        *ZONE.get_or_init(|| {
+            let utc_hour = (now_ms().div_euclid(3_600_000)).rem_euclid(24) as i32;
+            MiddayZone {
+                offset_h: 12 - utc_hour,
+            }
+        })
+    }
+
+    /// Its IANA name (POSIX sign: `Etc/GMT-5` is five hours east of UTC).
+    pub fn name(self) -> String {
+        match self.offset_h {
+            0 => "UTC".to_owned(),
+            h if h > 0 => format!("Etc/GMT-{h}"),
+            h => format!("Etc/GMT+{}", -h),
+        }
+    }
+
+    /// Today's date there, `YYYY-MM-DD`.
+    pub fn today(self) -> String {
+        let local = now_ms() + i64::from(self.offset_h) * 3_600_000;
+        chrono::DateTime::from_timestamp_millis(local)
+            .expect("now is a valid time")
+            .format("%Y-%m-%d")
+            .to_string()
+    }
+}
+
 /// A TOML basic string holding `s`.
 pub fn q(s: impl AsRef<std::ffi::OsStr>) -> String {
     let s = s.as_ref().to_string_lossy();
