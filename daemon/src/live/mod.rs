@@ -45,11 +45,47 @@ pub struct LiveState {
 struct Inner {
     /// Device health counters by device id.
     counters: BTreeMap<String, wattson_collectors::DeviceCounters>,
-    latest: BTreeMap<(SourceId, Metric, String), (i64, f64)>,
-    /// Sum and count of each series since the last `take_means`.
-    sums: BTreeMap<(SourceId, Metric, String), (f64, u32)>,
+    /// Each published series by source, metric and channel (nested, so that a pass finds
+    /// its series without building a key: a sample's fields are borrowed for the lookups).
+    series: BTreeMap<SourceId, BTreeMap<Metric, BTreeMap<String, Series>>>,
     /// Latest per-core busy share and frequency (`cpuN`), while [`LiveState::keep_per_core`].
     cores: BTreeMap<(Metric, String), (i64, f64)>,
+}
+
+/// One series' latest reading and its sum and count since the last `take_means`.
+#[derive(Debug, Default, Clone, Copy)]
+struct Series {
+    ts_ms: i64,
+    value: f64,
+    sum: f64,
+    n: u32,
+}
+
+impl Inner {
+    fn series_mut(&mut self, s: &Sample) -> &mut Series {
+        if !self.series.contains_key(&s.source) {
+            self.series.insert(s.source.clone(), BTreeMap::new());
+        }
+        let metrics = self.series.get_mut(&s.source).expect("inserted above");
+        let channels = metrics.entry(s.metric).or_default();
+        if !channels.contains_key(s.channel.as_str()) {
+            channels.insert(s.channel.clone(), Series::default());
+        }
+        channels
+            .get_mut(s.channel.as_str())
+            .expect("inserted above")
+    }
+
+    /// Every series with its key, in (source, metric, channel) order.
+    fn each(&self) -> impl Iterator<Item = (&SourceId, Metric, &String, &Series)> {
+        self.series.iter().flat_map(|(source, metrics)| {
+            metrics.iter().flat_map(move |(metric, channels)| {
+                channels
+                    .iter()
+                    .map(move |(channel, series)| (source, *metric, channel, series))
+            })
+        })
+    }
 }
 
 impl std::fmt::Debug for LiveState {
@@ -151,11 +187,11 @@ impl LiveState {
                 }
                 continue;
             }
-            let key = (s.source.clone(), s.metric, s.channel.clone());
-            let acc = inner.sums.entry(key.clone()).or_insert((0.0, 0));
-            acc.0 += s.value;
-            acc.1 += 1;
-            inner.latest.insert(key, (s.ts_ms, s.value));
+            let series = inner.series_mut(s);
+            series.sum += s.value;
+            series.n += 1;
+            series.ts_ms = s.ts_ms;
+            series.value = s.value;
         }
     }
 
@@ -208,14 +244,13 @@ impl LiveState {
             return Vec::new();
         };
         inner
-            .latest
-            .iter()
-            .map(|((source, metric, channel), (ts, v))| LiveReading {
+            .each()
+            .map(|(source, metric, channel, s)| LiveReading {
                 source: source.clone(),
-                metric: *metric,
+                metric,
                 channel: channel.clone(),
-                ts_ms: *ts,
-                value: *v,
+                ts_ms: s.ts_ms,
+                value: s.value,
             })
             .collect()
     }
@@ -225,20 +260,27 @@ impl LiveState {
         let Ok(mut inner) = self.inner.lock() else {
             return Vec::new();
         };
-        let sums = std::mem::take(&mut inner.sums);
-        sums.into_iter()
-            .filter(|(_, (_, n))| *n > 0)
-            .map(|(key, (sum, n))| {
-                let ts = inner.latest.get(&key).map_or(0, |(ts, _)| *ts);
-                LiveReading {
-                    source: key.0,
-                    metric: key.1,
-                    channel: key.2,
-                    ts_ms: ts,
-                    value: sum / f64::from(n),
-                }
+        let means = inner
+            .each()
+            .filter(|(.., s)| s.n > 0)
+            .map(|(source, metric, channel, s)| LiveReading {
+                source: source.clone(),
+                metric,
+                channel: channel.clone(),
+                ts_ms: s.ts_ms,
+                value: s.sum / f64::from(s.n),
             })
-            .collect()
+            .collect();
+        for series in inner
+            .series
+            .values_mut()
+            .flat_map(BTreeMap::values_mut)
+            .flat_map(BTreeMap::values_mut)
+        {
+            series.sum = 0.0;
+            series.n = 0;
+        }
+        means
     }
 }
 
