@@ -340,6 +340,35 @@ fn amd_cpu_coming_online_is_picked_up() {
     assert_eq!(value(&s, Metric::CpuBusy, "cpu3"), Some(0.1));
 }
 
+/// A CPU going offline, as the kernel shows it: `online` and `/proc/stat` (which lists the
+/// online CPUs only, and is what each poll reads; `online` is read again when it differs).
+/// The same poll follows the new set.
+#[test]
+fn a_cpu_going_offline_is_dropped_in_the_poll_that_sees_it() {
+    let dir = copy_fixture("kvm-amd-epyc-haltpoll");
+    let d = dir.path();
+    let (us, clock) = stepped_clock();
+    let mut c = CpuCollector::with_clock(root_at(d), clock);
+    c.poll(0).unwrap();
+    us.fetch_add(1_000_000, Ordering::SeqCst);
+    let s = c.poll(1000).unwrap();
+    assert_eq!(c.cpus(), [0, 1]);
+    assert!(value(&s, Metric::CoreFrequency, "cpu1").is_some());
+
+    std::fs::write(d.join(format!("{CPU}/online")), "0\n").unwrap();
+    let stat = std::fs::read_to_string(d.join("proc/stat")).unwrap();
+    let stat: String = stat
+        .lines()
+        .filter(|l| !l.starts_with("cpu1 "))
+        .fold(String::new(), |out, l| out + l + "\n");
+    std::fs::write(d.join("proc/stat"), stat).unwrap();
+    us.fetch_add(1_000_000, Ordering::SeqCst);
+    let s = c.poll(2000).unwrap();
+    assert_eq!(c.cpus(), [0]);
+    assert_eq!(value(&s, Metric::CoreFrequency, "cpu1"), None);
+    assert_eq!(value(&s, Metric::CoreFrequency, "cpu0"), Some(2596.146));
+}
+
 #[test]
 fn kvm_guest_without_cpufreq_reads_cpuinfo_and_haltpoll_states() {
     let dir = copy_fixture("kvm-amd-epyc-haltpoll");

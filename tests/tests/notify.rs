@@ -151,8 +151,16 @@ fn a_stalled_sampling_loop_stops_the_watchdog_pings() {
     let cpuinfo = proc.join("cpuinfo");
     std::fs::remove_file(&cpuinfo).expect("removing cpuinfo");
     nix::unistd::mkfifo(&cpuinfo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
-    // Rewritten in place: the collector's kept handle sees the new contents.
+    // Rewritten in place: the collector's kept handles see the new contents. As the
+    // kernel's, /proc/stat lists the online CPUs only (the collector reads `online` again
+    // when it does not list the CPUs it reads).
     std::fs::write(sys.join("devices/system/cpu/online"), "0\n").expect("hotplug");
+    let stat = std::fs::read_to_string(proc.join("stat")).expect("stat");
+    let online_only: String = stat
+        .lines()
+        .filter(|l| !l.starts_with("cpu1 "))
+        .fold(String::new(), |out, l| out + l + "\n");
+    std::fs::write(proc.join("stat"), online_only).expect("hotplug in /proc/stat");
     daemon.wait_for_log("cpu online set changed", Duration::from_secs(5));
     let stalled_at = Instant::now();
 

@@ -309,7 +309,6 @@ impl Collector for CpuCollector {
     }
 
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
-        self.check_hotplug();
         let now = (self.clock)();
         let elapsed_us = self
             .last_clock
@@ -320,6 +319,31 @@ impl Collector for CpuCollector {
         let mut out = Vec::with_capacity(self.cpus.len() * 10 + 24);
         let sample =
             |metric, channel: &str, value| Sample::new(now_ms, SOURCE, metric, channel, value);
+
+        // `/proc/stat` first: it lists the online CPUs only, so a hotplug shows there and
+        // `online` is read again (and the per-CPU parts below follow it) in this same poll.
+        let mut lists_online = false;
+        if let Part::Ready(stat) = &mut self.stat {
+            let result = stat.read(
+                &mut self.buf,
+                self.per_cpu_times,
+                |metric, channel, share| {
+                    out.push(sample(metric, channel, share));
+                },
+            );
+            lists_online = result.is_ok() && stat.lists(&self.cpus);
+            if let Err(e) = result {
+                if e.action() == crate::Action::Stop {
+                    tracing::info!("cpu stat unavailable: {e}");
+                    self.stat = Part::Unavailable(e.to_string());
+                } else {
+                    tracing::debug!("cpu stat: {e}");
+                }
+            }
+        }
+        if !lists_online {
+            self.check_hotplug();
+        }
 
         if let Part::Ready(freq) = &mut self.freq {
             let (mut sum, mut n) = (0.0, 0u32);
@@ -350,24 +374,6 @@ impl Collector for CpuCollector {
             });
             if stale || self.polls.is_multiple_of(REDISCOVER_EVERY) {
                 idle.rediscover(&self.cpus);
-            }
-        }
-
-        if let Part::Ready(stat) = &mut self.stat {
-            let result = stat.read(
-                &mut self.buf,
-                self.per_cpu_times,
-                |metric, channel, share| {
-                    out.push(sample(metric, channel, share));
-                },
-            );
-            if let Err(e) = result {
-                if e.action() == crate::Action::Stop {
-                    tracing::info!("cpu stat unavailable: {e}");
-                    self.stat = Part::Unavailable(e.to_string());
-                } else {
-                    tracing::debug!("cpu stat: {e}");
-                }
             }
         }
 

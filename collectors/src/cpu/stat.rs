@@ -148,6 +148,17 @@ impl StatReader {
         Ok(reader)
     }
 
+    /// Whether the last read listed exactly `cpus` (sorted), as `/proc/stat` lists the
+    /// online CPUs.
+    pub fn lists(&self, cpus: &[usize]) -> bool {
+        self.per_cpu
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| slot.seen)
+            .map(|(n, _)| n)
+            .eq(cpus.iter().copied())
+    }
+
     /// Read once. With a previous reading, emit `(Metric::CpuBusy, "all" | "cpuN", share)` and
     /// `(Metric::CpuTime, "all/<field>", share)`, plus `cpuN/<field>` when `per_cpu_times`.
     pub fn read(

@@ -52,10 +52,13 @@ pub struct Scheduled {
     stopped: bool,
     /// Rejection counts per device last stored, so a change is stored once.
     rejected: std::collections::BTreeMap<String, wattson_collectors::plausibility::Rejections>,
+    /// The source's name as [`InPoll`] shows it, formatted once.
+    name: Arc<str>,
 }
 
 impl Scheduled {
     pub fn new(collector: Box<dyn Collector>, interval: Duration) -> Scheduled {
+        let collector_name = collector.source().to_string();
         Scheduled {
             collector,
             interval,
@@ -65,6 +68,7 @@ impl Scheduled {
             consecutive_failures: 0,
             stopped: false,
             rejected: std::collections::BTreeMap::new(),
+            name: Arc::from(collector_name.as_str()),
         }
     }
 
@@ -79,28 +83,26 @@ pub type Heartbeat = Arc<AtomicI64>;
 /// Which collector the sampler is polling right now, and since when: what the daemon names
 /// when the sampler does not stop (a read blocked in a driver, say).
 #[derive(Debug, Default)]
-pub struct InPoll(Mutex<(String, Option<Instant>)>);
+pub struct InPoll(Mutex<Option<(Arc<str>, Instant)>>);
 
 impl InPoll {
-    fn enter(&self, source: &SourceId) {
-        use std::fmt::Write;
+    fn enter(&self, c: &Scheduled) {
         if let Ok(mut g) = self.0.lock() {
-            g.0.clear();
-            let _ = write!(g.0, "{source}");
-            g.1 = Some(Instant::now());
+            *g = Some((c.name.clone(), Instant::now()));
         }
     }
 
     fn leave(&self) {
         if let Ok(mut g) = self.0.lock() {
-            g.1 = None;
+            *g = None;
         }
     }
 
     /// The collector in a poll and how long it has been in it; `None` between polls.
     pub fn current(&self) -> Option<(String, Duration)> {
         let g = self.0.lock().ok()?;
-        g.1.map(|since| (g.0.clone(), since.elapsed()))
+        g.as_ref()
+            .map(|(name, since)| (name.to_string(), since.elapsed()))
     }
 }
 
@@ -249,7 +251,7 @@ pub fn run_with_clock(
                 if c.stopped || c.next_due > now || in_flight.contains(&i) != read_last {
                     continue;
                 }
-                in_poll.enter(c.source());
+                in_poll.enter(c);
                 poll_one(c, clock.now_ms(), &mut buffer, &mut *sink, live);
                 in_poll.leave();
                 // Keep the schedule on its grid; if we fell behind, skip ahead rather than

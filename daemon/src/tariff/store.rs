@@ -303,11 +303,10 @@ pub fn remove(conn: &Connection, source: &str) -> Result<bool, PriceStoreError> 
 
 /// A cheap fingerprint of every series: changes whenever any slot does.
 pub fn revision(store: &Store) -> Result<(i64, i64), PriceStoreError> {
-    Ok(store.conn().query_row(
-        "SELECT count(*), coalesce(sum(revision), 0) FROM price_series",
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?)
+    Ok(store
+        .conn()
+        .prepare_cached("SELECT count(*), coalesce(sum(revision), 0) FROM price_series")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?)
 }
 
 /// One series' slots; an open slot (a live price) holds until `now_ms` plus an hour, so
