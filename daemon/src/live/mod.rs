@@ -36,6 +36,13 @@ pub struct LiveState {
     publishes: std::sync::atomic::AtomicU64,
     /// Asks for fresh store figures before each publish (the ledger feed's refresh).
     before_publish: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Sample time (UTC ms) of the pass whose publish asked for figures not yet answered;
+    /// 0 when none is outstanding.
+    asked_ms: AtomicI64,
+    /// Sample time of the newest pass observed.
+    pass_ms: AtomicI64,
+    /// The newest publish the store's figures count ([`LiveState::figures_answer`]).
+    answered: std::sync::atomic::AtomicU64,
     feed: feed::SampleFeed,
     /// Whether per-core busy shares and frequencies are kept (for `/metrics`).
     keep_cores: std::sync::atomic::AtomicBool,
@@ -117,6 +124,10 @@ impl LiveState {
         self.record(samples);
         self.feed.publish(samples);
         let period = self.publish_period_ms.load(Ordering::Relaxed);
+        if let Some(ts) = samples.iter().map(|s| s.ts_ms).max() {
+            self.pass_ms.store(ts, Ordering::Relaxed);
+            self.publish_if_figures_late(ts);
+        }
         if let Some(ts) = samples.iter().map(|s| s.ts_ms).max()
             && period > 0
         {
@@ -131,13 +142,50 @@ impl LiveState {
         false
     }
 
-    /// Begin a publish: ask for fresh store figures, then wake [`LiveState::publish_due`].
+    /// Begin a publish. Where the store's figures are asked for first
+    /// ([`LiveState::before_publish`]), their arrival wakes the publisher (one wake-up of
+    /// the runtime, not two), and a later pass wakes [`LiveState::publish_due`] only if they
+    /// have not come within [`LiveState::figures_within`]; otherwise it wakes it now.
     pub fn publish_now(&self) {
         self.publishes.fetch_add(1, Ordering::Relaxed);
         if let Some(ask) = self.before_publish.get() {
+            let pass = self.pass_ms.load(Ordering::Relaxed).max(1);
+            self.asked_ms.store(pass, Ordering::Relaxed);
             ask();
+        } else {
+            self.publish.notify_one();
         }
-        self.publish.notify_one();
+    }
+
+    /// The store's figures for publishes up to `publishes` are ready (the ledger feed's
+    /// reads); the feed's watch channel carries them to the publisher.
+    pub fn figures_answer(&self, publishes: u64) {
+        self.answered.fetch_max(publishes, Ordering::Relaxed);
+    }
+
+    /// How long a publish waits for the store's figures before it goes out with the last
+    /// ones (a slow store delays no state more): half the interval, at most a second.
+    pub fn figures_within(&self) -> Duration {
+        let period = self.publish_period_ms.load(Ordering::Relaxed).max(0) as u64;
+        Duration::from_millis(period / 2).min(Duration::from_secs(1))
+    }
+
+    /// On the sampler's pass at sample time `ts_ms`: a publish whose figures are late by
+    /// [`LiveState::figures_within`] goes out without them.
+    fn publish_if_figures_late(&self, ts_ms: i64) {
+        let asked = self.asked_ms.load(Ordering::Relaxed);
+        if asked == 0 {
+            return;
+        }
+        if self.answered.load(Ordering::Relaxed) >= self.publishes.load(Ordering::Relaxed) {
+            self.asked_ms.store(0, Ordering::Relaxed);
+            return;
+        }
+        let within = self.figures_within().as_millis() as i64;
+        if ts_ms >= asked + within {
+            self.asked_ms.store(0, Ordering::Relaxed);
+            self.publish.notify_one();
+        }
     }
 
     /// How many publishes have begun: store figures read after the latest count it.
@@ -386,16 +434,58 @@ mod tests {
         observe(1_000_009_000);
         assert!(!due(&live));
         observe(1_000_010_000);
+        assert_eq!(live.publishes(), 1, "a new interval began at ...010 000");
+        assert_eq!(asked.load(Ordering::Relaxed), 1, "fresh figures asked for");
+        assert!(
+            !due(&live),
+            "the figures' arrival wakes the publisher, not the sampler"
+        );
+        // They do not come: the next pass a second later says so, once.
         observe(1_000_011_000);
-        assert!(due(&live), "a new interval began at ...010 000");
+        assert!(
+            due(&live),
+            "late figures: the publish goes out without them"
+        );
+        observe(1_000_012_000);
         assert!(!due(&live), "once per interval");
         observe(1_000_035_000);
-        assert!(due(&live), "after a gap, the next pass is due");
-        assert_eq!(live.publishes(), 2);
+        assert_eq!(live.publishes(), 2, "after a gap, the next pass begins one");
+        // This time they come in time: nothing more from the sampler.
+        live.figures_answer(2);
+        observe(1_000_036_000);
+        assert!(!due(&live), "answered figures are not late");
         assert_eq!(
             asked.load(Ordering::Relaxed),
             2,
             "fresh figures asked for each"
         );
+    }
+
+    #[test]
+    fn without_figures_to_wait_for_a_publish_is_due_at_once() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let live = LiveState::default();
+        live.publish_every(Duration::from_secs(10));
+        for ts in [1_000_003_000, 1_000_010_000] {
+            let pass = [Sample::new(
+                ts,
+                SourceId::meter("wall"),
+                Metric::Power,
+                "",
+                1.0,
+            )];
+            if live.observe(&pass) {
+                live.publish_now();
+            }
+        }
+        let due = rt.block_on(async {
+            tokio::time::timeout(Duration::from_millis(1), live.publish_due())
+                .await
+                .is_ok()
+        });
+        assert!(due);
     }
 }

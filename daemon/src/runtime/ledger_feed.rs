@@ -242,6 +242,7 @@ impl Routine for Feed {
             self.tariff.as_ref(),
             self.cpus,
         );
+        self.live.figures_answer(extras.publishes);
         self.tx.send_replace(extras);
         true
     }

@@ -2,8 +2,8 @@
 //!
 //! One task, on a [`Connection`] of the MQTT [`driver`](super::driver) (which owns
 //! rumqttc's event loop, reconnects with backoff and skips oversized messages). It runs
-//! once per `publish_interval` of sample time (woken by the sampler's pass through
-//! [`LiveState::publish_due`]), takes the interval means from [`LiveState`] and hands
+//! once per `publish_interval` of sample time (woken by the store's figures for the
+//! sampler's pass that began it, or by [`LiveState::publish_due`]), takes the interval means from [`LiveState`] and hands
 //! messages to rumqttc's bounded request queue with `try_publish`: when the broker is slow
 //! or away, live updates are dropped (and counted), never queued without bound, and the
 //! sampler, which only writes to `LiveState`, is never blocked. Retained messages waiting
@@ -179,14 +179,13 @@ impl Task {
         // several times per interval as tokio's timer wheel cascades towards it.
         let live = self.live.clone();
         live.publish_every(interval);
-        // A due publish waits for the store's figures read after the sampler handed over
-        // the pass that began it, at most this long (a slow store delays no state more).
-        let figures_within = (interval / 2).min(Duration::from_secs(1));
-        let mut waiting: Option<(u64, tokio::time::Instant)> = None;
+        // A publish goes out when the store's figures read after the sampler handed over
+        // the pass that began it arrive (their watch channel wakes this task: one wake-up
+        // per publish), or when the sampler says they are late (`publish_due`).
+        let mut published = live.publishes();
         let mut extras_open = true;
         loop {
             let retry_outbox = !self.outbox.is_empty() && self.connected;
-            let deadline = waiting.map(|(_, at)| at);
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
@@ -194,25 +193,21 @@ impl Task {
                     Some(ev) => self.on_event(ev),
                     None => break,
                 },
-                () = live.publish_due(), if waiting.is_none() => {
-                    let wanted = live.publishes();
-                    if extras_open && self.extras.borrow().publishes < wanted {
-                        waiting = Some((wanted, tokio::time::Instant::now() + figures_within));
-                    } else {
-                        self.on_tick(interval);
-                    }
-                }
-                changed = self.extras.changed(), if waiting.is_some() => {
+                changed = self.extras.changed(), if extras_open => {
                     extras_open = changed.is_ok();
-                    if !extras_open || waiting.is_some_and(|(w, _)| self.extras.borrow().publishes >= w) {
-                        waiting = None;
+                    let answered = self.extras.borrow().publishes;
+                    if answered > published {
+                        published = answered;
                         self.on_tick(interval);
                     }
                 }
-                () = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
-                    tracing::debug!("MQTT: the store's figures are late; publishing them as they were");
-                    waiting = None;
-                    self.on_tick(interval);
+                () = live.publish_due() => {
+                    let due = live.publishes();
+                    if due > published {
+                        tracing::debug!("MQTT: the store's figures are late; publishing them as they were");
+                        published = due;
+                        self.on_tick(interval);
+                    }
                 }
                 () = tokio::time::sleep(Duration::from_millis(50)), if retry_outbox => {}
             }
