@@ -395,21 +395,23 @@ mod tests {
         assert_eq!(live.latest().len(), 1, "not in the published series");
     }
 
-    #[test]
-    fn publishing_is_due_once_per_interval_of_sample_time() {
-        let rt = tokio::runtime::Builder::new_current_thread()
+    /// Whether [`LiveState::publish_due`] completes at once.
+    fn due(live: &LiveState) -> bool {
+        tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
-            .unwrap();
-        let live = LiveState::default();
-        live.publish_every(Duration::from_secs(10));
-        let due = |live: &LiveState| {
-            rt.block_on(async {
+            .unwrap()
+            .block_on(async {
                 tokio::time::timeout(Duration::from_millis(1), live.publish_due())
                     .await
                     .is_ok()
             })
-        };
+    }
+
+    #[test]
+    fn publishing_is_due_once_per_interval_of_sample_time() {
+        let live = LiveState::default();
+        live.publish_every(Duration::from_secs(10));
         let pass = |ts: i64| {
             [Sample::new(
                 ts,
@@ -463,10 +465,6 @@ mod tests {
 
     #[test]
     fn without_figures_to_wait_for_a_publish_is_due_at_once() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
         let live = LiveState::default();
         live.publish_every(Duration::from_secs(10));
         for ts in [1_000_003_000, 1_000_010_000] {
@@ -481,11 +479,6 @@ mod tests {
                 live.publish_now();
             }
         }
-        let due = rt.block_on(async {
-            tokio::time::timeout(Duration::from_millis(1), live.publish_due())
-                .await
-                .is_ok()
-        });
-        assert!(due);
+        assert!(due(&live));
     }
 }
