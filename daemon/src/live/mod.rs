@@ -124,11 +124,12 @@ impl LiveState {
         self.record(samples);
         self.feed.publish(samples);
         let period = self.publish_period_ms.load(Ordering::Relaxed);
-        if let Some(ts) = samples.iter().map(|s| s.ts_ms).max() {
+        let newest = samples.iter().map(|s| s.ts_ms).max();
+        if let Some(ts) = newest {
             self.pass_ms.store(ts, Ordering::Relaxed);
             self.publish_if_figures_late(ts);
         }
-        if let Some(ts) = samples.iter().map(|s| s.ts_ms).max()
+        if let Some(ts) = newest
             && period > 0
         {
             let next = self.next_publish_ms.load(Ordering::Relaxed);
