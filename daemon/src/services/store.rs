@@ -40,15 +40,12 @@ pub fn record(
     let wall = interval.wall_w.unwrap_or(0.0);
     let metered_s = if metered { interval.elapsed_s } else { 0.0 };
     // The first interval of an hour prunes: once an hour, not at every poll.
-    let new_hour = row(
+    let new_hour = !exists(
         &tx,
         "SELECT 1 FROM service_host_hour WHERE host = ?1 AND hour_ms = ?2",
         params![host, hour],
-        |_| Ok(()),
     )
-    .optional()
-    .map_err(&err)?
-    .is_none();
+    .map_err(&err)?;
     exec(&tx,
         "INSERT INTO service_host_hour (host, hour_ms, elapsed_s, busy_cpu_s, metered_s, wall_ws)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -77,15 +74,12 @@ pub fn record(
         let special = matches!(key.kind.as_str(), "other" | "rest" | "self");
         let id = group_id(&tx, host, &key).map_err(&err)?;
         let present = match id {
-            Some(id) => row(
+            Some(id) => exists(
                 &tx,
                 "SELECT 1 FROM service_hour WHERE group_id = ?1 AND hour_ms = ?2",
                 params![id, hour],
-                |_| Ok(()),
             )
-            .optional()
-            .map_err(&err)?
-            .is_some(),
+            .map_err(&err)?,
             None => false,
         };
         if !special && !present && in_hour >= cap - 3 {
@@ -158,6 +152,17 @@ fn row<T>(
     f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
 ) -> rusqlite::Result<T> {
     conn.prepare_cached(sql)?.query_row(params, f)
+}
+
+/// Whether `sql` finds a row (through the statement cache).
+fn exists(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<bool> {
+    row(conn, sql, params, |_| Ok(()))
+        .optional()
+        .map(|found| found.is_some())
 }
 
 fn group_id(
