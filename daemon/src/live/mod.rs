@@ -56,7 +56,7 @@ struct Inner {
     /// its series without building a key: a sample's fields are borrowed for the lookups).
     series: BTreeMap<SourceId, BTreeMap<Metric, BTreeMap<String, Series>>>,
     /// Latest per-core busy share and frequency (`cpuN`), while [`LiveState::keep_per_core`].
-    cores: BTreeMap<(Metric, String), (i64, f64)>,
+    cores: BTreeMap<Metric, BTreeMap<String, (i64, f64)>>,
 }
 
 /// One series' latest reading and its sum and count since the last `take_means`.
@@ -230,9 +230,13 @@ impl LiveState {
                     && matches!(s.metric, Metric::CpuBusy | Metric::CoreFrequency)
                     && !s.channel.contains('/')
                 {
-                    inner
-                        .cores
-                        .insert((s.metric, s.channel.clone()), (s.ts_ms, s.value));
+                    let channels = inner.cores.entry(s.metric).or_default();
+                    match channels.get_mut(s.channel.as_str()) {
+                        Some(latest) => *latest = (s.ts_ms, s.value),
+                        None => {
+                            channels.insert(s.channel.clone(), (s.ts_ms, s.value));
+                        }
+                    }
                 }
                 continue;
             }
@@ -259,12 +263,14 @@ impl LiveState {
         inner
             .cores
             .iter()
-            .map(|((metric, channel), (ts, v))| LiveReading {
-                source: SourceId::Cpu,
-                metric: *metric,
-                channel: channel.clone(),
-                ts_ms: *ts,
-                value: *v,
+            .flat_map(|(metric, channels)| {
+                channels.iter().map(|(channel, (ts, v))| LiveReading {
+                    source: SourceId::Cpu,
+                    metric: *metric,
+                    channel: channel.clone(),
+                    ts_ms: *ts,
+                    value: *v,
+                })
             })
             .collect()
     }
