@@ -27,7 +27,14 @@ fn input() -> ReportInput {
         end: NaiveTime::from_hms_opt(7, 30, 0).unwrap(),
         price_per_kwh: 0.07,
     };
-    let tariff = Tariff::simple("GBP", 0.30, 0.45, vec![night], chrono_tz::Europe::London).unwrap();
+    let tariff = Tariff::simple(
+        "GBP",
+        0.30,
+        0.45,
+        vec![night],
+        wattson::zone::Zone::named("Europe/London").unwrap(),
+    )
+    .unwrap();
     let t0: i64 = "2025-01-01T00:00:00Z"
         .parse::<DateTime<Utc>>()
         .unwrap()

@@ -30,3 +30,4 @@ pub mod sources;
 pub mod store;
 pub mod sweep;
 pub mod tariff;
+pub mod zone;

@@ -131,7 +131,7 @@ fn input(tariff: Tariff) -> ReportInput {
 }
 
 fn flat() -> Tariff {
-    Tariff::simple("GBP", 0.25, 0.0, vec![], chrono_tz::UTC).unwrap()
+    Tariff::simple("GBP", 0.25, 0.0, vec![], wattson::zone::Zone::UTC).unwrap()
 }
 
 #[test]
@@ -200,7 +200,7 @@ fn a_time_of_use_title_names_the_effective_mean_price() {
         end: NaiveTime::from_hms_opt(6, 0, 0).unwrap(),
         price_per_kwh: 0.05,
     };
-    let t = Tariff::simple("GBP", 0.25, 0.0, vec![night], chrono_tz::UTC).unwrap();
+    let t = Tariff::simple("GBP", 0.25, 0.0, vec![night], wattson::zone::Zone::UTC).unwrap();
     let r = report::build(&input(t)).unwrap();
     // 6 h at 0.05 and 18 h at 0.25: 0.2 per kWh on average.
     assert!((r.mean_price_per_kwh - 0.2).abs() < 1e-9);

@@ -506,3 +506,55 @@ fn the_unit_the_package_the_readme_and_the_example_agree_on_the_mqtt_credential(
     let (code, stderr) = wattson_with(cmd, &config, &["config", "check"]);
     assert_eq!(code, Some(0), "{stderr}\n--- config:\n{enabled}");
 }
+
+/// `[tariff] timezone` comes from the system's tzdata (`$TZDIR` here), else from the IANA
+/// database compiled into the binary. A name in the wrong case is refused by every command
+/// with the right spelling; a corrupt tzdata file is refused naming the file, never
+/// replaced by the compiled-in copy in silence.
+#[test]
+fn a_tariff_zone_is_read_from_tzdata_else_the_compiled_in_database_and_a_misspelt_one_is_refused() {
+    let zone = |name: &str| format!("\n[tariff]\ncurrency = \"GBP\"\ntimezone = \"{name}\"\n");
+    refused_everywhere(&zone("europe/london"), "tariff.timezone", "europe/london");
+
+    let env = TestEnv::new();
+    let (code, stderr) = check(&env.config(&zone("europe/london")));
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains("did you mean \"Europe/London\"?"),
+        "{stderr}"
+    );
+    let (code, stderr) = check(&env.config(&zone("../../etc/passwd")));
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(stderr.contains("is not an IANA time zone name"), "{stderr}");
+
+    // No tzdata on the machine: an empty $TZDIR.
+    let empty = env.path("no-zoneinfo");
+    std::fs::create_dir_all(&empty).unwrap();
+    let config = env.config(&zone("Europe/London"));
+    let mut cmd = wattson();
+    cmd.env("TZDIR", &empty);
+    let (code, stderr) = wattson_with(cmd, &config, &["config", "check"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for args in [
+        &["run", "--duration", "2s"][..],
+        &["report", "--format", "json"],
+    ] {
+        let mut cmd = wattson();
+        cmd.env("TZDIR", &empty);
+        let (code, stderr) = wattson_with(cmd, &config, args);
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+    }
+
+    // A corrupt file where the zone should be.
+    let corrupt = env.path("corrupt-zoneinfo");
+    std::fs::create_dir_all(corrupt.join("Europe")).unwrap();
+    std::fs::write(corrupt.join("Europe/London"), "not tzdata").unwrap();
+    let mut cmd = wattson();
+    cmd.env("TZDIR", &corrupt);
+    let (code, stderr) = wattson_with(cmd, &config, &["config", "check"]);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains("corrupt-zoneinfo/Europe/London is not valid tzdata"),
+        "{stderr}"
+    );
+}

@@ -17,8 +17,8 @@
 
 use std::sync::Arc;
 
+use crate::zone::Zone;
 use chrono::{DateTime, Duration, NaiveDate, NaiveTime, Offset, TimeZone, Utc};
-use chrono_tz::Tz;
 use thiserror::Error;
 
 use super::price_series::SeriesSet;
@@ -117,7 +117,7 @@ pub struct Tariff {
     standing_charge_per_day: f64,
     /// Sorted by `effective_from`, no two on one date.
     changes: Vec<TariffChange>,
-    tz: Tz,
+    tz: Zone,
     /// Every local time of day at which some price may change, midnight first.
     boundaries: Vec<NaiveTime>,
     /// Price series that take precedence per slot (none: the configured prices only).
@@ -141,7 +141,7 @@ impl Tariff {
         currency: &str,
         standing_charge_per_day: f64,
         mut changes: Vec<TariffChange>,
-        tz: Tz,
+        tz: Zone,
     ) -> Result<Self, TariffError> {
         if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
             return Err(TariffError::BadCurrency(currency.to_string()));
@@ -221,7 +221,7 @@ impl Tariff {
         price_per_kwh: f64,
         standing_charge_per_day: f64,
         periods: Vec<Period>,
-        tz: Tz,
+        tz: Zone,
     ) -> Result<Self, TariffError> {
         let change = TariffChange {
             effective_from: NaiveDate::MIN,
@@ -247,7 +247,7 @@ impl Tariff {
     }
 
     /// The time zone periods and dates are written in.
-    pub fn tz(&self) -> Tz {
+    pub fn tz(&self) -> Zone {
         self.tz
     }
 
@@ -405,7 +405,11 @@ fn check_price(what: &str, value: f64) -> Result<(), TariffError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono_tz::Europe::London;
+    use crate::zone::Zone;
+
+    fn london() -> Zone {
+        Zone::named("Europe/London").expect("Europe/London loads")
+    }
 
     fn hm(h: u32, m: u32) -> NaiveTime {
         NaiveTime::from_hms_opt(h, m, 0).unwrap()
@@ -421,7 +425,7 @@ mod tests {
             end: hm(7, 30),
             price_per_kwh: 0.07,
         };
-        Tariff::simple("GBP", 0.30, 0.0, vec![night], London).unwrap()
+        Tariff::simple("GBP", 0.30, 0.0, vec![night], london()).unwrap()
     }
 
     #[test]
@@ -446,7 +450,7 @@ mod tests {
         };
         assert!(p.contains(hm(23, 30)) && p.contains(hm(0, 0)) && p.contains(hm(6, 59)));
         assert!(!p.contains(hm(7, 0)) && !p.contains(hm(22, 59)));
-        let t = Tariff::simple("GBP", 0.20, 0.0, vec![p], chrono_tz::UTC).unwrap();
+        let t = Tariff::simple("GBP", 0.20, 0.0, vec![p], crate::zone::Zone::UTC).unwrap();
         assert_eq!(t.price_at(utc("2026-02-01T23:30:00Z")), 0.10);
         assert_eq!(t.price_at(utc("2026-02-01T12:00:00Z")), 0.20);
         // 8 h at 0.10 and 16 h at 0.20 average 0.4 / 24 * ... = (0.8 + 3.2) / 24.
@@ -463,7 +467,13 @@ mod tests {
             periods: vec![],
         };
         // Given out of order on purpose.
-        let t = Tariff::new("GBP", 0.5, vec![change(10, 0.30), change(1, 0.20)], London).unwrap();
+        let t = Tariff::new(
+            "GBP",
+            0.5,
+            vec![change(10, 0.30), change(1, 0.20)],
+            london(),
+        )
+        .unwrap();
         // 23:30 UTC on 9 June is 00:30 BST on 10 June: the new price.
         assert_eq!(t.price_at(utc("2026-06-09T22:59:59Z")), 0.20);
         assert_eq!(t.price_at(utc("2026-06-09T23:00:00Z")), 0.30);
@@ -484,7 +494,7 @@ mod tests {
             end: hm(1, 45),
             price_per_kwh: 1.0,
         };
-        let t = Tariff::simple("GBP", 0.1, 0.0, vec![p], London).unwrap();
+        let t = Tariff::simple("GBP", 0.1, 0.0, vec![p], london()).unwrap();
         let start = utc("2026-03-29T00:00:00Z").timestamp_millis();
         let end = utc("2026-03-29T23:00:00Z").timestamp_millis(); // 23 local hours
         assert!((t.mean_price(start, end).unwrap() - 0.1).abs() < 1e-12);
@@ -505,7 +515,7 @@ mod tests {
             end: hm(e, 0),
             price_per_kwh: 0.1,
         };
-        let tz = chrono_tz::UTC;
+        let tz = crate::zone::Zone::UTC;
         assert!(matches!(
             Tariff::simple("gbp", 0.1, 0.0, vec![], tz),
             Err(TariffError::BadCurrency(_))

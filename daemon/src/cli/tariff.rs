@@ -48,7 +48,7 @@ pub struct ImportArgs {
     pub currency: Option<String>,
     /// The time zone of a day-ahead CSV whose header names none (e.g. Europe/Oslo).
     #[arg(long, value_name = "ZONE")]
-    pub timezone: Option<chrono_tz::Tz>,
+    pub timezone: Option<crate::zone::Zone>,
     /// The price column of a day-ahead CSV with several areas (e.g. "SE3 (EUR)").
     #[arg(long, value_name = "HEADER")]
     pub column: Option<String>,

@@ -252,15 +252,8 @@ impl Validator<'_> {
                     self.price(p, "tariff.standing_charge_per_day")?;
             }
             if let Some(tz) = t.timezone {
-                if tz.get_ref().parse::<chrono_tz::Tz>().is_err() {
-                    return Err(self.err(
-                        tz.span(),
-                        "tariff.timezone",
-                        format!(
-                            "{:?} is not an IANA time zone such as \"Europe/London\"",
-                            tz.get_ref()
-                        ),
-                    ));
+                if let Err(e) = crate::zone::Zone::named(tz.get_ref()) {
+                    return Err(self.err(tz.span(), "tariff.timezone", e.to_string()));
                 }
                 config.tariff.timezone = Some(tz.into_inner());
             }

@@ -6,8 +6,8 @@
 //!
 //! Units: kWh, the tariff's currency, W, UTC ms; a `ci95` is a 95 % half-width.
 
+use crate::zone::Zone;
 use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, TimeZone, Utc};
-use chrono_tz::Tz;
 use serde::Serialize;
 use wattson_collectors::SourceId;
 use wattson_collectors::meter::{Accuracy, Protocol};
@@ -38,7 +38,7 @@ pub fn tariff_from_config(t: &TariffConfig) -> Result<Tariff, TariffError> {
     let tz = t
         .timezone
         .as_deref()
-        .and_then(|z| z.parse::<Tz>().ok())
+        .and_then(|z| Zone::named(z).ok())
         .unwrap_or_else(local_tz);
     let periods = |ps: &[PeriodConfig]| -> Vec<Period> {
         ps.iter()
@@ -63,27 +63,9 @@ pub fn tariff_from_config(t: &TariffConfig) -> Result<Tariff, TariffError> {
 }
 
 /// This machine's IANA time zone: `$TZ`, else `/etc/timezone`, else the `/etc/localtime`
-/// link's target; UTC when none names a zone chrono-tz knows.
-pub fn local_tz() -> Tz {
-    let from_env = std::env::var("TZ")
-        .ok()
-        .map(|s| s.trim_start_matches(':').to_string());
-    let from_file = || {
-        std::fs::read_to_string("/etc/timezone")
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
-    let from_link = || {
-        std::fs::read_link("/etc/localtime").ok().and_then(|p| {
-            let s = p.to_string_lossy().into_owned();
-            s.split_once("zoneinfo/").map(|(_, z)| z.to_string())
-        })
-    };
-    [from_env, from_file(), from_link()]
-        .into_iter()
-        .flatten()
-        .find_map(|z| z.parse::<Tz>().ok())
-        .unwrap_or(chrono_tz::UTC)
+/// link's target; UTC when none names a zone that loads.
+pub fn local_tz() -> Zone {
+    crate::zone::local()
 }
 
 /// The source that measures the whole machine at the wall: the first configured meter, else
@@ -173,7 +155,7 @@ pub struct CostSummary {
 }
 
 /// Local midnight of `date` in `tz`, UTC ms (the earliest when the clock goes back).
-pub fn local_midnight(tz: Tz, date: chrono::NaiveDate) -> i64 {
+pub fn local_midnight(tz: Zone, date: chrono::NaiveDate) -> i64 {
     tz.from_local_datetime(&date.and_time(NaiveTime::MIN))
         .earliest()
         .map_or_else(
@@ -299,7 +281,7 @@ mod tests {
             ..TariffConfig::default()
         };
         let tariff = tariff_from_config(&t).unwrap();
-        assert_eq!(tariff.tz(), chrono_tz::Europe::London);
+        assert_eq!(tariff.tz(), Zone::named("Europe/London").unwrap());
         assert_eq!(tariff.standing_charge_per_day(), 0.5);
         let at = |s: &str| tariff.price_at(s.parse::<DateTime<Utc>>().unwrap());
         assert_eq!(at("2026-01-10T01:00:00Z"), 0.07);

@@ -66,7 +66,7 @@ mod tests {
 
     #[test]
     fn half_a_cpu_at_fifteen_watts_a_cpu_costs_by_hand_arithmetic() {
-        let tariff = Tariff::simple("GBP", 0.30, 0.0, vec![], chrono_tz::UTC).unwrap();
+        let tariff = Tariff::simple("GBP", 0.30, 0.0, vec![], crate::zone::Zone::UTC).unwrap();
         // Two hours at 7.5 W.
         let got = project(&tariff, &[(0, 7.5), (HOUR_MS, 7.5)], 2.0, Some(1.0))
             .unwrap()

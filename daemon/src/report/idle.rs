@@ -265,7 +265,7 @@ mod tests {
                 price_per_kwh: 0.30,
                 periods: vec![],
             }],
-            chrono_tz::UTC,
+            crate::zone::Zone::UTC,
         )
         .unwrap();
         let today = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();

@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::zone::Zone;
 use anyhow::Context as _;
 use chrono::{DateTime, Duration, NaiveDate, TimeZone as _, Utc};
-use chrono_tz::Tz;
 
 use super::gather::{StoreData, gather_from_store};
 use super::{ConfigInput, Format, ReportInput, ReportOptions, model::resolve_config_list};
@@ -75,7 +75,7 @@ pub fn parse_when(s: &str) -> Result<When, String> {
 }
 
 /// Local midnight of `date` in `tz` as UTC ms (the earliest one when the clock goes back).
-fn midnight_ms(date: NaiveDate, tz: Tz) -> i64 {
+fn midnight_ms(date: NaiveDate, tz: Zone) -> i64 {
     let naive = date.and_time(chrono::NaiveTime::MIN);
     tz.from_local_datetime(&naive).earliest().map_or_else(
         || naive.and_utc().timestamp_millis(),
@@ -85,7 +85,7 @@ fn midnight_ms(date: NaiveDate, tz: Tz) -> i64 {
 
 /// Resolves a bound to UTC ms. A date starts the window at its local midnight (`since`)
 /// or ends it at the next one (`until`).
-pub fn resolve_when(w: When, now: DateTime<Utc>, tz: Tz, end: bool) -> i64 {
+pub fn resolve_when(w: When, now: DateTime<Utc>, tz: Zone, end: bool) -> i64 {
     match w {
         When::Date(d) => midnight_ms(if end { d + Duration::days(1) } else { d }, tz),
         When::Ago(ago) => {
@@ -111,8 +111,7 @@ pub fn produce(
         .clone()
         .unwrap_or_else(|| config.storage.path.clone());
     let (from_ms, to_ms) = {
-        let tz =
-            super::input::tariff_from_config(&config.tariff).map_or(chrono_tz::UTC, |t| t.tz());
+        let tz = super::input::tariff_from_config(&config.tariff).map_or(Zone::UTC, |t| t.tz());
         (
             args.since.map(|w| resolve_when(w, now, tz, false)),
             args.until.map(|w| resolve_when(w, now, tz, true)),
@@ -321,7 +320,7 @@ mod tests {
                 .contains("YYYY-MM-DD")
         );
         let now: DateTime<Utc> = "2026-03-31T12:00:00Z".parse().unwrap();
-        let tz = chrono_tz::Europe::London;
+        let tz = Zone::named("Europe/London").unwrap();
         // 31 March is BST: local midnight is 23:00 UTC the day before.
         let d = When::Date(NaiveDate::from_ymd_opt(2026, 3, 31).unwrap());
         assert_eq!(

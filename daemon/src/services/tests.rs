@@ -65,7 +65,7 @@ fn half_a_cpu_of_fifteen_watts_above_a_forty_watt_floor_is_seven_and_a_half_watt
         );
         services_store::record(&s, "basket", &iv, 10, 30 * DAY_MS).unwrap();
     }
-    let tariff = Tariff::simple("GBP", 0.30, 0.0, vec![], chrono_tz::UTC).unwrap();
+    let tariff = Tariff::simple("GBP", 0.30, 0.0, vec![], crate::zone::Zone::UTC).unwrap();
     let (sums, groups) = services_store::window(&s, "basket", T0, T0 + HOUR_MS).unwrap();
     let latest = services_store::latest(&s, "basket").unwrap();
     let e = super::estimate::compute(
@@ -134,7 +134,7 @@ fn without_a_sweep_there_is_cpu_time_and_why_there_are_no_watts() {
     let (_d, s) = store();
     let iv = interval(T0 + 10_000, Some(55.0), &[("service", "a.service", 5.0)]);
     services_store::record(&s, "basket", &iv, 10, 30 * DAY_MS).unwrap();
-    let tariff = Tariff::simple("GBP", 0.30, 0.0, vec![], chrono_tz::UTC).unwrap();
+    let tariff = Tariff::simple("GBP", 0.30, 0.0, vec![], crate::zone::Zone::UTC).unwrap();
     let e = super::estimate(&s, "basket", &tariff, T0, T0 + HOUR_MS).unwrap();
     assert!(e.fit.is_none());
     assert!(e.warnings.iter().any(|w| w == NEEDS_SWEEP));

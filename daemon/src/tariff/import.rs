@@ -18,8 +18,8 @@
 //! Every error names the line (and the field) it is about; a file with any error gives no
 //! slots at all. Units out: UTC ms, currency per kWh or g CO2 per kWh.
 
+use crate::zone::Zone;
 use chrono::{DateTime, NaiveDateTime, Utc};
-use chrono_tz::Tz;
 
 use crate::analysis::price_series::Slot;
 
@@ -93,7 +93,7 @@ pub struct Options {
     /// The currency of a plain CSV (others say their own).
     pub currency: String,
     /// The zone of day-ahead times when the header names none.
-    pub timezone: Option<Tz>,
+    pub timezone: Option<Zone>,
     /// The price column of a day-ahead CSV with several areas.
     pub column: Option<String>,
     /// Prices beyond this (either sign) are refused, currency per kWh.

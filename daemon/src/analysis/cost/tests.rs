@@ -1,6 +1,10 @@
 use super::*;
 use crate::analysis::tariff::{Period, TariffChange};
-use chrono_tz::Europe::London;
+use crate::zone::Zone;
+
+fn london() -> Zone {
+    Zone::named("Europe/London").expect("Europe/London loads")
+}
 
 fn hm(h: u32, m: u32) -> NaiveTime {
     NaiveTime::from_hms_opt(h, m, 0).unwrap()
@@ -20,7 +24,7 @@ fn night_day() -> Tariff {
         end: hm(7, 30),
         price_per_kwh: 0.07,
     };
-    Tariff::simple("GBP", 0.30, 0.0, vec![night], London).unwrap()
+    Tariff::simple("GBP", 0.30, 0.0, vec![night], london()).unwrap()
 }
 
 /// Hourly buckets of a constant 1 kW load over `start..end`.
@@ -41,7 +45,7 @@ fn close(a: f64, b: f64) -> bool {
 #[test]
 fn the_design_reference_figure() {
     assert!(close(annual_kwh(240.0), 2102.4));
-    let flat = Tariff::simple("GBP", 0.09, 0.0, vec![], London).unwrap();
+    let flat = Tariff::simple("GBP", 0.09, 0.0, vec![], london()).unwrap();
     let a = annual_cost(240.0, Some(2.0), &flat, date(2026, 1, 1)).unwrap();
     assert!(close(a.kwh, 2102.4) && close(a.cost, 189.216), "{a:?}");
     assert_eq!(format_money(a.cost, "GBP"), "GBP 189.22");
@@ -92,7 +96,7 @@ fn a_wrapping_period_prices_across_midnight() {
         end: hm(7, 0),
         price_per_kwh: 0.10,
     };
-    let t = Tariff::simple("EUR", 0.20, 0.0, vec![p], chrono_tz::UTC).unwrap();
+    let t = Tariff::simple("EUR", 0.20, 0.0, vec![p], crate::zone::Zone::UTC).unwrap();
     // 22:00 to 08:00: 1 h day, 8 h night, 1 h day, as one 10 kWh bucket.
     let b = cost_of_energy(
         &t,
@@ -114,7 +118,7 @@ fn a_tariff_change_mid_window_prices_each_day_at_its_price() {
         price_per_kwh: p,
         periods: vec![],
     };
-    let t = Tariff::new("GBP", 0.50, vec![c(1, 0.20), c(2, 0.30)], London).unwrap();
+    let t = Tariff::new("GBP", 0.50, vec![c(1, 0.20), c(2, 0.30)], london()).unwrap();
     let b = cost_of_energy(
         &t,
         &one_kw(ms("2026-01-01T00:00:00Z"), ms("2026-01-03T00:00:00Z")),
@@ -139,7 +143,7 @@ fn a_tariff_change_mid_window_prices_each_day_at_its_price() {
 
 #[test]
 fn standing_charge_is_never_in_the_energy_cost() {
-    let t = Tariff::simple("GBP", 0.10, 0.60, vec![], London).unwrap();
+    let t = Tariff::simple("GBP", 0.10, 0.60, vec![], london()).unwrap();
     let b = cost_of_energy(
         &t,
         &one_kw(ms("2026-05-01T00:00:00Z"), ms("2026-05-01T10:00:00Z")),
@@ -206,7 +210,7 @@ fn bad_buckets_are_named() {
 #[test]
 fn savings_and_payback() {
     // The DESIGN's two boxes at idle: 240 W against 78 W at 0.09 per kWh.
-    let flat = Tariff::simple("GBP", 0.09, 0.0, vec![], London).unwrap();
+    let flat = Tariff::simple("GBP", 0.09, 0.0, vec![], london()).unwrap();
     let old = annual_cost(240.0, Some(3.0), &flat, date(2026, 1, 1)).unwrap();
     let new = annual_cost(78.0, Some(4.0), &flat, date(2026, 1, 1)).unwrap();
     let c = compare(

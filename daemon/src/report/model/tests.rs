@@ -86,7 +86,7 @@ fn input(
 }
 
 fn flat(price: f64) -> Tariff {
-    Tariff::simple("GBP", price, 0.0, vec![], chrono_tz::UTC).unwrap()
+    Tariff::simple("GBP", price, 0.0, vec![], crate::zone::Zone::UTC).unwrap()
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -155,7 +155,7 @@ fn measured_energy_is_priced_by_time_of_day() {
         end: NaiveTime::from_hms_opt(6, 0, 0).unwrap(),
         price_per_kwh: 0.05,
     };
-    let t = Tariff::simple("GBP", 0.20, 0.0, vec![night], chrono_tz::UTC).unwrap();
+    let t = Tariff::simple("GBP", 0.20, 0.0, vec![night], crate::zone::Zone::UTC).unwrap();
     let h = 3_600_000;
     let d = ms("2026-03-01T00:00:00Z");
     let m = MeasuredInput {

@@ -1,8 +1,8 @@
 //! The CSV exports: ENTSO-E and Nord Pool day-ahead prices (local times in the zone their
 //! header names, per MWh) and the plain `start,end,value` files.
 
+use crate::zone::Zone;
 use chrono::{LocalResult, NaiveDateTime, TimeZone};
-use chrono_tz::Tz;
 
 use crate::analysis::price_series::Slot;
 
@@ -41,15 +41,15 @@ fn number(s: &str, decimal_comma: bool) -> Option<f64> {
 }
 
 /// The zone a header names: `(CET/CEST)`, `(CET)`, `(EET)`, `(UTC)`, ...
-fn zone_of(header: &str) -> Option<Tz> {
+fn zone_of(header: &str) -> Option<Zone> {
     let h = header.to_ascii_uppercase();
     let inner = h.split_once('(')?.1.split_once(')')?.0.trim().to_owned();
     Some(match inner.split('/').next()?.trim() {
-        "UTC" | "GMT" => chrono_tz::UTC,
-        "CET" | "CEST" => chrono_tz::Europe::Brussels,
-        "EET" | "EEST" => chrono_tz::Europe::Helsinki,
-        "WET" | "WEST" => chrono_tz::Europe::Lisbon,
-        "GMT/BST" | "UK" | "BST" => chrono_tz::Europe::London,
+        "UTC" | "GMT" => Zone::UTC,
+        "CET" | "CEST" => Zone::named("Europe/Brussels").ok()?,
+        "EET" | "EEST" => Zone::named("Europe/Helsinki").ok()?,
+        "WET" | "WEST" => Zone::named("Europe/Lisbon").ok()?,
+        "GMT/BST" | "UK" | "BST" => Zone::named("Europe/London").ok()?,
         _ => return None,
     })
 }
@@ -68,7 +68,7 @@ fn currency_of(header: &str) -> Option<String> {
 /// A local wall-clock time in `tz` to UTC ms. When the clock goes back the hour happens
 /// twice: the one that follows `previous_end` (the last slot's end) is taken, else the
 /// earlier one.
-fn local_ms(t: NaiveDateTime, tz: Tz, previous_end: Option<i64>) -> Option<i64> {
+fn local_ms(t: NaiveDateTime, tz: Zone, previous_end: Option<i64>) -> Option<i64> {
     match tz.from_local_datetime(&t) {
         LocalResult::Single(x) => Some(x.timestamp_millis()),
         LocalResult::Ambiguous(a, b) => {

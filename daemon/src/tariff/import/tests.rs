@@ -191,7 +191,7 @@ fn broken_octopus_and_day_ahead_files() {
     let with_zone = parse(
         &no_zone,
         &Options {
-            timezone: Some(chrono_tz::Europe::Berlin),
+            timezone: Some(crate::zone::Zone::named("Europe/Berlin").unwrap()),
             ..opts()
         },
     )
