@@ -38,7 +38,8 @@
 #   cs/s   voluntary+nonvoluntary ctxt switches summed over /proc/<pid>/task/*/status
 #   RSS    VmRSS of /proc/<pid>/status at the end of the window, and RssAnon (what the page
 #          cache cannot reclaim)
-# The simulated meter runs in its own process and is not counted.
+# The simulated meter runs in its own process and is not counted. wattson prices what it
+# stores under a time-of-use tariff in Europe/London, as a home server's would be.
 set -euo pipefail
 
 if [[ "${ALL:-0}" == 1 ]]; then
@@ -179,6 +180,14 @@ $procfs_line
 path = "$tmp/wattson.db"
 [cpu]
 interval = "1s"
+[tariff]
+currency = "GBP"
+price_per_kwh = 0.245
+timezone = "Europe/London"
+[[tariff.period]]
+start = "00:30"
+end = "07:30"
+price_per_kwh = 0.07
 EOF
 for m in $(seq 1 "$METERS"); do
     id=wall; [[ "$METERS" == 1 ]] || id="m$m"
