@@ -259,10 +259,12 @@ pub fn check_figures(
     for format in ["table", "markdown", "html"] {
         let text = report(format);
         let line = line_of(&text, "measured (");
-        // "measured (SOURCE) FROM to TO: ENERGY over ..., mean W": TO in UTC, +00:00.
+        // "measured (SOURCE) FROM to TO: ENERGY over ..., mean W": FROM and TO in RFC 3339
+        // with the tariff zone's offset, which holds colons but no ": ".
+        let window_end = &line[line.find(" to ").unwrap_or(0)..];
         within(
             &format!("{host} report {format} energy"),
-            energy_in(line, "+00:00: "),
+            energy_in(window_end, ": "),
             truth,
             0.01,
         );

@@ -11,7 +11,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use super::input::{ConfigInput, FitInput, MeasuredInput};
-use super::model::{ReportError, over_history, rfc3339};
+use super::model::{ReportError, over_history, rfc3339_in};
 use crate::analysis::cost::{HOURS_PER_YEAR, PriceBand, cost_of_energy};
 use crate::analysis::tariff::Tariff;
 
@@ -175,8 +175,8 @@ pub(super) fn measured_report(
         .gaps
         .iter()
         .map(|(s, e, reason)| GapReport {
-            from: rfc3339(*s),
-            to: rfc3339(*e),
+            from: rfc3339_in(*s, tariff.tz()),
+            to: rfc3339_in(*e, tariff.tz()),
             from_ms: *s,
             to_ms: *e,
             hours: (e - s).max(0) as f64 / MS_PER_HOUR,
@@ -264,8 +264,8 @@ pub(super) fn measured_report(
         counter: m.counter.clone(),
         approximate_hours: m.approximate_hours,
         warnings,
-        from: rfc3339(m.from_ms),
-        to: rfc3339(m.to_ms),
+        from: rfc3339_in(m.from_ms, tariff.tz()),
+        to: rfc3339_in(m.to_ms, tariff.tz()),
         from_ms: m.from_ms,
         to_ms: m.to_ms,
         window_hours,

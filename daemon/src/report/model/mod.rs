@@ -247,6 +247,15 @@ pub(crate) fn rfc3339(ms: i64) -> String {
         .map_or_else(|| format!("{ms} ms"), |t| t.to_rfc3339())
 }
 
+/// `ms` in RFC 3339 with the offset `zone` has then (the tariff's zone: the one "today" and
+/// the report's dates are in), so a reader in London sees `+01:00` in summer.
+pub(crate) fn rfc3339_in(ms: i64, zone: crate::zone::Zone) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(
+        || format!("{ms} ms"),
+        |t| t.with_timezone(&zone).fixed_offset().to_rfc3339(),
+    )
+}
+
 /// A sweep's modes from its levels of the fit's kind (else the first kind).
 fn modes_of(c: &ConfigInput) -> Vec<ModeInput> {
     if !c.modes.is_empty() || c.levels.is_empty() {

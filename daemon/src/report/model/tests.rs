@@ -360,3 +360,47 @@ fn config_lists_with_commas_in_names_resolve() {
         .to_string();
     assert!(e.contains("pentium") && e.contains("Athlon"), "{e}");
 }
+
+/// The measured window and its gaps are written with the offset of the tariff's zone (the
+/// zone "today" and the daily figures are in), not in UTC.
+#[test]
+fn the_measured_window_and_its_gaps_are_written_in_the_tariffs_zone() {
+    let london = crate::zone::Zone::named("Europe/London").unwrap();
+    let h = 3_600_000;
+    // 2026-07-01 in London is BST, UTC+1.
+    let t0 = ms("2026-06-30T23:00:00Z");
+    let m = MeasuredInput {
+        from_ms: t0,
+        to_ms: t0 + 2 * h,
+        energy: vec![(t0, t0 + h, 100.0)],
+        covered_ms: h,
+        gaps: vec![(t0 + h, t0 + 2 * h, "meter unplugged".into())],
+        ..MeasuredInput::default()
+    };
+    let t = Tariff::simple("GBP", 0.20, 0.0, vec![], london).unwrap();
+    let mr = build(&input(t, vec![], Some(m))).unwrap().measured.unwrap();
+    assert_eq!(mr.from, "2026-07-01T00:00:00+01:00");
+    assert_eq!(mr.to, "2026-07-01T02:00:00+01:00");
+    assert_eq!(mr.gaps[0].from, "2026-07-01T01:00:00+01:00");
+    // The same instants: a reader that parses them gets what the store holds.
+    assert_eq!(
+        chrono::DateTime::parse_from_rfc3339(&mr.from)
+            .unwrap()
+            .timestamp_millis(),
+        t0
+    );
+    // In a UTC tariff, as before.
+    let utc = build(&input(
+        flat(0.2),
+        vec![],
+        Some(MeasuredInput {
+            from_ms: t0,
+            to_ms: t0 + h,
+            ..MeasuredInput::default()
+        }),
+    ))
+    .unwrap()
+    .measured
+    .unwrap();
+    assert_eq!(utc.from, "2026-06-30T23:00:00+00:00");
+}
