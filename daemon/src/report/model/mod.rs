@@ -256,6 +256,35 @@ pub(crate) fn rfc3339_in(ms: i64, zone: crate::zone::Zone) -> String {
     )
 }
 
+/// Why the measured history has no modelled cost beside it: which of the two it needs is
+/// missing (a sweep fit, the utilisation history), and how to get it.
+fn why_not_modelled(m: &super::input::MeasuredInput, configs: &[ConfigInput]) -> String {
+    let fits: Vec<&str> = configs
+        .iter()
+        .filter(|c| c.fit.is_some())
+        .map(|c| c.name.as_str())
+        .collect();
+    let history = !m.utilisation.is_empty();
+    match (&m.config, fits.is_empty(), history) {
+        (Some(name), _, _) if !fits.contains(&name.as_str()) => format!(
+            "no modelled cost: the configuration named to model this machine ({name}) has no \
+             sweep fit"
+        ),
+        (_, true, true) => "no modelled cost: no sweep fit to model the recorded utilisation \
+                            with (`wattson sweep --name NAME` on this machine makes one)"
+            .to_string(),
+        (_, true, false) => "no modelled cost: no sweep fit and no utilisation history \
+                             (`wattson sweep` makes the fit, `wattson run` records the history)"
+            .to_string(),
+        (_, false, false) => "no modelled cost: no utilisation history to apply the sweep fit \
+                              to (`wattson run` records it)"
+            .to_string(),
+        (_, false, true) => "no modelled cost: the utilisation history has no hour the sweep \
+                             fit could be applied to"
+            .to_string(),
+    }
+}
+
 /// A sweep's modes from its levels of the fit's kind (else the first kind).
 fn modes_of(c: &ConfigInput) -> Vec<ModeInput> {
     if !c.modes.is_empty() || c.levels.is_empty() {
@@ -465,11 +494,10 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
                 m.covered_hours
             ));
         }
-        if m.modelled.is_none() {
-            notes.push(
-                "no sweep fit and utilisation history to model this machine's cost from"
-                    .to_string(),
-            );
+        if m.modelled.is_none()
+            && let Some(mi) = &input.measured
+        {
+            notes.push(why_not_modelled(mi, &configs));
         }
     }
     if headline == DUTY_CYCLE {

@@ -404,3 +404,45 @@ fn the_measured_window_and_its_gaps_are_written_in_the_tariffs_zone() {
     .unwrap();
     assert_eq!(utc.from, "2026-06-30T23:00:00+00:00");
 }
+
+/// Without a modelled cost the report says which of the two it needs is missing.
+#[test]
+fn a_measured_history_without_a_model_says_what_is_missing() {
+    let h = 3_600_000;
+    let t0 = ms("2026-03-01T00:00:00Z");
+    let measured = |utilisation: Vec<(i64, i64, f64)>| MeasuredInput {
+        from_ms: t0,
+        to_ms: t0 + 2 * h,
+        energy: vec![(t0, t0 + h, 100.0)],
+        covered_ms: h,
+        utilisation,
+        cpus: 4,
+        ..MeasuredInput::default()
+    };
+    let note_of = |configs: Vec<ConfigInput>, m: MeasuredInput| {
+        let r = build(&input(flat(0.1), configs, Some(m))).unwrap();
+        assert!(r.measured.as_ref().unwrap().modelled.is_none());
+        r.notes
+            .into_iter()
+            .find(|n| n.starts_with("no modelled cost"))
+            .expect("a note on the missing model")
+    };
+    let history = vec![(t0, t0 + h, 0.5)];
+    // A fleet database: the utilisation is there, the fit is not.
+    let n = note_of(vec![], measured(history.clone()));
+    assert!(
+        n.contains("no sweep fit to model the recorded utilisation"),
+        "{n}"
+    );
+    let n = note_of(vec![], measured(vec![]));
+    assert!(n.contains("no sweep fit and no utilisation history"), "{n}");
+    let n = note_of(vec![swept("this box", 80.0, 30.0)], measured(vec![]));
+    assert!(
+        n.contains("no utilisation history to apply the sweep fit to"),
+        "{n}"
+    );
+    let mut named = measured(history);
+    named.config = Some("elsewhere".into());
+    let n = note_of(vec![swept("this box", 80.0, 30.0)], named);
+    assert!(n.contains("(elsewhere) has no sweep fit"), "{n}");
+}
