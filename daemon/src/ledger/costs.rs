@@ -39,7 +39,7 @@ pub fn tariff_from_config(t: &TariffConfig) -> Result<Tariff, TariffError> {
         .timezone
         .as_deref()
         .and_then(|z| Zone::named(z).ok())
-        .unwrap_or_else(local_tz);
+        .unwrap_or_else(crate::zone::local);
     let periods = |ps: &[PeriodConfig]| -> Vec<Period> {
         ps.iter()
             .map(|p| Period {
@@ -60,12 +60,6 @@ pub fn tariff_from_config(t: &TariffConfig) -> Result<Tariff, TariffError> {
         periods: periods(&c.periods),
     }));
     Tariff::new(&t.currency, t.standing_charge_per_day, changes, tz)
-}
-
-/// This machine's IANA time zone: `$TZ`, else `/etc/timezone`, else the `/etc/localtime`
-/// link's target; UTC when none names a zone that loads.
-pub fn local_tz() -> Zone {
-    crate::zone::local()
 }
 
 /// The source that measures the whole machine at the wall: the first configured meter, else

@@ -275,7 +275,7 @@ impl ConfigInput {
 }
 
 /// The tariff of a `[tariff]` section, and this machine's time zone: the ledger's.
-pub use crate::ledger::costs::{local_tz, tariff_from_config};
+pub use crate::ledger::costs::tariff_from_config;
 
 #[cfg(test)]
 mod tests {
