@@ -151,6 +151,36 @@ fn model_config<'a>(
     }
 }
 
+/// Why the measured history has no modelled cost beside it: which of the two it needs is
+/// missing (the sweep fit [`model_config`] would pick, the utilisation history), and how to
+/// get it.
+pub(super) fn why_not_modelled(
+    m: &MeasuredInput,
+    configs: &[ConfigInput],
+    host: Option<&str>,
+) -> String {
+    let fit = model_config(m, configs, host).is_some();
+    match (fit, m.utilisation.is_empty(), &m.config) {
+        (false, _, Some(name)) => format!(
+            "no modelled cost: the configuration named to model this machine ({name}) has no \
+             sweep fit"
+        ),
+        (false, false, None) => "no modelled cost: no sweep fit to model the recorded \
+                                 utilisation with (`wattson sweep --name NAME` on this machine \
+                                 makes one)"
+            .to_string(),
+        (false, true, None) => "no modelled cost: no sweep fit and no utilisation history \
+                                (`wattson sweep` makes the fit, `wattson run` records the history)"
+            .to_string(),
+        (true, true, _) => "no modelled cost: no utilisation history to apply the sweep fit to \
+                            (`wattson run` records it)"
+            .to_string(),
+        (true, false, _) => "no modelled cost: the utilisation history has no hour the sweep \
+                             fit could be applied to"
+            .to_string(),
+    }
+}
+
 pub(super) fn measured_report(
     m: &MeasuredInput,
     tariff: &Tariff,

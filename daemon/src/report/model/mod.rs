@@ -26,8 +26,8 @@ use thiserror::Error;
 use super::input::{
     ConfigInput, ConfigKind, ConfigStatus, LevelInput, ModeInput, Paired, ReportInput,
 };
-use super::measured::measured_report;
 pub use super::measured::{DayFigure, GapReport, MeasuredReport, ModelledReport};
+use super::measured::{measured_report, why_not_modelled};
 use crate::analysis::cost::{AnnualFigure, CostError, HOURS_PER_YEAR, annual_cost, annual_kwh};
 use crate::analysis::modes::{level_loops, level_name};
 use crate::analysis::tariff::Tariff;
@@ -256,35 +256,6 @@ pub(crate) fn rfc3339_in(ms: i64, zone: crate::zone::Zone) -> String {
     )
 }
 
-/// Why the measured history has no modelled cost beside it: which of the two it needs is
-/// missing (a sweep fit, the utilisation history), and how to get it.
-fn why_not_modelled(m: &super::input::MeasuredInput, configs: &[ConfigInput]) -> String {
-    let fits: Vec<&str> = configs
-        .iter()
-        .filter(|c| c.fit.is_some())
-        .map(|c| c.name.as_str())
-        .collect();
-    let history = !m.utilisation.is_empty();
-    match (&m.config, fits.is_empty(), history) {
-        (Some(name), _, _) if !fits.contains(&name.as_str()) => format!(
-            "no modelled cost: the configuration named to model this machine ({name}) has no \
-             sweep fit"
-        ),
-        (_, true, true) => "no modelled cost: no sweep fit to model the recorded utilisation \
-                            with (`wattson sweep --name NAME` on this machine makes one)"
-            .to_string(),
-        (_, true, false) => "no modelled cost: no sweep fit and no utilisation history \
-                             (`wattson sweep` makes the fit, `wattson run` records the history)"
-            .to_string(),
-        (_, false, false) => "no modelled cost: no utilisation history to apply the sweep fit \
-                              to (`wattson run` records it)"
-            .to_string(),
-        (_, false, true) => "no modelled cost: the utilisation history has no hour the sweep \
-                             fit could be applied to"
-            .to_string(),
-    }
-}
-
 /// A sweep's modes from its levels of the fit's kind (else the first kind).
 fn modes_of(c: &ConfigInput) -> Vec<ModeInput> {
     if !c.modes.is_empty() || c.levels.is_empty() {
@@ -497,7 +468,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         if m.modelled.is_none()
             && let Some(mi) = &input.measured
         {
-            notes.push(why_not_modelled(mi, &configs));
+            notes.push(why_not_modelled(mi, &configs, input.host.as_deref()));
         }
     }
     if headline == DUTY_CYCLE {
