@@ -403,15 +403,17 @@ fn idle_explains_a_package_kept_awake_from_the_daemons_history() {
         ),
         "{text}"
     );
-    // The cores' share is cpuidle time against the collector's own clock: within a point or
-    // two of the 78 % written.
+    // The cores' share is cpuidle time against the collector's own clock: near the 78 %
+    // written. A stay is counted when the writer gets to it, late on a loaded machine; what
+    // is late is carried, not lost, but the last lag before the daemon stops is not yet
+    // seen (a third of a second of it is 3 points of 9 s).
     let cores = text
         .split("although the cores spend ")
         .nth(1)
         .and_then(|t| t.split(" %").next())
         .and_then(|n| n.parse::<f64>().ok())
         .unwrap_or_else(|| panic!("no core share in {text}"));
-    assert!((75.0..=80.0).contains(&cores), "{cores} % in {text}");
+    assert!((72.0..=80.0).contains(&cores), "{cores} % in {text}");
     assert!(
         text.contains("% in C6 and deeper: something keeps the package awake"),
         "{text}"

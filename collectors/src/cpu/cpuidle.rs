@@ -4,7 +4,10 @@
 //! in 0.0 ..= 1.0.
 //!
 //! The kernel adds to `time` only when a CPU leaves the state, so a CPU asleep across the
-//! whole interval shows 0 and then more than the interval on wake-up: shares are clamped.
+//! whole interval shows 0 and then more than the interval on wake-up. The share is capped at
+//! the interval and the excess carried into the following intervals (up to [`MAX_CARRY_US`]),
+//! so a long stay is reported late rather than lost: clamping alone would under-report
+//! residency on exactly the idle machines it is read on.
 
 use crate::source::channel;
 use std::path::{Path, PathBuf};
@@ -44,6 +47,11 @@ pub(crate) fn state_dirs(cpuidle: &Path) -> Vec<(usize, PathBuf)> {
     dirs
 }
 
+/// The most of a stay carried past the interval it was reported in (30 s): longer than any
+/// one stay in a state with the tick on or off, short enough that a counter jump cannot
+/// report a CPU asleep for long.
+pub const MAX_CARRY_US: u64 = 30_000_000;
+
 #[derive(Debug)]
 struct State {
     index: usize,
@@ -52,6 +60,8 @@ struct State {
     slot: usize,
     time: SysFile,
     prev_us: Option<u64>,
+    /// Time the counter reported beyond the intervals it was read in, not yet counted (µs).
+    carry_us: u64,
     /// `cpuN/<state>`, built once.
     channel: String,
 }
@@ -138,6 +148,7 @@ impl IdleReader {
                     slot,
                     time: SysFile::new(dir.join("time"), self.keep_open),
                     prev_us: None,
+                    carry_us: 0,
                 });
             }
             self.cpus.push(CpuStates { cpu, states });
@@ -177,6 +188,7 @@ impl IdleReader {
             for state in &mut cpu.states {
                 let Ok(now) = state.time.read_u64(buf) else {
                     state.prev_us = None;
+                    state.carry_us = 0;
                     stale = true;
                     continue;
                 };
@@ -186,9 +198,13 @@ impl IdleReader {
                 };
                 // A counter going backwards means the state was reset; skip one interval.
                 if elapsed == 0 || now < prev {
+                    state.carry_us = 0;
                     continue;
                 }
-                let share = ((now - prev) as f64 / elapsed as f64).clamp(0.0, 1.0);
+                let reported = (now - prev).saturating_add(state.carry_us);
+                let counted = reported.min(elapsed);
+                state.carry_us = (reported - counted).min(MAX_CARRY_US);
+                let share = counted as f64 / elapsed as f64;
                 emit(&state.channel, share);
                 let sum = &mut self.sums[state.slot];
                 sum.0 += share;
@@ -213,5 +229,48 @@ mod tests {
         let mut names = vec!["C10", "C1E", "POLL", "C6", "C1", "C3"];
         names.sort_by_key(|n| state_depth(n));
         assert_eq!(names, ["POLL", "C1", "C1E", "C3", "C6", "C10"]);
+    }
+
+    /// A CPU asleep across intervals shows nothing and then the whole stay at once, as the
+    /// kernel counts a stay on leaving it: the excess over an interval is carried, so the
+    /// shares add up to what the counter says instead of losing what the cap cut off.
+    #[test]
+    fn a_stay_reported_on_wake_up_is_carried_not_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::new(dir.path().join("sys"), dir.path().join("proc"));
+        let state = dir
+            .path()
+            .join("sys/devices/system/cpu/cpu0/cpuidle/state1");
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::write(state.join("name"), "C6\n").unwrap();
+        let time = state.join("time");
+        let mut reader = IdleReader::discover(&root, &[0], false).unwrap();
+        let mut read = |counter_us: u64| {
+            std::fs::write(&time, format!("{counter_us}\n")).unwrap();
+            let mut got = None;
+            reader.read(&mut Vec::new(), Some(100_000), |c, share| {
+                if c == "cpu0/C6" {
+                    got = Some(share);
+                }
+            });
+            got
+        };
+        assert_eq!(read(0), None);
+        // 100 ms intervals, 80 % asleep in truth, reported in a burst: nothing for two
+        // intervals, then three intervals' 240 ms at once, then 80 ms an interval.
+        let shares: Vec<f64> = [0, 0, 240, 320, 400, 480, 560, 640, 720, 800, 880]
+            .into_iter()
+            .map(|ms| read(ms * 1000).unwrap())
+            .collect();
+        assert_eq!(shares[..2], [0.0, 0.0]);
+        assert!(shares[2..10].iter().all(|&s| s == 1.0), "{shares:?}");
+        // Caught up: the steady 80 %, and over the 1.1 s the 880 ms the counter says.
+        assert_eq!(shares[10], 0.8);
+        assert!((shares.iter().sum::<f64>() - 8.8).abs() < 1e-9);
+        // A jump carries at most MAX_CARRY_US; a counter going backwards (the state was
+        // reset) skips an interval and drops whatever was carried.
+        assert_eq!(read(1_000_000_000), Some(1.0));
+        assert_eq!(read(0), None);
+        assert_eq!(read(50_000), Some(0.5));
     }
 }
