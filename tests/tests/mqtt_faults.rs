@@ -532,9 +532,12 @@ fn collector_disk_full(kind: Kind) {
         Duration::from_secs(10),
     );
     std::fs::remove_file(&filler).unwrap();
+    // Each failed commit was a reconnect a backoff step later (0.5 s doubling to 60 s): on a
+    // loaded machine the test may see its first failure after several, and the collector may
+    // then be asleep for up to a minute before the delivery that finds room.
     collector.wait_for(
         "every message stored once the disk has room",
-        Duration::from_secs(90),
+        Duration::from_secs(150),
         || {
             let store = wattson_tests::open_db(&db)?;
             (host_power(&store, "h1").len() as i64 >= sent).then_some(())
