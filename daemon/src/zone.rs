@@ -99,6 +99,34 @@ impl Zone {
         self.0.map_or(ZoneOrigin::Builtin, |z| z.origin)
     }
 
+    /// The first instant of the local `date`: its midnight (the earlier one where the clock
+    /// goes back over it), or, where the clock skips midnight (Cairo, Santiago, Havana, Beirut
+    /// on their spring-forward days), the instant it jumps past it. "Today", "this month" and
+    /// a report's `--since DATE` start here.
+    pub fn start_of_day(self, date: NaiveDate) -> chrono::DateTime<chrono::Utc> {
+        let midnight = date.and_time(chrono::NaiveTime::MIN);
+        if let Some(t) = self.from_local_datetime(&midnight).earliest() {
+            return t.with_timezone(&chrono::Utc);
+        }
+        // Midnight is in a gap: the first instant whose local date is `date`. Offsets are
+        // within ±26 h, so that instant lies within a day and two hours of midnight as UTC;
+        // transitions fall on whole seconds.
+        let local_date = |secs: i64| {
+            chrono::DateTime::from_timestamp(secs, 0).map(|t| t.with_timezone(&self).date_naive())
+        };
+        let at = midnight.and_utc().timestamp();
+        let (mut lo, mut hi) = (at - 26 * 3600, at + 26 * 3600);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if local_date(mid).is_none_or(|d| d >= date) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        chrono::DateTime::from_timestamp(hi, 0).unwrap_or(midnight.and_utc())
+    }
+
     /// The offset from UTC at this instant.
     fn offset_at(self, utc: &NaiveDateTime) -> FixedOffset {
         let Some(z) = self.0 else {

@@ -9,7 +9,7 @@
 //! machine runs, so it is reported beside the energy cost and never added to a machine's
 //! running cost or to a saving.
 
-use chrono::{DateTime, NaiveDate, NaiveTime, TimeZone, Utc};
+use chrono::{DateTime, NaiveDate};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -330,13 +330,7 @@ pub fn annual_cost(
     if !watts.is_finite() {
         return Err(CostError::BadWatts { watts });
     }
-    let midnight = reference.and_time(NaiveTime::MIN);
-    let start = tariff
-        .tz()
-        .from_local_datetime(&midnight)
-        .earliest()
-        .map_or_else(|| midnight.and_utc(), |t| t.with_timezone(&Utc))
-        .timestamp_millis();
+    let start = tariff.tz().start_of_day(reference).timestamp_millis();
     let end = start + (HOURS_PER_YEAR * 3_600_000.0) as i64;
     let (mean_price, price_basis) = match series_mean_price(tariff)? {
         Some((p, basis)) => (p, Some(basis)),

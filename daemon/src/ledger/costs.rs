@@ -7,7 +7,7 @@
 //! Units: kWh, the tariff's currency, W, UTC ms; a `ci95` is a 95 % half-width.
 
 use crate::zone::Zone;
-use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, TimeZone, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use serde::Serialize;
 use wattson_collectors::SourceId;
 use wattson_collectors::meter::{Accuracy, Protocol};
@@ -148,14 +148,9 @@ pub struct CostSummary {
     pub warnings: Vec<String>,
 }
 
-/// Local midnight of `date` in `tz`, UTC ms (the earliest when the clock goes back).
+/// The start of the local `date` in `tz`, UTC ms ([`Zone::start_of_day`]).
 pub fn local_midnight(tz: Zone, date: chrono::NaiveDate) -> i64 {
-    tz.from_local_datetime(&date.and_time(NaiveTime::MIN))
-        .earliest()
-        .map_or_else(
-            || date.and_time(NaiveTime::MIN).and_utc().timestamp_millis(),
-            |d| d.timestamp_millis(),
-        )
+    tz.start_of_day(date).timestamp_millis()
 }
 
 /// Cost summary of `source` on `host` at `now`; `accuracy` is its meter's, where known.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::zone::Zone;
 use anyhow::Context as _;
-use chrono::{DateTime, Duration, NaiveDate, TimeZone as _, Utc};
+use chrono::{DateTime, Duration, NaiveDate, Utc};
 
 use super::gather::{StoreData, gather_from_store};
 use super::{ConfigInput, Format, ReportInput, ReportOptions, model::resolve_config_list};
@@ -74,20 +74,13 @@ pub fn parse_when(s: &str) -> Result<When, String> {
         .map_err(|e| format!("{s:?} is neither a date (YYYY-MM-DD) nor a duration ({e})"))
 }
 
-/// Local midnight of `date` in `tz` as UTC ms (the earliest one when the clock goes back).
-fn midnight_ms(date: NaiveDate, tz: Zone) -> i64 {
-    let naive = date.and_time(chrono::NaiveTime::MIN);
-    tz.from_local_datetime(&naive).earliest().map_or_else(
-        || naive.and_utc().timestamp_millis(),
-        |t| t.timestamp_millis(),
-    )
-}
-
 /// Resolves a bound to UTC ms. A date starts the window at its local midnight (`since`)
 /// or ends it at the next one (`until`).
 pub fn resolve_when(w: When, now: DateTime<Utc>, tz: Zone, end: bool) -> i64 {
     match w {
-        When::Date(d) => midnight_ms(if end { d + Duration::days(1) } else { d }, tz),
+        When::Date(d) => tz
+            .start_of_day(if end { d + Duration::days(1) } else { d })
+            .timestamp_millis(),
         When::Ago(ago) => {
             now.timestamp_millis() - i64::try_from(ago.as_millis()).unwrap_or(i64::MAX / 2)
         }

@@ -224,3 +224,33 @@ fn offsets_and_wall_clock_times_agree_with_an_independent_reading_of_the_databas
         }
     }
 }
+
+/// On the days the clock skips midnight the day starts when it jumps, not at midnight as
+/// UTC (which was hours off: Cairo's day lost 2 h, Santiago's gained 4 h of the day before).
+#[test]
+fn a_day_whose_midnight_is_skipped_starts_when_the_clock_jumps() {
+    let day = |y, m, d| NaiveDate::from_ymd_opt(y, m, d).unwrap();
+    let utc = |y, mo, d, h, mi| at(y, mo, d, h, mi).and_utc();
+    let cases = [
+        // Cairo: 2024-04-26 00:00 EET -> 01:00 EEST.
+        ("Africa/Cairo", day(2024, 4, 26), utc(2024, 4, 25, 22, 0)),
+        // Santiago: 2024-09-08 00:00 -04 -> 01:00 -03.
+        ("America/Santiago", day(2024, 9, 8), utc(2024, 9, 8, 4, 0)),
+        // An ordinary midnight, and London's on the day the clock goes forward at 01:00.
+        ("Europe/London", day(2025, 3, 30), utc(2025, 3, 30, 0, 0)),
+        ("Europe/London", day(2025, 7, 1), utc(2025, 6, 30, 23, 0)),
+        // Half-hour zone.
+        ("Asia/Kolkata", day(2025, 1, 1), utc(2024, 12, 31, 18, 30)),
+    ];
+    for (name, date, want) in cases {
+        let zone = Zone::named(name).unwrap();
+        assert_eq!(zone.start_of_day(date), want, "{name} {date}");
+        // The instant before is still the day before.
+        let before = (want - chrono::Duration::milliseconds(1)).with_timezone(&zone);
+        assert!(before.date_naive() < date, "{name} {date}: {before}");
+    }
+    assert_eq!(
+        Zone::UTC.start_of_day(day(2025, 1, 1)),
+        utc(2025, 1, 1, 0, 0)
+    );
+}

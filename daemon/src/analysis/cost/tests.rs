@@ -1,6 +1,7 @@
 use super::*;
 use crate::analysis::tariff::{Period, TariffChange};
 use crate::zone::Zone;
+use chrono::NaiveTime;
 
 fn london() -> Zone {
     Zone::named("Europe/London").expect("Europe/London loads")
