@@ -48,6 +48,9 @@ pub struct Scheduled {
     last_good_ms: Option<i64>,
     /// When the current run of failures began, UTC ms, and the first error's text.
     failing_since: Option<(i64, String)>,
+    /// The device went away during the current run of failures (unplugged, reopened):
+    /// its outage is a gap however short, never bridged.
+    device_lost: bool,
     consecutive_failures: u32,
     stopped: bool,
     /// Rejection counts per device last stored, so a change is stored once.
@@ -65,6 +68,7 @@ impl Scheduled {
             next_due: Instant::now() + until_grid(interval),
             last_good_ms: None,
             failing_since: None,
+            device_lost: false,
             consecutive_failures: 0,
             stopped: false,
             rejected: std::collections::BTreeMap::new(),
@@ -345,7 +349,13 @@ fn poll_one(
                     (ts - start) as f64 / 1000.0,
                     c.consecutive_failures
                 );
-                if c.last_good_ms.is_some() {
+                // Polls lost to a device that stayed (a timeout, a corrupt frame) over no
+                // longer than the store bridges anyway (a poll or two at 1 s, as a late
+                // poll is) are not a gap: recording one would throw away the energy on
+                // both sides of the lost poll. A device that went away is always a gap.
+                let bridged = !std::mem::take(&mut c.device_lost)
+                    && ts - start <= crate::store::integrate::max_pair_ms(interval_ms(c));
+                if c.last_good_ms.is_some() && !bridged {
                     sink.gap(c.source(), start, ts, &why);
                 }
             }
@@ -395,6 +405,11 @@ fn store_rejections(
     }
 }
 
+/// The collector's interval in ms, the spacing its series are stored at.
+fn interval_ms(c: &Scheduled) -> i64 {
+    i64::try_from(c.interval.as_millis()).unwrap_or(i64::MAX)
+}
+
 fn on_error(c: &mut Scheduled, e: &CollectError, ts: i64) {
     c.consecutive_failures += 1;
     // Errors usually name their source already; say it once (and their cause once).
@@ -407,6 +422,9 @@ fn on_error(c: &mut Scheduled, e: &CollectError, ts: i64) {
     let first = c.failing_since.is_none();
     if first {
         c.failing_since = Some((ts, e.clone()));
+    }
+    if matches!(action, Action::Stop | Action::Reopen) {
+        c.device_lost = true;
     }
     match action {
         Action::Stop => {

@@ -18,6 +18,14 @@ fn unplugged() -> CollectError {
     }
 }
 
+/// The test source's reply did not come in time (the device is still there).
+fn timed_out() -> CollectError {
+    CollectError::Timeout {
+        source_name: TEST.to_string(),
+        timeout_ms: 500,
+    }
+}
+
 /// Fails while the shared flag says so; otherwise returns one power sample.
 struct Flaky {
     fail: Arc<Mutex<bool>>,
@@ -103,7 +111,8 @@ fn failure_then_recovery_records_one_gap_and_no_invented_samples() {
     wait_for_polls(&polls, 3);
     *fail.lock().unwrap() = true;
     let failed_from = polls.load(Ordering::SeqCst);
-    wait_for_polls(&polls, failed_from + 3);
+    // Longer than the store bridges (2 s past the 5 ms interval): 450 polls of 5 ms.
+    wait_for_polls(&polls, failed_from + 450);
     *fail.lock().unwrap() = false;
     let ok_from = polls.load(Ordering::SeqCst);
     wait_for_polls(&polls, ok_from + 3);
@@ -155,10 +164,12 @@ impl Clock for ManualClock {
     }
 }
 
-/// Fails the polls numbered in `failing` (from 0) and stops the sampler after `stop_after`.
+/// Fails the polls numbered in `failing` (from 0) with `error` and stops the sampler after
+/// `stop_after`.
 struct Scripted {
     polls: usize,
     failing: std::ops::Range<usize>,
+    error: fn() -> CollectError,
     stop_after: usize,
     stop: mpsc::Sender<Control>,
 }
@@ -174,18 +185,21 @@ impl Collector for Scripted {
             let _ = self.stop.send(Control::Stop);
         }
         if self.failing.contains(&n) {
-            return Err(unplugged());
+            return Err((self.error)());
         }
         Ok(vec![reading(now_ms)])
     }
 }
 
-/// The schedule on an injected clock: one poll per interval on the wall-clock grid, and
-/// the outage recorded as one gap from the last good poll to the first good one after,
-/// to the millisecond (no sleeping, no real time).
-#[test]
-fn on_a_manual_clock_polls_keep_the_grid_and_an_outage_is_one_exact_gap() {
-    const T0: i64 = 1_700_000_000_000;
+const T0: i64 = 1_700_000_000_000;
+
+/// Runs a 1 s collector whose polls numbered in `failing` fail, for `polls` polls on an
+/// injected clock; the timestamps stored, the gaps recorded and the last heartbeat.
+fn scripted_run(
+    failing: std::ops::Range<usize>,
+    error: fn() -> CollectError,
+    polls: usize,
+) -> (Vec<i64>, Vec<(i64, i64)>, i64) {
     let mut clock = ManualClock {
         base: Instant::now(),
         offset: Duration::ZERO,
@@ -195,8 +209,9 @@ fn on_a_manual_clock_polls_keep_the_grid_and_an_outage_is_one_exact_gap() {
     let mut scheduled = Scheduled::new(
         Box::new(Scripted {
             polls: 0,
-            failing: 2..4,
-            stop_after: 6,
+            failing,
+            error,
+            stop_after: polls,
             stop: tx,
         }),
         Duration::from_secs(1),
@@ -217,17 +232,55 @@ fn on_a_manual_clock_polls_keep_the_grid_and_an_outage_is_one_exact_gap() {
         &outputs,
         &mut clock,
     );
-    let ts: Vec<i64> = rec
+    let ts = rec
         .samples
         .lock()
         .unwrap()
         .iter()
         .map(|s| s.ts_ms)
         .collect();
-    assert_eq!(ts, [T0, T0 + 1000, T0 + 4000, T0 + 5000]);
-    assert_eq!(
-        *rec.gaps.lock().unwrap(),
-        [(TEST.clone(), T0 + 1000, T0 + 4000)]
-    );
-    assert_eq!(outputs.heartbeat.load(Ordering::Relaxed), T0 + 5000);
+    let gaps = rec
+        .gaps
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|g| (g.1, g.2))
+        .collect();
+    (ts, gaps, outputs.heartbeat.load(Ordering::Relaxed))
+}
+
+/// The schedule on an injected clock: one poll per interval on the wall-clock grid, and an
+/// outage longer than the store bridges (three lost polls at 1 s: 4 s between good ones)
+/// recorded as one gap from the last good poll to the first good one after, to the
+/// millisecond (no sleeping, no real time).
+#[test]
+fn on_a_manual_clock_polls_keep_the_grid_and_an_outage_is_one_exact_gap() {
+    let (ts, gaps, heartbeat) = scripted_run(2..5, timed_out, 7);
+    assert_eq!(ts, [T0, T0 + 1000, T0 + 5000, T0 + 6000]);
+    assert_eq!(gaps, [(T0 + 1000, T0 + 5000)]);
+    assert_eq!(heartbeat, T0 + 6000);
+}
+
+/// One or two polls lost to timeouts at 1 s leave good readings 2 or 3 s apart, which the
+/// store integrates as it does a late poll: no gap is recorded, so the energy on both sides
+/// of the lost poll is kept (a gap threw away two intervals' energy per lost poll). A
+/// device that went away is a gap however short.
+#[test]
+fn a_lost_poll_or_two_is_bridged_not_a_gap() {
+    for (failing, want) in [
+        (2..3, vec![T0, T0 + 1000, T0 + 3000, T0 + 4000]),
+        (2..4, vec![T0, T0 + 1000, T0 + 4000]),
+    ] {
+        let polls = want.len() + failing.len();
+        let (ts, gaps, _) = scripted_run(failing.clone(), timed_out, polls);
+        assert_eq!(ts, want, "{failing:?}");
+        assert_eq!(gaps, [], "{failing:?}");
+        let (ts, gaps, _) = scripted_run(failing.clone(), unplugged, polls);
+        assert_eq!(ts, want, "{failing:?}");
+        assert_eq!(gaps, [(want[1], want[2])], "{failing:?}");
+        assert!(
+            ts.windows(2)
+                .all(|w| w[1] - w[0] <= crate::store::integrate::max_pair_ms(1000))
+        );
+    }
 }
