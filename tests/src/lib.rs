@@ -246,6 +246,8 @@ impl TestEnv {
 pub struct Child {
     process: std::process::Child,
     stderr: Arc<Mutex<String>>,
+    /// Closed when the stderr reader has read to the end of the pipe.
+    stderr_done: Receiver<()>,
     stdout: Receiver<String>,
 }
 
@@ -257,7 +259,9 @@ impl Child {
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut err_pipe = child.stderr.take().expect("stderr pipe");
         let sink = stderr.clone();
+        let (done, stderr_done) = mpsc::channel::<()>();
         std::thread::spawn(move || {
+            let _done = done;
             let mut buf = [0u8; 4096];
             while let Ok(n) = err_pipe.read(&mut buf) {
                 if n == 0 {
@@ -281,6 +285,7 @@ impl Child {
         Child {
             process: child,
             stderr,
+            stderr_done,
             stdout,
         }
     }
@@ -328,6 +333,10 @@ impl Child {
         let start = Instant::now();
         loop {
             if let Some(status) = self.process.try_wait().expect("waiting for the child") {
+                // The last lines it wrote may still be in the pipe: read them before saying
+                // it exited, so `stderr()` has its whole log (bounded, in case a child of
+                // its own still holds the pipe).
+                let _ = self.stderr_done.recv_timeout(Duration::from_secs(5));
                 return Some(status);
             }
             if start.elapsed() >= within {
