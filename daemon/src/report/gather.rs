@@ -131,6 +131,11 @@ pub fn gather_from_store(
             e.minute_buckets(&store)?
         },
         covered_ms: e.covered_ms,
+        covered: e
+            .buckets
+            .iter()
+            .map(|b| (b.start_ms, b.end_ms, b.wh, b.covered_ms))
+            .collect(),
         gaps: e
             .gaps
             .iter()

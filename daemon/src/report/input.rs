@@ -173,6 +173,10 @@ pub struct MeasuredInput {
     /// Time the energy covers inside the window, ms (the ledger's: the support of the
     /// integral).
     pub covered_ms: i64,
+    /// The ledger's buckets with the time each covers: `(start, end, Wh, covered ms)`, for
+    /// means over covered time (the mean watts by hour of day). Empty: `energy` covers its
+    /// buckets whole.
+    pub covered: Vec<(i64, i64, f64, i64)>,
     /// Meter outages: `(start UTC ms, end UTC ms, reason)`.
     pub gaps: Vec<(i64, i64, String)>,
     /// Utilisation history: `(start UTC ms, end UTC ms, mean busy CPUs)`, busy CPUs being

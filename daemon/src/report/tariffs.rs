@@ -256,32 +256,44 @@ fn time_of_day(tariff: &Tariff, m: &MeasuredInput) -> Result<Option<TimeOfDayCos
         }
         t = until;
     }
-    let mut energy = [(0.0_f64, 0_i64); 24];
-    for &(s, e, wh) in &m.energy {
+    // Energy and covered time per local hour: a bucket's spread evenly over its span, so
+    // an hour the meter covered for a minute counts a minute, not an hour at a tenth of
+    // the power.
+    let buckets: Vec<(i64, i64, f64, i64)> = if m.covered.is_empty() {
+        m.energy
+            .iter()
+            .map(|&(s, e, wh)| (s, e, wh, e - s))
+            .collect()
+    } else {
+        m.covered.clone()
+    };
+    let mut energy = [(0.0_f64, 0.0_f64); 24];
+    for (s, e, wh, covered) in buckets {
         let mut t = s;
         while t < e {
             let until = e.min((t.div_euclid(STEP) + 1) * STEP);
             if let Some(h) = local_hour(tariff, t) {
-                energy[h as usize].0 += wh * (until - t) as f64 / (e - s) as f64;
-                energy[h as usize].1 += until - t;
+                let share = (until - t) as f64 / (e - s) as f64;
+                energy[h as usize].0 += wh * share;
+                energy[h as usize].1 += covered as f64 * share;
             }
             t = until;
         }
     }
     let total_wh: f64 = energy.iter().map(|x| x.0).sum();
-    let total_ms: i64 = energy.iter().map(|x| x.1).sum();
-    if total_ms == 0 {
+    let total_ms: f64 = energy.iter().map(|x| x.1).sum();
+    if total_ms <= 0.0 {
         return Ok(None);
     }
-    let mean_w = total_wh * MS_PER_HOUR / total_ms as f64;
+    let mean_w = total_wh * MS_PER_HOUR / total_ms;
     let overall_price = price_ms.iter().map(|x| x.0).sum::<f64>()
         / price_ms.iter().map(|x| x.1).sum::<i64>().max(1) as f64;
     let mut filled = (0, 0);
     let hours: Vec<HourCost> = (0..24)
         .map(|h| {
             let (wh, ms) = energy[h];
-            let w = if ms > 0 {
-                wh * MS_PER_HOUR / ms as f64
+            let w = if ms > 0.0 {
+                wh * MS_PER_HOUR / ms
             } else {
                 filled.0 += 1;
                 mean_w
@@ -430,4 +442,52 @@ pub fn lines(r: &TariffReport, currency: &str) -> Vec<String> {
     }
     out.extend(r.notes.iter().map(|n| format!("note: {n}")));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::price_series::{Slot, SlotSeries};
+    use crate::zone::Zone;
+
+    const H: i64 = 3_600_000;
+
+    /// A constant 100 W whose first hour the meter covered for a minute: the mean by hour
+    /// of day is 100 W in every covered hour, not the first hour's 1.67 Wh spread over the
+    /// whole hour (which made the year's figure a tenth of the truth on a short history).
+    #[test]
+    fn the_mean_watts_by_hour_of_day_are_over_covered_time() {
+        let t0 = 1_764_633_600_000; // 2025-12-02T00:00Z
+        let series = SlotSeries::new(
+            "day",
+            "GBP",
+            vec![Slot {
+                start_ms: t0,
+                end_ms: t0 + 24 * H,
+                value: 0.10,
+            }],
+        )
+        .unwrap();
+        let tariff = Tariff::simple("GBP", 0.10, 0.0, Vec::new(), Zone::UTC)
+            .unwrap()
+            .with_series(SeriesSet::new(vec![series]));
+        let covered = vec![
+            (t0, t0 + H, 100.0 / 60.0, 60_000),
+            (t0 + H, t0 + 2 * H, 100.0, H),
+        ];
+        let m = MeasuredInput {
+            from_ms: t0,
+            to_ms: t0 + 2 * H,
+            energy: covered.iter().map(|&(s, e, wh, _)| (s, e, wh)).collect(),
+            covered_ms: 61 * 60_000,
+            covered,
+            ..MeasuredInput::default()
+        };
+        let t = time_of_day(&tariff, &m).unwrap().unwrap();
+        for h in &t.hours {
+            assert!((h.mean_watts - 100.0).abs() < 1e-9, "{h:?}");
+        }
+        assert!((t.annual_kwh - 876.0).abs() < 1e-6, "{}", t.annual_kwh);
+        assert!((t.annual_cost - 87.6).abs() < 1e-6, "{}", t.annual_cost);
+    }
 }
