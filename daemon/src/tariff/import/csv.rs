@@ -296,6 +296,34 @@ pub(super) fn day_ahead(text: &str, format: Format, opts: &Options) -> Result<Pa
     Ok(out)
 }
 
+/// A plain file's header names its columns: `start,end,price_per_kwh` (or
+/// `g_co2_per_kwh`). Another value column (`price_per_mwh`, a carbon column in a price
+/// import) is refused: read as currency per kWh it would be off by its unit.
+fn header(n: usize, f: &[String], value_name: &str) -> Result<(), ImportError> {
+    let names: Vec<String> = f.iter().map(|s| s.to_ascii_lowercase()).collect();
+    if names.len() == 3 && names[1] == "end" && names[2] == value_name {
+        return Ok(());
+    }
+    let got = f.join(",");
+    let hint = match names.get(2).map(String::as_str) {
+        Some("g_co2_per_kwh") => {
+            " (a carbon-intensity file: import it with --format carbon-csv)".to_owned()
+        }
+        Some("price_per_kwh") => {
+            " (a price file: import it without --format carbon-csv)".to_owned()
+        }
+        Some(other) if other.contains("mwh") => {
+            format!(" (per MWh: divide each value by 1000 and name the column {value_name})")
+        }
+        _ => String::new(),
+    };
+    Err(err(
+        n,
+        "header",
+        format!("the header is {got:?}; this format's is \"start,end,{value_name}\"{hint}"),
+    ))
+}
+
 pub(super) fn plain_csv(text: &str, format: Format, opts: &Options) -> Result<Parsed, ImportError> {
     let carbon = format == Format::CarbonCsv;
     let value_name = if carbon {
@@ -322,7 +350,8 @@ pub(super) fn plain_csv(text: &str, format: Format, opts: &Options) -> Result<Pa
         }
         let f = fields(line, ',');
         if out.slots.is_empty() && f.first().is_some_and(|s| s.eq_ignore_ascii_case("start")) {
-            continue; // the header
+            header(n, &f, value_name)?;
+            continue;
         }
         if f.len() != 3 {
             return Err(err(

@@ -160,6 +160,28 @@ fn a_plain_csv_and_its_errors_name_line_and_field() {
     assert_eq!((e.line, e.field.as_str()), (1, "start"), "{e}");
     let e = case("start,end,price_per_kwh\n");
     assert!(e.to_string().contains("no slots"), "{e}");
+    // A header naming another unit is refused, not read as currency per kWh (5 per MWh
+    // was imported as 5 per kWh, a 1000x error).
+    let slot = "2026-11-29T00:00:00Z,2026-11-29T01:00:00Z,5\n";
+    let e = case(&format!("start,end,price_per_mwh\n{slot}"));
+    assert_eq!((e.line, e.field.as_str()), (1, "header"), "{e}");
+    assert!(e.to_string().contains("divide each value by 1000"), "{e}");
+    let e = case(&format!("start,end,g_co2_per_kwh\n{slot}"));
+    assert!(e.to_string().contains("--format carbon-csv"), "{e}");
+    let e = case(&format!("start,end,price\n{slot}"));
+    assert!(
+        e.to_string()
+            .contains("this format's is \"start,end,price_per_kwh\""),
+        "{e}"
+    );
+    // Any case of the right names is the header.
+    assert_eq!(
+        parse(&format!("Start,End,Price_per_kWh\n{slot}"), &opts())
+            .unwrap()
+            .slots
+            .len(),
+        1
+    );
 }
 
 #[test]
