@@ -299,6 +299,93 @@ fn configs_run_refused_are_refused_by_config_check_with_78() {
     }
 }
 
+/// Tariffs that `status` and `report` could not build were passed by `config check` and
+/// `run` (exit 0) and then refused by those (exit 1, no line): overlapping periods (in
+/// `[tariff]`, a change or an alternative), two changes on one date, a price of 1e308 or
+/// beyond a `max_price_per_kwh` the file sets. Now every command refuses them with 78,
+/// naming the key and line.
+#[test]
+fn tariffs_that_cannot_price_are_refused_by_config_check_and_every_command() {
+    let env = TestEnv::new();
+    let tariff = |more: &str| {
+        format!("\n[tariff]\ncurrency = \"GBP\"\nprice_per_kwh = 0.09\ntimezone = \"UTC\"\n{more}")
+    };
+    let period = |table: &str, start: &str, end: &str| {
+        format!("[[{table}]]\nstart = \"{start}\"\nend = \"{end}\"\nprice_per_kwh = 0.07\n")
+    };
+    let change = |date: &str| {
+        format!("[[tariff.change]]\neffective_from = \"{date}\"\nprice_per_kwh = 0.2\n")
+    };
+    let cases = [
+        (
+            tariff(
+                &(period("tariff.period", "00:00", "08:00")
+                    + &period("tariff.period", "06:00", "09:00")),
+            ),
+            "wattson.toml:19: tariff.period: the period 06:00-09:00 overlaps 00:00-08:00",
+        ),
+        (
+            // Across midnight.
+            tariff(
+                &(period("tariff.period", "23:30", "07:30")
+                    + &period("tariff.period", "07:00", "08:00")),
+            ),
+            "the period 07:00-08:00 overlaps 23:30-07:30",
+        ),
+        (
+            tariff(
+                &(change("2026-01-01")
+                    + &period("tariff.change.period", "01:00", "03:00")
+                    + &period("tariff.change.period", "02:00", "04:00")),
+            ),
+            "tariff.change.period: the period 02:00-04:00 overlaps 01:00-03:00",
+        ),
+        (
+            tariff(&(change("2026-01-01") + &change("2026-01-01"))),
+            "tariff.change.effective_from: two [[tariff.change]] take effect on 2026-01-01",
+        ),
+        (
+            tariff(
+                "[[tariff.alternative]]\nname = \"e7\"\nprice_per_kwh = 0.3\n[[tariff.alternative.period]]\nstart = \"00:30\"\nend = \"07:30\"\nprice_per_kwh = 0.1\n[[tariff.alternative.period]]\nstart = \"07:00\"\nend = \"09:00\"\nprice_per_kwh = 0.1\n",
+            ),
+            "tariff.alternative.period: the period 07:00-09:00 overlaps 00:30-07:30",
+        ),
+        (
+            tariff("").replace("price_per_kwh = 0.09", "price_per_kwh = 1e308"),
+            "tariff.price_per_kwh: 100000000000000000000",
+        ),
+        (
+            tariff("max_price_per_kwh = 1.0\n")
+                .replace("price_per_kwh = 0.09", "price_per_kwh = 50"),
+            "tariff.price_per_kwh: 50 per kWh is beyond tariff.max_price_per_kwh (1)",
+        ),
+        (
+            tariff("").replace("price_per_kwh = 0.09", "price_per_kwh = inf"),
+            "tariff.price_per_kwh: inf is not a price",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let config = env.config(&extra);
+        for args in [
+            &["config", "check"][..],
+            &["run", "--duration", "1s"],
+            &["status"],
+            &["report"],
+        ] {
+            let (code, stderr) = wattson_with(wattson(), &config, args);
+            assert_eq!(code, Some(78), "{args:?} {extra}: {stderr}");
+            assert!(
+                stderr.contains(needle),
+                "{args:?} {extra}: no {needle:?} in {stderr}"
+            );
+        }
+    }
+    // A yen price is not refused by the import limit's default of 10.
+    let config = env.config(&tariff("").replace("GBP", "JPY").replace("0.09", "31.5"));
+    let (code, stderr) = wattson_with(wattson(), &config, &["config", "check"]);
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
 /// A meter port that does not exist yet is a warning naming it (exit 0): the adapter may be
 /// plugged in later, and `run` picks it up.
 #[test]

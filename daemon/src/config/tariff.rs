@@ -6,6 +6,18 @@ use super::file::FileTariff;
 use super::validate::Validator;
 use super::{AlternativeTariff, ConfigError, PriceUnit, TariffConfig};
 
+/// The most a configured price per kWh may be: `max_price_per_kwh` where the file sets it,
+/// else a bound no currency's real price comes near (the default `max_price_per_kwh` of 10,
+/// which imports and live prices are held to, is below a yen or forint price).
+pub(super) fn configured_price_limit(t: &FileTariff) -> f64 {
+    t.max_price_per_kwh
+        .as_ref()
+        .map_or(CONFIGURED_PRICE_LIMIT, |m| *m.get_ref())
+}
+
+/// See [`configured_price_limit`].
+const CONFIGURED_PRICE_LIMIT: f64 = 1e6;
+
 impl Validator<'_> {
     pub(super) fn tariff_extras(
         &self,
@@ -86,12 +98,20 @@ impl Validator<'_> {
             }
             out.alternatives.push(AlternativeTariff {
                 name,
-                price_per_kwh: self.price(&a.price_per_kwh, "tariff.alternative.price_per_kwh")?,
+                price_per_kwh: self.price_per_kwh(
+                    &a.price_per_kwh,
+                    "tariff.alternative.price_per_kwh",
+                    configured_price_limit(t),
+                )?,
                 standing_charge_per_day: match &a.standing_charge_per_day {
                     Some(p) => self.price(p, "tariff.alternative.standing_charge_per_day")?,
                     None => 0.0,
                 },
-                periods: self.periods(&a.period, "tariff.alternative.period")?,
+                periods: self.periods(
+                    &a.period,
+                    "tariff.alternative.period",
+                    configured_price_limit(t),
+                )?,
             });
         }
         Ok(())

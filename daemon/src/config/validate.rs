@@ -126,20 +126,47 @@ impl Validator<'_> {
         Ok(super::HttpConfig { listen: addr })
     }
 
+    /// An amount of money: finite and 0 or more (a standing charge).
     pub(super) fn price(&self, v: &Spanned<f64>, key: &str) -> Result<f64, ConfigError> {
         let p = *v.get_ref();
-        if !p.is_finite() || p < 0.0 {
+        if !p.is_finite() {
+            return Err(self.err(v.span(), key, format!("{p} is not a price: give a number")));
+        }
+        if p < 0.0 {
             return Err(self.err(v.span(), key, format!("{p} must be a price of 0 or more")));
         }
         Ok(p)
     }
 
+    /// A price per kWh: a [`Validator::price`] no higher than `max`
+    /// (`tariff.max_price_per_kwh`, as imported and live prices are held to).
+    pub(super) fn price_per_kwh(
+        &self,
+        v: &Spanned<f64>,
+        key: &str,
+        max: f64,
+    ) -> Result<f64, ConfigError> {
+        let p = self.price(v, key)?;
+        if p > max {
+            return Err(self.err(
+                v.span(),
+                key,
+                format!(
+                    "{p} per kWh is beyond tariff.max_price_per_kwh ({max}): is it in another                      unit (per MWh, cents)? If the price is real, raise max_price_per_kwh"
+                ),
+            ));
+        }
+        Ok(p)
+    }
+
+    /// Time-of-use periods of one tariff: each a real span, none overlapping another.
     pub(super) fn periods(
         &self,
         periods: &[FilePeriod],
         key: &str,
+        max: f64,
     ) -> Result<Vec<PeriodConfig>, ConfigError> {
-        periods
+        let out: Vec<PeriodConfig> = periods
             .iter()
             .map(|per| {
                 let time = |s: &Spanned<String>, k: &str| {
@@ -163,11 +190,49 @@ impl Validator<'_> {
                 Ok(PeriodConfig {
                     start,
                     end,
-                    price_per_kwh: self
-                        .price(&per.price_per_kwh, &format!("{key}.price_per_kwh"))?,
+                    price_per_kwh: self.price_per_kwh(
+                        &per.price_per_kwh,
+                        &format!("{key}.price_per_kwh"),
+                        max,
+                    )?,
                 })
             })
-            .collect()
+            .collect::<Result<_, _>>()?;
+        // Minutes of the day each covers (one that crosses midnight is two ranges).
+        let ranges = |p: &PeriodConfig| {
+            use chrono::Timelike;
+            let (s, e) = (
+                p.start.hour() * 60 + p.start.minute(),
+                p.end.hour() * 60 + p.end.minute(),
+            );
+            if s < e {
+                vec![(s, e)]
+            } else {
+                vec![(s, 24 * 60), (0, e)]
+            }
+        };
+        for (j, b) in out.iter().enumerate() {
+            if let Some(a) = out[..j].iter().find(|a| {
+                ranges(a)
+                    .iter()
+                    .any(|x| ranges(b).iter().any(|y| x.0 < y.1 && y.0 < x.1))
+            }) {
+                let label = |p: &PeriodConfig| {
+                    format!("{}-{}", p.start.format("%H:%M"), p.end.format("%H:%M"))
+                };
+                return Err(self.err(
+                    periods[j].start.span(),
+                    key,
+                    format!(
+                        "the period {} overlaps {}: a time of day has one price, so periods \
+                         must not overlap",
+                        label(b),
+                        label(a)
+                    ),
+                ));
+            }
+        }
+        Ok(out)
     }
 
     pub(super) fn validate(&mut self, file: FileConfig) -> Result<Config, ConfigError> {
@@ -230,6 +295,7 @@ impl Validator<'_> {
         if let Some(t) = file.tariff {
             price_topic_span = t.price_topic.as_ref().map(Spanned::span);
             self.tariff_extras(&t, &mut config.tariff)?;
+            let max = super::tariff::configured_price_limit(&t);
             if let Some(c) = t.currency {
                 let cur = c.get_ref().trim().to_ascii_uppercase();
                 if cur.len() != 3 || !cur.chars().all(|ch| ch.is_ascii_alphabetic()) {
@@ -245,7 +311,7 @@ impl Validator<'_> {
                 config.tariff.currency = cur;
             }
             if let Some(p) = &t.price_per_kwh {
-                config.tariff.price_per_kwh = self.price(p, "tariff.price_per_kwh")?;
+                config.tariff.price_per_kwh = self.price_per_kwh(p, "tariff.price_per_kwh", max)?;
             }
             if let Some(p) = &t.standing_charge_per_day {
                 config.tariff.standing_charge_per_day =
@@ -257,7 +323,7 @@ impl Validator<'_> {
                 }
                 config.tariff.timezone = Some(tz.into_inner());
             }
-            config.tariff.periods = self.periods(&t.period, "tariff.period")?;
+            config.tariff.periods = self.periods(&t.period, "tariff.period", max)?;
             for c in t.change {
                 let date =
                     chrono::NaiveDate::parse_from_str(c.effective_from.get_ref(), "%Y-%m-%d")
@@ -271,10 +337,29 @@ impl Validator<'_> {
                                 ),
                             )
                         })?;
+                if config
+                    .tariff
+                    .changes
+                    .iter()
+                    .any(|x| x.effective_from == date)
+                {
+                    return Err(self.err(
+                        c.effective_from.span(),
+                        "tariff.change.effective_from",
+                        format!(
+                            "two [[tariff.change]] take effect on {date}: one date has one \
+                             set of prices"
+                        ),
+                    ));
+                }
                 config.tariff.changes.push(TariffChangeConfig {
                     effective_from: date,
-                    price_per_kwh: self.price(&c.price_per_kwh, "tariff.change.price_per_kwh")?,
-                    periods: self.periods(&c.period, "tariff.change.period")?,
+                    price_per_kwh: self.price_per_kwh(
+                        &c.price_per_kwh,
+                        "tariff.change.price_per_kwh",
+                        max,
+                    )?,
+                    periods: self.periods(&c.period, "tariff.change.period", max)?,
                 });
             }
             config.tariff.changes.sort_by_key(|c| c.effective_from);
