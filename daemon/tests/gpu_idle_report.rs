@@ -93,8 +93,15 @@ fn report_over(samples: Vec<Sample>) -> Report {
     w.flush().unwrap();
     drop(w);
     let now: DateTime<Utc> = "2026-11-30T00:00:00Z".parse().unwrap();
-    let data =
-        gather_from_store(&db, HOST, None, None, None, Some(now.timestamp_millis())).unwrap();
+    let data = gather_from_store(
+        &db,
+        HOST,
+        None,
+        None,
+        (None, Some(now.timestamp_millis())),
+        &|_, _| false,
+    )
+    .unwrap();
     assert!(data.measured.is_none(), "no wall meter in this store");
     let input = input_from_config(&config(), data, &args(Format::Table), now).unwrap();
     report::build(&input).unwrap()

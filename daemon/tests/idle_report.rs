@@ -113,8 +113,15 @@ fn the_idle_section_links_package_states_to_watts_and_prices_each_setting() {
     drop(w);
 
     let now: DateTime<Utc> = "2026-11-02T00:00:00Z".parse().unwrap();
-    let data =
-        gather_from_store(&db, HOST, None, None, None, Some(now.timestamp_millis())).unwrap();
+    let data = gather_from_store(
+        &db,
+        HOST,
+        None,
+        None,
+        (None, Some(now.timestamp_millis())),
+        &|_, _| false,
+    )
+    .unwrap();
     let args = ReportRequest::new(Format::Table);
     let input = input_from_config(&config(), data, &args, now).unwrap();
     let r = report::build(&input).unwrap();

@@ -303,6 +303,20 @@ impl Tariff {
         Ok(out)
     }
 
+    /// Whether a price or the local date may change strictly inside `[start_ms, end_ms)`: a
+    /// price series (slots of any length), or a time-of-use boundary, local midnight or a
+    /// change of the zone's offset within it. Energy over such a span is priced (and put
+    /// in its day) by its minutes; over any other span one price holds for all of it.
+    pub fn may_change_within(&self, start_ms: i64, end_ms: i64) -> bool {
+        if self.series.is_some() {
+            return true;
+        }
+        let Some(t) = DateTime::<Utc>::from_timestamp_millis(start_ms) else {
+            return true;
+        };
+        self.next_split(t).timestamp_millis() < end_ms
+    }
+
     /// Where the price at `t_ms` comes from.
     pub fn price_source(&self, t_ms: i64) -> PriceSource {
         self.series
@@ -552,5 +566,37 @@ mod tests {
             night_day().segment(i64::MAX),
             Err(TariffError::Timestamp(_))
         ));
+    }
+
+    /// The hours a price or the local date can change inside: the 00:30 and 07:30 hours
+    /// of a night rate, and local midnight's hour in a zone half an hour off UTC; none for
+    /// a flat price in UTC.
+    #[test]
+    fn the_hours_a_price_or_date_may_change_inside() {
+        let hour = |s: &str| {
+            let t = utc(s).timestamp_millis();
+            (t, t + 3_600_000)
+        };
+        let e7 = night_day();
+        for (at, want) in [
+            ("2025-01-15T00:00:00Z", true),
+            ("2025-01-15T07:00:00Z", true),
+            ("2025-01-15T03:00:00Z", false),
+            // Midnight is the hour's start, not inside it.
+            ("2025-01-15T23:00:00Z", false),
+            // Summer time: 00:30 BST is 23:30 UTC.
+            ("2025-07-15T23:00:00Z", true),
+        ] {
+            let (a, b) = hour(at);
+            assert_eq!(e7.may_change_within(a, b), want, "{at}");
+        }
+        let flat = |zone: &str| {
+            Tariff::simple("GBP", 0.2, 0.0, Vec::new(), Zone::named(zone).unwrap()).unwrap()
+        };
+        let (a, b) = hour("2025-01-15T18:00:00Z");
+        assert!(flat("Asia/Kolkata").may_change_within(a, b));
+        assert!(!flat("UTC").may_change_within(a, b));
+        let (a, b) = hour("2025-01-15T17:00:00Z");
+        assert!(!flat("Asia/Kolkata").may_change_within(a, b));
     }
 }

@@ -123,32 +123,52 @@ impl Energy {
     /// the energy that was used in them, not an even share of the hour. Hours without
     /// minute rollups stay whole.
     pub fn minute_buckets(&self, store: &Store) -> Result<Vec<(i64, i64, f64)>, StoreError> {
-        let Some(series) = power_series(store, &self.host, &self.source)? else {
-            return Ok(self.priced_buckets());
-        };
-        let whole: Vec<&Bucket> = self
+        self.minute_buckets_where(store, |_, _| true)
+    }
+
+    /// [`Energy::minute_buckets`], splitting only the whole hours `(start, end)` for which
+    /// `split` says so (those in which a price or the local date may change, see
+    /// [`Tariff::may_change_within`]); the others stay whole, and their minutes are not read.
+    pub fn minute_buckets_where(
+        &self,
+        store: &Store,
+        split: impl Fn(i64, i64) -> bool,
+    ) -> Result<Vec<(i64, i64, f64)>, StoreError> {
+        let whole = |b: &Bucket| b.end_ms - b.start_ms == HOUR_MS && b.start_ms % HOUR_MS == 0;
+        let hours: Vec<i64> = self
             .buckets
             .iter()
-            .filter(|b| b.end_ms - b.start_ms == HOUR_MS && b.start_ms % HOUR_MS == 0)
+            .filter(|b| whole(b) && b.wh > 0.0 && split(b.start_ms, b.end_ms))
+            .map(|b| b.start_ms)
             .collect();
-        let (Some(first), Some(last)) = (whole.first(), whole.last()) else {
+        if hours.is_empty() {
+            return Ok(self.priced_buckets());
+        }
+        let Some(series) = power_series(store, &self.host, &self.source)? else {
             return Ok(self.priced_buckets());
         };
         let mut minutes: std::collections::HashMap<i64, Vec<(i64, f64)>> =
             std::collections::HashMap::new();
-        for r in store.minute_rollups(&series, first.start_ms, last.end_ms)? {
-            if let Some(wh) = r.energy_wh.filter(|w| w.is_finite()) {
-                minutes
-                    .entry(floor_to(r.bucket_ms, HOUR_MS))
-                    .or_default()
-                    .push((r.bucket_ms, wh));
+        // One read per run of consecutive hours.
+        let mut i = 0;
+        while i < hours.len() {
+            let mut j = i + 1;
+            while j < hours.len() && hours[j] == hours[j - 1] + HOUR_MS {
+                j += 1;
             }
+            for r in store.minute_rollups(&series, hours[i], hours[j - 1] + HOUR_MS)? {
+                if let Some(wh) = r.energy_wh.filter(|w| w.is_finite()) {
+                    minutes
+                        .entry(floor_to(r.bucket_ms, HOUR_MS))
+                        .or_default()
+                        .push((r.bucket_ms, wh));
+                }
+            }
+            i = j;
         }
         let mut out = Vec::with_capacity(self.buckets.len());
         for b in &self.buckets {
-            let parts = minutes
-                .get(&b.start_ms)
-                .filter(|_| b.end_ms - b.start_ms == HOUR_MS && b.start_ms % HOUR_MS == 0);
+            let parts = minutes.get(&b.start_ms).filter(|_| whole(b));
             let sum: f64 = parts.map_or(0.0, |p| p.iter().map(|m| m.1).sum());
             match parts {
                 Some(p) if sum > 0.0 && b.wh > 0.0 => {
@@ -160,13 +180,11 @@ impl Energy {
         Ok(out)
     }
 
-    /// [`Energy::cost`], priced minute by minute when the tariff has price series.
+    /// [`Energy::cost`], with the hours in which a price may change priced minute by minute.
     pub fn cost_in(&self, store: &Store, tariff: &Tariff) -> anyhow::Result<CostBreakdown> {
-        if tariff.series().is_some() {
-            Ok(cost_of_energy(tariff, &self.minute_buckets(store)?)?)
-        } else {
-            Ok(self.cost(tariff)?)
-        }
+        let buckets =
+            self.minute_buckets_where(store, |start, end| tariff.may_change_within(start, end))?;
+        Ok(cost_of_energy(tariff, &buckets)?)
     }
 }
 

@@ -51,28 +51,22 @@ impl RunningTotal {
         let e = energy::energy(store, host, source, from, now_ms)?;
         let boundary = floor_to(now_ms, HOUR_MS) - HOUR_MS;
         let (closed, open): (Vec<_>, Vec<_>) = e.buckets.iter().partition(|b| b.end_ms <= boundary);
-        let fine = if tariff.series().is_some() {
-            Some(e.minute_buckets(store)?)
-        } else {
-            None
-        };
-        let price = |bs: &[&energy::Bucket], closed: bool| -> anyhow::Result<f64> {
-            let v: Vec<(i64, i64, f64)> = match &fine {
-                // The minutes of these buckets, where the tariff has slots: the closed
-                // buckets' all end by the boundary, the open ones' after it.
-                Some(f) => f
-                    .iter()
-                    .filter(|m| (m.1 <= boundary) == closed)
-                    .copied()
-                    .collect(),
-                None => bs.iter().map(|b| (b.start_ms, b.end_ms, b.wh)).collect(),
-            };
+        // The hours in which a price may change, by their minutes: the closed buckets' all
+        // end by the boundary, the open ones' after it.
+        let fine =
+            e.minute_buckets_where(store, |start, end| tariff.may_change_within(start, end))?;
+        let price = |closed: bool| -> anyhow::Result<f64> {
+            let v: Vec<(i64, i64, f64)> = fine
+                .iter()
+                .filter(|m| (m.1 <= boundary) == closed)
+                .copied()
+                .collect();
             Ok(cost::cost_of_energy(tariff, &v)?.energy_cost)
         };
         let sum = |bs: &[&energy::Bucket], closed: bool| -> anyhow::Result<TotalFigures> {
             Ok(TotalFigures {
                 kwh: bs.iter().map(|b| b.wh).sum::<f64>() / 1000.0,
-                cost: price(bs, closed)?,
+                cost: price(closed)?,
                 covered_hours: bs.iter().map(|b| b.covered_ms).sum::<i64>() as f64 / MS_PER_HOUR,
             })
         };

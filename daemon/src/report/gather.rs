@@ -32,14 +32,16 @@ pub struct StoreData {
 /// the database at `db`. A missing database is not an error: the report then shows the
 /// config file's manual configurations only. `wall` names the configured wall source (see
 /// [`crate::ledger::energy::wall_power_source`] for the default); `accuracy` is its
-/// meter's, where known.
+/// meter's, where known. `split` says which hours a configured tariff (the report's, or
+/// one it compares) may change price or date in: those are read by their minutes, and
+/// every hour is where the database holds price or carbon series.
 pub fn gather_from_store(
     db: &Path,
     host: &str,
     wall: Option<&SourceId>,
     accuracy: Option<wattson_collectors::meter::Accuracy>,
-    from_ms: Option<i64>,
-    to_ms: Option<i64>,
+    (from_ms, to_ms): (Option<i64>, Option<i64>),
+    split: &dyn Fn(i64, i64) -> bool,
 ) -> anyhow::Result<StoreData> {
     use crate::ledger::{counter, energy, interval};
     use crate::store::{Resolution, SeriesFilter};
@@ -124,9 +126,10 @@ pub fn gather_from_store(
     data.measured = Some(MeasuredInput {
         from_ms: first,
         to_ms: to,
-        // Minute by minute where price series (slots shorter than an hour) may price it.
-        energy: if data.price_series.is_empty() {
-            e.priced_buckets()
+        // Minute by minute where a price, a carbon intensity or the local date may change
+        // within an hour (series slots are often half-hours).
+        energy: if data.price_series.is_empty() && data.carbon.is_none() {
+            e.minute_buckets_where(&store, split)?
         } else {
             e.minute_buckets(&store)?
         },

@@ -131,8 +131,17 @@ pub fn produce(
     let accuracy = wall
         .as_ref()
         .and_then(|w| crate::ledger::costs::accuracy_of(config, w));
-    let store = gather_from_store(&db, &host, wall.as_ref(), accuracy, from_ms, to_ms)
-        .with_context(|| format!("reading {}", db.display()))?;
+    let configured = configured_tariffs(config)?;
+    let split = |start: i64, end: i64| configured.iter().any(|t| t.may_change_within(start, end));
+    let store = gather_from_store(
+        &db,
+        &host,
+        wall.as_ref(),
+        accuracy,
+        (from_ms, to_ms),
+        &split,
+    )
+    .with_context(|| format!("reading {}", db.display()))?;
     let input = input_from_config(config, store, args, now)?;
     let mut built = super::build(&input)?;
     built.services = services_section(config, &db, &host, from_ms, to_ms, now)
@@ -160,6 +169,34 @@ fn services_section(
     let from = floor_to(from_ms.unwrap_or(to - 7 * DAY_MS), HOUR_MS);
     let e = crate::services::estimate(&store, host, &tariff, from, to)?;
     Ok((!e.is_empty()).then_some(e))
+}
+
+/// The configured tariff and every `[[tariff.alternative]]`, without series.
+fn configured_tariffs(config: &Config) -> anyhow::Result<Vec<crate::analysis::tariff::Tariff>> {
+    let mut out = vec![
+        super::input::tariff_from_config(&config.tariff)
+            .context("building the tariff from [tariff]")?,
+    ];
+    for a in &config.tariff.alternatives {
+        out.push(alternative(config, a)?);
+    }
+    Ok(out)
+}
+
+/// One `[[tariff.alternative]]`: its prices in the configured tariff's currency and zone.
+fn alternative(
+    config: &Config,
+    a: &crate::config::AlternativeTariff,
+) -> anyhow::Result<crate::analysis::tariff::Tariff> {
+    let cfg = crate::config::TariffConfig {
+        price_per_kwh: a.price_per_kwh,
+        standing_charge_per_day: a.standing_charge_per_day,
+        periods: a.periods.clone(),
+        changes: Vec::new(),
+        ..config.tariff.clone()
+    };
+    super::input::tariff_from_config(&cfg)
+        .with_context(|| format!("[[tariff.alternative]] {}", a.name))
 }
 
 /// The tariffs `--tariffs` names, built from the config and the stored series.
@@ -194,18 +231,10 @@ fn named_tariffs(
                 tariff: base.clone(),
             }
         } else if let Some(a) = config.tariff.alternatives.iter().find(|a| a.name == name) {
-            let cfg = crate::config::TariffConfig {
-                price_per_kwh: a.price_per_kwh,
-                standing_charge_per_day: a.standing_charge_per_day,
-                periods: a.periods.clone(),
-                changes: Vec::new(),
-                ..config.tariff.clone()
-            };
             NamedTariff {
                 name: name.to_owned(),
                 origin: format!("[[tariff.alternative]] {name}"),
-                tariff: super::input::tariff_from_config(&cfg)
-                    .with_context(|| format!("[[tariff.alternative]] {name}"))?,
+                tariff: alternative(config, a)?,
             }
         } else if let Some((s, _)) = series.iter().find(|(s, _)| s.source == name) {
             NamedTariff {
@@ -241,7 +270,20 @@ pub fn input_from_config(
             store
                 .price_series
                 .iter()
-                .filter(|(_, applied)| *applied)
+                .filter(|(s, applied)| {
+                    // As the ledger does (tariff::store::applied): a series in another
+                    // currency prices nothing.
+                    let same = s.unit == config.tariff.currency;
+                    if *applied && !same {
+                        tracing::warn!(
+                            "price series {:?} is in {}, the tariff in {}: it is left out",
+                            s.source,
+                            s.unit,
+                            config.tariff.currency
+                        );
+                    }
+                    *applied && same
+                })
                 .map(|(s, _)| s.clone())
                 .collect(),
         ));

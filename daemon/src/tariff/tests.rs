@@ -6,7 +6,7 @@ use wattson_collectors::{Metric, Sample, SourceId};
 use super::store::{self as prices, Kind, NewSeries};
 use crate::analysis::price_series::Slot;
 use crate::ledger::energy;
-use crate::store::{Store, StoreOptions, Writer};
+use crate::store::{HOUR_MS, Store, StoreOptions, Writer};
 
 const T0: i64 = 1_795_996_800_000; // 2026-12-01T00:00:00Z
 
@@ -154,4 +154,69 @@ fn known_energy_per_slot_gives_the_hand_computed_cost() {
     assert!((c.fallback_kwh - 0.3).abs() < 1e-9, "{c:?}");
     assert_eq!(c.sources[0].source, "agile");
     assert_eq!(c.sources.last().unwrap().source, "tariff");
+}
+
+/// A time-of-use tariff whose night rate starts at 00:30 (Economy 7 as configured in the
+/// README), no price series: the hour 00:00-01:00 is priced by its minutes, so a load that
+/// rises at 00:30 pays the night rate for what it used after 00:30. Before, the hour's
+/// energy was split evenly across the boundary: 0.2035 where 0.0885 is right. Status, the
+/// running totals and the report price it alike.
+#[test]
+fn a_time_of_use_boundary_inside_an_hour_prices_the_energy_used_on_each_side() {
+    use crate::ledger::running::RunningTotal;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let mut opts = StoreOptions {
+        host: "h".into(),
+        ..StoreOptions::default()
+    };
+    let wall = SourceId::meter("wall");
+    opts.spacing_ms.insert(wall.clone(), 1000);
+    let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts.clone());
+    // A winter night in London (UTC+0): 100 W from 00:00, 2100 W from 00:30, to 01:00.
+    let t0 = chrono::DateTime::parse_from_rfc3339("2025-01-15T00:00:00Z")
+        .unwrap()
+        .timestamp_millis();
+    let samples: Vec<Sample> = (0..=3600)
+        .map(|s| {
+            let w = if s < 1800 { 100.0 } else { 2100.0 };
+            Sample::new(t0 + s * 1000, wall.clone(), Metric::Power, "", w)
+        })
+        .collect();
+    w.push(None, samples);
+    w.flush().unwrap();
+    let store = w.store();
+    let cfg = crate::config::TariffConfig {
+        price_per_kwh: 0.30,
+        timezone: Some("Europe/London".into()),
+        periods: vec![crate::config::PeriodConfig {
+            start: chrono::NaiveTime::from_hms_opt(0, 30, 0).unwrap(),
+            end: chrono::NaiveTime::from_hms_opt(7, 30, 0).unwrap(),
+            price_per_kwh: 0.07,
+        }],
+        ..crate::config::TariffConfig::default()
+    };
+    let tariff = crate::ledger::costs::tariff_from_config(&cfg).unwrap();
+    assert!(tariff.may_change_within(t0, t0 + HOUR_MS));
+    assert!(!tariff.may_change_within(t0 + 2 * HOUR_MS, t0 + 3 * HOUR_MS));
+    let e = energy::energy(store, "h", &wall, t0, t0 + HOUR_MS).unwrap();
+    // The pair across the step (00:29:59-00:30:00, a trapezoid at 1100 W) is the day
+    // rate's last second.
+    let day_wh = 100.0 * 0.5 + 1000.0 / 3600.0;
+    let night_wh = 2100.0 * 0.5;
+    let want = (day_wh * 0.30 + night_wh * 0.07) / 1000.0;
+    let c = e.cost_in(store, &tariff).unwrap();
+    // Minutes are stored to the mWh: within 1e-5 of a currency unit.
+    assert!(
+        (c.energy_cost - want).abs() < 1e-5,
+        "{} vs {want}",
+        c.energy_cost
+    );
+    assert!((want - 0.0885).abs() < 1e-3, "{want}");
+    // The running total (MQTT, /metrics) agrees, once the hour has closed.
+    let mut total = RunningTotal::since(t0);
+    let figures = total
+        .refresh(store, "h", &wall, &tariff, t0 + 3 * HOUR_MS)
+        .unwrap();
+    assert!((figures.cost - want).abs() < 1e-5, "{figures:?} vs {want}");
 }
