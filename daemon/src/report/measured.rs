@@ -273,11 +273,15 @@ pub(super) fn measured_report(
             m.approximate_hours
         ));
     }
-    if let Some(p) = m.counter.as_ref().and_then(|c| c.difference_percent)
-        && p.abs() > 5.0
+    if let Some(c) = &m.counter
+        && c.difference_percent.is_some_and(|p| p.abs() > 5.0)
+        && c.beyond_its_steps()
     {
         warnings.push(format!(
-            "the meter's own counter differs from the integral of its power by {p:+.1} %"
+            "the meter's own counter ({}) and the integral of its power ({}) disagree: {}",
+            crate::report::render::energy(c.counter_wh / 1000.0),
+            crate::report::render::energy(c.integral_wh / 1000.0),
+            c.describe()
         ));
     }
     Ok(MeasuredReport {

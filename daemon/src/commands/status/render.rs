@@ -192,11 +192,10 @@ fn cost_lines(c: &CostSummary, counter: Option<&CounterCheck>) -> String {
     if let Some(k) = counter {
         let _ = writeln!(
             out,
-            "  meter counter today {} against the integral's {}{} (the integral is the energy of record)",
+            "  meter counter today {} against the integral's {}: {} (the integral is the energy of record)",
             crate::report::render::energy(k.counter_wh / 1000.0),
             crate::report::render::energy(k.integral_wh / 1000.0),
-            k.difference_percent
-                .map_or_else(String::new, |p| format!(", {p:+.1} %"))
+            k.describe()
         );
     }
     for w in &c.warnings {

@@ -393,11 +393,10 @@ pub fn sections(r: &Report) -> Vec<Section> {
         }
         if let Some(c) = &m.counter {
             lines.push(format!(
-                "the meter's own counter: {} against the integral's {}{} (the integral is the energy of record)",
+                "the meter's own counter: {} against the integral's {}: {} (the integral is the energy of record)",
                 energy(c.counter_wh / 1000.0),
                 energy(c.integral_wh / 1000.0),
-                c.difference_percent
-                    .map_or_else(String::new, |p| format!(", {p:+.1}%"))
+                c.describe()
             ));
         }
         lines.extend(m.warnings.iter().map(|w| format!("warning: {w}")));
