@@ -233,7 +233,7 @@ pub fn summary_with_total(
     {
         let (blocks, block) = energy::blocks(store, &recent)?;
         let iv = interval::power_interval(w, recent.covered_ms, &blocks, block, accuracy);
-        let fig = cost::annual_cost(w, Some(iv.ci95_watts), tariff, local.date_naive())?;
+        let fig = cost::annual_cost(w, iv.ci95_watts, tariff, local.date_naive())?;
         out.mean_watts = Some(w);
         out.annual_kwh = Some(fig.kwh);
         out.annual_kwh_ci95 = fig.kwh_ci95;

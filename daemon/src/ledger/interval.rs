@@ -28,8 +28,9 @@ const MIN_BLOCK_MS: i64 = 10_000;
 pub struct PowerInterval {
     /// W.
     pub mean_watts: f64,
-    /// Half-width of the 95 % interval, W: `accuracy_watts` + `sampling_watts`.
-    pub ci95_watts: f64,
+    /// Half-width of the 95 % interval, W: `accuracy_watts` + `sampling_watts`; `None`
+    /// when neither is known (no interval can be given, which is not an interval of 0).
+    pub ci95_watts: Option<f64>,
     /// The meter's stated accuracy at this power, W (`None`: not known).
     pub accuracy_watts: Option<f64>,
     /// Where the accuracy figure comes from.
@@ -88,7 +89,9 @@ pub fn power_interval(
     }
     PowerInterval {
         mean_watts,
-        ci95_watts: accuracy_watts.unwrap_or(0.0) + sampling.unwrap_or(0.0),
+        // Neither part known: no interval, rather than one of 0 W that claims exactness.
+        ci95_watts: (accuracy_watts.is_some() || sampling.is_some())
+            .then(|| accuracy_watts.unwrap_or(0.0) + sampling.unwrap_or(0.0)),
         accuracy_watts,
         accuracy_source: accuracy.map(|a| a.source),
         sampling_watts: sampling,
@@ -129,10 +132,11 @@ mod tests {
         assert!((i.accuracy_watts.unwrap() - 0.5).abs() < 1e-12);
         let s = i.sampling_watts.unwrap();
         assert!((s - 0.754).abs() < 0.01, "{s}");
-        assert!((i.ci95_watts - (0.5 + s)).abs() < 1e-12);
+        assert!((i.ci95_watts.unwrap() - (0.5 + s)).abs() < 1e-12);
         assert!(i.warnings.iter().any(|w| w.contains("less than a day")));
         let none = power_interval(50.0, 60_000, &[(50.0, 60_000)], "minute", None);
         assert_eq!(none.sampling_watts, None);
+        assert_eq!(none.ci95_watts, None);
         assert!(none.warnings.iter().any(|w| w.contains("not known")));
         assert!(none.warnings.iter().any(|w| w.contains("1 min")));
     }

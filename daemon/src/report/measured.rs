@@ -256,7 +256,7 @@ pub(super) fn measured_report(
     } else {
         0.0
     };
-    let ci = m.power.as_ref().map(|p| p.ci95_watts);
+    let ci = m.power.as_ref().and_then(|p| p.ci95_watts);
     let scale_ci = |annual: f64| {
         ci.filter(|_| mean_watts > 0.0)
             .map(|c| annual * c / mean_watts)

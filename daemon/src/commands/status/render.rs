@@ -174,7 +174,7 @@ fn cost_lines(c: &CostSummary, counter: Option<&CounterCheck>) -> String {
             let pm = |x: Option<f64>, dp: usize| {
                 x.map_or_else(String::new, |v| format!(" \u{b1} {v:.dp$}"))
             };
-            let ci_w = c.mean_watts_interval.as_ref().map(|i| i.ci95_watts);
+            let ci_w = c.mean_watts_interval.as_ref().and_then(|i| i.ci95_watts);
             let _ = writeln!(
                 out,
                 "  per year     {kwh:>10.1}{} kWh  {}{}  (at {w:.1}{} W, the mean of {} measured in the last 7 days)",
