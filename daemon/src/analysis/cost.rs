@@ -257,8 +257,31 @@ pub struct PriceBasis {
     pub text: String,
 }
 
+/// Where `tariff`'s price series span less than a day: in words, for a note beside the
+/// annual figures, which are then priced by the configured prices.
+pub fn series_too_short(tariff: &Tariff) -> Option<String> {
+    let (from_ms, to_ms) = tariff.series()?.window()?;
+    (to_ms - from_ms < MIN_SERIES_WINDOW_MS).then(|| {
+        format!(
+            "the price series ({}) span {:.1} h, less than a day: annual figures are at the \
+             configured prices' mean over the year, not the series'",
+            tariff
+                .series()
+                .map(|s| s.sources().join(", "))
+                .unwrap_or_default(),
+            (to_ms - from_ms) as f64 / 3_600_000.0
+        )
+    })
+}
+
+/// The shortest price series window whose mean prices a year: a whole day, so that every
+/// hour of the day is in it. A shorter one (an hour's import) would price the year at the
+/// price of its hours.
+pub const MIN_SERIES_WINDOW_MS: i64 = 24 * 3_600_000;
+
 /// The mean price of `tariff` over its price series' window, and that window; `None`
-/// without series.
+/// without series, or when they span less than [`MIN_SERIES_WINDOW_MS`] (the configured
+/// prices then price the year; see [`series_too_short`]).
 pub fn series_mean_price(tariff: &Tariff) -> Result<Option<(f64, PriceBasis)>, CostError> {
     let Some(set) = tariff.series() else {
         return Ok(None);
@@ -266,6 +289,9 @@ pub fn series_mean_price(tariff: &Tariff) -> Result<Option<(f64, PriceBasis)>, C
     let Some((from_ms, to_ms)) = set.window() else {
         return Ok(None);
     };
+    if to_ms - from_ms < MIN_SERIES_WINDOW_MS {
+        return Ok(None);
+    }
     let mut t = from_ms;
     let (mut sum, mut fallback_ms) = (0.0, 0_i64);
     while t < to_ms {

@@ -240,6 +240,7 @@ pub fn summary_with_total(
         out.annual_cost = Some(fig.cost);
         out.annual_cost_ci95 = fig.cost_ci95;
         out.warnings.extend(iv.warnings.iter().cloned());
+        out.warnings.extend(cost::series_too_short(tariff));
         out.mean_watts_interval = Some(iv);
     }
     Ok(out)

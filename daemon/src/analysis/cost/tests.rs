@@ -1,7 +1,7 @@
 use super::*;
 use crate::analysis::tariff::{Period, TariffChange};
 use crate::zone::Zone;
-use chrono::NaiveTime;
+use chrono::{NaiveTime, TimeZone as _, Utc};
 
 fn london() -> Zone {
     Zone::named("Europe/London").expect("Europe/London loads")
@@ -262,4 +262,42 @@ fn money_rounds_half_away_from_zero() {
     assert_eq!(format_money_symbol(189.216, "GBP"), "£189.22");
     assert_eq!(format_money_symbol(-3.5, "EUR"), "-€3.50");
     assert_eq!(format_money_symbol(3.5, "CHF"), "CHF 3.50");
+}
+
+/// One imported hour at 10 per kWh priced the whole year at 10 (a 100x annual cost) and
+/// was called the mean over the year. A series of under a day prices no year: the
+/// configured prices do, and a note says so; a day's series does.
+#[test]
+fn a_price_series_of_under_a_day_does_not_price_the_year() {
+    use crate::analysis::price_series::{SeriesSet, Slot, SlotSeries};
+    let t0 = Utc
+        .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+        .unwrap()
+        .timestamp_millis();
+    let h = 3_600_000;
+    let with = |hours: i64, price: f64| {
+        let slots = (0..hours)
+            .map(|i| Slot {
+                start_ms: t0 + i * h,
+                end_ms: t0 + (i + 1) * h,
+                value: price,
+            })
+            .collect();
+        Tariff::simple("GBP", 0.10, 0.0, Vec::new(), Zone::UTC)
+            .unwrap()
+            .with_series(SeriesSet::new(vec![
+                SlotSeries::new("import", "GBP", slots).unwrap(),
+            ]))
+    };
+    let hour = with(1, 10.0);
+    let a = annual_cost(100.0, None, &hour, date(2026, 1, 1)).unwrap();
+    assert!(a.price_basis.is_none());
+    assert!(a.mean_price_per_kwh < 0.11, "{}", a.mean_price_per_kwh);
+    let note = series_too_short(&hour).unwrap();
+    assert!(note.contains("span 1.0 h, less than a day"), "{note}");
+    let day = with(24, 0.20);
+    let a = annual_cost(100.0, None, &day, date(2026, 1, 1)).unwrap();
+    assert!(a.price_basis.is_some());
+    assert!((a.mean_price_per_kwh - 0.20).abs() < 1e-12);
+    assert_eq!(series_too_short(&day), None);
 }

@@ -84,6 +84,9 @@ pub struct Report {
     /// The time-weighted mean price over the report year, currency per kWh: what a constant
     /// load pays (differs from `price_per_kwh` with time-of-use periods or dated changes).
     pub mean_price_per_kwh: f64,
+    /// Where that mean comes from, in words: "over the year from 2026-01-15", or "the
+    /// price series' mean over 72.0 h".
+    pub mean_price_from: String,
     /// Currency per day; never part of a running cost or a saving.
     pub standing_charge_per_day: f64,
     /// `standing_charge_per_day` x 365, currency.
@@ -510,6 +513,16 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
     if let Some(b) = &pricer.unit.price_basis {
         notes.push(format!("annual costs are at {}", b.text));
     }
+    notes.extend(crate::analysis::cost::series_too_short(tariff));
+    let mean_price_from = pricer.unit.price_basis.as_ref().map_or_else(
+        || format!("over the year from {}", opts.reference_date),
+        |b| {
+            format!(
+                "the price series' mean over {:.1} h",
+                (b.to_ms - b.from_ms) as f64 / 3_600_000.0
+            )
+        },
+    );
     let base = tariff.change_for(opts.reference_date);
     Ok(Report {
         generated_at: input.generated_at.to_rfc3339(),
@@ -517,6 +530,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         currency: tariff.currency().to_string(),
         price_per_kwh: base.price_per_kwh,
         mean_price_per_kwh: pricer.unit.mean_price_per_kwh,
+        mean_price_from,
         standing_charge_per_day: tariff.standing_charge_per_day(),
         standing_charge_per_year: tariff.standing_charge_per_day() * HOURS_PER_YEAR / 24.0,
         year_hours: HOURS_PER_YEAR,

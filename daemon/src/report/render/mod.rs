@@ -187,9 +187,9 @@ pub fn sections(r: &Report) -> Vec<Section> {
     let mut out = Vec::new();
 
     let mut tariff = vec![format!(
-        "{} per kWh (mean over the year from {}: {} per kWh); a year is {} h (365 days x 24 h)",
+        "{} per kWh (mean {}: {} per kWh); a year is {} h (365 days x 24 h)",
         format_money(r.price_per_kwh, cur),
-        r.reference_date,
+        r.mean_price_from,
         num(r.mean_price_per_kwh, 4),
         num(r.year_hours, 0)
     )];
@@ -544,9 +544,10 @@ pub fn gpu_lines(r: &Report) -> Vec<String> {
 pub fn title(r: &Report) -> String {
     let price = if (r.mean_price_per_kwh - r.price_per_kwh).abs() > 1e-9 {
         format!(
-            "a mean of {} {} per kWh (time-of-use, over the year)",
+            "a mean of {} {} per kWh ({})",
             r.currency,
-            num(r.mean_price_per_kwh, 4)
+            num(r.mean_price_per_kwh, 4),
+            r.mean_price_from
         )
     } else {
         format!("{} per kWh", format_money(r.price_per_kwh, &r.currency))
