@@ -305,6 +305,33 @@ fn levels_beyond_the_logical_cpus_are_refused() {
     );
 }
 
+/// A level given twice ran the whole sweep and then failed on a raw SQLite constraint,
+/// keeping nothing; an empty --name was stored as a configuration with no name. Both are
+/// refused before the meter is opened (the port here does not exist).
+#[test]
+fn a_level_given_twice_and_an_empty_name_are_refused_before_the_sweep() {
+    let env = TestEnv::new();
+    let config = env.config(&meter_toml(
+        "wall",
+        "pzem004t",
+        &env.path("ttyUSB0"),
+        "1s",
+        Some(1),
+    ));
+    let (code, _, stderr) = run(&config, &["sweep", "--name", "x", "--levels", "0,1,0"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--levels 0 is given twice: each level is measured once"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("ttyUSB0"), "{stderr}");
+    for name in ["", "  "] {
+        let (code, _, stderr) = run(&config, &["sweep", "--name", name, "--levels", "0"]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("--name is empty"), "{stderr}");
+    }
+}
+
 #[test]
 fn os_errors_are_printed_once() {
     let env = TestEnv::new();

@@ -90,3 +90,32 @@ fn configs_sets_the_order_and_the_baseline() {
         "{c}"
     );
 }
+
+/// A window that ends before it starts, or starts in the future, was reported with no
+/// measured section and no word why (exit 0, `measured: null`). It is refused, saying which.
+#[test]
+fn an_empty_or_future_window_is_refused_saying_why() {
+    let env = TestEnv::new();
+    let config = env.config(CONFIGS);
+    for (args, needle) in [
+        (
+            &["--since", "2026-12-03", "--until", "2026-12-01"][..],
+            "holds no time: --until must come after --since",
+        ),
+        (
+            &["--since", "2099-01-01"][..],
+            "is in the future: nothing is measured after now",
+        ),
+    ] {
+        let out = wattson()
+            .arg("--config")
+            .arg(&config)
+            .arg("report")
+            .args(args)
+            .output()
+            .expect("running wattson report");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}

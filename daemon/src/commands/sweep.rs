@@ -135,8 +135,19 @@ pub fn sweep_until_signal(
         .levels
         .clone()
         .unwrap_or_else(|| (0..=order.len()).collect());
+    if name.trim().is_empty() {
+        anyhow::bail!(
+            "--name is empty: name the configuration the results are stored under, e.g. \
+             --name \"basket, powersave\""
+        );
+    }
     if levels.is_empty() {
         anyhow::bail!("--levels is empty");
+    }
+    // Refused before anything runs: a level measured twice could not be stored.
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(twice) = levels.iter().find(|l| !seen.insert(**l)) {
+        anyhow::bail!("--levels {twice} is given twice: each level is measured once");
     }
     if let Some(too_many) = levels.iter().find(|&&l| l > order.len()) {
         anyhow::bail!(

@@ -87,6 +87,44 @@ pub fn resolve_when(w: When, now: DateTime<Utc>, tz: Zone, end: bool) -> i64 {
     }
 }
 
+/// A report window that holds no time: asked for by the user (`--since`/`--until`, or the
+/// HTTP report's `since`/`until`), so a bad request, not a failure.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct EmptyWindow(String);
+
+/// Refuses a window that ends before it starts or starts in the future: either would be a
+/// report with no measured section and no word why.
+fn check_window(
+    from_ms: Option<i64>,
+    to_ms: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<(), EmptyWindow> {
+    let at = |ms: i64| {
+        DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(
+            || format!("{ms} ms"),
+            |t| t.format("%Y-%m-%d %H:%M UTC").to_string(),
+        )
+    };
+    if let (Some(f), Some(t)) = (from_ms, to_ms)
+        && f >= t
+    {
+        return Err(EmptyWindow(format!(
+            "the window from {} (--since) to {} (--until) holds no time: --until must come \
+             after --since (a date in --until counts to the end of that day)",
+            at(f),
+            at(t)
+        )));
+    }
+    if let Some(f) = from_ms.filter(|f| *f > now.timestamp_millis()) {
+        return Err(EmptyWindow(format!(
+            "--since {} is in the future: nothing is measured after now",
+            at(f)
+        )));
+    }
+    Ok(())
+}
+
 /// Renders the report `args` asks for.
 pub fn produce(
     config: &Config,
@@ -110,6 +148,7 @@ pub fn produce(
             args.until.map(|w| resolve_when(w, now, tz, true)),
         )
     };
+    check_window(from_ms, to_ms, now)?;
     // Without a database only the configurations measured by hand can be reported; with
     // none of those either there is nothing to report, which is an error, not an empty table.
     if !crate::store::database_exists(&db)? && config.manual.is_empty() {

@@ -119,6 +119,9 @@ async fn report(shared: &Shared, query: &str, format: crate::report::Format) -> 
             policy(&mut r, REPORT_POLICY);
             r
         }
+        Ok(Err(e)) if e.is::<crate::report::request::EmptyWindow>() => {
+            text(StatusCode::BAD_REQUEST, format!("{e}\n"))
+        }
         Ok(Err(e)) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("the report could not be made: {e:#}\n"),
