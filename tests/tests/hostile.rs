@@ -345,3 +345,64 @@ fn hostile_fleet_states_are_rejected_and_do_not_shut_out_later_ones() {
     );
     assert!(t.contains(&("timestamp".to_owned(), 1)), "{t:?}");
 }
+
+/// A host's states delivered out of order: each series is stored in time order, so a state
+/// older than one already stored cannot be; it was counted as stored all the same, and
+/// the store wrote a warning line per message. Now the collector counts it apart ("after a
+/// later state of their host"), says so in a few lines, and stores the rest once.
+#[test]
+fn fleet_states_out_of_order_are_counted_apart_not_as_stored() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let dir = tempfile::tempdir().unwrap();
+    let (cdb, _cconf, mut collect) = collector(dir.path(), &broker);
+    let host = "shuffled";
+    let state = |ts: i64| {
+        format!(r#"{{"ts":{ts},"interval_s":1,"series":[["meter:wall","power","",{WATTS}]]}}"#)
+    };
+    let now = now_ms();
+    // 0, 10, then 1..=9 (each older than 10), then 11: 3 stored, 9 late.
+    let mut order = vec![0, 10];
+    order.extend(1..=9);
+    order.push(11);
+    let msgs: Vec<String> = order
+        .iter()
+        .map(|k| state(now - 20_000 + k * 1000))
+        .collect();
+    rt.block_on(publish(
+        broker.port,
+        host,
+        &format!("wattson/{host}/state"),
+        msgs,
+        Duration::from_millis(20),
+    ));
+    let last = now - 20_000 + 11_000;
+    collect.wait_for("the last state", Duration::from_secs(20), || {
+        (power_points(&cdb, host, "meter:wall").last().map(|p| p.0) == Some(last)).then_some(())
+    });
+    collect.signal(Signal::SIGTERM);
+    assert!(collect.wait_exit(Duration::from_secs(10)).is_some());
+    let log = collect.stderr();
+    let p: Vec<i64> = power_points(&cdb, host, "meter:wall")
+        .iter()
+        .map(|p| p.0)
+        .collect();
+    assert_eq!(p, [now - 20_000, now - 10_000, last]);
+    assert!(
+        log.contains("9 after a later state of their host (9 samples not stored)"),
+        "{log}"
+    );
+    let late_lines = log
+        .lines()
+        .filter(|l| l.contains("came after a later one"))
+        .count();
+    let drop_lines = log
+        .lines()
+        .filter(|l| l.contains("not after the newest stored"))
+        .count();
+    assert!(
+        late_lines <= 6 && drop_lines <= 6,
+        "{late_lines} + {drop_lines} lines:\n{log}"
+    );
+}

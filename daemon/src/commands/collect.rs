@@ -15,7 +15,7 @@ use wattson_collectors::Sample;
 
 use crate::cli::CollectArgs;
 use crate::sources::FleetSink;
-use crate::sources::fleet::{self, CollectorOptions, FleetStats, SinkError};
+use crate::sources::fleet::{self, CollectorOptions, Committed, FleetStats, SinkError};
 
 /// Stores each host's samples and commits them before the message is acknowledged, so a
 /// collector killed mid-way loses nothing the broker kept. The store is opened without
@@ -27,7 +27,7 @@ struct StoreSink {
 }
 
 impl FleetSink for StoreSink {
-    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<Committed, SinkError> {
         // While the writer holds earlier batches for its own retries (a full disk), a
         // message is not added to them: the broker keeps it and delivers it again, and a
         // second copy would only take the writer's memory for held samples.
@@ -44,7 +44,10 @@ impl FleetSink for StoreSink {
         self.store
             .insert_for_host(host, batch)
             .map_err(|e| why(&e))?;
-        self.store.flush().map(|_| ()).map_err(|e| why(&e))
+        let flushed = self.store.flush().map_err(|e| why(&e))?;
+        Ok(Committed {
+            late: flushed.stale,
+        })
     }
 
     fn known_hosts(&mut self) -> Vec<String> {
@@ -66,7 +69,7 @@ impl FleetSink for StoreSink {
 struct JsonLines<W: Write + Send>(W);
 
 impl<W: Write + Send> FleetSink for JsonLines<W> {
-    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<Committed, SinkError> {
         let failed = |e: std::io::Error| {
             SinkError(format!(
                 "writing collected samples: {}",
@@ -80,7 +83,8 @@ impl<W: Write + Send> FleetSink for JsonLines<W> {
             });
             writeln!(self.0, "{line}").map_err(failed)?;
         }
-        self.0.flush().map_err(failed)
+        self.0.flush().map_err(failed)?;
+        Ok(Committed::default())
     }
 }
 
@@ -173,9 +177,11 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
     }
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     tracing::info!(
-        "collector stopped: {} messages stored, {} duplicates, {} malformed, {} oversized, {} from hosts beyond --max-hosts, {} samples of series beyond the per-host limit, {} failed commits (left to the broker to deliver again)",
+        "collector stopped: {} messages stored, {} duplicates, {} after a later state of their host ({} samples not stored), {} malformed, {} oversized, {} from hosts beyond --max-hosts, {} samples of series beyond the per-host limit, {} failed commits (left to the broker to deliver again)",
         load(&stats.stored),
         load(&stats.duplicates),
+        load(&stats.late),
+        load(&stats.late_samples),
         load(&stats.malformed),
         load(&stats.connection.oversized),
         load(&stats.refused_hosts),

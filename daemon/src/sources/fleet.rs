@@ -56,12 +56,20 @@ pub const MAX_HOST_NAME: usize = 253;
 #[error("{0}")]
 pub struct SinkError(pub String);
 
+/// What a sink committed of a batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Committed {
+    /// Samples not stored because their series already holds a newer one (the store keeps
+    /// each series in time order): a state that arrived after a later one of its host.
+    pub late: usize,
+}
+
 /// Where collected samples go; the SQLite store implements it with a host column.
 pub trait FleetSink: Send {
     /// Stores and commits one state message's samples for `host`, all stamped with the
     /// message's `ts` (UTC ms). Called once per (host, ts) until it succeeds. An error
     /// means none of them is vouched for: the message will be delivered again.
-    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError>;
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<Committed, SinkError>;
 
     /// Hosts already stored: they are taken first under the host limit.
     fn known_hosts(&mut self) -> Vec<String> {
@@ -76,12 +84,12 @@ pub struct MemorySink {
 }
 
 impl FleetSink for MemorySink {
-    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<Committed, SinkError> {
         self.by_host
             .entry(host.to_owned())
             .or_default()
             .extend(batch);
-        Ok(())
+        Ok(Committed::default())
     }
 }
 
@@ -90,7 +98,7 @@ impl FleetSink for MemorySink {
 pub struct SharedMemorySink(pub Arc<Mutex<MemorySink>>);
 
 impl FleetSink for SharedMemorySink {
-    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<Committed, SinkError> {
         let mut s = self
             .0
             .lock()
@@ -120,6 +128,11 @@ pub struct FleetStats {
     pub rejected_samples: AtomicU64,
     /// Commits that failed: those messages were not acknowledged (delivered again later).
     pub not_stored: AtomicU64,
+    /// Messages none of whose samples were stored because the host's series already held
+    /// newer ones (they arrived after a later state), acknowledged; not counted as stored.
+    pub late: AtomicU64,
+    /// Samples not stored for that reason, in late messages or in part of one.
+    pub late_samples: AtomicU64,
     /// The connection's counters (connects, errors, messages skipped as larger than
     /// [`MAX_STATE_BYTES`]).
     pub connection: Arc<ConnectionStats>,
@@ -216,6 +229,8 @@ pub fn host_of<'t>(prefix: &str, topic: &'t str) -> Option<&'t str> {
 pub enum Outcome {
     /// Committed (possibly without the samples of refused series).
     Stored,
+    /// Came after a later state of its host: acknowledged, counted, nothing stored.
+    Late,
     Duplicate,
     Malformed,
     /// From a host beyond the limit.
@@ -353,9 +368,29 @@ impl Intake {
                 );
             }
         }
+        let offered = kept.len();
         match sink.store(host, kept) {
-            Ok(()) => {
+            Ok(c) if c.late > 0 && c.late >= offered => {
                 self.dedupe.record(host, ts);
+                stats
+                    .late_samples
+                    .fetch_add(c.late as u64, Ordering::Relaxed);
+                let n = stats.late.fetch_add(1, Ordering::Relaxed) + 1;
+                if n <= 5 || n.is_power_of_two() {
+                    tracing::warn!(
+                        "collector: the state of host {host:?} at {ts} ms came after a later one: \
+                         its {} samples were not stored (each series is stored in time order; \
+                         {n} such messages so far)",
+                        c.late
+                    );
+                }
+                Outcome::Late
+            }
+            Ok(c) => {
+                self.dedupe.record(host, ts);
+                stats
+                    .late_samples
+                    .fetch_add(c.late as u64, Ordering::Relaxed);
                 stats.stored.fetch_add(1, Ordering::Relaxed);
                 Outcome::Stored
             }

@@ -201,7 +201,8 @@ fn samples_not_after_the_newest_stored_are_dropped_and_counted() {
         ],
     );
     let stats = w.flush().unwrap();
-    assert_eq!((stats.samples, stats.stale), (0, 3));
+    // The same instant as the newest is a repeat; the two before it are stale.
+    assert_eq!((stats.samples, stats.stale, stats.repeated), (0, 2, 1));
     // Later samples still go in, and a new writer on the same file knows the newest.
     w.push(None, vec![power(T0 + HOUR_MS + 1000, 22.0)]);
     w.flush().unwrap();
@@ -212,7 +213,7 @@ fn samples_not_after_the_newest_stored_are_dropped_and_counted() {
         vec![power(T0 + HOUR_MS, 23.0), power(T0 + HOUR_MS + 2000, 24.0)],
     );
     let stats = w.flush().unwrap();
-    assert_eq!((stats.samples, stats.stale), (1, 1));
+    assert_eq!((stats.samples, stats.stale + stats.repeated), (1, 1));
     let got = w.store().raw(&wall(), T0, T0 + 2 * HOUR_MS).unwrap();
     assert_eq!(
         got[0].1,
@@ -787,7 +788,9 @@ fn a_sample_stored_twice_is_kept_once_in_raw_data_and_rollups() {
     let next = T0 + CHUNK_MS + 5000;
     w.push(None, vec![power(next, 99.0), power(next, 98.0)]);
     let stats = w.flush().unwrap();
-    assert_eq!((stats.samples, stats.stale), (1, 11));
+    // The batch in the open chunk and the new sample's second copy are repeats; the batch
+    // in the closed chunk is stale (closed chunks are not searched).
+    assert_eq!((stats.samples, stats.stale, stats.repeated), (1, 5, 6));
     drop(w);
 
     // After a restart (the fleet collector killed before it acknowledged, then redelivered).
@@ -795,7 +798,7 @@ fn a_sample_stored_twice_is_kept_once_in_raw_data_and_rollups() {
     w.push(None, first.clone());
     w.push(None, second.clone());
     let stats = w.flush().unwrap();
-    assert_eq!((stats.samples, stats.stale), (0, 10));
+    assert_eq!((stats.samples, stats.stale + stats.repeated), (0, 10));
 
     let got = w.store().raw(&wall(), T0, T0 + HOUR_MS).unwrap();
     let ts: Vec<i64> = got[0].1.iter().map(|p| p.0).collect();
@@ -829,7 +832,7 @@ fn a_sample_for_a_closed_period_without_an_open_chunk_is_not_duplicated() {
     w.push(None, vec![power(T0 + 1000, 11.0), power(T0 + 2000, 12.0)]);
     let stats = w.flush().unwrap();
     // The repeat is dropped; the later one is new.
-    assert_eq!((stats.samples, stats.stale), (1, 1));
+    assert_eq!((stats.samples, stats.stale + stats.repeated), (1, 1));
     let n_chunks: i64 = w
         .store()
         .conn()

@@ -62,9 +62,12 @@ pub struct FlushStats {
     pub samples: usize,
     /// Samples dropped because their value was not finite.
     pub rejected: usize,
-    /// Samples dropped because their timestamp was not after the newest stored one of
-    /// their series.
+    /// Samples dropped because their timestamp was before the newest stored one of their
+    /// series.
     pub stale: usize,
+    /// Samples not stored again because their series holds one at their timestamp (the
+    /// newest, or one in the open chunk).
+    pub repeated: usize,
     /// Gaps recorded.
     pub gaps: usize,
 }
@@ -85,6 +88,18 @@ struct SeriesState {
     hour: Option<HourAcc>,
 }
 
+impl SeriesState {
+    /// Whether a sample at `ts` is known to be stored: the newest, or one in the open
+    /// chunk (older closed chunks are not searched).
+    fn holds(&self, ts: i64) -> bool {
+        self.newest_ms == Some(ts)
+            || self
+                .open
+                .as_ref()
+                .is_some_and(|o| o.ts.binary_search(&ts).is_ok())
+    }
+}
+
 /// Series index by host, source, channel and metric, looked up without allocating.
 type SeriesIndex = HashMap<String, HashMap<SourceId, HashMap<String, HashMap<Metric, usize>>>>;
 
@@ -97,6 +112,8 @@ pub struct Writer {
     states: Vec<SeriesState>,
     gaps: HashMap<(String, SourceId), Vec<(i64, i64)>>,
     newest_ms: i64,
+    /// Series-flushes that dropped samples as not after the newest stored (for the log).
+    stale_flushes: u64,
     last_prune: Option<Instant>,
     /// The writer lock, when this writer took one ([`super::StoreHandle::spawn`]); taken
     /// again when the file is opened anew.
@@ -129,6 +146,7 @@ impl Writer {
             states: Vec::new(),
             gaps: HashMap::new(),
             newest_ms: i64::MIN,
+            stale_flushes: 0,
             last_prune: None,
             lock: None,
             board: Arc::default(),
@@ -302,6 +320,10 @@ impl Writer {
                     let i = self.state_index(&host, sample)?;
                     if self.ingest(i, sample.ts_ms, sample.value)? {
                         stats.samples += 1;
+                    } else if self.states[i].holds(sample.ts_ms) {
+                        // A sample of this instant is stored already (a redelivery, a
+                        // retried batch).
+                        stats.repeated += 1;
                     } else {
                         stats.stale += 1;
                         *stale.entry(i).or_insert(0_usize) += 1;
@@ -310,11 +332,18 @@ impl Writer {
             }
         }
         for (i, n) in stale {
+            // Once per flush at first, then at powers of two: a fleet host replaying its
+            // states out of order would otherwise write a line per message.
+            self.stale_flushes += 1;
+            let k = self.stale_flushes;
+            if k > 5 && !k.is_power_of_two() {
+                continue;
+            }
             let series_state = &self.states[i];
             let s = &series_state.series;
             tracing::warn!(
                 "dropped {n} samples of {}/{} {}{} not after the newest stored at {} ms (the \
-                 clock stepped back, or samples came twice)",
+                 clock stepped back, or samples came twice; {k} such drops so far)",
                 s.host,
                 s.source,
                 s.metric.as_str(),

@@ -145,7 +145,7 @@ struct FullDisk {
 }
 
 impl FleetSink for FullDisk {
-    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<(), SinkError> {
+    fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<Committed, SinkError> {
         if self.full {
             return Err(SinkError("database or disk is full".to_owned()));
         }
