@@ -368,3 +368,39 @@ fn os_errors_are_printed_once() {
         "{stderr}"
     );
 }
+
+/// A misspelt `--host` looked like a host with no readings yet (exit 0, "no readings
+/// stored yet", this machine's sources beside it). `status` and `report` now refuse it,
+/// naming the hosts the database has.
+#[test]
+fn a_host_the_database_has_nothing_of_is_refused_naming_those_it_has() {
+    use wattson::store::{Store, StoreOptions, Writer};
+    use wattson_collectors::{Metric, Sample};
+    let env = TestEnv::new();
+    let config = env.config("");
+    let opts = StoreOptions {
+        host: "other".into(),
+        ..StoreOptions::default()
+    };
+    let mut w = Writer::new(Store::open(&env.db, &opts).unwrap(), opts);
+    let now = wattson_tests::now_ms();
+    w.push(
+        Some("nas".to_owned()),
+        vec![Sample::new(now, "meter:wall", Metric::Power, "", 40.0)],
+    );
+    w.flush().unwrap();
+    drop(w);
+    for args in [
+        &["status", "--host", "nass"][..],
+        &["report", "--host", "nass"],
+    ] {
+        let (code, _, stderr) = run(&config, args);
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--host \"nass\":") && stderr.contains("it has \"nas\""),
+            "{args:?}: {stderr}"
+        );
+    }
+    let (code, _, stderr) = run(&config, &["status", "--host", "nas"]);
+    assert_eq!(code, Some(0), "{stderr}");
+}

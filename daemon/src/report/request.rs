@@ -163,6 +163,9 @@ pub fn produce(
         .host
         .clone()
         .unwrap_or_else(|| config.host.name.clone());
+    if host != config.host.name && crate::store::database_exists(&db)? {
+        crate::store::open_database(&db)?.check_host(&host, &config.host.name)?;
+    }
     let own = host == config.host.name;
     let wall = own
         .then(|| crate::ledger::costs::wall_source(config))
