@@ -161,6 +161,9 @@ fn a_listen_address_that_is_not_ip_and_port_is_refused_by_config_check_and_run()
                     && stderr.contains(bad),
                 "{bad} {args:?}: {stderr}"
             );
+            if bad == "127.0.0.1:99999" {
+                assert!(stderr.contains("port 99999 is beyond 65535"), "{stderr}");
+            }
         }
     }
     // IPv6 and every interface are addresses like any other.

@@ -16,6 +16,11 @@ const HINT: &str = "write e.g. \"1s\", \"500ms\", \"30d\"";
 /// Parse a duration such as `500ms`, `1s`, `10m`, `2h`, `30d` (also `1.5s`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
+    if s.starts_with('-') {
+        return Err(format!(
+            "{s:?} is negative: a duration is 0 or more; {HINT}"
+        ));
+    }
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(|| format!("{s:?} has no unit: {HINT}"))?;
@@ -194,6 +199,12 @@ mod tests {
     /// Regression: `interval = "18446744073709551616s"` panicked in `Duration::from_secs_f64`
     /// (exit 134 on every command) and `raw_retention = "18446744073709552s"` wrapped to
     /// 384 ms once turned into i64 milliseconds.
+    #[test]
+    fn a_negative_duration_says_it_is_negative() {
+        let e = parse_duration("-1s").unwrap_err();
+        assert!(e.starts_with("\"-1s\" is negative"), "{e}");
+    }
+
     #[test]
     fn huge_durations_are_refused_not_wrapped_or_panicking() {
         for s in [

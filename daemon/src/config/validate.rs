@@ -112,6 +112,21 @@ impl Validator<'_> {
     /// host names are not resolved, so what `config check` passes is what `run` binds.
     fn http(&self, listen: &Spanned<String>) -> Result<super::HttpConfig, ConfigError> {
         let text = listen.get_ref().trim();
+        // An address whose port is beyond 65535 says so, not that it is no address.
+        if let Some((host, port)) = text.rsplit_once(':')
+            && host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok()
+            && port.parse::<u64>().is_ok_and(|p| p > 65_535)
+        {
+            return Err(self.err(
+                listen.span(),
+                "http.listen",
+                format!("{text:?}: port {port} is beyond 65535"),
+            ));
+        }
         let addr: std::net::SocketAddr = text.parse().map_err(|_| {
             self.err(
                 listen.span(),

@@ -69,6 +69,16 @@ pub fn parse_when(s: &str) -> Result<When, String> {
     if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
         return Ok(When::Date(d));
     }
+    let b = s.as_bytes();
+    if b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+    {
+        return Err(format!("{s:?} is not a day of the calendar (YYYY-MM-DD)"));
+    }
     crate::config::parse_duration(s)
         .map(When::Ago)
         .map_err(|e| format!("{s:?} is neither a date (YYYY-MM-DD) nor a duration ({e})"))
@@ -182,8 +192,7 @@ pub fn produce(
         accuracy,
         (from_ms, to_ms),
         &split,
-    )
-    .with_context(|| format!("reading {}", db.display()))?;
+    )?;
     let input = input_from_config(config, store, args, now)?;
     let mut built = super::build(&input)?;
     built.services = services_section(config, &db, &host, from_ms, to_ms, now)
@@ -395,6 +404,11 @@ mod tests {
             parse_when("last tuesday")
                 .unwrap_err()
                 .contains("YYYY-MM-DD")
+        );
+        // A date-shaped day that is not in the calendar says so, not "unknown unit".
+        assert_eq!(
+            parse_when("2026-02-30").unwrap_err(),
+            "\"2026-02-30\" is not a day of the calendar (YYYY-MM-DD)"
         );
         let now: DateTime<Utc> = "2026-03-31T12:00:00Z".parse().unwrap();
         let tz = Zone::named("Europe/London").unwrap();

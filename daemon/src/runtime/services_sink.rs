@@ -24,7 +24,8 @@ pub fn collector(config: &Config, root: &SysRoot) -> Option<Scheduled> {
     match CgroupCollector::new(root, options) {
         Ok(c) => Some(Scheduled::new(Box::new(c), config.services.interval)),
         Err(e) => {
-            tracing::info!("services: unavailable: {e}");
+            // The error names its source and says it is unavailable.
+            tracing::info!("{e}");
             None
         }
     }

@@ -16,7 +16,8 @@ pub fn open_database(path: &std::path::Path) -> anyhow::Result<Store> {
             );
             Ok(Store::open_read_only(path)?)
         }
-        other => Ok(other.with_context(|| format!("opening {}", path.display()))?),
+        // The store's errors name the database already.
+        other => Ok(other?),
     }
 }
 
