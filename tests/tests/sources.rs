@@ -14,22 +14,23 @@ use nix::sys::signal::Signal;
 use wattson_collectors::Metric;
 use wattson_tests::{Child, TestEnv, meter_toml, simulate, wattson};
 
-/// Package 25 W and DRAM 3 W: the counters advance by those rates in 100 ms steps (written
-/// whole, by rename, as the kernel presents them).
+/// Package 25 W and DRAM 3 W: the counters follow the time elapsed (as the hardware's do),
+/// written every 10 ms, whole, by rename, as the kernel presents them. Counting steps
+/// instead of time read 20 W on a loaded machine, where each step took longer than asked.
 fn advance_counters(pkg: &Path, dram: &Path, stop: &AtomicBool) {
-    let (mut pkg_uj, mut dram_uj) = (1_000_000_u64, 2_000_000_u64);
     let write = |path: &Path, v: u64| {
         let tmp = path.with_extension("tmp");
         let mut f = std::fs::File::create(&tmp).unwrap();
         writeln!(f, "{v}").unwrap();
         std::fs::rename(&tmp, path).unwrap();
     };
+    let t0 = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        write(pkg, pkg_uj);
-        write(dram, dram_uj);
-        pkg_uj += 2_500_000;
-        dram_uj += 300_000;
-        std::thread::sleep(Duration::from_millis(100));
+        // W = µJ per µs.
+        let us = t0.elapsed().as_micros() as u64;
+        write(pkg, 1_000_000 + us * 25);
+        write(dram, 2_000_000 + us * 3);
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
