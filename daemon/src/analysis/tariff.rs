@@ -86,7 +86,15 @@ impl Period {
         }
     }
 
-    fn label(&self) -> String {
+    /// Whether the two windows share a time of day.
+    pub fn overlaps(&self, other: &Period) -> bool {
+        self.ranges()
+            .iter()
+            .any(|a| other.ranges().iter().any(|b| a.0 < b.1 && b.0 < a.1))
+    }
+
+    /// `HH:MM-HH:MM`.
+    pub fn label(&self) -> String {
         format!(
             "{}-{}",
             self.start.format("%H:%M"),
@@ -175,11 +183,7 @@ impl Tariff {
                     });
                 }
                 for q in &c.periods[..i] {
-                    let clash = p
-                        .ranges()
-                        .iter()
-                        .any(|a| q.ranges().iter().any(|b| a.0 < b.1 && b.0 < a.1));
-                    if clash {
+                    if p.overlaps(q) {
                         return Err(TariffError::Overlap {
                             from: c.effective_from,
                             first: q.label(),

@@ -167,7 +167,8 @@ impl Validator<'_> {
                 v.span(),
                 key,
                 format!(
-                    "{p} per kWh is beyond tariff.max_price_per_kwh ({max}): is it in another                      unit (per MWh, cents)? If the price is real, raise max_price_per_kwh"
+                    "{p} per kWh is beyond tariff.max_price_per_kwh ({max}): is it in another \
+                     unit (per MWh, cents)? If the price is real, raise max_price_per_kwh"
                 ),
             ));
         }
@@ -213,36 +214,22 @@ impl Validator<'_> {
                 })
             })
             .collect::<Result<_, _>>()?;
-        // Minutes of the day each covers (one that crosses midnight is two ranges).
-        let ranges = |p: &PeriodConfig| {
-            use chrono::Timelike;
-            let (s, e) = (
-                p.start.hour() * 60 + p.start.minute(),
-                p.end.hour() * 60 + p.end.minute(),
-            );
-            if s < e {
-                vec![(s, e)]
-            } else {
-                vec![(s, 24 * 60), (0, e)]
-            }
+        // The tariff's own rule (Tariff::new refuses the same), said here with its line.
+        let window = |p: &PeriodConfig| crate::analysis::tariff::Period {
+            start: p.start,
+            end: p.end,
+            price_per_kwh: p.price_per_kwh,
         };
         for (j, b) in out.iter().enumerate() {
-            if let Some(a) = out[..j].iter().find(|a| {
-                ranges(a)
-                    .iter()
-                    .any(|x| ranges(b).iter().any(|y| x.0 < y.1 && y.0 < x.1))
-            }) {
-                let label = |p: &PeriodConfig| {
-                    format!("{}-{}", p.start.format("%H:%M"), p.end.format("%H:%M"))
-                };
+            if let Some(a) = out[..j].iter().find(|a| window(a).overlaps(&window(b))) {
                 return Err(self.err(
                     periods[j].start.span(),
                     key,
                     format!(
                         "the period {} overlaps {}: a time of day has one price, so periods \
                          must not overlap",
-                        label(b),
-                        label(a)
+                        window(b).label(),
+                        window(a).label()
                     ),
                 ));
             }
