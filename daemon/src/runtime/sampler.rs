@@ -353,7 +353,8 @@ fn poll_one(
                 // longer than the store bridges anyway (a poll or two at 1 s, as a late
                 // poll is) are not a gap: recording one would throw away the energy on
                 // both sides of the lost poll. A device that went away is always a gap.
-                let bridged = !std::mem::take(&mut c.device_lost)
+                let device_lost = std::mem::take(&mut c.device_lost);
+                let bridged = !device_lost
                     && ts - start <= crate::store::integrate::max_pair_ms(interval_ms(c));
                 if c.last_good_ms.is_some() && !bridged {
                     sink.gap(c.source(), start, ts, &why);

@@ -111,8 +111,8 @@ fn failure_then_recovery_records_one_gap_and_no_invented_samples() {
     wait_for_polls(&polls, 3);
     *fail.lock().unwrap() = true;
     let failed_from = polls.load(Ordering::SeqCst);
-    // Longer than the store bridges (2 s past the 5 ms interval): 450 polls of 5 ms.
-    wait_for_polls(&polls, failed_from + 450);
+    // The device is gone (unplugged): a gap however short.
+    wait_for_polls(&polls, failed_from + 3);
     *fail.lock().unwrap() = false;
     let ok_from = polls.load(Ordering::SeqCst);
     wait_for_polls(&polls, ok_from + 3);
