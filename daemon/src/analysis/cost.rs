@@ -260,15 +260,13 @@ pub struct PriceBasis {
 /// Where `tariff`'s price series span less than a day: in words, for a note beside the
 /// annual figures, which are then priced by the configured prices.
 pub fn series_too_short(tariff: &Tariff) -> Option<String> {
-    let (from_ms, to_ms) = tariff.series()?.window()?;
+    let set = tariff.series()?;
+    let (from_ms, to_ms) = set.window()?;
     (to_ms - from_ms < MIN_SERIES_WINDOW_MS).then(|| {
         format!(
             "the price series ({}) span {:.1} h, less than a day: annual figures are at the \
              configured prices' mean over the year, not the series'",
-            tariff
-                .series()
-                .map(|s| s.sources().join(", "))
-                .unwrap_or_default(),
+            set.sources().join(", "),
             (to_ms - from_ms) as f64 / 3_600_000.0
         )
     })
