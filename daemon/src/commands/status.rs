@@ -156,7 +156,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         .host
         .clone()
         .unwrap_or_else(|| config.host.name.clone());
-    store.check_host(&host, &config.host.name)?;
+    crate::store::check_host(&store, &host, &config.host.name)?;
     let own_host = host == config.host.name;
     let mut readings = Vec::new();
     let mut per_core = 0;

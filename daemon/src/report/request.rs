@@ -174,7 +174,7 @@ pub fn produce(
         .clone()
         .unwrap_or_else(|| config.host.name.clone());
     if host != config.host.name && crate::store::database_exists(&db)? {
-        crate::store::open_database(&db)?.check_host(&host, &config.host.name)?;
+        crate::store::check_host(&crate::store::open_database(&db)?, &host, &config.host.name)?;
     }
     let own = host == config.host.name;
     let wall = own

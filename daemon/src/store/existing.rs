@@ -1,6 +1,7 @@
 //! Opening a database that already exists, for a command or an endpoint that reads it
 //! (`wattson status`, `report`, `services`, the HTTP report): whether it is there, with the
-//! OS reason when it cannot be read, and migrating one an older wattson wrote.
+//! OS reason when it cannot be read, migrating one an older wattson wrote, and whether it
+//! holds the host asked for.
 
 use super::{Store, StoreError, StoreOptions};
 
@@ -40,4 +41,30 @@ pub fn database_exists(path: &std::path::Path) -> anyhow::Result<bool> {
                 .context(format!("cannot read the database {}", path.display())))
         }
     }
+}
+
+/// Refuses a `--host` the database has nothing of, naming those it has: a misspelt
+/// name would otherwise look like a host with no readings yet. The configured host
+/// passes (its database may be new).
+pub fn check_host(store: &Store, host: &str, configured: &str) -> anyhow::Result<()> {
+    if host == configured {
+        return Ok(());
+    }
+    let hosts = store.hosts()?;
+    if hosts.iter().any(|h| h == host) {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "--host {host:?}: {} has nothing of that host; it has {}",
+        store.path().display(),
+        if hosts.is_empty() {
+            "no host yet".to_owned()
+        } else {
+            hosts
+                .iter()
+                .map(|h| format!("{h:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    )
 }

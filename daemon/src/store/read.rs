@@ -142,32 +142,6 @@ impl Store {
             .map_err(|e| self.sql(e))
     }
 
-    /// Refuses a `--host` the database has nothing of, naming those it has: a misspelt
-    /// name would otherwise look like a host with no readings yet. The configured host
-    /// passes (its database may be new).
-    pub fn check_host(&self, host: &str, configured: &str) -> anyhow::Result<()> {
-        if host == configured {
-            return Ok(());
-        }
-        let hosts = self.hosts()?;
-        if hosts.iter().any(|h| h == host) {
-            return Ok(());
-        }
-        anyhow::bail!(
-            "--host {host:?}: {} has nothing of that host; it has {}",
-            self.path().display(),
-            if hosts.is_empty() {
-                "no host yet".to_owned()
-            } else {
-                hosts
-                    .iter()
-                    .map(|h| format!("{h:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
-        )
-    }
-
     /// Every stored series.
     pub fn series(&self) -> Result<Vec<Series>, StoreError> {
         let mut stmt = self
