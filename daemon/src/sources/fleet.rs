@@ -375,15 +375,14 @@ impl Intake {
                 stats
                     .late_samples
                     .fetch_add(c.late as u64, Ordering::Relaxed);
-                let n = stats.late.fetch_add(1, Ordering::Relaxed) + 1;
-                if n <= 5 || n.is_power_of_two() {
+                throttled(&stats.late, |n| {
                     tracing::warn!(
                         "collector: the state of host {host:?} at {ts} ms came after a later one: \
                          its {} samples were not stored (each series is stored in time order; \
                          {n} such messages so far)",
                         c.late
                     );
-                }
+                });
                 Outcome::Late
             }
             Ok(c) => {
