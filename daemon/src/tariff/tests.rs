@@ -101,26 +101,39 @@ fn the_live_price_holds_until_the_next_one() {
     assert_eq!(list[0].slots, 2);
 }
 
-#[test]
-fn known_energy_per_slot_gives_the_hand_computed_cost() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("p.db");
+/// A database in `dir` whose `meter:wall` (host `h`, spacing 1 s) read `watts(s)` at each
+/// second `s` of `0..=seconds` from `t0`, written through the real writer.
+fn wall_at_1_hz(
+    dir: &std::path::Path,
+    t0: i64,
+    seconds: i64,
+    watts: impl Fn(i64) -> f64,
+) -> (Writer, SourceId) {
     let mut opts = StoreOptions {
         host: "h".into(),
         ..StoreOptions::default()
     };
     let wall = SourceId::meter("wall");
     opts.spacing_ms.insert(wall.clone(), 1000);
-    let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts.clone());
-    // 0..1 h at 200 W, 1..2 h at 600 W: per half hour 0.1, 0.1, 0.3, 0.3 kWh.
-    let samples: Vec<Sample> = (0..=7200)
-        .map(|s| {
-            let w = if s < 3600 { 200.0 } else { 600.0 };
-            Sample::new(T0 + s * 1000, wall.clone(), Metric::Power, "", w)
-        })
+    let mut w = Writer::new(Store::open(&dir.join("p.db"), &opts).unwrap(), opts.clone());
+    let samples: Vec<Sample> = (0..=seconds)
+        .map(|s| Sample::new(t0 + s * 1000, wall.clone(), Metric::Power, "", watts(s)))
         .collect();
     w.push(None, samples);
     w.flush().unwrap();
+    (w, wall)
+}
+
+#[test]
+fn known_energy_per_slot_gives_the_hand_computed_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    // 0..1 h at 200 W, 1..2 h at 600 W: per half hour 0.1, 0.1, 0.3, 0.3 kWh.
+    let (w, wall) = wall_at_1_hz(
+        dir.path(),
+        T0,
+        7200,
+        |s| if s < 3600 { 200.0 } else { 600.0 },
+    );
     let store = w.store();
     // Half-hour prices, one negative, and no slot for the last half hour.
     prices::replace(
@@ -165,26 +178,16 @@ fn known_energy_per_slot_gives_the_hand_computed_cost() {
 fn a_time_of_use_boundary_inside_an_hour_prices_the_energy_used_on_each_side() {
     use crate::ledger::running::RunningTotal;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("p.db");
-    let mut opts = StoreOptions {
-        host: "h".into(),
-        ..StoreOptions::default()
-    };
-    let wall = SourceId::meter("wall");
-    opts.spacing_ms.insert(wall.clone(), 1000);
-    let mut w = Writer::new(Store::open(&path, &opts).unwrap(), opts.clone());
     // A winter night in London (UTC+0): 100 W from 00:00, 2100 W from 00:30, to 01:00.
     let t0 = chrono::DateTime::parse_from_rfc3339("2025-01-15T00:00:00Z")
         .unwrap()
         .timestamp_millis();
-    let samples: Vec<Sample> = (0..=3600)
-        .map(|s| {
-            let w = if s < 1800 { 100.0 } else { 2100.0 };
-            Sample::new(t0 + s * 1000, wall.clone(), Metric::Power, "", w)
-        })
-        .collect();
-    w.push(None, samples);
-    w.flush().unwrap();
+    let (w, wall) = wall_at_1_hz(
+        dir.path(),
+        t0,
+        3600,
+        |s| if s < 1800 { 100.0 } else { 2100.0 },
+    );
     let store = w.store();
     let cfg = crate::config::TariffConfig {
         price_per_kwh: 0.30,
