@@ -286,16 +286,21 @@ fn report_without_a_database_or_a_manual_configuration_fails() {
     assert!(stdout.contains("old box"), "{stdout}");
 }
 
-#[test]
-fn levels_beyond_the_logical_cpus_are_refused() {
-    let env = TestEnv::new();
-    let config = env.config(&meter_toml(
+/// A config whose PZEM is on a port that does not exist.
+fn absent_meter_config(env: &TestEnv) -> PathBuf {
+    env.config(&meter_toml(
         "wall",
         "pzem004t",
         &env.path("ttyUSB0"),
         "1s",
         Some(1),
-    ));
+    ))
+}
+
+#[test]
+fn levels_beyond_the_logical_cpus_are_refused() {
+    let env = TestEnv::new();
+    let config = absent_meter_config(&env);
     // The KVM fixture has 2 vCPUs.
     let (code, _, stderr) = run(&config, &["sweep", "--name", "x", "--levels", "0,1,999"]);
     assert_eq!(code, Some(1), "{stderr}");
@@ -311,13 +316,7 @@ fn levels_beyond_the_logical_cpus_are_refused() {
 #[test]
 fn a_level_given_twice_and_an_empty_name_are_refused_before_the_sweep() {
     let env = TestEnv::new();
-    let config = env.config(&meter_toml(
-        "wall",
-        "pzem004t",
-        &env.path("ttyUSB0"),
-        "1s",
-        Some(1),
-    ));
+    let config = absent_meter_config(&env);
     let (code, _, stderr) = run(&config, &["sweep", "--name", "x", "--levels", "0,1,0"]);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(

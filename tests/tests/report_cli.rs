@@ -19,15 +19,19 @@ name = "old box"
 modes = { idle = 70.0 }
 "#;
 
-fn report(env: &TestEnv, args: &[&str]) -> String {
-    let config = env.config(CONFIGS);
-    let out = wattson()
+/// `wattson report ARGS` on [`CONFIGS`].
+fn report_output(env: &TestEnv, args: &[&str]) -> std::process::Output {
+    wattson()
         .arg("--config")
-        .arg(&config)
+        .arg(env.config(CONFIGS))
         .arg("report")
         .args(args)
         .output()
-        .expect("running wattson report");
+        .expect("running wattson report")
+}
+
+fn report(env: &TestEnv, args: &[&str]) -> String {
+    let out = report_output(env, args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -96,7 +100,6 @@ fn configs_sets_the_order_and_the_baseline() {
 #[test]
 fn an_empty_or_future_window_is_refused_saying_why() {
     let env = TestEnv::new();
-    let config = env.config(CONFIGS);
     for (args, needle) in [
         (
             &["--since", "2026-12-03", "--until", "2026-12-01"][..],
@@ -107,13 +110,7 @@ fn an_empty_or_future_window_is_refused_saying_why() {
             "is in the future: nothing is measured after now",
         ),
     ] {
-        let out = wattson()
-            .arg("--config")
-            .arg(&config)
-            .arg("report")
-            .args(args)
-            .output()
-            .expect("running wattson report");
+        let out = report_output(&env, args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
