@@ -1,7 +1,8 @@
 //! Money from the ledger's energy: the configured tariff, the wall source, today's / this
 //! month's / all-time energy and cost, and the annual projection from the last 7 days with
-//! its interval. `wattson status` and the MQTT state show these; `wattson report` prices its
-//! window through the same [`super::energy::Energy::cost`], so the two agree to the cent on
+//! its interval. `wattson status` and the MQTT state show these ([`super::energy::Energy::cost_in`]);
+//! `wattson report` prices its window the same way (the ledger's buckets, by their minutes in
+//! the hours a price may change, through `cost_of_energy`), so the two agree to the cent on
 //! the same window.
 //!
 //! Units: kWh, the tariff's currency, W, UTC ms; a `ci95` is a 95 % half-width.

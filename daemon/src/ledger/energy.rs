@@ -16,7 +16,7 @@ use wattson_collectors::Metric;
 use wattson_collectors::SourceId;
 
 use super::PrimaryPower;
-use crate::analysis::cost::{CostBreakdown, CostError, cost_of_energy};
+use crate::analysis::cost::{CostBreakdown, cost_of_energy};
 use crate::analysis::tariff::Tariff;
 use crate::store::{
     HOUR_MS, MINUTE_MS, Series, SeriesFilter, Store, StoreError, ceil_to, floor_to, integrate,
@@ -112,11 +112,6 @@ impl Energy {
             .collect()
     }
 
-    /// The energy priced by the tariff, each bucket at the prices of its own time.
-    pub fn cost(&self, tariff: &Tariff) -> Result<CostBreakdown, CostError> {
-        cost_of_energy(tariff, &self.priced_buckets())
-    }
-
     /// The buckets as `(start, end, Wh)` with each whole stored hour split into its
     /// minutes (their stored energy, scaled to sum to the hour's), so that prices in slots
     /// shorter than an hour (Agile half-hours, a live price that changed mid-hour) price
@@ -180,7 +175,8 @@ impl Energy {
         Ok(out)
     }
 
-    /// [`Energy::cost`], with the hours in which a price may change priced minute by minute.
+    /// The energy priced by the tariff, each bucket at the prices of its own time, and the
+    /// hours in which a price may change minute by minute (their stored minutes).
     pub fn cost_in(&self, store: &Store, tariff: &Tariff) -> anyhow::Result<CostBreakdown> {
         let buckets =
             self.minute_buckets_where(store, |start, end| tariff.may_change_within(start, end))?;
