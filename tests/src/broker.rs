@@ -383,7 +383,10 @@ pub async fn publish_acked<P: Into<Vec<u8>> + Send + 'static>(
     });
     let mut acked = 0;
     let mut errors = 0;
-    while acked < n {
+    // Until every message was sent and as many acknowledged: after a reconnect a message
+    // may be acknowledged twice, and the sender must not be left waiting on a queue that
+    // nobody drains.
+    while acked < n || !sender.is_finished() {
         match tokio::time::timeout(Duration::from_secs(20), el.poll()).await {
             Ok(Ok(Event::Incoming(Packet::PubAck(_)))) => acked += 1,
             Ok(Ok(_)) => {}
