@@ -103,6 +103,10 @@ pub struct Limits {
     pub future_ms: i64,
     /// How far a timestamp may be behind its receipt, ms (queued or buffered delivery).
     pub past_ms: i64,
+    /// Whether power may be negative: a source declared bidirectional (solar export). Its
+    /// negative readings are export, kept apart from consumption
+    /// ([`crate::meter::MeterReading::to_samples`]); any other source's are refused.
+    pub bidirectional: bool,
 }
 
 impl Default for Limits {
@@ -116,6 +120,7 @@ impl Default for Limits {
             frequency_hz: (40.0, 70.0),
             future_ms: 5 * 60_000,
             past_ms: 60 * 60_000,
+            bidirectional: false,
         }
     }
 }
@@ -160,6 +165,13 @@ impl Limits {
             Metric::Power if v.abs() >= self.max_power_w => Err(Rejection::new(
                 Reason::Power,
                 format!("power {v} W: |P| >= {} W", self.max_power_w),
+            )),
+            Metric::Power if v < 0.0 && !self.bidirectional => Err(Rejection::new(
+                Reason::Power,
+                format!(
+                    "power {v} W is negative: a consumer's meter reads at least 0 (a reversed \
+                     clamp?); a source that exports (solar) is declared `bidirectional = true`"
+                ),
             )),
             Metric::Voltage if v >= self.max_voltage_v || v < 0.0 => Err(Rejection::new(
                 Reason::Voltage,

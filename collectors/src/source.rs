@@ -226,6 +226,9 @@ pub mod channel {
     pub const ALL: &str = "all";
     /// The mean over the cores (core frequency).
     pub const MEAN: &str = "mean";
+    /// The power a bidirectional source exports (its negative readings, as positive watts),
+    /// beside its consumption (channel `""`, 0 W while it exports).
+    pub const EXPORT: &str = "export";
     /// An estimated source's error beside its value (the wall estimate's power error).
     pub const ESTIMATE_ERROR: &str = "error";
 

@@ -25,6 +25,7 @@ pub mod parse;
 pub mod publish;
 pub mod report;
 pub mod runtime;
+pub mod safe_open;
 pub mod services;
 pub mod sources;
 pub mod store;

@@ -324,10 +324,18 @@ fn a_level_given_twice_and_an_empty_name_are_refused_before_the_sweep() {
         "{stderr}"
     );
     assert!(!stderr.contains("ttyUSB0"), "{stderr}");
-    for name in ["", "  "] {
+    for (name, why) in [
+        ("", "must not be empty"),
+        ("  ", "must not be empty"),
+        ("a\nb", "U+000A"),
+        ("bell\u{7}", "U+0007"),
+    ] {
         let (code, _, stderr) = run(&config, &["sweep", "--name", name, "--levels", "0"]);
-        assert_eq!(code, Some(1), "{stderr}");
-        assert!(stderr.contains("--name is empty"), "{stderr}");
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(
+            stderr.contains("--name") && stderr.contains(why),
+            "{stderr}"
+        );
     }
 }
 

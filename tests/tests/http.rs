@@ -126,6 +126,19 @@ fn metrics_health_and_reports_are_served_from_the_running_daemon() {
             "unknown parameter \"db\"",
         ),
         ("/nothing-here", 404, "no page at /nothing-here"),
+        // What the database does not have is the query's mistake, not the server's.
+        ("/report.json?host=nobody", 400, "has nothing of that host"),
+        ("/report.html?host=nobody", 400, "has nothing of that host"),
+        (
+            "/report.json?mode=flying",
+            400,
+            "no configuration has a mode named \"flying\"",
+        ),
+        (
+            "/report.json?configs=nothing",
+            400,
+            "no configuration named \"nothing\"",
+        ),
     ] {
         let r = get(addr, path, &[]).unwrap();
         assert_eq!(r.status, status, "{path}: {r:?}");

@@ -614,7 +614,8 @@ async fn fleet(kind: Kind, hosts: usize, secs: u64) {
                     wattson::runtime::sampler::now_ms()
                 ),
             );
-            stats.stored.load(Ordering::Relaxed) > 0
+            // An empty state is counted as such, not as stored.
+            stats.empty.load(Ordering::Relaxed) > 0
         })
         .await,
         "{kind:?}: collector never subscribed"
@@ -727,11 +728,13 @@ async fn plugs_feed_collectors_over_mqtt() {
             id: "desk".into(),
             kind: wattson::sources::PlugKind::Tasmota,
             topic: "tasmota_1A2B3C".into(),
+            bidirectional: false,
         },
         wattson::sources::PlugSpec {
             id: "nas".into(),
             kind: wattson::sources::PlugKind::Shelly,
             topic: "shellyplusplugs-aabbcc".into(),
+            bidirectional: false,
         },
     ];
     let (join, mut collectors) = wattson::sources::plug::spawn_plugs(

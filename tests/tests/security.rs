@@ -26,6 +26,9 @@ use wattson::store::{SeriesFilter, Store};
 use wattson_collectors::Metric;
 use wattson_tests::wattson_bin;
 
+#[path = "security/local.rs"]
+mod local;
+
 const SECRET: &str = "Zebra-7fq2-Secret-Horse";
 
 fn wattson(config: &Path, args: &[&str]) -> Output {

@@ -97,6 +97,7 @@ fn run_sweep_levels(
         interval,
         timeout: None,
         line: None,
+        bidirectional: false,
     }];
     let db = dir.join("sweep.db");
     config.storage.path.clone_from(&db);

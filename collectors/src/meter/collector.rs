@@ -38,6 +38,8 @@ pub struct MeterConfig {
     /// Required for `protocol = "line"`.
     pub line: Option<LineFormat>,
     pub hlw8032: Hlw8032Constants,
+    /// Negative power is export (solar), not an error ([`crate::plausibility::Limits`]).
+    pub bidirectional: bool,
 }
 
 impl MeterConfig {
@@ -54,6 +56,7 @@ impl MeterConfig {
             timeout_ms: protocol.response_timeout_ms(),
             line: None,
             hlw8032: Hlw8032Constants::default(),
+            bidirectional: false,
         }
     }
 
@@ -106,11 +109,14 @@ impl MeterConfig {
 
     fn session_options(&self) -> SessionOptions {
         SessionOptions {
+            limits: crate::plausibility::Limits {
+                bidirectional: self.bidirectional,
+                ..crate::plausibility::Limits::for_ac(self.protocol.is_ac())
+            },
             timeout: Duration::from_millis(self.timeout_ms),
             line: self.line.clone(),
             hlw8032: self.hlw8032,
             wattsup_interval_s: (self.interval_ms / 1000).max(1) as u32,
-            ..SessionOptions::for_protocol(self.protocol)
         }
     }
 }
@@ -403,7 +409,15 @@ impl Collector for MeterCollector {
                         ));
                     }
                     for x in &mut s {
-                        x.channel.clone_from(&channel);
+                        // Export keeps its own channel (per address on a shared line), so it
+                        // never lands among the consumption samples.
+                        if x.channel == crate::source::channel::EXPORT {
+                            if !channel.is_empty() {
+                                x.channel = format!("{channel}-{}", crate::source::channel::EXPORT);
+                            }
+                        } else {
+                            x.channel.clone_from(&channel);
+                        }
                     }
                     samples.extend(s);
                 }

@@ -74,9 +74,15 @@ impl MeterReading {
     }
 
     /// One [`Sample`] per present field, channel `""`, stamped `ts_ms` (UTC ms) from `source`.
+    ///
+    /// Negative power (passed only for a bidirectional source) is export: the consumption
+    /// sample is 0 W and the exported watts go to channel [`crate::source::channel::EXPORT`],
+    /// so they are never netted against what the machine draws.
     pub fn to_samples(&self, ts_ms: i64, source: &crate::SourceId) -> Vec<Sample> {
-        [
-            (Metric::Power, self.power_w),
+        let export = self.power_w.filter(|p| *p < 0.0);
+        let power = self.power_w.map(|p| p.max(0.0));
+        let mut out: Vec<Sample> = [
+            (Metric::Power, power),
             (Metric::Voltage, self.voltage_v),
             (Metric::Current, self.current_a),
             (Metric::PowerFactor, self.power_factor),
@@ -87,7 +93,17 @@ impl MeterReading {
         .filter_map(|(metric, value)| {
             value.map(|v| Sample::new(ts_ms, source.clone(), metric, "", v))
         })
-        .collect()
+        .collect();
+        if let Some(p) = export {
+            out.push(Sample::new(
+                ts_ms,
+                source.clone(),
+                Metric::Power,
+                crate::source::channel::EXPORT,
+                -p,
+            ));
+        }
+        out
     }
 }
 

@@ -200,6 +200,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand idle" -l phases -d 'With
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l json -d 'Print JSON instead of text (without --measure; `wattson idle --json` afterwards lists what was measured)'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l measure -d 'Measure what each setting saves at the wall (root, with a [[meter]]): each one changed and put back in turn, A/B/A/B/A/B/A against idle as it was, then restored; stored as configurations ("idle as found", "idle with <setting>") that `wattson report` compares'
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -l restore -d 'Restore the settings an interrupted `--measure` left changed, as the database records them. Every command does this by itself, except as root from a database owned by another user; this asks for it. Only files of wattson\'s settings catalogue under [host] sysfs and procfs are written, with values their settings take'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -s V -l version -d 'Print version'

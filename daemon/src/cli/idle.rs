@@ -29,6 +29,12 @@ pub struct IdleArgs {
     /// report` compares.
     #[arg(long)]
     pub measure: bool,
+    /// Restore the settings an interrupted `--measure` left changed, as the database records
+    /// them. Every command does this by itself, except as root from a database owned by
+    /// another user; this asks for it. Only files of wattson's settings catalogue under
+    /// [host] sysfs and procfs are written, with values their settings take.
+    #[arg(long, conflicts_with_all = ["measure", "json"])]
+    pub restore: bool,
     /// With --measure: only these settings (comma-separated ids: pcie_aspm, sata_alpm,
     /// runtime_pm_pci, runtime_pm_ata, runtime_pm_usb, nmi_watchdog, dirty_writeback,
     /// audio_power_save, epp, cpufreq_governor, turbo).

@@ -13,7 +13,12 @@ use crate::sweep::workload::LoopKind;
 pub struct SweepArgs {
     /// Name of the configuration to store the results under (e.g. "basket, powersave");
     /// required, except with --list or --show.
-    #[arg(long, value_name = "NAME", required_unless_present_any = ["list", "show"])]
+    #[arg(
+        long,
+        value_name = "NAME",
+        required_unless_present_any = ["list", "show"],
+        value_parser = crate::config::names::parse_label
+    )]
     pub name: Option<String>,
     /// Busy loops per level, comma-separated, each from 0 (idle) to the logical CPUs
     /// [default: 0, 1, ... up to the logical CPUs].

@@ -34,7 +34,7 @@ pub struct ImportArgs {
     pub format: Format,
     /// The series' name: imports under one name replace each other where they overlap
     /// [default: octopus, entsoe, nordpool, imported, carbon by format].
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = crate::config::names::parse_label)]
     pub name: Option<String>,
     /// Octopus: the price without VAT (value_exc_vat) [default: with VAT, value_inc_vat].
     #[arg(long)]

@@ -89,6 +89,8 @@ impl<W: Write + Send> FleetSink for JsonLines<W> {
 }
 
 pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    // Its lock file says so: `wattson status` then does not look for a daemon's socket.
+    crate::store::lock::serve_no_socket();
     let cfg = super::load_config(config)?;
     // What `config check` checks beyond the file (the broker's URL, password file or
     // credential, TLS files), so that collect refuses with exit 78 what check refuses.
@@ -177,11 +179,12 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
     }
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     tracing::info!(
-        "collector stopped: {} messages stored, {} duplicates, {} after a later state of their host ({} samples not stored), {} malformed, {} oversized, {} from hosts beyond --max-hosts, {} samples of series beyond the per-host limit, {} failed commits (left to the broker to deliver again)",
+        "collector stopped: {} messages stored, {} duplicates, {} after a later state of their host ({} samples not stored), {} empty (no samples), {} malformed, {} oversized, {} from hosts beyond --max-hosts, {} samples of series beyond the per-host limit, {} failed commits (left to the broker to deliver again)",
         load(&stats.stored),
         load(&stats.duplicates),
         load(&stats.late),
         load(&stats.late_samples),
+        load(&stats.empty),
         load(&stats.malformed),
         load(&stats.connection.oversized),
         load(&stats.refused_hosts),

@@ -84,6 +84,7 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
         interval: Duration::from_millis(500),
         timeout: None,
         line: None,
+        bidirectional: false,
     }];
     config.storage.path.clone_from(&db);
     config.storage.flush_interval = Duration::from_secs(1);

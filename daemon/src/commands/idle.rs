@@ -32,6 +32,9 @@ pub fn run(args: &IdleArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     if args.measure {
         return measure_all(args, &config, &db);
     }
+    if args.restore {
+        return restore(&config, &db);
+    }
     let store = if crate::store::database_exists(&db).unwrap_or(false) {
         crate::store::open_database(&db).ok()
     } else {
@@ -44,6 +47,50 @@ pub fn run(args: &IdleArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
         crate::output::print(&render(&report, &config));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `wattson idle --restore`.
+fn restore(config: &Config, db: &Path) -> anyhow::Result<ExitCode> {
+    if !crate::store::database_exists(db)? {
+        anyhow::bail!("no database at {}: nothing to restore from", db.display());
+    }
+    let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
+    let Some(done) = journal::restore_asked(db, &root)? else {
+        anyhow::bail!(
+            "a `wattson idle --measure` is running on {} now: it restores its own settings",
+            db.display()
+        );
+    };
+    crate::output::println(&format!(
+        "restored {} setting file(s){}",
+        done.restored.len(),
+        if done.restored.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ": {}",
+                done.restored
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    ));
+    if done.failed.is_empty() && done.refused.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        anyhow::bail!(
+            "{} setting(s) not restored: {}",
+            done.failed.len() + done.refused.len(),
+            done.failed
+                .iter()
+                .chain(&done.refused)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    }
 }
 
 fn pct(share: f64) -> String {
@@ -265,7 +312,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
     let store = Store::open(db, &crate::runtime::daemon::store_options(config))
         .with_context(|| format!("opening the database {}", db.display()))?;
     let _lock = journal::lock(db)?;
-    let left = journal::restore_pending(&store);
+    let left = journal::restore_pending(&store, &candidates::Catalogue::of(&root));
     if !left.is_empty() {
         anyhow::bail!(
             "an earlier measurement left settings changed that cannot be put back ({}): \

@@ -42,8 +42,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The database a command works on: its `--db`, else `[storage] path`.
-fn database_of(cli: &Cli) -> Option<std::path::PathBuf> {
+/// The database a command works on (its `--db`, else `[storage] path`) and the machine's
+/// sysfs and procfs roots (`[host]`, `/sys` and `/proc` when the file cannot be read).
+fn database_of(cli: &Cli) -> Option<(std::path::PathBuf, wattson_collectors::SysRoot)> {
     let own = match &cli.command {
         Command::Run(a) => a.db.clone(),
         Command::Demo(a) => a.db.clone(),
@@ -56,22 +57,23 @@ fn database_of(cli: &Cli) -> Option<std::path::PathBuf> {
         Command::Tariff(t) => t.db(),
         Command::Meter(_) | Command::Config(_) | Command::Help(_) => None,
     };
-    own.or_else(|| {
-        Config::load(cli.config.as_deref())
-            .ok()
-            .map(|c| c.storage.path)
-    })
+    let config = Config::load(cli.config.as_deref()).ok();
+    let host = config
+        .as_ref()
+        .map_or_else(|| Config::defaults().host, |c| c.host.clone());
+    let root = wattson_collectors::SysRoot::new(&host.sysfs, &host.procfs);
+    Some((own.or(config.map(|c| c.storage.path))?, root))
 }
 
 /// Every command starts by putting back what a `wattson idle --measure` that died without
 /// restoring (SIGKILL, a crash, a power cut) left changed; a measurement that is running
 /// holds its lock and is left alone (see [`crate::idle::journal`]).
 fn recover_idle_settings(cli: &Cli) {
-    if matches!(&cli.command, Command::Idle(a) if a.measure) {
+    if matches!(&cli.command, Command::Idle(a) if a.measure || a.restore) {
         return;
     }
-    if let Some(db) = database_of(cli) {
-        crate::idle::journal::recover_at_start(&db);
+    if let Some((db, root)) = database_of(cli) {
+        crate::idle::journal::recover_at_start(&db, &root);
     }
 }
 

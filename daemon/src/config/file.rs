@@ -127,7 +127,8 @@ pub(super) struct FileUps {
 pub(super) struct FilePlug {
     pub(super) id: Spanned<String>,
     pub(super) kind: Spanned<Named<PlugKind>>,
-    pub(super) topic: String,
+    pub(super) topic: Spanned<String>,
+    pub(super) bidirectional: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -161,6 +162,7 @@ pub(super) struct FileMeter {
     pub(super) interval: Option<Spanned<Written>>,
     pub(super) timeout: Option<Spanned<Written>>,
     pub(super) line: Option<FileLineFormat>,
+    pub(super) bidirectional: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -232,7 +234,7 @@ pub(super) struct FileTariffChange {
 #[serde(deny_unknown_fields)]
 pub(super) struct FileMqtt {
     pub(super) url: Spanned<String>,
-    pub(super) client_id: Option<String>,
+    pub(super) client_id: Option<Spanned<String>>,
     pub(super) username: Option<String>,
     pub(super) password_file: Option<PathBuf>,
     pub(super) password_credential: Option<Spanned<String>>,

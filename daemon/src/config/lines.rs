@@ -168,7 +168,24 @@ fn serial_line(meters: &[MeterConfig], group: &[usize]) -> Result<SerialLine, Li
         .map(|&i| meters[i].id.as_str())
         .collect::<Vec<_>>()
         .join("+");
+    if let Some(&i) = group
+        .iter()
+        .find(|&&i| meters[i].bidirectional != first.bidirectional)
+    {
+        return Err(err(
+            i,
+            LineKey::Port,
+            format!(
+                "meters {} and {} share {} but only one is bidirectional: a shared line is one \
+                 or the other; set the same `bidirectional` on both",
+                first.id,
+                meters[i].id,
+                first.port.display()
+            ),
+        ));
+    }
     let mut cfg = meter::MeterConfig::new(id, protocol, first.port.clone());
+    cfg.bidirectional = first.bidirectional;
     if let Some(b) = first.baud {
         cfg.serial.baud = b;
     }

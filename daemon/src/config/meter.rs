@@ -136,6 +136,7 @@ impl Validator<'_> {
                 .map(|t| self.duration(Some(t), "meter.timeout", Duration::ZERO, METER_TIMEOUT))
                 .transpose()?,
             line,
+            bidirectional: m.bidirectional.unwrap_or(false),
         })
     }
 

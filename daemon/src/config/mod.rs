@@ -15,6 +15,7 @@ mod file;
 mod lines;
 mod load;
 mod meter;
+pub mod names;
 mod tariff;
 mod validate;
 
@@ -192,6 +193,8 @@ pub struct PlugConfig {
     pub id: String,
     pub kind: PlugKind,
     pub topic: String,
+    /// Negative power is export (solar), kept apart from consumption; otherwise refused.
+    pub bidirectional: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -248,6 +251,8 @@ pub struct MeterConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub line: Option<LineFormat>,
+    /// Negative power is export (solar), kept apart from consumption; otherwise refused.
+    pub bidirectional: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -58,10 +58,45 @@ impl Validator<'_> {
         }
     }
 
-    /// An id used in source names and topics: letters, digits, `-` and `_`.
+    /// A name that reaches topics, labels or pages ([`super::names::check_name`]), trimmed.
+    pub(super) fn name(&self, v: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
+        let n = v.get_ref().trim();
+        super::names::check_name(n).map_err(|why| {
+            self.err(
+                v.span(),
+                key,
+                format!("{:?} {why}", n.chars().take(80).collect::<String>()),
+            )
+        })?;
+        Ok(n.to_owned())
+    }
+
+    /// A topic ([`super::names::check_topic`]), as written.
+    pub(super) fn topic(
+        &self,
+        v: &Spanned<String>,
+        key: &str,
+        wildcards: bool,
+    ) -> Result<String, ConfigError> {
+        super::names::check_topic(v.get_ref(), wildcards).map_err(|why| {
+            self.err(
+                v.span(),
+                key,
+                format!(
+                    "{:?} {why}",
+                    v.get_ref().chars().take(80).collect::<String>()
+                ),
+            )
+        })?;
+        Ok(v.get_ref().clone())
+    }
+
+    /// An id used in source names and topics: letters, digits, `-` and `_`, at most
+    /// [`super::names::MAX_NAME_CHARS`].
     pub(super) fn identifier(&self, v: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
         let id = v.get_ref().trim();
         if id.is_empty()
+            || id.chars().count() > super::names::MAX_NAME_CHARS
             || !id
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
@@ -69,7 +104,10 @@ impl Validator<'_> {
             return Err(self.err(
                 v.span(),
                 key,
-                format!("{id:?} must be non-empty letters, digits, '-' or '_'"),
+                format!(
+                    "{id:?} must be 1 to {} letters, digits, '-' or '_'",
+                    super::names::MAX_NAME_CHARS
+                ),
             ));
         }
         Ok(id.to_owned())
@@ -241,15 +279,7 @@ impl Validator<'_> {
         let mut config = Config::defaults();
 
         if let Some(name) = file.host.name {
-            let n = name.get_ref().trim();
-            if n.is_empty() || n.contains(['/', '+', '#']) {
-                return Err(self.err(
-                    name.span(),
-                    "host.name",
-                    "must be non-empty and must not contain '/', '+' or '#' (it is part of MQTT topics)",
-                ));
-            }
-            n.clone_into(&mut config.host.name);
+            config.host.name = self.name(&name, "host.name")?;
         }
         if let Some(p) = file.host.sysfs {
             config.host.sysfs = p;
@@ -414,11 +444,15 @@ impl Validator<'_> {
                     None => Ok(default.to_owned()),
                     Some(s) => {
                         let p = s.get_ref().trim_matches('/').to_owned();
-                        if p.is_empty() || p.contains(['+', '#']) {
+                        if p.is_empty() || super::names::check_topic(&p, false).is_err() {
                             Err(self.err(
                                 s.span(),
                                 key,
-                                "must be a non-empty topic without '+' or '#'",
+                                format!(
+                                    "must be a non-empty, printable topic of at most {} \
+                                     characters without '+' or '#'",
+                                    super::names::MAX_TOPIC_CHARS
+                                ),
                             ))
                         } else {
                             Ok(p)
@@ -427,9 +461,10 @@ impl Validator<'_> {
                 }
             };
             config.mqtt = Some(MqttConfig {
-                client_id: m
-                    .client_id
-                    .unwrap_or_else(|| format!("wattson-{}", config.host.name)),
+                client_id: match &m.client_id {
+                    Some(id) => self.name(id, "mqtt.client_id")?,
+                    None => format!("wattson-{}", config.host.name),
+                },
                 url,
                 username: m.username,
                 password_file: m.password_file,
@@ -538,8 +573,8 @@ impl Validator<'_> {
             });
         }
         for pl in file.plug {
-            let id = pl.id.get_ref().trim().to_owned();
-            if id.is_empty() || config.meters.iter().any(|m| m.id == id) {
+            let id = self.name(&pl.id, "plug.id")?;
+            if config.meters.iter().any(|m| m.id == id) {
                 return Err(self.err(
                     pl.id.span(),
                     "plug.id",
@@ -556,18 +591,21 @@ impl Validator<'_> {
             config.plugs.push(PlugConfig {
                 id,
                 kind: pl.kind.into_inner().0,
-                topic: pl.topic,
+                topic: self.topic(&pl.topic, "plug.topic", true)?,
+                bidirectional: pl.bidirectional.unwrap_or(false),
             });
         }
 
         let mut names = std::collections::BTreeSet::new();
         for c in file.config {
             let name = c.name.get_ref().trim().to_owned();
-            if name.is_empty() || !names.insert(name.clone()) {
+            super::names::check_label(&name)
+                .map_err(|why| self.err(c.name.span(), "config.name", format!("{name:?} {why}")))?;
+            if !names.insert(name.clone()) {
                 return Err(self.err(
                     c.name.span(),
                     "config.name",
-                    format!("{name:?} must be non-empty and unique"),
+                    format!("{name:?} must be unique"),
                 ));
             }
             let mut modes = Vec::new();

@@ -115,6 +115,16 @@ fn not_connected(db: &Path, socket: &Path, e: &std::io::Error) -> Result<Located
             socket: socket.to_owned(),
             reason,
         }),
+        (ErrorKind::NotFound, WriterState::Live(Some(holder))) if !holder.serves_socket => {
+            Ok(Located::NoDaemon {
+                why: format!(
+                    "{} writes {} as a fleet collector, which serves no control socket: no \
+                     meter of this machine is read through it",
+                    holder.describe(),
+                    db.display(),
+                ),
+            })
+        }
         (ErrorKind::NotFound, WriterState::Live(holder)) => Ok(Located::NoDaemon {
             why: format!(
                 "{} writes {} but serves no control socket at {} (a wattson older than this \

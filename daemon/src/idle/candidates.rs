@@ -10,6 +10,8 @@ use serde::Serialize;
 use wattson_collectors::SysRoot;
 use wattson_collectors::idle::settings::{Setting, SettingKind};
 
+use crate::safe_open::KernelFs;
+
 /// Kinds that may be changed for a measurement, in the order they are measured.
 const MEASURABLE: [SettingKind; 11] = [
     SettingKind::PcieAspm,
@@ -178,8 +180,11 @@ pub fn select(
 
 /// The files the chosen candidates may write, every one of them under the configured sysfs
 /// or procfs root: the allowlist.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Allowlist(BTreeSet<PathBuf>);
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allowlist {
+    files: BTreeSet<PathBuf>,
+    root: SysRoot,
+}
 
 impl Allowlist {
     /// The allowlist of `chosen`; `Err` names a file outside both roots (never expected: the
@@ -192,23 +197,124 @@ impl Allowlist {
             }
             files.insert(path.clone());
         }
-        Ok(Allowlist(files))
+        Ok(Allowlist {
+            files,
+            root: root.clone(),
+        })
     }
 
     pub fn contains(&self, path: &Path) -> bool {
-        self.0.contains(path)
+        self.files.contains(path)
     }
 
     pub fn files(&self) -> impl Iterator<Item = &PathBuf> {
-        self.0.iter()
+        self.files.iter()
+    }
+
+    /// The roots the files are under.
+    pub fn root(&self) -> &SysRoot {
+        &self.root
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.files.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.files.is_empty()
+    }
+}
+
+/// The filesystem a setting's file must be on: sysfs or procfs under the real roots, any
+/// under a fixture tree the configuration names.
+pub fn kernel_fs(path: &Path, root: &SysRoot) -> KernelFs {
+    if root.sys == Path::new("/sys") && path.starts_with("/sys") {
+        KernelFs::Sysfs
+    } else if root.proc == Path::new("/proc") && path.starts_with("/proc") {
+        KernelFs::Procfs
+    } else {
+        KernelFs::Any
+    }
+}
+
+/// Every file `wattson idle --measure` could ever write on this machine, re-derived from the
+/// settings catalogue under the configured roots, with the values each takes. What the idle
+/// journal of a database asks to restore is checked against it: a database decides neither
+/// where root writes nor what (SECURITY.md).
+#[derive(Debug, Clone)]
+pub struct Catalogue {
+    root: SysRoot,
+    /// Each file and the values its setting lists (empty: a plain value, such as a number).
+    files: std::collections::BTreeMap<PathBuf, Vec<String>>,
+}
+
+/// The longest value a setting takes (EPP and governor names are under 32 characters).
+const MAX_VALUE_CHARS: usize = 64;
+
+/// The most bytes a setting's file holds as recorded (a list file of a few names).
+const MAX_CONTENT_BYTES: usize = 4096;
+
+impl Catalogue {
+    /// The settings this machine has now, under `root`.
+    pub fn of(root: &SysRoot) -> Catalogue {
+        let files = wattson_collectors::idle::settings::read_all(root)
+            .into_iter()
+            .filter(|s| MEASURABLE.contains(&s.kind))
+            .flat_map(|s| {
+                let available = s.available.clone();
+                s.files.into_iter().map(move |f| (f, available.clone()))
+            })
+            .collect();
+        Catalogue {
+            root: root.clone(),
+            files,
+        }
+    }
+
+    pub fn root(&self) -> &SysRoot {
+        &self.root
+    }
+
+    /// Whether restoring `value` (and, where the value does not read back, `content`) into
+    /// `path` is a restore wattson could have recorded; `Err` says why not.
+    pub fn vet(&self, path: &Path, value: &str, content: &[u8]) -> Result<(), String> {
+        let Some(available) = self.files.get(path) else {
+            return Err(format!(
+                "{} is not a setting wattson changes under [host] sysfs {} and procfs {}",
+                path.display(),
+                self.root.sys.display(),
+                self.root.proc.display()
+            ));
+        };
+        let plain = !value.is_empty()
+            && value.chars().count() <= MAX_VALUE_CHARS
+            && value.chars().all(|c| c.is_ascii_graphic());
+        if !plain {
+            return Err(format!(
+                "{:?} for {} is not a setting's value (1 to {MAX_VALUE_CHARS} printable \
+                 characters, no spaces)",
+                value.chars().take(80).collect::<String>(),
+                path.display()
+            ));
+        }
+        if !available.is_empty() && !available.iter().any(|a| a == value) {
+            return Err(format!(
+                "{value:?} is not among the values {} offers ({})",
+                path.display(),
+                available.join(", ")
+            ));
+        }
+        let as_text = String::from_utf8_lossy(content);
+        if content.len() > MAX_CONTENT_BYTES
+            || content.contains(&0)
+            || wattson_collectors::idle::settings::current_of_list(&as_text) != value
+        {
+            return Err(format!(
+                "the recorded text of {} does not read as {value:?}",
+                path.display()
+            ));
+        }
+        Ok(())
     }
 }
 

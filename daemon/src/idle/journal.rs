@@ -11,6 +11,12 @@
 //! A running measurement holds an exclusive `flock` on `<database>.idle-lock`; the kernel
 //! drops it when the process dies, however it dies. Recovery only restores a run whose lock
 //! it can take, so a command started while a measurement runs leaves it alone.
+//!
+//! A database is not trusted to say where root writes (SECURITY.md): every row is checked
+//! against the settings catalogue re-derived under the configured roots
+//! ([`Catalogue::vet`]); a row naming anything else, or a value its setting does not take,
+//! is refused, logged and kept. Root recovers at start only from a database owned by root
+//! or the service user; any other is restored only when asked (`wattson idle --restore`).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -19,7 +25,8 @@ use anyhow::Context as _;
 use rusqlite::params;
 use wattson_collectors::idle::settings::current_of_list;
 
-use super::candidates::Allowlist;
+use super::candidates::{Allowlist, Catalogue, kernel_fs};
+use crate::safe_open::{self, KernelFs};
 use crate::store::{Store, StoreOptions};
 
 /// A file as found.
@@ -45,27 +52,21 @@ impl Original {
     }
 }
 
-/// Write `value` into an existing file: one `write(2)` of the whole value, never creating
-/// a file (sysfs and procfs take a setting in one write).
-fn write_value(path: &Path, value: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)?;
-    f.write_all(value)
+/// Write `value` into an existing setting's file (see [`safe_open::write_setting`]).
+fn write_value(path: &Path, value: &[u8], fs: KernelFs) -> std::io::Result<()> {
+    safe_open::write_setting(path, value, fs)
 }
 
 /// Put one file back as it was; `Err` says what it reads instead, or the OS error.
-pub fn restore(o: &Original) -> Result<(), String> {
+pub fn restore(o: &Original, fs: KernelFs) -> Result<(), String> {
     let reads_as_before = || std::fs::read(&o.path).is_ok_and(|now| now == o.content);
-    write_value(&o.path, o.value.as_bytes())
+    write_value(&o.path, o.value.as_bytes(), fs)
         .map_err(|e| format!("writing {:?} to {}: {e}", o.value, o.path.display()))?;
     if reads_as_before() {
         return Ok(());
     }
     // A plain file (a fixture) keeps what was written: put its bytes back.
-    if write_value(&o.path, &o.content).is_ok() && reads_as_before() {
+    if write_value(&o.path, &o.content, fs).is_ok() && reads_as_before() {
         return Ok(());
     }
     let now = std::fs::read(&o.path).unwrap_or_default();
@@ -124,7 +125,8 @@ impl Journal {
                 path.display()
             );
         }
-        write_value(path, value.as_bytes()).with_context(|| {
+        let fs = kernel_fs(path, self.allow.root());
+        write_value(path, value.as_bytes(), fs).with_context(|| {
             format!(
                 "writing {value:?} to {} (is it a value this kernel offers?)",
                 path.display()
@@ -141,7 +143,7 @@ impl Journal {
             if paths.is_some_and(|ps| !ps.contains(&o.path)) {
                 continue;
             }
-            match restore(o) {
+            match restore(o, kernel_fs(&o.path, self.allow.root())) {
                 Ok(()) => {
                     if let Err(e) = store.conn().execute(
                         "UPDATE idle_original SET restored_ms = ?3
@@ -178,12 +180,8 @@ pub struct MeasureLock {
 /// Take the lock of `db` for a measurement; `Err` when another measurement holds it.
 pub fn lock(db: &Path) -> anyhow::Result<MeasureLock> {
     let path = lock_path(db);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("creating the lock file {}", path.display()))?;
+    let file = safe_open::lock_file(&path)
+        .with_context(|| format!("opening the lock file {}", path.display()))?;
     match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
         Ok(l) => Ok(MeasureLock { _lock: l }),
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => anyhow::bail!(
@@ -229,20 +227,26 @@ pub fn pending(store: &Store) -> Vec<Pending> {
     .unwrap_or_default()
 }
 
-/// Put back every file of `waiting`, marking each in `writer` when there is one, and end
-/// the runs still marked running as interrupted.
-fn restore_list(writer: Option<&Store>, waiting: &[Pending]) -> Recovery {
+/// Put back every file of `waiting` that the catalogue vouches for, marking each in `writer`
+/// when there is one, and end the runs still marked running as interrupted. A row the
+/// catalogue refuses is left as it is, neither written nor marked.
+fn restore_list(writer: Option<&Store>, waiting: &[Pending], catalogue: &Catalogue) -> Recovery {
     let mut out = Recovery::default();
     let now = chrono::Utc::now().timestamp_millis();
     let mut runs: Vec<i64> = Vec::new();
     for p in waiting {
-        match restore(&p.original) {
+        let o = &p.original;
+        if let Err(why) = catalogue.vet(&o.path, &o.value, &o.content) {
+            out.refused.push(why);
+            continue;
+        }
+        match restore(o, kernel_fs(&o.path, catalogue.root())) {
             Ok(()) => {
-                out.restored.push(p.original.path.clone());
+                out.restored.push(o.path.clone());
                 if let Some(w) = writer {
                     let _ = w.conn().execute(
                         "UPDATE idle_original SET restored_ms = ?3 WHERE run_id = ?1 AND path = ?2",
-                        params![p.run_id, p.original.path.to_string_lossy(), now],
+                        params![p.run_id, o.path.to_string_lossy(), now],
                     );
                 }
                 if !runs.contains(&p.run_id) {
@@ -264,14 +268,27 @@ fn restore_list(writer: Option<&Store>, waiting: &[Pending]) -> Recovery {
     out
 }
 
+/// Logs the rows of `db` that were refused, once each, with what to do.
+fn log_refused(db: &Path, refused: &[String]) {
+    for why in refused {
+        tracing::error!(
+            "refusing to restore a setting that {} names: {why}. Nothing was written; the row \
+             is kept in its idle_original table for you to inspect (`wattson idle` lists this \
+             machine's settings as they are)",
+            db.display()
+        );
+    }
+}
+
 /// With the measurement lock held: restore what earlier runs left changed in `store`.
-/// Returns one line per file that could not be restored.
-pub fn restore_pending(store: &Store) -> Vec<String> {
+/// Returns one line per file that could not be restored (refused rows included).
+pub fn restore_pending(store: &Store, catalogue: &Catalogue) -> Vec<String> {
     let waiting = pending(store);
     if waiting.is_empty() {
         return Vec::new();
     }
-    let r = restore_list(Some(store), &waiting);
+    let r = restore_list(Some(store), &waiting, catalogue);
+    log_refused(store.path(), &r.refused);
     if !r.restored.is_empty() {
         tracing::warn!(
             "an earlier `wattson idle --measure` ended without restoring {} file(s): restored \
@@ -279,7 +296,7 @@ pub fn restore_pending(store: &Store) -> Vec<String> {
             r.restored.len()
         );
     }
-    r.failed
+    r.failed.into_iter().chain(r.refused).collect()
 }
 
 /// What [`recover_at_start`] did.
@@ -289,13 +306,48 @@ pub struct Recovery {
     pub restored: Vec<PathBuf>,
     /// Files still changed, each with why.
     pub failed: Vec<String>,
+    /// Rows the catalogue refused (a path or value wattson never records), each with why.
+    pub refused: Vec<String>,
+    /// Whether the database was passed over as not root's or the service's to trust.
+    pub untrusted: bool,
+}
+
+/// The user the installed service runs as (systemd/wattson.service).
+const SERVICE_USER: &str = "wattson";
+
+/// Why root must not take `db`'s word for what to write: `Some(owner)` when the database is
+/// owned by neither root, this user, nor the service user, or anyone may write it.
+fn untrusted_owner(db: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let euid = nix::unistd::geteuid().as_raw();
+    let meta = std::fs::symlink_metadata(db).ok()?;
+    let owner = meta.uid();
+    let service = nix::unistd::User::from_name(SERVICE_USER)
+        .ok()
+        .flatten()
+        .map(|u| u.uid.as_raw());
+    let name = || {
+        nix::unistd::User::from_uid(owner.into())
+            .ok()
+            .flatten()
+            .map_or_else(
+                || format!("uid {owner}"),
+                |u| format!("{} (uid {owner})", u.name),
+            )
+    };
+    if meta.mode() & 0o002 != 0 {
+        return Some(format!("{}, and anyone may write it", name()));
+    }
+    let trusted = owner == 0 || owner == euid || Some(owner) == service;
+    (!trusted).then(name)
 }
 
 /// At the start of a wattson command: restore what a crashed `wattson idle --measure` left
-/// changed in `db`'s machine. Does nothing when there is no database, nothing pending, or a
-/// measurement is running now.
-pub fn recover_at_start(db: &Path) -> Recovery {
-    let out = Recovery::default();
+/// changed in `db`'s machine (the settings under `root`). Does nothing when there is no
+/// database, nothing pending, or a measurement is running now; as root, nothing from a
+/// database owned by another user (say so, and how to restore from it when it is yours).
+pub fn recover_at_start(db: &Path, root: &wattson_collectors::SysRoot) -> Recovery {
+    let mut out = Recovery::default();
     if !db.is_file() {
         return out;
     }
@@ -307,22 +359,67 @@ pub fn recover_at_start(db: &Path) -> Recovery {
     if waiting.is_empty() {
         return out;
     }
+    if nix::unistd::geteuid().is_root()
+        && let Some(owner) = untrusted_owner(db)
+    {
+        tracing::error!(
+            "{} says {} setting(s) were left changed by an interrupted `wattson idle \
+             --measure`, but it is owned by {owner}, not by root or the service user: as root, \
+             wattson does not restore settings on a database's word unless asked. If that \
+             measurement was yours, check the settings with `wattson idle` and run `wattson \
+             idle --restore --db {}`",
+            db.display(),
+            waiting.len(),
+            db.display()
+        );
+        out.untrusted = true;
+        return out;
+    }
+    let Some(out) = restore_locked(db, &waiting, root) else {
+        return out;
+    };
+    log_recovery(db, &waiting, &out);
+    out
+}
+
+/// Restore `waiting` from `db` with the measurement lock taken; `None` when a measurement
+/// holds it (it is running).
+fn restore_locked(
+    db: &Path,
+    waiting: &[Pending],
+    root: &wattson_collectors::SysRoot,
+) -> Option<Recovery> {
     // A live measurement holds the lock; a dead one's lock died with it.
-    let lock_file = lock_path(db);
-    let _lock = match std::fs::File::open(&lock_file) {
-        Ok(f) => match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-            Ok(l) => Some(l),
-            Err(_) => return out,
-        },
-        Err(_) => None,
+    let _lock = match safe_open::existing_lock_file(&lock_path(db)) {
+        Ok(Some(f)) => {
+            Some(nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).ok()?)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::error!("not restoring settings from {}: {e}", db.display());
+            return None;
+        }
     };
     let writer = Store::open(db, &StoreOptions::default()).ok();
-    let out = restore_list(writer.as_ref(), &waiting);
+    let catalogue = Catalogue::of(root);
+    let out = restore_list(writer.as_ref(), waiting, &catalogue);
+    if writer.is_none() && !out.restored.is_empty() {
+        tracing::warn!(
+            "could not mark them restored in {}: the next command as root will find them \
+             already restored",
+            db.display()
+        );
+    }
+    Some(out)
+}
+
+fn log_recovery(db: &Path, waiting: &[Pending], out: &Recovery) {
     let when = waiting
         .first()
         .and_then(|p| chrono::DateTime::from_timestamp_millis(p.started_ms))
         .map(|d| d.format("%Y-%m-%d %H:%M UTC").to_string())
         .unwrap_or_default();
+    log_refused(db, &out.refused);
     if !out.restored.is_empty() {
         tracing::warn!(
             "`wattson idle --measure` started {when} ended without restoring its changes; \
@@ -344,14 +441,27 @@ pub fn recover_at_start(db: &Path) -> Recovery {
             db.display()
         );
     }
-    if writer.is_none() && !out.restored.is_empty() {
-        tracing::warn!(
-            "could not mark them restored in {}: the next command as root will find them \
-             already restored",
-            db.display()
-        );
+}
+
+/// `wattson idle --restore`: restore what `db` records as left changed, whoever owns it,
+/// still only into the catalogue's files with values their settings take. `None` when a
+/// measurement is running on it now.
+pub fn restore_asked(
+    db: &Path,
+    root: &wattson_collectors::SysRoot,
+) -> anyhow::Result<Option<Recovery>> {
+    let reader = Store::open_read_only(db)
+        .with_context(|| format!("opening the database {}", db.display()))?;
+    let waiting = pending(&reader);
+    drop(reader);
+    if waiting.is_empty() {
+        return Ok(Some(Recovery::default()));
     }
-    out
+    let out = restore_locked(db, &waiting, root);
+    if let Some(out) = &out {
+        log_recovery(db, &waiting, out);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -365,15 +475,15 @@ mod tests {
         std::fs::write(&policy, "default [performance] powersave powersupersave\n").unwrap();
         let o = Original::read(&policy).unwrap();
         assert_eq!(o.value, "performance");
-        write_value(&policy, b"powersave").unwrap();
-        restore(&o).unwrap();
+        write_value(&policy, b"powersave", KernelFs::Any).unwrap();
+        restore(&o, KernelFs::Any).unwrap();
         assert_eq!(std::fs::read(&policy).unwrap(), o.content);
 
         let nmi = dir.path().join("nmi_watchdog");
         std::fs::write(&nmi, "1\n").unwrap();
         let o = Original::read(&nmi).unwrap();
-        write_value(&nmi, b"0").unwrap();
-        restore(&o).unwrap();
+        write_value(&nmi, b"0", KernelFs::Any).unwrap();
+        restore(&o, KernelFs::Any).unwrap();
         assert_eq!(std::fs::read_to_string(&nmi).unwrap(), "1\n");
     }
 
@@ -381,7 +491,7 @@ mod tests {
     fn writing_never_creates_a_file() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("gone");
-        assert!(write_value(&missing, b"1").is_err());
+        assert!(write_value(&missing, b"1", KernelFs::Any).is_err());
         assert!(!missing.exists());
     }
 

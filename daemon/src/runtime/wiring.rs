@@ -183,6 +183,7 @@ pub(super) fn plug_collectors(
             id: p.id.clone(),
             kind: p.kind,
             topic: p.topic.clone(),
+            bidirectional: p.bidirectional,
         })
         .collect();
     let (_task, collectors) = crate::sources::plug::spawn_plugs(mqtt, &specs, cancel.child_token())

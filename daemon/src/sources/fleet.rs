@@ -16,8 +16,9 @@
 //! at most `max_hosts` hosts (those already in the database first; messages of further
 //! hosts are acknowledged, counted as refused and logged); per host, the last
 //! [`Dedupe::WINDOW`] timestamps and at most [`MAX_SERIES_PER_HOST`] series (samples of
-//! further series are dropped, counted and logged); host names of at most
-//! [`MAX_HOST_NAME`] bytes. Malformed payloads are counted and dropped.
+//! further series are dropped, counted and logged); host names that follow the one rule for
+//! names (printable, at most [`MAX_HOST_NAME`] characters). A state with no sample to store
+//! is counted as empty, not as stored. Malformed payloads are counted and dropped.
 //!
 //! Every message passes the shared plausibility rules ([`wattson_collectors::plausibility`])
 //! before it is stored: a `ts` more than 5 minutes after its receipt (a host whose clock says
@@ -48,8 +49,9 @@ pub const DEFAULT_MAX_HOSTS: u32 = 100;
 /// Distinct (source, metric, channel) series kept per host; a 128-thread host publishes
 /// about 800.
 pub const MAX_SERIES_PER_HOST: usize = 2048;
-/// Longest host name (the topic segment) accepted, bytes: a DNS name.
-pub const MAX_HOST_NAME: usize = 253;
+/// Longest host name (the topic segment) accepted, characters: the one rule for names
+/// ([`crate::config::names`]), as `[host] name` takes.
+pub const MAX_HOST_NAME: usize = crate::config::names::MAX_NAME_CHARS;
 
 /// Why a sink did not commit a batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -118,6 +120,9 @@ pub struct FleetStats {
     pub duplicates: AtomicU64,
     /// Messages dropped as malformed.
     pub malformed: AtomicU64,
+    /// Messages that held no sample to store (no `series`, or only refused ones): nothing
+    /// stored, not counted as stored.
+    pub empty: AtomicU64,
     /// Messages of hosts beyond the host limit, acknowledged and dropped.
     pub refused_hosts: AtomicU64,
     /// Samples of series beyond [`MAX_SERIES_PER_HOST`], dropped.
@@ -237,6 +242,8 @@ pub enum Outcome {
     Refused,
     /// Implausible (a `ts` far from its receipt): acknowledged, counted, not stored.
     Rejected,
+    /// Held no sample to store: acknowledged, counted, nothing stored.
+    Empty,
     /// Not a state topic of this prefix.
     NotOurs,
     /// The sink failed: not stored, to be delivered again.
@@ -287,11 +294,11 @@ impl Intake {
             return Outcome::NotOurs;
         };
         stats.received.fetch_add(1, Ordering::Relaxed);
-        if host.len() > MAX_HOST_NAME {
+        if let Err(why) = crate::config::names::check_name(host) {
             throttled(&stats.malformed, |n| {
                 tracing::warn!(
-                    "dropping state from a host name of {} bytes (at most {MAX_HOST_NAME}); {n} malformed so far",
-                    host.len()
+                    "dropping state from the host name {:?}: it {why}; {n} malformed so far",
+                    host.chars().take(80).collect::<String>()
                 );
             });
             return Outcome::Malformed;
@@ -369,6 +376,16 @@ impl Intake {
             }
         }
         let offered = kept.len();
+        if offered == 0 {
+            self.dedupe.record(host, ts);
+            throttled(&stats.empty, |n| {
+                tracing::warn!(
+                    "the state of host {host:?} at {ts} ms holds no sample to store (no \
+                     `series`): nothing stored; {n} such messages so far"
+                );
+            });
+            return Outcome::Empty;
+        }
         match sink.store(host, kept) {
             Ok(c) if c.late > 0 && c.late >= offered => {
                 self.dedupe.record(host, ts);

@@ -51,6 +51,8 @@ pub struct PlugSpec {
     pub id: String,
     pub kind: PlugKind,
     pub topic: String,
+    /// Negative power is export (`[[plug]] bidirectional`).
+    pub bidirectional: bool,
 }
 
 impl PlugSpec {
@@ -175,11 +177,15 @@ const PLUG_COUNTER_RESOLUTION_WH: f64 = 1.0;
 
 impl PlugCollector {
     /// A collector fed by `rx` (UTC ms of receipt, reading).
-    pub fn new(id: &str, rx: Receiver<(i64, PlugReading)>) -> PlugCollector {
+    /// A bidirectional plug's negative readings are export, kept apart; any other's refused.
+    pub fn new(id: &str, rx: Receiver<(i64, PlugReading)>, bidirectional: bool) -> PlugCollector {
         PlugCollector {
             name: SourceId::meter(id),
             rx,
-            limits: Limits::for_ac(true),
+            limits: Limits {
+                bidirectional,
+                ..Limits::for_ac(true)
+            },
             energy: EnergyTracker::new(None, PLUG_COUNTER_RESOLUTION_WH),
             newest_ms: None,
             good: 0,
@@ -297,7 +303,7 @@ pub fn spawn_plugs(
     for p in plugs {
         let (tx, rx) = sync_channel(16);
         routes.push((p.subscription(), p.kind, tx));
-        collectors.push(PlugCollector::new(&p.id, rx));
+        collectors.push(PlugCollector::new(&p.id, rx, p.bidirectional));
     }
     let mut conn = Connection::start(
         cfg,
@@ -446,7 +452,7 @@ mod tests {
     #[test]
     fn collector_reports_every_reading_and_a_monotonic_total() {
         let (tx, rx) = sync_channel(4);
-        let mut c = PlugCollector::new("desk", rx);
+        let mut c = PlugCollector::new("desk", rx, false);
         assert_eq!(c.source(), &SourceId::meter("desk"));
         assert!(c.poll(0).unwrap().is_empty());
         tx.send((MIN, reading(10.0, 100.0))).unwrap();
@@ -470,7 +476,7 @@ mod tests {
     #[test]
     fn implausible_plug_readings_are_dropped_and_counted() {
         let (tx, rx) = sync_channel(8);
-        let mut c = PlugCollector::new("desk", rx);
+        let mut c = PlugCollector::new("desk", rx, false);
         let hostile =
             parse_tasmota_sensor(br#"{"ENERGY":{"Power":99999999,"Total":100}}"#).unwrap();
         tx.send((MIN, reading(50.0, 1.0))).unwrap();
@@ -493,7 +499,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.device_ts_ms, Some(1_767_225_600_000));
         let (tx, rx) = sync_channel(8);
-        let mut c = PlugCollector::new("desk", rx);
+        let mut c = PlugCollector::new("desk", rx, false);
         tx.send((1_767_225_600_000 + 30 * MIN, r.clone())).unwrap();
         let s = c.poll(0).unwrap();
         assert_eq!(s[0].ts_ms, 1_767_225_600_000);
@@ -516,12 +522,14 @@ mod tests {
             id: "a".into(),
             kind: PlugKind::Tasmota,
             topic: "tasmota_1A2B3C".into(),
+            bidirectional: false,
         };
         assert_eq!(t.subscription(), "tele/tasmota_1A2B3C/SENSOR");
         let s = PlugSpec {
             id: "b".into(),
             kind: PlugKind::Shelly,
             topic: "shellyplusplugs-aabbcc".into(),
+            bidirectional: false,
         };
         assert_eq!(s.subscription(), "shellyplusplugs-aabbcc/status/switch:0");
     }

@@ -43,6 +43,16 @@ pub fn database_exists(path: &std::path::Path) -> anyhow::Result<bool> {
     }
 }
 
+/// A host the database has nothing of (`--host`, or `host=` in an HTTP report query).
+#[derive(Debug, thiserror::Error)]
+#[error("--host {host:?}: {database} has nothing of that host; it has {known}")]
+pub struct UnknownHost {
+    pub host: String,
+    pub database: String,
+    /// The hosts it has, quoted, or "no host yet".
+    pub known: String,
+}
+
 /// Refuses a `--host` the database has nothing of, naming those it has: a misspelt
 /// name would otherwise look like a host with no readings yet. The configured host
 /// passes (its database may be new).
@@ -54,10 +64,10 @@ pub fn check_host(store: &Store, host: &str, configured: &str) -> anyhow::Result
     if hosts.iter().any(|h| h == host) {
         return Ok(());
     }
-    anyhow::bail!(
-        "--host {host:?}: {} has nothing of that host; it has {}",
-        store.path().display(),
-        if hosts.is_empty() {
+    Err(UnknownHost {
+        host: host.to_owned(),
+        database: store.path().display().to_string(),
+        known: if hosts.is_empty() {
             "no host yet".to_owned()
         } else {
             hosts
@@ -65,6 +75,7 @@ pub fn check_host(store: &Store, host: &str, configured: &str) -> anyhow::Result
                 .map(|h| format!("{h:?}"))
                 .collect::<Vec<_>>()
                 .join(", ")
-        }
-    )
+        },
+    }
+    .into())
 }

@@ -12,7 +12,7 @@
 //! A writer that dies loses its `flock` with its last descriptor, so a lock file left behind
 //! by a crash never blocks the next start.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::io::{Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -40,6 +40,23 @@ pub struct Holder {
     pub since_ms: i64,
     /// The writer's health when it last changed.
     pub store: StoreHealth,
+    /// Whether the writer serves the database's control socket (`wattson run` does; the
+    /// fleet collector does not). Lock files of older versions leave it out: they did.
+    #[serde(default = "serves_socket_by_default")]
+    pub serves_socket: bool,
+}
+
+fn serves_socket_by_default() -> bool {
+    true
+}
+
+/// Set by writers that serve no control socket (`wattson collect`) before they open the
+/// database, so their lock file says so.
+static SERVES_NO_SOCKET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// This process writes databases without serving their control socket.
+pub fn serve_no_socket() {
+    SERVES_NO_SOCKET.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 impl Holder {
@@ -65,6 +82,7 @@ impl Holder {
             command,
             since_ms: super::health::now_ms(),
             store: StoreHealth::default(),
+            serves_socket: !SERVES_NO_SOCKET.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -104,13 +122,8 @@ impl WriterLock {
             uid: nix::unistd::geteuid().as_raw(),
             source,
         };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| lock_error(&path, e))?;
+        // Never through a link another user planted at the name (SECURITY.md).
+        let file = crate::safe_open::lock_file(&path).map_err(|e| lock_error(&path, e))?;
         let started = Instant::now();
         loop {
             match file.try_lock() {
@@ -181,7 +194,13 @@ impl WriterLock {
 
 /// The holder written in a lock file, if it can be read and parsed.
 fn read_holder(lock: &Path) -> Option<Holder> {
-    let text = std::fs::read_to_string(lock).ok()?;
+    use std::io::Read as _;
+    let mut text = String::new();
+    crate::safe_open::existing_lock_file(lock)
+        .ok()??
+        .take(64 * 1024)
+        .read_to_string(&mut text)
+        .ok()?;
     serde_json::from_str(text.trim_end()).ok()
 }
 
@@ -200,7 +219,7 @@ pub enum WriterState {
 /// released at once (a writer holding the exclusive lock makes it fail).
 pub fn writer_state(db: &Path) -> WriterState {
     let path = lock_path(db);
-    let Ok(file) = File::open(&path) else {
+    let Ok(Some(file)) = crate::safe_open::existing_lock_file(&path) else {
         return WriterState::Never;
     };
     let holder = read_holder(&path);

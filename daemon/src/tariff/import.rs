@@ -205,6 +205,20 @@ fn check(p: &mut Parsed, opts: &Options) -> Result<(), ImportError> {
                 ),
             ));
         }
+        if s.end_ms - s.start_ms > super::MAX_SLOT_MS {
+            return Err(err(
+                line,
+                "end",
+                format!(
+                    "the slot {}..{} is {:.0} days long; a price or carbon slot is at most {} \
+                     days (a tariff's periods and dated changes belong in the configuration)",
+                    rfc3339(s.start_ms),
+                    rfc3339(s.end_ms),
+                    (s.end_ms - s.start_ms) as f64 / 86_400_000.0,
+                    super::MAX_SLOT_MS / 86_400_000
+                ),
+            ));
+        }
         let field = if carbon { "intensity" } else { "price" };
         if !s.value.is_finite() {
             return Err(err(

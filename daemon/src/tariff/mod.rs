@@ -17,6 +17,10 @@ use crate::analysis::tariff::Tariff;
 use crate::config::TariffConfig;
 use crate::store::Store;
 
+/// The longest slot a price or carbon series takes, ms (31 days): a slot from year 1 to
+/// 9999 would otherwise replace every slot it overlaps and price 8,000 years at one price.
+pub const MAX_SLOT_MS: i64 = 31 * 86_400_000;
+
 /// The configured tariff with the applied price series of the database taking precedence
 /// per slot.
 pub fn tariff_with_series(

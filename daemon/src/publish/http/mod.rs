@@ -190,6 +190,7 @@ async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>, cancel: 
                     last_error = None;
                     match permits.clone().try_acquire_owned() {
                         Ok(permit) => {
+                            refused.flush(false);
                             connections.spawn(serve(stream, shared.clone(), permit));
                         }
                         // Closed at once: a flood of connections costs a descriptor for
@@ -211,30 +212,54 @@ async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>, cancel: 
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
+    refused.flush(true);
     connections.shutdown().await;
 }
 
-/// Connections closed because [`MAX_CONNECTIONS`] were open, logged at most once a minute.
+/// Connections closed because [`MAX_CONNECTIONS`] were open: the first logged at once, the
+/// rest counted and logged at most once a minute, when a connection is served again (the
+/// flood is over), and at shutdown, so every refusal is in the log's counts.
 #[derive(Default)]
 struct Refusals {
     since_log: u64,
+    total: u64,
     logged_at: Option<Instant>,
 }
 
 impl Refusals {
     fn count(&mut self) {
         self.since_log += 1;
+        self.total += 1;
         if self
             .logged_at
             .is_none_or(|t| t.elapsed() >= Duration::from_secs(60))
         {
-            tracing::warn!(
-                "http: {} connection(s) closed unserved: {MAX_CONNECTIONS} were open already",
-                self.since_log
-            );
-            self.since_log = 0;
-            self.logged_at = Some(Instant::now());
+            self.log();
         }
+    }
+
+    /// Log what was refused since the last line, if anything: at shutdown (`last`), or
+    /// when a connection is served again and the last line is over 5 s old (a flood's
+    /// connections end and begin again many times a second).
+    fn flush(&mut self, last: bool) {
+        let due = last
+            || self
+                .logged_at
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(5));
+        if self.since_log > 0 && due {
+            self.log();
+        }
+    }
+
+    fn log(&mut self) {
+        tracing::warn!(
+            "http: {} connection(s) closed unserved: {MAX_CONNECTIONS} were open already \
+             ({} since the server started)",
+            self.since_log,
+            self.total
+        );
+        self.since_log = 0;
+        self.logged_at = Some(Instant::now());
     }
 }
 

@@ -119,8 +119,8 @@ async fn report(shared: &Shared, query: &str, format: crate::report::Format) -> 
             policy(&mut r, REPORT_POLICY);
             r
         }
-        Ok(Err(e)) if e.is::<crate::report::request::EmptyWindow>() => {
-            text(StatusCode::BAD_REQUEST, format!("{e}\n"))
+        Ok(Err(e)) if asked_for_what_is_not_there(&e) => {
+            text(StatusCode::BAD_REQUEST, format!("{e:#}\n"))
         }
         Ok(Err(e)) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -131,6 +131,20 @@ async fn report(shared: &Shared, query: &str, format: crate::report::Format) -> 
             format!("the report could not be made: {e}\n"),
         ),
     }
+}
+
+/// Whether a report failed on what the query asked (an empty window, a host, mode or
+/// configuration the database does not have): the client's mistake, 400 with the reason.
+fn asked_for_what_is_not_there(e: &anyhow::Error) -> bool {
+    use crate::report::model::ReportError;
+    e.chain().any(|c| {
+        c.is::<crate::report::request::EmptyWindow>()
+            || c.is::<crate::store::UnknownHost>()
+            || matches!(
+                c.downcast_ref::<ReportError>(),
+                Some(ReportError::UnknownMode { .. } | ReportError::UnknownConfig { .. })
+            )
+    })
 }
 
 fn produce(config: &crate::config::Config, args: &ReportRequest) -> anyhow::Result<String> {

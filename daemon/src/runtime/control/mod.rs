@@ -126,9 +126,7 @@ pub fn start(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(bind_error("looking at the path", &e)),
     }
-    let listener = tokio::net::UnixListener::bind(&path).map_err(|e| bind_error("binding", &e))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660))
-        .map_err(|e| bind_error("setting its mode to 0660", &e))?;
+    let listener = bind_private(&path).map_err(|(what, e)| bind_error(what, &e))?;
     let identity = std::fs::symlink_metadata(&path)
         .ok()
         .map(|m| (m.dev(), m.ino()));
@@ -147,6 +145,26 @@ pub fn start(
         path,
         identity,
     })
+}
+
+/// Binds the socket inside a fresh 0700 directory beside `path`, sets its mode to 0660 there
+/// and only then renames it into place: whatever the umask, no other user can connect
+/// before the mode is right (SECURITY.md).
+fn bind_private(path: &Path) -> Result<tokio::net::UnixListener, (&'static str, std::io::Error)> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let staging = tempfile::Builder::new()
+        .prefix(".wattson-sock-")
+        .tempdir_in(parent)
+        .map_err(|e| ("creating a private directory beside it", e))?;
+    let inside = staging.path().join("s");
+    let listener = tokio::net::UnixListener::bind(&inside).map_err(|e| ("binding", e))?;
+    std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o660))
+        .map_err(|e| ("setting its mode to 0660", e))?;
+    std::fs::rename(&inside, path).map_err(|e| ("moving it into place", e))?;
+    Ok(listener)
 }
 
 async fn accept(

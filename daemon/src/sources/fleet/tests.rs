@@ -27,7 +27,8 @@ fn check(payload: &[u8]) {
     let stored = stats.stored.load(Ordering::Relaxed);
     let malformed = stats.malformed.load(Ordering::Relaxed);
     let rejected = stats.rejected.load(Ordering::Relaxed);
-    assert_eq!(stored + malformed + rejected, 1);
+    let empty = stats.empty.load(Ordering::Relaxed);
+    assert_eq!(stored + malformed + rejected + empty, 1);
     if let Some(samples) = sink.by_host.get("h") {
         let ts = samples.first().map(|s| s.ts_ms);
         for s in samples {
@@ -236,4 +237,40 @@ fn dedupe_window_forgets_the_oldest_but_refuses_older_still() {
     assert!(!d.is_new("h", 0), "older than the window counts as stored");
     assert!(!d.is_new("h", 1_000_000));
     assert!(d.is_new("h", 1_000_001));
+}
+
+#[test]
+fn a_state_without_samples_is_counted_empty_not_stored() {
+    let mut sink = MemorySink::default();
+    let stats = FleetStats::default();
+    let mut intake = Intake::new("w", 10, Vec::new());
+    let now = crate::runtime::sampler::now_ms();
+    for (i, payload) in [
+        format!(r#"{{"ts":{now}}}"#),
+        format!(r#"{{"ts":{},"series":[]}}"#, now + 1),
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert_eq!(
+            intake.handle("w/h/state", payload.as_bytes(), &mut sink, &stats),
+            Outcome::Empty,
+            "{payload}"
+        );
+        assert_eq!(stats.empty.load(Ordering::Relaxed), i as u64 + 1);
+    }
+    assert_eq!(stats.stored.load(Ordering::Relaxed), 0);
+    assert!(sink.by_host.get("h").is_none_or(Vec::is_empty));
+    for bad in ["a\nb", "tab\there", "bell\u{7}"] {
+        assert_eq!(
+            intake.handle(
+                &format!("w/{bad}/state"),
+                now_state().as_bytes(),
+                &mut sink,
+                &stats
+            ),
+            Outcome::Malformed,
+            "{bad:?}"
+        );
+    }
 }
