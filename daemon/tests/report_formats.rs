@@ -396,7 +396,7 @@ fn measured_history_adds_daily_charts_and_the_modelled_cost() {
     assert_self_contained(&html);
     let t = report::render(&r, Format::Table).unwrap();
     assert!(
-        t.contains("annualised by covered time: 876 kWh, GBP 78.84/yr"),
+        t.contains("at the prices of those hours (0.0900 GBP/kWh): 876 kWh, GBP 78.84/yr"),
         "{t}"
     );
     assert!(t.contains("meter unplugged"), "{t}");

@@ -206,9 +206,13 @@ fn a_time_of_use_title_names_the_effective_mean_price() {
     assert!((r.mean_price_per_kwh - 0.2).abs() < 1e-9);
     for f in [Format::Table, Format::Markdown, Format::Html] {
         let text = report::render(&r, f).unwrap();
-        assert!(text.contains("a mean of GBP 0.2 per kWh"), "{f:?}:\n{text}");
+        // (HTML escapes the apostrophe.)
+        assert!(
+            text.contains("mean price 0.2000 GBP/kWh (the configured prices over the year"),
+            "{f:?}:\n{text}"
+        );
     }
     let flat = report::build(&input(flat())).unwrap();
     let text = report::render(&flat, Format::Table).unwrap();
-    assert!(text.contains("at GBP 0.25 per kWh"), "{text}");
+    assert!(text.contains("modelled at 0.2500 GBP/kWh"), "{text}");
 }

@@ -34,6 +34,7 @@ fn announced(check: Option<Check>) -> BTreeSet<String> {
         cost_month: Some(1.0),
         cost_total: Some(2.0),
         annual_projection: Some(100.0),
+        annual_basis: Some("projected from 168.0 h measured in the last 7 days".into()),
         energy_today_kwh: Some(1.0),
         energy_total_kwh: Some(10.0),
         mode: Some("idle".into()),

@@ -48,6 +48,7 @@ fn extras() -> wattson::publish::mqtt::publisher::Extras {
         cost_month: Some(5.5),
         cost_total: Some(11.25),
         annual_projection: Some(189.22),
+        annual_basis: Some("projected from 168.0 h measured in the last 7 days".into()),
         price_now: None,
         energy_today_kwh: Some(1.5),
         energy_total_kwh: Some(125.0),
@@ -1218,4 +1219,60 @@ fn a_message_redelivered_after_the_collector_is_killed_is_stored_once() {
         .unwrap();
     let n: u64 = hours.iter().flat_map(|(_, h)| h).map(|h| h.n).sum();
     assert_eq!(n, 1, "the hour rollup counts it once");
+}
+
+/// `wattson collect` run with a host's own config file (its meter read every 1 s, its
+/// states published every 5 s): the collector judges that host's pairs by the states'
+/// spacing, not by the meter's interval of the config, and stores its energy within 1 %
+/// of what the host stored itself over the same stretch (every pair was a gap).
+#[test]
+fn a_collector_with_the_hosts_own_config_stores_the_hosts_energy() {
+    use wattson_tests::{Child, HOST, TestEnv, q, simulate, wattson};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let env = TestEnv::new();
+    let meter = simulate("pzem004t", &[1], 80.0);
+    let config = env.config(&format!(
+        "\n[cpu]\nenabled = false\n{}\n[mqtt]\nurl = {}\npublish_interval = \"5s\"\ndiscovery = false\n",
+        wattson_tests::meter_toml("wall", "pzem004t", &meter.path, "1s", Some(1)),
+        q(broker.url(false))
+    ));
+    let fleet_db = env.path("fleet.db");
+    let mut cmd = wattson();
+    cmd.arg("--config")
+        .arg(&config)
+        .args(["collect", "--db"])
+        .arg(&fleet_db);
+    let mut collector = Child::spawn(cmd);
+    collector.wait_for_log("collecting every host's samples", Duration::from_secs(15));
+    let mut host = Child::run_daemon(&config, &[]);
+    let power = |db: &Path| {
+        wattson_tests::open_db(db).map_or_else(Vec::new, |s| {
+            wattson_tests::host_points(&s, HOST, "meter:wall", Metric::Power)
+        })
+    };
+    collector.wait_for(
+        "seven of the host's states collected",
+        Duration::from_secs(60),
+        || (power(&fleet_db).len() >= 7).then_some(()),
+    );
+    host.stop_cleanly();
+    collector.signal(nix::sys::signal::Signal::SIGTERM);
+    collector.wait_exit(Duration::from_secs(10)).unwrap();
+    let collected = power(&fleet_db);
+    let (from, to) = (collected[0].0, collected[collected.len() - 1].0);
+    let energy = |db: &Path| {
+        let store = wattson_tests::open_db(db).unwrap();
+        wattson::ledger::energy::energy(&store, HOST, &"meter:wall".into(), from, to)
+            .unwrap()
+            .wh
+    };
+    let (own, fleet) = (energy(&env.db), energy(&fleet_db));
+    assert!(own > 0.0, "the host stored nothing");
+    assert!(
+        (fleet - own).abs() <= 0.01 * own,
+        "collected {fleet} Wh against the host's own {own} Wh over {from}..{to}"
+    );
+    drop(meter);
 }

@@ -132,6 +132,10 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
             let options = crate::store::StoreOptions {
                 flush_interval: std::time::Duration::from_secs(24 * 3600),
                 max_batch_samples: usize::MAX,
+                // The configured intervals are of the meters this config reads; every host
+                // collected here (this config's own host name among them) states its
+                // publish interval in its states, or has its spacing learned.
+                spacing_ms: std::collections::HashMap::new(),
                 ..crate::runtime::daemon::store_options(&cfg)
             };
             let (handle, thread) = crate::store::StoreHandle::spawn(&db, options)?;

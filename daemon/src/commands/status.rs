@@ -246,7 +246,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     let wattson_cost = {
         use crate::store::{DAY_MS, HOUR_MS, floor_to};
         let to = floor_to(now_ms, HOUR_MS) + HOUR_MS;
-        let tariff = costs::tariff(&config.tariff)?;
+        let tariff = crate::tariff::tariff_with_series(&config.tariff, &store, now_ms)?;
         crate::services::estimate(&store, &host, &tariff, to - 7 * DAY_MS, to)?
     };
     let status = Status {

@@ -15,15 +15,15 @@ use wattson_collectors::meter::{Accuracy, Protocol};
 
 use super::energy::{self, Energy};
 use super::interval::{self, PowerInterval};
-use crate::analysis::cost::{self, HOURS_PER_YEAR};
+use crate::analysis::cost::HOURS_PER_YEAR;
 use crate::analysis::tariff::{Period, Tariff, TariffChange, TariffError};
 use crate::config::{Config, PeriodConfig, TariffConfig};
 use crate::store::{HOUR_MS, Store};
 
 pub use super::running::{RunningPeriods, RunningTotal, TotalFigures};
 
-/// The projection looks back this far.
-const PROJECTION_WINDOW_MS: i64 = 7 * 24 * HOUR_MS;
+/// The projection looks back this far ([`super::annual::PROJECTION_DAYS`]).
+const PROJECTION_WINDOW_MS: i64 = super::annual::PROJECTION_DAYS as i64 * 24 * HOUR_MS;
 /// Less covered time than this gives no projection, ms (ten samples of a 1 s meter).
 const MIN_PROJECTION_MS: i64 = 10_000;
 
@@ -143,6 +143,8 @@ pub struct CostSummary {
     pub annual_kwh_ci95: Option<f64>,
     pub annual_cost: Option<f64>,
     pub annual_cost_ci95: Option<f64>,
+    /// The annual figure's name and price basis ([`super::annual::Annual::basis`]).
+    pub annual_basis: Option<String>,
     /// Standing charge per year: reported apart, it is not a running cost of the machine.
     pub standing_charge_per_year: f64,
     /// What weakens these figures, in words.
@@ -225,6 +227,7 @@ pub fn summary_with_total(
         annual_kwh_ci95: None,
         annual_cost: None,
         annual_cost_ci95: None,
+        annual_basis: None,
         standing_charge_per_year: tariff.standing_charge_per_day() * HOURS_PER_YEAR / 24.0,
         warnings,
     };
@@ -234,14 +237,25 @@ pub fn summary_with_total(
     {
         let (blocks, block) = energy::blocks(store, &recent)?;
         let iv = interval::power_interval(w, recent.covered_ms, &blocks, block, accuracy);
-        let fig = cost::annual_cost(w, iv.ci95_watts, tariff, local.date_naive())?;
+        // Projected as measured: the window's energy at the prices of its own hours.
+        let priced = PeriodCost::of(store, &recent, tariff)?;
+        let fig = super::annual::projected(
+            priced.kwh,
+            priced.cost,
+            recent.covered_hours(),
+            iv.ci95_watts.map(|c| c / w).filter(|r| r.is_finite()),
+            &format!("the last {} days", super::annual::PROJECTION_DAYS),
+            tariff.currency(),
+        );
         out.mean_watts = Some(w);
-        out.annual_kwh = Some(fig.kwh);
-        out.annual_kwh_ci95 = fig.kwh_ci95;
-        out.annual_cost = Some(fig.cost);
-        out.annual_cost_ci95 = fig.cost_ci95;
+        if let Some(fig) = fig {
+            out.annual_kwh = Some(fig.kwh);
+            out.annual_kwh_ci95 = fig.kwh_ci95;
+            out.annual_cost = Some(fig.cost);
+            out.annual_cost_ci95 = fig.cost_ci95;
+            out.annual_basis = Some(fig.basis);
+        }
         out.warnings.extend(iv.warnings.iter().cloned());
-        out.warnings.extend(cost::series_too_short(tariff));
         out.mean_watts_interval = Some(iv);
     }
     Ok(out)

@@ -7,6 +7,8 @@
 //!   total.
 //! - [`interval`]: how sure a measured mean power is (the meter's accuracy, the sampling
 //!   uncertainty, and what projecting it to a year assumes).
+//! - [`annual`]: the two annual figures, named once (projected as measured, modelled),
+//!   and the phrase every surface prints for their price basis.
 //! - [`costs`]: the configured tariff, the wall source, today's / this month's / all-time
 //!   energy and cost with an annual projection.
 //! - [`running`]: today's, this month's and all-time figures kept up to date cheaply for
@@ -16,6 +18,7 @@
 //! - [`primary`]: which source's power is the host's, decided once from the config, and what
 //!   a source's watts stand for.
 
+pub mod annual;
 pub mod costs;
 pub mod counter;
 pub mod energy;

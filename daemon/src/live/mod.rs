@@ -10,6 +10,7 @@
 //! Each pass is also offered, whole, to the control socket's subscribers
 //! ([`LiveState::feed`]); with none connected that costs one atomic load.
 
+pub mod energy;
 pub mod feed;
 pub mod health;
 
@@ -46,6 +47,11 @@ pub struct LiveState {
     feed: feed::SampleFeed,
     /// Whether per-core busy shares and frequencies are kept (for `/metrics`).
     keep_cores: std::sync::atomic::AtomicBool,
+    /// The wall source whose energy is integrated live ([`LiveState::count_energy_of`]).
+    wall: std::sync::OnceLock<SourceId>,
+    /// The largest total energy served so far, kWh: a counter never goes down between two
+    /// reads ([`LiveState::never_less`]).
+    served_kwh: Mutex<f64>,
 }
 
 #[derive(Debug, Default)]
@@ -57,15 +63,40 @@ struct Inner {
     series: BTreeMap<SourceId, BTreeMap<Metric, BTreeMap<String, Series>>>,
     /// Latest per-core busy share and frequency (`cpuN`), while [`LiveState::keep_per_core`].
     cores: BTreeMap<Metric, BTreeMap<String, (i64, f64)>>,
+    /// Where the interval of the next means starts: the newest sample time when the last
+    /// means were taken (0 before the first).
+    means_from_ms: i64,
+    /// The newest sample time recorded.
+    newest_ms: i64,
+    /// The wall source's energy, sample by sample ([`energy`]).
+    energy: energy::EnergyTrail,
 }
 
-/// One series' latest reading and its sum and count since the last `take_means`.
+/// One series' latest reading and, since the last `take_means`, its sum and count and its
+/// time-weighted sum: each reading stands for the time since the one before it (within the
+/// interval), so a plug that reports on change is not weighed by how often it reported.
 #[derive(Debug, Default, Clone, Copy)]
 struct Series {
+    /// 0 before the first reading.
     ts_ms: i64,
     value: f64,
     sum: f64,
     n: u32,
+    /// Sum of value x ms it stands for, and those ms.
+    weighted: f64,
+    weighted_ms: i64,
+}
+
+impl Series {
+    /// The interval's mean: time-weighted where readings span time, else the plain mean
+    /// (a single first reading).
+    fn mean(&self) -> f64 {
+        if self.weighted_ms > 0 {
+            self.weighted / self.weighted_ms as f64
+        } else {
+            self.sum / f64::from(self.n)
+        }
+    }
 }
 
 impl Inner {
@@ -240,7 +271,20 @@ impl LiveState {
                 }
                 continue;
             }
+            if s.metric == Metric::Power
+                && s.channel.is_empty()
+                && self.wall.get().is_some_and(|w| *w == s.source)
+            {
+                inner.energy.observe(s.ts_ms, s.value);
+            }
+            let from = inner.means_from_ms;
+            inner.newest_ms = inner.newest_ms.max(s.ts_ms);
             let series = inner.series_mut(s);
+            if series.ts_ms > 0 {
+                let held = (s.ts_ms - series.ts_ms.max(from)).max(0);
+                series.weighted += s.value * held as f64;
+                series.weighted_ms += held;
+            }
             series.sum += s.value;
             series.n += 1;
             series.ts_ms = s.ts_ms;
@@ -310,7 +354,32 @@ impl LiveState {
             .collect()
     }
 
-    /// Mean of each series since the previous call, then reset the accumulators.
+    /// Integrate `source`'s power live, so the outputs' energy counters include the samples
+    /// the store has not flushed yet ([`LiveState::energy_since`]). Set once.
+    pub fn count_energy_of(&self, source: SourceId) {
+        let _ = self.wall.set(source);
+    }
+
+    /// Wh of the wall source after its sample at `ts_ms` (the newest the ledger's figures
+    /// count; `None`: none stored yet) up to its newest sample, and that sample's time
+    /// ([`energy::EnergyTrail::since`]).
+    pub fn energy_since(&self, ts_ms: Option<i64>) -> Option<(f64, i64)> {
+        self.inner.lock().ok()?.energy.since(ts_ms)
+    }
+
+    /// `kwh`, or the largest total served before when that is more: the store's integral
+    /// and the live one may differ in the last decimals when a flush lands, and a counter
+    /// that goes down by any amount reads as a reset to Prometheus.
+    pub fn never_less(&self, kwh: f64) -> f64 {
+        let Ok(mut served) = self.served_kwh.lock() else {
+            return kwh;
+        };
+        *served = served.max(kwh);
+        *served
+    }
+
+    /// Mean of each series since the previous call, each reading weighed by the time since
+    /// the one before it ([`Series::mean`]), then reset the accumulators.
     pub fn take_means(&self) -> Vec<LiveReading> {
         let Ok(mut inner) = self.inner.lock() else {
             return Vec::new();
@@ -323,9 +392,10 @@ impl LiveState {
                 metric,
                 channel: channel.clone(),
                 ts_ms: s.ts_ms,
-                value: s.sum / f64::from(s.n),
+                value: s.mean(),
             })
             .collect();
+        inner.means_from_ms = inner.newest_ms;
         for series in inner
             .series
             .values_mut()
@@ -334,6 +404,8 @@ impl LiveState {
         {
             series.sum = 0.0;
             series.n = 0;
+            series.weighted = 0.0;
+            series.weighted_ms = 0;
         }
         means
     }
@@ -343,18 +415,58 @@ impl LiveState {
 mod tests {
     use super::*;
 
+    fn power(live: &LiveState, ts: i64, w: f64) {
+        // Sample times are UTC ms: never near 0.
+        let ts = 1_700_000_000_000 + ts;
+        let _ = live.observe(&[Sample::new(
+            ts,
+            SourceId::meter("plug"),
+            Metric::Power,
+            "",
+            w,
+        )]);
+    }
+
+    /// A plug that reports on change: ten 1000 W reports in 10 s, then 50 W 50 s later. By
+    /// count the interval's mean is 914 W; each reading standing for the time since the one
+    /// before, it is what the plug drew.
+    #[test]
+    fn means_are_weighed_by_time_not_by_how_often_a_source_reports() {
+        let live = LiveState::default();
+        power(&live, 0, 50.0);
+        assert_eq!(live.take_means()[0].value, 50.0, "a lone first reading");
+        for i in 1..=10 {
+            power(&live, i * 1000, 1000.0);
+        }
+        power(&live, 60_000, 50.0);
+        let mean = live.take_means()[0].value;
+        let truth = (10.0 * 1000.0 + 50.0 * 50.0) / 60.0;
+        assert!(
+            (mean - truth).abs() < truth * 0.01,
+            "{mean} W, truth {truth} W"
+        );
+        // The next interval starts where this one ended: a reading 5 s on stands for 5 s.
+        power(&live, 65_000, 200.0);
+        power(&live, 70_000, 100.0);
+        assert_eq!(live.take_means()[0].value, 150.0);
+    }
+
     #[test]
     fn means_cover_the_interval_not_the_last_sample() {
         let live = LiveState::default();
+        // The first reading only starts the clock: each later one stands for the time
+        // since the one before.
+        for ts in [1, 2] {
+            let _ = live.observe(&[Sample::new(
+                ts,
+                SourceId::meter("wall"),
+                Metric::Power,
+                "",
+                10.0,
+            )]);
+        }
         let _ = live.observe(&[Sample::new(
-            1,
-            SourceId::meter("wall"),
-            Metric::Power,
-            "",
-            10.0,
-        )]);
-        let _ = live.observe(&[Sample::new(
-            2,
+            3,
             SourceId::meter("wall"),
             Metric::Power,
             "",

@@ -81,11 +81,13 @@ pub fn gather_from_store(
         return Ok(data);
     };
     let to = to_ms.unwrap_or_else(|| Utc::now().timestamp_millis());
-    // The window starts at the first stored hour of the source (or `--since`).
+    // The window starts at `--since`, else at the source's first sample (its first stored
+    // hour where the raw samples of that hour are gone), so a short history is not shown
+    // as partly uncovered for the part of the hour before it began.
     let since = energy::total(&store, host, &source)?.since_ms;
     let Some(first) = (match from_ms {
         Some(f) => Some(f),
-        None => since,
+        None => since.map(|hour| first_sample_ms(&store, host, &source, hour)),
     }) else {
         return Ok(data);
     };
@@ -314,4 +316,24 @@ fn sweep_config_input(s: &crate::sweep::persist::StoredSweep) -> ConfigInput {
             ConfigStatus::Partial
         },
     }
+}
+
+/// The time of the first power sample of `source` in the hour from `hour_ms`, or `hour_ms`
+/// where that hour's raw samples are no longer kept.
+fn first_sample_ms(
+    store: &crate::store::Store,
+    host: &str,
+    source: &SourceId,
+    hour_ms: i64,
+) -> i64 {
+    let filter = crate::store::SeriesFilter::all()
+        .host(host)
+        .source(source)
+        .metric(wattson_collectors::Metric::Power)
+        .channel("");
+    store
+        .raw(&filter, hour_ms, hour_ms + HOUR_MS)
+        .ok()
+        .and_then(|series| series.into_iter().flat_map(|(_, p)| p).map(|p| p.0).min())
+        .unwrap_or(hour_ms)
 }

@@ -61,8 +61,11 @@ pub struct MeasuredReport {
     /// Its 95 % half-width (`mean_watts_ci95` scaled the same way).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub annual_kwh_ci95: Option<f64>,
-    /// Currency per year: `energy_cost` x 8760 / `covered_hours`.
+    /// Currency per year: `energy_cost` x 8760 / `covered_hours` (projected as measured,
+    /// [`crate::ledger::annual::projected`]).
     pub annual_cost: f64,
+    /// What the annual figure is and its price basis, as every surface words it.
+    pub annual_basis: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub annual_cost_ci95: Option<f64>,
     /// The meter's own energy counter over the window against the integral (the energy of
@@ -129,7 +132,17 @@ pub struct ModelledReport {
     /// Currency.
     pub energy_cost: f64,
     pub annual_kwh: f64,
+    /// `annual_kwh` at the year's mean price ([`crate::ledger::annual::modelled`]).
     pub annual_cost: f64,
+    /// What the annual figure is and its price basis, as every surface words it.
+    pub annual_basis: String,
+}
+
+/// The year's price a modelled figure is priced at, and where it comes from.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct YearPrice<'a> {
+    pub per_kwh: f64,
+    pub from: &'a str,
 }
 
 /// The sweep configuration that models this machine (see [`MeasuredInput::config`]).
@@ -184,6 +197,7 @@ pub(super) fn why_not_modelled(
 pub(super) fn measured_report(
     m: &MeasuredInput,
     tariff: &Tariff,
+    year: YearPrice<'_>,
     configs: &[ConfigInput],
     host: Option<&str>,
 ) -> Result<MeasuredReport, ReportError> {
@@ -229,6 +243,17 @@ pub(super) fn measured_report(
             let p = cost_of_energy(tariff, &model).map_err(cost_err("the modelled energy"))?;
             over_history(&m.utilisation, |b| b).map(|(busy, hours)| {
                 let scale = HOURS_PER_YEAR / hours;
+                let annual = crate::ledger::annual::modelled(
+                    p.kwh * scale,
+                    None,
+                    &format!(
+                        "the sweep fit of {} over {hours:.1} h of utilisation",
+                        c.name
+                    ),
+                    year.per_kwh,
+                    year.from,
+                    tariff.currency(),
+                );
                 ModelledReport {
                     config: c.name.clone(),
                     idle_watts: f.idle_watts,
@@ -239,8 +264,9 @@ pub(super) fn measured_report(
                     hours,
                     kwh: p.kwh,
                     energy_cost: p.energy_cost,
-                    annual_kwh: p.kwh * scale,
-                    annual_cost: p.energy_cost * scale,
+                    annual_kwh: annual.kwh,
+                    annual_cost: annual.cost,
+                    annual_basis: annual.basis,
                 }
             })
         }
@@ -248,6 +274,19 @@ pub(super) fn measured_report(
     };
     let annual_kwh = priced.kwh * per_year;
     let annual_cost = priced.energy_cost * per_year;
+    let annual_basis = crate::ledger::annual::projected(
+        priced.kwh,
+        priced.energy_cost,
+        covered_hours,
+        None,
+        &format!(
+            "{} to {}",
+            crate::report::model::local_day(m.from_ms, tariff),
+            crate::report::model::local_day(m.to_ms, tariff)
+        ),
+        tariff.currency(),
+    )
+    .map_or_else(|| "nothing measured to project".to_owned(), |a| a.basis);
     let pct = |modelled: f64, measured: f64| {
         (measured > 0.0).then(|| (modelled - measured) / measured * 100.0)
     };
@@ -295,6 +334,7 @@ pub(super) fn measured_report(
         sampling_watts: m.power.as_ref().and_then(|p| p.sampling_watts),
         annual_kwh_ci95: scale_ci(annual_kwh),
         annual_cost_ci95: scale_ci(annual_cost),
+        annual_basis,
         counter: m.counter.clone(),
         approximate_hours: m.approximate_hours,
         warnings,

@@ -215,7 +215,8 @@ fn services_section(
         return Ok(None);
     }
     let store = crate::store::open_database(db)?;
-    let tariff = crate::ledger::costs::tariff(&config.tariff)?;
+    // With the price series, as the machine's own energy is priced.
+    let tariff = crate::tariff::tariff_with_series(&config.tariff, &store, now.timestamp_millis())?;
     let to = floor_to(to_ms.unwrap_or_else(|| now.timestamp_millis()), HOUR_MS) + HOUR_MS;
     let from = floor_to(from_ms.unwrap_or(to - 7 * DAY_MS), HOUR_MS);
     let e = crate::services::estimate(&store, host, &tariff, from, to)?;

@@ -132,6 +132,9 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         .collect::<Vec<_>>()
         .join(", ");
     let live = Arc::new(LiveState::default());
+    if let Some(wall) = crate::ledger::PrimaryPower::from_config(config).wall() {
+        live.count_energy_of(wall.clone());
+    }
     let heartbeat: Heartbeat = Arc::new(AtomicI64::new(sampler::now_ms()));
     let (control_tx, control_rx) = mpsc::channel::<Control>();
     let in_poll = Arc::new(InPoll::default());

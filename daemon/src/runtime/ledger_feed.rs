@@ -61,7 +61,8 @@ impl Drop for LedgerFeed {
 #[derive(Debug, Clone, Default)]
 struct StoreFigures {
     periods: Option<PeriodFigures>,
-    annual_cost: Option<f64>,
+    /// The annual figure projected as measured, and its basis phrase.
+    annual_cost: Option<(f64, String)>,
     newest_ms: Option<i64>,
     /// The price now (currency per kWh) and its source.
     price_now: Option<(f64, String)>,
@@ -170,7 +171,7 @@ struct Feed {
     running: RunningPeriods,
     /// The annual projection and when it was computed: it rests on the last 7 days and a
     /// year of the tariff, so it is computed at most every [`PROJECTION_EVERY`].
-    projection: (Option<Instant>, Option<f64>),
+    projection: (Option<Instant>, Option<(f64, String)>),
     regression: (Option<Instant>, Option<crate::sweep::regression::Check>),
     last_energy: Option<f64>,
     services: (Option<Instant>, ServiceStates),
@@ -225,13 +226,15 @@ impl Routine for Feed {
             self.regression = (Some(Instant::now()), check);
         }
         extras.idle_regression.clone_from(&self.regression.1);
-        if let Some(t) = &self.tariff
+        if let Some(base) = &self.tariff
             && self
                 .services
                 .0
                 .is_none_or(|at| at.elapsed() >= REGRESSION_EVERY)
         {
-            self.services = (Some(Instant::now()), service_states(s, &self.host, t));
+            // Priced as the machine's own energy is: with the price series.
+            let t = with_series(s, base, &mut self.priced, &mut self.running).clone();
+            self.services = (Some(Instant::now()), service_states(s, &self.host, &t));
         }
         extras.services.clone_from(&self.services.1.0);
         extras.wattson_itself.clone_from(&self.services.1.1);
@@ -297,16 +300,19 @@ fn read_figures(
     accuracy: Option<wattson_collectors::meter::Accuracy>,
     tariff: &Tariff,
     running: &mut RunningPeriods,
-    projection: &mut (Option<Instant>, Option<f64>),
+    projection: &mut (Option<Instant>, Option<(f64, String)>),
 ) -> StoreFigures {
     let now = chrono::Utc::now();
     let periods = running
         .refresh(s, host, source, tariff, now)
         .map_err(|e| tracing::debug!("ledger totals: {e:#}"))
         .ok();
-    if projection
-        .0
-        .is_none_or(|at| at.elapsed() >= PROJECTION_EVERY)
+    // Until there is a projection, every read tries (so it appears from the first read
+    // that has enough history, not a minute later); then once a minute.
+    if projection.1.is_none()
+        || projection
+            .0
+            .is_none_or(|at| at.elapsed() >= PROJECTION_EVERY)
     {
         let total = periods.map(|p| PeriodCost {
             from_ms: 0,
@@ -321,7 +327,7 @@ fn read_figures(
         let annual = costs::summary_with_total(s, host, source, accuracy, tariff, now, total)
             .map_err(|e| tracing::debug!("ledger projection: {e:#}"))
             .ok()
-            .and_then(|summary| summary.annual_cost);
+            .and_then(|summary| summary.annual_cost.zip(summary.annual_basis));
         *projection = (Some(Instant::now()), annual);
     }
     let newest_ms = crate::ledger::energy::power_series(s, host, source)
@@ -330,7 +336,7 @@ fn read_figures(
         .and_then(|series| s.newest_ms(&series).ok().flatten());
     StoreFigures {
         periods,
-        annual_cost: projection.1,
+        annual_cost: projection.1.clone(),
         newest_ms,
         price_now: None,
     }
@@ -349,7 +355,8 @@ fn apply(extras: &mut StateExtras, f: &StoreFigures, last_energy: &mut Option<f6
     extras.cost_today = Some(p.today.cost + 0.0);
     extras.cost_month = Some(p.month.cost + 0.0);
     extras.cost_total = Some(p.total.cost + 0.0);
-    extras.annual_projection = f.annual_cost;
+    extras.annual_projection = f.annual_cost.as_ref().map(|a| a.0);
+    extras.annual_basis = f.annual_cost.as_ref().map(|a| a.1.clone());
 }
 
 /// Mode and meter counters from the live view, and, until the store holds enough history
@@ -386,9 +393,16 @@ fn live_figures(
             .iter()
             .find(|r| r.source == *source && r.metric == Metric::Power && r.channel.is_empty())
     {
-        extras.annual_projection =
-            crate::analysis::cost::annual_cost(w.value, None, t, chrono::Utc::now().date_naive())
-                .ok()
-                .map(|f| f.cost);
+        let today = chrono::Utc::now().with_timezone(&t.tz()).date_naive();
+        if let Ok(f) = crate::analysis::cost::annual_cost(w.value, None, t, today) {
+            extras.annual_projection = Some(f.cost);
+            extras.annual_basis = Some(format!(
+                "the current draw of {:.1} W for a year, until the last {} days have history \
+                 ({})",
+                w.value,
+                crate::ledger::annual::PROJECTION_DAYS,
+                crate::ledger::annual::price_text(f.mean_price_per_kwh, &f.currency)
+            ));
+        }
     }
 }

@@ -105,6 +105,36 @@ pub fn fit_kind(kind: LoopKind, results: &[LevelResult], physical_cores: usize) 
         .map(|r| (r.loops as f64, r.mean_w, r.ci95_w))
         .collect();
     let mut notes = fit::diagnose(&levels, &loops_fit);
+    // A level measured beside other work explains its own misfit first: what the shape of
+    // the line would otherwise suggest (temperature, a turbo budget) is not diagnosed.
+    let loaded: Vec<String> = lv
+        .iter()
+        .filter(|r| r.warnings.iter().any(|w| w.contains("other load")))
+        .map(|r| {
+            format!(
+                "{} ({:.2} ± {:.2} W)",
+                crate::analysis::modes::level_name(r.loops as u32),
+                r.mean_w,
+                r.ci95_w
+            )
+        })
+        .collect();
+    if !loaded.is_empty() {
+        for n in &mut notes {
+            if let Some((finding, _cause)) = n.split_once("; likely") {
+                *n = format!("{finding}; not diagnosed further: other load was present");
+            }
+        }
+        notes.insert(
+            0,
+            format!(
+                "other load during the sweep: {} measured with other work running, so the fit \
+                 and any bend in it are likely that work's, not the loops'; run the sweep again \
+                 on an otherwise idle machine",
+                loaded.join(", ")
+            ),
+        );
+    }
     if lv.iter().any(|r| r.smt_siblings) {
         let phys: Vec<&&LevelResult> = lv.iter().filter(|r| !r.smt_siblings).collect();
         let smt: Vec<&&LevelResult> = lv.iter().filter(|r| r.smt_siblings).collect();

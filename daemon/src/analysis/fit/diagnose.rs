@@ -69,12 +69,12 @@ pub fn diagnose(levels: &[(f64, f64, f64)], fit: &LinearFit) -> Vec<String> {
     let (first, last) = (&steps[0], &steps[steps.len() - 1]);
     let describe = |what: &str, why: &str| {
         format!(
-            "{what}: the step to {} loops costs {:.1} ± {:.1} W per loop, the step to {} loops \
+            "{what}: the step to {} costs {:.1} ± {:.1} W per loop, the step to {} \
              {:.1} ± {:.1} W (straight-line fit {:.1} W per loop); {why}",
-            fmt_loops(first.to),
+            loops_text(first.to),
             first.cost,
             first.ci95,
-            fmt_loops(last.to),
+            loops_text(last.to),
             last.cost,
             last.ci95,
             fit.slope
@@ -101,6 +101,15 @@ pub fn diagnose(levels: &[(f64, f64, f64)], fit: &LinearFit) -> Vec<String> {
     out
 }
 
+/// `1 loop`, `2 loops`, `1.50 loops`.
+fn loops_text(x: f64) -> String {
+    if x == 1.0 {
+        "1 loop".to_owned()
+    } else {
+        format!("{} loops", fmt_loops(x))
+    }
+}
+
 fn fmt_loops(x: f64) -> String {
     if x.fract() == 0.0 {
         format!("{x:.0}")
@@ -125,10 +134,10 @@ fn saturation(lv: &[(f64, f64, f64)], steps: &[Step]) -> Option<String> {
             let (xl, yl, _) = lv[lv.len() - 1];
             let late = (yl - yj) / (xl - xj);
             return Some(format!(
-                "saturation beyond {} loops: each loop up to there costs {early:.1} ± \
+                "saturation beyond {}: each loop up to there costs {early:.1} ± \
                  {early_ci:.1} W, each one after it {late:.1} W; a shared resource such as \
                  memory bandwidth is the limit",
-                fmt_loops(xj)
+                loops_text(xj)
             ));
         }
     }

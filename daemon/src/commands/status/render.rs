@@ -177,12 +177,12 @@ fn cost_lines(c: &CostSummary, counter: Option<&CounterCheck>) -> String {
             let ci_w = c.mean_watts_interval.as_ref().and_then(|i| i.ci95_watts);
             let _ = writeln!(
                 out,
-                "  per year     {kwh:>10.1}{} kWh  {}{}  (at {w:.1}{} W, the mean of {} measured in the last 7 days)",
+                "  per year     {kwh:>10.1}{} kWh  {}{}  ({}; mean {w:.1}{} W)",
                 pm(c.annual_kwh_ci95, 1),
                 money(cost),
                 pm(c.annual_cost_ci95, 2),
+                c.annual_basis.as_deref().unwrap_or("projected as measured"),
                 pm(ci_w, 1),
-                crate::ledger::interval::hours_text(c.projection_window_hours)
             );
         }
         _ => {

@@ -14,7 +14,7 @@
 //! | `energy_today_joules{host,source}` | gauge | the ledger's energy since local midnight |
 //! | `cost_total{host,source,currency}` | counter | the ledger's energy priced by the tariff, since the first sample |
 //! | `cost_today{host,source,currency}` | gauge | the same since local midnight |
-//! | `annual_cost_projection{host,source,currency}` | gauge | the year's cost at the recent duty cycle |
+//! | `annual_cost_projection{host,source,currency}` | gauge | the year's cost projected as measured (the last 7 days at the prices of their hours) |
 //! | `tariff_price_per_kwh{host,currency,series}` | gauge | the price in force now, per kWh, and the series it comes from: `tariff` (the configured price), an imported series' name, or `mqtt` (`[tariff] price_topic`) |
 //! | `cpu_utilisation_ratio{host,channel}` | gauge | busy share, `all` and per `cpuN` |
 //! | `cpu_frequency_hertz{host,channel}` | gauge | `mean` and per `cpuN` |
@@ -325,7 +325,7 @@ fn ledger_families(f: &mut Families<'_>, s: &Snapshot) {
     );
     f.gauge(
         "annual_cost_projection",
-        "A year's running cost at the recent duty cycle (the current draw until there is history)",
+        "A year's running cost projected as measured: the last 7 days' energy at the prices of those hours, scaled to a year by the time covered (the current draw until there is history); as wattson status and the report's measured section",
         None,
         one(e.annual_projection, priced()),
     );

@@ -36,6 +36,8 @@ pub struct Live {
     /// A year's cost at the recent duty cycle.
     pub annual_projection: Option<f64>,
     pub annual_projection_text: String,
+    /// What the figure is and its price basis ([`crate::ledger::annual::Annual::basis`]).
+    pub annual_basis: String,
     pub mode: Option<String>,
     /// Machine-wide idle-state residency of the cores over the last interval, deepest first.
     pub idle_states: Vec<IdleState>,
@@ -141,6 +143,7 @@ impl Live {
                 || "-".to_owned(),
                 |c| format!("{}/yr", format_money(c, &extras.currency)),
             ),
+            annual_basis: extras.annual_basis.clone().unwrap_or_default(),
             mode: extras.mode.clone(),
             idle_states,
             package_states,
@@ -232,7 +235,7 @@ iframe { width: 100%; border: 0; min-height: 30rem; }
 <div class="card"><div class="label">Power now</div><div class="value" id="watts">-</div><div class="note" id="power-source"></div></div>
 <div class="card"><div class="label">Energy today</div><div class="value" id="energy-today">-</div></div>
 <div class="card"><div class="label">Cost today</div><div class="value" id="cost-today">-</div></div>
-<div class="card"><div class="label">A year at this rate</div><div class="value" id="projection">-</div><div class="note" id="mode"></div></div>
+<div class="card"><div class="label">A year at this rate</div><div class="value" id="projection">-</div><div class="note" id="projection-basis"></div><div class="note" id="mode"></div></div>
 <div class="card"><div class="label">Deepest idle states (cores)</div><ul class="states" id="idle-states"><li>-</li></ul></div>
 <div class="card"><div class="label">Package C-states</div><ul class="states" id="package-states"><li>-</li></ul><div class="note" id="package-deepest"></div></div>
 </div>
@@ -251,6 +254,7 @@ iframe { width: 100%; border: 0; min-height: 30rem; }
     $('energy-today').textContent = d.energy_today;
     $('cost-today').textContent = d.cost_today_text;
     $('projection').textContent = d.annual_projection_text;
+    $('projection-basis').textContent = d.annual_basis;
     $('mode').textContent = d.mode ? 'mode: ' + d.mode : '';
     function states(id, all, shown, none) {
       const list = $(id);

@@ -94,7 +94,7 @@ async fn fresh_extras(shared: &Shared) -> crate::publish::mqtt::StateExtras {
     rx.borrow_and_update();
     shared.ctx.refresher.refresh();
     let _ = tokio::time::timeout(FRESH_WITHIN, rx.changed()).await;
-    rx.borrow().clone()
+    crate::publish::mqtt::state::with_live_energy(&rx.borrow(), &shared.ctx.live)
 }
 
 /// `wattson report` of the database as it stands, on a blocking thread, one at a time.

@@ -288,7 +288,7 @@ impl Task {
             return;
         }
         let latest = self.live.latest();
-        let extras = self.extras.borrow().clone();
+        let extras = state::with_live_energy(&self.extras.borrow(), &self.live);
         let Some(snapshot) = state::build(&means, &latest, &extras, interval.as_secs_f64()) else {
             return;
         };

@@ -16,6 +16,7 @@
 //! | `energy_today` | kWh | energy since local midnight |
 //! | `voltage`, `current`, `power_factor`, `frequency` | V, A, 0..1, Hz | interval means, primary meter |
 //! | `currency`, `cost_today`, `cost_month`, `cost_total`, `cost_annual_projection` | currency | the ledger's energy priced by the tariff; `cost_total` since the first sample (monotonic while prices are positive) |
+//! | `cost_annual_basis` | text | what `cost_annual_projection` is and its price basis, as `wattson status` and the report word it |
 //! | `price`, `price_source` | currency per kWh | the price now and where it comes from: a price series (`mqtt` for `[tariff] price_topic`, an import's name) or `tariff` (the configured prices) |
 //! | `cpu_utilisation` | % | mean busy share of all CPUs |
 //! | `cpu_frequency` | MHz | mean core frequency |
@@ -76,6 +77,9 @@ pub struct StateExtras {
     pub cost_total: Option<f64>,
     /// Projected annual cost at the recent duty cycle, in `currency`.
     pub annual_projection: Option<f64>,
+    /// What that figure is and its price basis, in the words every surface uses
+    /// ([`crate::ledger::annual::Annual::basis`]).
+    pub annual_basis: Option<String>,
     /// The price now, currency per kWh, and where it comes from (a series' name, or
     /// `tariff`).
     pub price_now: Option<(f64, String)>,
@@ -189,6 +193,8 @@ pub struct StatePayload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_annual_projection: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_annual_basis: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price_source: Option<String>,
@@ -227,6 +233,40 @@ pub struct StateSnapshot {
     pub payload: StatePayload,
     /// `payload` as JSON (what discovery inspects and what is sent).
     pub json: Value,
+}
+
+/// The ledger's figures brought up to the newest sample: the energy the live trail
+/// integrated after the sample they count (`energy_ts_ms`) is added to the energy totals,
+/// and priced at the price now in the cost totals, so every read of a counter includes
+/// every sample so far, flushed or not. The total never goes down between reads.
+pub fn with_live_energy(extras: &StateExtras, live: &crate::live::LiveState) -> StateExtras {
+    let mut x = extras.clone();
+    let Some(total) = x.energy_total_kwh else {
+        return x;
+    };
+    // No stored sample yet: only while nothing is stored may the whole trail be added.
+    if x.energy_ts_ms.is_none() && total > 0.0 {
+        return x;
+    }
+    let Some((added, newest)) = live
+        .energy_since(x.energy_ts_ms)
+        .filter(|(wh, _)| wh.is_finite() && *wh >= 0.0)
+        .map(|(wh, newest)| (wh / 1000.0, newest))
+    else {
+        return x;
+    };
+    let served = live.never_less(total + added);
+    let added = served - total;
+    x.energy_total_kwh = Some(served);
+    x.energy_ts_ms = Some(newest);
+    x.energy_today_kwh = x.energy_today_kwh.map(|t| t + added);
+    if let Some((price, _)) = x.price_now.as_ref().filter(|p| p.0.is_finite()) {
+        let cost = added * price;
+        x.cost_total = x.cost_total.map(|c| c + cost);
+        x.cost_today = x.cost_today.map(|c| c + cost);
+        x.cost_month = x.cost_month.map(|c| c + cost);
+    }
+    x
 }
 
 /// Build the state from the interval means and the latest readings. `None` when no sample
@@ -283,6 +323,7 @@ pub fn build(
     p.cost_month = extras.cost_month.and_then(finite);
     p.cost_total = extras.cost_total.and_then(finite);
     p.cost_annual_projection = extras.annual_projection.and_then(finite);
+    p.cost_annual_basis = p.cost_annual_projection.and(extras.annual_basis.clone());
     if let Some((price, source)) = &extras.price_now {
         p.price = finite(*price);
         p.price_source = p.price.map(|_| source.clone());

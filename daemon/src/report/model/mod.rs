@@ -259,6 +259,18 @@ pub(crate) fn rfc3339_in(ms: i64, zone: crate::zone::Zone) -> String {
     )
 }
 
+/// `ms` as a local time of the tariff's zone to the minute (`2026-12-04 13:05`).
+pub(crate) fn local_day(ms: i64, tariff: &Tariff) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(
+        || format!("{ms} ms"),
+        |t| {
+            t.with_timezone(&tariff.tz())
+                .format("%Y-%m-%d %H:%M")
+                .to_string()
+        },
+    )
+}
+
 /// A sweep's modes from its levels of the fit's kind (else the first kind).
 fn modes_of(c: &ConfigInput) -> Vec<ModeInput> {
     if !c.modes.is_empty() || c.levels.is_empty() {
@@ -451,8 +463,32 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
     };
     let comparisons = comparisons(&reports, &headline, &pricer, opts, &mut notes);
 
+    let mean_price_from = pricer.unit.price_basis.as_ref().map_or_else(
+        || {
+            format!(
+                "the configured prices over the year from {}",
+                opts.reference_date
+            )
+        },
+        |b| {
+            format!(
+                "the price series over {:.1} h",
+                (b.to_ms - b.from_ms) as f64 / 3_600_000.0
+            )
+        },
+    );
+    let year = super::measured::YearPrice {
+        per_kwh: pricer.unit.mean_price_per_kwh,
+        from: &mean_price_from,
+    };
     let measured = match &input.measured {
-        Some(m) => Some(measured_report(m, tariff, &configs, input.host.as_deref())?),
+        Some(m) => Some(measured_report(
+            m,
+            tariff,
+            year,
+            &configs,
+            input.host.as_deref(),
+        )?),
         None => None,
     };
     if let Some(m) = &measured {
@@ -514,15 +550,6 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         notes.push(format!("annual costs are at {}", b.text));
     }
     notes.extend(crate::analysis::cost::series_too_short(tariff));
-    let mean_price_from = pricer.unit.price_basis.as_ref().map_or_else(
-        || format!("over the year from {}", opts.reference_date),
-        |b| {
-            format!(
-                "the price series' mean over {:.1} h",
-                (b.to_ms - b.from_ms) as f64 / 3_600_000.0
-            )
-        },
-    );
     let base = tariff.change_for(opts.reference_date);
     Ok(Report {
         generated_at: input.generated_at.to_rfc3339(),
@@ -530,14 +557,16 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         currency: tariff.currency().to_string(),
         price_per_kwh: base.price_per_kwh,
         mean_price_per_kwh: pricer.unit.mean_price_per_kwh,
-        mean_price_from,
+        mean_price_from: mean_price_from.clone(),
         standing_charge_per_day: tariff.standing_charge_per_day(),
         standing_charge_per_year: tariff.standing_charge_per_day() * HOURS_PER_YEAR / 24.0,
         year_hours: HOURS_PER_YEAR,
         year_explanation: format!(
-            "a year is 365 days x 24 h = {HOURS_PER_YEAR} h; annual kWh = watts x {HOURS_PER_YEAR} / 1000, \
-             annual cost = annual kWh x the mean price per kWh over the year from {}",
-            opts.reference_date
+            "a year is 365 days x 24 h = {HOURS_PER_YEAR} h; modelled: annual kWh = watts x \
+             {HOURS_PER_YEAR} / 1000, annual cost = annual kWh x the year's mean price ({}, \
+             {mean_price_from}); measured: the window's energy at the prices of its own hours, \
+             x {HOURS_PER_YEAR} / the hours the meter covered",
+            crate::ledger::annual::price_text(pricer.unit.mean_price_per_kwh, tariff.currency())
         ),
         reference_date: opts.reference_date.to_string(),
         co2_g_per_kwh: opts.co2_g_per_kwh,

@@ -6,15 +6,17 @@
 //! with that one, by the difference measured; `payback_years` is filled on the row of the comparisons' headline mode. The
 //! `idle_regression*` columns carry the configuration's newest idle-power regression check
 //! on each of its rows: `none` or `detected`, the rise and its 95 % half-width (W); empty
-//! when the configuration was never checked.
-//!
+//! when the configuration was never checked. `price_per_kwh` is, on every row, the price
+//! that row's annual cost works out at (`annual_cost / annual_kwh`): the year's mean price
+//! for modelled rows, the prices of the measured hours for the measured row.
 //!
 //! The `warnings` column holds what weakens the row's figure (a sweep level's warnings,
 //! the measured figure's), joined with `; `.
 //!
 //! This machine's measured history adds one row of kind `measured` (config = the source,
 //! mode `measured`): the mean watts over the covered time with its 95 % interval, and the
-//! annual kWh and cost projected from it (priced by time of day).
+//! annual kWh and cost projected as measured (the window's energy at the prices of its own
+//! hours, scaled to a year by covered time).
 //!
 //! Each GPU adds rows of kind `gpu` (config = its channel): `busy`, `idle resident` and
 //! `idle bare` at their mean watts (annual figures as if held all year), then `resident
@@ -72,6 +74,17 @@ pub fn field(s: &str) -> String {
     }
 }
 
+/// The price a row's annual cost works out at, currency per kWh: what priced that row (the
+/// measured window's own hours, the year's mean, a service's estimate), never one price
+/// printed beside every row.
+fn price_of(annual_kwh: f64, annual_cost: f64, r: &Report) -> f64 {
+    if annual_kwh.abs() > 1e-12 {
+        annual_cost / annual_kwh
+    } else {
+        r.mean_price_per_kwh
+    }
+}
+
 fn opt(x: Option<f64>, dp: usize) -> String {
     x.map_or_else(String::new, |v| num(v, dp))
 }
@@ -121,7 +134,7 @@ pub fn render(r: &Report) -> String {
                 money(m.annual_cost),
                 m.annual_cost_ci95.map_or_else(String::new, money),
                 field(&r.currency),
-                num(r.price_per_kwh, 6),
+                num(price_of(m.annual_kwh, m.annual_cost, r), 6),
                 opt(vs.map(|v| v.0), 3),
                 vs.map_or_else(String::new, |v| money(v.1)),
                 opt(payback, 2),
@@ -151,7 +164,7 @@ pub fn render(r: &Report) -> String {
             money(m.annual_cost),
             m.annual_cost_ci95.map_or_else(String::new, money),
             field(&r.currency),
-            num(r.price_per_kwh, 6),
+            num(price_of(m.annual_kwh, m.annual_cost, r), 6),
             String::new(),
             String::new(),
             String::new(),
@@ -192,7 +205,7 @@ pub fn render(r: &Report) -> String {
                 money(kwh * r.mean_price_per_kwh),
                 String::new(),
                 field(&r.currency),
-                num(r.price_per_kwh, 6),
+                num(r.mean_price_per_kwh, 6),
                 String::new(),
                 String::new(),
                 String::new(),
@@ -218,7 +231,12 @@ pub fn render(r: &Report) -> String {
                 cost.and_then(|c| c.cost_per_year_ci95)
                     .map_or_else(String::new, money),
                 field(&r.currency),
-                num(r.price_per_kwh, 6),
+                num(
+                    cost.map_or(r.mean_price_per_kwh, |c| {
+                        price_of(c.kwh_per_year, c.cost_per_year, r)
+                    }),
+                    6,
+                ),
                 String::new(),
                 String::new(),
                 String::new(),
@@ -242,7 +260,7 @@ pub fn render(r: &Report) -> String {
             money(s.annual_cost_change),
             money(s.annual_cost_change_ci95),
             field(&r.currency),
-            num(r.price_per_kwh, 6),
+            num(price_of(s.annual_kwh_change, s.annual_cost_change, r), 6),
             num(-s.annual_kwh_change, 3),
             money(-s.annual_cost_change),
             String::new(),

@@ -187,10 +187,11 @@ pub fn sections(r: &Report) -> Vec<Section> {
     let mut out = Vec::new();
 
     let mut tariff = vec![format!(
-        "{} per kWh (mean {}: {} per kWh); a year is {} h (365 days x 24 h)",
-        format_money(r.price_per_kwh, cur),
+        "configured price {} (the fallback where no slot or period applies); the year's mean \
+         price {} ({}); a year is {} h (365 days x 24 h)",
+        crate::ledger::annual::price_text(r.price_per_kwh, cur),
+        crate::ledger::annual::price_text(r.mean_price_per_kwh, cur),
         r.mean_price_from,
-        num(r.mean_price_per_kwh, 4),
         num(r.year_hours, 0)
     )];
     if r.standing_charge_per_day > 0.0 {
@@ -370,7 +371,8 @@ pub fn sections(r: &Report) -> Vec<Section> {
                 watts(m.mean_watts, m.mean_watts_ci95)
             ),
             format!(
-                "measured, annualised by covered time: {}, {}",
+                "a year, {}: {}, {}",
+                m.annual_basis,
                 kwh(m.annual_kwh, m.annual_kwh_ci95),
                 money_per_year(m.annual_cost, m.annual_cost_ci95, cur)
             ),
@@ -402,8 +404,8 @@ pub fn sections(r: &Report) -> Vec<Section> {
         lines.extend(m.warnings.iter().map(|w| format!("warning: {w}")));
         if let Some(md) = &m.modelled {
             lines.push(format!(
-                "modelled from {}'s fit ({} + {} W x busy CPUs; mean {} of {} CPUs busy, {}): {}, {}",
-                md.config,
+                "a year, {} ({} + {} W x busy CPUs; mean {} of {} CPUs busy, {}): {}, {}",
+                md.annual_basis,
                 num(md.idle_watts, 1),
                 num(md.watts_per_loop, 2),
                 num(md.mean_busy_cpus, 2),
@@ -539,21 +541,23 @@ pub fn gpu_lines(r: &Report) -> Vec<String> {
     lines
 }
 
-/// The report's title line. With time-of-use periods or dated price changes it names the
-/// effective mean price over the year, which every annual figure is priced at.
+/// The report's title line: the year's mean price, which every modelled figure is priced
+/// at (a measured figure states its own prices).
 pub fn title(r: &Report) -> String {
     let price = if (r.mean_price_per_kwh - r.price_per_kwh).abs() > 1e-9 {
         format!(
-            "a mean of {} {} per kWh ({})",
-            r.currency,
-            num(r.mean_price_per_kwh, 4),
+            "modelled at the year's mean price {} ({})",
+            crate::ledger::annual::price_text(r.mean_price_per_kwh, &r.currency),
             r.mean_price_from
         )
     } else {
-        format!("{} per kWh", format_money(r.price_per_kwh, &r.currency))
+        format!(
+            "modelled at {}",
+            crate::ledger::annual::price_text(r.price_per_kwh, &r.currency)
+        )
     };
     format!(
-        "wattson report: annual running cost at {price}{}",
+        "wattson report: annual running cost, {price}{}",
         r.host
             .as_ref()
             .map_or_else(String::new, |h| format!(" (host {h})"))

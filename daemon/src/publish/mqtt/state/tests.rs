@@ -21,6 +21,7 @@ fn extras() -> StateExtras {
         cost_month: Some(7.25),
         cost_total: Some(12.5),
         annual_projection: Some(189.22),
+        annual_basis: Some("projected from 168.0 h measured in the last 7 days".into()),
         price_now: Some((0.2451, "mqtt".into())),
         energy_today_kwh: Some(2.4),
         energy_total_kwh: Some(1.2345),
