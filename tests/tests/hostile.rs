@@ -276,6 +276,58 @@ fn hostile_plug_power_is_rejected() {
     assert_no_energy_invented(&env.db, host);
 }
 
+/// Regression: a smart plug reporting -500 W (a reversed clamp, an export) was stored and
+/// netted: status showed -0.08 Wh, and the published cost total went down. Refused and
+/// counted unless the plug is declared bidirectional.
+#[test]
+fn a_plug_reporting_negative_power_is_refused_and_costs_never_go_down() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let env = TestEnv::new();
+    let host = "negative-plug";
+    let extra = format!(
+        "{}\n[[plug]]\nid = \"wall\"\nkind = \"tasmota\"\ntopic = \"negative\"\n",
+        mqtt_toml(&broker, "1s")
+    );
+    let config = config_for(env.dir.path(), host, &env.db, &extra);
+    let mut daemon = Child::run_daemon(&config, &[]);
+    let reading = |w: f64, kwh: f64| format!(r#"{{"ENERGY":{{"Power":{w},"Total":{kwh}}}}}"#);
+    daemon.wait_for_log("plugs: subscribed", Duration::from_secs(20));
+    rt.block_on(publish(
+        broker.port,
+        "negative",
+        "tele/negative/SENSOR",
+        vec![
+            reading(WATTS, 0.1),
+            reading(-500.0, 0.1),
+            reading(-500.0, 0.1),
+            reading(WATTS, 0.1),
+        ],
+        Duration::from_millis(1100),
+    ));
+    daemon.wait_for("the rejections counted", Duration::from_secs(20), || {
+        rejected(&config, &[], "meter:wall")
+            .contains(&("power".to_owned(), 2))
+            .then_some(())
+    });
+    let status = json(&run(&config, &["status", "--json"]));
+    let total = &status["cost"]["total"];
+    assert!(
+        total["kwh"].as_f64().unwrap() >= 0.0 && total["cost"].as_f64().unwrap() >= 0.0,
+        "{total}"
+    );
+    assert!(
+        status["cost"]["mean_watts"].as_f64().is_none_or(|w| w >= 0.0),
+        "{status}"
+    );
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(10)).is_some());
+    let p = power_points(&env.db, host, "meter:wall");
+    assert!(p.iter().all(|x| x.1 == WATTS), "{p:?}");
+    assert_no_energy_invented(&env.db, host);
+}
+
 /// Regression: fleet states with -1e12 W or 1e300 W were stored (`status` showed GBP
 /// 1,152,909,004), and one state in the year 9999 made every later state of its host "not
 /// after the newest stored".
