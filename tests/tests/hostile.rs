@@ -318,7 +318,9 @@ fn a_plug_reporting_negative_power_is_refused_and_costs_never_go_down() {
         "{total}"
     );
     assert!(
-        status["cost"]["mean_watts"].as_f64().is_none_or(|w| w >= 0.0),
+        status["cost"]["mean_watts"]
+            .as_f64()
+            .is_none_or(|w| w >= 0.0),
         "{status}"
     );
     daemon.signal(Signal::SIGTERM);

@@ -1,7 +1,10 @@
 //! Running totals: today's, this month's and all-time energy and cost of a source, kept up
 //! to date cheaply for the live outputs (the MQTT state, `/metrics`), which read them every
 //! few seconds: hours that closed before the previous one are priced once, so a refresh
-//! prices only the last two hours, however old the database.
+//! prices only the last two hours, however old the database. Once a minute the stored
+//! energy of the closed hours is summed again (one aggregate query); where samples were
+//! stored late into them (a flush that failed for over an hour, a fleet host's backlog)
+//! the closed hours are priced again, so late samples reach the outputs without a restart.
 //!
 //! Units: kWh, the tariff's currency, UTC ms.
 
@@ -18,10 +21,19 @@ use crate::store::{HOUR_MS, Store, floor_to};
 /// the previous one are summed once, so each refresh prices only the last two hours.
 #[derive(Debug, Clone, Default)]
 pub struct RunningTotal {
+    /// Where the total starts (UTC ms; `None`: at the source's first sample).
+    start_ms: Option<i64>,
     /// Everything before this (UTC ms, an hour boundary) is in `closed`.
     until_ms: Option<i64>,
     closed: TotalFigures,
+    /// When the closed hours were last summed again (UTC ms).
+    checked_ms: i64,
+    /// How often they were found changed and counted again.
+    recounts: u32,
 }
+
+/// How often the closed hours' stored energy is summed again, ms.
+const RECHECK_MS: i64 = 60_000;
 
 /// A running total's figures.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -41,6 +53,7 @@ impl RunningTotal {
         tariff: &Tariff,
         now_ms: i64,
     ) -> anyhow::Result<TotalFigures> {
+        self.recheck(store, host, source, now_ms)?;
         let from = match self.until_ms {
             Some(t) => t,
             None => match energy::total(store, host, source)?.since_ms {
@@ -88,9 +101,51 @@ impl RunningTotal {
     /// A running total of what was measured from `from_ms` (UTC ms) on.
     pub fn since(from_ms: i64) -> RunningTotal {
         RunningTotal {
+            start_ms: Some(from_ms),
             until_ms: Some(from_ms),
-            closed: TotalFigures::default(),
+            ..RunningTotal::default()
         }
+    }
+
+    /// Start again from the beginning when the store holds more (or less) energy in the
+    /// closed hours than they were summed at. Only for a total that starts on an hour (the
+    /// closed hours are then whole hour rollups); at most once a [`RECHECK_MS`].
+    fn recheck(
+        &mut self,
+        store: &Store,
+        host: &str,
+        source: &SourceId,
+        now_ms: i64,
+    ) -> anyhow::Result<()> {
+        let Some(until) = self.until_ms else {
+            return Ok(());
+        };
+        let start = self.start_ms.unwrap_or(i64::MIN);
+        if now_ms - self.checked_ms < RECHECK_MS || (start != i64::MIN && start % HOUR_MS != 0) {
+            return Ok(());
+        }
+        self.checked_ms = now_ms;
+        let Some(series) = energy::power_series(store, host, source)? else {
+            return Ok(());
+        };
+        let stored_kwh = store.hour_sums(&series, start, until)?.energy_wh / 1000.0;
+        if (stored_kwh - self.closed.kwh).abs() > 1e-6 {
+            tracing::info!(
+                "{source}: {:.6} kWh stored in hours already counted ({:.6} kWh when they \
+                 were): counting them again",
+                stored_kwh,
+                self.closed.kwh
+            );
+            self.until_ms = self.start_ms;
+            self.closed = TotalFigures::default();
+            self.recounts += 1;
+        }
+        Ok(())
+    }
+
+    /// How often samples stored late into counted hours made it count them again.
+    pub fn recounts(&self) -> u32 {
+        self.recounts
     }
 }
 

@@ -124,6 +124,41 @@ fn wall_at_1_hz(
     (w, wall)
 }
 
+/// Samples stored late into an hour the running total had already counted (a flush that
+/// failed for over an hour) reach it within a minute, without a restart; with nothing
+/// late, it never counts again.
+#[test]
+fn samples_stored_late_into_counted_hours_reach_the_running_total() {
+    use crate::ledger::running::RunningTotal;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, wall) = wall_at_1_hz(dir.path(), T0, 3 * 3600, |_| 100.0);
+    let tariff = crate::ledger::costs::tariff(&crate::config::TariffConfig::default()).unwrap();
+    let mut total = RunningTotal::default();
+    let now = T0 + 5 * HOUR_MS;
+    let kwh = |t: &mut RunningTotal, w: &Writer, at: i64| {
+        t.refresh(w.store(), "h", &wall, &tariff, at).unwrap().kwh
+    };
+    assert!((kwh(&mut total, &w, now) - 0.3).abs() < 1e-6);
+    assert!((kwh(&mut total, &w, now + 61_000) - 0.3).abs() < 1e-6);
+    assert_eq!(total.recounts(), 0, "nothing late: nothing counted again");
+    // The fourth hour arrives late: it closed before it was stored.
+    let late: Vec<Sample> = (1..=3600)
+        .map(|s| {
+            Sample::new(
+                T0 + 3 * HOUR_MS + s * 1000,
+                wall.clone(),
+                Metric::Power,
+                "",
+                100.0,
+            )
+        })
+        .collect();
+    w.push(None, late);
+    w.flush().unwrap();
+    assert!((kwh(&mut total, &w, now + 122_000) - 0.4).abs() < 1e-6);
+    assert_eq!(total.recounts(), 1);
+}
+
 #[test]
 fn known_energy_per_slot_gives_the_hand_computed_cost() {
     let dir = tempfile::tempdir().unwrap();
