@@ -99,14 +99,10 @@ pub fn fit_kind(kind: LoopKind, results: &[LevelResult], physical_cores: usize) 
     let x: Vec<f64> = lv.iter().map(|r| r.loops as f64).collect();
     let y: Vec<f64> = lv.iter().map(|r| r.mean_w).collect();
     let c: Vec<f64> = lv.iter().map(|r| r.ci95_w.max(1e-3)).collect();
-    let loops_fit = fit::wls(&x, &y, &c).or_else(|_| fit::ols(&x, &y)).ok()?;
-    let levels: Vec<(f64, f64, f64)> = lv
-        .iter()
-        .map(|r| (r.loops as f64, r.mean_w, r.ci95_w))
-        .collect();
-    let mut notes = fit::diagnose(&levels, &loops_fit);
     // A level measured beside other work explains its own misfit first: what the shape of
-    // the line would otherwise suggest (temperature, a turbo budget) is not diagnosed.
+    // the line would otherwise suggest (temperature, a turbo budget) is not diagnosed, and
+    // the levels are not weighted by their intervals, which do not cover that work: the
+    // fit's scatter (r2, the slope's interval) then shows it.
     let loaded: Vec<String> = lv
         .iter()
         .filter(|r| r.warnings.iter().any(|w| w.contains("other load")))
@@ -119,6 +115,16 @@ pub fn fit_kind(kind: LoopKind, results: &[LevelResult], physical_cores: usize) 
             )
         })
         .collect();
+    let loops_fit = if loaded.is_empty() {
+        fit::wls(&x, &y, &c).or_else(|_| fit::ols(&x, &y)).ok()?
+    } else {
+        fit::ols(&x, &y).ok()?
+    };
+    let levels: Vec<(f64, f64, f64)> = lv
+        .iter()
+        .map(|r| (r.loops as f64, r.mean_w, r.ci95_w))
+        .collect();
+    let mut notes = fit::diagnose(&levels, &loops_fit);
     if !loaded.is_empty() {
         for n in &mut notes {
             if let Some((finding, _cause)) = n.split_once("; likely") {
@@ -129,8 +135,9 @@ pub fn fit_kind(kind: LoopKind, results: &[LevelResult], physical_cores: usize) 
             0,
             format!(
                 "other load during the sweep: {} measured with other work running, so the fit \
-                 and any bend in it are likely that work's, not the loops'; run the sweep again \
-                 on an otherwise idle machine",
+                 (unweighted: the levels' intervals do not cover that work) and any bend in it \
+                 are likely that work's, not the loops'; run the sweep again on an otherwise \
+                 idle machine",
                 loaded.join(", ")
             ),
         );
@@ -163,4 +170,83 @@ pub fn fit_kind(kind: LoopKind, results: &[LevelResult], physical_cores: usize) 
         utilisation_fan,
         notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn level(loops: usize, mean_w: f64, ci95_w: f64, warnings: &[&str]) -> LevelResult {
+        LevelResult {
+            kind: LoopKind::Spin,
+            loops,
+            started_ms: 0,
+            ended_ms: 1,
+            settle_s: 0.5,
+            n: 40,
+            mean_w,
+            sd_w: ci95_w,
+            ci95_w,
+            ci_method: "BatchMeans".into(),
+            min_w: mean_w - ci95_w,
+            max_w: mean_w + ci95_w,
+            mean_mhz: None,
+            busy: None,
+            busy_cpus: None,
+            residency: BTreeMap::new(),
+            ops_per_s: 0.0,
+            joules_per_op: None,
+            components: BTreeMap::new(),
+            pinned: true,
+            smt_siblings: false,
+            warnings: warnings.iter().map(|w| (*w).to_owned()).collect(),
+        }
+    }
+
+    /// Seen: idle at 62.74 +/- 68.15 W under other load was fitted as if exact ("5.88 +/-
+    /// 1.00 W per loop, r2 1.0000") and a negative step blamed on rising temperature.
+    #[test]
+    fn a_level_under_other_load_widens_the_fit_and_is_named_first() {
+        let levels = [
+            level(
+                0,
+                62.74,
+                68.15,
+                &[
+                    "other load present before idle (1.20 CPUs busy after waiting 30 s): idle may read high",
+                ],
+            ),
+            level(1, 46.0, 0.5, &[]),
+            level(2, 52.0, 0.5, &[]),
+            level(3, 57.9, 0.5, &[]),
+        ];
+        let fit = fit_kind(LoopKind::Spin, &levels, 4).unwrap();
+        assert!(
+            fit.notes[0].starts_with("other load during the sweep: idle (62.74"),
+            "{:?}",
+            fit.notes
+        );
+        assert!(
+            fit.notes.iter().all(|n| !n.contains("temperature")),
+            "{:?}",
+            fit.notes
+        );
+        let ci = fit.loops.slope_ci95.unwrap();
+        assert!(
+            ci > 5.0,
+            "slope {} +/- {ci}: as if the idle level were exact",
+            fit.loops.slope
+        );
+        assert!(fit.loops.r2 < 0.9, "r2 {}", fit.loops.r2);
+        // Without other load, the same shape is weighted by the levels' intervals.
+        let quiet = [
+            level(0, 40.0, 0.5, &[]),
+            level(1, 46.0, 0.5, &[]),
+            level(2, 52.0, 0.5, &[]),
+        ];
+        let fit = fit_kind(LoopKind::Spin, &quiet, 4).unwrap();
+        assert!(fit.loops.weighted && fit.loops.r2 > 0.99, "{:?}", fit.loops);
+    }
 }
