@@ -32,11 +32,14 @@ fn run(config: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Hourly slots from 26 h ago to 2 h ahead, 0.10 and 0.30 by turns: a series long enough
-/// to price a year, and two tiers for the figures to disagree on if they price differently.
-fn price_series(path: &Path) {
+/// Hour-long slots from 26 h ago to 2 h ahead, the two tiers by turns: a series long enough
+/// to price a year, and two prices for the figures to disagree on if they price
+/// differently. The slot of now runs from 30 minutes before it to 30 minutes after, so the
+/// test's few seconds never straddle a change of price.
+fn price_series(path: &Path, tiers: [f64; 2]) {
     let hour = 3_600_000;
-    let first = (now_ms() / hour - 26) * hour;
+    let minute = 60_000;
+    let first = (now_ms() / minute) * minute - 30 * minute - 26 * hour;
     let mut csv = String::from("start,end,price_per_kwh\n");
     for i in 0..28 {
         let at = |ms: i64| {
@@ -46,7 +49,7 @@ fn price_series(path: &Path) {
                 .to_string()
         };
         let from = first + i * hour;
-        let price = if i % 2 == 0 { 0.10 } else { 0.30 };
+        let price = tiers[(i % 2) as usize];
         let _ = writeln!(csv, "{},{},{price}", at(from), at(from + hour));
     }
     std::fs::write(path, csv).unwrap();
@@ -61,11 +64,17 @@ fn the_annual_figure_and_todays_cost_agree_on_every_surface() {
     let Some(chromium) = wattson_tests::browser::chromium() else {
         return;
     };
+    every_surface(&chromium, 55.0, [0.10, 0.30]);
+    // Held out: another database, another draw, other prices.
+    every_surface(&chromium, 131.7, [0.0712, 0.4137]);
+}
+
+fn every_surface(chromium: &Path, watts: f64, tiers: [f64; 2]) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _rt = rt.enter();
     let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
     let env = TestEnv::new();
-    let meter = simulate("pzem004t", &[1], 55.0);
+    let meter = simulate("pzem004t", &[1], watts);
     let config = config_for(
         env.dir.path(),
         HOST,
@@ -79,7 +88,7 @@ fn the_annual_figure_and_todays_cost_agree_on_every_surface() {
         ),
     );
     let prices = env.path("prices.csv");
-    price_series(&prices);
+    price_series(&prices, tiers);
     run(
         &config,
         &[
@@ -113,7 +122,7 @@ fn the_annual_figure_and_todays_cost_agree_on_every_surface() {
     let annual = cost["annual_cost"].as_f64().unwrap();
     let basis = cost["annual_basis"].as_str().unwrap().to_owned();
     assert!(basis.starts_with("projected from"), "{basis}");
-    // The meter draws a constant 55 W within one price slot: every surface's projection
+    // The meter draws a constant power within one price slot: every surface's projection
     // is 55 W for a year at that slot's price, whenever it was read.
     assert_eq!(
         cents(state["cost_annual_projection"].as_f64().unwrap()),
@@ -121,11 +130,11 @@ fn the_annual_figure_and_todays_cost_agree_on_every_surface() {
         "MQTT {state} against status {cost}"
     );
     let price = cost["annual_cost"].as_f64().unwrap() / cost["annual_kwh"].as_f64().unwrap();
-    let tier = [0.10, 0.30, 0.05]
+    let tier = [tiers[0], tiers[1], 0.05]
         .into_iter()
         .find(|p| (p - price).abs() < 1e-6)
         .unwrap_or_else(|| panic!("priced at {price}, not a price of the hour"));
-    assert_eq!(cents(annual), cents(55.0 * 8.76 * tier), "{cost}");
+    assert_eq!(cents(annual), cents(watts * 8.76 * tier), "{cost}");
     // The price basis, worded alike everywhere (the window before it is each surface's:
     // the last 7 days live, the report's window in a report).
     let same_basis = |what: &str, text: &str| {
@@ -152,7 +161,7 @@ fn the_annual_figure_and_todays_cost_agree_on_every_surface() {
 
     // The page as rendered.
     let profile = tempfile::tempdir().unwrap();
-    let dom = wattson_tests::browser::headless(&chromium, profile.path())
+    let dom = wattson_tests::browser::headless(chromium, profile.path())
         .args(["--virtual-time-budget=5000", "--dump-dom"])
         .arg(format!("http://{addr}/"))
         .output()

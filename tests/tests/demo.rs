@@ -126,6 +126,19 @@ fn the_demo_on_a_terminal_shows_progress_without_log_noise_and_keeps_its_duratio
                 "stray time-cap line {line:?}:\n{}",
                 lines.join("\n")
             );
+            // Only a level that missed its target says so: "reached at +/- 0.31 W
+            // (target 2.00 W)" contradicted itself on every level of the happy path.
+            let number = |after: &str| -> f64 {
+                line.split(after)
+                    .nth(1)
+                    .and_then(|r| r.split_whitespace().next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("no {after:?} in {line:?}"))
+            };
+            assert!(
+                number("+/- ") > number("(target "),
+                "a warning for a level that met its target: {line:?}"
+            );
             // The level's other warnings (still settling, measured anyway) may come first.
             let above = lines[..i]
                 .iter()
