@@ -1,5 +1,5 @@
-//! Helpers for the ledger's end-to-end tests (`tests/ledger.rs`, `tests/hostile.rs`,
-//! `tests/home_assistant.rs`): configs for a host on the KVM fixture with a flat tariff, the
+//! Helpers for the ledger's end-to-end tests (`tests/e2e/ledger.rs`, `tests/e2e/hostile.rs`,
+//! `tests/e2e/home_assistant.rs`): configs for a host on the KVM fixture with a flat tariff, the
 //! real binary's `status` and `report` read back, stored samples, and the truth of a
 //! constant load to hold every figure against.
 //!

@@ -2,7 +2,7 @@
 //! (the writer's connection set `query_only` fails its flushes as a read-only file system
 //! would), the memory bound, files deleted or replaced while in use, and undecodable rows
 //! set aside. A full disk is done through the real binary on a small file system
-//! (`tests/tests/faults.rs`).
+//! (`tests/tests/e2e/faults.rs`).
 
 use std::path::Path;
 use std::time::Duration;

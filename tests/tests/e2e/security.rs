@@ -2,7 +2,7 @@
 //! `config check` output or error messages; a world-readable password file is warned about;
 //! a text-line meter that sends megabyte lines neither grows the daemon's memory nor stops it.
 //!
-//! `cargo test -p wattson-tests --test security -- --nocapture` prints the figures.
+//! `cargo test -p wattson-tests --test e2e security:: -- --nocapture` prints the figures.
 
 // Test helpers unwrap and the tests print their figures for RELIABILITY.md.
 #![allow(
@@ -26,7 +26,6 @@ use wattson::store::{SeriesFilter, Store};
 use wattson_collectors::Metric;
 use wattson_tests::wattson_bin;
 
-#[path = "security/local.rs"]
 mod local;
 
 const SECRET: &str = "Zebra-7fq2-Secret-Horse";

@@ -15,9 +15,7 @@ use wattson_collectors::idle::settings::{self, SettingKind};
 use wattson_collectors::idle::{CounterId, PackageReader, PcState, PerfCounters};
 use wattson_collectors::{Collector, Metric};
 
-mod common;
-
-use common::{fixture, root_at};
+use crate::common::{self, fixture, root_at};
 
 /// A base fixture with an overlay copied over it, in a temp dir.
 fn compose(base: &str, overlay: &str) -> tempfile::TempDir {

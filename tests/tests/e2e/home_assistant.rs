@@ -25,7 +25,7 @@ use wattson_tests::{Child, TestEnv};
 ///   `total_increasing` (`entity_unexpected_state_class`), and `measurement` only with
 ///   `last_reset`; `_async_validate_cost_stat` (the "entity tracking the total costs",
 ///   `stat_cost`): statistics defined, and the same state classes.
-mod home_assistant {
+mod verdict {
     use serde_json::Value;
 
     const STATE_CLASSES: [&str; 3] = ["measurement", "total", "total_increasing"];
@@ -139,16 +139,12 @@ fn home_assistant_energy_validation_accepts_the_energy_and_cost_entities() {
     };
     let energy = config_of("energy");
     assert_eq!(
-        home_assistant::usage_issues(&energy, home_assistant::value(&energy, &state)),
+        verdict::usage_issues(&energy, verdict::value(&energy, &state)),
         Vec::<&str>::new(),
         "{energy}"
     );
     let cost = config_of("cost_total");
-    assert_eq!(
-        home_assistant::cost_issues(&cost),
-        Vec::<&str>::new(),
-        "{cost}"
-    );
+    assert_eq!(verdict::cost_issues(&cost), Vec::<&str>::new(), "{cost}");
     for object in [
         "energy",
         "cost_total",
@@ -157,13 +153,13 @@ fn home_assistant_energy_validation_accepts_the_energy_and_cost_entities() {
         "cost_today",
     ] {
         let c = config_of(object);
-        assert_eq!(home_assistant::impossible(&c), None, "{object}: {c}");
+        assert_eq!(verdict::impossible(&c), None, "{object}: {c}");
     }
     // What Home Assistant said of the daily cost sensors, which have no state class (and
     // keep none: their daily reset would be booked as a refund).
     let today = config_of("cost_today");
     assert_eq!(
-        home_assistant::cost_issues(&today),
+        verdict::cost_issues(&today),
         ["statistics_not_defined", "entity_unexpected_state_class"]
     );
 }

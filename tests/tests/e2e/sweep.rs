@@ -7,7 +7,7 @@
 //!
 //! The short versions run in the normal suite (0.5 W noise, 4 Hz polling); the full version
 //! of the DESIGN budget (2 W noise, 1 Hz, up to 90 s per level) is `#[ignore]`d:
-//! `cargo test -p wattson-tests --test sweep -- --ignored --nocapture`.
+//! `cargo test -p wattson-tests --test e2e sweep:: -- --ignored --nocapture`.
 //!
 //! The interruption tests run the `wattson sweep` binary, send it SIGINT or SIGTERM while
 //! its 1-loop level runs, and time how long its loop threads (named `wattson-spin-<cpu>`)

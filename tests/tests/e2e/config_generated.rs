@@ -1,6 +1,7 @@
 //! What `wattson run` refuses, `wattson config check` refuses with exit 78: a property over
 //! generated configs, each through the real binary (`config check`, then `run --duration 1s`).
-//! Rerun with more cases: `PROPTEST_CASES=200 cargo test -p wattson-tests --test config_generated`.
+//! Rerun with more cases: `PROPTEST_CASES=200 cargo test -p wattson-tests --test e2e
+//! config_generated::`.
 
 // Helpers outside #[test] fns are test code too.
 #![allow(clippy::panic, clippy::unwrap_used)]

@@ -268,7 +268,7 @@ fn nothing_listening_is_a_clear_error() {
 /// Against a real upsd (NUT 2.8.0) with the dummy-ups driver, whose UPS has no
 /// ups.realpower: 25 % of 600 W nominal. Needs `apt-get install nut-server` (Debian/Ubuntu)
 /// and runs both from a temp dir as the current user:
-/// `cargo test -p wattson-collectors --test nut -- --ignored`.
+/// `cargo test -p wattson-collectors --test collectors_e2e nut:: -- --ignored`.
 #[test]
 #[ignore = "needs nut-server (upsd, dummy-ups) installed"]
 fn real_upsd_with_dummy_ups() {

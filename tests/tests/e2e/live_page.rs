@@ -315,8 +315,8 @@ fn the_live_page_shows_the_meters_watts_and_todays_cost_and_follows_them() {
 
 /// README.md's screenshot (`dashboards/live-page.png`): the live page of the Intel desktop
 /// fixture at a realistic price, 41.5 W at the wall and EUR 0.30 per kWh. Rerun with
-/// `cargo build -p wattson --bin wattson && cargo test -p wattson-tests --test live_page --
-/// --ignored readme_screenshot`.
+/// `cargo build -p wattson --bin wattson && cargo test -p wattson-tests --test e2e --
+/// --ignored live_page::readme_screenshot`.
 #[test]
 #[ignore = "writes dashboards/live-page.png, README.md's screenshot"]
 fn readme_screenshot_of_the_live_page() {

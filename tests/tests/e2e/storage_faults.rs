@@ -3,8 +3,8 @@
 //! watchdog), the database's directory deleted while running, and a corrupt chunk.
 //!
 //! Each test prints its figures for RELIABILITY.md:
-//! `cargo test -p wattson-tests --test storage_faults -- --nocapture`. The month soak:
-//! `cargo test -p wattson-tests --test storage_faults -- --ignored --nocapture`.
+//! `cargo test -p wattson-tests --test e2e storage_faults:: -- --nocapture`. The month soak:
+//! `cargo test -p wattson-tests --test e2e storage_faults:: -- --ignored --nocapture`.
 //!
 //! Small file systems are tmpfs mounts (`mount -t tmpfs -o size=2m`), which need root: CI
 //! runs as root. Where a mount (or running as another user) is not possible the test says
@@ -22,7 +22,6 @@ use nix::sys::signal::Signal;
 use wattson_collectors::Metric;
 use wattson_tests::{Child, TestEnv, db_points, integrity_check, meter_toml, q, simulate, wattson};
 
-#[path = "storage_faults/soak.rs"]
 mod soak;
 
 /// Fails under `CI=true`, else prints SKIPPED: for a test that cannot get what it needs.

@@ -4,8 +4,9 @@
 //! Daemon scenarios run the real `wattson` binary as a child process (signals and crashes
 //! must not touch the test process); it is built on first use if the target dir lacks it.
 //! Each test prints its figures (scenarios, samples expected, stored, lost) for
-//! RELIABILITY.md: `cargo test -p wattson-tests --test faults -- --nocapture`.
-//! Soak versions: `cargo test -p wattson-tests --test faults -- --ignored --nocapture`.
+//! RELIABILITY.md: `cargo test -p wattson-tests --test e2e faults:: --
+//! --skip mqtt_faults:: --skip storage_faults:: --nocapture`.
+//! Soak versions: the same with `--ignored`.
 
 // Test helpers unwrap and the tests print their figures for RELIABILITY.md.
 #![allow(

@@ -284,7 +284,7 @@ impl Writer {
         let mut child = Command::new(exe)
             .args([
                 "--exact",
-                "soak::soak_month_child",
+                "storage_faults::soak::soak_month_child",
                 "--ignored",
                 "--nocapture",
             ])

@@ -5,8 +5,8 @@
 //!
 //! The default suite measures at 10 Hz with 2 s phases (the same statistics as 1 Hz with
 //! 20 s phases, in a tenth of the time); the full budget (1 Hz, the default 20 s phases, at
-//! most 3 minutes per setting) is `#[ignore]`d: `cargo test -p wattson-tests --test idle --
-//! --ignored --nocapture`, figures in BENCHMARKS.md.
+//! most 3 minutes per setting) is `#[ignore]`d: `cargo test -p wattson-tests --test e2e
+//! idle:: -- --ignored --nocapture`, figures in BENCHMARKS.md.
 //!
 //! Every test checks that every file of the fixture tree holds its original content
 //! afterwards, and that nothing outside the allowlist's files was written anywhere in the

@@ -10,9 +10,7 @@ use std::time::Duration;
 use wattson_collectors::cpu::{CpuCollector, CpuOptions, cpu_facts, pin_order, read_topology};
 use wattson_collectors::{Action, Collector, Metric, Sample};
 
-mod common;
-
-use common::{fixture, root_at};
+use crate::common::{self, fixture, root_at};
 
 fn copy_fixture(name: &str) -> tempfile::TempDir {
     common::copy_fixtures(&[name])

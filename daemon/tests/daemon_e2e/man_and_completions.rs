@@ -2,8 +2,8 @@
 //! are generated from the clap definitions and kept in the repository, so that the Debian
 //! package (`cargo deb`) and a hand install ship them without a build step of their own.
 //! This test regenerates them in memory and fails when a committed file is stale, missing
-//! or left over; `WATTSON_UPDATE_DIST=1 cargo test -p wattson --test man_and_completions`
-//! rewrites them.
+//! or left over; `WATTSON_UPDATE_DIST=1 cargo test -p wattson --test daemon_e2e
+//! man_and_completions::` rewrites them.
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -184,7 +184,7 @@ fn man_pages_and_completions_match_the_command_line() {
     assert!(
         problems.is_empty(),
         "daemon/dist does not match the command line ({}); regenerate with \
-         `WATTSON_UPDATE_DIST=1 cargo test -p wattson --test man_and_completions` and commit it",
+         `WATTSON_UPDATE_DIST=1 cargo test -p wattson --test daemon_e2e man_and_completions::` and commit it",
         problems.join(", ")
     );
     // One page per command, each with examples.

@@ -1,0 +1,54 @@
+//! The end-to-end tests of wattson, one module per file, linked into one test binary (`e2e`)
+//! rather than one binary per file: each binary links the whole daemon, and linking them
+//! was most of the test build.
+//!
+//! One file's tests: `cargo test -p wattson-tests --test e2e security::` (the module is the
+//! file's name; `-- --nocapture` and `-- --ignored` as before). One test:
+//! `cargo test -p wattson-tests --test e2e sweep::sigint_stops -- --nocapture`.
+//!
+//! A filter matches anywhere in a test's path, so a module whose name ends another's also
+//! runs that one's tests: `faults::` those of `mqtt_faults::` and `storage_faults::`,
+//! `cli::` those of `report_cli::`, `hostile::` those of `http_hostile::`, `prometheus::`
+//! those of `grafana_prometheus::`. `-- --skip mqtt_faults:: --skip storage_faults::` leaves
+//! them out.
+//!
+//! The files' tests share this process (two at a time on two CPUs, as before within a file):
+//! a test that follows the test process's own CPU time, or changes a setting of the whole
+//! process, must not count on the other files' tests being idle.
+
+mod annual;
+mod architecture;
+mod cli;
+mod config;
+mod config_generated;
+mod control;
+mod dashboards;
+mod demo;
+mod errors;
+mod faults;
+mod grafana;
+mod grafana_prometheus;
+mod help;
+mod home_assistant;
+mod hostile;
+mod http;
+mod http_hostile;
+mod idle;
+mod ledger;
+mod lifecycle;
+mod live_page;
+mod meters;
+mod mqtt;
+mod mqtt_faults;
+mod notify;
+mod prometheus;
+mod regression;
+mod report_cli;
+mod report_html;
+mod security;
+mod services;
+mod slow_store;
+mod sources;
+mod storage_faults;
+mod sweep;
+mod tariff;
