@@ -14,32 +14,16 @@ use std::time::Duration;
 use serde_json::Value;
 use wattson_tests::broker::{Kind, Options, TestBroker, Watcher};
 use wattson_tests::http::{HTTP_TOML, bound_addr, get, metric_value};
-use wattson_tests::ledger::{config_for, meter_toml};
-use wattson_tests::{Child, HOST, TestEnv, now_ms, q, simulate, wattson};
+use wattson_tests::ledger::{config_for, meter_toml, run};
+use wattson_tests::{Child, HOST, TestEnv, now_ms, q, simulate};
 
-fn run(config: &Path, args: &[&str]) -> String {
-    let out = wattson()
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Hour-long slots from 26 h ago to 2 h ahead, the two tiers by turns: a series long enough
-/// to price a year, and two prices for the figures to disagree on if they price
-/// differently. The slot of now runs from 30 minutes before it to 30 minutes after, so the
-/// test's few seconds never straddle a change of price.
+/// Hourly slots from 26 h ago to 2 h ahead, the two tiers two hours each by turns: a series
+/// long enough to price a year, and two prices for the figures to disagree on if they
+/// price differently. The hour of now and the next one share a price, so the test's few
+/// seconds never straddle a change of price, even across the top of the hour.
 fn price_series(path: &Path, tiers: [f64; 2]) {
     let hour = 3_600_000;
-    let minute = 60_000;
-    let first = (now_ms() / minute) * minute - 30 * minute - 26 * hour;
+    let first = (now_ms() / hour - 26) * hour;
     let mut csv = String::from("start,end,price_per_kwh\n");
     for i in 0..28 {
         let at = |ms: i64| {
@@ -49,7 +33,7 @@ fn price_series(path: &Path, tiers: [f64; 2]) {
                 .to_string()
         };
         let from = first + i * hour;
-        let price = tiers[(i % 2) as usize];
+        let price = tiers[(i - 26).div_euclid(2).rem_euclid(2) as usize];
         let _ = writeln!(csv, "{},{},{price}", at(from), at(from + hour));
     }
     std::fs::write(path, csv).unwrap();

@@ -239,69 +239,36 @@ fn hostile_power_factor_and_frequency_out_of_range_are_rejected() {
     );
 }
 
-/// Regression: `{"ENERGY":{"Power":99999999,"Total":100}}` from a smart plug was stored
-/// (27.9 kWh in 20 s).
-#[test]
-fn hostile_plug_power_is_rejected() {
+/// A daemon of `host` whose wall meter is a Tasmota plug, sent a good reading, two with
+/// `bad_power` W, and a good one, each 1.1 s apart; returned (still running, with its
+/// broker and runtime) once the two are counted as rejected for their power.
+fn plug_sent_two_bad_readings(
+    env: &TestEnv,
+    host: &str,
+    bad_power: f64,
+) -> (PathBuf, Child, TestBroker, tokio::runtime::Runtime) {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let _rt = rt.enter();
-    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
-    let env = TestEnv::new();
-    let host = "hostile-plug";
+    let broker = {
+        let _rt = rt.enter();
+        TestBroker::start(Kind::Rumqttd, &Options::default())
+    };
     let extra = format!(
-        "{}\n[[plug]]\nid = \"wall\"\nkind = \"tasmota\"\ntopic = \"hostile\"\n",
-        mqtt_toml(&broker, "1s")
+        "{}\n[[plug]]\nid = \"wall\"\nkind = \"tasmota\"\ntopic = {}\n",
+        mqtt_toml(&broker, "1s"),
+        wattson_tests::q(host)
     );
     let config = config_for(env.dir.path(), host, &env.db, &extra);
-    let mut daemon = Child::run_daemon(&config, &[]);
-    let good = |kwh: f64| format!(r#"{{"ENERGY":{{"Power":{WATTS},"Total":{kwh}}}}}"#);
-    daemon.wait_for_log("plugs: subscribed", Duration::from_secs(20));
-    let hostile = r#"{"ENERGY":{"Power":99999999,"Total":100}}"#.to_owned();
-    rt.block_on(publish(
-        broker.port,
-        "hostile",
-        "tele/hostile/SENSOR",
-        vec![good(0.1), hostile.clone(), hostile, good(0.1)],
-        Duration::from_millis(1100),
-    ));
-    daemon.wait_for("the rejections counted", Duration::from_secs(20), || {
-        rejected(&config, &[], "meter:wall")
-            .contains(&("power".to_owned(), 2))
-            .then_some(())
-    });
-    daemon.signal(Signal::SIGTERM);
-    assert!(daemon.wait_exit(Duration::from_secs(10)).is_some());
-    let p = power_points(&env.db, host, "meter:wall");
-    assert!(p.iter().all(|x| x.1 == WATTS), "{p:?}");
-    assert_no_energy_invented(&env.db, host);
-}
-
-/// Regression: a smart plug reporting -500 W (a reversed clamp, an export) was stored and
-/// netted: status showed -0.08 Wh, and the published cost total went down. Refused and
-/// counted unless the plug is declared bidirectional.
-#[test]
-fn a_plug_reporting_negative_power_is_refused_and_costs_never_go_down() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let _rt = rt.enter();
-    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
-    let env = TestEnv::new();
-    let host = "negative-plug";
-    let extra = format!(
-        "{}\n[[plug]]\nid = \"wall\"\nkind = \"tasmota\"\ntopic = \"negative\"\n",
-        mqtt_toml(&broker, "1s")
-    );
-    let config = config_for(env.dir.path(), host, &env.db, &extra);
-    let mut daemon = Child::run_daemon(&config, &[]);
+    let daemon = Child::run_daemon(&config, &[]);
     let reading = |w: f64, kwh: f64| format!(r#"{{"ENERGY":{{"Power":{w},"Total":{kwh}}}}}"#);
     daemon.wait_for_log("plugs: subscribed", Duration::from_secs(20));
     rt.block_on(publish(
         broker.port,
-        "negative",
-        "tele/negative/SENSOR",
+        host,
+        &format!("tele/{host}/SENSOR"),
         vec![
             reading(WATTS, 0.1),
-            reading(-500.0, 0.1),
-            reading(-500.0, 0.1),
+            reading(bad_power, 100.0),
+            reading(bad_power, 100.0),
             reading(WATTS, 0.1),
         ],
         Duration::from_millis(1100),
@@ -311,6 +278,34 @@ fn a_plug_reporting_negative_power_is_refused_and_costs_never_go_down() {
             .contains(&("power".to_owned(), 2))
             .then_some(())
     });
+    (config, daemon, broker, rt)
+}
+
+/// The daemon stopped: only the plug's good readings stored, no energy invented.
+fn only_good_readings_stored(env: &TestEnv, host: &str, mut daemon: Child) {
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(10)).is_some());
+    let p = power_points(&env.db, host, "meter:wall");
+    assert!(p.iter().all(|x| x.1 == WATTS), "{p:?}");
+    assert_no_energy_invented(&env.db, host);
+}
+
+/// Regression: `{"ENERGY":{"Power":99999999,"Total":100}}` from a smart plug was stored
+/// (27.9 kWh in 20 s).
+#[test]
+fn hostile_plug_power_is_rejected() {
+    let env = TestEnv::new();
+    let (_config, daemon, _broker, _rt) = plug_sent_two_bad_readings(&env, "hostile", 99_999_999.0);
+    only_good_readings_stored(&env, "hostile", daemon);
+}
+
+/// Regression: a smart plug reporting -500 W (a reversed clamp, an export) was stored and
+/// netted: status showed -0.08 Wh, and the published cost total went down. Refused and
+/// counted unless the plug is declared bidirectional.
+#[test]
+fn a_plug_reporting_negative_power_is_refused_and_costs_never_go_down() {
+    let env = TestEnv::new();
+    let (config, daemon, _broker, _rt) = plug_sent_two_bad_readings(&env, "negative", -500.0);
     let status = json(&run(&config, &["status", "--json"]));
     let total = &status["cost"]["total"];
     assert!(
@@ -323,11 +318,7 @@ fn a_plug_reporting_negative_power_is_refused_and_costs_never_go_down() {
             .is_none_or(|w| w >= 0.0),
         "{status}"
     );
-    daemon.signal(Signal::SIGTERM);
-    assert!(daemon.wait_exit(Duration::from_secs(10)).is_some());
-    let p = power_points(&env.db, host, "meter:wall");
-    assert!(p.iter().all(|x| x.1 == WATTS), "{p:?}");
-    assert_no_energy_invented(&env.db, host);
+    only_good_readings_stored(&env, "negative", daemon);
 }
 
 /// Regression: fleet states with -1e12 W or 1e300 W were stored (`status` showed GBP
