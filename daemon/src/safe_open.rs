@@ -36,8 +36,9 @@ fn explain(path: &Path, e: io::Error) -> io::Error {
     }
 }
 
-/// The file opened must be one the caller may write into without writing anywhere else.
-fn check_lock_file(path: &Path, file: &File) -> io::Result<()> {
+/// The file opened must be one the caller may write into without writing anywhere else: a
+/// regular file with one link.
+fn check_regular(path: &Path, file: &File) -> io::Result<()> {
     let meta = file.metadata()?;
     if !meta.file_type().is_file() {
         return Err(refused(path, "it is not a regular file"));
@@ -87,7 +88,7 @@ pub fn lock_file(path: &Path) -> io::Result<File> {
         }
         Err(e) => return Err(explain(path, e)),
     };
-    check_lock_file(path, &file)?;
+    check_regular(path, &file)?;
     Ok(file)
 }
 
@@ -100,7 +101,7 @@ pub fn existing_lock_file(path: &Path) -> io::Result<Option<File>> {
         .open(path)
     {
         Ok(f) => {
-            check_lock_file(path, &f)?;
+            check_regular(path, &f)?;
             Ok(Some(f))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -139,13 +140,7 @@ pub fn write_setting(path: &Path, value: &[u8], fs: KernelFs) -> io::Result<()> 
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| explain(path, e))?;
-    let meta = f.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(refused(path, "it is not a regular file"));
-    }
-    if meta.nlink() != 1 {
-        return Err(refused(path, "it has another hard link"));
-    }
+    check_regular(path, &f)?;
     if !fs.holds(&f)? {
         return Err(refused(
             path,

@@ -52,21 +52,16 @@ impl Original {
     }
 }
 
-/// Write `value` into an existing setting's file (see [`safe_open::write_setting`]).
-fn write_value(path: &Path, value: &[u8], fs: KernelFs) -> std::io::Result<()> {
-    safe_open::write_setting(path, value, fs)
-}
-
 /// Put one file back as it was; `Err` says what it reads instead, or the OS error.
 pub fn restore(o: &Original, fs: KernelFs) -> Result<(), String> {
     let reads_as_before = || std::fs::read(&o.path).is_ok_and(|now| now == o.content);
-    write_value(&o.path, o.value.as_bytes(), fs)
+    safe_open::write_setting(&o.path, o.value.as_bytes(), fs)
         .map_err(|e| format!("writing {:?} to {}: {e}", o.value, o.path.display()))?;
     if reads_as_before() {
         return Ok(());
     }
     // A plain file (a fixture) keeps what was written: put its bytes back.
-    if write_value(&o.path, &o.content, fs).is_ok() && reads_as_before() {
+    if safe_open::write_setting(&o.path, &o.content, fs).is_ok() && reads_as_before() {
         return Ok(());
     }
     let now = std::fs::read(&o.path).unwrap_or_default();
@@ -126,7 +121,7 @@ impl Journal {
             );
         }
         let fs = kernel_fs(path, self.allow.root());
-        write_value(path, value.as_bytes(), fs).with_context(|| {
+        safe_open::write_setting(path, value.as_bytes(), fs).with_context(|| {
             format!(
                 "writing {value:?} to {} (is it a value this kernel offers?)",
                 path.display()
@@ -475,14 +470,14 @@ mod tests {
         std::fs::write(&policy, "default [performance] powersave powersupersave\n").unwrap();
         let o = Original::read(&policy).unwrap();
         assert_eq!(o.value, "performance");
-        write_value(&policy, b"powersave", KernelFs::Any).unwrap();
+        safe_open::write_setting(&policy, b"powersave", KernelFs::Any).unwrap();
         restore(&o, KernelFs::Any).unwrap();
         assert_eq!(std::fs::read(&policy).unwrap(), o.content);
 
         let nmi = dir.path().join("nmi_watchdog");
         std::fs::write(&nmi, "1\n").unwrap();
         let o = Original::read(&nmi).unwrap();
-        write_value(&nmi, b"0", KernelFs::Any).unwrap();
+        safe_open::write_setting(&nmi, b"0", KernelFs::Any).unwrap();
         restore(&o, KernelFs::Any).unwrap();
         assert_eq!(std::fs::read_to_string(&nmi).unwrap(), "1\n");
     }
@@ -491,7 +486,7 @@ mod tests {
     fn writing_never_creates_a_file() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("gone");
-        assert!(write_value(&missing, b"1", KernelFs::Any).is_err());
+        assert!(safe_open::write_setting(&missing, b"1", KernelFs::Any).is_err());
         assert!(!missing.exists());
     }
 
