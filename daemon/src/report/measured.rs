@@ -210,11 +210,6 @@ pub(super) fn measured_report(
     let covered_ms = m.covered_ms.max(0);
     let covered_hours = covered_ms as f64 / MS_PER_HOUR;
     let window_hours = (m.to_ms - m.from_ms).max(0) as f64 / MS_PER_HOUR;
-    let per_year = if covered_hours > 0.0 {
-        HOURS_PER_YEAR / covered_hours
-    } else {
-        0.0
-    };
     let gaps: Vec<GapReport> = m
         .gaps
         .iter()
@@ -272,9 +267,8 @@ pub(super) fn measured_report(
         }
         _ => None,
     };
-    let annual_kwh = priced.kwh * per_year;
-    let annual_cost = priced.energy_cost * per_year;
-    let annual_basis = crate::ledger::annual::projected(
+    // Projected as measured, by the one function every surface's projection uses.
+    let projected = crate::ledger::annual::projected(
         priced.kwh,
         priced.energy_cost,
         covered_hours,
@@ -285,8 +279,11 @@ pub(super) fn measured_report(
             crate::report::model::local_day(m.to_ms, tariff)
         ),
         tariff.currency(),
-    )
-    .map_or_else(|| "nothing measured to project".to_owned(), |a| a.basis);
+    );
+    let (annual_kwh, annual_cost, annual_basis) = projected.map_or_else(
+        || (0.0, 0.0, "nothing measured to project".to_owned()),
+        |a| (a.kwh, a.cost, a.basis),
+    );
     let pct = |modelled: f64, measured: f64| {
         (measured > 0.0).then(|| (modelled - measured) / measured * 100.0)
     };
