@@ -6,19 +6,22 @@
 //! The sampler feeds every wall power sample; the trail integrates them as the store does
 //! (trapezoids between consecutive samples, a pair longer than
 //! [`crate::store::integrate::max_pair_ms`] of the spacing before it is a gap) and keeps
-//! the running integral at each sample for [`KEEP_MS`]. The ledger's figures say up to
-//! which sample they count (`energy_ts_ms`); [`EnergyTrail::since`] is what came after it.
+//! the running integral at each sample for as long as the store may take to flush them
+//! ([`EnergyTrail::keep_for`]: twice the flush interval and a minute). The ledger's figures
+//! say up to which sample they count (`energy_ts_ms`); [`EnergyTrail::since`] is what came
+//! after it. A store that falls further behind (a failing disk) leaves the counter short
+//! until it catches up, never counted twice.
 //!
 //! Units: UTC ms, W, Wh.
 
 use std::collections::VecDeque;
 
-/// How long the trail keeps its points: well beyond the store's longest flush interval.
-pub const KEEP_MS: i64 = 2 * 3_600_000;
+/// How long the trail keeps its points unless told ([`EnergyTrail::keep_for`]): the
+/// default flush interval (10 s) twice, and a minute.
+const DEFAULT_KEEP_MS: i64 = 80_000;
 
-/// At most this many points (a 10 Hz meter for the whole [`KEEP_MS`]: 72,000; bounded
-/// lower, a faster meter keeps a shorter trail).
-const MAX_POINTS: usize = 16_384;
+/// At most this many points (16 bytes each): a 10 Hz meter for 7 minutes.
+const MAX_POINTS: usize = 4096;
 
 /// The running integral of one power series.
 #[derive(Debug, Default)]
@@ -29,9 +32,17 @@ pub struct EnergyTrail {
     prev: Option<(i64, f64)>,
     /// The previous sample interval, ms.
     spacing_ms: Option<i64>,
+    /// How long points are kept, ms (`None`: [`DEFAULT_KEEP_MS`]).
+    keep_ms: Option<i64>,
 }
 
 impl EnergyTrail {
+    /// Keep points for as long as a store flushing every `flush_interval` may take to
+    /// count them: twice the interval, and a minute.
+    pub fn keep_for(&mut self, flush_interval: std::time::Duration) {
+        self.keep_ms = Some(2 * flush_interval.as_millis() as i64 + 60_000);
+    }
+
     /// Add one sample of the series (in time order; an older one is ignored).
     pub fn observe(&mut self, ts_ms: i64, watts: f64) {
         if !watts.is_finite() {
@@ -57,7 +68,10 @@ impl EnergyTrail {
         self.prev = Some((ts_ms, watts));
         self.points.push_back((ts_ms, cum + step));
         while self.points.len() > MAX_POINTS
-            || self.points.front().is_some_and(|p| p.0 < ts_ms - KEEP_MS)
+            || self
+                .points
+                .front()
+                .is_some_and(|p| p.0 < ts_ms - self.keep_ms.unwrap_or(DEFAULT_KEEP_MS))
         {
             self.points.pop_front();
         }

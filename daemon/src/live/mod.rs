@@ -355,8 +355,12 @@ impl LiveState {
     }
 
     /// Integrate `source`'s power live, so the outputs' energy counters include the samples
-    /// the store has not flushed yet ([`LiveState::energy_since`]). Set once.
-    pub fn count_energy_of(&self, source: SourceId) {
+    /// the store has not flushed yet ([`LiveState::energy_since`]), keeping as much of it
+    /// as a store flushing every `flush_interval` may hold back. Set once.
+    pub fn count_energy_of(&self, source: SourceId, flush_interval: Duration) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.energy.keep_for(flush_interval);
+        }
         let _ = self.wall.set(source);
     }
 

@@ -133,7 +133,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         .join(", ");
     let live = Arc::new(LiveState::default());
     if let Some(wall) = crate::ledger::PrimaryPower::from_config(config).wall() {
-        live.count_energy_of(wall.clone());
+        live.count_energy_of(wall.clone(), config.storage.flush_interval);
     }
     let heartbeat: Heartbeat = Arc::new(AtomicI64::new(sampler::now_ms()));
     let (control_tx, control_rx) = mpsc::channel::<Control>();
