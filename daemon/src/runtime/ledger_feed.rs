@@ -289,6 +289,8 @@ fn service_states(
 
 /// How often the annual projection is computed again.
 const PROJECTION_EVERY: Duration = Duration::from_secs(60);
+/// How often it is tried while there is none yet.
+const PROJECTION_RETRY: Duration = Duration::from_secs(5);
 
 /// On the store's thread: today's, this month's and all-time figures (running totals, so a
 /// read prices only the last two hours), the projection when it is due, and the newest
@@ -307,13 +309,15 @@ fn read_figures(
         .refresh(s, host, source, tariff, now)
         .map_err(|e| tracing::debug!("ledger totals: {e:#}"))
         .ok();
-    // Until there is a projection, every read tries (so it appears from the first read
-    // that has enough history, not a minute later); then once a minute.
-    if projection.1.is_none()
-        || projection
-            .0
-            .is_none_or(|at| at.elapsed() >= PROJECTION_EVERY)
-    {
+    // Until there is a projection, a read tries every few seconds (so it appears soon
+    // after there is enough history, not a minute later, and a daemon whose meter never
+    // answers does not price its history on every publish); then once a minute.
+    let every = if projection.1.is_none() {
+        PROJECTION_RETRY
+    } else {
+        PROJECTION_EVERY
+    };
+    if projection.0.is_none_or(|at| at.elapsed() >= every) {
         let total = periods.map(|p| PeriodCost {
             from_ms: 0,
             to_ms: now.timestamp_millis(),
