@@ -164,6 +164,9 @@ fn unplugged_meter_is_a_gap_and_is_back_within_two_seconds() {
     // The replacement device exists before the old one goes, so it gets another pty path.
     let (_second, second_path) = simulate_child(&sim_config, "pzem004t", &["--watts", "200"]);
     assert_ne!(first_path, second_path);
+    // Unplugged as a USB adapter is: its device node goes first. Were the link left to the
+    // dead pty, another test's new pty could reuse that pts number and answer the daemon.
+    std::fs::remove_file(&link).expect("removing the symlink");
     let unplugged_ms = now_ms();
     first.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(
@@ -186,8 +189,7 @@ fn unplugged_meter_is_a_gap_and_is_back_within_two_seconds() {
         },
     );
 
-    std::fs::remove_file(&link).expect("removing the symlink");
-    std::os::unix::fs::symlink(&second_path, &link).expect("repointing the symlink");
+    std::os::unix::fs::symlink(&second_path, &link).expect("plugging the link in again");
     let replugged_ms = now_ms();
 
     let back_ms = daemon.wait_for(
