@@ -182,8 +182,9 @@ impl MeterCollector {
     /// reply (one wake-up per tick, not two). A reading is stamped with the poll that sent
     /// its request, when the meter took it, and reaches the sampler one poll later; the
     /// first poll after the port opens only sends. For protocols whose reading is one
-    /// request per meter (PZEM); others, and every meter but the first on a shared line,
-    /// are read as before. One-off readers (`wattson meter read`) do not read ahead.
+    /// request per meter ([`Protocol::reads_ahead`]: PZEM); others, and every meter but the
+    /// first on a shared line, are read as before. One-off readers (`wattson meter read`) do
+    /// not read ahead.
     #[must_use]
     pub fn reading_ahead(mut self) -> Self {
         self.read_ahead = true;
@@ -191,7 +192,7 @@ impl MeterCollector {
     }
 
     fn reads_ahead(&self) -> bool {
-        self.read_ahead && matches!(self.config.protocol, Protocol::Pzem004t | Protocol::Pzem017)
+        self.read_ahead && self.config.protocol.reads_ahead()
     }
 
     pub fn config(&self) -> &MeterConfig {

@@ -29,7 +29,9 @@ pub use collector::{MeterCollector, MeterConfig};
 pub use counter::EnergyBook;
 pub use port::{MeterPort, PortError, PortOpener, SerialOpener};
 pub use probe::{ProbeError, ProbeResult, probe};
-pub use protocol::{Accuracy, Parity, Protocol, SerialSettings, UnknownProtocol};
+pub use protocol::{
+    Accuracy, Mode, Parity, Protocol, ProtocolSettings, SerialSettings, UnknownProtocol,
+};
 pub use session::{MeterCounters, MeterSession, SessionError};
 pub use sim::SimulatedMeter;
 

@@ -1,5 +1,7 @@
-//! Supported meter protocols, their config names and their default serial settings
-//! (meters.md §1.1, §2, §3.1, §4.1, §5.1). Baud in bit/s, timeouts in milliseconds.
+//! Supported meter protocols and their settings table: config name, factory serial settings,
+//! polled or streaming, timeout, energy counter and stated accuracy, one row per protocol in
+//! [`Protocol::settings`] (meters.md §1.1, §2, §3.1, §4.1, §5.1). Baud in bit/s, timeouts in
+//! milliseconds, energies in Wh.
 
 use std::fmt;
 use std::str::FromStr;
@@ -110,17 +112,106 @@ pub enum Protocol {
     Line,
 }
 
-/// A protocol name that is not one of [`Protocol::ALL`].
+/// A protocol name that is not one of [`Protocol::ALL`]; the message lists them all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown meter protocol {name:?}; valid: pzem004t, pzem017, sdm120, sdm230, sdm630, wattsup, cse7766, hlw8032, line"
-)]
+#[error("unknown meter protocol {name:?}; valid: {}", Protocol::ALL.map(Protocol::as_str).join(", "))]
 pub struct UnknownProtocol {
     pub name: String,
 }
 
+/// How a meter talks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Request/reply (Modbus-RTU so far): the meter speaks only when asked, driven through a
+    /// [`crate::meter::PolledCodec`].
+    Polled {
+        /// The slave address used when none is configured.
+        default_address: u8,
+        /// A reading is one request, so the collector may send the next poll's request as
+        /// soon as it has this one's reply ([`crate::meter::MeterCollector::reading_ahead`]).
+        reads_ahead: bool,
+    },
+    /// The meter sends records on its own, read through a [`crate::meter::StreamDecoder`].
+    Streaming {
+        /// About how often a record comes, ms (`None`: the device's own rate).
+        period_ms: Option<u64>,
+    },
+}
+
+/// What wattson knows of one protocol besides its codec: one row of [`Protocol::settings`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProtocolSettings {
+    /// The config-file name (`protocol = "pzem004t"`).
+    pub name: &'static str,
+    /// The device's factory serial settings.
+    pub serial: SerialSettings,
+    /// Polled or streaming, with what each needs.
+    pub mode: Mode,
+    /// How long to wait for a reply (polled) or a record (streaming), ms.
+    pub timeout_ms: u64,
+    /// On mains AC, where a voltage below 50 V means a garbage reading.
+    pub ac: bool,
+    /// The value at which the device's energy counter wraps, Wh, where documented.
+    pub energy_wrap_wh: Option<f64>,
+    /// The step of the device's energy counter, Wh.
+    pub energy_step_wh: f64,
+    /// The meter's stated accuracy for active power and energy, where its datasheet gives one
+    /// (see README.md, "Energy and money"). `None`: no figure we could check.
+    pub accuracy: Option<Accuracy>,
+}
+
+/// Modbus reply timeout, ms: mbmd raised 300 to 600 for slow meters (volkszaehler/mbmd#258).
+const MODBUS_TIMEOUT_MS: u64 = 600;
+
+/// The SDM630's row, which the other Eastron rows change in name, line speed or timeout.
+const EASTRON: ProtocolSettings = ProtocolSettings {
+    name: "sdm630",
+    serial: SerialSettings::n81(9600),
+    mode: Mode::Polled {
+        default_address: 1,
+        reads_ahead: false,
+    },
+    timeout_ms: MODBUS_TIMEOUT_MS,
+    ac: true,
+    energy_wrap_wh: None,
+    // An Eastron shows kWh to 2 decimals.
+    energy_step_wh: 10.0,
+    // Eastron SDM120/SDM230/SDM630 user manuals: active energy class 1 (IEC 62053-21).
+    accuracy: Some(Accuracy {
+        percent: 1.0,
+        plus_w: 0.0,
+        source: "Eastron SDM120/SDM230/SDM630 user manuals: active energy class 1, IEC 62053-21",
+    }),
+};
+
+/// The CSE7766's row, which the HLW8032's changes in name only (the same 24-byte frames at
+/// 4800 8E1).
+const CSE: ProtocolSettings = ProtocolSettings {
+    name: "cse7766",
+    serial: SerialSettings {
+        parity: Parity::Even,
+        ..SerialSettings::n81(4800)
+    },
+    // meters.md §5: "roughly every 50 ms" (MicroPython HLW8032 driver) [LOW]; about 20
+    // frames/s.
+    mode: Mode::Streaming {
+        period_ms: Some(50),
+    },
+    timeout_ms: 600,
+    ac: true,
+    energy_wrap_wh: None,
+    // One CF pulse is about 1.5 mWh (meters.md §5.3).
+    energy_step_wh: 0.01,
+    // The chips' own figures (HLW8032 datasheet: active power +/- 0.2 %) do not cover the
+    // board: its shunt and divider constants are uncalibrated on HLW8032 boards (the two
+    // published voltage dividers, 1.72 and 1.88, differ by 9 %: meters.md §5.3) and unstated
+    // for CSE7766 modules.
+    accuracy: None,
+};
+
 impl Protocol {
-    /// Every protocol, in the order [`crate::meter::probe`] tries them.
+    /// Every protocol, in the order [`crate::meter::probe`] tries them. A test checks that it
+    /// holds every variant (`all_lists_every_variant`).
     pub const ALL: [Protocol; 9] = [
         Protocol::Pzem004t,
         Protocol::Pzem017,
@@ -133,153 +224,170 @@ impl Protocol {
         Protocol::Line,
     ];
 
-    /// The config-file name.
-    pub fn as_str(self) -> &'static str {
+    /// The protocol's row in the settings table: the one place its defaults are written
+    /// (meters.md §1.1, §2, §3.1, §4.1, §5.1).
+    pub const fn settings(self) -> ProtocolSettings {
         match self {
-            Protocol::Pzem004t => "pzem004t",
-            Protocol::Pzem017 => "pzem017",
-            Protocol::Sdm120 => "sdm120",
-            Protocol::Sdm230 => "sdm230",
-            Protocol::Sdm630 => "sdm630",
-            Protocol::WattsUp => "wattsup",
-            Protocol::Cse7766 => "cse7766",
-            Protocol::Hlw8032 => "hlw8032",
-            Protocol::Line => "line",
+            Protocol::Pzem004t => ProtocolSettings {
+                name: "pzem004t",
+                serial: SerialSettings::n81(9600),
+                // 0xF8: the PZEM "any device" address, valid with a single meter on the line.
+                mode: Mode::Polled {
+                    default_address: crate::meter::pzem::GENERAL_ADDRESS,
+                    reads_ahead: true,
+                },
+                timeout_ms: MODBUS_TIMEOUT_MS,
+                ac: true,
+                // Display range 0..9999.99 kWh (datasheet).
+                energy_wrap_wh: Some(10_000_000.0),
+                // Whole Wh (datasheet §1.6.2).
+                energy_step_wh: 1.0,
+                // Peacefair PZEM-004T V3.0 manual: "accuracy 1.0 grade"; active power and
+                // energy 0.5 % (§1.3.5, §1.6.3). The grade is taken.
+                accuracy: Some(Accuracy {
+                    percent: 1.0,
+                    plus_w: 0.0,
+                    source: "Peacefair PZEM-004T V3.0 manual: accuracy grade 1.0 (active power and energy 0.5 %)",
+                }),
+            },
+            Protocol::Pzem017 => ProtocolSettings {
+                name: "pzem017",
+                serial: SerialSettings {
+                    stop_bits: 2,
+                    ..SerialSettings::n81(9600)
+                },
+                ac: false,
+                // Peacefair PZEM-003/017 manual §1.3.3 and §1.4.3: power and energy 1 %.
+                accuracy: Some(Accuracy {
+                    percent: 1.0,
+                    plus_w: 0.0,
+                    source: "Peacefair PZEM-003/017 manual §1.3.3, §1.4.3: power and energy 1 %",
+                }),
+                ..Protocol::Pzem004t.settings()
+            },
+            Protocol::Sdm120 => ProtocolSettings {
+                name: "sdm120",
+                serial: SerialSettings::n81(2400),
+                // 2400 baud: a 165-byte block would take 0.7 s; we read single floats, but
+                // be generous.
+                timeout_ms: 800,
+                ..EASTRON
+            },
+            Protocol::Sdm230 => ProtocolSettings {
+                name: "sdm230",
+                ..EASTRON
+            },
+            Protocol::Sdm630 => EASTRON,
+            // A Watts Up streams a record per second and may take up to 2 s to answer.
+            Protocol::WattsUp => ProtocolSettings {
+                name: "wattsup",
+                serial: SerialSettings::n81(115_200),
+                mode: Mode::Streaming {
+                    period_ms: Some(1000),
+                },
+                timeout_ms: 2500,
+                ac: true,
+                energy_wrap_wh: None,
+                // Tenths of a Wh (meters.md §4.4).
+                energy_step_wh: 0.1,
+                // Watts up? user manual, technical specifications: +/- 1.5 % + 3 counts (0.1 W).
+                accuracy: Some(Accuracy {
+                    percent: 1.5,
+                    plus_w: 0.3,
+                    source: "Watts up? user manual, technical specifications: +/- 1.5 % + 3 counts",
+                }),
+            },
+            Protocol::Cse7766 => CSE,
+            Protocol::Hlw8032 => ProtocolSettings {
+                name: "hlw8032",
+                ..CSE
+            },
+            // Anyone's meter: its rate, its supply and its counter are unknown; 1 Wh is
+            // assumed.
+            Protocol::Line => ProtocolSettings {
+                name: "line",
+                serial: SerialSettings::n81(9600),
+                mode: Mode::Streaming { period_ms: None },
+                timeout_ms: 2500,
+                ac: false,
+                energy_wrap_wh: None,
+                energy_step_wh: 1.0,
+                accuracy: None,
+            },
         }
     }
 
+    /// The config-file name.
+    pub const fn as_str(self) -> &'static str {
+        self.settings().name
+    }
+
     /// The device's factory serial settings.
-    pub fn default_serial(self) -> SerialSettings {
-        match self {
-            Protocol::Pzem004t | Protocol::Sdm230 | Protocol::Sdm630 | Protocol::Line => {
-                SerialSettings::n81(9600)
-            }
-            Protocol::Pzem017 => SerialSettings {
-                stop_bits: 2,
-                ..SerialSettings::n81(9600)
-            },
-            Protocol::Sdm120 => SerialSettings::n81(2400),
-            Protocol::WattsUp => SerialSettings::n81(115_200),
-            Protocol::Cse7766 | Protocol::Hlw8032 => SerialSettings {
-                parity: Parity::Even,
-                ..SerialSettings::n81(4800)
-            },
-        }
+    pub const fn default_serial(self) -> SerialSettings {
+        self.settings().serial
     }
 
     /// The Modbus slave address to use when none is configured: 0xF8 (the PZEM "any device"
     /// address, valid with a single meter on the line) for PZEMs, 1 for Eastron; `None` for
     /// streaming meters, which have no address.
-    pub fn default_address(self) -> Option<u8> {
-        match self {
-            Protocol::Pzem004t | Protocol::Pzem017 => Some(crate::meter::pzem::GENERAL_ADDRESS),
-            Protocol::Sdm120 | Protocol::Sdm230 | Protocol::Sdm630 => Some(1),
-            _ => None,
+    pub const fn default_address(self) -> Option<u8> {
+        match self.settings().mode {
+            Mode::Polled {
+                default_address, ..
+            } => Some(default_address),
+            Mode::Streaming { .. } => None,
         }
     }
 
     /// True for request/response (Modbus) meters, false for meters that stream records.
-    pub fn is_polled(self) -> bool {
-        matches!(
-            self,
-            Protocol::Pzem004t
-                | Protocol::Pzem017
-                | Protocol::Sdm120
-                | Protocol::Sdm230
-                | Protocol::Sdm630
-        )
+    pub const fn is_polled(self) -> bool {
+        match self.settings().mode {
+            Mode::Polled { .. } => true,
+            Mode::Streaming { .. } => false,
+        }
     }
 
-    /// How long to wait for a reply (polled) or a record (streaming), ms. Modbus uses 600 ms:
-    /// mbmd raised 300 to 600 for slow meters (volkszaehler/mbmd#258). A Watts Up streams a
-    /// record per second and may take up to 2 s to answer; CSE chips stream about 20 frames/s.
-    pub fn response_timeout_ms(self) -> u64 {
-        match self {
-            Protocol::Pzem004t
-            | Protocol::Pzem017
-            | Protocol::Sdm230
-            | Protocol::Sdm630
-            | Protocol::Cse7766
-            | Protocol::Hlw8032 => 600,
-            // 2400 baud: a 165-byte block would take 0.7 s; we read single floats, but be generous.
-            Protocol::Sdm120 => 800,
-            Protocol::WattsUp | Protocol::Line => 2500,
+    /// True where a reading is one request, so the next one may be sent early.
+    pub const fn reads_ahead(self) -> bool {
+        match self.settings().mode {
+            Mode::Polled { reads_ahead, .. } => reads_ahead,
+            Mode::Streaming { .. } => false,
         }
+    }
+
+    /// How long to wait for a reply (polled) or a record (streaming), ms.
+    pub const fn response_timeout_ms(self) -> u64 {
+        self.settings().timeout_ms
     }
 
     /// How often a streaming device emits a record, ms (`None` for polled meters and for
     /// `line`, whose rate is the device's own).
-    pub fn stream_period_ms(self) -> Option<u64> {
-        match self {
-            Protocol::WattsUp => Some(1000),
-            // meters.md §5: "roughly every 50 ms" (MicroPython HLW8032 driver) [LOW].
-            Protocol::Cse7766 | Protocol::Hlw8032 => Some(50),
-            _ => None,
+    pub const fn stream_period_ms(self) -> Option<u64> {
+        match self.settings().mode {
+            Mode::Polled { .. } => None,
+            Mode::Streaming { period_ms } => period_ms,
         }
     }
 
     /// True for meters on mains AC, where a voltage below 50 V means a garbage reading.
-    pub fn is_ac(self) -> bool {
-        !matches!(self, Protocol::Pzem017 | Protocol::Line)
+    pub const fn is_ac(self) -> bool {
+        self.settings().ac
     }
 
     /// The value at which the device's energy counter wraps, Wh, where documented.
-    pub fn energy_wrap_wh(self) -> Option<f64> {
-        match self {
-            // Display range 0..9999.99 kWh (datasheet).
-            Protocol::Pzem004t | Protocol::Pzem017 => Some(10_000_000.0),
-            _ => None,
-        }
+    pub const fn energy_wrap_wh(self) -> Option<f64> {
+        self.settings().energy_wrap_wh
     }
 
-    /// The step of the device's energy counter, Wh: PZEM counts whole Wh (datasheet
-    /// §1.6.2); an Eastron shows kWh to 2 decimals; a Watts Up reports tenths of a Wh
-    /// (meters.md §4.4); one CSE/HLW CF pulse is about 1.5 mWh (§5.3). `line` meters say
-    /// nothing: 1 Wh is assumed.
-    pub fn energy_resolution_wh(self) -> f64 {
-        match self {
-            Protocol::Sdm120 | Protocol::Sdm230 | Protocol::Sdm630 => 10.0,
-            Protocol::WattsUp => 0.1,
-            Protocol::Cse7766 | Protocol::Hlw8032 => 0.01,
-            Protocol::Pzem004t | Protocol::Pzem017 | Protocol::Line => 1.0,
-        }
+    /// The step of the device's energy counter, Wh.
+    pub const fn energy_resolution_wh(self) -> f64 {
+        self.settings().energy_step_wh
     }
 
     /// The meter's stated accuracy for active power and energy, where its datasheet gives
     /// one (see README.md, "Energy and money"). `None`: no figure we could check.
-    pub fn accuracy(self) -> Option<Accuracy> {
-        match self {
-            // Peacefair PZEM-004T V3.0 manual: "accuracy 1.0 grade"; active power and
-            // energy 0.5 % (§1.3.5, §1.6.3). The grade is taken.
-            Protocol::Pzem004t => Some(Accuracy {
-                percent: 1.0,
-                plus_w: 0.0,
-                source: "Peacefair PZEM-004T V3.0 manual: accuracy grade 1.0 (active power and energy 0.5 %)",
-            }),
-            // Peacefair PZEM-003/017 manual §1.3.3 and §1.4.3: power and energy 1 %.
-            Protocol::Pzem017 => Some(Accuracy {
-                percent: 1.0,
-                plus_w: 0.0,
-                source: "Peacefair PZEM-003/017 manual §1.3.3, §1.4.3: power and energy 1 %",
-            }),
-            // Eastron SDM120/SDM230/SDM630 user manuals: active energy class 1 (IEC 62053-21).
-            Protocol::Sdm120 | Protocol::Sdm230 | Protocol::Sdm630 => Some(Accuracy {
-                percent: 1.0,
-                plus_w: 0.0,
-                source: "Eastron SDM120/SDM230/SDM630 user manuals: active energy class 1, IEC 62053-21",
-            }),
-            // Watts up? user manual, technical specifications: +/- 1.5 % + 3 counts (0.1 W).
-            Protocol::WattsUp => Some(Accuracy {
-                percent: 1.5,
-                plus_w: 0.3,
-                source: "Watts up? user manual, technical specifications: +/- 1.5 % + 3 counts",
-            }),
-            // The chips' own figures (HLW8032 datasheet: active power +/- 0.2 %) do not cover
-            // the board: its shunt and divider constants are uncalibrated on HLW8032 boards
-            // (the two published voltage dividers, 1.72 and 1.88, differ by 9 %: meters.md
-            // §5.3) and unstated for CSE7766 modules. `line` meters are anyone's.
-            Protocol::Cse7766 | Protocol::Hlw8032 | Protocol::Line => None,
-        }
+    pub const fn accuracy(self) -> Option<Accuracy> {
+        self.settings().accuracy
     }
 }
 
@@ -328,10 +436,70 @@ mod tests {
             assert_eq!(p.as_str().parse::<Protocol>(), Ok(p));
         }
         let e = "pzem".parse::<Protocol>().unwrap_err().to_string();
-        assert!(
-            e.contains("\"pzem\"") && e.contains("hlw8032") && e.contains("wattsup"),
-            "{e}"
+        let (head, valid) = e.split_once("; valid: ").unwrap();
+        assert_eq!(head, "unknown meter protocol \"pzem\"");
+        assert_eq!(
+            valid.split(", ").collect::<Vec<_>>(),
+            Protocol::ALL.map(Protocol::as_str)
         );
+    }
+
+    /// The variant names serde's derive wrote: what `Protocol::deserialize` asks its
+    /// deserializer for, captured before any input is read.
+    fn variants() -> &'static [&'static str] {
+        use serde::de::value::Error;
+        use serde::de::{Deserializer, Visitor};
+
+        struct Capture(Option<&'static [&'static str]>);
+        impl<'de> Deserializer<'de> for &mut Capture {
+            type Error = Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+                Err(serde::de::Error::custom("not an enum"))
+            }
+            fn deserialize_enum<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                variants: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Error> {
+                self.0 = Some(variants);
+                Err(serde::de::Error::custom("captured"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map
+                struct identifier ignored_any
+            }
+        }
+        let mut capture = Capture(None);
+        let _ = Protocol::deserialize(&mut capture);
+        capture.0.expect("Protocol deserializes as an enum")
+    }
+
+    /// `ALL` is written by hand, and a variant left out of it would compile: it could not be
+    /// configured, probed or tested. serde's derive lists every variant, so compare.
+    #[test]
+    fn all_lists_every_variant() {
+        let mut declared = variants().to_vec();
+        let mut listed = Protocol::ALL.map(Protocol::as_str).to_vec();
+        declared.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(declared, listed);
+    }
+
+    #[test]
+    fn settings_agree_with_each_other() {
+        for p in Protocol::ALL {
+            let s = p.settings();
+            assert!(s.timeout_ms > 0 && s.energy_step_wh > 0.0, "{p}");
+            assert!(!p.reads_ahead() || p.is_polled(), "{p}");
+            if let Some(period) = p.stream_period_ms() {
+                assert!(
+                    s.timeout_ms >= 2 * period,
+                    "{p}: a timeout of two periods at least"
+                );
+            }
+        }
     }
 
     #[test]
