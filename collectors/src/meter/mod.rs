@@ -3,13 +3,15 @@
 //! Wire formats follow `shared/reference/meters.md` (Modbus-RTU for Peacefair PZEM and Eastron
 //! SDM, the Watts Up? ASCII protocol, CSE7766/HLW8032 24-byte frames and a configurable text
 //! line format). Codecs are sans-IO: they turn bytes into [`MeterReading`]s and back, and are
-//! tested on byte vectors. [`session`] drives them over anything `Read + Write` through
-//! [`transport`] (the one read-with-timeout and request/reply exchange); [`port`] opens real
-//! serial ports; [`collector`] polls a session on one and implements [`crate::Collector`]; [`sim`]
-//! plays the device side.
+//! tested on byte vectors; each is a [`PolledCodec`] or a [`StreamDecoder`] ([`codec`]), and
+//! [`protocol`] holds every protocol's settings in one table. [`session`] drives them over
+//! anything `Read + Write` through [`transport`] (the one read-with-timeout and request/reply
+//! exchange); [`port`] opens real serial ports; [`collector`] polls a session on one and
+//! implements [`crate::Collector`]; [`sim`] plays the device side.
 //!
 //! Units everywhere: watts, volts, amperes, hertz, watt-hours; power factor as a 0..1 ratio.
 
+pub mod codec;
 pub mod collector;
 pub mod counter;
 pub mod cse7766;
@@ -25,6 +27,7 @@ pub mod sim;
 pub mod transport;
 pub mod wattsup;
 
+pub use codec::{Answer, Codec, Exchange, Missed, PolledCodec, ReplyFramer, StreamDecoder};
 pub use collector::{MeterCollector, MeterConfig};
 pub use counter::EnergyBook;
 pub use port::{MeterPort, PortError, PortOpener, SerialOpener};
@@ -144,16 +147,6 @@ impl FrameError {
                 | FrameError::TooLong { .. }
         )
     }
-}
-
-/// An incremental decoder for meters that stream unsolicited records.
-pub trait StreamDecoder: Send {
-    /// Append received bytes.
-    fn push(&mut self, bytes: &[u8]);
-    /// The next complete record, if any: a reading or why a record was rejected.
-    fn next_reading(&mut self) -> Option<Result<MeterReading, FrameError>>;
-    /// Bytes dropped so far while searching for a record boundary.
-    fn discarded(&self) -> u64;
 }
 
 #[cfg(test)]

@@ -251,6 +251,24 @@ impl ReplyParser {
     }
 }
 
+impl super::ReplyFramer for ReplyParser {
+    fn push(&mut self, bytes: &[u8]) {
+        ReplyParser::push(self, bytes);
+    }
+
+    fn next_reply(&mut self) -> Option<Result<Reply, FrameError>> {
+        ReplyParser::next_reply(self)
+    }
+
+    fn discarded(&self) -> u64 {
+        ReplyParser::discarded(self)
+    }
+
+    fn finish(&self) -> Option<FrameError> {
+        ReplyParser::finish(self)
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Device side.
 

@@ -210,7 +210,7 @@ const CSE: ProtocolSettings = ProtocolSettings {
 };
 
 impl Protocol {
-    /// Every protocol, in the order [`crate::meter::probe`] tries them. A test checks that it
+    /// Every protocol, in the order [`crate::meter::probe()`] tries them. A test checks that it
     /// holds every variant (`all_lists_every_variant`).
     pub const ALL: [Protocol; 9] = [
         Protocol::Pzem004t,

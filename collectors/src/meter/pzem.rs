@@ -7,7 +7,7 @@
 //! DC V 0.01 V, I 0.01 A, P 0.1 W, E 1 Wh.
 
 use super::modbus::{self, Expect, Reply, ReplyParser, Request};
-use super::{FrameError, MeterReading};
+use super::{Answer, Exchange, FrameError, MeterReading, Missed, PolledCodec};
 
 /// The "any device" address: every PZEM answers it (one meter on the line only), and replies
 /// carry 0xF8 in the address byte.
@@ -127,6 +127,50 @@ pub fn decode(model: PzemModel, reply: &Reply) -> Result<MeterReading, FrameErro
             power_factor: None,
         },
     })
+}
+
+/// A PZEM as a [`PolledCodec`]: one reading is one read of every input register.
+#[derive(Debug)]
+pub struct PzemCodec {
+    model: PzemModel,
+    address: u8,
+    asked: bool,
+    reading: MeterReading,
+}
+
+impl PzemCodec {
+    pub fn new(model: PzemModel) -> Self {
+        PzemCodec {
+            model,
+            address: GENERAL_ADDRESS,
+            asked: false,
+            reading: MeterReading::default(),
+        }
+    }
+}
+
+impl PolledCodec for PzemCodec {
+    fn begin(&mut self, address: u8, _lacks: &[u16]) {
+        self.address = address;
+        self.asked = false;
+        self.reading = MeterReading::default();
+    }
+
+    fn next_request(&mut self) -> Option<Exchange> {
+        (!std::mem::replace(&mut self.asked, true)).then(|| Exchange {
+            request: read_request(self.model, self.address).to_vec(),
+            reply: Box::new(read_parser(self.model, self.address)),
+        })
+    }
+
+    fn answer(&mut self, reply: Result<Reply, Missed>) -> Result<Answer, Missed> {
+        self.reading = decode(self.model, &reply?).map_err(Missed::Frame)?;
+        Ok(Answer::Read)
+    }
+
+    fn reading(&self) -> MeterReading {
+        self.reading
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

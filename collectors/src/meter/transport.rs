@@ -8,8 +8,8 @@
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
 
-use super::FrameError;
-use super::modbus::{Reply, ReplyParser};
+use super::modbus::Reply;
+use super::{FrameError, ReplyFramer};
 
 /// Why an exchange failed, before it is counted against an address.
 #[derive(Debug)]
@@ -17,6 +17,15 @@ pub(crate) enum TxError {
     Frame(FrameError),
     Timeout,
     Io(io::Error),
+}
+
+impl From<super::Missed> for TxError {
+    fn from(missed: super::Missed) -> Self {
+        match missed {
+            super::Missed::Timeout => TxError::Timeout,
+            super::Missed::Frame(e) => TxError::Frame(e),
+        }
+    }
 }
 
 /// True if `e` means the port itself has gone (USB unplugged, pty closed): EOF, EIO, ENXIO,
@@ -68,11 +77,11 @@ pub fn read_some<R: Read + ?Sized>(io: &mut R, buf: &mut [u8]) -> io::Result<usi
 
 /// Writes `request` (unless it is `sent_early`, already written), then reads until `parser`
 /// yields a reply or `timeout` passes.
-pub(crate) fn transact<IO: Read + Write + ?Sized>(
+pub(crate) fn transact<IO: Read + Write + ?Sized, F: ReplyFramer + ?Sized>(
     io: &mut IO,
     request: &[u8],
     sent_early: Option<&[u8]>,
-    parser: &mut ReplyParser,
+    parser: &mut F,
     timeout: Duration,
 ) -> Result<Reply, TxError> {
     if sent_early != Some(request) {

@@ -1,7 +1,8 @@
 //! The I/O shell around the codecs: talks to one serial line through anything `Read + Write`
 //! (a `serialport` port in production, a pseudo-terminal in tests), polling one or several
-//! Modbus addresses in turn or reading a streaming meter, with per-protocol timeouts,
-//! resynchronisation on junk and per-meter counters. Every decoded reading passes the shared
+//! addresses in turn through the protocol's [`PolledCodec`] or reading its
+//! [`super::StreamDecoder`], with per-protocol timeouts, resynchronisation on junk and
+//! per-meter counters. It never asks which protocol it speaks: [`Codec::for_protocol`] does. Every decoded reading passes the shared
 //! plausibility rules ([`crate::plausibility`]); the energy counter is followed by the
 //! collector ([`crate::counter`]), which knows when each reading was taken.
 //!
@@ -18,20 +19,16 @@ mod state;
 mod tests;
 
 use std::io::{Read, Write};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use super::transport::is_gone;
 pub use state::{AddressReading, MeterCounters, SessionError, SessionOptions, SessionState};
 
-use super::cse7766::{Chip, CseDecoder};
-use super::line::LineDecoder;
-use super::modbus::{self, Reply, ReplyParser};
+use super::codec::{Answer, Codec, Missed, PolledCodec};
 use super::protocol::Protocol;
-use super::pzem::{self, PzemModel};
-use super::sdm::{self, Quantity, SdmModel};
+use super::pzem;
 use super::transport::{self, TxError};
-use super::wattsup::{self, WattsUpDecoder};
-use super::{FrameError, MeterReading, StreamDecoder};
+use super::{FrameError, MeterReading};
 use crate::plausibility::Rejections;
 
 /// One meter line. Not thread-safe by design: one owner polls it.
@@ -40,7 +37,7 @@ pub struct MeterSession<IO> {
     protocol: Protocol,
     options: SessionOptions,
     state: SessionState,
-    stream: Option<Box<dyn StreamDecoder>>,
+    codec: Codec,
     started: bool,
     /// A request already written by [`MeterSession::begin_poll`], not yet answered.
     sent_early: Option<Vec<u8>>,
@@ -59,21 +56,24 @@ impl<IO: Read + Write> MeterSession<IO> {
         state: SessionState,
         options: SessionOptions,
     ) -> Self {
-        let stream: Option<Box<dyn StreamDecoder>> = match protocol {
-            Protocol::WattsUp => Some(Box::new(WattsUpDecoder::new())),
-            Protocol::Cse7766 => Some(Box::new(CseDecoder::new(Chip::Cse7766))),
-            Protocol::Hlw8032 => Some(Box::new(CseDecoder::new(Chip::Hlw8032(options.hlw8032)))),
-            Protocol::Line => Some(Box::new(LineDecoder::new(
-                options.line.clone().unwrap_or_default(),
-            ))),
-            _ => None,
-        };
+        let codec = Codec::for_protocol(protocol, &options);
+        Self::with_codec(io, protocol, state, options, codec)
+    }
+
+    /// A session that speaks `codec` (tests drive codecs of no real protocol through it).
+    pub(crate) fn with_codec(
+        io: IO,
+        protocol: Protocol,
+        state: SessionState,
+        options: SessionOptions,
+        codec: Codec,
+    ) -> Self {
         MeterSession {
             io,
             protocol,
             options,
             state,
-            stream,
+            codec,
             started: false,
             sent_early: None,
         }
@@ -105,7 +105,7 @@ impl<IO: Read + Write> MeterSession<IO> {
     /// Poll every address once (polled meters), or wait for the freshest record (streaming).
     /// Stops early if the port is gone; that error is the last entry.
     pub fn poll(&mut self) -> Vec<Result<AddressReading, SessionError>> {
-        if !self.protocol.is_polled() {
+        if !self.codec.is_polled() {
             return vec![self.read_stream()];
         }
         let mut out = Vec::with_capacity(self.state.addresses.len());
@@ -136,148 +136,51 @@ impl<IO: Read + Write> MeterSession<IO> {
     }
 
     /// The request `poll` starts with, for polled meters.
-    fn first_request(&self) -> Option<Vec<u8>> {
+    fn first_request(&mut self) -> Option<Vec<u8>> {
         let first = self.state.addresses.first()?;
-        match self.protocol {
-            Protocol::Pzem004t => Some(pzem::read_request(PzemModel::Ac, first.address).to_vec()),
-            Protocol::Pzem017 => Some(pzem::read_request(PzemModel::Dc, first.address).to_vec()),
-            Protocol::Sdm120 | Protocol::Sdm230 | Protocol::Sdm630 => {
-                let model = self.sdm_model();
-                Quantity::POLLED
-                    .iter()
-                    .map(|q| sdm::register(model, *q))
-                    .find(|reg| !first.unsupported.contains(reg))
-                    .map(|reg| sdm::read_request(first.address, reg).to_vec())
-            }
-            _ => None,
-        }
-    }
-
-    fn sdm_model(&self) -> SdmModel {
-        match self.protocol {
-            Protocol::Sdm120 => SdmModel::Sdm120,
-            Protocol::Sdm230 => SdmModel::Sdm230,
-            _ => SdmModel::Sdm630,
-        }
+        let Codec::Polled(codec) = &mut self.codec else {
+            return None;
+        };
+        codec.begin(first.address, &first.unsupported);
+        codec.next_request().map(|exchange| exchange.request)
     }
 
     /// Send the PZEM energy reset (function 0x42) to `address`; succeeds on the echo.
     pub fn reset_energy(&mut self, address: u8) -> Result<(), SessionError> {
         let mut parser = pzem::reset_energy_parser(address);
-        let r = self.transact(&pzem::reset_energy_request(address), &mut parser);
-        self.account(address, &parser);
+        let early = self.sent_early.take();
+        let r = transport::transact(
+            &mut self.io,
+            &pzem::reset_energy_request(address),
+            early.as_deref(),
+            &mut parser,
+            self.options.timeout,
+        );
+        self.state.add_discarded(address, parser.discarded());
         match r {
             Ok(_) => Ok(()),
-            Err(e) => Err(self.tx_error(address, e)),
+            Err(e) => Err(self.state.error(address, self.options.timeout, e)),
         }
-    }
-
-    fn index_of(&self, address: u8) -> Option<usize> {
-        self.state
-            .addresses
-            .iter()
-            .position(|a| a.address == address)
-    }
-
-    fn account(&mut self, address: u8, parser: &ReplyParser) {
-        if let Some(i) = self.index_of(address) {
-            self.state.addresses[i].counters.bytes_discarded += parser.discarded();
-        }
-    }
-
-    fn tx_error(&mut self, address: u8, e: TxError) -> SessionError {
-        let counters = self
-            .index_of(address)
-            .map(|i| &mut self.state.addresses[i].counters);
-        match e {
-            TxError::Timeout => {
-                if let Some(c) = counters {
-                    c.timeouts += 1;
-                }
-                SessionError::Timeout {
-                    address,
-                    timeout_ms: self.options.timeout.as_millis() as u64,
-                }
-            }
-            TxError::Frame(source) => {
-                if let Some(c) = counters
-                    && source.is_corruption()
-                {
-                    c.crc_errors += 1;
-                }
-                SessionError::Frame { address, source }
-            }
-            TxError::Io(source) if is_gone(&source) => SessionError::Gone { source },
-            TxError::Io(source) => SessionError::Io { source },
-        }
-    }
-
-    /// Write `request`, then read until `parser` yields or the deadline passes.
-    /// A request already sent by [`MeterSession::begin_poll`] is not written again.
-    fn transact(&mut self, request: &[u8], parser: &mut ReplyParser) -> Result<Reply, TxError> {
-        let early = self.sent_early.take();
-        transport::transact(
-            &mut self.io,
-            request,
-            early.as_deref(),
-            parser,
-            self.options.timeout,
-        )
     }
 
     fn poll_index(&mut self, i: usize) -> Result<AddressReading, SessionError> {
-        let address = self.state.addresses[i].address;
-        let reading = match self.protocol {
-            Protocol::Pzem004t | Protocol::Pzem017 => {
-                let model = if self.protocol == Protocol::Pzem004t {
-                    PzemModel::Ac
-                } else {
-                    PzemModel::Dc
-                };
-                let mut parser = pzem::read_parser(model, address);
-                let r = self.transact(&pzem::read_request(model, address), &mut parser);
-                self.account(address, &parser);
-                let reply = r.map_err(|e| self.tx_error(address, e))?;
-                pzem::decode(model, &reply)
-                    .map_err(|e| self.tx_error(address, TxError::Frame(e)))?
+        let reading = match &mut self.codec {
+            Codec::Polled(codec) => read_polled(
+                &mut self.io,
+                &mut self.state,
+                &mut self.sent_early,
+                self.options.timeout,
+                codec.as_mut(),
+                i,
+            )?,
+            Codec::Streaming { .. } => {
+                return Err(SessionError::Frame {
+                    address: self.state.addresses[i].address,
+                    source: FrameError::InvalidRequest("a streaming meter is not polled".into()),
+                });
             }
-            _ => self.poll_sdm(i)?,
         };
         self.accept(i, reading)
-    }
-
-    fn poll_sdm(&mut self, i: usize) -> Result<MeterReading, SessionError> {
-        let model = self.sdm_model();
-        let address = self.state.addresses[i].address;
-        let mut reading = MeterReading::default();
-        for q in Quantity::POLLED {
-            let reg = sdm::register(model, q);
-            if self.state.addresses[i].unsupported.contains(&reg)
-                || (q == Quantity::TotalEnergy && reading.energy_wh.is_some())
-            {
-                continue;
-            }
-            let mut parser = sdm::read_parser(address);
-            let r = self.transact(&sdm::read_request(address, reg), &mut parser);
-            self.account(address, &parser);
-            match r.and_then(|reply| sdm::decode_float(&reply).map_err(TxError::Frame)) {
-                Ok(v) => sdm::apply(&mut reading, q, v),
-                Err(TxError::Frame(FrameError::Exception {
-                    code: modbus::ILLEGAL_DATA_ADDRESS,
-                    ..
-                })) => {
-                    tracing::debug!(address, register = reg, "SDM register not supported");
-                    self.state.addresses[i].unsupported.push(reg);
-                }
-                // A meter that does not answer its voltage register is absent: do not wait
-                // out the timeout for every other register.
-                Err(TxError::Timeout) if q != Quantity::Voltage => {
-                    self.state.addresses[i].counters.timeouts += 1;
-                }
-                Err(e) => return Err(self.tx_error(address, e)),
-            }
-        }
-        Ok(reading)
     }
 
     /// The plausibility rules for a decoded reading; a rejection is counted by reason.
@@ -300,28 +203,31 @@ impl<IO: Read + Write> MeterSession<IO> {
     }
 
     fn read_stream(&mut self) -> Result<AddressReading, SessionError> {
+        let timeout = self.options.timeout;
         if !self.started {
-            if self.protocol == Protocol::WattsUp {
-                for cmd in wattsup::init_commands(self.options.wattsup_interval_s) {
+            if let Codec::Streaming { start, .. } = &self.codec
+                && !start.is_empty()
+            {
+                for cmd in start {
                     self.io
-                        .write_all(&cmd)
-                        .map_err(|e| self.tx_error(0, TxError::Io(e)))?;
+                        .write_all(cmd)
+                        .map_err(|e| self.state.error(0, timeout, TxError::Io(e)))?;
                 }
                 self.io
                     .flush()
-                    .map_err(|e| self.tx_error(0, TxError::Io(e)))?;
+                    .map_err(|e| self.state.error(0, timeout, TxError::Io(e)))?;
             }
             self.started = true;
         }
-        let deadline = Instant::now() + self.options.timeout;
+        let deadline = Instant::now() + timeout;
         let mut buf = [0u8; 4096];
         let mut last_error = None;
         let mut accepted: Vec<MeterReading> = Vec::new();
         loop {
             let n = transport::read_some(&mut self.io, &mut buf)
-                .map_err(|e| self.tx_error(0, TxError::Io(e)))?;
+                .map_err(|e| self.state.error(0, timeout, TxError::Io(e)))?;
             if n > 0 {
-                let Some(decoder) = self.stream.as_mut() else {
+                let Codec::Streaming { decoder, .. } = &mut self.codec else {
                     return Err(SessionError::Frame {
                         address: 0,
                         source: FrameError::InvalidRequest("no decoder".into()),
@@ -337,7 +243,7 @@ impl<IO: Read + Write> MeterSession<IO> {
                 self.state.addresses[0].counters.bytes_discarded = before.max(discarded);
                 for r in results {
                     match r
-                        .map_err(|e| self.tx_error(0, TxError::Frame(e)))
+                        .map_err(|e| self.state.error(0, timeout, TxError::Frame(e)))
                         .and_then(|r| self.accept(0, r))
                     {
                         Ok(r) => accepted.push(r.reading),
@@ -358,8 +264,51 @@ impl<IO: Read + Write> MeterSession<IO> {
                 });
             }
             if Instant::now() >= deadline {
-                return Err(last_error.unwrap_or_else(|| self.tx_error(0, TxError::Timeout)));
+                return Err(
+                    last_error.unwrap_or_else(|| self.state.error(0, timeout, TxError::Timeout))
+                );
             }
         }
     }
+}
+
+/// One reading of the meter at index `i` through its polled codec: each exchange the codec
+/// asks for, its discarded bytes counted, registers it lacks remembered in `state`.
+fn read_polled<IO: Read + Write>(
+    io: &mut IO,
+    state: &mut SessionState,
+    sent_early: &mut Option<Vec<u8>>,
+    timeout: Duration,
+    codec: &mut dyn PolledCodec,
+    i: usize,
+) -> Result<MeterReading, SessionError> {
+    let address = state.addresses[i].address;
+    codec.begin(address, &state.addresses[i].unsupported);
+    while let Some(mut exchange) = codec.next_request() {
+        let early = sent_early.take();
+        let r = transport::transact(
+            io,
+            &exchange.request,
+            early.as_deref(),
+            exchange.reply.as_mut(),
+            timeout,
+        );
+        state.add_discarded(address, exchange.reply.discarded());
+        let reply = match r {
+            Ok(reply) => Ok(reply),
+            Err(TxError::Timeout) => Err(Missed::Timeout),
+            Err(TxError::Frame(e)) => Err(Missed::Frame(e)),
+            Err(e @ TxError::Io(_)) => return Err(state.error(address, timeout, e)),
+        };
+        match codec.answer(reply) {
+            Ok(Answer::Read) => {}
+            Ok(Answer::Lacks(register)) => {
+                tracing::debug!(address, register, "meter register not supported");
+                state.addresses[i].unsupported.push(register);
+            }
+            Ok(Answer::Skipped) => state.addresses[i].counters.timeouts += 1,
+            Err(missed) => return Err(state.error(address, timeout, missed.into())),
+        }
+    }
+    Ok(codec.reading())
 }

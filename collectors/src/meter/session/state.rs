@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::super::cse7766::Hlw8032Constants;
 use super::super::line::LineFormat;
 use super::super::protocol::Protocol;
+use super::super::transport::{TxError, is_gone};
 use super::super::{FrameError, MeterReading};
 use crate::plausibility::{Limits, Rejections};
 
@@ -110,6 +111,47 @@ impl SessionState {
             .iter()
             .map(|a| (a.address, a.rejections.clone()))
             .collect()
+    }
+
+    fn counters_mut(&mut self, address: u8) -> Option<&mut MeterCounters> {
+        self.addresses
+            .iter_mut()
+            .find(|a| a.address == address)
+            .map(|a| &mut a.counters)
+    }
+
+    /// Count `bytes` skipped while resynchronising on `address`'s replies.
+    pub(super) fn add_discarded(&mut self, address: u8, bytes: u64) {
+        if let Some(c) = self.counters_mut(address) {
+            c.bytes_discarded += bytes;
+        }
+    }
+
+    /// The error a failed exchange with `address` is, counted against it (a timeout, a
+    /// corrupted frame). `timeout` is the one the exchange ran under.
+    pub(super) fn error(&mut self, address: u8, timeout: Duration, e: TxError) -> SessionError {
+        let counters = self.counters_mut(address);
+        match e {
+            TxError::Timeout => {
+                if let Some(c) = counters {
+                    c.timeouts += 1;
+                }
+                SessionError::Timeout {
+                    address,
+                    timeout_ms: timeout.as_millis() as u64,
+                }
+            }
+            TxError::Frame(source) => {
+                if let Some(c) = counters
+                    && source.is_corruption()
+                {
+                    c.crc_errors += 1;
+                }
+                SessionError::Frame { address, source }
+            }
+            TxError::Io(source) if is_gone(&source) => SessionError::Gone { source },
+            TxError::Io(source) => SessionError::Io { source },
+        }
     }
 }
 

@@ -4,7 +4,8 @@ use std::io;
 use std::time::Duration;
 
 use super::*;
-use crate::meter::modbus::hex;
+use crate::meter::modbus::{self, hex};
+use crate::meter::sdm::{self, Quantity, SdmModel};
 
 /// A scripted line: replies are queued per request written; reads return what is queued,
 /// then time out.
@@ -237,6 +238,103 @@ fn sdm_missing_registers_are_none_and_skipped_next_time() {
         assert_eq!(r.energy_wh, Some(1500.0));
     }
     assert_eq!(s.counters()[0].1.crc_errors, 0);
+}
+
+/// A polled codec of no real protocol: a reading asks registers 1, 2 and 3 with the request
+/// `[address, register]`; each reply is one byte, watts added to the reading, and 0xEE means
+/// "no such register". A missing reply to register 3 is skipped.
+#[derive(Default)]
+struct Toy {
+    address: u8,
+    lacks: Vec<u16>,
+    next: u16,
+    asked: u16,
+    reading: MeterReading,
+}
+
+/// Frames [`Toy`]'s one-byte replies.
+struct OneByte(Option<u8>);
+
+impl crate::meter::ReplyFramer for OneByte {
+    fn push(&mut self, bytes: &[u8]) {
+        self.0 = self.0.or(bytes.first().copied());
+    }
+    fn next_reply(&mut self) -> Option<Result<modbus::Reply, FrameError>> {
+        self.0.map(|b| match b {
+            0xEE => Err(FrameError::Exception {
+                address: 1,
+                function: 0,
+                code: modbus::ILLEGAL_DATA_ADDRESS,
+            }),
+            b => Ok(modbus::Reply {
+                address: 1,
+                function: 0,
+                data: vec![b],
+            }),
+        })
+    }
+    fn discarded(&self) -> u64 {
+        0
+    }
+    fn finish(&self) -> Option<FrameError> {
+        None
+    }
+}
+
+impl PolledCodec for Toy {
+    fn begin(&mut self, address: u8, lacks: &[u16]) {
+        *self = Toy {
+            address,
+            lacks: lacks.to_vec(),
+            next: 1,
+            ..Toy::default()
+        };
+    }
+    fn next_request(&mut self) -> Option<crate::meter::Exchange> {
+        let register = (self.next..=3).find(|r| !self.lacks.contains(r))?;
+        self.next = register + 1;
+        self.asked = register;
+        Some(crate::meter::Exchange {
+            request: vec![self.address, register as u8],
+            reply: Box::new(OneByte(None)),
+        })
+    }
+    fn answer(&mut self, reply: Result<modbus::Reply, Missed>) -> Result<Answer, Missed> {
+        match reply {
+            Ok(r) => {
+                *self.reading.power_w.get_or_insert(0.0) += f64::from(r.data[0]);
+                Ok(Answer::Read)
+            }
+            Err(Missed::Frame(FrameError::Exception { .. })) => Ok(Answer::Lacks(self.asked)),
+            Err(Missed::Timeout) if self.asked == 3 => Ok(Answer::Skipped),
+            Err(e) => Err(e),
+        }
+    }
+    fn reading(&self) -> MeterReading {
+        self.reading
+    }
+}
+
+/// The session knows no protocol: it drives any polled codec, remembers the registers a
+/// meter lacks and counts a skipped reply as a timeout.
+#[test]
+fn the_session_drives_a_polled_codec_of_no_real_protocol() {
+    let replies = vec![vec![10], vec![0xEE], vec![], vec![20], vec![5]];
+    let mut s = MeterSession::with_codec(
+        script(replies),
+        Protocol::Pzem004t,
+        SessionState::new(&[1]),
+        fast(Protocol::Pzem004t),
+        Codec::Polled(Box::new(Toy::default())),
+    );
+    let first = s.poll().pop().unwrap().unwrap();
+    assert_eq!(first.reading.power_w, Some(10.0));
+    let second = s.poll().pop().unwrap().unwrap();
+    assert_eq!(second.reading.power_w, Some(25.0));
+    // Register 2 is asked once only.
+    assert_eq!(s.io_mut().written, [1, 1, 1, 2, 1, 3, 1, 1, 1, 3]);
+    let c = s.counters()[0].1;
+    assert_eq!((c.good_frames, c.timeouts, c.crc_errors), (2, 1, 0));
 }
 
 #[test]
