@@ -40,7 +40,25 @@ pub enum SimError {
 enum Device {
     Pzem(Vec<PzemDevice>),
     Sdm(Vec<SdmDevice>),
-    Stream,
+    Stream(Stream),
+}
+
+/// What a streaming device sends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stream {
+    /// `#d` records, once told to start logging.
+    WattsUp,
+    /// 24-byte frames.
+    Cse(Chip),
+    /// Text lines in the simulator's [`LineFormat`].
+    Line,
+}
+
+/// A streaming device's encoder while it serves.
+enum Encoder {
+    WattsUp,
+    Cse(CseEncoder),
+    Line,
 }
 
 /// A simulated device (or several Modbus devices sharing one line).
@@ -49,7 +67,6 @@ pub struct SimulatedMeter {
     devices: Device,
     model: ReadingModel,
     line: LineFormat,
-    hlw8032: Hlw8032Constants,
     /// Requests answered (polled) or records sent (streaming).
     pub frames_sent: u64,
 }
@@ -63,45 +80,27 @@ impl SimulatedMeter {
         } else {
             addresses.to_vec()
         };
+        let pzems =
+            |model| Device::Pzem(addrs.iter().map(|&a| PzemDevice::new(model, a)).collect());
+        let sdms = |model| Device::Sdm(addrs.iter().map(|&a| SdmDevice::new(model, a)).collect());
         let devices = match protocol {
-            Protocol::Pzem004t => Device::Pzem(
-                addrs
-                    .iter()
-                    .map(|&a| PzemDevice::new(PzemModel::Ac, a))
-                    .collect(),
-            ),
-            Protocol::Pzem017 => Device::Pzem(
-                addrs
-                    .iter()
-                    .map(|&a| PzemDevice::new(PzemModel::Dc, a))
-                    .collect(),
-            ),
-            Protocol::Sdm120 => Device::Sdm(
-                addrs
-                    .iter()
-                    .map(|&a| SdmDevice::new(SdmModel::Sdm120, a))
-                    .collect(),
-            ),
-            Protocol::Sdm230 => Device::Sdm(
-                addrs
-                    .iter()
-                    .map(|&a| SdmDevice::new(SdmModel::Sdm230, a))
-                    .collect(),
-            ),
-            Protocol::Sdm630 => Device::Sdm(
-                addrs
-                    .iter()
-                    .map(|&a| SdmDevice::new(SdmModel::Sdm630, a))
-                    .collect(),
-            ),
-            _ => Device::Stream,
+            Protocol::Pzem004t => pzems(PzemModel::Ac),
+            Protocol::Pzem017 => pzems(PzemModel::Dc),
+            Protocol::Sdm120 => sdms(SdmModel::Sdm120),
+            Protocol::Sdm230 => sdms(SdmModel::Sdm230),
+            Protocol::Sdm630 => sdms(SdmModel::Sdm630),
+            Protocol::WattsUp => Device::Stream(Stream::WattsUp),
+            Protocol::Cse7766 => Device::Stream(Stream::Cse(Chip::Cse7766)),
+            Protocol::Hlw8032 => {
+                Device::Stream(Stream::Cse(Chip::Hlw8032(Hlw8032Constants::default())))
+            }
+            Protocol::Line => Device::Stream(Stream::Line),
         };
         SimulatedMeter {
             protocol,
             devices,
             model,
             line: LineFormat::default(),
-            hlw8032: Hlw8032Constants::default(),
             frames_sent: 0,
         }
     }
@@ -116,7 +115,9 @@ impl SimulatedMeter {
     /// Board constants for [`Protocol::Hlw8032`].
     #[must_use]
     pub fn with_hlw8032(mut self, constants: Hlw8032Constants) -> Self {
-        self.hlw8032 = constants;
+        if let Device::Stream(Stream::Cse(Chip::Hlw8032(c))) = &mut self.devices {
+            *c = constants;
+        }
         self
     }
 
@@ -135,8 +136,8 @@ impl SimulatedMeter {
     /// Serve until `stop` is set. A missing peer (pty slave closed) is waited out.
     pub fn serve(&mut self, mut io: impl Read + Write, stop: &AtomicBool) -> Result<(), SimError> {
         match self.devices {
-            Device::Stream => self.serve_stream(&mut io, stop),
-            _ => self.serve_polled(&mut io, stop),
+            Device::Stream(stream) => self.serve_stream(&mut io, stop, stream),
+            Device::Pzem(_) | Device::Sdm(_) => self.serve_polled(&mut io, stop),
         }
     }
 
@@ -221,7 +222,7 @@ impl SimulatedMeter {
                             reply = d.respond(&req, &reading);
                         }
                     }
-                    Device::Stream => {}
+                    Device::Stream(_) => {}
                 }
                 if let Some(r) = reply {
                     self.send(io, &r)?;
@@ -235,22 +236,24 @@ impl SimulatedMeter {
         &mut self,
         io: &mut (impl Read + Write),
         stop: &AtomicBool,
+        stream: Stream,
     ) -> Result<(), SimError> {
         let period = Duration::from_millis(self.protocol.stream_period_ms().unwrap_or(1000));
         let mut commands = CommandParser::default();
-        let mut cse = match self.protocol {
-            Protocol::Hlw8032 => Some(CseEncoder::new(Chip::Hlw8032(self.hlw8032))),
-            Protocol::Cse7766 => Some(CseEncoder::new(Chip::Cse7766)),
-            _ => None,
+        let mut encoder = match stream {
+            Stream::WattsUp => Encoder::WattsUp,
+            Stream::Cse(chip) => Encoder::Cse(CseEncoder::new(chip)),
+            Stream::Line => Encoder::Line,
         };
-        let mut logging = self.protocol != Protocol::WattsUp;
+        let wattsup = stream == Stream::WattsUp;
+        let mut logging = !wattsup;
         let mut interval = period;
         let mut energy_offset = 0.0;
         let mut next = Instant::now();
         let mut last = Instant::now();
         let mut buf = [0u8; 256];
         while !stop.load(Ordering::Relaxed) {
-            if self.protocol == Protocol::WattsUp {
+            if wattsup {
                 let n = self.read_some(io, &mut buf)?;
                 for packet in commands.push(&buf[..n]) {
                     match wattsup::device_action(&packet) {
@@ -269,7 +272,7 @@ impl SimulatedMeter {
             }
             let now = Instant::now();
             if !logging || now < next {
-                if self.protocol != Protocol::WattsUp {
+                if !wattsup {
                     std::thread::sleep((next - now).min(Duration::from_millis(100)));
                 }
                 continue;
@@ -281,13 +284,13 @@ impl SimulatedMeter {
                 next = now + interval;
             }
             let mut reading = (self.model)(now_ms(), 0);
-            let bytes = match (&mut cse, self.protocol) {
-                (Some(enc), _) => enc.frame(&reading, dt).to_vec(),
-                (None, Protocol::WattsUp) => {
+            let bytes = match &mut encoder {
+                Encoder::Cse(enc) => enc.frame(&reading, dt).to_vec(),
+                Encoder::WattsUp => {
                     reading.energy_wh = reading.energy_wh.map(|e| (e - energy_offset).max(0.0));
                     wattsup::encode_record(&reading).into_bytes()
                 }
-                _ => self.line.encode_line(&reading).into_bytes(),
+                Encoder::Line => self.line.encode_line(&reading).into_bytes(),
             };
             self.send(io, &bytes)?;
         }
