@@ -42,25 +42,56 @@ pub enum ProbeError {
     NothingAnswered { path: PathBuf, tried: String },
 }
 
-/// Try every protocol's defaults on `path`, `timeout` per attempt. The `line` protocol is not
-/// probed: a text format cannot be recognised without its column map.
+/// How a protocol is looked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// A PZEM-004T read at the general address, then a PZEM-017's.
+    Pzem,
+    /// An Eastron at address 1, at each speed the models default to.
+    Eastron,
+    /// A streaming meter listened to at its factory settings.
+    Listen,
+    /// CSE7766/HLW8032 frames listened to, the chip told by their voltage ratio.
+    CseFrames,
+    /// Found by this protocol's attempt.
+    FoundBy(Protocol),
+    /// Nothing can recognise it.
+    Never,
+}
+
+/// How `protocol` is looked for. Attempts run in [`Protocol::ALL`] order.
+fn attempt(protocol: Protocol) -> Attempt {
+    match protocol {
+        Protocol::Pzem004t => Attempt::Pzem,
+        // By the exception it answers the AC read with.
+        Protocol::Pzem017 => Attempt::FoundBy(Protocol::Pzem004t),
+        Protocol::Sdm120 => Attempt::Eastron,
+        // At 9600 baud; the SDM630 by its system power register.
+        Protocol::Sdm230 | Protocol::Sdm630 => Attempt::FoundBy(Protocol::Sdm120),
+        Protocol::WattsUp => Attempt::Listen,
+        Protocol::Cse7766 => Attempt::CseFrames,
+        // The same frames, with a smaller raw voltage.
+        Protocol::Hlw8032 => Attempt::FoundBy(Protocol::Cse7766),
+        // A text format cannot be recognised without its column map.
+        Protocol::Line => Attempt::Never,
+    }
+}
+
+/// Try every protocol's defaults on `path`, `timeout` per attempt.
 pub fn probe(path: &Path, timeout: Duration) -> Result<ProbeResult, ProbeError> {
     // What was tried, as the user would configure it: filled in by each attempt.
     let mut tried = Vec::new();
-    for protocol in [
-        Protocol::Pzem004t,
-        Protocol::Sdm120,
-        Protocol::WattsUp,
-        Protocol::Cse7766,
-    ] {
-        let found = match protocol {
-            Protocol::Pzem004t => probe_pzem(path, timeout, &mut tried)?,
-            Protocol::Sdm120 => probe_sdm(path, timeout, &mut tried)?,
-            Protocol::WattsUp => {
-                tried.push("wattsup (115200 baud)".to_owned());
-                probe_stream(path, Protocol::WattsUp, timeout)?
+    for protocol in Protocol::ALL {
+        let found = match attempt(protocol) {
+            Attempt::FoundBy(_) | Attempt::Never => continue,
+            Attempt::Pzem => probe_pzem(path, timeout, &mut tried)?,
+            Attempt::Eastron => probe_sdm(path, timeout, &mut tried)?,
+            Attempt::Listen => {
+                let baud = protocol.default_serial().baud;
+                tried.push(format!("{protocol} ({baud} baud)"));
+                probe_stream(path, protocol, timeout)?
             }
-            _ => {
+            Attempt::CseFrames => {
                 tried.push("cse7766 and hlw8032 (4800 baud)".to_owned());
                 probe_cse(path, timeout)?
             }
@@ -298,4 +329,21 @@ fn probe_cse(path: &Path, timeout: Duration) -> Result<Option<ProbeResult>, Port
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_protocol_found_by_another_is_found_by_one_that_is_tried() {
+        for p in Protocol::ALL {
+            if let Attempt::FoundBy(by) = attempt(p) {
+                assert!(
+                    !matches!(attempt(by), Attempt::FoundBy(_) | Attempt::Never),
+                    "{p} is found by {by}, which is not tried"
+                );
+            }
+        }
+    }
 }

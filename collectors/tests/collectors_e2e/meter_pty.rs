@@ -150,16 +150,7 @@ fn pzem_energy_reset_quirk_and_energy_tracker() {
 
 #[test]
 fn every_protocol_end_to_end() {
-    for protocol in [
-        Protocol::Pzem017,
-        Protocol::Sdm120,
-        Protocol::Sdm230,
-        Protocol::Sdm630,
-        Protocol::Cse7766,
-        Protocol::Hlw8032,
-        Protocol::Line,
-        Protocol::WattsUp,
-    ] {
+    for protocol in Protocol::ALL {
         let sim = Sim::start(SimulatedMeter::constant(protocol, &[1], reading(120.0)));
         let addrs: &[u8] = if protocol.is_polled() { &[1] } else { &[] };
         let mut s = session(&sim.path, protocol, addrs);
@@ -221,17 +212,33 @@ fn unplugged_meter_is_gone_then_back_within_two_seconds() {
     assert_eq!(c.counters()[0].1.good_frames, 2);
 }
 
+/// What the probe finds for a simulated `protocol` on a pseudo-terminal, `None` where it
+/// does not look.
+fn probed_as(protocol: Protocol) -> Option<Protocol> {
+    match protocol {
+        Protocol::Pzem004t
+        | Protocol::Pzem017
+        | Protocol::Sdm120
+        | Protocol::Sdm630
+        | Protocol::WattsUp
+        | Protocol::Cse7766
+        | Protocol::Hlw8032 => Some(protocol),
+        // A pseudo-terminal has no line speed: the 2400-baud attempt reaches it first, and
+        // it lacks the SDM630's system power register, as an SDM120 does.
+        Protocol::Sdm230 => Some(Protocol::Sdm120),
+        // Not probed: a text format cannot be recognised without its column map.
+        Protocol::Line => None,
+    }
+}
+
 #[test]
 fn probe_identifies_each_simulated_meter() {
     let started = Instant::now();
-    for (protocol, expect) in [
-        (Protocol::Pzem004t, Protocol::Pzem004t),
-        (Protocol::Pzem017, Protocol::Pzem017),
-        (Protocol::Sdm630, Protocol::Sdm630),
-        (Protocol::Cse7766, Protocol::Cse7766),
-        (Protocol::Hlw8032, Protocol::Hlw8032),
-        (Protocol::WattsUp, Protocol::WattsUp),
-    ] {
+    let probed: Vec<_> = Protocol::ALL
+        .into_iter()
+        .filter_map(|p| probed_as(p).map(|expect| (p, expect)))
+        .collect();
+    for &(protocol, expect) in &probed {
         let sim = Sim::start(SimulatedMeter::constant(protocol, &[1], reading(60.0)));
         let found = probe(&sim.path, Duration::from_millis(1500))
             .unwrap_or_else(|e| panic!("{protocol}: {e}"));
@@ -239,7 +246,11 @@ fn probe_identifies_each_simulated_meter() {
         let p = found.reading.and_then(|r| r.power_w).unwrap();
         assert!((p - 60.0).abs() < 0.2, "{protocol}: {p}");
     }
-    eprintln!("probe of six meters took {:?}", started.elapsed());
+    eprintln!(
+        "probe of {} meters took {:?}",
+        probed.len(),
+        started.elapsed()
+    );
 }
 
 /// Regression: a PZEM was reported at address 248, the general address 0xF8 that the probe
