@@ -338,7 +338,7 @@ _wattson() {
             fi
             case "${prev}" in
                 --protocol)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "pzem004t pzem017 sdm120 sdm230 sdm630 wattsup cse7766 hlw8032 line" -- "${cur}"))
                     return 0
                     ;;
                 --watts)

@@ -109,7 +109,15 @@ complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_s
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s V -l version -d 'Print version'
-complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l protocol -d 'Protocol to simulate: pzem004t, pzem017, sdm120, sdm230, sdm630, wattsup, cse7766, hlw8032, line' -r
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l protocol -d 'Protocol to simulate' -r -f -a "pzem004t\t''
+pzem017\t''
+sdm120\t''
+sdm230\t''
+sdm630\t''
+wattsup\t''
+cse7766\t''
+hlw8032\t''
+line\t''"
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l watts -d 'Watts with no load (or constant watts without --follow-cpu)' -r
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l follow-pid -d 'With --follow-cpu, follow only this process\'s CPU time (all its threads, from /proc/PID/stat) rather than the whole machine\'s, so other load does not leak in' -r
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l follow-threads -d 'With --follow-demand, count only the process\'s threads whose name starts with this, e.g. `wattson-spin` for a sweep\'s spin loops' -r

@@ -3,8 +3,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 use wattson_collectors::meter::Protocol;
+
+/// A protocol by its config name; `--help` lists [`Protocol::ALL`].
+fn protocol_parser() -> impl TypedValueParser<Value = Protocol> {
+    PossibleValuesParser::new(Protocol::ALL.map(Protocol::as_str))
+        .try_map(|name| name.parse::<Protocol>())
+}
 
 #[derive(Debug, Subcommand)]
 pub enum MeterCommand {
@@ -34,9 +41,8 @@ pub struct ProbeArgs {
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// Protocol to simulate: pzem004t, pzem017, sdm120, sdm230, sdm630, wattsup, cse7766,
-    /// hlw8032, line.
-    #[arg(long, value_name = "PROTOCOL")]
+    /// Protocol to simulate.
+    #[arg(long, value_name = "PROTOCOL", value_parser = protocol_parser())]
     pub protocol: Protocol,
     /// Watts with no load (or constant watts without --follow-cpu).
     #[arg(long, value_name = "W", default_value_t = 40.0, value_parser = crate::parse::parse_non_negative, allow_hyphen_values = true)]
