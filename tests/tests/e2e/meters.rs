@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use wattson::store::SeriesFilter;
+use wattson_collectors::meter::Protocol;
 use wattson_collectors::{Metric, Unit};
 use wattson_tests::{
     Child, HOST, TestEnv, db_points, meter_toml, now_ms, open_db, points, simulate, simulate_child,
@@ -14,29 +15,34 @@ use wattson_tests::{
 
 const WATTS: f64 = 123.4;
 
-/// Protocol, and how far a stored power reading may be from the simulated watts: half the
-/// meter's own resolution, or the error of a chip that derives power from pulse periods.
-const PROTOCOLS: [(&str, f64); 9] = [
-    ("pzem004t", 0.05), // 0.1 W registers
-    ("pzem017", 0.05),  // 0.1 W registers
-    ("sdm120", 0.01),   // IEEE 754 float32
-    ("sdm230", 0.01),   // float32
-    ("sdm630", 0.01),   // float32
-    ("wattsup", 0.05),  // tenths of a watt in ASCII
-    ("cse7766", 0.25),  // power from a pulse period and calibration constants
-    ("hlw8032", 0.25),  // same chip family
-    ("line", 0.01),     // text, as printed
-];
+/// How far a stored power reading may be from the simulated watts: half the meter's own
+/// resolution, or the error of a chip that derives power from pulse periods.
+#[allow(clippy::match_same_arms)] // one arm per kind of resolution
+fn tolerance(protocol: Protocol) -> f64 {
+    match protocol {
+        // 0.1 W registers.
+        Protocol::Pzem004t | Protocol::Pzem017 => 0.05,
+        // IEEE 754 float32.
+        Protocol::Sdm120 | Protocol::Sdm230 | Protocol::Sdm630 => 0.01,
+        // Tenths of a watt in ASCII.
+        Protocol::WattsUp => 0.05,
+        // Power from a pulse period and calibration constants.
+        Protocol::Cse7766 | Protocol::Hlw8032 => 0.25,
+        // Text, as printed.
+        Protocol::Line => 0.01,
+    }
+}
 
 #[test]
 fn every_protocol_stores_the_simulated_watts_with_units() {
     let env = TestEnv::new();
-    let sims: Vec<_> = PROTOCOLS
+    let protocols = Protocol::ALL.map(|p| (p.as_str(), tolerance(p)));
+    let sims: Vec<_> = protocols
         .iter()
         .map(|(p, _)| simulate(p, &[1], WATTS))
         .collect();
     let mut extra = String::from("\n[cpu]\nenabled = false\n");
-    for ((protocol, _), sim) in PROTOCOLS.iter().zip(&sims) {
+    for ((protocol, _), sim) in protocols.iter().zip(&sims) {
         extra.push_str(&meter_toml(protocol, protocol, &sim.path, "250ms", None));
     }
     let config = env.config(&extra);
@@ -48,14 +54,14 @@ fn every_protocol_stores_the_simulated_watts_with_units() {
         Duration::from_secs(15),
         || {
             let store = open_db(&env.db)?;
-            PROTOCOLS
+            protocols
                 .iter()
                 .all(|(p, _)| points(&store, &format!("meter:{p}"), Metric::Power).len() >= 3)
                 .then_some(())
         },
     );
     let store = open_db(&env.db).expect("database");
-    for (protocol, tolerance) in PROTOCOLS {
+    for (protocol, tolerance) in protocols {
         let source = format!("meter:{protocol}");
         let power = points(&store, &source, Metric::Power);
         for &(_, w) in &power {
