@@ -9,9 +9,10 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::time::Duration;
 
+use wattson_collectors::meter::Protocol;
 use wattson_tests::{TestEnv, output_within, q, wattson};
 
-/// One generated `[[meter]]`: index into the choices below.
+/// One generated `[[meter]]`: index into the choices below (protocols: [`Protocol::ALL`]).
 #[derive(Debug, Clone)]
 struct GenMeter {
     protocol: usize,
@@ -22,7 +23,6 @@ struct GenMeter {
     baud: usize,
 }
 
-const PROTOCOLS: &[&str] = &["pzem004t", "sdm120", "sdm630", "cse7766", "wattsup", "line"];
 const ADDRESSES: &[Option<&str>] = &[None, Some("1"), Some("2"), Some("248"), Some("0")];
 const TIMEOUTS: &[Option<&str>] = &[None, Some("0.5ms"), Some("600ms"), Some("2m")];
 const INTERVALS: &[&str] = &["1s", "500ms", "50ms", "2h"];
@@ -51,7 +51,7 @@ fn pick(len: usize) -> impl proptest::strategy::Strategy<Value = usize> {
 fn gen_meter() -> impl proptest::strategy::Strategy<Value = GenMeter> {
     use proptest::prelude::*;
     (
-        0..PROTOCOLS.len(),
+        0..Protocol::ALL.len(),
         pick(4),
         pick(ADDRESSES.len()),
         pick(TIMEOUTS.len()),
@@ -91,7 +91,7 @@ fn generated_config(
         let _ = write!(
             s,
             "\n[[meter]]\nid = \"m{i}\"\nprotocol = {}\nport = {}\ninterval = {}\n",
-            q(PROTOCOLS[m.protocol]),
+            q(Protocol::ALL[m.protocol].as_str()),
             q(&port),
             q(INTERVALS[m.interval])
         );
@@ -104,7 +104,7 @@ fn generated_config(
         if let Some(b) = BAUDS[m.baud] {
             let _ = writeln!(s, "baud = {b}");
         }
-        if PROTOCOLS[m.protocol] == "line" {
+        if Protocol::ALL[m.protocol] == Protocol::Line {
             s.push_str("[meter.line]\nformat = \"csv\"\nfields = { power = 0 }\n");
         }
     }
