@@ -519,9 +519,9 @@ fn collect_without_an_mqtt_section_exits_78() {
 }
 
 /// As installed, the pieces agree: the unit's `LoadCredential=NAME:FILE`, the package's root-only
-/// empty FILE (a conffile), the README's manual step that creates FILE, and the example config,
-/// whose `[mqtt]` (uncommented) names NAME and passes `config check` with the credential laid out
-/// as systemd does.
+/// empty FILE (a conffile), the manual install step in docs/operations.md that creates FILE, and
+/// the example config, whose `[mqtt]` (uncommented) names NAME and passes `config check` with the
+/// credential laid out as systemd does.
 #[test]
 fn the_unit_the_package_the_readme_and_the_example_agree_on_the_mqtt_credential() {
     let root = wattson_tests::workspace_root();
@@ -558,10 +558,10 @@ fn the_unit_the_package_the_readme_and_the_example_agree_on_the_mqtt_credential(
         "{file} is not a conffile: an upgrade would overwrite the password"
     );
 
-    let readme = read("README.md");
+    let steps = read("docs/operations.md");
     assert!(
-        readme.contains(&format!("sudo install -m 600 /dev/null {file}")),
-        "the README's service steps do not create {file}"
+        steps.contains(&format!("sudo install -m 600 /dev/null {file}")),
+        "the service steps in docs/operations.md do not create {file}"
     );
 
     let example = read("systemd/wattson.toml.example");
