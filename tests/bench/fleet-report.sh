@@ -48,8 +48,9 @@ tmp="$(mktemp -d /tmp/wattson-fleet-report.XXXXXX)"
 cleanup() { if [[ "${KEEP:-0}" == 1 ]]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi; }
 trap cleanup EXIT
 
-# The collector's config: its own name, the database, the README's time-of-use tariff and
-# two machines measured by hand (the old box and its replacement), so the report compares.
+# The collector's config: its own name, the database, the time-of-use tariff of
+# docs/configuration.md and two machines measured by hand (the old box and its replacement),
+# so the report compares.
 cat >"$tmp/wattson.toml" <<EOF
 [host]
 name = "collector"

@@ -337,7 +337,7 @@ impl PackageReader {
                 std::io::ErrorKind::PermissionDenied => format!(
                     "{} needs root (the msr driver asks for CAP_SYS_RAWIO): run `sudo \
                      wattson idle`; the installed service lacks that capability unless a \
-                     drop-in grants it (README: Why is idle high?)",
+                     drop-in grants it (see docs/idle.md)",
                     path.display()
                 ),
                 _ => format!("opening {}: {e}", path.display()),

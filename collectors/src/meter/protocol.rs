@@ -385,7 +385,8 @@ impl Protocol {
     }
 
     /// The meter's stated accuracy for active power and energy, where its datasheet gives
-    /// one (see README.md, "Energy and money"). `None`: no figure we could check.
+    /// one (see docs/reports.md, "Energy and money: one ledger"). `None`: no figure we could
+    /// check.
     pub const fn accuracy(self) -> Option<Accuracy> {
         self.settings().accuracy
     }

@@ -2,9 +2,9 @@
 //!
 //! The 95 % half-width is the sum of two parts, added linearly because the first is
 //! systematic:
-//! - the meter's stated accuracy at that power ([`Accuracy`], from its datasheet: README.md
-//!   lists them with their sources); unknown for smart plugs, `line` meters, CSE/HLW boards
-//!   and fleet hosts, which is then said in words;
+//! - the meter's stated accuracy at that power ([`Accuracy`], from its datasheet:
+//!   docs/reports.md lists them with their sources); unknown for smart plugs, `line` meters,
+//!   CSE/HLW boards and fleet hosts, which is then said in words;
 //! - the sampling uncertainty: the spread of the mean power of the blocks the covered time
 //!   falls into (hours, or minutes when fewer than three hours are covered), as a t-interval
 //!   of the block means. It carries the load's own variation, so projecting it to a year

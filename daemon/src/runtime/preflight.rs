@@ -84,7 +84,7 @@ fn mqtt_unusable(config: &Config, e: &MqttError) -> ConfigError {
                 format!(
                     ": {} cannot read it; as a service, put the password in the root-only file \
                      the unit's LoadCredential= names and set password_credential = \
-                     \"mqtt-password\" (see README, \"Running as a service\")",
+                     \"mqtt-password\" (see docs/operations.md, \"Running as a service\")",
                     this_user()
                 )
             } else {

@@ -204,9 +204,9 @@ fn known_energy_per_slot_gives_the_hand_computed_cost() {
     assert_eq!(c.sources.last().unwrap().source, "tariff");
 }
 
-/// A time-of-use tariff whose night rate starts at 00:30 (Economy 7 as configured in the
-/// README), no price series: the hour 00:00-01:00 is priced by its minutes, so a load that
-/// rises at 00:30 pays the night rate for what it used after 00:30. Before, the hour's
+/// A time-of-use tariff whose night rate starts at 00:30 (Economy 7 as configured in
+/// docs/configuration.md), no price series: the hour 00:00-01:00 is priced by its minutes, so
+/// a load that rises at 00:30 pays the night rate for what it used after 00:30. Before, the hour's
 /// energy was split evenly across the boundary: 0.2035 where 0.0885 is right. Status, the
 /// running totals and the report price it alike.
 #[test]
