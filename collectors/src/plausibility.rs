@@ -7,12 +7,12 @@
 //! the MQTT diagnostics. Units: W, V, A, Hz, Wh, power factor as a ratio, UTC ms.
 //!
 //! The limits: ESPHome's PZEM filter (V >= 450, |I| >= 150 A, |P| >= 16 kW are glitches;
-//! field-notes.md), a floor of 50 V for AC meters (CSE frames such as meters.md C6 pass
-//! their checksum with 0.4 V), a power factor of magnitude at most 1 (Eastron meters sign it
-//! for leading or lagging loads), an AC frequency of 40-70 Hz (mains is 50 or 60 Hz), an
-//! energy counter that is finite and not negative, and a timestamp no more than
-//! [`Limits::future_ms`] ahead of the time it was received nor more than
-//! [`Limits::past_ms`] behind it.
+//! docs/meters.md, "Traps"), a floor of 50 V for AC meters (CSE frames such as docs/meters.md's
+//! C6 pass their checksum with 0.4 V), a power factor of magnitude at most 1 (Eastron meters
+//! sign it for leading or lagging loads), an AC frequency of 40-70 Hz (mains is 50 or 60 Hz),
+//! an energy counter that is finite and not negative, and a timestamp no more than
+//! [`Limits::future_ms`] ahead of the time it was received nor more than [`Limits::past_ms`]
+//! behind it.
 
 use crate::Metric;
 use crate::meter::MeterReading;

@@ -1,5 +1,5 @@
 //! CSE7766 (Sonoff POW R2/R3, S31) and HLW8032 (Blitzwolf SHP5 and others) 24-byte frames
-//! (meters.md §5), streamed unsolicited at 4800 8E1.
+//! (docs/meters.md, "CSE7766 and HLW8032"), streamed unsolicited at 4800 8E1.
 //!
 //! Layout (multi-byte fields big-endian): header, 0x5A, Vpar, Vcyc, Ipar, Icyc, Ppar, Pcyc
 //! (24-bit each), adj (bit6 V valid, bit5 I valid, bit4 P valid, bit7 CF overflow), CF pulse

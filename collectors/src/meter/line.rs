@@ -1,7 +1,7 @@
-//! A configurable line-of-text meter (meters.md §6: Arduino + ACS712/INA219 sketches, USB
-//! testers): one record per `\n`-terminated line, either CSV with a column map or key=value
-//! pairs with a key map, each field multiplied by its scale to reach W, V, A, Hz, Wh or a
-//! 0..1 power factor. Lines longer than `max_line_len` are rejected.
+//! A configurable line-of-text meter (docs/meters.md, "Line meters": Arduino + ACS712/INA219
+//! sketches, USB testers): one record per `\n`-terminated line, either CSV with a column map or
+//! key=value pairs with a key map, each field multiplied by its scale to reach W, V, A, Hz, Wh
+//! or a 0..1 power factor. Lines longer than `max_line_len` are rejected.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,6 @@
 //! Serial AC/DC power meters: protocol codecs, the I/O session, the collector and a simulator.
 //!
-//! Wire formats follow `shared/reference/meters.md` (Modbus-RTU for Peacefair PZEM and Eastron
+//! Wire formats follow `docs/meters.md` (Modbus-RTU for Peacefair PZEM and Eastron
 //! SDM, the Watts Up? ASCII protocol, CSE7766/HLW8032 24-byte frames and a configurable text
 //! line format). Codecs are sans-IO: they turn bytes into [`MeterReading`]s and back, and are
 //! tested on byte vectors; each is a [`PolledCodec`] or a [`StreamDecoder`] ([`codec`]), and

@@ -1,5 +1,6 @@
-//! Modbus-RTU framing and CRC-16/Modbus (meters.md §0): both the client side (requests and an
-//! incremental reply parser) and the device side (a request parser and reply builders).
+//! Modbus-RTU framing and CRC-16/Modbus (docs/meters.md, "Modbus RTU"): both the client side
+//! (requests and an incremental reply parser) and the device side (a request parser and reply
+//! builders).
 //!
 //! CRC-16/Modbus: poly 0x8005 reflected (0xA001), init 0xFFFF, sent low byte first. Multi-byte
 //! fields inside the PDU are big-endian. Register addresses are 0-based PDU addresses.
@@ -439,7 +440,7 @@ mod tests {
 
     #[test]
     fn crc_is_sent_low_byte_first() {
-        // meters.md §0: 01 04 00 00 00 0A 70 0D -> CRC value 0x0D70.
+        // docs/meters.md, "Modbus RTU": 01 04 00 00 00 0A 70 0D -> CRC value 0x0D70.
         assert_eq!(
             read_request(1, READ_INPUT, 0, 10),
             hex("01 04 00 00 00 0A 70 0D").as_slice()

@@ -1,6 +1,6 @@
 //! Supported meter protocols and their settings table: config name, factory serial settings,
 //! polled or streaming, timeout, energy counter and stated accuracy, one row per protocol in
-//! [`Protocol::settings`] (meters.md §1.1, §2, §3.1, §4.1, §5.1). Baud in bit/s, timeouts in
+//! [`Protocol::settings`] (docs/meters.md, "Line settings and timeouts"). Baud in bit/s, timeouts in
 //! milliseconds, energies in Wh.
 
 use std::fmt;
@@ -156,7 +156,7 @@ pub struct ProtocolSettings {
     /// The step of the device's energy counter, Wh.
     pub energy_step_wh: f64,
     /// The meter's stated accuracy for active power and energy, where its datasheet gives one
-    /// (see README.md, "Energy and money"). `None`: no figure we could check.
+    /// (see docs/reports.md, "Energy and money: one ledger"). `None`: no figure we could check.
     pub accuracy: Option<Accuracy>,
 }
 
@@ -192,7 +192,7 @@ const CSE: ProtocolSettings = ProtocolSettings {
         parity: Parity::Even,
         ..SerialSettings::n81(4800)
     },
-    // meters.md §5: "roughly every 50 ms" (MicroPython HLW8032 driver) [LOW]; about 20
+    // docs/meters.md, "Line settings and timeouts": "roughly every 50 ms" (MicroPython HLW8032 driver) [LOW]; about 20
     // frames/s.
     mode: Mode::Streaming {
         period_ms: Some(50),
@@ -200,11 +200,11 @@ const CSE: ProtocolSettings = ProtocolSettings {
     timeout_ms: 600,
     ac: true,
     energy_wrap_wh: None,
-    // One CF pulse is about 1.5 mWh (meters.md §5.3).
+    // One CF pulse is about 1.5 mWh (docs/meters.md, "CSE7766 and HLW8032").
     energy_step_wh: 0.01,
     // The chips' own figures (HLW8032 datasheet: active power +/- 0.2 %) do not cover the
     // board: its shunt and divider constants are uncalibrated on HLW8032 boards (the two
-    // published voltage dividers, 1.72 and 1.88, differ by 9 %: meters.md §5.3) and unstated
+    // published voltage dividers, 1.72 and 1.88, differ by 9 %: docs/meters.md, "CSE7766 and HLW8032") and unstated
     // for CSE7766 modules.
     accuracy: None,
 };
@@ -225,7 +225,7 @@ impl Protocol {
     ];
 
     /// The protocol's row in the settings table: the one place its defaults are written
-    /// (meters.md §1.1, §2, §3.1, §4.1, §5.1).
+    /// (docs/meters.md, "Line settings and timeouts").
     pub const fn settings(self) -> ProtocolSettings {
         match self {
             Protocol::Pzem004t => ProtocolSettings {
@@ -288,7 +288,7 @@ impl Protocol {
                 timeout_ms: 2500,
                 ac: true,
                 energy_wrap_wh: None,
-                // Tenths of a Wh (meters.md §4.4).
+                // Tenths of a Wh (docs/meters.md, "Watts Up?").
                 energy_step_wh: 0.1,
                 // Watts up? user manual, technical specifications: +/- 1.5 % + 3 counts (0.1 W).
                 accuracy: Some(Accuracy {

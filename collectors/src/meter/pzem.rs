@@ -1,7 +1,7 @@
 //! Peacefair PZEM-004T v3 / 014 / 016 (AC) and PZEM-017 / 003 (DC) over Modbus-RTU
-//! (meters.md §1, §2). Input registers (function 0x04) hold the measurements; 32-bit values
-//! span two registers, **low word first**. Holding register 0x0002 is the slave address.
-//! Function 0x42 resets the energy counter; its success reply is an echo.
+//! (docs/meters.md, "Peacefair PZEM"). Input registers (function 0x04) hold the measurements;
+//! 32-bit values span two registers, **low word first**. Holding register 0x0002 is the slave
+//! address. Function 0x42 resets the energy counter; its success reply is an echo.
 //!
 //! Units on the wire: AC V 0.1 V, I 0.001 A, P 0.1 W, E 1 Wh, f 0.1 Hz, PF 0.01;
 //! DC V 0.01 V, I 0.01 A, P 0.1 W, E 1 Wh.

@@ -1,6 +1,6 @@
-//! Eastron SDM120 / SDM230 / SDM630 over Modbus-RTU (meters.md §3). Every quantity is an
-//! IEEE-754 float32 in two input registers (function 0x04), **high word first**, bytes
-//! big-endian. Registers a model lacks answer exception 0x02: that means "not supported"
+//! Eastron SDM120 / SDM230 / SDM630 over Modbus-RTU (docs/meters.md, "Eastron SDM"). Every
+//! quantity is an IEEE-754 float32 in two input registers (function 0x04), **high word first**,
+//! bytes big-endian. Registers a model lacks answer exception 0x02: that means "not supported"
 //! (the value is `None`), not an error.
 //!
 //! Units: V, A, W, Hz, PF ratio; energy registers are kWh (converted to Wh here).

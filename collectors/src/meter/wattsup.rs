@@ -1,8 +1,8 @@
-//! Watts Up? Pro / .NET ASCII protocol (meters.md §4, `CommunicationsProtocol090824`).
-//! Packets are `#C1,C2,N,arg1,…,argN;`; no checksum. Data records are `#d,-,18,…;` (older
-//! firmware: 16 fields), with `_` for fields not selected for logging. Integrity checks: starts
-//! with `#`, ends with `;`, token count = 3 + N, numeric fields parse; a packet cut short by
-//! the next `#` (a truncated line) is rejected.
+//! Watts Up? Pro / .NET ASCII protocol (docs/meters.md, "Watts Up?";
+//! `CommunicationsProtocol090824`). Packets are `#C1,C2,N,arg1,…,argN;`; no checksum. Data
+//! records are `#d,-,18,…;` (older firmware: 16 fields), with `_` for fields not selected for
+//! logging. Integrity checks: starts with `#`, ends with `;`, token count = 3 + N, numeric
+//! fields parse; a packet cut short by the next `#` (a truncated line) is rejected.
 //!
 //! Record units: W 0.1 W, V 0.1 V, A 0.001 A, WH 0.1 Wh, PF percent, Hz 0.1 Hz.
 
