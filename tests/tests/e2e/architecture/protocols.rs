@@ -1,6 +1,6 @@
 //! A new meter protocol must be a compile error wherever it needs handling: no match over
 //! [`Protocol`] anywhere in the workspace (daemon/, collectors/, tests/) has a wildcard arm,
-//! and what cannot be a compile error, the README's meter tables, is checked here too.
+//! and what cannot be a compile error, the docs' meter tables, is checked here too.
 //!
 //! Why a scan of the sources and not `clippy::wildcard_enum_match_arm`: that lint only
 //! guards the modules that deny it, so a new file (the new protocol's codec, a daemon
@@ -489,21 +489,28 @@ fn table_names(readme: &str, header: &str) -> Vec<String> {
     names
 }
 
-/// The README's meter table and accuracy table and the config example's comment are
-/// written by hand: each must name every protocol.
+/// The docs' meter table (docs/meters.md) and accuracy table (docs/reports.md) and the config
+/// example's comment (docs/configuration.md) are written by hand: each must name every
+/// protocol.
 #[test]
-fn the_readme_names_every_protocol() {
-    let readme = std::fs::read_to_string(Path::new(&workspace()).join("README.md"))
-        .expect("reading README.md");
+fn the_docs_name_every_protocol() {
+    let read = |name: &str| {
+        std::fs::read_to_string(Path::new(&workspace()).join(name))
+            .unwrap_or_else(|e| panic!("reading {name}: {e}"))
+    };
     let mut all: Vec<String> = Protocol::ALL.map(|p| p.as_str().to_owned()).to_vec();
     all.sort();
-    for header in [
-        "| protocol | meters |",
-        "| protocol | stated accuracy used |",
+    for (file, header) in [
+        ("docs/meters.md", "| protocol | meters |"),
+        ("docs/reports.md", "| protocol | stated accuracy used |"),
     ] {
-        assert_eq!(table_names(&readme, header), all, "README table `{header}`");
+        assert_eq!(
+            table_names(&read(file), header),
+            all,
+            "{file} table `{header}`"
+        );
     }
-    let example = readme
+    let example = read("docs/configuration.md")
         .lines()
         .find(|l| l.starts_with("protocol = ") && l.contains('#'))
         .and_then(|l| l.split_once('#'))
@@ -517,6 +524,6 @@ fn the_readme_names_every_protocol() {
     example.sort();
     assert_eq!(
         example, all,
-        "README config example, `protocol = ...  # ...`"
+        "docs/configuration.md config example, `protocol = ...  # ...`"
     );
 }
