@@ -123,16 +123,19 @@ impl BusyCpus {
             })
         };
         let now = std::time::Instant::now();
-        if let Some(cpu) = cpu_s {
-            if let Some((prev_cpu, prev_t)) = *prev {
-                let wall = now.duration_since(prev_t).as_secs_f64();
-                if wall > 0.05 {
-                    self.last = ((cpu - prev_cpu) / wall).max(0.0);
-                    *prev = Some((cpu, now));
-                }
-            } else {
+        let Some(cpu) = cpu_s else {
+            // The process is gone: it asks for no CPU (not what it asked for last).
+            self.last = 0.0;
+            return 0.0;
+        };
+        if let Some((prev_cpu, prev_t)) = *prev {
+            let wall = now.duration_since(prev_t).as_secs_f64();
+            if wall > 0.05 {
+                self.last = ((cpu - prev_cpu) / wall).max(0.0);
                 *prev = Some((cpu, now));
             }
+        } else {
+            *prev = Some((cpu, now));
         }
         self.last
     }
@@ -174,7 +177,8 @@ pub struct SimHandle {
 impl SimHandle {
     /// With `follow_cpu`, follow process `pid`'s CPU time from now on (a test that starts
     /// the meter before the process whose loops it measures: a `wattson sweep` reading it
-    /// through a daemon).
+    /// through a daemon); with `follow_demand`, the CPUs its threads (those of
+    /// `follow_threads`) ask for. Once the process has exited it asks for none.
     pub fn follow_process(&self, pid: u32) {
         self.follow.store(pid, Ordering::Relaxed);
     }
@@ -251,6 +255,7 @@ pub fn simulate_with(
     let follow_pid = model.follow_pid;
     let follow_demand = model.follow_demand;
     let follow_threads = model.follow_threads.clone();
+    let threads_later = follow_threads.clone();
     let volts = model.volts;
     let pf = model.power_factor;
     let mut state = ModelState::new(model, seed);
@@ -271,7 +276,11 @@ pub fn simulate_with(
             let pid = later.load(Ordering::Relaxed);
             if pid != following {
                 following = pid;
-                busy = BusyCpus::for_process(&root_later, pid);
+                busy = if follow_demand {
+                    BusyCpus::for_process_demand(&root_later, pid, threads_later.clone())
+                } else {
+                    BusyCpus::for_process(&root_later, pid)
+                };
             }
             busy_now = busy.sample();
             last_busy_ms = now_ms;

@@ -2,9 +2,11 @@
 //! `wattson run`'s control socket (`<db>.sock`), and on their own when no daemon runs.
 //!
 //! The simulated PZEM-004T runs in this test process and, once a sweep starts, follows that
-//! sweep process's CPU time (`SimHandle::follow_process`): `40 W + 15 W x` the CPUs the
-//! sweep's loops keep busy. The daemon polls it every 100 ms and streams the readings to the
-//! sweep, so the loops in the sweep's process show in the daemon's stored power.
+//! sweep process (`SimHandle::follow_process`): `40 W + 15 W x` the CPUs the sweep's loop
+//! threads ask for (time on a CPU plus time waiting for one), so the other tests running
+//! beside it change neither the watts nor how long a level takes. The daemon polls it every
+//! 100 ms and streams the readings to the sweep, so the loops in the sweep's process show in
+//! the daemon's stored power.
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -26,14 +28,16 @@ use wattson_tests::{
     Child, HOST, TestEnv, db_points, meter_toml, open_db, wattson, workspace_root,
 };
 
-/// A simulated PZEM-004T that follows this test process's CPU time (idle: this process
-/// does little) until a sweep's process is named.
+/// A simulated PZEM-004T that follows the loop threads of this test process (idle, but for
+/// an in-process sweep of another module) until a sweep's process is named.
 fn loop_following_meter() -> SimHandle {
     let model = PowerModel {
         idle_w: 40.0,
         per_cpu_w: 15.0,
         follow_cpu: true,
         follow_pid: Some(std::process::id()),
+        follow_demand: true,
+        follow_threads: Some("wattson-spin".into()),
         noise_sd_w: 0.3,
         ramp_s: 0.3,
         ..PowerModel::default()
@@ -77,7 +81,6 @@ fn run_followed(cmd: Command, sim: &SimHandle) -> (Option<i32>, String, String) 
     let status = child
         .wait_exit(Duration::from_secs(180))
         .unwrap_or_else(|| panic!("the sweep did not end; stderr:\n{}", child.stderr()));
-    sim.follow_process(std::process::id());
     let mut out = String::new();
     while let Some(line) = child.stdout_line(Duration::from_millis(200)) {
         out.push_str(&line);
