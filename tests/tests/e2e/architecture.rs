@@ -1,7 +1,9 @@
 //! Checks on the shape of the code itself, read from the source tree (no build needed):
 //! source names are written in one module only; the daemon's modules import each other in
-//! no cycle; no match over a meter protocol has a wildcard arm ([`protocols`]).
+//! no cycle; no match over a meter protocol has a wildcard arm ([`protocols`]); every declared
+//! dependency is used ([`dependencies`]).
 
+mod dependencies;
 mod protocols;
 
 use std::path::{Path, PathBuf};
