@@ -291,6 +291,13 @@ impl fmt::Display for Zone {
     }
 }
 
+/// A zone is written by its IANA name (`UTC` for UTC), as a configuration gives it.
+impl serde::Serialize for Zone {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl FromStr for Zone {
     type Err = ZoneError;
 

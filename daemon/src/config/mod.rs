@@ -24,6 +24,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Serialize;
+
+use crate::zone::Zone;
 use wattson_collectors::meter::line::LineFormat;
 use wattson_collectors::meter::{Parity, Protocol};
 
@@ -267,9 +269,10 @@ pub struct TariffConfig {
     pub currency: String,
     pub price_per_kwh: f64,
     pub standing_charge_per_day: f64,
-    /// IANA time zone for time-of-use periods; `None` means the machine's local zone.
+    /// IANA time zone for time-of-use periods, loaded when the file is read; `None` means the
+    /// machine's local zone.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub timezone: Option<String>,
+    pub timezone: Option<Zone>,
     #[serde(rename = "period", skip_serializing_if = "Vec::is_empty")]
     pub periods: Vec<PeriodConfig>,
     #[serde(rename = "change", skip_serializing_if = "Vec::is_empty")]

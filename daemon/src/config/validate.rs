@@ -350,10 +350,9 @@ impl Validator<'_> {
                     self.price(p, "tariff.standing_charge_per_day")?;
             }
             if let Some(tz) = t.timezone {
-                if let Err(e) = crate::zone::Zone::named(tz.get_ref()) {
-                    return Err(self.err(tz.span(), "tariff.timezone", e.to_string()));
-                }
-                config.tariff.timezone = Some(tz.into_inner());
+                let zone = crate::zone::Zone::named(tz.get_ref())
+                    .map_err(|e| self.err(tz.span(), "tariff.timezone", e.to_string()))?;
+                config.tariff.timezone = Some(zone);
             }
             config.tariff.periods = self.periods(&t.period, "tariff.period", max)?;
             for c in t.change {

@@ -36,11 +36,7 @@ pub fn tariff(cfg: &TariffConfig) -> anyhow::Result<Tariff> {
 /// of time, then each `[[tariff.change]]` from its date, in `timezone` (else this
 /// machine's zone, else UTC).
 pub fn tariff_from_config(t: &TariffConfig) -> Result<Tariff, TariffError> {
-    let tz = t
-        .timezone
-        .as_deref()
-        .and_then(|z| Zone::named(z).ok())
-        .unwrap_or_else(crate::zone::local);
+    let tz = t.timezone.unwrap_or_else(crate::zone::local);
     let periods = |ps: &[PeriodConfig]| -> Vec<Period> {
         ps.iter()
             .map(|p| Period {
@@ -272,7 +268,7 @@ mod tests {
             currency: "GBP".into(),
             price_per_kwh: 0.30,
             standing_charge_per_day: 0.5,
-            timezone: Some("Europe/London".into()),
+            timezone: Some(Zone::named("Europe/London").unwrap()),
             periods: vec![PeriodConfig {
                 start: NaiveTime::from_hms_opt(0, 30, 0).unwrap(),
                 end: NaiveTime::from_hms_opt(7, 30, 0).unwrap(),

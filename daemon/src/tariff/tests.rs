@@ -180,7 +180,7 @@ fn known_energy_per_slot_gives_the_hand_computed_cost() {
     .unwrap();
     let cfg = crate::config::TariffConfig {
         price_per_kwh: 0.10,
-        timezone: Some("Europe/London".into()),
+        timezone: Some(crate::zone::Zone::named("Europe/London").unwrap()),
         ..crate::config::TariffConfig::default()
     };
     let tariff = super::tariff_with_series(&cfg, store, T0).unwrap();
@@ -226,7 +226,7 @@ fn a_time_of_use_boundary_inside_an_hour_prices_the_energy_used_on_each_side() {
     let store = w.store();
     let cfg = crate::config::TariffConfig {
         price_per_kwh: 0.30,
-        timezone: Some("Europe/London".into()),
+        timezone: Some(crate::zone::Zone::named("Europe/London").unwrap()),
         periods: vec![crate::config::PeriodConfig {
             start: chrono::NaiveTime::from_hms_opt(0, 30, 0).unwrap(),
             end: chrono::NaiveTime::from_hms_opt(7, 30, 0).unwrap(),
