@@ -3,7 +3,8 @@
 //! or went down:
 //! - [`WrappingCounter`]: a hardware counter in integer units that wraps at a known range
 //!   (RAPL's `energy_uj` at `max_energy_range_uj`, hwmon's `energyN_input`); a decrease
-//!   across no known range is a reset, and no increase can be trusted.
+//!   across no known range is a reset, and no increase can be trusted; a microjoule
+//!   counter's step becomes watts by [`microjoule_watts`] over [`since_last_poll`].
 //! - [`EnergyTracker`]: a device's own energy counter, Wh (serial meters, smart plugs),
 //!   turned into a monotonic total that cannot invent energy (below).
 //! - [`run_increase`]: a total that each daemon run counts from zero and the store keeps
@@ -25,6 +26,7 @@
 //! Units: Wh, W, UTC ms for the energy tracker; the device's own unit for the others.
 
 use std::ops::{Add, Sub};
+use std::time::Duration;
 
 use crate::plausibility::{MAX_POWER_W, Reason, Rejection};
 
@@ -92,6 +94,20 @@ impl CounterStep {
             CounterStep::First | CounterStep::Reset => None,
         }
     }
+}
+
+/// The time between a poll and the one before it, by a [`crate::MonotonicClock`]'s readings:
+/// `last` takes `now`; `None` on the first poll (or a clock that went back).
+pub fn since_last_poll(last: &mut Option<Duration>, now: Duration) -> Option<Duration> {
+    last.replace(now).and_then(|prev| now.checked_sub(prev))
+}
+
+/// Watts from one step of a microjoule energy counter (RAPL's `energy_uj`, hwmon's
+/// `energy*_input`) over the time since its previous reading: uJ / us = W. `None` without an
+/// increase (the first reading, a reset) or without time between the readings.
+pub fn microjoule_watts(step: CounterStep, elapsed: Option<Duration>) -> Option<f64> {
+    let us = elapsed?.as_micros() as f64;
+    (us > 0.0).then(|| step.delta().map(|uj| uj as f64 / us))?
 }
 
 /// A cumulative counter that wraps at `max` (RAPL's `max_energy_range_uj`; 0 if unknown).

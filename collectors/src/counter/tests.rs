@@ -137,3 +137,29 @@ fn a_run_total_counts_its_increases_and_restarts_from_zero() {
     // 2, +3, +0, a new run at 1, +3.
     assert_eq!(sum, 9.0);
 }
+
+#[test]
+fn a_microjoule_step_over_the_time_between_polls_is_watts() {
+    use std::time::Duration;
+    let mut last = None;
+    assert_eq!(since_last_poll(&mut last, Duration::from_secs(10)), None);
+    let elapsed = since_last_poll(&mut last, Duration::from_millis(10_500));
+    assert_eq!(elapsed, Some(Duration::from_millis(500)));
+    // 12.5 J in 0.5 s.
+    assert_eq!(
+        microjoule_watts(CounterStep::Diff(12_500_000), elapsed),
+        Some(25.0)
+    );
+    assert_eq!(
+        microjoule_watts(CounterStep::Wrapped(500_000), elapsed),
+        Some(1.0)
+    );
+    assert_eq!(microjoule_watts(CounterStep::First, elapsed), None);
+    assert_eq!(microjoule_watts(CounterStep::Reset, elapsed), None);
+    assert_eq!(
+        microjoule_watts(CounterStep::Diff(1), Some(Duration::ZERO)),
+        None
+    );
+    // A clock read earlier than the last poll gives no interval.
+    assert_eq!(since_last_poll(&mut last, Duration::from_secs(9)), None);
+}

@@ -246,12 +246,7 @@ impl Collector for HwmonCollector {
     }
 
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
-        let now = (self.clock)();
-        let elapsed_us = self
-            .last
-            .replace(now)
-            .and_then(|prev| now.checked_sub(prev))
-            .map(|d| d.as_micros() as f64);
+        let elapsed = crate::counter::since_last_poll(&mut self.last, (self.clock)());
         let mut out = Vec::with_capacity(self.sensors.len() * 2);
         let mut first_err = None;
         for s in &mut self.sensors {
@@ -290,17 +285,10 @@ impl Collector for HwmonCollector {
                         raw as f64 / UJ_PER_WH,
                     ));
                     let step = s.counter.update(raw);
-                    if let (true, Some(delta), Some(us)) =
-                        (s.derive_power, step.delta(), elapsed_us)
-                        && us > 0.0
+                    if s.derive_power
+                        && let Some(watts) = crate::counter::microjoule_watts(step, elapsed)
                     {
-                        out.push(Sample::new(
-                            now_ms,
-                            SOURCE,
-                            Metric::Power,
-                            channel,
-                            delta as f64 / us,
-                        ));
+                        out.push(Sample::new(now_ms, SOURCE, Metric::Power, channel, watts));
                     }
                 }
             }

@@ -230,26 +230,18 @@ impl Collector for RaplCollector {
     }
 
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
-        let now = (self.clock)();
-        let elapsed_us = self
-            .last
-            .replace(now)
-            .and_then(|prev| now.checked_sub(prev))
-            .map(|d| d.as_micros() as f64);
+        let elapsed = crate::counter::since_last_poll(&mut self.last, (self.clock)());
         let mut out = Vec::with_capacity(self.zones.len());
         for z in &mut self.zones {
             let raw = read_u64(self.files.as_mut(), &z.energy)?;
             let step = z.counter.update(raw);
-            if let (Some(delta), Some(us)) = (step.delta(), elapsed_us)
-                && us > 0.0
-            {
-                // uJ / us = W.
+            if let Some(watts) = crate::counter::microjoule_watts(step, elapsed) {
                 out.push(Sample::new(
                     now_ms,
                     SOURCE,
                     Metric::Power,
                     z.zone.channel.as_str(),
-                    delta as f64 / us,
+                    watts,
                 ));
             }
         }
