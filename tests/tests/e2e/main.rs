@@ -16,6 +16,7 @@
 //! a test that follows the test process's own CPU time, or changes a setting of the whole
 //! process, must not count on the other files' tests being idle.
 
+mod advisories;
 mod annual;
 mod architecture;
 mod cli;
