@@ -405,11 +405,17 @@ pub async fn publish(port: u16, id: &str, topic: &str, payloads: Vec<String>, pa
 /// A Tasmota SENSOR payload taken at `ts` (UTC ms, with its offset) at 50 W, its `Total`
 /// counter at `kwh` (to 5 decimals: Tasmota's `EnergyRes 5`).
 pub fn tasmota(ts: i64, kwh: f64) -> String {
+    tasmota_at(ts, WATTS, kwh)
+}
+
+/// [`tasmota`] at `watts` (the current is what 231 V and a power factor of 0.9 give).
+pub fn tasmota_at(ts: i64, watts: f64, kwh: f64) -> String {
     let t = chrono::DateTime::from_timestamp_millis(ts)
         .unwrap()
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, false);
+    let amps = watts / (231.0 * 0.9);
     format!(
-        r#"{{"Time":"{t}","ENERGY":{{"Total":{kwh:.5},"Power":{WATTS},"Voltage":231,"Current":0.24,"Factor":0.9}}}}"#
+        r#"{{"Time":"{t}","ENERGY":{{"Total":{kwh:.5},"Power":{watts},"Voltage":231,"Current":{amps:.3},"Factor":0.9}}}}"#
     )
 }
 

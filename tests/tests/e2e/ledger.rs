@@ -13,6 +13,12 @@
 //! and 300 s are Tasmota messages carrying their own time (`Time` with an offset), published
 //! a few per second with times 60 s or 300 s apart ending now, which `wattson run` stamps
 //! with those times (they lie within an hour of their receipt: see `sources/plug.rs`).
+//!
+//! Interval means: a plug reporting on change (ten 1000 W reports in 10 s, one 50 W report
+//! 50 s later, on the reports' own clock ten minutes back) must give the mean of its MQTT
+//! state's interval, and the one `wattson collect` stores for it, within 1 % of the
+//! time-weighted truth (each report standing for the time since the one before it): 208 W,
+//! where counting reports gives 914 W.
 // Test helpers fail loudly on a broken setup.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
 
@@ -184,6 +190,162 @@ fn smart_plugs_at_60_and_300_s_report_the_truth() {
         let counter = status["counter_today"]["counter_wh"].as_f64().unwrap();
         within(&format!("{host} counter"), counter, truth, 0.01);
     }
+}
+
+/// The time-weighted mean of `reports` (UTC ms, W) over the interval after `from_ms`: each
+/// report stands for the time since the one before it (the first for the time since
+/// `from_ms`); and their plain mean, which counts each report once however long it stood.
+fn interval_means(from_ms: i64, reports: &[(i64, f64)]) -> (f64, f64) {
+    let mut before = from_ms;
+    let mut weighted = 0.0;
+    for &(ts, w) in reports {
+        weighted += w * (ts - before) as f64;
+        before = ts;
+    }
+    let by_time = weighted / (before - from_ms) as f64;
+    let by_count = reports.iter().map(|r| r.1).sum::<f64>() / reports.len() as f64;
+    (by_time, by_count)
+}
+
+/// A smart plug reporting on change, as the issue "One annual cost, the same on every
+/// surface" puts it: ten 1000 W reports in 10 s, then one 50 W report 50 s later (which
+/// stands for those 50 s), in one 60 s publish interval of `wattson run`. Counted by
+/// reports the interval's mean is 914 W; the mean in the daemon's MQTT state and the one a
+/// `wattson collect` stores for that interval are the time-weighted truth, 208 W, within
+/// 1 %. The reports carry their own time (see the module documentation), so the case runs
+/// at full scale in seconds: publish intervals are on the reports' clock.
+#[test]
+fn a_plug_reporting_on_change_is_weighed_by_time_in_its_mqtt_and_fleet_means() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let host = "e2e-plug-on-change";
+    let state_topic = format!("wattson/{host}/state");
+    let online_topic = format!("wattson/{host}/availability");
+    let watcher = Watcher::start(
+        broker.port,
+        "on-change-watch",
+        &[state_topic.as_str(), online_topic.as_str()],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (cdb, _cconf, mut collect) = collector(dir.path(), &broker);
+    let db = dir.path().join(format!("{host}.db"));
+    let extra = format!(
+        "{}\n[[plug]]\nid = \"plug\"\nkind = \"tasmota\"\ntopic = {}\n",
+        mqtt_toml(&broker, "60s"),
+        q(host)
+    );
+    let config = config_for(dir.path(), host, &db, &extra);
+    let mut daemon = Child::run_daemon(&config, &[]);
+    daemon.wait_for_log("plugs: subscribed", Duration::from_secs(20));
+    // A state taken while the publisher is not connected is dropped, not sent later.
+    daemon.wait_for(
+        "the daemon online on the broker",
+        Duration::from_secs(20),
+        || {
+            watcher
+                .last(&online_topic)
+                .filter(|m| m.payload == b"online")
+        },
+    );
+
+    // The interval under test begins at `start`, on the 60 s grid, ten minutes ago (a
+    // plug's own time is trusted within the hour).
+    let start = (now_ms() - 600_000).div_euclid(60_000) * 60_000;
+    let mut reports: Vec<(i64, f64)> = vec![(start - 5000, WATTS), (start, WATTS)];
+    reports.extend((1..=10).map(|s| (start + s * 1000, 1000.0)));
+    reports.push((start + 60_000, WATTS));
+    // The plug's own counter follows the same readings, kWh.
+    let mut kwh = 1.0;
+    let mut before = reports[0].0;
+    let payloads: Vec<String> = reports
+        .iter()
+        .map(|&(ts, w)| {
+            kwh += w * (ts - before) as f64 / 3_600_000_000.0;
+            before = ts;
+            tasmota_at(ts, w, kwh)
+        })
+        .collect();
+    let topic = format!("tele/{host}/SENSOR");
+    let send = |what: &str, range: std::ops::Range<usize>| {
+        rt.block_on(publish(
+            broker.port,
+            &format!("{host}-{what}"),
+            &topic,
+            payloads[range].to_vec(),
+            Duration::from_millis(50),
+        ));
+    };
+    let state_at = |ts: i64| {
+        states(&watcher, host)
+            .into_iter()
+            .find(|s| s["ts"].as_i64() == Some(ts))
+    };
+    // The first report starts the daemon's publish grid; the one at `start`, read in a
+    // later pass, crosses it: the state it ends leaves `start` where the next begins.
+    send("first", 0..1);
+    daemon.wait_for("the first report read", Duration::from_secs(20), || {
+        (power_points(&db, host, "meter:plug").len() == 1).then_some(())
+    });
+    send("at-start", 1..2);
+    daemon.wait_for(
+        "the state ending at the interval's start",
+        Duration::from_secs(20),
+        || state_at(start),
+    );
+    // The plug's change: ten reports of 1000 W, then 50 W, whose report crosses the next
+    // boundary and so ends the interval's state.
+    send("on-change", 2..reports.len());
+    let end = start + 60_000;
+    let state = daemon.wait_for("the state of the interval", Duration::from_secs(20), || {
+        state_at(end)
+    });
+    let stored = collect.wait_for(
+        "the collector's mean of the interval",
+        Duration::from_secs(20),
+        || {
+            power_points(&cdb, host, "meter:plug")
+                .into_iter()
+                .find(|p| p.0 == end)
+                .map(|p| p.1)
+        },
+    );
+    daemon.signal(Signal::SIGTERM);
+    assert_eq!(
+        daemon.wait_exit(Duration::from_secs(10)).unwrap().code(),
+        Some(0),
+        "{}",
+        daemon.stderr()
+    );
+    collect.signal(Signal::SIGTERM);
+    assert!(collect.wait_exit(Duration::from_secs(10)).is_some());
+
+    let (truth, by_count) = interval_means(start, &reports[2..]);
+    assert!(
+        by_count > 4.0 * truth,
+        "the case must tell the two apart: {by_count} W by count, {truth} W by time"
+    );
+    assert_eq!(state["power_source"], "meter:plug", "{state}");
+    let power = state["power"].as_f64().unwrap();
+    let series = state["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e[0] == "meter:plug" && e[1] == "power" && e[2] == "")
+        .and_then(|e| e[3].as_f64())
+        .unwrap_or_else(|| panic!("no meter:plug power series in {state}"));
+    eprintln!(
+        "{host}: truth {truth:.2} W (by count {by_count:.2} W); MQTT state {power:.2} W \
+         (series {series:.2} W); fleet collector {stored:.2} W"
+    );
+    within(&format!("{host} MQTT state power"), power, truth, 0.01);
+    within(&format!("{host} MQTT state series"), series, truth, 0.01);
+    within(
+        &format!("{host} fleet collector's mean"),
+        stored,
+        truth,
+        0.01,
+    );
 }
 
 /// Three restarts in a run: Home Assistant's `energy` never goes down, each downtime is a

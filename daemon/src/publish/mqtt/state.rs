@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `ts` | UTC ms | time of the newest sample in the interval; unique per host, the fleet collector's dedupe key |
 //! | `interval_s` | s | the publish interval |
-//! | `power` | W | mean over the interval (not the last sample) of the primary power source |
+//! | `power` | W | mean over the interval (not the last sample) of the primary power source, each reading weighed by the time since the one before it ([`crate::live`]) |
 //! | `power_source` | | that source: `meter:<id>`, else `estimate:wall`, else `rapl`, else `hwmon` |
 //! | `power_estimate`, `power_error` | bool, W | present when `power` is estimated from a sweep's calibration (no wall meter): `true`, and the estimate's +/- band |
 //! | `energy` | kWh | the wall meter's stored energy total (the ledger's integral since its first sample): continuous across restarts, never lower than it was |
