@@ -471,20 +471,14 @@ pub async fn run(
     // unacknowledged for the broker to deliver again after the reconnect.
     let mut failing = false;
     let mut failures = 0_u64;
-    loop {
-        let ev = tokio::select! {
-            biased;
-            () = cancel.cancelled() => break,
-            ev = conn.recv() => ev,
-        };
+    while let Some(ev) = conn.next_event(&cancel).await {
         let m = match ev {
-            None => break,
-            Some(Event::Connected { .. }) => {
+            Event::Connected { .. } => {
                 failing = false;
                 continue;
             }
-            Some(Event::Disconnected) => continue,
-            Some(Event::Message(m)) => m,
+            Event::Disconnected => continue,
+            Event::Message(m) => m,
         };
         if failing {
             continue;

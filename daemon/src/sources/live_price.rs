@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{MqttConfig, PriceUnit, TariffConfig};
 use crate::publish::mqtt::MqttError;
-use crate::publish::mqtt::driver::{ClientSpec, Connection, Event};
+use crate::publish::mqtt::driver::{ClientSpec, Connection};
 use crate::store::StoreHandle;
 
 /// The largest price message accepted, bytes (a statestream state is a few bytes, a
@@ -129,17 +129,7 @@ pub fn spawn(
     );
     let currency = tariff.currency.clone();
     let join = tokio::spawn(async move {
-        loop {
-            let ev = tokio::select! {
-                biased;
-                () = cancel.cancelled() => break,
-                ev = conn.recv() => ev,
-            };
-            let m = match ev {
-                None => break,
-                Some(Event::Message(m)) => m,
-                Some(_) => continue,
-            };
+        while let Some(m) = conn.next_message(&cancel).await {
             if m.topic() != topic {
                 continue;
             }

@@ -34,7 +34,7 @@ use wattson_collectors::{CollectError, Collector, DeviceCounters, Metric, Sample
 
 use crate::config::MqttConfig;
 use crate::publish::mqtt::MqttError;
-use crate::publish::mqtt::driver::{ClientSpec, Connection, Event};
+use crate::publish::mqtt::driver::{ClientSpec, Connection};
 
 /// Hands a plug's readings (UTC ms of receipt, reading) to its collector.
 type PlugSender = SyncSender<(i64, PlugReading)>;
@@ -322,17 +322,7 @@ pub fn spawn_plugs(
         },
     )?;
     let join = tokio::spawn(async move {
-        loop {
-            let ev = tokio::select! {
-                biased;
-                () = cancel.cancelled() => break,
-                ev = conn.recv() => ev,
-            };
-            let m = match ev {
-                None => break,
-                Some(Event::Message(m)) => m,
-                Some(_) => continue,
-            };
+        while let Some(m) = conn.next_message(&cancel).await {
             let Some((_, kind, tx)) = routes.iter().find(|(t, _, _)| t == m.topic()) else {
                 continue;
             };

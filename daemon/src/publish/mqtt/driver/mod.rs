@@ -228,6 +228,26 @@ impl Connection {
         self.events.recv().await
     }
 
+    /// The next event, or `None` once `cancel` is cancelled or the driver has ended: the
+    /// receive loop of every subscribing client (plugs, the live price, the fleet collector).
+    pub async fn next_event(&mut self, cancel: &CancellationToken) -> Option<Event> {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => None,
+            ev = self.recv() => ev,
+        }
+    }
+
+    /// The next message, connection events passed over; `None` as for
+    /// [`Connection::next_event`].
+    pub async fn next_message(&mut self, cancel: &CancellationToken) -> Option<Message> {
+        loop {
+            if let Event::Message(m) = self.next_event(cancel).await? {
+                return Some(m);
+            }
+        }
+    }
+
     /// Acknowledge a QoS 1 message (manual-ack clients). False when rumqttc's queue is
     /// full: then [`Connection::reconnect`], and the broker delivers it again.
     pub fn ack(&self, message: &Message) -> bool {
