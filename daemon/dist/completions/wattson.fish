@@ -38,6 +38,7 @@ complete -c wattson -n "__fish_wattson_needs_command" -f -a "config" -d 'Configu
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "collect" -d 'Fleet collector: store every host\'s MQTT state messages once (persistent session)'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "services" -d 'CPU share, estimated watts and money per systemd service, container and session'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "tariff" -d 'Price and carbon-intensity series: import Octopus Agile, day-ahead CSV, carbon data'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "candidate" -d 'Other machines to price on this one\'s measured load: SPECpower results or by hand'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "idle" -d 'Why idle draws what it does: package and core C-states and the power settings that keep them shallow; --measure finds what each setting saves at the wall'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "help" -d 'Print the help of wattson or of the given subcommand(s)'
 complete -c wattson -n "__fish_wattson_using_subcommand run" -l db -d 'Store into this database instead of `[storage] path`' -r -F
@@ -198,6 +199,58 @@ complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -f -a "import" -d 'Import SPECpower_ssj2008 results (CSV, one row per result) as candidates'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -f -a "add" -d 'Enter a machine by hand: its watts at active idle and at shares of its maximum throughput (100 % required; straight lines between the points)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -f -a "set" -d 'Set what a stored candidate costs to buy, or its throughput against this machine'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -f -a "list" -d 'The stored candidates: curve, where it came from, price'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -f -a "show" -d 'One candidate: every curve point, and a hand table\'s stated figures checked'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -f -a "remove" -d 'Delete a candidate'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -l db -d 'Write into this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -l json -d 'Print the result as JSON'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -l idle -d 'Watts at active idle' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -l at -d 'Watts at a share of maximum throughput, `LOAD%=WATTS`; repeat it; 100% is required' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -l price -d 'What buying it costs, in the tariff\'s currency' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -l perf-ratio -d 'Its throughput over this machine\'s (1.8: it does the same work at 1/1.8 of its maximum) [default: 1, assumed]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -l stated-annual-cost -d 'A hand table\'s own annual cost of this machine at idle, to check its arithmetic' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -l stated-price -d 'The price per kWh that table says it used' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -l db -d 'Write into this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -l json -d 'Print the candidate as JSON'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -l price -d 'What buying it costs, in the tariff\'s currency' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -l perf-ratio -d 'Its throughput over this machine\'s' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -l db -d 'Write into this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -l db -d 'Read this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -l json -d 'Print JSON'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -l db -d 'Read this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -l json -d 'Print JSON'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -l db -d 'Write into this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l db -d 'Database to read history from and store measurements in [default: [storage] path]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l sample -d 'Without an hour of history in the database, sample the C-states live for this long' -r
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l only -d 'With --measure: only these settings (comma-separated ids: pcie_aspm, sata_alpm, runtime_pm_pci, runtime_pm_ata, runtime_pm_usb, nmi_watchdog, dirty_writeback, audio_power_save, epp, cpufreq_governor, turbo)' -r

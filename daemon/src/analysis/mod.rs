@@ -6,8 +6,11 @@
 //! - [`price_series`]: price and carbon-intensity slots (imported series, the live price).
 //! - [`cost`]: energy and annual running cost, comparisons, payback, money formatting.
 //! - [`gpu_idle`]: GPU samples classified busy / idle with a resident process / idle bare.
+//! - [`candidate`]: a candidate machine's power curve (watts against its share of maximum
+//!   throughput).
 //! - [`modes`]: the names of operating modes (`standby`, `idle`, `1 loop`, ...).
 
+pub mod candidate;
 pub mod cost;
 pub mod fit;
 pub mod gpu_idle;

@@ -99,6 +99,43 @@ Examples:
 pub const TARIFF_REMOVE: &str = "\
 Examples:
   wattson tariff remove agile";
+pub const CANDIDATE: &str = "\
+Examples:
+  wattson candidate import specpower.csv        # SPECpower results, one candidate per row
+  wattson candidate add new-box --idle 62 --at 50%=110 --at 100%=180 --price 400 --perf-ratio 1.8
+  wattson candidate list
+  wattson report --candidates new-box";
+
+pub const CANDIDATE_IMPORT: &str = "\
+Examples:
+  wattson candidate import specpower.csv        # the published curves (11 points)
+  wattson candidate import two-point.csv        # watts at 100 % and active idle: interpolated
+  wattson candidate import a.csv b.csv --json";
+
+pub const CANDIDATE_ADD: &str = "\
+Examples:
+  wattson candidate add new-box --idle 62 --at 50%=110 --at 100%=180 --price 400 --perf-ratio 1.8
+  wattson candidate add athlon --idle 78 --at 100%=111 --price 300
+  wattson candidate add seed --idle 240 --at 100%=240 --stated-annual-cost 137 --stated-price 0.09";
+
+pub const CANDIDATE_SET: &str = "\
+Examples:
+  wattson candidate set \"Acme Microserver M10\" --price 650 --perf-ratio 1.4";
+
+pub const CANDIDATE_LIST: &str = "\
+Examples:
+  wattson candidate list
+  wattson candidate list --json | jq '.[].name'";
+
+pub const CANDIDATE_SHOW: &str = "\
+Examples:
+  wattson candidate show new-box
+  wattson candidate show seed --json | jq .stated";
+
+pub const CANDIDATE_REMOVE: &str = "\
+Examples:
+  wattson candidate remove new-box";
+
 pub const IDLE: &str = "\
 Examples:
   wattson idle                                  # package and core C-states, every setting, in words

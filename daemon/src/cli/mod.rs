@@ -1,6 +1,7 @@
 //! The command line: the clap definition of every subcommand and its options (one module
 //! per subcommand with options of its own); `commands/` runs them.
 
+pub mod candidate;
 pub mod collect;
 pub mod examples;
 pub mod idle;
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use candidate::CandidateCommand;
 pub use collect::CollectArgs;
 pub use idle::IdleArgs;
 pub use meter::{MeterCommand, ProbeArgs, SimulateArgs};
@@ -98,6 +100,13 @@ pub enum Command {
     /// Price and carbon-intensity series: import Octopus Agile, day-ahead CSV, carbon data.
     #[command(subcommand, after_help = examples::TARIFF)]
     Tariff(TariffCommand),
+    /// Other machines to price on this one's measured load: SPECpower results or by hand.
+    ///
+    /// `wattson report` then shows what each would cost a year on this machine's own
+    /// utilisation history (its power curve at the share of its throughput that load
+    /// needs), what it saves against keeping this machine, and its payback.
+    #[command(subcommand, after_help = examples::CANDIDATE)]
+    Candidate(CandidateCommand),
     /// Why idle draws what it does: package and core C-states and the power settings that
     /// keep them shallow; --measure finds what each setting saves at the wall.
     #[command(after_help = examples::IDLE)]

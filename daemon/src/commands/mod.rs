@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod candidate;
 pub mod collect;
 pub mod config_check;
 pub mod demo;
@@ -34,6 +35,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Collect(args) => collect::run(&args, config_path.as_deref()),
         Command::Services(args) => services::run(&args, config_path.as_deref()),
         Command::Tariff(cmd) => tariff::run(&cmd, config_path.as_deref()),
+        Command::Candidate(cmd) => candidate::run(&cmd, config_path.as_deref()),
         Command::Idle(args) => idle::run(&args, config_path.as_deref()),
         Command::Help(args) => {
             crate::cli::print_help(&args)?;
@@ -55,6 +57,7 @@ fn database_of(cli: &Cli) -> Option<(std::path::PathBuf, wattson_collectors::Sys
         Command::Idle(a) => a.db.clone(),
         Command::Services(a) => a.db.clone(),
         Command::Tariff(t) => t.db(),
+        Command::Candidate(c) => c.db(),
         Command::Meter(_) | Command::Config(_) | Command::Help(_) => None,
     };
     let config = Config::load(cli.config.as_deref()).ok();
@@ -83,7 +86,8 @@ pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
 }
 
 /// The process exit status for an error: 78 for configuration problems, 74 for the
-/// database (cannot open or write it, another writer holds it, samples lost), 1 otherwise.
+/// database (cannot open or write it, another writer holds it, samples lost), 65 for input
+/// data that cannot be used (a hostile candidate file), 1 otherwise.
 pub fn exit_code_for(e: &anyhow::Error) -> u8 {
     if e.chain().any(|c| c.downcast_ref::<ConfigError>().is_some()) {
         EXIT_CONFIG as u8
@@ -92,6 +96,11 @@ pub fn exit_code_for(e: &anyhow::Error) -> u8 {
         .any(|c| c.downcast_ref::<crate::store::StoreError>().is_some())
     {
         crate::store::EXIT_STORE
+    } else if e
+        .chain()
+        .any(|c| c.downcast_ref::<crate::candidate::BadInput>().is_some())
+    {
+        crate::candidate::EXIT_DATA
     } else {
         1
     }

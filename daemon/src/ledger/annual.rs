@@ -11,6 +11,10 @@
 //! - **modelled** ([`modelled`]): kWh from modes times hours (a sweep fit over the
 //!   utilisation history, a configuration's modes and duty cycle), at the year's mean price
 //!   of the tariff (a modelled load has no hours of its own to price).
+//! - **a candidate on this load** ([`candidate`]): another machine's power curve at the
+//!   load this machine's utilisation history asks of it, hour by hour, priced at the prices
+//!   of those hours and scaled to a year by the hours of history, exactly as the projection
+//!   is (see [`super::candidate`]).
 //!
 //! Units: kWh, the tariff's currency, hours.
 
@@ -95,6 +99,24 @@ pub fn modelled(
             price_text(year_price, currency)
         ),
     }
+}
+
+/// What candidate `name` would use (`window_kwh`) and cost (`window_cost`) over `hours` of
+/// this machine's utilisation history, projected to a year. `None` without hours.
+pub fn candidate(
+    window_kwh: f64,
+    window_cost: f64,
+    hours: f64,
+    name: &str,
+    currency: &str,
+) -> Option<Annual> {
+    let mut a = projected(window_kwh, window_cost, hours, None, "", currency)?;
+    a.basis = format!(
+        "a candidate on this load: {name}'s curve at the load this machine's utilisation \
+         asked for over {hours:.1} h, at the prices of those hours ({})",
+        price_text(a.price_per_kwh, currency)
+    );
+    Some(a)
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@
 //!   uncertainty, and what projecting it to a year assumes).
 //! - [`annual`]: the two annual figures, named once (projected as measured, modelled),
 //!   and the phrase every surface prints for their price basis.
+//! - [`candidate`]: what another machine would cost a year on this machine's measured load
+//!   (its power curve at the share of its throughput that load needs).
 //! - [`costs`]: the configured tariff, the wall source, today's / this month's / all-time
 //!   energy and cost with an annual projection.
 //! - [`running`]: today's, this month's and all-time figures kept up to date cheaply for
@@ -19,6 +21,7 @@
 //!   a source's watts stand for.
 
 pub mod annual;
+pub mod candidate;
 pub mod costs;
 pub mod counter;
 pub mod energy;
