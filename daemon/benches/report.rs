@@ -140,6 +140,7 @@ fn input() -> ReportInput {
         }),
         gpus: vec![],
         idle: wattson::report::idle::IdleInput::default(),
+        candidates: Vec::new(),
         options: ReportOptions::new(NaiveDate::from_ymd_opt(2026, 1, 1).unwrap()),
     }
 }

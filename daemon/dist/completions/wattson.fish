@@ -95,6 +95,8 @@ complete -c wattson -n "__fish_wattson_using_subcommand report" -l co2 -d 'Grid 
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l tariffs -d 'Price the measured energy under each of these tariffs, side by side, and say what the cheapest saves per year: `current` (what prices the ledger), `tariff` (the configured [tariff] alone), an [[tariff.alternative]] name, or an imported series\' name (`wattson tariff list`), separated by commas' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l db -d 'Read this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l host -d 'The host whose measured history to report (a fleet collector\'s database holds several) [default: `[host] name`]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l candidates -d 'Candidate machines (`wattson candidate`) to price on this machine\'s load, in this order, separated by commas [default: the cheapest that carry the load]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l candidates-top -d 'How many of the cheapest candidates to show when --candidates names none' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s h -l help -d 'Print help (see more with \'--help\')'

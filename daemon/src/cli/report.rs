@@ -61,6 +61,13 @@ pub struct ReportArgs {
     /// several) [default: `[host] name`].
     #[arg(long, value_name = "NAME")]
     pub host: Option<String>,
+    /// Candidate machines (`wattson candidate`) to price on this machine's load, in this
+    /// order, separated by commas [default: the cheapest that carry the load].
+    #[arg(long, value_name = "NAME,...")]
+    pub candidates: Option<String>,
+    /// How many of the cheapest candidates to show when --candidates names none.
+    #[arg(long, value_name = "N", default_value_t = crate::report::model::DEFAULT_TOP_CANDIDATES)]
+    pub candidates_top: usize,
 }
 
 impl ReportArgs {
@@ -77,6 +84,8 @@ impl ReportArgs {
             tariffs: self.tariffs.clone(),
             db: self.db.clone(),
             host: self.host.clone(),
+            candidates: self.candidates.clone(),
+            candidates_top: Some(self.candidates_top),
         }
     }
 }

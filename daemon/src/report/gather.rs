@@ -26,6 +26,8 @@ pub struct StoreData {
     pub carbon: Option<crate::analysis::price_series::SeriesSet>,
     /// Package C-state history and measured idle settings.
     pub idle: crate::report::idle::IdleInput,
+    /// Candidate machines (`wattson candidate`).
+    pub candidates: Vec<crate::candidate::Candidate>,
 }
 
 /// Reads sweeps, the wall source's energy (through the ledger), gaps and utilisation from
@@ -53,6 +55,7 @@ pub fn gather_from_store(
     let store = crate::store::open_database(db)?;
     let mut data = StoreData::default();
     load_series(&store, &mut data)?;
+    data.candidates = crate::candidate::store::list(store.conn())?;
     for s in crate::sweep::persist::list(&store)? {
         data.configs.push(sweep_config_input(&s));
     }

@@ -36,6 +36,8 @@ pub struct ReportInput {
     pub gpus: Vec<GpuInput>,
     /// Package C-state history and measured idle settings (`wattson idle --measure`).
     pub idle: super::idle::IdleInput,
+    /// Candidate machines to price on this machine's load (`wattson candidate`).
+    pub candidates: Vec<crate::candidate::Candidate>,
     /// What the user asked for.
     pub options: ReportOptions,
 }
@@ -231,6 +233,10 @@ pub struct ReportOptions {
     pub tariffs: Vec<super::tariffs::NamedTariff>,
     /// Carbon-intensity series: CO2 per slot, `co2_g_per_kwh` filling the rest.
     pub carbon: Option<crate::analysis::price_series::SeriesSet>,
+    /// Candidate machines to show, in order (`--candidates`); empty: the cheapest.
+    pub candidates: Vec<String>,
+    /// How many of the cheapest candidates to show when none are named [default: 3].
+    pub candidates_top: Option<usize>,
 }
 
 impl ReportOptions {
@@ -246,6 +252,8 @@ impl ReportOptions {
             reference_date,
             tariffs: Vec::new(),
             carbon: None,
+            candidates: Vec::new(),
+            candidates_top: None,
         }
     }
 }

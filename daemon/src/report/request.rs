@@ -36,6 +36,10 @@ pub struct ReportRequest {
     pub db: Option<PathBuf>,
     /// The host whose measured history to report [default: `[host] name`].
     pub host: Option<String>,
+    /// Candidate machines to show, separated by commas [default: the 3 cheapest].
+    pub candidates: Option<String>,
+    /// How many of the cheapest candidates to show when none are named.
+    pub candidates_top: Option<usize>,
 }
 
 impl ReportRequest {
@@ -52,6 +56,8 @@ impl ReportRequest {
             tariffs: None,
             db: None,
             host: None,
+            candidates: None,
+            candidates_top: None,
         }
     }
 }
@@ -370,6 +376,15 @@ pub fn input_from_config(
     options.to_ms = args.until.map(|w| resolve_when(w, now, tz, true));
     options.tariffs = compare;
     options.carbon = store.carbon;
+    if let Some(list) = &args.candidates {
+        options.candidates = list
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect();
+    }
+    options.candidates_top = args.candidates_top;
     Ok(ReportInput {
         generated_at: now,
         host: Some(
@@ -383,6 +398,7 @@ pub fn input_from_config(
         regression: store.regression,
         gpus: store.gpus,
         idle: store.idle,
+        candidates: store.candidates,
         options,
     })
 }

@@ -126,6 +126,7 @@ fn input(tariff: Tariff) -> ReportInput {
         regression: vec![],
         gpus: vec![],
         idle: wattson::report::idle::IdleInput::default(),
+        candidates: Vec::new(),
         options,
     }
 }

@@ -32,6 +32,7 @@ use crate::analysis::cost::{AnnualFigure, CostError, HOURS_PER_YEAR, annual_cost
 use crate::analysis::modes::{level_loops, level_name};
 use crate::analysis::tariff::Tariff;
 
+mod candidates;
 mod compare;
 mod sections;
 mod select;
@@ -39,6 +40,9 @@ mod select;
 #[allow(clippy::many_single_char_names)]
 mod tests;
 
+pub use candidates::{
+    CandidateReport, CandidatesReport, DEFAULT_TOP as DEFAULT_TOP_CANDIDATES, KeepFigure,
+};
 pub use compare::{ComparisonReport, ModeSaving};
 use compare::{comparisons, headline_watts};
 pub use sections::{
@@ -66,6 +70,9 @@ pub enum ReportError {
     /// `--mode` names a mode no configuration has.
     #[error("no configuration has a mode named {mode:?}; modes present: {known}")]
     UnknownMode { mode: String, known: String },
+    /// `--candidates` names a candidate that is not stored.
+    #[error("no candidate named {name:?}; known: {known} (`wattson candidate list`)")]
+    UnknownCandidate { name: String, known: String },
     /// `--configs` names a configuration that does not exist.
     #[error("no configuration named {name:?}; known: {known}")]
     UnknownConfig { name: String, known: String },
@@ -125,6 +132,9 @@ pub struct Report {
     /// "Idle: where the watts go": package C-states and the measured idle settings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle: Option<super::idle::IdleReport>,
+    /// "Keep this box or buy another": candidate machines on this machine's load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<CandidatesReport>,
     /// Plain-words caveats.
     pub notes: Vec<String>,
 }
@@ -550,6 +560,21 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         notes.push(format!("annual costs are at {}", b.text));
     }
     notes.extend(crate::analysis::cost::series_too_short(tariff));
+    let candidates = candidates::candidates_report(
+        &input.candidates,
+        opts,
+        tariff,
+        input.measured.as_ref(),
+        measured.as_ref(),
+        reports.first(),
+        pricer.unit.mean_price_per_kwh,
+        &mean_price_from,
+    )?;
+    if let Some(c) = &candidates {
+        for n in &c.notes {
+            notes.push(format!("candidates: {n}"));
+        }
+    }
     let base = tariff.change_for(opts.reference_date);
     Ok(Report {
         generated_at: input.generated_at.to_rfc3339(),
@@ -580,6 +605,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         services: None,
         tariffs,
         idle: super::idle::build(&input.idle, tariff, opts.reference_date),
+        candidates,
         notes,
     })
 }

@@ -2,6 +2,7 @@ use super::*;
 use crate::analysis::tariff::Period;
 use std::collections::BTreeMap;
 
+use crate::analysis::cost::round_money;
 use crate::report::input::{FitInput, MeasuredInput, ReportOptions};
 use chrono::NaiveTime;
 
@@ -81,6 +82,7 @@ fn input(
         regression: Vec::new(),
         gpus: vec![],
         idle: crate::report::idle::IdleInput::default(),
+        candidates: Vec::new(),
         options: ReportOptions::new(date(2026, 1, 1)),
     }
 }
@@ -445,4 +447,90 @@ fn a_measured_history_without_a_model_says_what_is_missing() {
     named.config = Some("elsewhere".into());
     let n = note_of(vec![swept("this box", 80.0, 30.0)], named);
     assert!(n.contains("(elsewhere) has no sweep fit"), "{n}");
+}
+
+fn candidate(name: &str, points: &[(f64, f64)], price: Option<f64>) -> crate::candidate::Candidate {
+    use crate::analysis::candidate::{Curve, CurveKind, CurvePoint};
+    let curve = Curve::new(
+        points
+            .iter()
+            .map(|&(load, watts)| CurvePoint {
+                load,
+                watts,
+                ssj_ops: None,
+            })
+            .collect(),
+        if points.len() == 2 {
+            CurveKind::SpecTwoPoint
+        } else {
+            CurveKind::Spec
+        },
+    )
+    .unwrap();
+    let mut c = crate::candidate::Candidate::new(name.into(), curve, "test".into());
+    c.price = price;
+    c
+}
+
+#[test]
+fn the_seeds_old_box_against_a_60_w_candidate_saves_141_91_and_pays_back_in_2_8_years() {
+    let mut i = input(
+        flat(0.09),
+        vec![manual("old box", &[("idle", 240.0)])],
+        None,
+    );
+    i.candidates = vec![candidate(
+        "new box",
+        &[(0.0, 60.0), (1.0, 60.0)],
+        Some(400.0),
+    )];
+    let r = build(&i).unwrap();
+    let c = r.candidates.unwrap();
+    let keep = c.keep.unwrap();
+    assert_eq!(keep.name, "old box");
+    assert_eq!(round_money(keep.annual_cost), 189.22);
+    let x = &c.candidates[0];
+    assert_eq!(round_money(x.annual_saving.unwrap()), 141.91);
+    assert_eq!(format!("{:.1}", x.payback_years.unwrap()), "2.8");
+    assert!(x.interpolated);
+}
+
+#[test]
+fn a_candidate_that_cannot_carry_the_load_is_not_ranked_as_cheaper() {
+    let h = 3_600_000;
+    let t0 = ms("2026-03-01T00:00:00Z");
+    // 4 CPUs, 3 busy for 24 h: 75 % of this machine's maximum.
+    let measured = MeasuredInput {
+        from_ms: t0,
+        to_ms: t0 + 24 * h,
+        energy: (0..24)
+            .map(|k| (t0 + k * h, t0 + (k + 1) * h, 100.0))
+            .collect(),
+        covered_ms: 24 * h,
+        utilisation: (0..24)
+            .map(|k| (t0 + k * h, t0 + (k + 1) * h, 3.0))
+            .collect(),
+        cpus: 4,
+        ..MeasuredInput::default()
+    };
+    let mut i = input(flat(0.1), vec![], Some(measured));
+    let mut small = candidate("small", &[(0.0, 5.0), (1.0, 20.0)], Some(100.0));
+    small.perf_ratio = Some(0.5);
+    let big = candidate("big", &[(0.0, 30.0), (0.5, 50.0), (1.0, 90.0)], Some(100.0));
+    i.candidates = vec![small, big];
+    let c = build(&i).unwrap().candidates.unwrap();
+    // Keeping this machine: 100 W measured, 876 kWh a year.
+    assert!(close(c.keep.as_ref().unwrap().annual_kwh, 876.0));
+    let (first, second) = (&c.candidates[0], &c.candidates[1]);
+    assert_eq!((first.name.as_str(), first.rank), ("big", Some(1)));
+    // big at 75 %: 70 W; 613.2 kWh; GBP 61.32.
+    assert!(close(first.annual_kwh, 613.2));
+    assert_eq!(round_money(first.annual_cost), 61.32);
+    assert_eq!(round_money(first.annual_saving.unwrap()), 26.28);
+    // small would need 150 %: cheaper on paper, but not ranked and said so.
+    assert_eq!((second.name.as_str(), second.rank), ("small", None));
+    assert!(!second.carries);
+    assert!(second.annual_cost < first.annual_cost);
+    assert!(second.warnings.iter().any(|w| w.contains("cannot carry")));
+    assert!(close(second.peak_load, 1.5));
 }

@@ -36,6 +36,13 @@
 //! (config = its name, mode `idle`) whose watts, kWh and cost are the change against idle as
 //! found (negative saves), with their 95 % half-widths; the saving columns are the same
 //! change with the sign turned.
+//! Candidate machines (`wattson candidate`) add rows of kind `candidate`: first keeping this
+//! machine (config = "this machine (measured)" or the baseline configuration, mode `keep`),
+//! then each candidate (mode `on this load`, or `active idle` without a utilisation
+//! history) with its mean watts, annual kWh and cost on this machine's load, the saving
+//! against keeping this machine and the payback of its price; `warnings` holds its curve
+//! basis (`interpolated linearly ...` for a two-point curve), whether it cannot carry the
+//! load, and its rank.
 
 use std::fmt::Write as _;
 
@@ -178,6 +185,9 @@ pub fn render(r: &Report) -> String {
     if let Some(t) = &r.tariffs {
         tariff_rows(&mut out, t, r);
     }
+    if let Some(c) = &r.candidates {
+        candidate_rows(&mut out, c, r);
+    }
     for g in &r.gpus {
         let y = r.year_hours / 1000.0;
         let share = g.idle_resident_share;
@@ -276,6 +286,70 @@ pub fn render(r: &Report) -> String {
 }
 
 /// The real-tariff rows (see the module documentation).
+fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, r: &Report) {
+    let blank = String::new;
+    let mut rows: Vec<[String; 18]> = Vec::new();
+    if let Some(k) = &c.keep {
+        rows.push([
+            field(&k.name),
+            "candidate".to_string(),
+            "keep".to_string(),
+            num(k.annual_kwh * 1000.0 / r.year_hours, 2),
+            blank(),
+            num(k.annual_kwh, 3),
+            blank(),
+            money(k.annual_cost),
+            blank(),
+            field(&r.currency),
+            num(price_of(k.annual_kwh, k.annual_cost, r), 6),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            blank(),
+            field(&k.basis),
+        ]);
+    }
+    let mode = if c.load_hours > 0.0 {
+        "on this load"
+    } else {
+        "active idle"
+    };
+    for x in &c.candidates {
+        let mut notes = vec![format!("curve {}", x.curve_basis)];
+        notes.push(match x.rank {
+            Some(n) => format!("rank {n}"),
+            None => "not ranked: cannot carry this load".to_owned(),
+        });
+        notes.extend(x.warnings.iter().cloned());
+        notes.push(x.annual_basis.clone());
+        rows.push([
+            field(&x.name),
+            "candidate".to_string(),
+            mode.to_string(),
+            num(x.mean_watts, 2),
+            blank(),
+            num(x.annual_kwh, 3),
+            blank(),
+            money(x.annual_cost),
+            blank(),
+            field(&r.currency),
+            num(price_of(x.annual_kwh, x.annual_cost, r), 6),
+            opt(x.annual_kwh_saved, 3),
+            x.annual_saving.map_or_else(String::new, money),
+            opt(x.payback_years, 2),
+            blank(),
+            blank(),
+            blank(),
+            field(&notes.join("; ")),
+        ]);
+    }
+    for row in rows {
+        let _ = writeln!(out, "{}", row.join(","));
+    }
+}
+
 fn tariff_rows(out: &mut String, t: &crate::report::tariffs::TariffReport, r: &Report) {
     let per_year = r
         .measured

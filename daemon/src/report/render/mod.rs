@@ -435,6 +435,12 @@ pub fn sections(r: &Report) -> Vec<Section> {
         });
     }
 
+    if let Some(c) = &r.candidates {
+        out.push(Section {
+            title: "Keep this box or buy another: candidates on this machine's load".into(),
+            lines: candidate_lines(c, cur),
+        });
+    }
     out.push(regression_section(r));
     if let Some(idle) = &r.idle {
         out.push(Section {
@@ -462,6 +468,84 @@ pub fn sections(r: &Report) -> Vec<Section> {
         });
     }
     out
+}
+
+/// The candidates' section: what they are priced on, keeping this machine, then each
+/// candidate (cheapest that carries the load first) with its saving and payback.
+pub fn candidate_lines(c: &crate::report::model::CandidatesReport, cur: &str) -> Vec<String> {
+    let mut lines = vec![format!("priced on {}", c.load_basis)];
+    if let Some(k) = &c.keep {
+        lines.push(format!(
+            "keep {}: {}, {} a year [{}]",
+            k.name,
+            energy(k.annual_kwh),
+            format_money(k.annual_cost, cur),
+            k.basis
+        ));
+    }
+    for x in &c.candidates {
+        let rank = x
+            .rank
+            .map_or_else(|| "not ranked".to_owned(), |n| format!("#{n}"));
+        let mut line = format!(
+            "{rank} {}: {} W mean, {}, {} a year",
+            x.name,
+            num(x.mean_watts, 1),
+            energy(x.annual_kwh),
+            format_money(x.annual_cost, cur)
+        );
+        if let Some(s) = x.annual_saving {
+            if s >= 0.0 {
+                let _ = write!(line, ", saves {} a year", format_money(s, cur));
+            } else {
+                let _ = write!(line, ", costs {} a year more", format_money(-s, cur));
+            }
+        }
+        match (x.price, x.payback_years) {
+            (Some(p), Some(y)) => {
+                let _ = write!(
+                    line,
+                    "; at {} it pays for itself in {} years",
+                    format_money(p, cur),
+                    num(y, 1)
+                );
+            }
+            (Some(p), None) if x.annual_saving.is_some() => {
+                let _ = write!(
+                    line,
+                    "; at {} it never pays for itself",
+                    format_money(p, cur)
+                );
+            }
+            _ => {}
+        }
+        if let Some(co2) = x.annual_co2_kg {
+            let _ = write!(line, "; {} kg CO2 a year", num(co2, 1));
+        }
+        if let Some(w) = x.cost_per_full_load_hour {
+            let _ = write!(
+                line,
+                "; {} per hour of this machine's full-throughput work",
+                format_money(w, cur)
+            );
+        }
+        if let Some(b) = x.cost_per_billion_ssj_ops {
+            let _ = write!(line, "; {} per 10^9 ssj_ops", format_money(b, cur));
+        }
+        lines.push(line);
+        lines.push(format!(
+            "  curve {}; perf ratio {} ({}); mean load {} % of its maximum, peak {} %",
+            x.curve_basis,
+            num(x.perf_ratio, 2),
+            x.perf_ratio_from,
+            num(x.mean_load * 100.0, 1),
+            num(x.peak_load * 100.0, 1)
+        ));
+        for w in &x.warnings {
+            lines.push(format!("  warning: {w}"));
+        }
+    }
+    lines
 }
 
 /// "Idle-power regression": the status, then one line per configuration checked.
