@@ -5,7 +5,7 @@
 //!
 //! - `System` (or `System Name`): required, and the candidate's name (commas dropped; a
 //!   name that repeats in the file gets ` #LINE`).
-//! - `Hardware Vendor` (or `Vendor`), `Processor` (or `CPU`), `# Cores` (or `Cores`),
+//! - `Hardware Vendor` (or `Vendor`), `Processor` (or `CPU Name`), `# Cores` (or `Cores`),
 //!   `# Threads` (or `Threads`), `Memory (GB)` (or `Memory`), `Published` (or
 //!   `Publication Date`): kept as they are.
 //! - Per target load, as SPEC's export heads them: `ssj_ops @ 100% of target load` ...
@@ -115,7 +115,7 @@ fn column_of(header: &str) -> Option<Col> {
     Some(match h.as_str() {
         "system" | "system name" => Col::System,
         "hardware vendor" | "vendor" => Col::Vendor,
-        "processor" | "cpu" | "cpu name" => Col::Cpu,
+        "processor" | "cpu name" => Col::Cpu,
         "# cores" | "cores" | "total cores" => Col::Cores,
         "# threads" | "threads" | "total threads" => Col::Threads,
         "memory (gb)" | "memory" | "total memory (gb)" | "memory gb" => Col::Memory,

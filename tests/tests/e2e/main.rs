@@ -19,6 +19,7 @@
 mod advisories;
 mod annual;
 mod architecture;
+mod candidates;
 mod cli;
 mod config;
 mod config_generated;

@@ -281,6 +281,93 @@ pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
     Ok(Some(svg))
 }
 
+/// What keeping this machine and each candidate cost a year on its load: one bar each,
+/// the candidate's name marked `(interpolated)` for a two-point curve and `(cannot carry)`
+/// where it cannot carry the load.
+pub fn candidates(r: &Report) -> Result<Option<String>, RenderError> {
+    let Some(c) = r.candidates.as_ref().filter(|c| !c.candidates.is_empty()) else {
+        return Ok(None);
+    };
+    let mut bars: Vec<(String, f64)> = Vec::new();
+    if let Some(k) = &c.keep {
+        bars.push((format!("keep {}", short(&k.name, 20)), k.annual_cost));
+    }
+    for x in &c.candidates {
+        let mark = if !x.carries {
+            " (cannot carry)"
+        } else if x.interpolated {
+            " (interpolated)"
+        } else {
+            ""
+        };
+        bars.push((format!("{}{mark}", short(&x.name, 20)), x.annual_cost));
+    }
+    let err = chart_err("candidates");
+    let n = bars.len() as u32;
+    let y_max = bars.iter().map(|b| b.1).fold(1.0, f64::max) * 1.2;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(&err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "Keep this box or buy another: annual cost on this load ({})",
+                    r.currency
+                ),
+                (FONT, 18),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d((0..n).into_segmented(), 0.0..y_max)
+            .map_err(&err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .y_desc(format!("{} per year", r.currency))
+            .x_labels(bars.len())
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => bars
+                    .get(*i as usize)
+                    .map(|b| b.0.clone())
+                    .unwrap_or_default(),
+                SegmentValue::Last => String::new(),
+            })
+            .draw()
+            .map_err(&err)?;
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, (_, cost))| {
+                let i = i as u32;
+                let mut rect = Rectangle::new(
+                    [
+                        (SegmentValue::Exact(i), 0.0),
+                        (SegmentValue::Exact(i + 1), *cost),
+                    ],
+                    Palette99::pick(i as usize).filled(),
+                );
+                rect.set_margin(0, 0, 20, 20);
+                rect
+            }))
+            .map_err(&err)?;
+        let above = (FONT, 14)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Center, VPos::Bottom));
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, (_, cost))| {
+                Text::new(
+                    format_money(*cost, &r.currency),
+                    (SegmentValue::CenterOf(i as u32), *cost + y_max * 0.01),
+                    above.clone(),
+                )
+            }))
+            .map_err(&err)?;
+        root.present().map_err(&err)?;
+    }
+    Ok(Some(svg))
+}
+
 /// One bar per measured day (one day of history draws one bar; a year, 365): `kwh` picks
 /// energy, else cost.
 pub fn per_day(r: &Report, kwh: bool) -> Result<Option<String>, RenderError> {

@@ -79,6 +79,7 @@ pub fn render(r: &Report) -> Result<String, RenderError> {
     let mut figures: Vec<String> = Vec::new();
     figures.extend(charts::watts_per_level(r)?);
     figures.extend(charts::annual_cost(r)?);
+    figures.extend(charts::candidates(r)?);
     figures.extend(charts::per_day(r, true)?);
     figures.extend(charts::per_day(r, false)?);
     figures.extend(charts::residency(r)?);

@@ -1,0 +1,346 @@
+//! Candidate machines through the real binary: `wattson candidate import` of SPEC-format
+//! files (`daemon/tests/fixtures/candidates/`: three full curves, two two-point rows), a
+//! hostile file refused with its line and exit 65, a hand-entered machine that cannot carry
+//! the load, then `wattson report` over a database holding a known load profile: each
+//! candidate's annual kWh equals the hand integral of its curve (read from the file here,
+//! apart from wattson's parser) to 0.1 %, its cost to the cent, its payback within rounding;
+//! the two-point one says "interpolated" in every format; the one that cannot carry the
+//! load says so and is not ranked. The HTML chart is laid out in headless Chromium at 390
+//! and 1280 px.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use wattson::store::{Store, StoreOptions, Writer};
+use wattson_collectors::{Metric, Sample};
+use wattson_tests::browser::{chromium, headless};
+use wattson_tests::{q, wattson, workspace_root};
+
+const HOST: &str = "e2e";
+const PRICE: f64 = 0.09;
+const HOUR_MS: i64 = 3_600_000;
+/// The known load: 24 h at 10 %, 12 h at 50 %, 12 h at 80 % of this machine's maximum.
+const PROFILE: [(i64, f64); 3] = [(24, 0.1), (12, 0.5), (12, 0.8)];
+
+fn fixture(name: &str) -> PathBuf {
+    workspace_root()
+        .join("daemon/tests/fixtures/candidates")
+        .join(name)
+}
+
+fn config(dir: &Path, db: &Path) -> PathBuf {
+    let text = format!(
+        "[host]\nname = \"{HOST}\"\n\n[storage]\npath = {}\n\n[cpu]\nenabled = false\n\n\
+         [tariff]\ncurrency = \"GBP\"\nprice_per_kwh = {PRICE}\ntimezone = \"UTC\"\n",
+        q(db)
+    );
+    let path = dir.join("wattson.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A constant 240 W at the wall and the profile's CPU load, every 10 s, ending an hour
+/// before now.
+fn history(db: &Path) -> i64 {
+    let mut opts = StoreOptions {
+        host: HOST.into(),
+        ..StoreOptions::default()
+    };
+    opts.spacing_ms.insert("meter:wall".into(), 10_000);
+    let hours: i64 = PROFILE.iter().map(|p| p.0).sum();
+    let now = chrono::Utc::now().timestamp_millis();
+    let t0 = (now / HOUR_MS - hours - 1) * HOUR_MS;
+    let mut w = Writer::new(Store::open(db, &opts).unwrap(), opts.clone());
+    let mut t = t0;
+    for &(h, busy) in &PROFILE {
+        let end = t + h * HOUR_MS;
+        let mut batch = Vec::new();
+        while t < end {
+            batch.push(Sample::new(t, "meter:wall", Metric::Power, "", 240.0));
+            batch.push(Sample::new(t, "cpu", Metric::CpuBusy, "all", busy));
+            t += 10_000;
+        }
+        w.push(None, batch);
+        w.flush().unwrap();
+    }
+    t0
+}
+
+fn run(config: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = wattson()
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn ok(config: &Path, args: &[&str]) -> String {
+    let (code, out, err) = run(config, args);
+    assert_eq!(code, 0, "wattson {args:?}: {err}");
+    out
+}
+
+/// (load share, watts) of the row of `file` whose System is `system`, read by hand.
+fn curve_of(file: &str, system: &str) -> Vec<(f64, f64)> {
+    let text = std::fs::read_to_string(fixture(file)).unwrap();
+    let mut lines = text.lines();
+    let split = |l: &str| -> Vec<String> {
+        let mut out = vec![String::new()];
+        let mut quoted = false;
+        for c in l.chars() {
+            match c {
+                '"' => quoted = !quoted,
+                ',' if !quoted => out.push(String::new()),
+                c => out.last_mut().unwrap().push(c),
+            }
+        }
+        out
+    };
+    let header = split(lines.next().unwrap());
+    let row = lines
+        .map(split)
+        .find(|r| r[header.iter().position(|h| h == "System").unwrap()] == system)
+        .unwrap();
+    let mut pts: Vec<(f64, f64)> = header
+        .iter()
+        .zip(&row)
+        .filter(|(h, _)| h.to_lowercase().contains("watts @"))
+        .map(|(h, v)| {
+            let after = h.split('@').nth(1).unwrap().trim();
+            let load = if after.starts_with("active idle") {
+                0.0
+            } else {
+                after.split('%').next().unwrap().parse::<f64>().unwrap() / 100.0
+            };
+            (load, v.parse::<f64>().unwrap())
+        })
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pts
+}
+
+/// Annual kWh of a curve on the profile at `ratio`: the hand integral.
+fn hand_kwh(pts: &[(f64, f64)], ratio: f64) -> f64 {
+    let at = |u: f64| {
+        let u = u.min(1.0);
+        let i = pts.iter().position(|p| p.0 >= u).unwrap();
+        if pts[i].0 == u {
+            return pts[i].1;
+        }
+        let (a, b) = (pts[i - 1], pts[i]);
+        a.1 + (b.1 - a.1) * (u - a.0) / (b.0 - a.0)
+    };
+    let wh: f64 = PROFILE.iter().map(|&(h, u)| h as f64 * at(u / ratio)).sum();
+    let hours: f64 = PROFILE.iter().map(|p| p.0 as f64).sum();
+    wh / 1000.0 * 8760.0 / hours
+}
+
+#[test]
+fn candidates_are_priced_on_the_measured_load_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("w.db");
+    history(&db);
+    let cfg = config(dir.path(), &db);
+    let full = fixture("specpower.csv");
+    let two = fixture("specpower-two-point.csv");
+    let out = ok(
+        &cfg,
+        &[
+            "candidate",
+            "import",
+            full.to_str().unwrap(),
+            two.to_str().unwrap(),
+        ],
+    );
+    assert!(out.contains("imported 5 candidate(s)"), "{out}");
+    assert!(
+        out.contains("Dynamo Mini D1") && out.contains("interpolated"),
+        "{out}"
+    );
+
+    // A hostile file: refused whole, line and column named, exit 65, nothing stored.
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(
+        &bad,
+        "System,avg. watts @ 100%,avg. watts @ active idle\nok box,100,40\nbad box,-3,40\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(&cfg, &["candidate", "import", bad.to_str().unwrap()]);
+    assert_eq!(code, 65, "{err}");
+    assert!(
+        err.contains("line 3, column \"avg. watts @ 100%\"") && err.contains("nothing imported"),
+        "{err}"
+    );
+    let list: Value = serde_json::from_str(&ok(&cfg, &["candidate", "list", "--json"])).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 5);
+    assert!(!list.to_string().contains("ok box"));
+
+    ok(
+        &cfg,
+        &[
+            "candidate",
+            "set",
+            "Acme Microserver M10",
+            "--perf-ratio",
+            "1.6",
+            "--price",
+            "500",
+        ],
+    );
+    ok(
+        &cfg,
+        &["candidate", "set", "Dynamo Mini D1", "--price", "300"],
+    );
+    // Half this machine's throughput: the 80 % hours need 160 % of it.
+    ok(
+        &cfg,
+        &[
+            "candidate",
+            "add",
+            "tiny",
+            "--idle",
+            "5",
+            "--at",
+            "100%=15",
+            "--perf-ratio",
+            "0.5",
+        ],
+    );
+    let names = "Acme Microserver M10,Dynamo Mini D1,tiny";
+    let report = |format: &str| ok(&cfg, &["report", "--format", format, "--candidates", names]);
+    let json: Value = serde_json::from_str(&report("json")).unwrap();
+    let c = &json["candidates"];
+    assert!(
+        (c["load_hours"].as_f64().unwrap() - 48.0).abs() < 1e-9,
+        "{c}"
+    );
+    let keep_cost = c["keep"]["annual_cost"].as_f64().unwrap();
+    // 240 W measured all through: 2102.4 kWh, GBP 189.22.
+    assert!(
+        (c["keep"]["annual_kwh"].as_f64().unwrap() - 2102.4).abs() < 2.1,
+        "{c}"
+    );
+    let by = |n: &str| -> Value {
+        c["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == n)
+            .unwrap_or_else(|| panic!("no {n} in {c}"))
+            .clone()
+    };
+    for (name, file, ratio, price) in [
+        ("Acme Microserver M10", "specpower.csv", 1.6, 500.0),
+        ("Dynamo Mini D1", "specpower-two-point.csv", 1.0, 300.0),
+    ] {
+        let x = by(name);
+        let want = hand_kwh(&curve_of(file, name), ratio);
+        let kwh = x["annual_kwh"].as_f64().unwrap();
+        assert!(
+            (kwh - want).abs() / want < 0.001,
+            "{name}: {kwh} kWh, hand {want}"
+        );
+        let cost = x["annual_cost"].as_f64().unwrap();
+        assert_eq!(
+            format!("{cost:.2}"),
+            format!("{:.2}", want * PRICE),
+            "{name}: cost"
+        );
+        let payback = x["payback_years"].as_f64().unwrap();
+        let hand = price / (keep_cost - want * PRICE);
+        assert!(
+            (payback - hand).abs() < 0.01,
+            "{name}: payback {payback}, hand {hand}"
+        );
+        assert_eq!(x["carries"], true);
+    }
+    assert_eq!(by("Dynamo Mini D1")["interpolated"], true);
+    assert_eq!(by("Acme Microserver M10")["interpolated"], false);
+    let tiny = by("tiny");
+    assert_eq!(tiny["carries"], false);
+    assert!(tiny["rank"].is_null(), "{tiny}");
+    assert!(
+        tiny["annual_cost"].as_f64().unwrap()
+            < by("Acme Microserver M10")["annual_cost"].as_f64().unwrap(),
+        "tiny is cheaper on paper, and still not ranked"
+    );
+
+    let html = report("html");
+    for (format, text) in [
+        ("table", report("table")),
+        ("markdown", report("markdown")),
+        ("csv", report("csv")),
+        ("html", html.clone()),
+    ] {
+        assert!(text.contains("interpolated"), "{format}: no 'interpolated'");
+        assert!(text.contains("cannot carry"), "{format}: no 'cannot carry'");
+        assert!(text.contains("Acme Microserver M10"), "{format}");
+    }
+    let table = report("table");
+    assert!(table.contains("#1 Acme Microserver M10"), "{table}");
+    assert!(table.contains("not ranked tiny"), "{table}");
+
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let page = dir.path().join("report.html");
+    std::fs::write(
+        &page,
+        html.replace(
+            "</body>",
+            "<script>(function(){const f=[...document.querySelectorAll('figure svg')].find(s=>\
+             s.textContent.includes('Keep this box'));const r=f.getBoundingClientRect();\
+             const t=[...f.querySelectorAll('text')].map(x=>x.textContent.trim());\
+             const p=document.createElement('pre');p.id='probe';p.textContent=JSON.stringify(\
+             {w:r.width,h:r.height,vw:window.innerWidth,texts:t});document.body.appendChild(p);\
+             })();</script></body>",
+        ),
+    )
+    .unwrap();
+    let shots = workspace_root().join("target/tmp/candidates");
+    std::fs::create_dir_all(&shots).unwrap();
+    for width in [390, 1280] {
+        let profile = tempfile::tempdir().unwrap();
+        let shot = shots.join(format!("report-{width}.png"));
+        let s = headless(&chromium, profile.path())
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg(format!("--window-size={width},2400"))
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .unwrap();
+        assert!(shot.is_file(), "{}", String::from_utf8_lossy(&s.stderr));
+        let dom = headless(&chromium, profile.path())
+            .arg(format!("--window-size={width},2400"))
+            .arg("--dump-dom")
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .unwrap();
+        let dom = String::from_utf8_lossy(&dom.stdout);
+        let probe = dom
+            .split_once("<pre id=\"probe\">")
+            .and_then(|(_, r)| r.split_once("</pre>"))
+            .unwrap_or_else(|| panic!("no probe at {width} px: {dom}"))
+            .0
+            .replace("&quot;", "\"")
+            .replace("&amp;", "&")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">");
+        let p: Value = serde_json::from_str(&probe).unwrap();
+        let (w, vw) = (p["w"].as_f64().unwrap(), p["vw"].as_f64().unwrap());
+        assert!(
+            w > 0.0 && w <= vw,
+            "{width} px: the chart is {w} px wide in {vw}"
+        );
+        let texts = p["texts"].to_string();
+        for label in ["keep this machine", "(interpolated)", "(cannot carry)"] {
+            assert!(texts.contains(label), "{width} px: no {label:?} in {texts}");
+        }
+    }
+}
