@@ -151,25 +151,18 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
         .enable_all()
         .build()?;
     let stats = FleetStats::default();
+    let mut signals = {
+        let _rt = rt.enter();
+        crate::runtime::signals::Signals::stop()
+            .context("installing the SIGINT and SIGTERM handlers")?
+    };
     rt.block_on(async {
         let cancel = CancellationToken::new();
         let stop = cancel.clone();
         tokio::spawn(async move {
-            let _ = tokio::signal::ctrl_c().await;
+            signals.stopped().await;
             stop.cancel();
         });
-        #[cfg(unix)]
-        {
-            let stop = cancel.clone();
-            if let Ok(mut term) =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            {
-                tokio::spawn(async move {
-                    term.recv().await;
-                    stop.cancel();
-                });
-            }
-        }
         let opts = CollectorOptions {
             client_id,
             max_hosts: args.max_hosts as usize,

@@ -126,7 +126,7 @@ fn simulate(args: &SimulateArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut signals = crate::runtime::signals::Signals::stop()?;
         let until = async {
             match args.duration {
                 Some(d) => tokio::time::sleep(d).await,
@@ -134,8 +134,7 @@ fn simulate(args: &SimulateArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
             }
         };
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+            _ = signals.stopped() => {}
             () = until => {}
         }
         anyhow::Ok(())

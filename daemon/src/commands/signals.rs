@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
+use crate::runtime::signals::Signals;
+
 /// Watches for SIGINT and SIGTERM until dropped.
 pub struct SignalWatch {
     done: Option<tokio::sync::oneshot::Sender<()>>,
@@ -29,14 +31,11 @@ impl SignalWatch {
             .name("wattson-signals".into())
             .spawn(move || {
                 rt.block_on(async move {
-                    let Ok(mut term) =
-                        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    else {
+                    let Ok(mut signals) = Signals::stop() else {
                         return;
                     };
                     let signal = tokio::select! {
-                        _ = tokio::signal::ctrl_c() => libc::SIGINT,
-                        _ = term.recv() => libc::SIGTERM,
+                        n = signals.stopped() => n,
                         _ = rx => return,
                     };
                     seen.store(signal, Ordering::SeqCst);

@@ -9,4 +9,5 @@ pub mod preflight;
 pub mod resident;
 pub mod sampler;
 pub mod services_sink;
+pub mod signals;
 pub mod wiring;
