@@ -6,7 +6,9 @@
 //! apart from wattson's parser) to 0.1 %, its cost to the cent, its payback within rounding;
 //! the two-point one says "interpolated" in every format; the one that cannot carry the
 //! load says so and is not ranked. The HTML chart is laid out in headless Chromium at 390
-//! and 1280 px.
+//! and 1280 px. DESIGN's two machines (a measured 240 W box, a 60 W candidate at GBP 400,
+//! 0.09 GBP/kWh) give GBP 141.91 a year and 2.8 years in the printed report, and the seed's
+//! hand table is checked by `candidate show` (GBP 189.22; 0.065 per kWh implied).
 #![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
 
 use std::path::{Path, PathBuf};
@@ -40,20 +42,20 @@ fn config(dir: &Path, db: &Path) -> PathBuf {
     path
 }
 
-/// A constant 240 W at the wall and the profile's CPU load, every 10 s, ending an hour
-/// before now.
-fn history(db: &Path) -> i64 {
+/// A constant 240 W at the wall and `profile`'s CPU load (hours, busy share), every 10 s,
+/// ending an hour before now.
+fn history(db: &Path, profile: &[(i64, f64)]) -> i64 {
     let mut opts = StoreOptions {
         host: HOST.into(),
         ..StoreOptions::default()
     };
     opts.spacing_ms.insert("meter:wall".into(), 10_000);
-    let hours: i64 = PROFILE.iter().map(|p| p.0).sum();
+    let hours: i64 = profile.iter().map(|p| p.0).sum();
     let now = chrono::Utc::now().timestamp_millis();
     let t0 = (now / HOUR_MS - hours - 1) * HOUR_MS;
     let mut w = Writer::new(Store::open(db, &opts).unwrap(), opts.clone());
     let mut t = t0;
-    for &(h, busy) in &PROFILE {
+    for &(h, busy) in profile {
         let end = t + h * HOUR_MS;
         let mut batch = Vec::new();
         while t < end {
@@ -146,7 +148,7 @@ fn hand_kwh(pts: &[(f64, f64)], ratio: f64) -> f64 {
 fn candidates_are_priced_on_the_measured_load_in_every_format() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("w.db");
-    history(&db);
+    history(&db, &PROFILE);
     let cfg = config(dir.path(), &db);
     let full = fixture("specpower.csv");
     let two = fixture("specpower-two-point.csv");
@@ -343,4 +345,90 @@ fn candidates_are_priced_on_the_measured_load_in_every_format() {
             assert!(texts.contains(label), "{width} px: no {label:?} in {texts}");
         }
     }
+}
+
+/// DESIGN's two machines through the binary: this box measured at a steady 240 W at the
+/// wall, a 60 W candidate at GBP 400, 0.09 GBP/kWh: keeping it costs GBP 189.22 a year, the
+/// candidate saves GBP 141.91 a year and pays for itself in 2.8 years, in the text and the
+/// JSON. And the seed's hand table ("240 W, GBP 137 a year at 9p") checked by `candidate
+/// show`: 240 W all year at 0.09 is GBP 189.22; GBP 137 implies 0.065 per kWh.
+#[test]
+fn the_seeds_240_w_box_against_a_60_w_candidate_saves_141_91_and_pays_back_in_2_8_years() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("w.db");
+    history(&db, &[(48, 0.2)]);
+    let cfg = config(dir.path(), &db);
+    ok(
+        &cfg,
+        &[
+            "candidate",
+            "add",
+            "new box",
+            "--idle",
+            "60",
+            "--at",
+            "100%=60",
+            "--price",
+            "400",
+        ],
+    );
+    let text = ok(&cfg, &["report", "--candidates", "new box"]);
+    assert!(
+        text.contains("keep this machine (measured): 2102.400 kWh, GBP 189.22 a year"),
+        "{text}"
+    );
+    assert!(
+        text.contains("saves GBP 141.91 a year; at GBP 400.00 it pays for itself in 2.8 years"),
+        "{text}"
+    );
+    let json: Value = serde_json::from_str(&ok(
+        &cfg,
+        &["report", "--format", "json", "--candidates", "new box"],
+    ))
+    .unwrap();
+    let c = &json["candidates"];
+    assert_eq!(c["keep"]["name"], "this machine (measured)", "{c}");
+    let money = |v: &Value| format!("{:.2}", v.as_f64().unwrap());
+    assert_eq!(money(&c["keep"]["annual_cost"]), "189.22", "{c}");
+    let x = &c["candidates"][0];
+    assert_eq!(x["name"], "new box");
+    assert_eq!(money(&x["annual_cost"]), "47.30", "{x}");
+    assert_eq!(money(&x["annual_saving"]), "141.91", "{x}");
+    assert_eq!(
+        format!("{:.1}", x["payback_years"].as_f64().unwrap()),
+        "2.8",
+        "{x}"
+    );
+
+    ok(
+        &cfg,
+        &[
+            "candidate",
+            "add",
+            "seed table",
+            "--idle",
+            "240",
+            "--at",
+            "100%=240",
+            "--stated-annual-cost",
+            "137",
+            "--stated-price",
+            "0.09",
+        ],
+    );
+    let shown = ok(&cfg, &["candidate", "show", "seed table"]);
+    assert!(
+        shown.contains("240 W all year is 2102.4 kWh, which at that price is GBP 189.22")
+            && shown.contains("the stated cost implies 0.065 per kWh"),
+        "{shown}"
+    );
+    let shown: Value =
+        serde_json::from_str(&ok(&cfg, &["candidate", "show", "seed table", "--json"])).unwrap();
+    let st = &shown["stated"];
+    assert_eq!(money(&st["cost_at_stated_price"]), "189.22", "{st}");
+    assert_eq!(
+        format!("{:.3}", st["implied_price_per_kwh"].as_f64().unwrap()),
+        "0.065",
+        "{st}"
+    );
 }
