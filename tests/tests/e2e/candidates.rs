@@ -400,6 +400,44 @@ fn the_seeds_240_w_box_against_a_60_w_candidate_saves_141_91_and_pays_back_in_2_
         "{x}"
     );
 
+    // CO2 at 200 g/kWh: keeping it 420.48 kg a year, the candidate 105.12 kg, 315.36 kg saved.
+    let co2 = |format: &str| {
+        ok(
+            &cfg,
+            &[
+                "report",
+                "--format",
+                format,
+                "--candidates",
+                "new box",
+                "--co2",
+                "200",
+            ],
+        )
+    };
+    let json: Value = serde_json::from_str(&co2("json")).unwrap();
+    let c = &json["candidates"];
+    assert_eq!(money(&c["keep"]["annual_co2_kg"]), "420.48", "{c}");
+    assert_eq!(money(&c["candidates"][0]["annual_co2_kg"]), "105.12", "{c}");
+    assert_eq!(
+        money(&c["candidates"][0]["annual_co2_saved_kg"]),
+        "315.36",
+        "{c}"
+    );
+    for format in ["table", "markdown", "html"] {
+        let text = co2(format);
+        assert!(
+            text.contains("105.1 kg CO2 a year, 315.4 kg CO2 less than keeping this machine"),
+            "{format}: {text}"
+        );
+    }
+    let csv = co2("csv");
+    assert!(
+        csv.contains("CO2 105.1 kg a year, 315.4 kg a year saved against keeping this machine")
+            && csv.contains("CO2 420.5 kg a year"),
+        "{csv}"
+    );
+
     ok(
         &cfg,
         &[

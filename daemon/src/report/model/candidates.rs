@@ -6,7 +6,9 @@
 //! The load: this machine's utilisation history (busy CPUs / CPUs, hour by hour) as the
 //! share of its maximum throughput; without one, active idle all year. Keeping this
 //! machine: its measured annual figure where there is a utilisation history to compare on,
-//! else the baseline configuration at idle.
+//! else the baseline configuration at idle. CO2: each candidate's hours per carbon-intensity
+//! slot where there is a series (else at `--co2`), and what it saves against keeping this
+//! machine's (its measured energy per slot, else at `--co2`).
 //!
 //! Units: W, kWh per year, the tariff's currency per year, kg CO2 per year, years.
 
@@ -52,6 +54,10 @@ pub struct KeepFigure {
     pub annual_cost: f64,
     /// What the figure is and its price basis.
     pub basis: String,
+    /// kg CO2 a year: the measured energy per carbon-intensity slot where there is a
+    /// series, else at `--co2`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annual_co2_kg: Option<f64>,
 }
 
 /// One candidate on this load.
@@ -101,6 +107,10 @@ pub struct CandidateReport {
     /// kg CO2 a year: per carbon-intensity slot where there is a series, else at `--co2`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub annual_co2_kg: Option<f64>,
+    /// kg CO2 a year it saves against keeping this machine (negative: it emits more),
+    /// where both are known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annual_co2_saved_kg: Option<f64>,
     /// Currency per hour of this machine's full throughput of work done.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_per_full_load_hour: Option<f64>,
@@ -167,6 +177,17 @@ pub(super) fn candidates_report(
                 annual_kwh: m.annual_kwh,
                 annual_cost: m.annual_cost,
                 basis: m.annual_basis.clone(),
+                annual_co2_kg: match (&opts.carbon, measured_in) {
+                    (Some(set), Some(mi)) if m.covered_hours > 0.0 => {
+                        let f = crate::analysis::price_series::carbon_of_energy(
+                            set,
+                            opts.co2_g_per_kwh,
+                            &mi.energy,
+                        );
+                        Some(f.co2_kg * HOURS_PER_YEAR / m.covered_hours)
+                    }
+                    _ => opts.co2_g_per_kwh.map(|g| m.annual_kwh * g / 1000.0),
+                },
             });
             (
                 format!(
@@ -204,6 +225,7 @@ pub(super) fn candidates_report(
                             cur,
                         )
                         .basis,
+                        annual_co2_kg: m.annual_co2_kg,
                     })
             });
             (
@@ -304,6 +326,11 @@ pub(super) fn candidates_report(
                 _ => None,
             },
             annual_co2_kg: co2,
+            annual_co2_saved_kg: keep
+                .as_ref()
+                .and_then(|k| k.annual_co2_kg)
+                .zip(co2)
+                .map(|(k, c)| k - c),
             cost_per_full_load_hour: (work_hours > 0.0).then(|| annual.cost / work_hours),
             cost_per_billion_ssj_ops: c
                 .curve

@@ -496,6 +496,39 @@ fn the_seeds_old_box_against_a_60_w_candidate_saves_141_91_and_pays_back_in_2_8_
 }
 
 #[test]
+fn a_candidates_co2_is_set_beside_what_it_saves_against_keeping_this_machine() {
+    let mut i = input(
+        flat(0.09),
+        vec![manual("old box", &[("idle", 240.0)])],
+        None,
+    );
+    i.options.co2_g_per_kwh = Some(200.0);
+    i.candidates = vec![candidate(
+        "new box",
+        &[(0.0, 60.0), (1.0, 60.0)],
+        Some(400.0),
+    )];
+    let c = build(&i).unwrap().candidates.unwrap();
+    // 2102.4 kWh and 525.6 kWh a year at 200 g/kWh.
+    assert!(close(
+        c.keep.as_ref().unwrap().annual_co2_kg.unwrap(),
+        420.48
+    ));
+    let x = &c.candidates[0];
+    assert!(close(x.annual_co2_kg.unwrap(), 105.12));
+    assert!(close(x.annual_co2_saved_kg.unwrap(), 315.36));
+    let text = crate::report::render::candidate_lines(&c, "GBP").join("\n");
+    assert!(
+        text.contains("2102.400 kWh, GBP 189.22 a year, 420.5 kg CO2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("105.1 kg CO2 a year, 315.4 kg CO2 less than keeping this machine"),
+        "{text}"
+    );
+}
+
+#[test]
 fn a_candidate_that_cannot_carry_the_load_is_not_ranked_as_cheaper() {
     let h = 3_600_000;
     let t0 = ms("2026-03-01T00:00:00Z");

@@ -42,7 +42,8 @@
 //! history) with its mean watts, annual kWh and cost on this machine's load, the saving
 //! against keeping this machine and the payback of its price; `warnings` holds its curve
 //! basis (`interpolated linearly ...` for a two-point curve), whether it cannot carry the
-//! load, and its rank.
+//! load, its rank, and where a carbon intensity is known its CO2 a year and the CO2 it saves
+//! against keeping this machine (whose row's `warnings` carries its own CO2).
 
 use std::fmt::Write as _;
 
@@ -308,7 +309,10 @@ fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, 
             blank(),
             blank(),
             blank(),
-            field(&k.basis),
+            field(&match k.annual_co2_kg {
+                Some(c) => format!("{}; CO2 {} kg a year", k.basis, num(c, 1)),
+                None => k.basis.clone(),
+            }),
         ]);
     }
     let mode = if c.load_hours > 0.0 {
@@ -324,6 +328,16 @@ fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, 
         });
         notes.extend(x.warnings.iter().cloned());
         notes.push(x.annual_basis.clone());
+        if let Some(c) = x.annual_co2_kg {
+            notes.push(match x.annual_co2_saved_kg {
+                Some(s) => format!(
+                    "CO2 {} kg a year, {} kg a year saved against keeping this machine",
+                    num(c, 1),
+                    num(s, 1)
+                ),
+                None => format!("CO2 {} kg a year", num(c, 1)),
+            });
+        }
         rows.push([
             field(&x.name),
             "candidate".to_string(),

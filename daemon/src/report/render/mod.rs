@@ -475,8 +475,11 @@ pub fn sections(r: &Report) -> Vec<Section> {
 pub fn candidate_lines(c: &crate::report::model::CandidatesReport, cur: &str) -> Vec<String> {
     let mut lines = vec![format!("priced on {}", c.load_basis)];
     if let Some(k) = &c.keep {
+        let co2 = k
+            .annual_co2_kg
+            .map_or_else(String::new, |c| format!(", {} kg CO2", num(c, 1)));
         lines.push(format!(
-            "keep {}: {}, {} a year [{}]",
+            "keep {}: {}, {} a year{co2} [{}]",
             k.name,
             energy(k.annual_kwh),
             format_money(k.annual_cost, cur),
@@ -521,6 +524,23 @@ pub fn candidate_lines(c: &crate::report::model::CandidatesReport, cur: &str) ->
         }
         if let Some(co2) = x.annual_co2_kg {
             let _ = write!(line, "; {} kg CO2 a year", num(co2, 1));
+            match x.annual_co2_saved_kg {
+                Some(s) if s >= 0.0 => {
+                    let _ = write!(
+                        line,
+                        ", {} kg CO2 less than keeping this machine",
+                        num(s, 1)
+                    );
+                }
+                Some(s) => {
+                    let _ = write!(
+                        line,
+                        ", {} kg CO2 more than keeping this machine",
+                        num(-s, 1)
+                    );
+                }
+                None => {}
+            }
         }
         if let Some(w) = x.cost_per_full_load_hour {
             let _ = write!(
