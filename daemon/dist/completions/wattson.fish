@@ -97,6 +97,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand report" -l db -d 'Read t
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l host -d 'The host whose measured history to report (a fleet collector\'s database holds several) [default: `[host] name`]' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l candidates -d 'Candidate machines (`wattson candidate`) to price on this machine\'s load, in this order, separated by commas [default: the cheapest that carry the load]' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l candidates-top -d 'How many of the cheapest candidates to show when --candidates names none' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l this-ssj-ops -d 'This machine\'s own ssj_ops at 100 % (a published SPECpower result of the same model): a candidate with its ssj_ops published and no --perf-ratio gets its ssj_ops over this as its perf ratio' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s h -l help -d 'Print help (see more with \'--help\')'

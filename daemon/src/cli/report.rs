@@ -68,6 +68,11 @@ pub struct ReportArgs {
     /// How many of the cheapest candidates to show when --candidates names none.
     #[arg(long, value_name = "N", default_value_t = crate::report::model::DEFAULT_TOP_CANDIDATES)]
     pub candidates_top: usize,
+    /// This machine's own ssj_ops at 100 % (a published SPECpower result of the same
+    /// model): a candidate with its ssj_ops published and no --perf-ratio gets its ssj_ops
+    /// over this as its perf ratio.
+    #[arg(long, value_name = "OPS", value_parser = crate::parse::parse_positive)]
+    pub this_ssj_ops: Option<f64>,
 }
 
 impl ReportArgs {
@@ -86,6 +91,7 @@ impl ReportArgs {
             host: self.host.clone(),
             candidates: self.candidates.clone(),
             candidates_top: Some(self.candidates_top),
+            this_ssj_ops: self.this_ssj_ops,
         }
     }
 }

@@ -237,6 +237,9 @@ pub struct ReportOptions {
     pub candidates: Vec<String>,
     /// How many of the cheapest candidates to show when none are named [default: 3].
     pub candidates_top: Option<usize>,
+    /// This machine's own ssj_ops at 100 % (`--this-ssj-ops`, given by the user): a
+    /// candidate's perf ratio is its ssj_ops at 100 % over this where none is given.
+    pub this_ssj_ops: Option<f64>,
 }
 
 impl ReportOptions {
@@ -254,6 +257,7 @@ impl ReportOptions {
             carbon: None,
             candidates: Vec::new(),
             candidates_top: None,
+            this_ssj_ops: None,
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct ReportRequest {
     pub candidates: Option<String>,
     /// How many of the cheapest candidates to show when none are named.
     pub candidates_top: Option<usize>,
+    /// This machine's own ssj_ops at 100 %, to derive candidates' perf ratios from.
+    pub this_ssj_ops: Option<f64>,
 }
 
 impl ReportRequest {
@@ -58,6 +60,7 @@ impl ReportRequest {
             host: None,
             candidates: None,
             candidates_top: None,
+            this_ssj_ops: None,
         }
     }
 }
@@ -385,6 +388,7 @@ pub fn input_from_config(
             .collect();
     }
     options.candidates_top = args.candidates_top;
+    options.this_ssj_ops = args.this_ssj_ops;
     Ok(ReportInput {
         generated_at: now,
         host: Some(

@@ -289,6 +289,50 @@ fn candidates_are_priced_on_the_measured_load_in_every_format() {
     assert!(table.contains("#1 Acme Microserver M10"), "{table}");
     assert!(table.contains("not ranked tiny"), "{table}");
 
+    // This machine's own ssj_ops given: Bolt Tower T2's 1,250,000 over 500,000 is a perf
+    // ratio of 2.5, said to come from ssj_ops; Acme's given 1.6 stays given.
+    let args = [
+        "report",
+        "--format",
+        "json",
+        "--candidates",
+        "Bolt Tower T2,Acme Microserver M10",
+        "--this-ssj-ops",
+        "500000",
+    ];
+    let json: Value = serde_json::from_str(&ok(&cfg, &args)).unwrap();
+    let c = &json["candidates"]["candidates"];
+    let bolt = c
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "Bolt Tower T2")
+        .unwrap();
+    assert_eq!(bolt["perf_ratio_from"], "from ssj_ops", "{bolt}");
+    assert!(
+        (bolt["perf_ratio"].as_f64().unwrap() - 2.5).abs() < 1e-12,
+        "{bolt}"
+    );
+    let want = hand_kwh(&curve_of("specpower.csv", "Bolt Tower T2"), 2.5);
+    let kwh = bolt["annual_kwh"].as_f64().unwrap();
+    assert!(
+        (kwh - want).abs() / want < 0.001,
+        "Bolt: {kwh} kWh, hand {want}"
+    );
+    let acme = c
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "Acme Microserver M10")
+        .unwrap();
+    assert_eq!(acme["perf_ratio_from"], "given", "{acme}");
+    assert!(acme.to_string().contains("would give 0.84"), "{acme}");
+    let text = ok(&cfg, &[&args[..2], &["table"], &args[3..]].concat());
+    assert!(
+        text.contains("perf ratio 2.5 (from ssj_ops)") && text.contains("not measured here"),
+        "{text}"
+    );
+
     let Some(chromium) = chromium() else {
         return;
     };

@@ -74,7 +74,8 @@ pub struct CandidateReport {
     pub full_watts: f64,
     /// Its throughput over this machine's.
     pub perf_ratio: f64,
-    /// `given` (by the user) or `assumed` (1, none given).
+    /// `given` (by the user, `--perf-ratio`), `from ssj_ops` (its published ssj_ops at
+    /// 100 % over this machine's, `--this-ssj-ops`) or `assumed` (1, neither known).
     pub perf_ratio_from: String,
     /// Its time-weighted mean load, share of its maximum (after the cap).
     pub mean_load: f64,
@@ -127,6 +128,66 @@ fn shares(m: &MeasuredInput) -> Vec<(i64, i64, f64)> {
         .iter()
         .map(|&(s, e, busy)| (s, e, (busy / cpus).clamp(0.0, 1.0)))
         .collect()
+}
+
+/// Candidate `c`'s throughput over this machine's and where it comes from: `given` (its
+/// `--perf-ratio`), else `from ssj_ops` (its published ssj_ops at 100 % over
+/// `this_ssj_ops`, this machine's own figure as the user gave it), else `assumed` (1). What
+/// makes the figure less sure is pushed onto `warnings`.
+fn perf_ratio(
+    c: &Candidate,
+    this_ssj_ops: Option<f64>,
+    warnings: &mut Vec<String>,
+) -> (f64, &'static str) {
+    let ops = c.curve.max_ssj_ops().filter(|o| *o > 0.0);
+    let this = this_ssj_ops.filter(|n| n.is_finite() && *n > 0.0);
+    match (c.perf_ratio, ops, this) {
+        (Some(r), Some(o), Some(n)) => {
+            warnings.push(format!(
+                "the perf ratio given ({}) is used; its ssj_ops against --this-ssj-ops would \
+                 give {}",
+                num(r, 2),
+                num(o / n, 2)
+            ));
+            (r, "given")
+        }
+        (Some(r), _, _) => (r, "given"),
+        (None, Some(o), Some(n)) => {
+            warnings.push(format!(
+                "perf ratio {} from ssj_ops: its published {o:.0} ssj_ops at 100 % over this \
+                 machine's {n:.0} (--this-ssj-ops, as given, not measured here); ssj_ops \
+                 measure SPECpower's Java workload, so the ratio holds for this machine's \
+                 work only as far as that work resembles it",
+                num(o / n, 2)
+            ));
+            (o / n, "from ssj_ops")
+        }
+        (None, None, Some(_)) => {
+            warnings.push(
+                "no perf ratio given and no ssj_ops published for it, so --this-ssj-ops \
+                 cannot give one: it is assumed to do this machine's work at the same share \
+                 of its maximum (`wattson candidate set NAME --perf-ratio R`)"
+                    .to_owned(),
+            );
+            (1.0, "assumed")
+        }
+        (None, _, None) => {
+            warnings.push(format!(
+                "no perf ratio given: it is assumed to do this machine's work at the same share \
+                 of its maximum (`wattson candidate set NAME --perf-ratio R`{})",
+                if ops.is_some() {
+                    ", or --this-ssj-ops N with this machine's own ssj_ops at 100 %"
+                } else {
+                    ""
+                }
+            ));
+            (1.0, "assumed")
+        }
+    }
+}
+
+fn num(v: f64, decimals: usize) -> String {
+    format!("{v:.decimals$}")
 }
 
 /// The candidates' section; `None` when none are stored.
@@ -246,10 +307,8 @@ pub(super) fn candidates_report(
 
     let mut out: Vec<CandidateReport> = Vec::new();
     for c in chosen {
-        let (ratio, ratio_from) = match c.perf_ratio {
-            Some(r) => (r, "given"),
-            None => (1.0, "assumed"),
-        };
+        let mut warnings = Vec::new();
+        let (ratio, ratio_from) = perf_ratio(c, opts.this_ssj_ops, &mut warnings);
         let year: CandidateYear = match &history {
             Some(h) => on_history(&c.name, &c.curve, ratio, h, tariff)
                 .map_err(|source| ReportError::Cost {
@@ -261,20 +320,12 @@ pub(super) fn candidates_report(
                 }),
             None => at_constant_load(&c.name, &c.curve, 0.0, year_price, price_from, cur),
         };
-        let mut warnings = Vec::new();
         if c.curve.interpolated() {
             warnings.push(format!(
                 "its curve is {}: the watts between its ends are a straight line's, not \
                  measured",
                 c.curve.describe()
             ));
-        }
-        if ratio_from == "assumed" {
-            warnings.push(
-                "no perf ratio given: it is assumed to do this machine's work at the same share \
-                 of its maximum (`wattson candidate set NAME --perf-ratio R`)"
-                    .to_owned(),
-            );
         }
         if !year.carries() {
             warnings.push(format!(

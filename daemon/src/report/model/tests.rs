@@ -567,3 +567,72 @@ fn a_candidate_that_cannot_carry_the_load_is_not_ranked_as_cheaper() {
     assert!(second.warnings.iter().any(|w| w.contains("cannot carry")));
     assert!(close(second.peak_load, 1.5));
 }
+
+#[test]
+fn a_candidates_perf_ratio_comes_from_ssj_ops_against_this_machines_own_and_says_so() {
+    use crate::analysis::candidate::{Curve, CurveKind, CurvePoint};
+    let h = 3_600_000;
+    let t0 = ms("2026-03-01T00:00:00Z");
+    // 4 CPUs, 2 busy for 24 h: 50 % of this machine's maximum.
+    let measured = MeasuredInput {
+        from_ms: t0,
+        to_ms: t0 + 24 * h,
+        energy: (0..24)
+            .map(|k| (t0 + k * h, t0 + (k + 1) * h, 100.0))
+            .collect(),
+        covered_ms: 24 * h,
+        utilisation: (0..24)
+            .map(|k| (t0 + k * h, t0 + (k + 1) * h, 2.0))
+            .collect(),
+        cpus: 4,
+        ..MeasuredInput::default()
+    };
+    let point = |load: f64, watts: f64, ops: Option<f64>| CurvePoint {
+        load,
+        watts,
+        ssj_ops: ops,
+    };
+    let curve = Curve::new(
+        vec![
+            point(0.0, 30.0, Some(0.0)),
+            point(0.5, 50.0, Some(1_000_000.0)),
+            point(1.0, 90.0, Some(2_000_000.0)),
+        ],
+        CurveKind::Spec,
+    )
+    .unwrap();
+    let spec = crate::candidate::Candidate::new("spec".into(), curve.clone(), "test".into());
+    let mut given = crate::candidate::Candidate::new("given".into(), curve, "test".into());
+    given.perf_ratio = Some(1.0);
+    let mut i = input(flat(0.1), vec![], Some(measured));
+    i.candidates = vec![spec, given];
+    i.options.this_ssj_ops = Some(1_000_000.0);
+    let c = build(&i).unwrap().candidates.unwrap();
+    let by = |n: &str| c.candidates.iter().find(|x| x.name == n).unwrap();
+    // 2,000,000 ssj_ops over this machine's 1,000,000: ratio 2, so 25 % of its maximum.
+    let s = by("spec");
+    assert_eq!(
+        (s.perf_ratio, s.perf_ratio_from.as_str()),
+        (2.0, "from ssj_ops")
+    );
+    assert!(close(s.mean_load, 0.25));
+    // 40 W all year: 350.4 kWh.
+    assert!(close(s.annual_kwh, 350.4));
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("from ssj_ops") && w.contains("not measured here")),
+        "{:?}",
+        s.warnings
+    );
+    // A ratio the user gave wins, and what ssj_ops would give is said.
+    let g = by("given");
+    assert_eq!((g.perf_ratio, g.perf_ratio_from.as_str()), (1.0, "given"));
+    assert!(g.warnings.iter().any(|w| w.contains("would give 2.00")));
+    // Without this machine's own figure: assumed, and the way to give it is named.
+    i.options.this_ssj_ops = None;
+    let c = build(&i).unwrap().candidates.unwrap();
+    let s = c.candidates.iter().find(|x| x.name == "spec").unwrap();
+    assert_eq!((s.perf_ratio, s.perf_ratio_from.as_str()), (1.0, "assumed"));
+    assert!(s.warnings.iter().any(|w| w.contains("--this-ssj-ops")));
+}
