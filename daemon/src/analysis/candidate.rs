@@ -57,7 +57,10 @@ impl CurveKind {
 /// Why a curve is refused.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum CurveError {
-    #[error("load {0} is not a share of maximum throughput between 0 % and 100 %")]
+    #[error(
+        "a load of {percent} % is not a share of maximum throughput between 0 % and 100 %",
+        percent = .0 * 100.0
+    )]
     Load(f64),
     #[error("{watts} W at {percent} % is not a power between 0 and {MAX_WATTS} W", percent = load * 100.0)]
     Watts { load: f64, watts: f64 },
