@@ -19,7 +19,7 @@
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirEntryExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use super::names::{ContainerNames, Runtime, printable, unescape_unit};
 
@@ -82,6 +82,28 @@ pub fn walk(root: &Path, names: &mut ContainerNames) -> Walk {
     let mut out = Walk::default();
     descend(root, &PathBuf::new(), 0, Parent::Root, names, &mut out);
     out
+}
+
+/// Who the control group at `rel` belongs to (a path below the cgroup root, as the `0::`
+/// line of `/proc/<pid>/cgroup` names it, with or without its leading `/`), by the walk's
+/// own rules: the first listed group on the way down (a service's sub-groups are the
+/// service's). `None` for "the rest" (`/`, `init.scope`, deeper than [`MAX_DEPTH`]).
+pub fn classify_path(rel: &Path, names: &mut ContainerNames) -> Option<(Kind, String)> {
+    let mut parent = Parent::Root;
+    for (depth, component) in rel.components().enumerate() {
+        let Component::Normal(name) = component else {
+            continue;
+        };
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match classify(name, parent, names) {
+            Step::Group(kind, shown) => return Some((kind, shown)),
+            Step::Descend(p) => parent = p,
+            Step::Rest => return None,
+        }
+    }
+    None
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -189,4 +211,40 @@ fn classify(raw: &OsStr, parent: Parent, names: &mut ContainerNames) -> Step {
 fn container(runtime: Runtime, id: &[u8], names: &mut ContainerNames) -> Step {
     let id = printable(OsStr::from_bytes(id));
     Step::Group(Kind::Container, names.name(runtime, &id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_cgroup_path_is_classified_as_the_walk_classifies_its_group() {
+        let mut names = ContainerNames::new(None);
+        let mut at = |p: &str| {
+            classify_path(Path::new(p), &mut names).map(|(k, n)| format!("{}:{n}", k.as_str()))
+        };
+        assert_eq!(
+            at("/system.slice/jellyfin.service").as_deref(),
+            Some("service:jellyfin.service")
+        );
+        // A service's own sub-groups (systemd's Delegate=) are the service's.
+        assert_eq!(
+            at("/system.slice/media.slice/jellyfin.service/transcode").as_deref(),
+            Some("service:jellyfin.service")
+        );
+        assert_eq!(
+            at("/user.slice/user-1000.slice/session-3.scope").as_deref(),
+            Some("session:user-1000")
+        );
+        assert_eq!(
+            at("/system.slice/docker-0123456789ab.scope").as_deref(),
+            Some("container:docker 0123456789ab")
+        );
+        assert_eq!(
+            at(r"/machine.slice/machine-qemu\x2d1\x2dhomeassistant.scope").as_deref(),
+            Some("machine:qemu-1-homeassistant")
+        );
+        assert_eq!(at("/"), None);
+        assert_eq!(at("/init.scope"), None);
+    }
 }
