@@ -464,7 +464,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__idle)
-            opts="-c -v -h -V --json --db --sample --measure --restore --only --skip --meter --phase --phases --config --verbose --help --version"
+            opts="-c -v -h -V --json --db --sample --top --measure --restore --only --skip --meter --phase --phases --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -475,6 +475,10 @@ _wattson() {
                     return 0
                     ;;
                 --sample)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --top)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -255,7 +255,8 @@ complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_se
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l db -d 'Database to read history from and store measurements in [default: [storage] path]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand idle" -l sample -d 'Without an hour of history in the database, sample the C-states live for this long' -r
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -l sample -d 'Sample who wakes the CPUs for this long, and the C-states too without an hour of history in the database (0: no live sample)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -l top -d 'How many services, processes and interrupt lines "Who wakes the CPUs" lists' -r
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l only -d 'With --measure: only these settings (comma-separated ids: pcie_aspm, sata_alpm, runtime_pm_pci, runtime_pm_ata, runtime_pm_usb, nmi_watchdog, dirty_writeback, audio_power_save, epp, cpufreq_governor, turbo)' -r
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l skip -d 'With --measure: leave these settings alone (ids as for --only)' -r
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l meter -d 'With --measure: which [[meter]] to read (its id) [default: the first]' -r

@@ -14,7 +14,8 @@ pub struct IdleArgs {
     /// Database to read history from and store measurements in [default: [storage] path].
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
-    /// Without an hour of history in the database, sample the C-states live for this long.
+    /// Sample who wakes the CPUs for this long, and the C-states too without an hour of
+    /// history in the database (0: no live sample).
     #[arg(
         long,
         value_name = "DURATION",
@@ -23,6 +24,16 @@ pub struct IdleArgs {
         allow_hyphen_values = true
     )]
     pub sample: Duration,
+    /// How many services, processes and interrupt lines "Who wakes the CPUs" lists.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = crate::idle::wakeups::TOP,
+        value_parser = crate::parse::parse_count,
+        allow_hyphen_values = true,
+        conflicts_with_all = ["measure", "restore"]
+    )]
+    pub top: usize,
     /// Measure what each setting saves at the wall (root, with a [[meter]]): each one
     /// changed and put back in turn, A/B/A/B/A/B/A against idle as it was, then restored;
     /// stored as configurations ("idle as found", "idle with <setting>") that `wattson

@@ -20,6 +20,7 @@ use crate::idle::candidates::{self, Allowlist, Candidate};
 use crate::idle::explain::{self, IdleReport};
 use crate::idle::measure::{self, Plan, Progress};
 use crate::idle::store::{self as idle_store, Effect, describe_delta};
+use crate::idle::wakeups::WakeupsView;
 use crate::idle::{journal, persist};
 use crate::store::Store;
 
@@ -40,7 +41,7 @@ pub fn run(args: &IdleArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     } else {
         None
     };
-    let report = explain::gather(&config, store.as_ref(), args.sample);
+    let report = explain::gather(&config, store.as_ref(), args.sample, args.top);
     if args.json {
         crate::output::println(&serde_json::to_string_pretty(&report)?);
     } else {
@@ -158,6 +159,9 @@ pub fn render(r: &IdleReport, config: &Config) -> String {
             .collect();
         let _ = writeln!(out, "  {}", states.join("  "));
     }
+    if let Some(w) = &r.wakeups {
+        render_wakeups(&mut out, w);
+    }
     let _ = writeln!(out, "\nWhat it means");
     for f in &r.findings {
         let _ = writeln!(out, "  - {f}");
@@ -208,6 +212,72 @@ pub fn render(r: &IdleReport, config: &Config) -> String {
         );
     }
     out
+}
+
+/// "Who wakes the CPUs": the ranked services, processes and interrupt lines, and where the
+/// counts come from.
+fn render_wakeups(out: &mut String, w: &WakeupsView) {
+    if let Some(why) = &w.unavailable {
+        let _ = writeln!(out, "\nWho wakes the CPUs\n  unavailable: {why}");
+        return;
+    }
+    let _ = writeln!(out, "\nWho wakes the CPUs (sampled {:.0} s)", w.seconds);
+    let _ = writeln!(out, "  tasks: {}", w.tasks_from);
+    let _ = writeln!(out, "  interrupts: {}", w.interrupts_from);
+    let row = |per_s: f64, share: f64, what: &str| {
+        format!("    {per_s:>9.1}/s  {:>7}  {what}", pct(share))
+    };
+    let _ = writeln!(
+        out,
+        "  by service ({:.1} wake-ups/s from {} threads in all{})",
+        w.task_wakeups_per_s,
+        w.threads,
+        if w.truncated {
+            ", the scan stopped at its bound"
+        } else {
+            ""
+        }
+    );
+    if w.by_service.is_empty() {
+        let _ = writeln!(out, "    no task woke");
+    }
+    for g in &w.by_service {
+        let _ = writeln!(
+            out,
+            "{}  ({})",
+            row(g.per_s, g.share, &g.group),
+            g.processes.join(", ")
+        );
+    }
+    let _ = writeln!(out, "  by process");
+    for p in &w.by_process {
+        let pids = if p.pids > 1 {
+            format!(" x{}", p.pids)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{}",
+            row(
+                p.per_s,
+                p.share,
+                &format!("{}{pids}  [{}]", p.comm, p.group)
+            )
+        );
+    }
+    if let Some(why) = &w.interrupts_unavailable {
+        let _ = writeln!(out, "  interrupts unavailable: {why}");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  interrupts by device and kind ({:.1}/s in all)",
+        w.interrupts_per_s
+    );
+    for i in &w.interrupts {
+        let _ = writeln!(out, "{}", row(i.per_s, i.share, &i.label()));
+    }
 }
 
 /// `ASPM powersave (performance -> powersave): -3.05 +/- 0.37 W, 26.7 kWh, GBP 2.40/yr`.

@@ -113,6 +113,9 @@ pub struct IdleReport {
     pub window: Window,
     pub package: PackageView,
     pub cores: CoreView,
+    /// Who woke the CPUs over a live window of `--sample` (every run samples it; `None`
+    /// with `--sample 0`).
+    pub wakeups: Option<super::wakeups::WakeupsView>,
     /// What it all means, most important first.
     pub findings: Vec<String>,
     /// What `--measure` would change here.
@@ -221,9 +224,13 @@ fn live_sample(
 }
 
 /// Gather the report: settings now, residency from `store`'s last hour when it has one, else
-/// from a live sample of `sample`.
-pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleReport {
+/// from a live sample of `sample`; who wakes the CPUs over a live window of `sample` (the
+/// same window as the residency's where that is live too), `top` entries per ranking.
+pub fn gather(config: &Config, store: Option<&Store>, sample: Duration, top: usize) -> IdleReport {
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
+    let waking = (!sample.is_zero())
+        .then(|| super::wakeups::start(&root, Some(config.services.docker_root.clone())));
+    let mut slept = false;
     let reader = PackageReader::discover(&root, &config.host.devfs);
     let to_ms = chrono::Utc::now().timestamp_millis();
     let from_ms = to_ms - HOUR_MS;
@@ -250,6 +257,7 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleR
         _ if sample.is_zero() => (Window::None, BTreeMap::new(), BTreeMap::new()),
         _ => {
             let (cores, package) = live_sample(&root, &config.host.devfs, sample);
+            slept = true;
             (
                 Window::Live {
                     seconds: sample.as_secs_f64(),
@@ -259,6 +267,10 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleR
             )
         }
     };
+    if waking.is_some() && !slept {
+        std::thread::sleep(sample);
+    }
+    let wakeups = waking.map(|w| w.finish(top));
     let package_states = sorted_package_states(package_shares);
     let package = match &reader {
         Ok(r) => PackageView {
@@ -318,6 +330,7 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration) -> IdleR
         window,
         package,
         cores,
+        wakeups,
         findings: Vec::new(),
         candidates: candidates(&all),
         settings: all,
@@ -411,7 +424,7 @@ pub fn findings(r: &IdleReport) -> Vec<String> {
     let suspects = awake_suspects(&r.settings);
     let suspects_text = if suspects.is_empty() {
         "no setting wattson reads is at a higher-power value: look for a busy process or a \
-         device wattson cannot see (powertop's overview shows wake-ups)"
+         device wattson cannot see (\"Who wakes the CPUs\" names the processes and interrupts)"
             .to_owned()
     } else {
         format!("candidates: {}", suspects.join(", "))
@@ -475,7 +488,8 @@ pub fn findings(r: &IdleReport) -> Vec<String> {
                 let _ = write!(
                     line,
                     "; the cores themselves spend only {} in {label}, so something keeps them \
-                     busy or wakes them (a process, timer interrupts: powertop shows which)",
+                     busy or wakes them (a process, timer interrupts: \"Who wakes the CPUs\" \
+                     names which)",
                     pct(share)
                 );
             }
@@ -493,6 +507,9 @@ pub fn findings(r: &IdleReport) -> Vec<String> {
             }
         }
     }
+    if let Some(w) = &r.wakeups {
+        out.extend(wakeup_finding(w));
+    }
     if let (Some(d), Some(s)) = (&r.hours_deep, &r.hours_shallow) {
         out.push(format!(
             "at the wall over the last 30 days: {:.1} W in the {} idle hours the package reached \
@@ -506,6 +523,29 @@ pub fn findings(r: &IdleReport) -> Vec<String> {
         ));
     }
     out
+}
+
+/// `who wakes the CPUs most: service:jellyfin.service (80 % of the tasks' 1000 wake-ups/s);
+/// of the interrupts, LOC (Local timer interrupts) (70 % of 1200/s)`.
+fn wakeup_finding(w: &super::wakeups::WakeupsView) -> Option<String> {
+    let group = w.by_service.first()?;
+    let mut line = format!(
+        "who wakes the CPUs most: {} ({} of the tasks' {:.0} wake-ups/s over {:.0} s)",
+        group.group,
+        pct(group.share),
+        w.task_wakeups_per_s,
+        w.seconds
+    );
+    if let Some(i) = w.interrupts.first() {
+        let _ = write!(
+            line,
+            "; of the interrupts, {} ({} of {:.0}/s)",
+            i.label(),
+            pct(i.share),
+            w.interrupts_per_s
+        );
+    }
+    Some(line)
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@
 //! - [`measure`]: idle with each candidate changed against idle as it was, in an A/B/A/B/A/B/A
 //!   sequence using the sweep's settling test and batch-means intervals;
 //! - [`persist`]: how to make a setting that saved something permanent (wattson never does);
-//! - [`store`]: the measured effects in the database, for `wattson idle` and `wattson report`.
+//! - [`store`]: the measured effects in the database, for `wattson idle` and `wattson report`;
+//! - [`wakeups`]: who wakes the CPUs over the sampled window, by service, process and
+//!   interrupt line.
 //!
 //! Units: shares 0..1 (printed as %), watts (W), UTC milliseconds.
 
@@ -26,3 +28,4 @@ pub mod journal;
 pub mod measure;
 pub mod persist;
 pub mod store;
+pub mod wakeups;

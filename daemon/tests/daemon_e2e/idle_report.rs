@@ -206,8 +206,12 @@ fn wattson_idle_says_what_the_wall_drew_in_deep_and_shallow_idle_hours() {
     // No live sample: nothing under these roots.
     config.host.sysfs = dir.path().join("sys");
     config.host.procfs = dir.path().join("proc");
-    let r =
-        wattson::idle::explain::gather(&config, Some(&store), std::time::Duration::from_millis(10));
+    let r = wattson::idle::explain::gather(
+        &config,
+        Some(&store),
+        std::time::Duration::from_millis(10),
+        wattson::idle::wakeups::TOP,
+    );
     let line = r
         .findings
         .iter()

@@ -735,3 +735,130 @@ fn without_the_msrs_or_the_perf_pmu_idle_names_both() {
     let text = run_ok(&config, &["idle", "--sample", "100ms"]);
     assert!(text.contains("nor the perf PMU"), "{text}");
 }
+
+/// Who wakes the CPUs, through the real binary on a fixture procfs whose counters a thread
+/// moves while `wattson idle` samples: `jellyfin.service` (two processes, one of them in a
+/// sub-group of the service, three threads) at 800 wake-ups/s, `sshd.service` at 200/s, a
+/// kernel thread asleep; interrupts: the local timer at 1000/s, `nvme0q1` at 300/s, the
+/// NIC's `enp3s0-rx-0` at 100/s.
+#[test]
+fn wakeups_rank_the_services_that_wake_the_cpus_and_name_each_interrupts_device() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use wattson_collectors::idle::wakeups::fixture::FixtureProc;
+
+    let env = TestEnv::new();
+    let root = env.path("machine");
+    intel_desktop(&root);
+    let proc = FixtureProc::new(&root.join("proc")).unwrap();
+    proc.add_process(
+        100,
+        "jellyfin",
+        "/system.slice/jellyfin.service",
+        &[100, 101],
+    )
+    .unwrap();
+    proc.add_process(
+        120,
+        "ffmpeg",
+        "/system.slice/jellyfin.service/transcode",
+        &[120],
+    )
+    .unwrap();
+    proc.add_process(200, "sshd", "/system.slice/sshd.service", &[200])
+        .unwrap();
+    proc.add_process(2, "kthreadd", "/", &[2]).unwrap();
+    let config = env.path("wattson.toml");
+    std::fs::write(&config, host_toml(&root, &env.db)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let advancer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            while !stop.load(Ordering::SeqCst) {
+                let at = |per_s: f64| (t0.elapsed().as_secs_f64() * per_s) as u64;
+                proc.set_count(100, 100, at(500.0)).unwrap();
+                proc.set_count(100, 101, at(100.0)).unwrap();
+                proc.set_count(120, 120, at(200.0)).unwrap();
+                proc.set_count(200, 200, at(200.0)).unwrap();
+                proc.set_interrupts(
+                    &[("LOC", at(1000.0)), ("RES", 0)],
+                    &[(122, "nvme0q1", at(300.0)), (130, "enp3s0-rx-0", at(100.0))],
+                )
+                .unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let text = run_ok(&config, &["idle", "--sample", "1s"]);
+    let json = run_ok(&config, &["idle", "--json", "--sample", "1s", "--top", "2"]);
+    stop.store(true, Ordering::SeqCst);
+    advancer.join().unwrap();
+    eprintln!("{text}");
+
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let w = &v["wakeups"];
+    assert!(
+        w["tasks_from"]
+            .as_str()
+            .unwrap()
+            .contains("task/<tid>/schedstat"),
+        "{w}"
+    );
+    let services = w["by_service"].as_array().unwrap();
+    assert_eq!(services.len(), 2, "{w}");
+    let share = |e: &serde_json::Value| e["share"].as_f64().unwrap();
+    assert_eq!(services[0]["group"], "service:jellyfin.service", "{w}");
+    assert!((share(&services[0]) - 0.8).abs() <= 0.1, "{w}");
+    assert_eq!(services[1]["group"], "service:sshd.service", "{w}");
+    assert!((share(&services[1]) - 0.2).abs() <= 0.1, "{w}");
+    assert_eq!(
+        services[0]["processes"],
+        serde_json::json!(["jellyfin", "ffmpeg"])
+    );
+    // The rates themselves depend on when the two reads fall between the writer's steps;
+    // the shares do not.
+    let total = w["task_wakeups_per_s"].as_f64().unwrap();
+    assert!((600.0..=1400.0).contains(&total), "{w}");
+    // --top 2: two processes listed, shares still of every task's wake-ups.
+    let processes = w["by_process"].as_array().unwrap();
+    assert_eq!(processes.len(), 2, "{w}");
+    assert_eq!(processes[0]["comm"], "jellyfin");
+    assert!((share(&processes[0]) - 0.6).abs() <= 0.1, "{w}");
+    let irqs = w["interrupts"].as_array().unwrap();
+    assert_eq!(irqs.len(), 2, "{w}");
+    assert_eq!(
+        (&irqs[0]["irq"], &irqs[0]["kernel"], &irqs[0]["name"]),
+        (
+            &serde_json::json!("LOC"),
+            &serde_json::json!(true),
+            &serde_json::json!("Local timer interrupts")
+        ),
+        "{w}"
+    );
+    assert_eq!(
+        (&irqs[1]["irq"], &irqs[1]["name"]),
+        (&serde_json::json!("122"), &serde_json::json!("nvme0q1"))
+    );
+    assert!((share(&irqs[1]) - 0.3 / 1.4).abs() <= 0.1, "{w}");
+
+    assert!(text.contains("Who wakes the CPUs (sampled 1 s)"), "{text}");
+    assert!(
+        text.contains("times each thread was given a CPU, the third field of "),
+        "{text}"
+    );
+    let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("no {s:?} in {text}"));
+    assert!(
+        at("service:jellyfin.service  (jellyfin, ffmpeg)") < at("service:sshd.service  (sshd)")
+    );
+    assert!(at("LOC (Local timer interrupts)") < at("nvme0q1 (IRQ 122)"));
+    assert!(at("nvme0q1 (IRQ 122)") < at("enp3s0-rx-0 (IRQ 130)"));
+    assert!(
+        !text.contains("kthreadd"),
+        "a thread that never woke is listed: {text}"
+    );
+    assert!(
+        text.contains("who wakes the CPUs most: service:jellyfin.service ("),
+        "{text}"
+    );
+}
