@@ -246,7 +246,7 @@ fn render_wakeups(out: &mut String, w: &WakeupsView) {
             out,
             "{}  ({})",
             row(g.per_s, g.share, &g.group),
-            g.processes.join(", ")
+            names_shown(&g.processes)
         );
     }
     let _ = writeln!(out, "  by process");
@@ -279,6 +279,23 @@ fn render_wakeups(out: &mut String, w: &WakeupsView) {
         let _ = writeln!(out, "{}", row(i.per_s, i.share, &i.label()));
     }
 }
+
+/// A group's processes, the first [`PROCESSES_SHOWN`] by name and how many more.
+fn names_shown(names: &[String]) -> String {
+    let mut text = names
+        .iter()
+        .take(PROCESSES_SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > PROCESSES_SHOWN {
+        let _ = write!(text, " and {} more", names.len() - PROCESSES_SHOWN);
+    }
+    text
+}
+
+/// Processes named on a group's line of "Who wakes the CPUs" (the JSON lists them all).
+const PROCESSES_SHOWN: usize = 5;
 
 /// `ASPM powersave (performance -> powersave): -3.05 +/- 0.37 W, 26.7 kWh, GBP 2.40/yr`.
 fn effect_line(e: &Effect, config: &Config) -> String {
