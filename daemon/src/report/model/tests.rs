@@ -2,7 +2,7 @@ use super::*;
 use crate::analysis::tariff::Period;
 use std::collections::BTreeMap;
 
-use crate::report::input::{FitInput, MeasuredInput, ReportOptions};
+use crate::report::input::{FitInput, LevelInput, MeasuredInput, ModeInput, ReportOptions};
 use chrono::NaiveTime;
 
 fn date(y: i32, m: u32, d: u32) -> NaiveDate {
