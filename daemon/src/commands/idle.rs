@@ -18,7 +18,7 @@ use crate::cli::IdleArgs;
 use crate::config::Config;
 use crate::idle::candidates::{self, Allowlist, Candidate};
 use crate::idle::explain::{self, IdleReport};
-use crate::idle::measure::{self, Plan, Progress};
+use crate::idle::measure::{self, Outcome, Plan, Progress};
 use crate::idle::store::{self as idle_store, Effect, describe_delta};
 use crate::idle::{journal, persist};
 use crate::store::Store;
@@ -273,35 +273,8 @@ fn check_privilege(allow: &Allowlist) -> anyhow::Result<()> {
 }
 
 fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<ExitCode> {
-    if args.phases < 3 || args.phases.is_multiple_of(2) {
-        anyhow::bail!(
-            "--phases {}: give an odd number, 3 or more (A B A, A B A B A, ...), so each changed \
-             phase has idle-as-found on both sides",
-            args.phases
-        );
-    }
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
-    let all = settings::read_all(&root);
-    let chosen = candidates::select(candidates::candidates(&all), &args.only, &args.skip)?;
-    if chosen.is_empty() {
-        anyhow::bail!(
-            "nothing to measure: every setting wattson can change is already at its lowest-power \
-             value (or left out by --skip); `wattson idle` lists them"
-        );
-    }
-    let allow = Allowlist::of(&chosen, &root).map_err(|p| {
-        anyhow::anyhow!(
-            "{} is outside [host] sysfs and procfs: refusing to write it",
-            p.display()
-        )
-    })?;
-    check_privilege(&allow)?;
-    if config.meters.is_empty() {
-        anyhow::bail!(
-            "wattson idle --measure needs a wall meter: add a [[meter]] to the configuration \
-             (without --measure, `wattson idle` explains idle without one)"
-        );
-    }
+    let (chosen, allow) = choose(args, config, &root)?;
     // Through the running daemon when it owns the meter, else opened here; a first reading
     // is taken either way before anything is changed.
     let mut link = crate::control::open_meter(config, args.meter.as_deref(), db)?;
@@ -368,23 +341,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
             &mut on_progress,
         ) {
             Ok(Some(o)) => {
-                let effect = Effect {
-                    run_id,
-                    host: config.host.name.clone(),
-                    candidate: c.id.to_owned(),
-                    name: c.name.clone(),
-                    original: c.original.clone(),
-                    changed: c.changed.clone(),
-                    started_ms: o.started_ms,
-                    ended_ms: o.ended_ms,
-                    baseline_w: o.figures.baseline_w,
-                    changed_w: o.figures.changed_w,
-                    delta_w: o.figures.delta_w,
-                    delta_ci95_w: o.figures.delta_ci95_w,
-                    n: o.n,
-                    effect: o.has_effect(),
-                    phases: serde_json::to_value(&o.phases)?,
-                };
+                let effect = effect_of(run_id, &config.host.name, c, &o)?;
                 idle_store::save_effect(&store, &effect)?;
                 crate::idle::configs::save(&store, &fingerprint, &effect, &o)?;
                 say(&bar, &effect_line(&effect, config));
@@ -437,6 +394,66 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
     Ok(match signal {
         Some(s) => ExitCode::from(128u8.saturating_add(s as u8)),
         None => ExitCode::SUCCESS,
+    })
+}
+
+/// The settings `--measure` changes (`--only`, `--skip`) and the files it may write, checked
+/// before anything is opened: the phases odd, something to change, every file inside
+/// `[host]`'s roots and writable, and a wall meter to measure with.
+fn choose(
+    args: &IdleArgs,
+    config: &Config,
+    root: &SysRoot,
+) -> anyhow::Result<(Vec<Candidate>, Allowlist)> {
+    if args.phases < 3 || args.phases.is_multiple_of(2) {
+        anyhow::bail!(
+            "--phases {}: give an odd number, 3 or more (A B A, A B A B A, ...), so each changed \
+             phase has idle-as-found on both sides",
+            args.phases
+        );
+    }
+    let all = settings::read_all(root);
+    let chosen = candidates::select(candidates::candidates(&all), &args.only, &args.skip)?;
+    if chosen.is_empty() {
+        anyhow::bail!(
+            "nothing to measure: every setting wattson can change is already at its lowest-power \
+             value (or left out by --skip); `wattson idle` lists them"
+        );
+    }
+    let allow = Allowlist::of(&chosen, root).map_err(|p| {
+        anyhow::anyhow!(
+            "{} is outside [host] sysfs and procfs: refusing to write it",
+            p.display()
+        )
+    })?;
+    check_privilege(&allow)?;
+    if config.meters.is_empty() {
+        anyhow::bail!(
+            "wattson idle --measure needs a wall meter: add a [[meter]] to the configuration \
+             (without --measure, `wattson idle` explains idle without one)"
+        );
+    }
+    Ok((chosen, allow))
+}
+
+/// The stored effect of setting `c` from its measurement `o` in run `run_id`.
+fn effect_of(run_id: i64, host: &str, c: &Candidate, o: &Outcome) -> anyhow::Result<Effect> {
+    Ok(Effect {
+        run_id,
+        host: host.to_owned(),
+        candidate: c.id.to_owned(),
+        name: c.name.clone(),
+        original: c.original.clone(),
+        changed: c.changed.clone(),
+        started_ms: o.started_ms,
+        ended_ms: o.ended_ms,
+        baseline_w: o.figures.baseline_w,
+        changed_w: o.figures.changed_w,
+        delta_w: o.figures.delta_w,
+        delta_ci95_w: o.figures.delta_ci95_w,
+        n: o.n,
+        effect: o.has_effect(),
+        phases: serde_json::to_value(&o.phases)?,
     })
 }
 
