@@ -16,12 +16,14 @@ use super::signals::SignalWatch;
 use crate::analysis::cost::{annual_cost, format_money};
 use crate::cli::IdleArgs;
 use crate::config::Config;
+use crate::control::MeterLink;
 use crate::idle::candidates::{self, Allowlist, Candidate};
 use crate::idle::explain::{self, IdleReport};
 use crate::idle::measure::{self, Outcome, Plan, Progress};
 use crate::idle::store::{self as idle_store, Effect, describe_delta};
 use crate::idle::{journal, persist};
 use crate::store::Store;
+use crate::sweep::fingerprint::Fingerprint;
 
 pub fn run(args: &IdleArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config_path)?;
@@ -296,21 +298,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
     let mut plan = Plan::new(link.config.interval);
     plan.phases = args.phases;
     plan.phase = args.phase;
-    let meter_desc = crate::sweep::record::meter_description(&link.config);
-    let started_ms = chrono::Utc::now().timestamp_millis();
-    let plan_json = serde_json::json!({
-        "candidates": chosen.iter().map(|c| c.id).collect::<Vec<_>>(),
-        "phases": plan.phases, "phase_s": plan.phase.as_secs_f64(),
-        "max_settle_s": plan.max_settle.as_secs_f64(), "ci_method": "batch means, Welch-Satterthwaite",
-    });
-    let fingerprint = crate::sweep::fingerprint::gather(&root, &config.host.name, &meter_desc);
-    let run_id = idle_store::begin_run(
-        &store,
-        &config.host.name,
-        started_ms,
-        &meter_desc,
-        &plan_json,
-    )?;
+    let (run_id, fingerprint) = start_run(&store, config, &root, &link, &chosen, &plan)?;
     let journal = journal::Journal::record(&store, run_id, allow)?;
     let stop = Arc::new(AtomicBool::new(false));
     let signals = SignalWatch::start(stop.clone(), || {
@@ -395,6 +383,34 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
         Some(s) => ExitCode::from(128u8.saturating_add(s as u8)),
         None => ExitCode::SUCCESS,
     })
+}
+
+/// Records the start of a run measuring `chosen` by `plan` with the meter `link` reaches;
+/// returns its id and this machine's fingerprint.
+fn start_run(
+    store: &Store,
+    config: &Config,
+    root: &SysRoot,
+    link: &MeterLink,
+    chosen: &[Candidate],
+    plan: &Plan,
+) -> anyhow::Result<(i64, Fingerprint)> {
+    let meter_desc = crate::sweep::record::meter_description(&link.config);
+    let started_ms = chrono::Utc::now().timestamp_millis();
+    let plan_json = serde_json::json!({
+        "candidates": chosen.iter().map(|c| c.id).collect::<Vec<_>>(),
+        "phases": plan.phases, "phase_s": plan.phase.as_secs_f64(),
+        "max_settle_s": plan.max_settle.as_secs_f64(), "ci_method": "batch means, Welch-Satterthwaite",
+    });
+    let fingerprint = crate::sweep::fingerprint::gather(root, &config.host.name, &meter_desc);
+    let run_id = idle_store::begin_run(
+        store,
+        &config.host.name,
+        started_ms,
+        &meter_desc,
+        &plan_json,
+    )?;
+    Ok((run_id, fingerprint))
 }
 
 /// The settings `--measure` changes (`--only`, `--skip`) and the files it may write, checked
