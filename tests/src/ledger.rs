@@ -220,9 +220,16 @@ pub fn check_figures(
     args.extend(["--host".into(), host.to_owned()]);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
 
-    // status, JSON and text.
+    let status = check_status(config, &a, host, source, truth);
+    check_reports(config, &a, host, truth, &status["cost"]);
+    truth
+}
+
+/// `status` of `host`, as JSON and as text (`a`: its arguments), against the truth in Wh
+/// of its wall `source`; returns the JSON.
+fn check_status(config: &Path, a: &[&str], host: &str, source: &str, truth: f64) -> Value {
     let mut s_args = vec!["status", "--json"];
-    s_args.extend(&a);
+    s_args.extend(a);
     let status = json(&run(config, &s_args));
     let cost = &status["cost"];
     assert_eq!(cost["source"], source, "{status}");
@@ -245,7 +252,7 @@ pub fn check_figures(
         0.005,
     );
     let mut t_args = vec!["status"];
-    t_args.extend(&a);
+    t_args.extend(a);
     let text = run(config, &t_args);
     let line = line_of(&text, "today");
     within(
@@ -260,12 +267,16 @@ pub fn check_figures(
         WATTS,
         0.005,
     );
+    status
+}
 
-    // Every report format over the same window as status's "today".
+/// Every report format of `host` (`a`: its arguments) over the same window as status's
+/// "today" against the truth in Wh, and its cost against status's `cost` to the cent.
+fn check_reports(config: &Path, a: &[&str], host: &str, truth: f64, cost: &Value) {
     let today = MiddayZone::get().today();
     let report = |format: &str| {
         let mut r = vec!["report", "--since", today.as_str(), "--format", format];
-        r.extend(&a);
+        r.extend(a);
         run(config, &r)
     };
     let j = json(&report("json"));
@@ -335,7 +346,6 @@ pub fn check_figures(
         WATTS * 8.76,
         0.005,
     );
-    truth
 }
 
 /// A `wattson collect` storing into `dir/collector.db`, once it has connected: the

@@ -185,6 +185,44 @@ pub fn parse(text_in: &str, origin: &str) -> Result<Vec<Candidate>, ImportError>
         return Err(err(1, None, "the file is empty: no header, no rows"));
     };
     let header = fields(header).map_err(|m| err(hline, None, m))?;
+    let columns = header_columns(hline, &header)?;
+
+    let mut out: Vec<Candidate> = Vec::new();
+    let mut names: HashMap<String, usize> = HashMap::new();
+    for (line, raw) in lines {
+        if out.len() >= MAX_ROWS {
+            return Err(err(
+                line,
+                None,
+                format!("more than {MAX_ROWS} rows: no result list is that long"),
+            ));
+        }
+        let mut c = candidate_row(line, raw, header.len(), &columns, origin)?;
+        let seen = names.entry(c.name.clone()).or_insert(0);
+        *seen += 1;
+        if *seen > 1 {
+            c.name = format!("{} #{line}", c.name);
+        }
+        super::check_name(&c.name).map_err(|e| err(line, None, e.0))?;
+        out.push(c);
+    }
+    if out.is_empty() {
+        return Err(err(hline, None, "a header and no rows: nothing to import"));
+    }
+    Ok(out)
+}
+
+/// What a header says: the columns read (field index, figure, header text), the loads
+/// with a watts column (ascending) and the curve they make.
+struct Columns<'a> {
+    cols: Vec<(usize, Col, &'a str)>,
+    watt_loads: Vec<u32>,
+    kind: CurveKind,
+}
+
+/// The columns of the header on line `hline`: each figure once, a `System` column, watts
+/// at every load or at idle and 100 % only, ssj_ops only where there are watts.
+fn header_columns(hline: usize, header: &[String]) -> Result<Columns<'_>, ImportError> {
     let mut cols: Vec<(usize, Col, &str)> = Vec::new();
     for (i, h) in header.iter().enumerate() {
         if let Some(c) = column_of(h) {
@@ -248,143 +286,155 @@ pub fn parse(text_in: &str, origin: &str) -> Result<Vec<Candidate>, ImportError>
             "ssj_ops at a load with no watts column",
         ));
     }
+    Ok(Columns {
+        cols,
+        watt_loads,
+        kind,
+    })
+}
 
-    let mut out: Vec<Candidate> = Vec::new();
-    let mut names: HashMap<String, usize> = HashMap::new();
-    for (line, raw) in lines {
-        if out.len() >= MAX_ROWS {
-            return Err(err(
-                line,
-                None,
-                format!("more than {MAX_ROWS} rows: no result list is that long"),
-            ));
+/// The candidate on row `line` (`raw`, which must have `width` fields), its curve at the
+/// header's loads.
+fn candidate_row(
+    line: usize,
+    raw: &str,
+    width: usize,
+    columns: &Columns<'_>,
+    origin: &str,
+) -> Result<Candidate, ImportError> {
+    let Columns {
+        cols,
+        watt_loads,
+        kind,
+    } = columns;
+    let kind = *kind;
+    let row = fields(raw).map_err(|m| err(line, None, m))?;
+    if row.len() != width {
+        return Err(err(
+            line,
+            None,
+            format!(
+                "{} fields, the header has {}: a comma in an unquoted name?",
+                row.len(),
+                width
+            ),
+        ));
+    }
+    let mut points: Vec<CurvePoint> = watt_loads
+        .iter()
+        .map(|&l| CurvePoint {
+            load: f64::from(l) / 100.0,
+            watts: f64::NAN,
+            ssj_ops: None,
+        })
+        .collect();
+    let mut c = Candidate::new(
+        String::new(),
+        Curve::new(
+            vec![
+                CurvePoint {
+                    load: 0.0,
+                    watts: 0.0,
+                    ssj_ops: None,
+                },
+                CurvePoint {
+                    load: 1.0,
+                    watts: 0.0,
+                    ssj_ops: None,
+                },
+            ],
+            kind,
+        )
+        .map_err(|e| err(line, None, e.to_string()))?,
+        format!("{origin} line {line}"),
+    );
+    for &(i, col, h) in cols {
+        set_field(&mut c, &mut points, line, col, h, row[i].as_str())?;
+    }
+    c.curve = Curve::new(points, kind).map_err(|e| err(line, None, e.to_string()))?;
+    Ok(c)
+}
+
+/// Field `v` of column `h` (figure `col`) on row `line` into `cand`, or into `points` for a
+/// load's watts and ssj_ops.
+fn set_field(
+    cand: &mut Candidate,
+    points: &mut [CurvePoint],
+    line: usize,
+    col: Col,
+    h: &str,
+    v: &str,
+) -> Result<(), ImportError> {
+    let num = |what: &str| -> Result<Option<f64>, ImportError> {
+        if v.is_empty() {
+            return Ok(None);
         }
-        let row = fields(raw).map_err(|m| err(line, None, m))?;
-        if row.len() != header.len() {
-            return Err(err(
-                line,
-                None,
-                format!(
-                    "{} fields, the header has {}: a comma in an unquoted name?",
-                    row.len(),
-                    header.len()
-                ),
-            ));
+        number(v)
+            .map(Some)
+            .ok_or_else(|| err(line, Some(h), format!("{v:?} is not {what}")))
+    };
+    let count = |what: &str| -> Result<Option<u32>, ImportError> {
+        match num(what)? {
+            None => Ok(None),
+            Some(n) if (1.0..=1e6).contains(&n) && n.fract() == 0.0 => Ok(Some(n as u32)),
+            Some(_) => Err(err(line, Some(h), format!("{v:?} is not {what}"))),
         }
-        let mut points: Vec<CurvePoint> = watt_loads
-            .iter()
-            .map(|&l| CurvePoint {
-                load: f64::from(l) / 100.0,
-                watts: f64::NAN,
-                ssj_ops: None,
-            })
-            .collect();
-        let mut c = Candidate::new(
-            String::new(),
-            Curve::new(
-                vec![
-                    CurvePoint {
-                        load: 0.0,
-                        watts: 0.0,
-                        ssj_ops: None,
-                    },
-                    CurvePoint {
-                        load: 1.0,
-                        watts: 0.0,
-                        ssj_ops: None,
-                    },
-                ],
-                kind,
-            )
-            .map_err(|e| err(line, None, e.to_string()))?,
-            format!("{origin} line {line}"),
-        );
-        for &(i, col, h) in &cols {
-            let v = row[i].as_str();
-            let num = |what: &str| -> Result<Option<f64>, ImportError> {
-                if v.is_empty() {
-                    return Ok(None);
-                }
-                number(v)
-                    .map(Some)
-                    .ok_or_else(|| err(line, Some(h), format!("{v:?} is not {what}")))
-            };
-            let count = |what: &str| -> Result<Option<u32>, ImportError> {
-                match num(what)? {
-                    None => Ok(None),
-                    Some(n) if (1.0..=1e6).contains(&n) && n.fract() == 0.0 => Ok(Some(n as u32)),
-                    Some(_) => Err(err(line, Some(h), format!("{v:?} is not {what}"))),
-                }
-            };
-            match col {
-                Col::System => {
-                    let name: String = v
-                        .replace(',', " ")
-                        .split_whitespace()
-                        .collect::<Vec<_>>()
-                        .join(" ");
-                    if name.is_empty() {
-                        return Err(err(line, Some(h), "no system name"));
-                    }
-                    c.system = text(line, h, v)?;
-                    c.name = name;
-                }
-                Col::Vendor => c.vendor = text(line, h, v)?,
-                Col::Cpu => c.cpu = text(line, h, v)?,
-                Col::Published => c.published = text(line, h, v)?,
-                Col::Cores => c.cores = count("a number of cores")?,
-                Col::Threads => c.threads = count("a number of threads")?,
-                Col::Memory => {
-                    c.memory_gb = num("memory in GB")?;
-                    if c.memory_gb.is_some_and(|m| m <= 0.0 || m > 1e7) {
-                        return Err(err(line, Some(h), format!("{v:?} GB is not a memory size")));
-                    }
-                }
-                Col::Score => {
-                    c.overall_ssj_ops_per_watt = num("a score in ssj_ops per watt")?;
-                    if c.overall_ssj_ops_per_watt.is_some_and(|s| s < 0.0) {
-                        return Err(err(line, Some(h), "a negative score"));
-                    }
-                }
-                Col::Watts(l) => {
-                    let w = num("watts")?.ok_or_else(|| {
-                        err(line, Some(h), "no watts: every load needs its figure")
-                    })?;
-                    if !(0.0..=MAX_WATTS).contains(&w) {
-                        return Err(err(
-                            line,
-                            Some(h),
-                            format!("{w} W is not a power between 0 and {MAX_WATTS} W"),
-                        ));
-                    }
-                    if let Some(p) = points.iter_mut().find(|p| p.load == f64::from(l) / 100.0) {
-                        p.watts = w;
-                    }
-                }
-                Col::Ops(l) => {
-                    let o = num("a throughput in ssj_ops")?;
-                    if o.is_some_and(|o| o < 0.0) {
-                        return Err(err(line, Some(h), "a negative throughput"));
-                    }
-                    if let Some(p) = points.iter_mut().find(|p| p.load == f64::from(l) / 100.0) {
-                        p.ssj_ops = o;
-                    }
-                }
+    };
+    match col {
+        Col::System => {
+            let name: String = v
+                .replace(',', " ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            if name.is_empty() {
+                return Err(err(line, Some(h), "no system name"));
+            }
+            cand.system = text(line, h, v)?;
+            cand.name = name;
+        }
+        Col::Vendor => cand.vendor = text(line, h, v)?,
+        Col::Cpu => cand.cpu = text(line, h, v)?,
+        Col::Published => cand.published = text(line, h, v)?,
+        Col::Cores => cand.cores = count("a number of cores")?,
+        Col::Threads => cand.threads = count("a number of threads")?,
+        Col::Memory => {
+            cand.memory_gb = num("memory in GB")?;
+            if cand.memory_gb.is_some_and(|m| m <= 0.0 || m > 1e7) {
+                return Err(err(line, Some(h), format!("{v:?} GB is not a memory size")));
             }
         }
-        c.curve = Curve::new(points, kind).map_err(|e| err(line, None, e.to_string()))?;
-        let seen = names.entry(c.name.clone()).or_insert(0);
-        *seen += 1;
-        if *seen > 1 {
-            c.name = format!("{} #{line}", c.name);
+        Col::Score => {
+            cand.overall_ssj_ops_per_watt = num("a score in ssj_ops per watt")?;
+            if cand.overall_ssj_ops_per_watt.is_some_and(|s| s < 0.0) {
+                return Err(err(line, Some(h), "a negative score"));
+            }
         }
-        super::check_name(&c.name).map_err(|e| err(line, None, e.0))?;
-        out.push(c);
+        Col::Watts(l) => {
+            let w = num("watts")?
+                .ok_or_else(|| err(line, Some(h), "no watts: every load needs its figure"))?;
+            if !(0.0..=MAX_WATTS).contains(&w) {
+                return Err(err(
+                    line,
+                    Some(h),
+                    format!("{w} W is not a power between 0 and {MAX_WATTS} W"),
+                ));
+            }
+            if let Some(p) = points.iter_mut().find(|p| p.load == f64::from(l) / 100.0) {
+                p.watts = w;
+            }
+        }
+        Col::Ops(l) => {
+            let o = num("a throughput in ssj_ops")?;
+            if o.is_some_and(|o| o < 0.0) {
+                return Err(err(line, Some(h), "a negative throughput"));
+            }
+            if let Some(p) = points.iter_mut().find(|p| p.load == f64::from(l) / 100.0) {
+                p.ssj_ops = o;
+            }
+        }
     }
-    if out.is_empty() {
-        return Err(err(hline, None, "a header and no rows: nothing to import"));
-    }
-    Ok(out)
+    Ok(())
 }
 
 /// Reads `path` (at most [`MAX_FILE_BYTES`], UTF-8) for [`parse`].

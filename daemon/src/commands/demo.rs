@@ -7,7 +7,7 @@
 //! converge); and a cost summary closes.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use wattson_collectors::SourceId;
@@ -72,20 +72,7 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
         ..PowerModel::default()
     };
     let sim = crate::sources::meters::simulate(Protocol::Pzem004t, &[1], model, &root, 42)?;
-    config.meters = vec![MeterConfig {
-        id: DEMO_METER.into(),
-        protocol: Protocol::Pzem004t,
-        port: sim.path.clone(),
-        baud: None,
-        parity: None,
-        stop_bits: None,
-        address: Some(1),
-        // Two readings a second: short sweep levels still get enough of them.
-        interval: Duration::from_millis(500),
-        timeout: None,
-        line: None,
-        bidirectional: false,
-    }];
+    config.meters = vec![demo_meter(sim.path.clone())];
     config.storage.path.clone_from(&db);
     config.storage.flush_interval = Duration::from_secs(1);
     config.mqtt = None;
@@ -99,44 +86,12 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
         db.display(),
     ));
 
-    let mut sweep_ok = true;
-    if args.no_sweep {
+    let sweep_ok = if args.no_sweep {
         say("\n1/3 sweep skipped (--no-sweep)");
+        true
     } else {
-        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        let budget = total * SWEEP_SHARE;
-        // As many levels (idle, 1, 2, ... loops, up to 4) as get MIN_LEVEL_S each.
-        let fit = ((budget / MIN_LEVEL_S).floor() as usize).max(2);
-        let levels: Vec<usize> = (0..=cpus.min(4)).take(fit).collect();
-        let per_level = (budget / levels.len() as f64).min(90.0);
-        say(&format!(
-            "\n1/3 sweeping levels {levels:?} (idle, then busy loops), at most {per_level:.0} s each \
-             (wattson sweep)"
-        ));
-        let sweep = SweepArgs {
-            name: Some("demo".into()),
-            levels: Some(levels),
-            kinds: vec![LoopKind::Spin],
-            governors: None,
-            meter: None,
-            max_level_time: Duration::from_secs_f64(per_level),
-            // A level of a few seconds holds about ten of the simulated meter's readings (1 W
-            // sd, two a second): +/- 2 W is what that many can show on a machine that is busy
-            // with other work too, so the demo stops there instead of at its time cap. A real
-            // sweep aims at the DESIGN's 0.5 W and takes minutes per level.
-            ci_watts: 2.0,
-            ci_percent: 2.0,
-            min_samples: 6,
-            idle_wait: Duration::from_secs_f64((per_level / 3.0).min(5.0)),
-            regression_check: false,
-            list: false,
-            show: None,
-            json: false,
-            db: Some(db.clone()),
-            quiet: true,
-        };
-        sweep_ok = sweep_with_config(&config, &sweep, "demo", &db)?;
-    }
+        sweep(&config, &db, total)?
+    };
 
     if sweep_ok {
         let left = total - started.elapsed().as_secs_f64() - CLOSING_S;
@@ -163,6 +118,62 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     } else {
         ExitCode::from(130)
     })
+}
+
+/// The simulated meter: a PZEM-004T at address 1 on `port`.
+fn demo_meter(port: PathBuf) -> MeterConfig {
+    MeterConfig {
+        id: DEMO_METER.into(),
+        protocol: Protocol::Pzem004t,
+        port,
+        baud: None,
+        parity: None,
+        stop_bits: None,
+        address: Some(1),
+        // Two readings a second: short sweep levels still get enough of them.
+        interval: Duration::from_millis(500),
+        timeout: None,
+        line: None,
+        bidirectional: false,
+    }
+}
+
+/// The demo's short sweep (`wattson sweep`), in its share of the `total` seconds. Returns
+/// false when interrupted.
+fn sweep(config: &Config, db: &Path, total: f64) -> anyhow::Result<bool> {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let budget = total * SWEEP_SHARE;
+    // As many levels (idle, 1, 2, ... loops, up to 4) as get MIN_LEVEL_S each.
+    let fit = ((budget / MIN_LEVEL_S).floor() as usize).max(2);
+    let levels: Vec<usize> = (0..=cpus.min(4)).take(fit).collect();
+    let per_level = (budget / levels.len() as f64).min(90.0);
+    crate::output::println(&format!(
+        "\n1/3 sweeping levels {levels:?} (idle, then busy loops), at most {per_level:.0} s each \
+         (wattson sweep)"
+    ));
+    let sweep = SweepArgs {
+        name: Some("demo".into()),
+        levels: Some(levels),
+        kinds: vec![LoopKind::Spin],
+        governors: None,
+        meter: None,
+        max_level_time: Duration::from_secs_f64(per_level),
+        // A level of a few seconds holds about ten of the simulated meter's readings (1 W
+        // sd, two a second): +/- 2 W is what that many can show on a machine that is busy
+        // with other work too, so the demo stops there instead of at its time cap. A real
+        // sweep aims at the DESIGN's 0.5 W and takes minutes per level.
+        ci_watts: 2.0,
+        ci_percent: 2.0,
+        min_samples: 6,
+        idle_wait: Duration::from_secs_f64((per_level / 3.0).min(5.0)),
+        regression_check: false,
+        list: false,
+        show: None,
+        json: false,
+        db: Some(db.to_owned()),
+        quiet: true,
+    };
+    sweep_with_config(config, &sweep, "demo", db)
 }
 
 /// `wattson run` for `collect`, with a progress bar of the time and the latest wall watts.

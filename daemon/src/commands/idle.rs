@@ -12,17 +12,22 @@ use anyhow::Context as _;
 use wattson_collectors::SysRoot;
 use wattson_collectors::idle::settings;
 
+mod render;
+
+use render::effect_line;
+pub use render::render;
+
 use super::signals::SignalWatch;
-use crate::analysis::cost::{annual_cost, format_money};
 use crate::cli::IdleArgs;
 use crate::config::Config;
+use crate::control::MeterLink;
 use crate::idle::candidates::{self, Allowlist, Candidate};
-use crate::idle::explain::{self, IdleReport};
-use crate::idle::measure::{self, Plan, Progress};
-use crate::idle::store::{self as idle_store, Effect, describe_delta};
-use crate::idle::wakeups::WakeupsView;
+use crate::idle::explain;
+use crate::idle::measure::{self, Outcome, Plan, Progress};
+use crate::idle::store::{self as idle_store, Effect};
 use crate::idle::{journal, persist};
 use crate::store::Store;
+use crate::sweep::fingerprint::Fingerprint;
 
 pub fn run(args: &IdleArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config_path)?;
@@ -94,247 +99,6 @@ fn restore(config: &Config, db: &Path) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn pct(share: f64) -> String {
-    format!("{:.1} %", share * 100.0)
-}
-
-/// `wattson idle` as text.
-pub fn render(r: &IdleReport, config: &Config) -> String {
-    let mut out = format!(
-        "wattson idle: why idle draws what it does (host {})\n\n",
-        r.host
-    );
-    let window = r.window.describe();
-    let p = &r.package;
-    let source = if p.readable {
-        format!(
-            "{}, from {}",
-            p.platform.as_deref().unwrap_or("intel"),
-            p.source.as_deref().unwrap_or("the residency MSRs")
-        )
-    } else {
-        "not readable here".to_owned()
-    };
-    let _ = writeln!(out, "Package C-states ({source}; {window})");
-    if p.states.is_empty() {
-        let why = p
-            .unavailable
-            .as_ref()
-            .map_or_else(|| "no samples".to_owned(), ToString::to_string);
-        let _ = writeln!(out, "  unavailable: {why}");
-    } else {
-        let states: Vec<String> = p
-            .states
-            .iter()
-            .map(|s| format!("{} {}", s.state, pct(s.share)))
-            .collect();
-        let _ = writeln!(out, "  {}", states.join("  "));
-        let _ = writeln!(
-            out,
-            "  deepest reached: {}",
-            p.deepest_reached.as_deref().unwrap_or("none")
-        );
-    }
-    if let Some(limit) = &p.limit {
-        let _ = writeln!(
-            out,
-            "  firmware limit: {}{}",
-            limit.label,
-            if limit.locked { " (locked)" } else { "" }
-        );
-    }
-    let _ = writeln!(
-        out,
-        "\nCore C-states (cpuidle {}, mean over CPUs; {window})",
-        r.cores.driver.as_deref().unwrap_or("none")
-    );
-    if r.cores.states.is_empty() {
-        let _ = writeln!(out, "  no samples");
-    } else {
-        let states: Vec<String> = r
-            .cores
-            .states
-            .iter()
-            .map(|s| format!("{} {}", s.state, pct(s.share)))
-            .collect();
-        let _ = writeln!(out, "  {}", states.join("  "));
-    }
-    if let Some(w) = &r.wakeups {
-        render_wakeups(&mut out, w);
-    }
-    let _ = writeln!(out, "\nWhat it means");
-    for f in &r.findings {
-        let _ = writeln!(out, "  - {f}");
-    }
-    let _ = writeln!(
-        out,
-        "\nSettings (current value, and the lower-power one where it exists)"
-    );
-    let width = r.settings.iter().map(|s| s.label.len()).max().unwrap_or(0);
-    for s in &r.settings {
-        let verdict = match &s.lower {
-            Some(lower) => format!("-> {lower}"),
-            None => "(lowest)".to_owned(),
-        };
-        let note = s
-            .note
-            .as_deref()
-            .map(|n| format!("  [{n}]"))
-            .unwrap_or_default();
-        let _ = writeln!(out, "  {:<width$}  {}  {verdict}{note}", s.label, s.current);
-    }
-    for a in &r.absent {
-        let _ = writeln!(out, "  {}: not here ({})", a.kind.as_str(), a.why);
-    }
-    if !r.measured.is_empty() {
-        let _ = writeln!(out, "\nMeasured at the wall (`wattson idle --measure`)");
-        for e in &r.measured {
-            let _ = writeln!(out, "  {}", effect_line(e, config));
-        }
-    }
-    if r.candidates.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nEvery setting wattson can change is at its lowest-power value."
-        );
-    } else {
-        let ids: Vec<&str> = r.candidates.iter().map(|c| c.id).collect();
-        let _ = writeln!(
-            out,
-            "\nNext: `sudo wattson idle --measure` measures what each of these saves at the wall \
-             ({}), about {} minutes each, and puts every one back; `--only {}` picks one.",
-            ids.join(", "),
-            Plan::new(Duration::from_secs(1))
-                .max_per_setting()
-                .as_secs()
-                .div_ceil(60),
-            ids[0]
-        );
-    }
-    out
-}
-
-/// "Who wakes the CPUs": the ranked services, processes and interrupt lines, and where the
-/// counts come from.
-fn render_wakeups(out: &mut String, w: &WakeupsView) {
-    if let Some(why) = &w.unavailable {
-        let _ = writeln!(out, "\nWho wakes the CPUs\n  unavailable: {why}");
-        return;
-    }
-    let _ = writeln!(out, "\nWho wakes the CPUs (sampled {:.0} s)", w.seconds);
-    let _ = writeln!(out, "  tasks: {}", w.tasks_from);
-    let _ = writeln!(out, "  interrupts: {}", w.interrupts_from);
-    let row = |per_s: f64, share: f64, what: &str| {
-        format!("    {per_s:>9.1}/s  {:>7}  {what}", pct(share))
-    };
-    let _ = writeln!(
-        out,
-        "  by service ({:.1} wake-ups/s from {} threads in all{})",
-        w.task_wakeups_per_s,
-        w.threads,
-        if w.truncated {
-            ", the scan stopped at its bound"
-        } else {
-            ""
-        }
-    );
-    if w.by_service.is_empty() {
-        let _ = writeln!(out, "    no task woke");
-    }
-    for g in &w.by_service {
-        let _ = writeln!(
-            out,
-            "{}  ({})",
-            row(g.per_s, g.share, &g.group),
-            names_shown(&g.processes)
-        );
-    }
-    let _ = writeln!(out, "  by process");
-    for p in &w.by_process {
-        let pids = if p.pids > 1 {
-            format!(" x{}", p.pids)
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            out,
-            "{}",
-            row(
-                p.per_s,
-                p.share,
-                &format!("{}{pids}  [{}]", p.comm, p.group)
-            )
-        );
-    }
-    if let Some(why) = &w.interrupts_unavailable {
-        let _ = writeln!(out, "  interrupts unavailable: {why}");
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "  interrupts by device and kind ({:.1}/s in all)",
-        w.interrupts_per_s
-    );
-    for i in &w.interrupts {
-        let _ = writeln!(out, "{}", row(i.per_s, i.share, &i.label()));
-    }
-}
-
-/// A group's processes, the first [`PROCESSES_SHOWN`] by name and how many more.
-fn names_shown(names: &[String]) -> String {
-    let mut text = names
-        .iter()
-        .take(PROCESSES_SHOWN)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > PROCESSES_SHOWN {
-        let _ = write!(text, " and {} more", names.len() - PROCESSES_SHOWN);
-    }
-    text
-}
-
-/// Processes named on a group's line of "Who wakes the CPUs" (the JSON lists them all).
-const PROCESSES_SHOWN: usize = 5;
-
-/// `ASPM powersave (performance -> powersave): -3.05 +/- 0.37 W, 26.7 kWh, GBP 2.40/yr`.
-fn effect_line(e: &Effect, config: &Config) -> String {
-    let mut line = format!(
-        "{} ({} -> {}): {}",
-        e.name,
-        e.original,
-        e.changed,
-        describe_delta(e)
-    );
-    if e.effect {
-        let _ = write!(line, ", {}", yearly(e.delta_w, e.delta_ci95_w, config));
-    }
-    line
-}
-
-/// `saves 26.7 kWh, GBP 2.40 a year` for a change of `delta_w` all year (`costs ... more`
-/// for a rise), priced at the configured tariff over the coming year.
-fn yearly(delta_w: f64, ci95_w: f64, config: &Config) -> String {
-    let today = chrono::Local::now().date_naive();
-    let verb = if delta_w < 0.0 { "saves" } else { "costs" };
-    let more = if delta_w < 0.0 { "" } else { " more" };
-    match crate::ledger::costs::tariff(&config.tariff)
-        .ok()
-        .and_then(|t| annual_cost(delta_w.abs(), Some(ci95_w), &t, today).ok())
-    {
-        Some(f) => format!(
-            "{verb} {:.1} kWh, {} a year{more} (+/- {})",
-            f.kwh,
-            format_money(f.cost, &f.currency),
-            format_money(f.cost_ci95.unwrap_or(0.0), &f.currency)
-        ),
-        None => format!(
-            "{verb} {:.1} kWh a year{more}",
-            crate::analysis::cost::annual_kwh(delta_w.abs())
-        ),
-    }
-}
-
 /// Refuse `--measure` without write access to every file it would change.
 fn check_privilege(allow: &Allowlist) -> anyhow::Result<()> {
     for path in allow.files() {
@@ -360,35 +124,8 @@ fn check_privilege(allow: &Allowlist) -> anyhow::Result<()> {
 }
 
 fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<ExitCode> {
-    if args.phases < 3 || args.phases.is_multiple_of(2) {
-        anyhow::bail!(
-            "--phases {}: give an odd number, 3 or more (A B A, A B A B A, ...), so each changed \
-             phase has idle-as-found on both sides",
-            args.phases
-        );
-    }
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
-    let all = settings::read_all(&root);
-    let chosen = candidates::select(candidates::candidates(&all), &args.only, &args.skip)?;
-    if chosen.is_empty() {
-        anyhow::bail!(
-            "nothing to measure: every setting wattson can change is already at its lowest-power \
-             value (or left out by --skip); `wattson idle` lists them"
-        );
-    }
-    let allow = Allowlist::of(&chosen, &root).map_err(|p| {
-        anyhow::anyhow!(
-            "{} is outside [host] sysfs and procfs: refusing to write it",
-            p.display()
-        )
-    })?;
-    check_privilege(&allow)?;
-    if config.meters.is_empty() {
-        anyhow::bail!(
-            "wattson idle --measure needs a wall meter: add a [[meter]] to the configuration \
-             (without --measure, `wattson idle` explains idle without one)"
-        );
-    }
+    let (chosen, allow) = choose(args, config, &root)?;
     // Through the running daemon when it owns the meter, else opened here; a first reading
     // is taken either way before anything is changed.
     let mut link = crate::control::open_meter(config, args.meter.as_deref(), db)?;
@@ -410,21 +147,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
     let mut plan = Plan::new(link.config.interval);
     plan.phases = args.phases;
     plan.phase = args.phase;
-    let meter_desc = crate::sweep::record::meter_description(&link.config);
-    let started_ms = chrono::Utc::now().timestamp_millis();
-    let plan_json = serde_json::json!({
-        "candidates": chosen.iter().map(|c| c.id).collect::<Vec<_>>(),
-        "phases": plan.phases, "phase_s": plan.phase.as_secs_f64(),
-        "max_settle_s": plan.max_settle.as_secs_f64(), "ci_method": "batch means, Welch-Satterthwaite",
-    });
-    let fingerprint = crate::sweep::fingerprint::gather(&root, &config.host.name, &meter_desc);
-    let run_id = idle_store::begin_run(
-        &store,
-        &config.host.name,
-        started_ms,
-        &meter_desc,
-        &plan_json,
-    )?;
+    let (run_id, fingerprint) = start_run(&store, config, &root, &link, &chosen, &plan)?;
     let journal = journal::Journal::record(&store, run_id, allow)?;
     let stop = Arc::new(AtomicBool::new(false));
     let signals = SignalWatch::start(stop.clone(), || {
@@ -455,23 +178,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
             &mut on_progress,
         ) {
             Ok(Some(o)) => {
-                let effect = Effect {
-                    run_id,
-                    host: config.host.name.clone(),
-                    candidate: c.id.to_owned(),
-                    name: c.name.clone(),
-                    original: c.original.clone(),
-                    changed: c.changed.clone(),
-                    started_ms: o.started_ms,
-                    ended_ms: o.ended_ms,
-                    baseline_w: o.figures.baseline_w,
-                    changed_w: o.figures.changed_w,
-                    delta_w: o.figures.delta_w,
-                    delta_ci95_w: o.figures.delta_ci95_w,
-                    n: o.n,
-                    effect: o.has_effect(),
-                    phases: serde_json::to_value(&o.phases)?,
-                };
+                let effect = effect_of(run_id, &config.host.name, c, &o)?;
                 idle_store::save_effect(&store, &effect)?;
                 crate::idle::configs::save(&store, &fingerprint, &effect, &o)?;
                 say(&bar, &effect_line(&effect, config));
@@ -524,6 +231,94 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
     Ok(match signal {
         Some(s) => ExitCode::from(128u8.saturating_add(s as u8)),
         None => ExitCode::SUCCESS,
+    })
+}
+
+/// Records the start of a run measuring `chosen` by `plan` with the meter `link` reaches;
+/// returns its id and this machine's fingerprint.
+fn start_run(
+    store: &Store,
+    config: &Config,
+    root: &SysRoot,
+    link: &MeterLink,
+    chosen: &[Candidate],
+    plan: &Plan,
+) -> anyhow::Result<(i64, Fingerprint)> {
+    let meter_desc = crate::sweep::record::meter_description(&link.config);
+    let started_ms = chrono::Utc::now().timestamp_millis();
+    let plan_json = serde_json::json!({
+        "candidates": chosen.iter().map(|c| c.id).collect::<Vec<_>>(),
+        "phases": plan.phases, "phase_s": plan.phase.as_secs_f64(),
+        "max_settle_s": plan.max_settle.as_secs_f64(), "ci_method": "batch means, Welch-Satterthwaite",
+    });
+    let fingerprint = crate::sweep::fingerprint::gather(root, &config.host.name, &meter_desc);
+    let run_id = idle_store::begin_run(
+        store,
+        &config.host.name,
+        started_ms,
+        &meter_desc,
+        &plan_json,
+    )?;
+    Ok((run_id, fingerprint))
+}
+
+/// The settings `--measure` changes (`--only`, `--skip`) and the files it may write, checked
+/// before anything is opened: the phases odd, something to change, every file inside
+/// `[host]`'s roots and writable, and a wall meter to measure with.
+fn choose(
+    args: &IdleArgs,
+    config: &Config,
+    root: &SysRoot,
+) -> anyhow::Result<(Vec<Candidate>, Allowlist)> {
+    if args.phases < 3 || args.phases.is_multiple_of(2) {
+        anyhow::bail!(
+            "--phases {}: give an odd number, 3 or more (A B A, A B A B A, ...), so each changed \
+             phase has idle-as-found on both sides",
+            args.phases
+        );
+    }
+    let all = settings::read_all(root);
+    let chosen = candidates::select(candidates::candidates(&all), &args.only, &args.skip)?;
+    if chosen.is_empty() {
+        anyhow::bail!(
+            "nothing to measure: every setting wattson can change is already at its lowest-power \
+             value (or left out by --skip); `wattson idle` lists them"
+        );
+    }
+    let allow = Allowlist::of(&chosen, root).map_err(|p| {
+        anyhow::anyhow!(
+            "{} is outside [host] sysfs and procfs: refusing to write it",
+            p.display()
+        )
+    })?;
+    check_privilege(&allow)?;
+    if config.meters.is_empty() {
+        anyhow::bail!(
+            "wattson idle --measure needs a wall meter: add a [[meter]] to the configuration \
+             (without --measure, `wattson idle` explains idle without one)"
+        );
+    }
+    Ok((chosen, allow))
+}
+
+/// The stored effect of setting `c` from its measurement `o` in run `run_id`.
+fn effect_of(run_id: i64, host: &str, c: &Candidate, o: &Outcome) -> anyhow::Result<Effect> {
+    Ok(Effect {
+        run_id,
+        host: host.to_owned(),
+        candidate: c.id.to_owned(),
+        name: c.name.clone(),
+        original: c.original.clone(),
+        changed: c.changed.clone(),
+        started_ms: o.started_ms,
+        ended_ms: o.ended_ms,
+        baseline_w: o.figures.baseline_w,
+        changed_w: o.figures.changed_w,
+        delta_w: o.figures.delta_w,
+        delta_ci95_w: o.figures.delta_ci95_w,
+        n: o.n,
+        effect: o.has_effect(),
+        phases: serde_json::to_value(&o.phases)?,
     })
 }
 

@@ -158,27 +158,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         .unwrap_or_else(|| config.host.name.clone());
     crate::store::check_host(&store, &host, &config.host.name)?;
     let own_host = host == config.host.name;
-    let mut readings = Vec::new();
-    let mut per_core = 0;
-    for l in store.latest(&host)? {
-        if channel::is_per_core(&l.series.channel) {
-            per_core += 1;
-            continue;
-        }
-        // Shown summed in their own section.
-        if l.series.metric == Metric::Rejected {
-            continue;
-        }
-        readings.push(Reading {
-            source: l.series.source.clone(),
-            metric: l.series.metric.as_str(),
-            channel: l.series.channel.clone(),
-            unit: l.series.unit.symbol(),
-            value: l.value,
-            ts_ms: l.ts_ms,
-            age_s: (now_ms - l.ts_ms) as f64 / 1000.0,
-        });
-    }
+    let (mut readings, per_core) = stored_readings(&store, &host, now_ms)?;
     // The daemon's live readings are this host's own; another host's come from the database.
     let (readings_from, daemon) = if own_host {
         match live_readings(&db, now_ms) {
@@ -202,30 +182,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
                 .min()
         });
     let tariff = crate::tariff::tariff_with_series(&config.tariff, &store, now_ms)?;
-    let price = {
-        let (p, until, from) = tariff.priced_segment(now_ms)?;
-        let watts = wall.as_ref().and_then(|w| {
-            readings
-                .iter()
-                .find(|r| {
-                    r.source == *w && r.metric == Metric::Power.as_str() && r.channel.is_empty()
-                })
-                .map(|r| r.value)
-        });
-        let live = from != crate::analysis::tariff::PriceSource::Configured
-            && tariff.source_name(from) == crate::tariff::store::LIVE_SOURCE;
-        Some(PriceNow {
-            price_per_kwh: p,
-            currency: tariff.currency().to_owned(),
-            source: tariff.source_name(from),
-            until_ms: (!live
-                && until < i64::MAX / 2
-                && from != crate::analysis::tariff::PriceSource::Configured)
-                .then_some(until),
-            cost_per_hour: watts.map(|w| w / 1000.0 * p),
-            watts,
-        })
-    };
+    let price = Some(price_now(&tariff, wall.as_ref(), &readings, now_ms)?);
     let (cost, counter_today) = match wall {
         Some(source) => {
             let accuracy = own_host
@@ -274,6 +231,67 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         crate::output::print(&render(&status));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The newest stored reading of each of `host`'s series (per-core series and rejection
+/// counts left out), and how many per-core series there are.
+fn stored_readings(
+    store: &crate::store::Store,
+    host: &str,
+    now_ms: i64,
+) -> anyhow::Result<(Vec<Reading>, usize)> {
+    let mut readings = Vec::new();
+    let mut per_core = 0;
+    for l in store.latest(host)? {
+        if channel::is_per_core(&l.series.channel) {
+            per_core += 1;
+            continue;
+        }
+        // Shown summed in their own section.
+        if l.series.metric == Metric::Rejected {
+            continue;
+        }
+        readings.push(Reading {
+            source: l.series.source.clone(),
+            metric: l.series.metric.as_str(),
+            channel: l.series.channel.clone(),
+            unit: l.series.unit.symbol(),
+            value: l.value,
+            ts_ms: l.ts_ms,
+            age_s: (now_ms - l.ts_ms) as f64 / 1000.0,
+        });
+    }
+    Ok((readings, per_core))
+}
+
+/// The price in force now, where it comes from and until when, and what the `wall` source's
+/// power costs at it.
+fn price_now(
+    tariff: &crate::analysis::tariff::Tariff,
+    wall: Option<&SourceId>,
+    readings: &[Reading],
+    now_ms: i64,
+) -> anyhow::Result<PriceNow> {
+    let (p, until, from) = tariff.priced_segment(now_ms)?;
+    let watts = wall.and_then(|w| {
+        readings
+            .iter()
+            .find(|r| r.source == *w && r.metric == Metric::Power.as_str() && r.channel.is_empty())
+            .map(|r| r.value)
+    });
+    let live = from != crate::analysis::tariff::PriceSource::Configured
+        && tariff.source_name(from) == crate::tariff::store::LIVE_SOURCE;
+    Ok(PriceNow {
+        price_per_kwh: p,
+        currency: tariff.currency().to_owned(),
+        source: tariff.source_name(from),
+        until_ms: (!live
+            && until < i64::MAX / 2
+            && from != crate::analysis::tariff::PriceSource::Configured)
+            .then_some(until),
+        cost_per_hour: watts.map(|w| w / 1000.0 * p),
+        watts,
+    })
 }
 
 /// The daemon's latest readings, where it says where they came from; else why not, in

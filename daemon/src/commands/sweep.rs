@@ -15,6 +15,7 @@ use wattson_collectors::{Collector, SysRoot};
 use super::signals::SignalWatch;
 use crate::cli::SweepArgs;
 use crate::config::Config;
+use crate::control::MeterLink;
 use crate::control::protocol::{Stored, SweepRecord, SweepSettings};
 use crate::store::Store;
 use crate::sweep::engine::{Instruments, LoopSlot, Progress, SweepPlan, run_sweep, stop_loops};
@@ -135,28 +136,7 @@ pub fn sweep_until_signal(
         .levels
         .clone()
         .unwrap_or_else(|| (0..=order.len()).collect());
-    if name.trim().is_empty() {
-        anyhow::bail!(
-            "--name is empty: name the configuration the results are stored under, e.g. \
-             --name \"basket, powersave\""
-        );
-    }
-    if levels.is_empty() {
-        anyhow::bail!("--levels is empty");
-    }
-    // Refused before anything runs: a level measured twice could not be stored.
-    let mut seen = std::collections::BTreeSet::new();
-    if let Some(twice) = levels.iter().find(|l| !seen.insert(**l)) {
-        anyhow::bail!("--levels {twice} is given twice: each level is measured once");
-    }
-    if let Some(too_many) = levels.iter().find(|&&l| l > order.len()) {
-        anyhow::bail!(
-            "--levels {too_many}: this machine has {} logical CPUs, and each loop needs one of its \
-             own, so levels go from 0 (idle) to {}",
-            order.len(),
-            order.len()
-        );
-    }
+    check_levels(name, &levels, order.len())?;
     // Through the daemon when one runs for this database (it owns the meter and the
     // database's writer), else the meter and the database directly.
     let mut link = crate::control::open_meter(config, args.meter.as_deref(), db)?;
@@ -173,27 +153,8 @@ pub fn sweep_until_signal(
     plan.sysfs.clone_from(&config.host.sysfs);
 
     let mut cpu = CpuCollector::new(root.clone());
-    let mut components: Vec<Box<dyn Collector>> = Vec::new();
-    if let Ok(r) = wattson_collectors::power::rapl::RaplCollector::new(&root) {
-        components.push(Box::new(r));
-    }
-    if let Ok(h) = wattson_collectors::power::hwmon::HwmonCollector::new(&root) {
-        components.push(Box::new(h));
-    }
-    // The daemon stores what it measured for us; without one, this process does.
-    let store = if link.meter.daemon().is_some() {
-        None
-    } else {
-        if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
-        Some(
-            Store::open(db, &crate::runtime::daemon::store_options(config))
-                .with_context(|| format!("opening the database {}", db.display()))?,
-        )
-    };
-    let meter_desc = crate::sweep::record::meter_description(&link.config);
-    let source = wattson_collectors::SourceId::meter(&link.config.id);
+    let mut components = component_collectors(&root);
+    let destination = Destination::new(config, args, db, &root, &link, physical)?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let slot: LoopSlot = Arc::new(Mutex::new(None));
@@ -225,7 +186,7 @@ pub fn sweep_until_signal(
         let online = topology
             .as_ref()
             .map_or(order.len(), |t| t.online().len().max(1));
-        let mut inst = Instruments {
+        let inst = Instruments {
             meter: link.meter.collector(),
             cpu: Some(&mut cpu),
             components: components
@@ -234,16 +195,7 @@ pub fn sweep_until_signal(
                 .collect(),
             online_cpus: online,
         };
-        let bar = progress_bar();
-        crate::logging::set_progress(Some(&bar));
-        // Each level is printed once: live above the spinner on a terminal (and then not
-        // again in the summary), else in the summary.
-        let live_levels = !bar.is_hidden() && !args.quiet;
-        let mut on_progress = |p: Progress| report_progress(&bar, &p, live_levels);
-        let outcome = run_sweep(&plan, &mut inst, &stop, &slot, &mut on_progress);
-        drop(inst);
-        bar.finish_and_clear();
-        crate::logging::set_progress(None);
+        let (outcome, live_levels) = measure(&plan, inst, &stop, &slot, args.quiet);
         let outcome = outcome?;
         let settings = SweepSettings {
             levels: plan.levels.clone(),
@@ -258,31 +210,7 @@ pub fn sweep_until_signal(
         if outcome.levels.is_empty() {
             tracing::warn!("no level completed: nothing stored for {config_name:?}");
         } else {
-            let stored = match (&store, link.meter.daemon()) {
-                (Some(store), _) => {
-                    let fp = fingerprint::gather(&root, &config.host.name, &meter_desc);
-                    let finished = Finished {
-                        name: &config_name,
-                        fingerprint: &fp,
-                        settings: &settings,
-                        outcome: &outcome,
-                        regression_check: args.regression_check,
-                    };
-                    record(store, &config.host.name, &finished)?.into_stored(db.to_owned())
-                }
-                (None, Some(daemon)) => daemon.store_sweep(SweepRecord {
-                    name: config_name.clone(),
-                    source: source.clone(),
-                    settings,
-                    physical_cores: physical,
-                    regression_check: args.regression_check,
-                    levels: outcome.levels.clone(),
-                    complete: outcome.complete,
-                    started_ms: outcome.started_ms,
-                    ended_ms: outcome.ended_ms,
-                })?,
-                (None, None) => anyhow::bail!("no database to store the sweep in"),
-            };
+            let stored = destination.store(&link, &config_name, settings, &outcome)?;
             say_stored(
                 &stored,
                 &config_name,
@@ -310,6 +238,145 @@ pub fn sweep_until_signal(
         None if !all_complete => Some(libc::SIGINT),
         None => None,
     })
+}
+
+/// Refuses, before anything runs, a sweep with no name, no levels, a level given twice
+/// (it could not be stored) or more loops than this machine's `cpus`.
+fn check_levels(name: &str, levels: &[usize], cpus: usize) -> anyhow::Result<()> {
+    if name.trim().is_empty() {
+        anyhow::bail!(
+            "--name is empty: name the configuration the results are stored under, e.g. \
+             --name \"basket, powersave\""
+        );
+    }
+    if levels.is_empty() {
+        anyhow::bail!("--levels is empty");
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(twice) = levels.iter().find(|l| !seen.insert(**l)) {
+        anyhow::bail!("--levels {twice} is given twice: each level is measured once");
+    }
+    if let Some(too_many) = levels.iter().find(|&&l| l > cpus) {
+        anyhow::bail!(
+            "--levels {too_many}: this machine has {cpus} logical CPUs, and each loop needs one \
+             of its own, so levels go from 0 (idle) to {cpus}"
+        );
+    }
+    Ok(())
+}
+
+/// The software power sources (RAPL, hwmon) polled beside the meter, for calibration.
+fn component_collectors(root: &SysRoot) -> Vec<Box<dyn Collector>> {
+    let mut components: Vec<Box<dyn Collector>> = Vec::new();
+    if let Ok(r) = wattson_collectors::power::rapl::RaplCollector::new(root) {
+        components.push(Box::new(r));
+    }
+    if let Ok(h) = wattson_collectors::power::hwmon::HwmonCollector::new(root) {
+        components.push(Box::new(h));
+    }
+    components
+}
+
+/// One run of `plan` on `inst` with a progress spinner; and whether each level was printed
+/// as it finished (live above the spinner on a terminal, and then not again in the summary).
+fn measure(
+    plan: &SweepPlan,
+    mut inst: Instruments<'_>,
+    stop: &AtomicBool,
+    slot: &LoopSlot,
+    quiet: bool,
+) -> (anyhow::Result<SweepOutcome>, bool) {
+    let bar = progress_bar();
+    crate::logging::set_progress(Some(&bar));
+    let live_levels = !bar.is_hidden() && !quiet;
+    let mut on_progress = |p: Progress| report_progress(&bar, &p, live_levels);
+    let outcome = run_sweep(plan, &mut inst, stop, slot, &mut on_progress);
+    drop(inst);
+    bar.finish_and_clear();
+    crate::logging::set_progress(None);
+    (outcome, live_levels)
+}
+
+/// Where each run's results are stored: the daemon stores what it measured for us; without
+/// one, this process does, in its own `store`.
+struct Destination<'a> {
+    store: Option<Store>,
+    db: &'a Path,
+    root: &'a SysRoot,
+    host: &'a str,
+    meter_desc: String,
+    source: wattson_collectors::SourceId,
+    physical: usize,
+    regression_check: bool,
+}
+
+impl<'a> Destination<'a> {
+    fn new(
+        config: &'a Config,
+        args: &SweepArgs,
+        db: &'a Path,
+        root: &'a SysRoot,
+        link: &MeterLink,
+        physical: usize,
+    ) -> anyhow::Result<Self> {
+        let store = if link.meter.daemon().is_some() {
+            None
+        } else {
+            if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            Some(
+                Store::open(db, &crate::runtime::daemon::store_options(config))
+                    .with_context(|| format!("opening the database {}", db.display()))?,
+            )
+        };
+        Ok(Destination {
+            store,
+            db,
+            root,
+            host: &config.host.name,
+            meter_desc: crate::sweep::record::meter_description(&link.config),
+            source: wattson_collectors::SourceId::meter(&link.config.id),
+            physical,
+            regression_check: args.regression_check,
+        })
+    }
+
+    /// Stores the run `name`'s `outcome`, here or through the daemon `link` reaches.
+    fn store(
+        &self,
+        link: &MeterLink,
+        name: &str,
+        settings: SweepSettings,
+        outcome: &SweepOutcome,
+    ) -> anyhow::Result<Stored> {
+        Ok(match (&self.store, link.meter.daemon()) {
+            (Some(store), _) => {
+                let fp = fingerprint::gather(self.root, self.host, &self.meter_desc);
+                let finished = Finished {
+                    name,
+                    fingerprint: &fp,
+                    settings: &settings,
+                    outcome,
+                    regression_check: self.regression_check,
+                };
+                record(store, self.host, &finished)?.into_stored(self.db.to_owned())
+            }
+            (None, Some(daemon)) => daemon.store_sweep(SweepRecord {
+                name: name.to_owned(),
+                source: self.source.clone(),
+                settings,
+                physical_cores: self.physical,
+                regression_check: self.regression_check,
+                levels: outcome.levels.clone(),
+                complete: outcome.complete,
+                started_ms: outcome.started_ms,
+                ended_ms: outcome.ended_ms,
+            })?,
+            (None, None) => anyhow::bail!("no database to store the sweep in"),
+        })
+    }
 }
 
 /// The stored sweep in words: calibrations, the fit, where it went, the regression verdict.

@@ -10,7 +10,7 @@
 //! [`crate::store::lock`]); the daemon picks the new slots up at its next refresh.
 
 use std::io::Read as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::analysis::price_series::Slot;
 use crate::cli::{ImportArgs, ListArgs, TariffCommand};
 use crate::store::Store;
-use crate::tariff::import::{self, MAX_FILE_BYTES};
+use crate::tariff::import::{self, MAX_FILE_BYTES, Parsed};
 use crate::tariff::store::{self as prices, Kind, NewSeries, ReplaceCount};
 
 /// What an import did, as printed.
@@ -100,91 +100,12 @@ fn read_limited(path: &Path) -> anyhow::Result<String> {
 }
 
 fn import_files(config: &crate::config::Config, a: &ImportArgs) -> anyhow::Result<ExitCode> {
-    let currency = a
-        .currency
-        .as_deref()
-        .map_or_else(|| config.tariff.currency.clone(), str::to_ascii_uppercase);
-    let opts = import::Options {
-        format: a.format,
-        exc_vat: a.exc_vat,
-        currency: currency.clone(),
-        timezone: a.timezone,
-        column: a.column.clone(),
-        max_price: a.max_price.unwrap_or(config.tariff.max_price_per_kwh),
-    };
-    // Every file is read and checked first: one bad file imports nothing.
-    let mut parsed = Vec::new();
-    for f in &a.files {
-        let text = read_limited(f)?;
-        let p = import::parse(&text, &opts)
-            .map_err(|e| anyhow::anyhow!("{}: {e}: nothing imported", f.display()))?;
-        parsed.push((f, p));
-    }
+    let parsed = parse_files(config, a)?;
     let format = parsed[0].1.format;
-    if let Some((f, p)) = parsed
-        .iter()
-        .find(|(_, p)| p.format != format || p.unit != parsed[0].1.unit)
-    {
-        anyhow::bail!(
-            "{} is {} in {}, the first file {} in {}: import them separately (--name): \
-             nothing imported",
-            f.display(),
-            p.format.name(),
-            p.unit,
-            format.name(),
-            parsed[0].1.unit
-        );
-    }
     let carbon = format.is_carbon();
     let unit = parsed[0].1.unit.clone();
-    if !carbon && unit != config.tariff.currency {
-        anyhow::bail!(
-            "{}: prices in {unit}, but [tariff] currency is {}: a series is priced in the \
-             tariff's currency (set [tariff] currency = \"{unit}\", or give the file's own \
-             currency with --currency for a plain CSV): nothing imported",
-            parsed[0].0.display(),
-            config.tariff.currency
-        );
-    }
-    // Pages of one series together: none may overlap another.
-    let mut slots: Vec<(Slot, usize, &Path)> = parsed
-        .iter()
-        .flat_map(|(f, p)| {
-            p.slots
-                .iter()
-                .zip(&p.lines)
-                .map(move |(s, l)| (*s, *l, f.as_path()))
-        })
-        .collect();
-    slots.sort_by_key(|s| s.0.start_ms);
-    if let Some(w) = slots.windows(2).find(|w| w[1].0.start_ms < w[0].0.end_ms) {
-        anyhow::bail!(
-            "{} line {} and {} line {}: slots {} and {} overlap: nothing imported",
-            w[0].2.display(),
-            w[0].1,
-            w[1].2.display(),
-            w[1].1,
-            import::rfc3339(w[0].0.start_ms),
-            import::rfc3339(w[1].0.start_ms)
-        );
-    }
-    let slots: Vec<Slot> = slots.into_iter().map(|s| s.0).collect();
-    let name = a
-        .name
-        .clone()
-        .unwrap_or_else(|| format.default_name().to_owned());
-    if name.is_empty()
-        || name == prices::LIVE_SOURCE
-        || name == "current"
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        anyhow::bail!(
-            "--name {name:?}: give letters, digits, '-' or '_' (\"mqtt\" is the live price's, \
-             \"current\" the configured tariff's)"
-        );
-    }
+    let slots = merged_slots(&parsed)?;
+    let name = series_name(a, format)?;
     let db = a.db.clone().unwrap_or_else(|| config.storage.path.clone());
     let store = open_for_writing(&db)?;
     let origin = a
@@ -233,6 +154,108 @@ fn import_files(config: &crate::config::Config, a: &ImportArgs) -> anyhow::Resul
         crate::output::print(&render_import(&out));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every file of `a` read and checked first, so one bad file imports nothing: each parsed,
+/// all of one format and unit, and prices in [tariff]'s currency.
+fn parse_files<'a>(
+    config: &crate::config::Config,
+    a: &'a ImportArgs,
+) -> anyhow::Result<Vec<(&'a PathBuf, Parsed)>> {
+    let currency = a
+        .currency
+        .as_deref()
+        .map_or_else(|| config.tariff.currency.clone(), str::to_ascii_uppercase);
+    let opts = import::Options {
+        format: a.format,
+        exc_vat: a.exc_vat,
+        currency: currency.clone(),
+        timezone: a.timezone,
+        column: a.column.clone(),
+        max_price: a.max_price.unwrap_or(config.tariff.max_price_per_kwh),
+    };
+    let mut parsed = Vec::new();
+    for f in &a.files {
+        let text = read_limited(f)?;
+        let p = import::parse(&text, &opts)
+            .map_err(|e| anyhow::anyhow!("{}: {e}: nothing imported", f.display()))?;
+        parsed.push((f, p));
+    }
+    let format = parsed[0].1.format;
+    if let Some((f, p)) = parsed
+        .iter()
+        .find(|(_, p)| p.format != format || p.unit != parsed[0].1.unit)
+    {
+        anyhow::bail!(
+            "{} is {} in {}, the first file {} in {}: import them separately (--name): \
+             nothing imported",
+            f.display(),
+            p.format.name(),
+            p.unit,
+            format.name(),
+            parsed[0].1.unit
+        );
+    }
+    let unit = &parsed[0].1.unit;
+    if !format.is_carbon() && *unit != config.tariff.currency {
+        anyhow::bail!(
+            "{}: prices in {unit}, but [tariff] currency is {}: a series is priced in the \
+             tariff's currency (set [tariff] currency = \"{unit}\", or give the file's own \
+             currency with --currency for a plain CSV): nothing imported",
+            parsed[0].0.display(),
+            config.tariff.currency
+        );
+    }
+    Ok(parsed)
+}
+
+/// The slots of every file, in time order: pages of one series together, none of which may
+/// overlap another.
+fn merged_slots(parsed: &[(&PathBuf, Parsed)]) -> anyhow::Result<Vec<Slot>> {
+    let mut slots: Vec<(Slot, usize, &Path)> = parsed
+        .iter()
+        .flat_map(|(f, p)| {
+            p.slots
+                .iter()
+                .zip(&p.lines)
+                .map(move |(s, l)| (*s, *l, f.as_path()))
+        })
+        .collect();
+    slots.sort_by_key(|s| s.0.start_ms);
+    if let Some(w) = slots.windows(2).find(|w| w[1].0.start_ms < w[0].0.end_ms) {
+        anyhow::bail!(
+            "{} line {} and {} line {}: slots {} and {} overlap: nothing imported",
+            w[0].2.display(),
+            w[0].1,
+            w[1].2.display(),
+            w[1].1,
+            import::rfc3339(w[0].0.start_ms),
+            import::rfc3339(w[1].0.start_ms)
+        );
+    }
+    Ok(slots.into_iter().map(|s| s.0).collect())
+}
+
+/// The series' name: `--name`, else the format's; letters, digits, `-` and `_`, and neither
+/// the live price's nor the configured tariff's.
+fn series_name(a: &ImportArgs, format: import::Format) -> anyhow::Result<String> {
+    let name = a
+        .name
+        .clone()
+        .unwrap_or_else(|| format.default_name().to_owned());
+    if name.is_empty()
+        || name == prices::LIVE_SOURCE
+        || name == "current"
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        anyhow::bail!(
+            "--name {name:?}: give letters, digits, '-' or '_' (\"mqtt\" is the live price's, \
+             \"current\" the configured tariff's)"
+        );
+    }
+    Ok(name)
 }
 
 fn render_import(i: &Imported) -> String {

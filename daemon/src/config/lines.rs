@@ -81,109 +81,19 @@ pub fn collector_names(meters: &[MeterConfig]) -> Vec<SourceId> {
         .collect()
 }
 
+/// The line the meters at `group` (indices into `meters`, one port) share.
 fn serial_line(meters: &[MeterConfig], group: &[usize]) -> Result<SerialLine, LineError> {
     let first = &meters[group[0]];
-    let port = first.port.display();
     let protocol = first.protocol;
-    let err = |meter: usize, key: LineKey, message: String| LineError {
-        meter,
-        key,
-        message,
-    };
     for &i in &group[1..] {
-        let m = &meters[i];
-        if m.protocol != protocol {
-            return Err(err(
-                i,
-                LineKey::Protocol,
-                format!(
-                    "meters {} and {} share {port} but speak different protocols ({protocol} and {}): \
-                     one line carries one protocol; give each its own port",
-                    first.id, m.id, m.protocol
-                ),
-            ));
-        }
-        if !protocol.is_polled() {
-            return Err(err(
-                i,
-                LineKey::Port,
-                format!(
-                    "meters {} and {} share {port}, but {protocol} meters stream on their own line: \
-                     give each its own port",
-                    first.id, m.id
-                ),
-            ));
-        }
-        let differs = |what: &str, a: &dyn Display, b: &dyn Display| {
-            err(
-                i,
-                LineKey::Port,
-                format!(
-                    "meters {} and {} share {port} but set different {what} ({a} and {b}): \
-                     a shared line has one {what}; set the same on both",
-                    first.id, m.id
-                ),
-            )
-        };
-        let shown = |v: Option<String>| v.unwrap_or_else(|| "the default".to_owned());
-        if m.baud != first.baud {
-            return Err(differs(
-                "baud",
-                &shown(first.baud.map(|b| b.to_string())),
-                &shown(m.baud.map(|b| b.to_string())),
-            ));
-        }
-        if m.parity != first.parity {
-            return Err(differs(
-                "parity",
-                &shown(first.parity.map(|p| p.as_str().to_owned())),
-                &shown(m.parity.map(|p| p.as_str().to_owned())),
-            ));
-        }
-        if m.stop_bits != first.stop_bits {
-            return Err(differs(
-                "stop_bits",
-                &shown(first.stop_bits.map(|s| s.to_string())),
-                &shown(m.stop_bits.map(|s| s.to_string())),
-            ));
-        }
-        if m.interval != first.interval {
-            return Err(differs(
-                "interval",
-                &super::format_duration(first.interval),
-                &super::format_duration(m.interval),
-            ));
-        }
-        if m.timeout != first.timeout {
-            return Err(differs(
-                "timeout",
-                &shown(first.timeout.map(super::format_duration)),
-                &shown(m.timeout.map(super::format_duration)),
-            ));
-        }
+        same_line(first, &meters[i], i)?;
     }
-
     let id = group
         .iter()
         .map(|&i| meters[i].id.as_str())
         .collect::<Vec<_>>()
         .join("+");
-    if let Some(&i) = group
-        .iter()
-        .find(|&&i| meters[i].bidirectional != first.bidirectional)
-    {
-        return Err(err(
-            i,
-            LineKey::Port,
-            format!(
-                "meters {} and {} share {} but only one is bidirectional: a shared line is one \
-                 or the other; set the same `bidirectional` on both",
-                first.id,
-                meters[i].id,
-                first.port.display()
-            ),
-        ));
-    }
+    same_direction(meters, group)?;
     let mut cfg = meter::MeterConfig::new(id, protocol, first.port.clone());
     cfg.bidirectional = first.bidirectional;
     if let Some(b) = first.baud {
@@ -196,49 +106,7 @@ fn serial_line(meters: &[MeterConfig], group: &[usize]) -> Result<SerialLine, Li
         cfg.serial.stop_bits = s;
     }
     if protocol.is_polled() {
-        let mut addresses: Vec<(u8, usize)> = Vec::new();
-        for &i in group {
-            let m = &meters[i];
-            let a = m.address.or(protocol.default_address()).unwrap_or(1);
-            let unset = || {
-                if m.address.is_none() {
-                    format!(
-                        " ({} sets no address, so it uses the {protocol} default)",
-                        m.id
-                    )
-                } else {
-                    String::new()
-                }
-            };
-            if let Some(&(_, j)) = addresses.iter().find(|(b, _)| *b == a) {
-                return Err(err(
-                    i,
-                    LineKey::Address,
-                    format!(
-                        "meters {} and {} on {port} both use Modbus address {a}{}: give each meter \
-                         on a shared line its own `address`",
-                        meters[j].id,
-                        m.id,
-                        unset()
-                    ),
-                ));
-            }
-            if group.len() > 1 && a == meter::pzem::GENERAL_ADDRESS {
-                return Err(err(
-                    i,
-                    LineKey::Address,
-                    format!(
-                        "meter {} on shared line {port} uses address {a}, the general address \
-                         every PZEM answers on{}: give each meter on a shared line its own \
-                         `address` (1 to 247)",
-                        m.id,
-                        unset()
-                    ),
-                ));
-            }
-            addresses.push((a, i));
-        }
-        cfg.addresses = addresses.iter().map(|(a, _)| *a).collect();
+        cfg.addresses = addresses(meters, group)?;
         cfg.ids = group.iter().map(|&i| meters[i].id.clone()).collect();
     }
     // Intervals and timeouts are range-checked, so these fit.
@@ -248,10 +116,168 @@ fn serial_line(meters: &[MeterConfig], group: &[usize]) -> Result<SerialLine, Li
     }
     cfg.line.clone_from(&first.line);
     // The collectors' own checks, so that nothing they refuse passes here.
-    cfg.validate()
-        .map_err(|e| err(group[0], LineKey::Id, e.to_string()))?;
+    cfg.validate().map_err(|e| LineError {
+        meter: group[0],
+        key: LineKey::Id,
+        message: e.to_string(),
+    })?;
     Ok(SerialLine {
         meter: cfg,
         interval: first.interval,
     })
+}
+
+/// Whether `m` (the meter at index `i`) can share `first`'s port: the same protocol, a
+/// polled one, and the same serial settings, interval and timeout.
+fn same_line(first: &MeterConfig, m: &MeterConfig, i: usize) -> Result<(), LineError> {
+    let port = first.port.display();
+    let protocol = first.protocol;
+    let err = |key: LineKey, message: String| LineError {
+        meter: i,
+        key,
+        message,
+    };
+    if m.protocol != protocol {
+        return Err(err(
+            LineKey::Protocol,
+            format!(
+                "meters {} and {} share {port} but speak different protocols ({protocol} and {}): \
+                 one line carries one protocol; give each its own port",
+                first.id, m.id, m.protocol
+            ),
+        ));
+    }
+    if !protocol.is_polled() {
+        return Err(err(
+            LineKey::Port,
+            format!(
+                "meters {} and {} share {port}, but {protocol} meters stream on their own line: \
+                 give each its own port",
+                first.id, m.id
+            ),
+        ));
+    }
+    let differs = |what: &str, a: &dyn Display, b: &dyn Display| {
+        err(
+            LineKey::Port,
+            format!(
+                "meters {} and {} share {port} but set different {what} ({a} and {b}): \
+                 a shared line has one {what}; set the same on both",
+                first.id, m.id
+            ),
+        )
+    };
+    let shown = |v: Option<String>| v.unwrap_or_else(|| "the default".to_owned());
+    if m.baud != first.baud {
+        return Err(differs(
+            "baud",
+            &shown(first.baud.map(|b| b.to_string())),
+            &shown(m.baud.map(|b| b.to_string())),
+        ));
+    }
+    if m.parity != first.parity {
+        return Err(differs(
+            "parity",
+            &shown(first.parity.map(|p| p.as_str().to_owned())),
+            &shown(m.parity.map(|p| p.as_str().to_owned())),
+        ));
+    }
+    if m.stop_bits != first.stop_bits {
+        return Err(differs(
+            "stop_bits",
+            &shown(first.stop_bits.map(|s| s.to_string())),
+            &shown(m.stop_bits.map(|s| s.to_string())),
+        ));
+    }
+    if m.interval != first.interval {
+        return Err(differs(
+            "interval",
+            &super::format_duration(first.interval),
+            &super::format_duration(m.interval),
+        ));
+    }
+    if m.timeout != first.timeout {
+        return Err(differs(
+            "timeout",
+            &shown(first.timeout.map(super::format_duration)),
+            &shown(m.timeout.map(super::format_duration)),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the meters at `group` are all bidirectional or all not.
+fn same_direction(meters: &[MeterConfig], group: &[usize]) -> Result<(), LineError> {
+    let first = &meters[group[0]];
+    match group
+        .iter()
+        .find(|&&i| meters[i].bidirectional != first.bidirectional)
+    {
+        Some(&i) => Err(LineError {
+            meter: i,
+            key: LineKey::Port,
+            message: format!(
+                "meters {} and {} share {} but only one is bidirectional: a shared line is one \
+                 or the other; set the same `bidirectional` on both",
+                first.id,
+                meters[i].id,
+                first.port.display()
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The Modbus address of each of the meters at `group` (a polled protocol's line), in
+/// order: each its own, and none the PZEM general address where the line is shared.
+fn addresses(meters: &[MeterConfig], group: &[usize]) -> Result<Vec<u8>, LineError> {
+    let first = &meters[group[0]];
+    let port = first.port.display();
+    let protocol = first.protocol;
+    let err = |meter: usize, message: String| LineError {
+        meter,
+        key: LineKey::Address,
+        message,
+    };
+    let mut addresses: Vec<(u8, usize)> = Vec::new();
+    for &i in group {
+        let m = &meters[i];
+        let a = m.address.or(protocol.default_address()).unwrap_or(1);
+        let unset = || {
+            if m.address.is_none() {
+                format!(
+                    " ({} sets no address, so it uses the {protocol} default)",
+                    m.id
+                )
+            } else {
+                String::new()
+            }
+        };
+        if let Some(&(_, j)) = addresses.iter().find(|(b, _)| *b == a) {
+            return Err(err(
+                i,
+                format!(
+                    "meters {} and {} on {port} both use Modbus address {a}{}: give each meter \
+                     on a shared line its own `address`",
+                    meters[j].id,
+                    m.id,
+                    unset()
+                ),
+            ));
+        }
+        if group.len() > 1 && a == meter::pzem::GENERAL_ADDRESS {
+            return Err(err(
+                i,
+                format!(
+                    "meter {} on shared line {port} uses address {a}, the general address \
+                     every PZEM answers on{}: give each meter on a shared line its own \
+                     `address` (1 to 247)",
+                    m.id,
+                    unset()
+                ),
+            ));
+        }
+        addresses.push((a, i));
+    }
+    Ok(addresses.iter().map(|(a, _)| *a).collect())
 }

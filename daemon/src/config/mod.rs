@@ -15,6 +15,7 @@ mod file;
 mod lines;
 mod load;
 mod meter;
+mod mqtt;
 pub mod names;
 mod tariff;
 mod validate;

@@ -1,10 +1,15 @@
-//! `[tariff]`'s keys for real tariffs: the live price topic (`price_topic`, `price_field`,
-//! `price_unit`), the price sanity limit (`max_price_per_kwh`) and the tariffs to compare
-//! against (`[[tariff.alternative]]`). The base prices are validated in [`super::validate`].
+//! `[tariff]`: the base prices, their time-of-use periods and dated changes
+//! (`[[tariff.change]]`), and the keys for real tariffs: the live price topic
+//! (`price_topic`, `price_field`, `price_unit`), the price sanity limit (`max_price_per_kwh`)
+//! and the tariffs to compare against (`[[tariff.alternative]]`).
 
-use super::file::FileTariff;
+use toml::Spanned;
+
+use super::file::{FilePeriod, FileTariff, FileTariffChange};
 use super::validate::Validator;
-use super::{AlternativeTariff, ConfigError, PriceUnit, TariffConfig};
+use super::{
+    AlternativeTariff, ConfigError, PeriodConfig, PriceUnit, TariffChangeConfig, TariffConfig,
+};
 
 /// The most a configured price per kWh may be: `max_price_per_kwh` where the file sets it,
 /// else a bound no currency's real price comes near (the default `max_price_per_kwh` of 10,
@@ -19,11 +24,90 @@ pub(super) fn configured_price_limit(t: &FileTariff) -> f64 {
 const CONFIGURED_PRICE_LIMIT: f64 = 1e6;
 
 impl Validator<'_> {
-    pub(super) fn tariff_extras(
+    /// `[tariff]` into `out`: the keys for real tariffs first ([`Validator::tariff_extras`]),
+    /// then the currency, the base prices, the time zone, the periods and the changes.
+    pub(super) fn tariff(&self, t: FileTariff, out: &mut TariffConfig) -> Result<(), ConfigError> {
+        self.tariff_extras(&t, out)?;
+        let max = configured_price_limit(&t);
+        if let Some(c) = t.currency {
+            out.currency = self.currency(&c)?;
+        }
+        if let Some(p) = &t.price_per_kwh {
+            out.price_per_kwh = self.price_per_kwh(p, "tariff.price_per_kwh", max)?;
+        }
+        if let Some(p) = &t.standing_charge_per_day {
+            out.standing_charge_per_day = self.price(p, "tariff.standing_charge_per_day")?;
+        }
+        if let Some(tz) = t.timezone {
+            let zone = crate::zone::Zone::named(tz.get_ref())
+                .map_err(|e| self.err(tz.span(), "tariff.timezone", e.to_string()))?;
+            out.timezone = Some(zone);
+        }
+        out.periods = self.periods(&t.period, "tariff.period", max)?;
+        for c in &t.change {
+            let change = self.tariff_change(c, &out.changes, max)?;
+            out.changes.push(change);
+        }
+        out.changes.sort_by_key(|c| c.effective_from);
+        Ok(())
+    }
+
+    /// `tariff.currency`: an ISO 4217 code, upper-cased.
+    fn currency(&self, c: &Spanned<String>) -> Result<String, ConfigError> {
+        let cur = c.get_ref().trim().to_ascii_uppercase();
+        if cur.len() != 3 || !cur.chars().all(|ch| ch.is_ascii_alphabetic()) {
+            return Err(self.err(
+                c.span(),
+                "tariff.currency",
+                format!(
+                    "{:?} is not an ISO 4217 currency code such as \"GBP\" or \"EUR\"",
+                    c.get_ref()
+                ),
+            ));
+        }
+        Ok(cur)
+    }
+
+    /// One `[[tariff.change]]`, whose date none of the `earlier` ones has.
+    fn tariff_change(
         &self,
-        t: &FileTariff,
-        out: &mut TariffConfig,
-    ) -> Result<(), ConfigError> {
+        c: &FileTariffChange,
+        earlier: &[TariffChangeConfig],
+        max: f64,
+    ) -> Result<TariffChangeConfig, ConfigError> {
+        let date = chrono::NaiveDate::parse_from_str(c.effective_from.get_ref(), "%Y-%m-%d")
+            .map_err(|_| {
+                self.err(
+                    c.effective_from.span(),
+                    "tariff.change.effective_from",
+                    format!(
+                        "{:?} is not a date: write \"YYYY-MM-DD\"",
+                        c.effective_from.get_ref()
+                    ),
+                )
+            })?;
+        if earlier.iter().any(|x| x.effective_from == date) {
+            return Err(self.err(
+                c.effective_from.span(),
+                "tariff.change.effective_from",
+                format!(
+                    "two [[tariff.change]] take effect on {date}: one date has one \
+                     set of prices"
+                ),
+            ));
+        }
+        Ok(TariffChangeConfig {
+            effective_from: date,
+            price_per_kwh: self.price_per_kwh(
+                &c.price_per_kwh,
+                "tariff.change.price_per_kwh",
+                max,
+            )?,
+            periods: self.periods(&c.period, "tariff.change.period", max)?,
+        })
+    }
+
+    fn tariff_extras(&self, t: &FileTariff, out: &mut TariffConfig) -> Result<(), ConfigError> {
         if let Some(topic) = &t.price_topic {
             let v = topic.get_ref().trim();
             if v.is_empty() || v.contains(['+', '#', '\0']) || v.len() > 1024 {
@@ -115,5 +199,67 @@ impl Validator<'_> {
             });
         }
         Ok(())
+    }
+
+    /// Time-of-use periods of one tariff: each a real span, none overlapping another.
+    pub(super) fn periods(
+        &self,
+        periods: &[FilePeriod],
+        key: &str,
+        max: f64,
+    ) -> Result<Vec<PeriodConfig>, ConfigError> {
+        let out: Vec<PeriodConfig> = periods
+            .iter()
+            .map(|per| {
+                let time = |s: &Spanned<String>, k: &str| {
+                    chrono::NaiveTime::parse_from_str(s.get_ref(), "%H:%M").map_err(|_| {
+                        self.err(
+                            s.span(),
+                            &format!("{key}.{k}"),
+                            format!("{:?} is not a time of day: write \"HH:MM\"", s.get_ref()),
+                        )
+                    })
+                };
+                let start = time(&per.start, "start")?;
+                let end = time(&per.end, "end")?;
+                if start == end {
+                    return Err(self.err(
+                        per.start.span(),
+                        key,
+                        "a period must not start and end at the same time",
+                    ));
+                }
+                Ok(PeriodConfig {
+                    start,
+                    end,
+                    price_per_kwh: self.price_per_kwh(
+                        &per.price_per_kwh,
+                        &format!("{key}.price_per_kwh"),
+                        max,
+                    )?,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        // The tariff's own rule (Tariff::new refuses the same), said here with its line.
+        let window = |p: &PeriodConfig| crate::analysis::tariff::Period {
+            start: p.start,
+            end: p.end,
+            price_per_kwh: p.price_per_kwh,
+        };
+        for (j, b) in out.iter().enumerate() {
+            if let Some(a) = out[..j].iter().find(|a| window(a).overlaps(&window(b))) {
+                return Err(self.err(
+                    periods[j].start.span(),
+                    key,
+                    format!(
+                        "the period {} overlaps {}: a time of day has one price, so periods \
+                         must not overlap",
+                        window(b).label(),
+                        window(a).label()
+                    ),
+                ));
+            }
+        }
+        Ok(out)
     }
 }

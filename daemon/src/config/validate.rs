@@ -1,20 +1,25 @@
 //! Validation: the file as written ([`super::file`]) into the typed [`Config`], once, with
 //! every error naming the file, the key and the line. Every command loads its config
-//! through here, so what `config check` passes, `run` runs. Meters are in [`super::meter`].
+//! through here, so what `config check` passes, `run` runs. Meters are in [`super::meter`],
+//! `[tariff]` in [`super::tariff`] and `[mqtt]` in [`super::mqtt`].
 //!
 //! Every duration has a range (below), so none can overflow an `Instant`, wrap when turned
 //! into milliseconds, or make a collector spin.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use toml::Spanned;
 
 use super::duration::{Range, Written};
-use super::file::{FileConfig, FilePeriod};
+use super::file::{
+    FileConfig, FileCpu, FileHost, FileManual, FilePlug, FilePower, FileServices, FileStorage,
+    FileUps,
+};
 use super::{
-    Config, ConfigError, ManualConfig, MqttConfig, PeriodConfig, PlugConfig, TariffChangeConfig,
-    UpsConfig, line_of, redact_url,
+    Config, ConfigError, CpuConfig, HostConfig, ManualConfig, PlugConfig, PowerConfig,
+    ServicesConfig, StorageConfig, UpsConfig, line_of,
 };
 
 const fn ms(n: u64) -> Duration {
@@ -129,23 +134,6 @@ impl Validator<'_> {
         }
     }
 
-    /// A systemd credential name (`LoadCredential=<name>:...`): a file name in
-    /// `$CREDENTIALS_DIRECTORY`.
-    fn credential_name(&self, v: &Spanned<String>) -> Result<String, ConfigError> {
-        let name = v.get_ref().trim();
-        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
-            return Err(self.err(
-                v.span(),
-                "mqtt.password_credential",
-                format!(
-                    "{name:?} is not a credential name: use the name in the unit's \
-                     LoadCredential=NAME:FILE, e.g. \"mqtt-password\""
-                ),
-            ));
-        }
-        Ok(name.to_owned())
-    }
-
     /// `http.listen`: an IP address and port (`127.0.0.1:9877`, `[::1]:9877`, `0.0.0.0:9877`);
     /// host names are not resolved, so what `config check` passes is what `run` binds.
     fn http(&self, listen: &Spanned<String>) -> Result<super::HttpConfig, ConfigError> {
@@ -213,298 +201,103 @@ impl Validator<'_> {
         Ok(p)
     }
 
-    /// Time-of-use periods of one tariff: each a real span, none overlapping another.
-    pub(super) fn periods(
-        &self,
-        periods: &[FilePeriod],
-        key: &str,
-        max: f64,
-    ) -> Result<Vec<PeriodConfig>, ConfigError> {
-        let out: Vec<PeriodConfig> = periods
-            .iter()
-            .map(|per| {
-                let time = |s: &Spanned<String>, k: &str| {
-                    chrono::NaiveTime::parse_from_str(s.get_ref(), "%H:%M").map_err(|_| {
-                        self.err(
-                            s.span(),
-                            &format!("{key}.{k}"),
-                            format!("{:?} is not a time of day: write \"HH:MM\"", s.get_ref()),
-                        )
-                    })
-                };
-                let start = time(&per.start, "start")?;
-                let end = time(&per.end, "end")?;
-                if start == end {
-                    return Err(self.err(
-                        per.start.span(),
-                        key,
-                        "a period must not start and end at the same time",
-                    ));
-                }
-                Ok(PeriodConfig {
-                    start,
-                    end,
-                    price_per_kwh: self.price_per_kwh(
-                        &per.price_per_kwh,
-                        &format!("{key}.price_per_kwh"),
-                        max,
-                    )?,
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        // The tariff's own rule (Tariff::new refuses the same), said here with its line.
-        let window = |p: &PeriodConfig| crate::analysis::tariff::Period {
-            start: p.start,
-            end: p.end,
-            price_per_kwh: p.price_per_kwh,
-        };
-        for (j, b) in out.iter().enumerate() {
-            if let Some(a) = out[..j].iter().find(|a| window(a).overlaps(&window(b))) {
-                return Err(self.err(
-                    periods[j].start.span(),
-                    key,
-                    format!(
-                        "the period {} overlaps {}: a time of day has one price, so periods \
-                         must not overlap",
-                        window(b).label(),
-                        window(a).label()
-                    ),
-                ));
-            }
-        }
-        Ok(out)
-    }
-
     pub(super) fn validate(&mut self, file: FileConfig) -> Result<Config, ConfigError> {
         let mut config = Config::defaults();
-
-        if let Some(name) = file.host.name {
-            config.host.name = self.name(&name, "host.name")?;
-        }
-        if let Some(p) = file.host.sysfs {
-            config.host.sysfs = p;
-        }
-        if let Some(p) = file.host.procfs {
-            config.host.procfs = p;
-        }
-        if let Some(p) = file.host.devfs {
-            config.host.devfs = p;
-        }
-
-        if let Some(p) = file.storage.path {
-            config.storage.path = p;
-        }
-        config.storage.raw_retention = self.duration(
-            file.storage.raw_retention.as_ref(),
-            "storage.raw_retention",
-            config.storage.raw_retention,
-            RETENTION,
-        )?;
-        config.storage.detail_retention = self.duration(
-            file.storage.detail_retention.as_ref(),
-            "storage.detail_retention",
-            config.storage.detail_retention,
-            RETENTION,
-        )?;
-        config.storage.flush_interval = self.duration(
-            file.storage.flush_interval.as_ref(),
-            "storage.flush_interval",
-            config.storage.flush_interval,
-            FLUSH,
-        )?;
-
-        config.cpu.enabled = file.cpu.enabled.unwrap_or(true);
-        config.cpu.interval = self.duration(
-            file.cpu.interval.as_ref(),
-            "cpu.interval",
-            config.cpu.interval,
-            SAMPLING,
-        )?;
-
+        self.host(file.host, &mut config.host)?;
+        self.storage(file.storage, &mut config.storage)?;
+        self.cpu(&file.cpu, &mut config.cpu)?;
         config.meters = self.meters(file.meter)?;
-
         let mut price_topic_span = None;
         if let Some(t) = file.tariff {
             price_topic_span = t.price_topic.as_ref().map(Spanned::span);
-            self.tariff_extras(&t, &mut config.tariff)?;
-            let max = super::tariff::configured_price_limit(&t);
-            if let Some(c) = t.currency {
-                let cur = c.get_ref().trim().to_ascii_uppercase();
-                if cur.len() != 3 || !cur.chars().all(|ch| ch.is_ascii_alphabetic()) {
-                    return Err(self.err(
-                        c.span(),
-                        "tariff.currency",
-                        format!(
-                            "{:?} is not an ISO 4217 currency code such as \"GBP\" or \"EUR\"",
-                            c.get_ref()
-                        ),
-                    ));
-                }
-                config.tariff.currency = cur;
-            }
-            if let Some(p) = &t.price_per_kwh {
-                config.tariff.price_per_kwh = self.price_per_kwh(p, "tariff.price_per_kwh", max)?;
-            }
-            if let Some(p) = &t.standing_charge_per_day {
-                config.tariff.standing_charge_per_day =
-                    self.price(p, "tariff.standing_charge_per_day")?;
-            }
-            if let Some(tz) = t.timezone {
-                let zone = crate::zone::Zone::named(tz.get_ref())
-                    .map_err(|e| self.err(tz.span(), "tariff.timezone", e.to_string()))?;
-                config.tariff.timezone = Some(zone);
-            }
-            config.tariff.periods = self.periods(&t.period, "tariff.period", max)?;
-            for c in t.change {
-                let date =
-                    chrono::NaiveDate::parse_from_str(c.effective_from.get_ref(), "%Y-%m-%d")
-                        .map_err(|_| {
-                            self.err(
-                                c.effective_from.span(),
-                                "tariff.change.effective_from",
-                                format!(
-                                    "{:?} is not a date: write \"YYYY-MM-DD\"",
-                                    c.effective_from.get_ref()
-                                ),
-                            )
-                        })?;
-                if config
-                    .tariff
-                    .changes
-                    .iter()
-                    .any(|x| x.effective_from == date)
-                {
-                    return Err(self.err(
-                        c.effective_from.span(),
-                        "tariff.change.effective_from",
-                        format!(
-                            "two [[tariff.change]] take effect on {date}: one date has one \
-                             set of prices"
-                        ),
-                    ));
-                }
-                config.tariff.changes.push(TariffChangeConfig {
-                    effective_from: date,
-                    price_per_kwh: self.price_per_kwh(
-                        &c.price_per_kwh,
-                        "tariff.change.price_per_kwh",
-                        max,
-                    )?,
-                    periods: self.periods(&c.period, "tariff.change.period", max)?,
-                });
-            }
-            config.tariff.changes.sort_by_key(|c| c.effective_from);
+            self.tariff(t, &mut config.tariff)?;
         }
-
         if let Some(m) = file.mqtt {
-            let url = m.url.get_ref().trim().to_owned();
-            if !(url.starts_with("mqtt://") || url.starts_with("mqtts://")) {
-                return Err(self.err(
-                    m.url.span(),
-                    "mqtt.url",
-                    format!("{} must start with mqtt:// or mqtts://", redact_url(&url)),
-                ));
-            }
-            if url
-                .split_once("://")
-                .is_some_and(|(_, r)| r.split('/').next().unwrap_or_default().contains('@'))
-            {
-                return Err(self.err(
-                    m.url.span(),
-                    "mqtt.url",
-                    "put the user in mqtt.username and the password in password_file or \
-                     password_credential, not in the URL",
-                ));
-            }
-            let password_credential = match &m.password_credential {
-                None => None,
-                Some(c) => Some(self.credential_name(c)?),
-            };
-            if let (Some(_), Some(c)) = (&m.password_file, &m.password_credential) {
-                return Err(self.err(
-                    c.span(),
-                    "mqtt.password_credential",
-                    "set password_file or password_credential, not both",
-                ));
-            }
-            if m.username.is_none() && (m.password_file.is_some() || password_credential.is_some())
-            {
-                return Err(self.err(
-                    m.url.span(),
-                    "mqtt.username",
-                    "a password is set but no username: add username = \"...\" to [mqtt]",
-                ));
-            }
-            let prefix = |v: Option<Spanned<String>>,
-                          key: &str,
-                          default: &str|
-             -> Result<String, ConfigError> {
-                match v {
-                    None => Ok(default.to_owned()),
-                    Some(s) => {
-                        let p = s.get_ref().trim_matches('/').to_owned();
-                        if p.is_empty() || super::names::check_topic(&p, false).is_err() {
-                            Err(self.err(
-                                s.span(),
-                                key,
-                                format!(
-                                    "must be a non-empty, printable topic of at most {} \
-                                     characters without '+' or '#'",
-                                    super::names::MAX_TOPIC_CHARS
-                                ),
-                            ))
-                        } else {
-                            Ok(p)
-                        }
-                    }
-                }
-            };
-            config.mqtt = Some(MqttConfig {
-                client_id: match &m.client_id {
-                    Some(id) => self.name(id, "mqtt.client_id")?,
-                    None => format!("wattson-{}", config.host.name),
-                },
-                url,
-                username: m.username,
-                password_file: m.password_file,
-                password_credential,
-                ca_file: m.ca_file,
-                client_cert_file: m.client_cert_file,
-                client_key_file: m.client_key_file,
-                insecure_skip_verify: m.insecure_skip_verify.unwrap_or(false),
-                topic_prefix: prefix(m.topic_prefix, "mqtt.topic_prefix", "wattson")?,
-                discovery_prefix: prefix(
-                    m.discovery_prefix,
-                    "mqtt.discovery_prefix",
-                    "homeassistant",
-                )?,
-                discovery: m.discovery.unwrap_or(true),
-                publish_interval: self.duration(
-                    m.publish_interval.as_ref(),
-                    "mqtt.publish_interval",
-                    Duration::from_secs(10),
-                    PUBLISH,
-                )?,
-                keepalive: self.duration(
-                    m.keepalive.as_ref(),
-                    "mqtt.keepalive",
-                    Duration::from_secs(30),
-                    KEEPALIVE,
-                )?,
-            });
+            config.mqtt = Some(self.mqtt(m, &config.host.name)?);
         }
-
         if let Some(h) = file.http {
             config.http = Some(self.http(&h.listen)?);
         }
+        self.power(file.power, &mut config.power)?;
+        self.services(file.services, &mut config.services)?;
+        for u in file.ups {
+            config.ups.push(self.ups(u)?);
+        }
+        for pl in file.plug {
+            let plug = self.plug(pl, &config)?;
+            config.plugs.push(plug);
+        }
+        config.manual = self.manual(file.config)?;
+        if let (Some(span), None) = (price_topic_span, &config.mqtt) {
+            return Err(self.err(
+                span,
+                "tariff.price_topic",
+                "a live price comes over MQTT: add an [mqtt] section with the broker that \
+                 publishes it",
+            ));
+        }
+        Ok(config)
+    }
 
-        let p = file.power;
-        config.power.rapl = p.rapl.unwrap_or(true);
-        config.power.hwmon = p.hwmon.unwrap_or(true);
-        config.power.gpu = p.gpu.unwrap_or(true);
-        config.power.ipmi = p.ipmi.unwrap_or(false);
+    /// `[host]` over the defaults in `out`.
+    fn host(&self, h: FileHost, out: &mut HostConfig) -> Result<(), ConfigError> {
+        if let Some(name) = h.name {
+            out.name = self.name(&name, "host.name")?;
+        }
+        if let Some(p) = h.sysfs {
+            out.sysfs = p;
+        }
+        if let Some(p) = h.procfs {
+            out.procfs = p;
+        }
+        if let Some(p) = h.devfs {
+            out.devfs = p;
+        }
+        Ok(())
+    }
+
+    /// `[storage]` over the defaults in `out`.
+    fn storage(&self, s: FileStorage, out: &mut StorageConfig) -> Result<(), ConfigError> {
+        if let Some(p) = s.path {
+            out.path = p;
+        }
+        out.raw_retention = self.duration(
+            s.raw_retention.as_ref(),
+            "storage.raw_retention",
+            out.raw_retention,
+            RETENTION,
+        )?;
+        out.detail_retention = self.duration(
+            s.detail_retention.as_ref(),
+            "storage.detail_retention",
+            out.detail_retention,
+            RETENTION,
+        )?;
+        out.flush_interval = self.duration(
+            s.flush_interval.as_ref(),
+            "storage.flush_interval",
+            out.flush_interval,
+            FLUSH,
+        )?;
+        Ok(())
+    }
+
+    /// `[cpu]` over the defaults in `out`.
+    fn cpu(&self, c: &FileCpu, out: &mut CpuConfig) -> Result<(), ConfigError> {
+        out.enabled = c.enabled.unwrap_or(true);
+        out.interval =
+            self.duration(c.interval.as_ref(), "cpu.interval", out.interval, SAMPLING)?;
+        Ok(())
+    }
+
+    /// `[power]` over the defaults in `out`: which sources, the IPMI command and the intervals.
+    fn power(&self, p: FilePower, out: &mut PowerConfig) -> Result<(), ConfigError> {
+        out.rapl = p.rapl.unwrap_or(true);
+        out.hwmon = p.hwmon.unwrap_or(true);
+        out.gpu = p.gpu.unwrap_or(true);
+        out.ipmi = p.ipmi.unwrap_or(false);
         if let Some(c) = p.ipmi_command {
-            config.power.ipmi_command = c;
+            out.ipmi_command = c;
         }
         if let Some(arg) = p.ipmi_args.iter().find(|a| a.get_ref() == "-P") {
             return Err(self.err(
@@ -513,90 +306,99 @@ impl Validator<'_> {
                 "pass the BMC password with -f FILE or -E, not -P (arguments are visible to every user in ps)",
             ));
         }
-        config.power.ipmi_args = p.ipmi_args.into_iter().map(Spanned::into_inner).collect();
-        config.power.interval = self.duration(
+        out.ipmi_args = p.ipmi_args.into_iter().map(Spanned::into_inner).collect();
+        out.interval = self.duration(
             p.interval.as_ref(),
             "power.interval",
-            config.power.interval,
+            out.interval,
             SAMPLING,
         )?;
-        config.power.ipmi_interval = self.duration(
+        out.ipmi_interval = self.duration(
             p.ipmi_interval.as_ref(),
             "power.ipmi_interval",
-            config.power.ipmi_interval,
+            out.ipmi_interval,
             SAMPLING,
         )?;
-        let sv = file.services;
-        config.services.enabled = sv.enabled.unwrap_or(true);
-        config.services.interval = self.duration(
+        Ok(())
+    }
+
+    /// `[services]` over the defaults in `out`.
+    fn services(&self, sv: FileServices, out: &mut ServicesConfig) -> Result<(), ConfigError> {
+        out.enabled = sv.enabled.unwrap_or(true);
+        out.interval = self.duration(
             sv.interval.as_ref(),
             "services.interval",
-            config.services.interval,
+            out.interval,
             SAMPLING,
         )?;
         if let Some(top) = sv.top {
-            config.services.top = usize::try_from(*top.get_ref())
+            out.top = usize::try_from(*top.get_ref())
                 .ok()
                 .filter(|t| (1..=100).contains(t))
                 .ok_or_else(|| self.err(top.span(), "services.top", "must be from 1 to 100"))?;
         }
         if let Some(d) = sv.docker_root {
-            config.services.docker_root = d;
+            out.docker_root = d;
         }
-        for u in file.ups {
-            let id = self.identifier(&u.id, "ups.id")?;
-            let port = match u.port {
-                None => 3493,
-                Some(p) if *p.get_ref() == 0 => {
-                    return Err(self.err(
-                        p.span(),
-                        "ups.port",
-                        "must be a TCP port from 1 to 65535",
-                    ));
-                }
-                Some(p) => p.into_inner(),
-            };
-            config.ups.push(UpsConfig {
-                id,
-                host: u.host,
-                port,
-                name: u.name,
-                username: u.username,
-                password_file: u.password_file,
-                interval: self.duration(
-                    u.interval.as_ref(),
-                    "ups.interval",
-                    Duration::from_secs(5),
-                    SAMPLING,
-                )?,
-            });
-        }
-        for pl in file.plug {
-            let id = self.name(&pl.id, "plug.id")?;
-            if config.meters.iter().any(|m| m.id == id) {
-                return Err(self.err(
-                    pl.id.span(),
-                    "plug.id",
-                    format!("{id:?} must be non-empty and differ from every meter id"),
-                ));
-            }
-            if config.mqtt.is_none() {
-                return Err(self.err(
-                    pl.id.span(),
-                    "plug",
-                    "smart plugs report over MQTT: add an [mqtt] section with the broker they publish to",
-                ));
-            }
-            config.plugs.push(PlugConfig {
-                id,
-                kind: pl.kind.into_inner().0,
-                topic: self.topic(&pl.topic, "plug.topic", true)?,
-                bidirectional: pl.bidirectional.unwrap_or(false),
-            });
-        }
+        Ok(())
+    }
 
+    /// One `[[ups]]`.
+    fn ups(&self, u: FileUps) -> Result<UpsConfig, ConfigError> {
+        let id = self.identifier(&u.id, "ups.id")?;
+        let port = match u.port {
+            None => 3493,
+            Some(p) if *p.get_ref() == 0 => {
+                return Err(self.err(p.span(), "ups.port", "must be a TCP port from 1 to 65535"));
+            }
+            Some(p) => p.into_inner(),
+        };
+        Ok(UpsConfig {
+            id,
+            host: u.host,
+            port,
+            name: u.name,
+            username: u.username,
+            password_file: u.password_file,
+            interval: self.duration(
+                u.interval.as_ref(),
+                "ups.interval",
+                Duration::from_secs(5),
+                SAMPLING,
+            )?,
+        })
+    }
+
+    /// One `[[plug]]`: its id differs from every meter's in `config`, whose `[mqtt]` it needs.
+    fn plug(&self, pl: FilePlug, config: &Config) -> Result<PlugConfig, ConfigError> {
+        let id = self.name(&pl.id, "plug.id")?;
+        if config.meters.iter().any(|m| m.id == id) {
+            return Err(self.err(
+                pl.id.span(),
+                "plug.id",
+                format!("{id:?} must be non-empty and differ from every meter id"),
+            ));
+        }
+        if config.mqtt.is_none() {
+            return Err(self.err(
+                pl.id.span(),
+                "plug",
+                "smart plugs report over MQTT: add an [mqtt] section with the broker they publish to",
+            ));
+        }
+        Ok(PlugConfig {
+            id,
+            kind: pl.kind.into_inner().0,
+            topic: self.topic(&pl.topic, "plug.topic", true)?,
+            bidirectional: pl.bidirectional.unwrap_or(false),
+        })
+    }
+
+    /// The `[[config]]` tables (manually described configurations), each name unique.
+    fn manual(&self, file: Vec<FileManual>) -> Result<Vec<ManualConfig>, ConfigError> {
         let mut names = std::collections::BTreeSet::new();
-        for c in file.config {
+        let mut out = Vec::new();
+        for c in file {
             let name = c.name.get_ref().trim().to_owned();
             super::names::check_label(&name)
                 .map_err(|why| self.err(c.name.span(), "config.name", format!("{name:?} {why}")))?;
@@ -607,37 +409,37 @@ impl Validator<'_> {
                     format!("{name:?} must be unique"),
                 ));
             }
-            let mut modes = Vec::new();
-            for (mode, watts) in c.modes {
-                let w = *watts.get_ref();
-                if !w.is_finite() || !(0.0..=100_000.0).contains(&w) {
-                    return Err(self.err(
-                        watts.span(),
-                        &format!("config.modes.{mode}"),
-                        format!("{w} is not a plausible power in watts"),
-                    ));
-                }
-                modes.push((mode, w));
-            }
-            modes.sort_by_key(|(m, _)| crate::analysis::modes::mode_rank(m));
-            config.manual.push(ManualConfig {
+            out.push(ManualConfig {
                 name,
                 description: c.description,
-                modes,
+                modes: self.modes(c.modes)?,
                 upgrade_cost: c
                     .upgrade_cost
                     .map(|u| self.price(&u, "config.upgrade_cost"))
                     .transpose()?,
             });
         }
-        if let (Some(span), None) = (price_topic_span, &config.mqtt) {
-            return Err(self.err(
-                span,
-                "tariff.price_topic",
-                "a live price comes over MQTT: add an [mqtt] section with the broker that \
-                 publishes it",
-            ));
+        Ok(out)
+    }
+
+    /// `config.modes`: a plausible power in watts per mode, in the modes' order.
+    fn modes(
+        &self,
+        written: BTreeMap<String, Spanned<f64>>,
+    ) -> Result<Vec<(String, f64)>, ConfigError> {
+        let mut modes = Vec::new();
+        for (mode, watts) in written {
+            let w = *watts.get_ref();
+            if !w.is_finite() || !(0.0..=100_000.0).contains(&w) {
+                return Err(self.err(
+                    watts.span(),
+                    &format!("config.modes.{mode}"),
+                    format!("{w} is not a plausible power in watts"),
+                ));
+            }
+            modes.push((mode, w));
         }
-        Ok(config)
+        modes.sort_by_key(|(m, _)| crate::analysis::modes::mode_rank(m));
+        Ok(modes)
     }
 }

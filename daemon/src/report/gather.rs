@@ -45,9 +45,7 @@ pub fn gather_from_store(
     (from_ms, to_ms): (Option<i64>, Option<i64>),
     split: &dyn Fn(i64, i64) -> bool,
 ) -> anyhow::Result<StoreData> {
-    use crate::ledger::{counter, energy, interval};
-    use crate::store::{Resolution, SeriesFilter};
-    use wattson_collectors::Metric;
+    use crate::ledger::energy;
 
     if !crate::store::database_exists(db)? {
         return Ok(StoreData::default());
@@ -94,49 +92,46 @@ pub fn gather_from_store(
     }) else {
         return Ok(data);
     };
-    let e = energy::energy(&store, host, &source, first, to)?;
+    let series = !data.price_series.is_empty() || data.carbon.is_some();
+    data.measured = measured_input(&store, host, source, (first, to), accuracy, series, split)?;
+    Ok(data)
+}
+
+/// The wall `source`'s measured history over `first..to` (none where it stored nothing
+/// there): its energy, covered time, gaps, power interval and counter, and the CPU
+/// utilisation beside it. `series` says whether the database holds price or carbon series
+/// (the energy is then read minute by minute throughout, else where `split` says).
+fn measured_input(
+    store: &crate::store::Store,
+    host: &str,
+    source: SourceId,
+    (first, to): (i64, i64),
+    accuracy: Option<wattson_collectors::meter::Accuracy>,
+    series: bool,
+    split: &dyn Fn(i64, i64) -> bool,
+) -> anyhow::Result<Option<MeasuredInput>> {
+    use crate::ledger::{counter, energy, interval};
+
+    let e = energy::energy(store, host, &source, first, to)?;
     if e.buckets.is_empty() {
-        return Ok(data);
+        return Ok(None);
     }
-    let (blocks, block) = energy::blocks(&store, &e)?;
+    let (blocks, block) = energy::blocks(store, &e)?;
     let power = e
         .mean_watts()
         .map(|w| interval::power_interval(w, e.covered_ms, &blocks, block, accuracy));
-    let counter = counter::cross_check(&store, &e)?;
-    let cpus = store
-        .find_series(&SeriesFilter::all().host(host).metric(Metric::CpuBusy))?
-        .iter()
-        .filter(|s| channel::is_per_core(&s.channel))
-        .count() as u32;
-    let utilisation = store
-        .rollups(
-            &SeriesFilter::all()
-                .host(host)
-                .metric(Metric::CpuBusy)
-                .channel(channel::ALL),
-            Resolution::Hour,
-            floor_to(first, HOUR_MS),
-            to,
-        )?
-        .into_iter()
-        .flat_map(|(_, r)| r)
-        .map(|r| {
-            (
-                r.bucket_ms,
-                r.bucket_ms + HOUR_MS,
-                r.mean * f64::from(cpus.max(1)),
-            )
-        })
-        .collect();
-    data.measured = Some(MeasuredInput {
+    let counter = counter::cross_check(store, &e)?;
+    let cpus = cpu_count(store, host)?;
+    let utilisation = utilisation(store, host, (first, to), cpus)?;
+    Ok(Some(MeasuredInput {
         from_ms: first,
         to_ms: to,
         // Minute by minute where a price, a carbon intensity or the local date may change
         // within an hour (series slots are often half-hours).
-        energy: if data.price_series.is_empty() && data.carbon.is_none() {
-            e.minute_buckets_where(&store, split)?
+        energy: if series {
+            e.minute_buckets(store)?
         } else {
-            e.minute_buckets(&store)?
+            e.minute_buckets_where(store, split)?
         },
         covered_ms: e.covered_ms,
         covered: e
@@ -156,8 +151,52 @@ pub fn gather_from_store(
         power,
         counter,
         approximate_hours: e.approximate_hours,
-    });
-    Ok(data)
+    }))
+}
+
+/// This machine's CPU count: its per-core busy series.
+fn cpu_count(store: &crate::store::Store, host: &str) -> anyhow::Result<u32> {
+    use crate::store::SeriesFilter;
+    use wattson_collectors::Metric;
+
+    Ok(store
+        .find_series(&SeriesFilter::all().host(host).metric(Metric::CpuBusy))?
+        .iter()
+        .filter(|s| channel::is_per_core(&s.channel))
+        .count() as u32)
+}
+
+/// The hourly busy CPUs (of `cpus`) over the hours from `first`'s to `to`: (start, end,
+/// busy CPUs).
+fn utilisation(
+    store: &crate::store::Store,
+    host: &str,
+    (first, to): (i64, i64),
+    cpus: u32,
+) -> anyhow::Result<Vec<(i64, i64, f64)>> {
+    use crate::store::{Resolution, SeriesFilter};
+    use wattson_collectors::Metric;
+
+    Ok(store
+        .rollups(
+            &SeriesFilter::all()
+                .host(host)
+                .metric(Metric::CpuBusy)
+                .channel(channel::ALL),
+            Resolution::Hour,
+            floor_to(first, HOUR_MS),
+            to,
+        )?
+        .into_iter()
+        .flat_map(|(_, r)| r)
+        .map(|r| {
+            (
+                r.bucket_ms,
+                r.bucket_ms + HOUR_MS,
+                r.mean * f64::from(cpus.max(1)),
+            )
+        })
+        .collect())
 }
 
 /// Every price series (to compare, and the applied ones to price by) and the applied

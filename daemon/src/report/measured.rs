@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::input::{ConfigInput, FitInput, MeasuredInput};
 use super::model::{ReportError, over_history, rfc3339_in};
-use crate::analysis::cost::{HOURS_PER_YEAR, PriceBand, cost_of_energy};
+use crate::analysis::cost::{CostError, HOURS_PER_YEAR, PriceBand, cost_of_energy};
 use crate::analysis::tariff::Tariff;
 
 const MS_PER_HOUR: f64 = 3_600_000.0;
@@ -201,72 +201,15 @@ pub(super) fn measured_report(
     configs: &[ConfigInput],
     host: Option<&str>,
 ) -> Result<MeasuredReport, ReportError> {
-    let cost_err = |what: &str| {
-        let what = what.to_string();
-        move |source| ReportError::Cost { what, source }
-    };
     let priced = cost_of_energy(tariff, &m.energy).map_err(cost_err("the measured energy"))?;
     // The ledger's covered time: never derived from bucket lengths or sample counts.
     let covered_ms = m.covered_ms.max(0);
     let covered_hours = covered_ms as f64 / MS_PER_HOUR;
     let window_hours = (m.to_ms - m.from_ms).max(0) as f64 / MS_PER_HOUR;
-    let gaps: Vec<GapReport> = m
-        .gaps
-        .iter()
-        .map(|(s, e, reason)| GapReport {
-            from: rfc3339_in(*s, tariff.tz()),
-            to: rfc3339_in(*e, tariff.tz()),
-            from_ms: *s,
-            to_ms: *e,
-            hours: (e - s).max(0) as f64 / MS_PER_HOUR,
-            reason: reason.clone(),
-        })
-        .collect();
+    let gaps = gaps(m, tariff);
     let daily = daily(&m.energy, tariff)?;
 
-    let modelled = match model_config(m, configs, host) {
-        Some((c, f)) if !m.utilisation.is_empty() => {
-            let model: Vec<(i64, i64, f64)> = m
-                .utilisation
-                .iter()
-                .filter(|(s, e, b)| e > s && b.is_finite())
-                .map(|&(s, e, busy)| {
-                    let w = f.idle_watts + f.watts_per_loop * busy.max(0.0);
-                    (s, e, w * (e - s) as f64 / MS_PER_HOUR)
-                })
-                .collect();
-            let p = cost_of_energy(tariff, &model).map_err(cost_err("the modelled energy"))?;
-            over_history(&m.utilisation, |b| b).map(|(busy, hours)| {
-                let scale = HOURS_PER_YEAR / hours;
-                let annual = crate::ledger::annual::modelled(
-                    p.kwh * scale,
-                    None,
-                    &format!(
-                        "the sweep fit of {} over {hours:.1} h of utilisation",
-                        c.name
-                    ),
-                    year.per_kwh,
-                    year.from,
-                    tariff.currency(),
-                );
-                ModelledReport {
-                    config: c.name.clone(),
-                    idle_watts: f.idle_watts,
-                    watts_per_loop: f.watts_per_loop,
-                    cpus: m.cpus,
-                    mean_busy_cpus: busy,
-                    mean_watts: f.idle_watts + f.watts_per_loop * busy,
-                    hours,
-                    kwh: p.kwh,
-                    energy_cost: p.energy_cost,
-                    annual_kwh: annual.kwh,
-                    annual_cost: annual.cost,
-                    annual_basis: annual.basis,
-                }
-            })
-        }
-        _ => None,
-    };
+    let modelled = modelled(m, tariff, year, configs, host)?;
     // Projected as measured, by the one function every surface's projection uses.
     let projected = crate::ledger::annual::projected(
         priced.kwh,
@@ -297,29 +240,7 @@ pub(super) fn measured_report(
         ci.filter(|_| mean_watts > 0.0)
             .map(|c| annual * c / mean_watts)
     };
-    let mut warnings: Vec<String> = m
-        .power
-        .as_ref()
-        .map(|p| p.warnings.clone())
-        .unwrap_or_default();
-    if m.approximate_hours > 0 {
-        warnings.push(format!(
-            "{} hour(s) of the window were stored before covered time was and their raw \
-             samples are gone: their energy and covered time are estimates",
-            m.approximate_hours
-        ));
-    }
-    if let Some(c) = &m.counter
-        && c.difference_percent.is_some_and(|p| p.abs() > 5.0)
-        && c.beyond_its_steps()
-    {
-        warnings.push(format!(
-            "the meter's own counter ({}) and the integral of its power ({}) disagree: {}",
-            crate::report::render::energy(c.counter_wh / 1000.0),
-            crate::report::render::energy(c.integral_wh / 1000.0),
-            c.describe()
-        ));
-    }
+    let warnings = warnings(m);
     Ok(MeasuredReport {
         source: m.source.clone(),
         mean_watts_ci95: ci,
@@ -364,6 +285,112 @@ pub(super) fn measured_report(
             .and_then(|x| pct(x.annual_cost, annual_cost)),
         modelled,
     })
+}
+
+/// The meter's gaps in the window, in the tariff's zone.
+fn gaps(m: &MeasuredInput, tariff: &Tariff) -> Vec<GapReport> {
+    m.gaps
+        .iter()
+        .map(|(s, e, reason)| GapReport {
+            from: rfc3339_in(*s, tariff.tz()),
+            to: rfc3339_in(*e, tariff.tz()),
+            from_ms: *s,
+            to_ms: *e,
+            hours: (e - s).max(0) as f64 / MS_PER_HOUR,
+            reason: reason.clone(),
+        })
+        .collect()
+}
+
+/// What the sweep fit of the configuration that models this machine says the measured
+/// window's utilisation history should have cost, projected to a year; `None` without such a
+/// fit or history.
+fn modelled(
+    m: &MeasuredInput,
+    tariff: &Tariff,
+    year: YearPrice<'_>,
+    configs: &[ConfigInput],
+    host: Option<&str>,
+) -> Result<Option<ModelledReport>, ReportError> {
+    let Some((c, f)) = model_config(m, configs, host) else {
+        return Ok(None);
+    };
+    if m.utilisation.is_empty() {
+        return Ok(None);
+    }
+    let model: Vec<(i64, i64, f64)> = m
+        .utilisation
+        .iter()
+        .filter(|(s, e, b)| e > s && b.is_finite())
+        .map(|&(s, e, busy)| {
+            let w = f.idle_watts + f.watts_per_loop * busy.max(0.0);
+            (s, e, w * (e - s) as f64 / MS_PER_HOUR)
+        })
+        .collect();
+    let p = cost_of_energy(tariff, &model).map_err(cost_err("the modelled energy"))?;
+    Ok(over_history(&m.utilisation, |b| b).map(|(busy, hours)| {
+        let scale = HOURS_PER_YEAR / hours;
+        let annual = crate::ledger::annual::modelled(
+            p.kwh * scale,
+            None,
+            &format!(
+                "the sweep fit of {} over {hours:.1} h of utilisation",
+                c.name
+            ),
+            year.per_kwh,
+            year.from,
+            tariff.currency(),
+        );
+        ModelledReport {
+            config: c.name.clone(),
+            idle_watts: f.idle_watts,
+            watts_per_loop: f.watts_per_loop,
+            cpus: m.cpus,
+            mean_busy_cpus: busy,
+            mean_watts: f.idle_watts + f.watts_per_loop * busy,
+            hours,
+            kwh: p.kwh,
+            energy_cost: p.energy_cost,
+            annual_kwh: annual.kwh,
+            annual_cost: annual.cost,
+            annual_basis: annual.basis,
+        }
+    }))
+}
+
+/// What weakens the measured figure: the power's own warnings, hours whose raw samples
+/// are gone, the meter's counter disagreeing with the integral.
+fn warnings(m: &MeasuredInput) -> Vec<String> {
+    let mut warnings: Vec<String> = m
+        .power
+        .as_ref()
+        .map(|p| p.warnings.clone())
+        .unwrap_or_default();
+    if m.approximate_hours > 0 {
+        warnings.push(format!(
+            "{} hour(s) of the window were stored before covered time was and their raw \
+             samples are gone: their energy and covered time are estimates",
+            m.approximate_hours
+        ));
+    }
+    if let Some(c) = &m.counter
+        && c.difference_percent.is_some_and(|p| p.abs() > 5.0)
+        && c.beyond_its_steps()
+    {
+        warnings.push(format!(
+            "the meter's own counter ({}) and the integral of its power ({}) disagree: {}",
+            crate::report::render::energy(c.counter_wh / 1000.0),
+            crate::report::render::energy(c.integral_wh / 1000.0),
+            c.describe()
+        ));
+    }
+    warnings
+}
+
+/// A [`ReportError::Cost`] for pricing `what`.
+fn cost_err(what: &str) -> impl FnOnce(CostError) -> ReportError {
+    let what = what.to_string();
+    move |source| ReportError::Cost { what, source }
 }
 
 /// Energy and cost per local day (by each bucket's start), each day priced on its own.

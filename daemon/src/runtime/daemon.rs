@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 use wattson_collectors::SourceId;
 
@@ -12,6 +13,7 @@ use anyhow::Context as _;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use super::reload::reload;
 use super::sampler::{self, Control, Heartbeat, InPoll, SampleSink, Scheduled};
 use super::wiring::plug_collectors;
 pub use super::wiring::{build_collectors, estimate_collector, store_options};
@@ -19,7 +21,7 @@ use crate::config::Config;
 use crate::live::LiveState;
 use crate::live::health::Health;
 use crate::runtime::notify::Notifier;
-use crate::store::StoreHandle;
+use crate::store::{StoreError, StoreHandle};
 
 /// What `wattson run` is asked to do.
 #[derive(Debug, Clone, Default)]
@@ -89,14 +91,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     super::resident::one_arena();
     let notifier = Notifier::from_env();
     let path = &config.storage.path;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating the database directory {}", dir.display()))?;
-    }
-    // Its errors name the database (and the other writer, or why it is read-only).
-    let (store, store_thread) = StoreHandle::spawn(path, store_options(config))?;
-    tracing::info!("storing into {}", path.display());
-    record_downtime(&store, &config.host.name);
+    let (store, store_thread) = open_store(config)?;
     // Bound now, so that a port in use stops the start with its reason.
     let http_listener = config
         .http
@@ -112,19 +107,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     // plug subscriptions last.
     let cancel = CancellationToken::new();
     let outputs = CancellationToken::new();
-    // A many-core machine's CPU files are held open between polls (one `pread` each).
-    if let Some(limit) = wattson_collectors::cpu::raise_open_file_limit() {
-        tracing::debug!("open-file limit: {limit}");
-    }
-    let mut collectors = build_collectors(config)?;
-    collectors.extend(estimate_collector(config));
-    {
-        let _in_runtime = rt.enter();
-        collectors.extend(plug_collectors(config, &outputs)?);
-    }
-    if collectors.is_empty() {
-        tracing::warn!("nothing to collect: no [[meter]] configured and [cpu] disabled");
-    }
+    let collectors = collectors(config, &rt, &outputs)?;
     let sources: Vec<SourceId> = collectors.iter().map(|c| c.source().clone()).collect();
     let names = sources
         .iter()
@@ -137,41 +120,13 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     }
     let heartbeat: Heartbeat = Arc::new(AtomicI64::new(sampler::now_ms()));
     let (control_tx, control_rx) = mpsc::channel::<Control>();
-    let in_poll = Arc::new(InPoll::default());
-    // The sampler says it is done on `done`; a thread that panics drops it instead.
-    let (done_tx, done_rx) = mpsc::channel::<()>();
-    let max_interval = config
-        .meters
-        .iter()
-        .map(|m| m.interval)
-        .chain(std::iter::once(config.cpu.interval))
-        .max()
-        .unwrap_or(Duration::from_secs(1));
-    // Healthy: the sampler completed a pass within three of its longest intervals, and the
-    // store writes.
-    let health = Health::new(
-        heartbeat.clone(),
-        (max_interval * 3).max(Duration::from_secs(3)),
-        store.clone(),
-    );
+    let health = health(config, &heartbeat, &store);
     let feed = start_ledger_feed(config, &live, &store)?;
     // Bound before READY=1, so a unit ordered after this one finds them.
     let http = match (http_listener, &feed) {
-        (Some(listener), Some((extras, f))) => {
+        (Some(listener), Some(feed)) => {
             let _in_runtime = rt.enter();
-            let ctx = crate::publish::http::HttpContext {
-                config: config.clone(),
-                live: live.clone(),
-                health: health.clone(),
-                extras: extras.clone(),
-                refresher: f.refresher(),
-                started_ms: sampler::now_ms(),
-                stale_after: stale_after(config),
-            };
-            Some(
-                crate::publish::http::start(ctx, listener, cancel.child_token())
-                    .context("serving [http]")?,
-            )
+            Some(start_http(config, listener, &live, &health, feed, &cancel)?)
         }
         _ => None,
     };
@@ -184,31 +139,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         http.as_ref().map(|h| h.addr),
         &cancel,
     );
-    let sampler_thread = {
-        let live = live.clone();
-        let heartbeat = heartbeat.clone();
-        let in_poll = in_poll.clone();
-        let sink = Box::new(StoreSink(
-            store.clone(),
-            super::services_sink::ServicesSink::new(config, store.clone()),
-        ));
-        let flush = config.storage.flush_interval;
-        std::thread::Builder::new()
-            .name("wattson-sampler".to_owned())
-            .spawn(move || {
-                sampler::run(
-                    collectors,
-                    sink,
-                    &control_rx,
-                    flush,
-                    &live,
-                    &heartbeat,
-                    &in_poll,
-                );
-                let _ = done_tx.send(());
-            })
-            .context("starting the sampling thread")?
-    };
+    let sampler = SamplerThread::spawn(config, collectors, control_rx, &live, &heartbeat, &store)?;
     tracing::info!("collecting: {names}");
     notifier.ready();
     notifier.status(&format!("collecting {names} into {}", path.display()));
@@ -234,43 +165,10 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     if let Some(http) = http {
         rt.block_on(http.stop());
     }
-    // A collector stuck in a read (a driver that never returns) must not keep the daemon
-    // from stopping: after DRAIN_TIMEOUT it is named and left behind, and the exit status
-    // says so.
     notifier.stopping();
-    let _ = control_tx.send(Control::Stop);
-    let stuck = match done_rx.recv_timeout(DRAIN_TIMEOUT) {
-        Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-            if sampler_thread.join().is_err() {
-                tracing::error!("the sampling thread panicked");
-            }
-            None
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            let what = match in_poll.current() {
-                Some((name, for_)) => {
-                    format!(
-                        "collector {name} has been in one poll for {:.1} s",
-                        for_.as_secs_f64()
-                    )
-                }
-                None => "no collector is in a poll".to_owned(),
-            };
-            tracing::error!(
-                "the sampling thread did not stop within {} s ({what}); stopping without it: \
-                 the samples it held are lost",
-                DRAIN_TIMEOUT.as_secs()
-            );
-            Some(what)
-        }
-    };
+    let stuck = sampler.stop(&control_tx);
     let board = store.clone();
-    let stats = store.close().context("flushing the database")?;
-    match store_thread.join() {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::error!("database writer: {}", wattson_collectors::ErrorChain(&e)),
-        Err(_) => tracing::error!("the database writer panicked"),
-    }
+    close_store(store, store_thread)?;
     // Outputs last: the publisher says `offline` and disconnects.
     outputs.cancel();
     if let Some(publisher) = result? {
@@ -283,7 +181,6 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
             }
         });
     }
-    let _ = stats;
     if let Some(what) = stuck {
         anyhow::bail!("stopped with the sampling thread stuck: {what}");
     }
@@ -299,6 +196,176 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The store at `storage.path` (its directory made), its writer thread started and the
+/// downtime since the last run recorded as gaps.
+fn open_store(
+    config: &Config,
+) -> anyhow::Result<(StoreHandle, JoinHandle<Result<(), StoreError>>)> {
+    let path = &config.storage.path;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the database directory {}", dir.display()))?;
+    }
+    // Its errors name the database (and the other writer, or why it is read-only).
+    let (store, store_thread) = StoreHandle::spawn(path, store_options(config))?;
+    tracing::info!("storing into {}", path.display());
+    record_downtime(&store, &config.host.name);
+    Ok((store, store_thread))
+}
+
+/// Flushes and closes the store, then waits for its writer thread.
+fn close_store(
+    store: StoreHandle,
+    store_thread: JoinHandle<Result<(), StoreError>>,
+) -> anyhow::Result<()> {
+    let _stats = store.close().context("flushing the database")?;
+    match store_thread.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!("database writer: {}", wattson_collectors::ErrorChain(&e)),
+        Err(_) => tracing::error!("the database writer panicked"),
+    }
+    Ok(())
+}
+
+/// Every configured collector: meters, CPU, power, UPSes, services, the estimate, and the
+/// smart plugs (subscribed on `rt`, until `outputs`).
+fn collectors(
+    config: &Config,
+    rt: &tokio::runtime::Runtime,
+    outputs: &CancellationToken,
+) -> anyhow::Result<Vec<Scheduled>> {
+    // A many-core machine's CPU files are held open between polls (one `pread` each).
+    if let Some(limit) = wattson_collectors::cpu::raise_open_file_limit() {
+        tracing::debug!("open-file limit: {limit}");
+    }
+    let mut collectors = build_collectors(config)?;
+    collectors.extend(estimate_collector(config));
+    {
+        let _in_runtime = rt.enter();
+        collectors.extend(plug_collectors(config, outputs)?);
+    }
+    if collectors.is_empty() {
+        tracing::warn!("nothing to collect: no [[meter]] configured and [cpu] disabled");
+    }
+    Ok(collectors)
+}
+
+/// Healthy: the sampler completed a pass within three of its longest intervals, and the
+/// store writes.
+fn health(config: &Config, heartbeat: &Heartbeat, store: &StoreHandle) -> Health {
+    let max_interval = config
+        .meters
+        .iter()
+        .map(|m| m.interval)
+        .chain(std::iter::once(config.cpu.interval))
+        .max()
+        .unwrap_or(Duration::from_secs(1));
+    Health::new(
+        heartbeat.clone(),
+        (max_interval * 3).max(Duration::from_secs(3)),
+        store.clone(),
+    )
+}
+
+/// Serve `[http]` on `listener` until `cancel`; called within the runtime.
+fn start_http(
+    config: &Config,
+    listener: std::net::TcpListener,
+    live: &Arc<LiveState>,
+    health: &Health,
+    (extras, feed): &LedgerFeedParts,
+    cancel: &CancellationToken,
+) -> anyhow::Result<crate::publish::http::HttpHandle> {
+    let ctx = crate::publish::http::HttpContext {
+        config: config.clone(),
+        live: live.clone(),
+        health: health.clone(),
+        extras: extras.clone(),
+        refresher: feed.refresher(),
+        started_ms: sampler::now_ms(),
+        stale_after: stale_after(config),
+    };
+    crate::publish::http::start(ctx, listener, cancel.child_token()).context("serving [http]")
+}
+
+/// The sampling thread, and what stopping it needs: its done signal and what it is polling.
+struct SamplerThread {
+    thread: JoinHandle<()>,
+    /// The sampler says it is done here; a thread that panics drops it instead.
+    done: mpsc::Receiver<()>,
+    in_poll: Arc<InPoll>,
+}
+
+impl SamplerThread {
+    /// Starts sampling `collectors` into the store and `live`, taking orders on `control`.
+    fn spawn(
+        config: &Config,
+        collectors: Vec<Scheduled>,
+        control: mpsc::Receiver<Control>,
+        live: &Arc<LiveState>,
+        heartbeat: &Heartbeat,
+        store: &StoreHandle,
+    ) -> anyhow::Result<Self> {
+        let in_poll = Arc::new(InPoll::default());
+        let (done_tx, done) = mpsc::channel::<()>();
+        let live = live.clone();
+        let heartbeat = heartbeat.clone();
+        let polling = in_poll.clone();
+        let sink = Box::new(StoreSink(
+            store.clone(),
+            super::services_sink::ServicesSink::new(config, store.clone()),
+        ));
+        let flush = config.storage.flush_interval;
+        let thread = std::thread::Builder::new()
+            .name("wattson-sampler".to_owned())
+            .spawn(move || {
+                sampler::run(
+                    collectors, sink, &control, flush, &live, &heartbeat, &polling,
+                );
+                let _ = done_tx.send(());
+            })
+            .context("starting the sampling thread")?;
+        Ok(SamplerThread {
+            thread,
+            done,
+            in_poll,
+        })
+    }
+
+    /// Tells the sampler to stop (it flushes its buffer) and waits for it. A collector stuck
+    /// in a read (a driver that never returns) must not keep the daemon from stopping: after
+    /// [`DRAIN_TIMEOUT`] it is named and left behind, and the exit status says so. Returns
+    /// what is stuck.
+    fn stop(self, control: &mpsc::Sender<Control>) -> Option<String> {
+        let _ = control.send(Control::Stop);
+        match self.done.recv_timeout(DRAIN_TIMEOUT) {
+            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                if self.thread.join().is_err() {
+                    tracing::error!("the sampling thread panicked");
+                }
+                None
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let what = match self.in_poll.current() {
+                    Some((name, for_)) => {
+                        format!(
+                            "collector {name} has been in one poll for {:.1} s",
+                            for_.as_secs_f64()
+                        )
+                    }
+                    None => "no collector is in a poll".to_owned(),
+                };
+                tracing::error!(
+                    "the sampling thread did not stop within {} s ({what}); stopping without \
+                     it: the samples it held are lost",
+                    DRAIN_TIMEOUT.as_secs()
+                );
+                Some(what)
+            }
+        }
+    }
 }
 
 /// The ledger's figures for MQTT (read every publish interval) and HTTP (read when a request
@@ -476,102 +543,4 @@ fn watchdog_tick(health: &Health, notifier: &Notifier, withheld: &mut Option<Str
         notifier.status(&format!("unhealthy: {reason}"));
     }
     *withheld = Some(parts);
-}
-
-/// SIGHUP: re-read the config; replace the collectors; settings that need a restart are
-/// named in a warning. A bad file leaves everything as it was.
-fn reload(
-    current: &mut Config,
-    opts: &RunOptions,
-    notifier: &Notifier,
-    control: &mpsc::Sender<Control>,
-) {
-    notifier.reloading();
-    let path = opts.config_path.clone().or_else(|| current.source.clone());
-    let new = match Config::load(path.as_deref())
-        .and_then(|c| super::preflight::preflight(&c).map(|warnings| (c, warnings)))
-    {
-        Ok((c, warnings)) => {
-            for w in warnings {
-                tracing::warn!("{w}");
-            }
-            c
-        }
-        Err(e) => {
-            tracing::error!(
-                "reload refused, keeping the running configuration: {}",
-                wattson_collectors::ErrorChain(&e)
-            );
-            notifier.ready();
-            return;
-        }
-    };
-    if new.storage != current.storage || new.host != current.host {
-        tracing::warn!("[host] and [storage] changes take effect after a restart");
-    }
-    if new.plugs != current.plugs || new.mqtt != current.mqtt {
-        tracing::warn!("[mqtt] and [[plug]] changes take effect after a restart");
-    }
-    match build_collectors(&new) {
-        Ok(built) => {
-            // Unchanged sources keep running as they are; only what changed is rebuilt.
-            let same_cpu = new.cpu == current.cpu && new.host == current.host;
-            let same_meters = new.meters == current.meters;
-            let same_power =
-                new.power == current.power && new.ups == current.ups && new.host == current.host;
-            let same_services = new.services == current.services && new.host == current.host;
-            let plug_sources: Vec<SourceId> = current
-                .plugs
-                .iter()
-                .map(|p| SourceId::meter(&p.id))
-                .collect();
-            let keep_source = |n: &SourceId| {
-                plug_sources.contains(n)
-                    || match n {
-                        SourceId::Cpu => same_cpu,
-                        SourceId::Services => same_services,
-                        SourceId::Meter(_) => same_meters,
-                        _ => same_power,
-                    }
-            };
-            let mut collectors: Vec<Scheduled> = built
-                .into_iter()
-                .filter(|c| !keep_source(c.source()))
-                .collect();
-            let same_estimate = same_meters && same_power && new.plugs == current.plugs;
-            if !same_estimate {
-                collectors.extend(estimate_collector(&new));
-            }
-            let mut keep: Vec<SourceId> = plug_sources.clone();
-            if same_cpu {
-                keep.push(SourceId::Cpu);
-            }
-            if same_services {
-                keep.push(SourceId::Services);
-            }
-            if same_meters {
-                keep.extend(crate::config::collector_names(&current.meters));
-            }
-            if same_estimate {
-                keep.push(SourceId::Estimate);
-            }
-            if same_power {
-                keep.extend([
-                    SourceId::Rapl,
-                    SourceId::Hwmon,
-                    SourceId::Gpu,
-                    SourceId::Ipmi,
-                ]);
-                keep.extend(current.ups.iter().map(|u| SourceId::ups(&u.name)));
-            }
-            let _ = control.send(Control::Replace { collectors, keep });
-            let plugs = std::mem::take(&mut current.plugs);
-            let mqtt = current.mqtt.take();
-            *current = new;
-            current.plugs = plugs;
-            current.mqtt = mqtt;
-        }
-        Err(e) => tracing::error!("reload refused, keeping the running collectors: {e:#}"),
-    }
-    notifier.ready();
 }

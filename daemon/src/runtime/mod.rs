@@ -6,6 +6,7 @@ pub mod daemon;
 pub mod ledger_feed;
 pub mod notify;
 pub mod preflight;
+mod reload;
 pub mod resident;
 pub mod sampler;
 pub mod services_sink;

@@ -188,42 +188,117 @@ pub(super) fn compute(
     let metered_hours = sums.metered_s / 3600.0;
     let covered_hours = sums.elapsed_s / 3600.0;
     let mut warnings = Vec::new();
-    let floor = fit.as_ref().map(|f| (f.idle_watts, f.idle_ci95));
-    let priced =
-        |hours: &[(i64, f64)], ci_wh: Option<f64>| -> anyhow::Result<Option<EstimatedCost>> {
-            project(tariff, hours, metered_hours, ci_wh)
-        };
-    // The wall above the floor, hour by hour, and each group's share of it.
-    let dynamic_hours = |p0: f64, rows: &[(i64, f64, f64)]| -> Vec<(i64, f64)> {
-        rows.iter()
-            .map(|&(h, s, ws)| (h, ((ws - p0 * s) / 3600.0).max(0.0)))
-            .collect()
+    let shares = Shares {
+        tariff,
+        floor: fit.as_ref().map(|f| (f.idle_watts, f.idle_ci95)),
+        sums,
+        latest,
     };
-    let (idle_floor, dynamic) = match floor {
-        Some((p0, ci)) if sums.metered_s > 0.0 => {
-            let idle: Vec<(i64, f64)> = sums
-                .hours
-                .iter()
-                .map(|&(h, s, _)| (h, p0 * s / 3600.0))
-                .collect();
-            let ci_wh = ci.map(|c| c * metered_hours);
-            (
-                priced(&idle, ci_wh)?,
-                priced(&dynamic_hours(p0, &sums.hours), ci_wh)?,
-            )
+    let (idle_floor, dynamic) = shares.floor_and_dynamic()?;
+    let mut figures = Vec::new();
+    let mut wattson = None;
+    for (key, g) in groups {
+        let f = shares.figure(key, g)?;
+        if key.kind == "self" {
+            wattson = Some(f);
+        } else {
+            figures.push(f);
         }
-        _ => (None, None),
-    };
-    let busy = sums.busy_cpu_s.max(f64::MIN_POSITIVE);
-    let figure = |key: &GroupKey, g: &GroupSums| -> anyhow::Result<GroupFigure> {
-        let cost = match floor {
-            Some((p0, ci)) if sums.metered_s > 0.0 => priced(
+    }
+    let tail = |f: &GroupFigure| matches!(f.kind.as_str(), "other" | "rest");
+    figures.sort_by(|a, b| {
+        tail(a)
+            .cmp(&tail(b))
+            .then(b.cpu_hours.total_cmp(&a.cpu_hours))
+            .then(a.kind.cmp(&b.kind))
+    });
+    let basis = basis(fit.as_ref(), sums, covered_hours, &mut warnings);
+    if let (Some(f), true) = (&fit, sums.metered_s > 0.0) {
+        warnings.extend(model_disagrees(f, sums));
+    }
+    let now = latest.map(|l| NowFigure {
+        ts_ms: l.ts_ms,
+        busy_cpus: l.busy_cpu_s / l.elapsed_s,
+        wall_watts: l.wall_w,
+        dynamic_watts: shares
+            .floor
+            .zip(l.wall_w)
+            .map(|((p0, _), w)| (w - p0).max(0.0)),
+    });
+    Ok(ServicesEstimate {
+        host: host.to_owned(),
+        currency: tariff.currency().to_owned(),
+        estimate: true,
+        basis,
+        fit,
+        from_ms,
+        to_ms,
+        covered_hours,
+        metered_hours,
+        busy_cpu_hours: sums.busy_cpu_s / 3600.0,
+        now,
+        idle_floor,
+        dynamic,
+        groups: figures,
+        wattson,
+        warnings,
+    })
+}
+
+/// How the wall's power is shared: the part above the idle floor (`floor`: the sweep's idle
+/// watts and their 95 % half-width), hour by hour, by each group's CPU time.
+struct Shares<'a> {
+    tariff: &'a Tariff,
+    floor: Option<(f64, Option<f64>)>,
+    sums: &'a HostSums,
+    latest: Option<&'a Latest>,
+}
+
+impl Shares<'_> {
+    /// Energy per hour priced and projected over the metered hours.
+    fn priced(
+        &self,
+        hours: &[(i64, f64)],
+        ci_wh: Option<f64>,
+    ) -> anyhow::Result<Option<EstimatedCost>> {
+        project(self.tariff, hours, self.sums.metered_s / 3600.0, ci_wh)
+    }
+
+    /// The idle floor's cost and the cost of the wall above it; none without a floor or
+    /// wall readings.
+    fn floor_and_dynamic(&self) -> anyhow::Result<(Option<EstimatedCost>, Option<EstimatedCost>)> {
+        let sums = self.sums;
+        Ok(match self.floor {
+            Some((p0, ci)) if sums.metered_s > 0.0 => {
+                let idle: Vec<(i64, f64)> = sums
+                    .hours
+                    .iter()
+                    .map(|&(h, s, _)| (h, p0 * s / 3600.0))
+                    .collect();
+                let metered_hours = sums.metered_s / 3600.0;
+                let ci_wh = ci.map(|c| c * metered_hours);
+                (
+                    self.priced(&idle, ci_wh)?,
+                    self.priced(&dynamic_hours(p0, &sums.hours), ci_wh)?,
+                )
+            }
+            _ => (None, None),
+        })
+    }
+
+    /// One group's CPU time, its share of the wall above the floor and that share's cost,
+    /// and its CPUs and watts now.
+    fn figure(&self, key: &GroupKey, g: &GroupSums) -> anyhow::Result<GroupFigure> {
+        let sums = self.sums;
+        let busy = sums.busy_cpu_s.max(f64::MIN_POSITIVE);
+        let cost = match self.floor {
+            Some((p0, ci)) if sums.metered_s > 0.0 => self.priced(
                 &dynamic_hours(p0, &g.hours),
                 ci.map(|c| c * g.metered_share_s / 3600.0),
             )?,
             _ => None,
         };
-        let now = latest.map(|l| {
+        let now = self.latest.map(|l| {
             let cpu = l
                 .groups
                 .iter()
@@ -234,7 +309,7 @@ pub(super) fn compute(
             } else {
                 0.0
             };
-            let watts = match (floor, l.wall_w) {
+            let watts = match (self.floor, l.wall_w) {
                 (Some((p0, ci)), Some(w)) => {
                     Some((share * (w - p0).max(0.0), ci.map(|c| share * c)))
                 }
@@ -258,25 +333,26 @@ pub(super) fn compute(
             watts_now_ci95: now.and_then(|(_, w)| w).and_then(|(_, ci)| ci),
             cost,
         })
-    };
-    let mut figures = Vec::new();
-    let mut wattson = None;
-    for (key, g) in groups {
-        let f = figure(key, g)?;
-        if key.kind == "self" {
-            wattson = Some(f);
-        } else {
-            figures.push(f);
-        }
     }
-    let tail = |f: &GroupFigure| matches!(f.kind.as_str(), "other" | "rest");
-    figures.sort_by(|a, b| {
-        tail(a)
-            .cmp(&tail(b))
-            .then(b.cpu_hours.total_cmp(&a.cpu_hours))
-            .then(a.kind.cmp(&b.kind))
-    });
-    let basis = match &fit {
+}
+
+/// The wall above the floor `p0`, hour by hour (energy, Wh), from rows of (hour, metered
+/// seconds, watt-seconds).
+fn dynamic_hours(p0: f64, rows: &[(i64, f64, f64)]) -> Vec<(i64, f64)> {
+    rows.iter()
+        .map(|&(h, s, ws)| (h, ((ws - p0 * s) / 3600.0).max(0.0)))
+        .collect()
+}
+
+/// What the estimate rests on, in words; what weakens it added to `warnings`: no sweep, no
+/// wall readings, loop kinds that cost differently.
+fn basis(
+    fit: Option<&FitBasis>,
+    sums: &HostSums,
+    covered_hours: f64,
+    warnings: &mut Vec<String>,
+) -> String {
+    match fit {
         None => {
             warnings.push(NEEDS_SWEEP.to_owned());
             "CPU time only".to_owned()
@@ -310,43 +386,20 @@ pub(super) fn compute(
                 f.kind
             )
         }
-    };
-    if let (Some(f), true) = (&fit, sums.metered_s > 0.0) {
-        // The model's view of the same CPU load: far from the wall's, something other than
-        // CPUs (disks, a GPU) draws, and its power is shared by CPU time too.
-        let model = sums.busy_cpu_s / sums.elapsed_s.max(f64::MIN_POSITIVE) * f.watts_per_cpu;
-        let measured = (sums.wall_ws / sums.metered_s - f.idle_watts).max(0.0);
-        if (measured - model).abs() > 2.0 + 0.25 * model {
-            warnings.push(format!(
-                "the wall's power above the idle floor ({measured:.1} W) is not what the sweep's \
-                 {:.1} W per busy CPU gives for this CPU load ({model:.1} W): something besides \
-                 the CPUs (disks, a GPU, fans) draws, and it is shared by CPU time too",
-                f.watts_per_cpu
-            ));
-        }
     }
-    let now = latest.map(|l| NowFigure {
-        ts_ms: l.ts_ms,
-        busy_cpus: l.busy_cpu_s / l.elapsed_s,
-        wall_watts: l.wall_w,
-        dynamic_watts: floor.zip(l.wall_w).map(|((p0, _), w)| (w - p0).max(0.0)),
-    });
-    Ok(ServicesEstimate {
-        host: host.to_owned(),
-        currency: tariff.currency().to_owned(),
-        estimate: true,
-        basis,
-        fit,
-        from_ms,
-        to_ms,
-        covered_hours,
-        metered_hours,
-        busy_cpu_hours: sums.busy_cpu_s / 3600.0,
-        now,
-        idle_floor,
-        dynamic,
-        groups: figures,
-        wattson,
-        warnings,
+}
+
+/// The model's view of the same CPU load, where it is far from the wall's: something other
+/// than CPUs (disks, a GPU) draws, and its power is shared by CPU time too.
+fn model_disagrees(f: &FitBasis, sums: &HostSums) -> Option<String> {
+    let model = sums.busy_cpu_s / sums.elapsed_s.max(f64::MIN_POSITIVE) * f.watts_per_cpu;
+    let measured = (sums.wall_ws / sums.metered_s - f.idle_watts).max(0.0);
+    ((measured - model).abs() > 2.0 + 0.25 * model).then(|| {
+        format!(
+            "the wall's power above the idle floor ({measured:.1} W) is not what the sweep's \
+             {:.1} W per busy CPU gives for this CPU load ({model:.1} W): something besides \
+             the CPUs (disks, a GPU, fans) draws, and it is shared by CPU time too",
+            f.watts_per_cpu
+        )
     })
 }

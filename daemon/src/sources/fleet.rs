@@ -331,6 +331,27 @@ impl Intake {
             stats.duplicates.fetch_add(1, Ordering::Relaxed);
             return Outcome::Duplicate;
         }
+        let samples = match self.checked(host, topic, &payload, received_ms, sink, stats) {
+            Ok(samples) => samples,
+            Err(outcome) => return outcome,
+        };
+        let kept = self.within_series_bound(host, samples, stats);
+        self.store(host, ts, kept, sink, stats)
+    }
+
+    /// The message's plausible samples, each implausible one replaced by the host's counts
+    /// of rejections; `Err` when the whole message is dropped (its `ts` is implausible),
+    /// after storing that count.
+    fn checked(
+        &mut self,
+        host: &str,
+        topic: &str,
+        payload: &state::StatePayload,
+        received_ms: i64,
+        sink: &mut dyn FleetSink,
+        stats: &FleetStats,
+    ) -> Result<Vec<Sample>, Outcome> {
+        let ts = payload.ts;
         let (mut samples, rejected) = match payload.checked_samples(received_ms, &fleet_limits()) {
             Ok(checked) => checked,
             Err(why) => {
@@ -343,7 +364,7 @@ impl Intake {
                     .reject(host, &SourceId::FleetState, Reason::Timestamp)
                     .samples(received_ms, &SourceId::FleetState);
                 let _ = sink.store(host, counts);
-                return Outcome::Rejected;
+                return Err(Outcome::Rejected);
             }
         };
         for (source, why) in &rejected {
@@ -355,6 +376,17 @@ impl Intake {
                 .samples(ts, source);
             samples.extend(counts);
         }
+        Ok(samples)
+    }
+
+    /// The samples of `host`'s known series and of new ones while it has fewer than
+    /// [`MAX_SERIES_PER_HOST`]; the others dropped, counted and logged.
+    fn within_series_bound(
+        &mut self,
+        host: &str,
+        samples: Vec<Sample>,
+        stats: &FleetStats,
+    ) -> Vec<Sample> {
         let known = self.series.entry(host.to_owned()).or_default();
         let mut kept = Vec::with_capacity(samples.len());
         let mut refused = 0_u64;
@@ -375,6 +407,19 @@ impl Intake {
                 );
             }
         }
+        kept
+    }
+
+    /// Stores the state of `host` at `ts` (its samples `kept`) and remembers `ts` as seen,
+    /// unless the sink failed (then the message is delivered again).
+    fn store(
+        &mut self,
+        host: &str,
+        ts: i64,
+        kept: Vec<Sample>,
+        sink: &mut dyn FleetSink,
+        stats: &FleetStats,
+    ) -> Outcome {
         let offered = kept.len();
         if offered == 0 {
             self.dedupe.record(host, ts);

@@ -121,13 +121,7 @@ fn every_surface(chromium: &Path, watts: f64, tiers: [f64; 2]) {
     assert_eq!(cents(annual), cents(watts * 8.76 * tier), "{cost}");
     // The price basis, worded alike everywhere (the window before it is each surface's:
     // the last 7 days live, the report's window in a report).
-    let same_basis = |what: &str, text: &str| {
-        let phrase = &basis[basis.find(", at the prices").unwrap()..];
-        assert!(
-            text.contains(phrase),
-            "{what} words the basis otherwise:\n{text}\nnot {basis}"
-        );
-    };
+    let same_basis = |what: &str, text: &str| same_basis(&basis, what, text);
     same_basis(
         "the MQTT state",
         state["cost_annual_basis"].as_str().unwrap(),
@@ -144,30 +138,56 @@ fn every_surface(chromium: &Path, watts: f64, tiers: [f64; 2]) {
     );
 
     // The page as rendered.
+    let dom = rendered_page(chromium, addr);
+    let yearly = crate_money(annual);
+    assert!(
+        shown(&dom, "projection").contains(&yearly),
+        "page shows {:?}, not {yearly}",
+        shown(&dom, "projection")
+    );
+    same_basis("the live page", &shown(&dom, "projection-basis"));
+
+    reports_agree(&config, annual, tier, &same_basis);
+
+    daemon.stop_cleanly();
+    drop(meter);
+}
+
+/// The words of the price basis after its window (each surface's own: the last 7 days live,
+/// the report's window in a report), as `basis` has them.
+fn same_basis(basis: &str, what: &str, text: &str) {
+    let phrase = &basis[basis.find(", at the prices").unwrap()..];
+    assert!(
+        text.contains(phrase),
+        "{what} words the basis otherwise:\n{text}\nnot {basis}"
+    );
+}
+
+/// The live page at `addr` as Chromium renders it.
+fn rendered_page(chromium: &Path, addr: std::net::SocketAddr) -> String {
     let profile = tempfile::tempdir().unwrap();
     let dom = wattson_tests::browser::headless(chromium, profile.path())
         .args(["--virtual-time-budget=5000", "--dump-dom"])
         .arg(format!("http://{addr}/"))
         .output()
         .unwrap();
-    let dom = String::from_utf8_lossy(&dom.stdout);
-    let shown = |id: &str| {
-        dom.split(&format!("id=\"{id}\">"))
-            .nth(1)
-            .and_then(|r| r.split('<').next())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let yearly = crate_money(annual);
-    assert!(
-        shown("projection").contains(&yearly),
-        "page shows {:?}, not {yearly}",
-        shown("projection")
-    );
-    same_basis("the live page", &shown("projection-basis"));
+    String::from_utf8_lossy(&dom.stdout).into_owned()
+}
 
-    // Every report format: the measured annual figure and its basis.
-    let json: Value = serde_json::from_str(&run(&config, &["report", "--format", "json"])).unwrap();
+/// The text of the element `id` in `dom`.
+fn shown(dom: &str, id: &str) -> String {
+    dom.split(&format!("id=\"{id}\">"))
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Every report format: the measured annual figure (`annual`, priced at `tier`) and its
+/// basis.
+fn reports_agree(config: &Path, annual: f64, tier: f64, same_basis: &dyn Fn(&str, &str)) {
+    let yearly = crate_money(annual);
+    let json: Value = serde_json::from_str(&run(config, &["report", "--format", "json"])).unwrap();
     let measured = &json["measured"];
     assert_eq!(
         cents(measured["annual_cost"].as_f64().unwrap()),
@@ -178,13 +198,13 @@ fn every_surface(chromium: &Path, watts: f64, tiers: [f64; 2]) {
         "the JSON report",
         measured["annual_basis"].as_str().unwrap(),
     );
-    let text = run(&config, &["report"]);
+    let text = run(config, &["report"]);
     assert!(
         text.contains(&format!("{yearly} ±")) || text.contains(&format!("{yearly}/yr")),
         "{text}"
     );
     same_basis("the text report", &text);
-    let csv = run(&config, &["report", "--format", "csv"]);
+    let csv = run(config, &["report", "--format", "csv"]);
     let row = csv
         .lines()
         .find(|l| l.split(',').nth(1) == Some("measured"))
@@ -196,7 +216,7 @@ fn every_surface(chromium: &Path, watts: f64, tiers: [f64; 2]) {
         "{row}"
     );
     let tariffs: Value = serde_json::from_str(&run(
-        &config,
+        config,
         &["report", "--format", "json", "--tariffs", "current,tariff"],
     ))
     .unwrap();
@@ -207,9 +227,6 @@ fn every_surface(chromium: &Path, watts: f64, tiers: [f64; 2]) {
         cents(annual),
         "{current}"
     );
-
-    daemon.stop_cleanly();
-    drop(meter);
 }
 
 /// Money as the surfaces print it (`GBP 240.90`).

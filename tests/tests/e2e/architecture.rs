@@ -1,7 +1,7 @@
 //! Checks on the shape of the code itself, read from the source tree (no build needed):
 //! source names are written in one module only; the daemon's modules import each other in
-//! no cycle; no match over a meter protocol has a wildcard arm ([`protocols`]); every declared
-//! dependency is used ([`dependencies`]).
+//! no cycle; no source file is over [`MAX_FILE_LINES`] lines; no match over a meter protocol
+//! has a wildcard arm ([`protocols`]); every declared dependency is used ([`dependencies`]).
 
 mod dependencies;
 mod protocols;
@@ -430,5 +430,66 @@ fn the_import_scanner_sees_what_it_must() {
     assert_eq!(
         find_cycle(&[e("a", "b"), e("b", "c"), e("c", "a")]),
         Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+}
+
+/// The most lines a source file of the daemon or the collectors may have, its unit tests
+/// included. (A function's limit, 120 lines of code, is clippy's `too_many_lines`, set in
+/// clippy.toml.)
+const MAX_FILE_LINES: usize = 600;
+
+/// The `.rs` files under `dirs` of `root` longer than `max` lines: `path: N lines` each,
+/// the path from `root`.
+fn long_files(root: &Path, dirs: &[&str], max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        for file in rust_files(&root.join(dir)) {
+            let text = std::fs::read_to_string(&file).expect("reading a source file");
+            let lines = text.lines().count();
+            if lines > max {
+                out.push(format!(
+                    "{}: {lines} lines",
+                    file.strip_prefix(root).unwrap_or(&file).display()
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Regression: modules grew past 600 lines (one to 1107) and functions past 120 (one to
+/// 366), each a long read doing several things. They were split along their seams: a
+/// validation per config table, a helper per report section, submodules for a device, a
+/// discovery, a level, a topic of tests. A file over [`MAX_FILE_LINES`] fails here, named
+/// with its length: split it into submodules along a seam.
+#[test]
+fn no_source_file_is_over_600_lines() {
+    let long = long_files(
+        &workspace(),
+        &["daemon/src", "collectors/src"],
+        MAX_FILE_LINES,
+    );
+    assert!(
+        long.is_empty(),
+        "source files over {MAX_FILE_LINES} lines: split each into submodules along a \
+         seam:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_line_counter_sees_what_it_must() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("deep")).unwrap();
+    std::fs::write(src.join("short.rs"), "fn a() {}\n".repeat(600)).unwrap();
+    std::fs::write(src.join("deep/long.rs"), "fn a() {}\n".repeat(601)).unwrap();
+    std::fs::write(src.join("notes.txt"), "x\n".repeat(700)).unwrap();
+    assert_eq!(
+        long_files(dir.path(), &["src"], 600),
+        [format!(
+            "{}: 601 lines",
+            Path::new("src/deep/long.rs").display()
+        )]
     );
 }

@@ -150,10 +150,20 @@ fn candidates_are_priced_on_the_measured_load_in_every_format() {
     let db = dir.path().join("w.db");
     history(&db, &PROFILE);
     let cfg = config(dir.path(), &db);
+    import_refusing_a_hostile_file(dir.path(), &cfg);
+    price_and_add(&cfg);
+    let html = priced_on_the_profile_in_every_format(&cfg);
+    perf_ratio_from_this_machines_ssj_ops(&cfg);
+    chart_fits_the_page(dir.path(), &html);
+}
+
+/// Both fixtures imported (the two-point one interpolated); a hostile file refused whole,
+/// line and column named, exit 65, nothing stored.
+fn import_refusing_a_hostile_file(dir: &Path, cfg: &Path) {
     let full = fixture("specpower.csv");
     let two = fixture("specpower-two-point.csv");
     let out = ok(
-        &cfg,
+        cfg,
         &[
             "candidate",
             "import",
@@ -168,24 +178,27 @@ fn candidates_are_priced_on_the_measured_load_in_every_format() {
     );
 
     // A hostile file: refused whole, line and column named, exit 65, nothing stored.
-    let bad = dir.path().join("bad.csv");
+    let bad = dir.join("bad.csv");
     std::fs::write(
         &bad,
         "System,avg. watts @ 100%,avg. watts @ active idle\nok box,100,40\nbad box,-3,40\n",
     )
     .unwrap();
-    let (code, _, err) = run(&cfg, &["candidate", "import", bad.to_str().unwrap()]);
+    let (code, _, err) = run(cfg, &["candidate", "import", bad.to_str().unwrap()]);
     assert_eq!(code, 65, "{err}");
     assert!(
         err.contains("line 3, column \"avg. watts @ 100%\"") && err.contains("nothing imported"),
         "{err}"
     );
-    let list: Value = serde_json::from_str(&ok(&cfg, &["candidate", "list", "--json"])).unwrap();
+    let list: Value = serde_json::from_str(&ok(cfg, &["candidate", "list", "--json"])).unwrap();
     assert_eq!(list.as_array().unwrap().len(), 5);
     assert!(!list.to_string().contains("ok box"));
+}
 
+/// Prices and perf ratios for two candidates, and `tiny`, which cannot carry the load.
+fn price_and_add(cfg: &Path) {
     ok(
-        &cfg,
+        cfg,
         &[
             "candidate",
             "set",
@@ -197,12 +210,12 @@ fn candidates_are_priced_on_the_measured_load_in_every_format() {
         ],
     );
     ok(
-        &cfg,
+        cfg,
         &["candidate", "set", "Dynamo Mini D1", "--price", "300"],
     );
     // Half this machine's throughput: the 80 % hours need 160 % of it.
     ok(
-        &cfg,
+        cfg,
         &[
             "candidate",
             "add",
@@ -215,8 +228,13 @@ fn candidates_are_priced_on_the_measured_load_in_every_format() {
             "0.5",
         ],
     );
+}
+
+/// Each candidate's annual kWh, cost and payback against the hand integral, `tiny` not
+/// ranked, and the same words in every format; the HTML report back for the chart check.
+fn priced_on_the_profile_in_every_format(cfg: &Path) -> String {
     let names = "Acme Microserver M10,Dynamo Mini D1,tiny";
-    let report = |format: &str| ok(&cfg, &["report", "--format", format, "--candidates", names]);
+    let report = |format: &str| ok(cfg, &["report", "--format", format, "--candidates", names]);
     let json: Value = serde_json::from_str(&report("json")).unwrap();
     let c = &json["candidates"];
     assert!(
@@ -289,6 +307,11 @@ fn candidates_are_priced_on_the_measured_load_in_every_format() {
     assert!(table.contains("#1 Acme Microserver M10"), "{table}");
     assert!(table.contains("not ranked tiny"), "{table}");
 
+    html
+}
+
+/// This machine's own ssj_ops given: the perf ratio comes from them, and says so.
+fn perf_ratio_from_this_machines_ssj_ops(cfg: &Path) {
     // This machine's own ssj_ops given: Bolt Tower T2's 1,250,000 over 500,000 is a perf
     // ratio of 2.5, said to come from ssj_ops; Acme's given 1.6 stays given.
     let args = [
@@ -300,7 +323,7 @@ fn candidates_are_priced_on_the_measured_load_in_every_format() {
         "--this-ssj-ops",
         "500000",
     ];
-    let json: Value = serde_json::from_str(&ok(&cfg, &args)).unwrap();
+    let json: Value = serde_json::from_str(&ok(cfg, &args)).unwrap();
     let c = &json["candidates"]["candidates"];
     let bolt = c
         .as_array()
@@ -327,16 +350,20 @@ fn candidates_are_priced_on_the_measured_load_in_every_format() {
         .unwrap();
     assert_eq!(acme["perf_ratio_from"], "given", "{acme}");
     assert!(acme.to_string().contains("would give 0.84"), "{acme}");
-    let text = ok(&cfg, &[&args[..2], &["table"], &args[3..]].concat());
+    let text = ok(cfg, &[&args[..2], &["table"], &args[3..]].concat());
     assert!(
         text.contains("perf ratio 2.5 (from ssj_ops)") && text.contains("not measured here"),
         "{text}"
     );
+}
 
+/// In Chromium, where there is one: the candidates' chart fits a phone's width and a
+/// desktop's, with its labels.
+fn chart_fits_the_page(dir: &Path, html: &str) {
     let Some(chromium) = chromium() else {
         return;
     };
-    let page = dir.path().join("report.html");
+    let page = dir.join("report.html");
     std::fs::write(
         &page,
         html.replace(

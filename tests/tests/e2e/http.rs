@@ -5,6 +5,7 @@
 // Test helpers fail loudly on a broken setup.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use wattson_tests::http::{HttpDaemon, bound_addr, get, metric_value, request};
@@ -23,6 +24,54 @@ fn metrics_health_and_reports_are_served_from_the_running_daemon() {
         addr,
     } = HttpDaemon::start(&env, HOST, 123.4);
 
+    metrics_count_the_ledger(&mut daemon, addr);
+
+    let om = get(
+        addr,
+        "/metrics",
+        &[("Accept", "application/openmetrics-text;version=1.0.0")],
+    )
+    .unwrap();
+    assert!(
+        om.header("content-type")
+            .unwrap()
+            .starts_with("application/openmetrics-text"),
+        "{om:?}"
+    );
+    assert!(om.body.ends_with("# EOF\n"), "{}", om.body);
+
+    let health = get(addr, "/healthz", &[]).unwrap();
+    assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
+
+    let live = json(&get(addr, "/live.json", &[]).unwrap().body);
+    assert_eq!(live["power"]["watts"], 123.4, "{live}");
+    assert_eq!(live["power"]["source"], "meter:wall");
+    assert_eq!(live["currency"], "GBP");
+
+    let page = get(addr, "/", &[]).unwrap();
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("id=\"watts\""));
+    assert!(
+        page.header("content-security-policy")
+            .unwrap()
+            .contains("default-src 'none'")
+    );
+
+    reports_answer_as_the_cli(addr);
+
+    // `wattson status` names where the daemon serves.
+    let status = run(&config, &["status"]);
+    assert!(
+        status.contains(&format!("http: http://{addr} ")),
+        "{status}"
+    );
+
+    daemon.stop_cleanly();
+}
+
+/// `/metrics`: the meter's watts and a growing energy counter from the ledger, priced by the
+/// cost counter.
+fn metrics_count_the_ledger(daemon: &mut Child, addr: SocketAddr) {
     // The meter's watts and a growing energy counter, from the ledger.
     let power = r#"wattson_power_watts{host="web",source="meter:wall",channel=""}"#;
     let energy = r#"wattson_energy_joules_total{host="web",source="meter:wall"}"#;
@@ -78,38 +127,11 @@ fn metrics_health_and_reports_are_served_from_the_running_daemon() {
         (c - e / 3.6e6 * PRICE).abs() <= 1e-9 + 1e-6 * c,
         "cost {c} for {e} J at {PRICE}/kWh"
     );
+}
 
-    let om = get(
-        addr,
-        "/metrics",
-        &[("Accept", "application/openmetrics-text;version=1.0.0")],
-    )
-    .unwrap();
-    assert!(
-        om.header("content-type")
-            .unwrap()
-            .starts_with("application/openmetrics-text"),
-        "{om:?}"
-    );
-    assert!(om.body.ends_with("# EOF\n"), "{}", om.body);
-
-    let health = get(addr, "/healthz", &[]).unwrap();
-    assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
-
-    let live = json(&get(addr, "/live.json", &[]).unwrap().body);
-    assert_eq!(live["power"]["watts"], 123.4, "{live}");
-    assert_eq!(live["power"]["source"], "meter:wall");
-    assert_eq!(live["currency"], "GBP");
-
-    let page = get(addr, "/", &[]).unwrap();
-    assert_eq!(page.status, 200);
-    assert!(page.body.contains("id=\"watts\""));
-    assert!(
-        page.header("content-security-policy")
-            .unwrap()
-            .contains("default-src 'none'")
-    );
-
+/// `/report.json` and `/report.html` as the CLI makes them, with its options; a bad query
+/// and an unknown path say what is wrong; nothing is written.
+fn reports_answer_as_the_cli(addr: SocketAddr) {
     // The report as the CLI makes it, with its options.
     let report = get(addr, "/report.json?since=1d", &[]).unwrap();
     assert_eq!(report.status, 200, "{}", report.body);
@@ -147,15 +169,6 @@ fn metrics_health_and_reports_are_served_from_the_running_daemon() {
     let post = request(addr, "POST", "/metrics", &[("Content-Length", "0")]).unwrap();
     assert_eq!(post.status, 405);
     assert_eq!(post.header("allow"), Some("GET, HEAD"));
-
-    // `wattson status` names where the daemon serves.
-    let status = run(&config, &["status"]);
-    assert!(
-        status.contains(&format!("http: http://{addr} ")),
-        "{status}"
-    );
-
-    daemon.stop_cleanly();
 }
 
 #[test]

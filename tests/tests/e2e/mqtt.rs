@@ -108,10 +108,8 @@ fn json(m: &wattson_tests::broker::Msg) -> Value {
 
 const POWER_CONFIG: &str = "homeassistant/sensor/wattson_basket/power/config";
 
-async fn state_and_discovery(kind: Kind) {
-    let broker = TestBroker::start(kind, &Options::default());
-    let w = Watcher::start(broker.port, "watch", &["wattson/#", "homeassistant/#"]);
-    // A previous run announced an entity this run does not have: it must be removed.
+/// What a previous run announced: an entity this run does not have, which it must remove.
+async fn announce_a_stale_entity(w: &Watcher) {
     assert!(
         wait_for(Duration::from_secs(5), || w
             .client
@@ -130,47 +128,11 @@ async fn state_and_discovery(kind: Kind) {
             .is_some())
         .await
     );
+}
 
-    let live = Arc::new(LiveState::default());
-    let cancel = CancellationToken::new();
-    feed(live.clone(), cancel.clone());
-    let h = Publisher::spawn(
-        cfg(broker.url(false), "wattson-basket"),
-        "basket".into(),
-        live,
-        extras(),
-        cancel.clone(),
-    )
-    .unwrap();
-
-    assert!(
-        wait_for(Duration::from_secs(10), || w
-            .on("wattson/basket/availability")
-            .iter()
-            .any(|m| m.payload == b"online"))
-        .await,
-        "{kind:?}: no availability"
-    );
-    assert!(
-        wait_for(Duration::from_secs(10), || w
-            .last("wattson/basket/state")
-            .is_some())
-        .await,
-        "{kind:?}: no state"
-    );
-    let state = json(&w.last("wattson/basket/state").unwrap());
-    let p = state["power"].as_f64().unwrap();
-    assert!(
-        (235.0..=245.0).contains(&p),
-        "mean power, not a last sample: {p}"
-    );
-    assert!(state["ts"].as_i64().unwrap() > 0);
-    assert_eq!(state["power_source"], "meter:wall");
-    assert_eq!(state["cost_annual_projection"], 189.22);
-    assert_eq!(state["cpu_utilisation"], 25.0);
-    assert_eq!(state["cstate_deepest"], "C6");
-    assert!(!w.last("wattson/basket/state").unwrap().retain);
-
+/// The entities' discovery configs, and the stale entity removed with an empty retained
+/// config.
+async fn discovery_is_announced(w: &Watcher, kind: Kind) {
     assert!(
         wait_for(Duration::from_secs(10), || w.last(POWER_CONFIG).is_some()).await,
         "{kind:?}: no discovery"
@@ -213,6 +175,54 @@ async fn state_and_discovery(kind: Kind) {
             .all(|m| !m.payload.is_empty()),
         "a live entity was removed"
     );
+}
+
+async fn state_and_discovery(kind: Kind) {
+    let broker = TestBroker::start(kind, &Options::default());
+    let w = Watcher::start(broker.port, "watch", &["wattson/#", "homeassistant/#"]);
+    announce_a_stale_entity(&w).await;
+
+    let live = Arc::new(LiveState::default());
+    let cancel = CancellationToken::new();
+    feed(live.clone(), cancel.clone());
+    let h = Publisher::spawn(
+        cfg(broker.url(false), "wattson-basket"),
+        "basket".into(),
+        live,
+        extras(),
+        cancel.clone(),
+    )
+    .unwrap();
+
+    assert!(
+        wait_for(Duration::from_secs(10), || w
+            .on("wattson/basket/availability")
+            .iter()
+            .any(|m| m.payload == b"online"))
+        .await,
+        "{kind:?}: no availability"
+    );
+    assert!(
+        wait_for(Duration::from_secs(10), || w
+            .last("wattson/basket/state")
+            .is_some())
+        .await,
+        "{kind:?}: no state"
+    );
+    let state = json(&w.last("wattson/basket/state").unwrap());
+    let p = state["power"].as_f64().unwrap();
+    assert!(
+        (235.0..=245.0).contains(&p),
+        "mean power, not a last sample: {p}"
+    );
+    assert!(state["ts"].as_i64().unwrap() > 0);
+    assert_eq!(state["power_source"], "meter:wall");
+    assert_eq!(state["cost_annual_projection"], 189.22);
+    assert_eq!(state["cpu_utilisation"], 25.0);
+    assert_eq!(state["cstate_deepest"], "C6");
+    assert!(!w.last("wattson/basket/state").unwrap().retain);
+
+    discovery_is_announced(&w, kind).await;
 
     // Home Assistant restarts: discovery is sent again.
     let before = w.on(POWER_CONFIG).len();
@@ -819,7 +829,6 @@ fn mqtt_retries(log: &str) -> usize {
 #[test]
 fn the_daemon_rides_out_a_broker_restart_on_the_same_port() {
     use wattson_tests::{Child, HOST, TestEnv, db_points, meter_toml, now_ms, q, simulate};
-    const INTERVAL_MS: i64 = 500;
     // rumqttd cannot be stopped in-process.
     if !wattson_tests::broker::have_mosquitto(
         "the_daemon_rides_out_a_broker_restart_on_the_same_port",
@@ -935,8 +944,16 @@ fn the_daemon_rides_out_a_broker_restart_on_the_same_port() {
     let status = daemon.wait_exit(Duration::from_secs(5)).unwrap();
     assert_eq!(status.code(), Some(0), "stderr:\n{}", daemon.stderr());
 
-    // No gap: one sample per interval from the first to the last, across the outage.
-    let power = db_points(&env.db, "meter:wall", Metric::Power);
+    no_gap_across_the_outage(&env.db, killed_ms, reconnected_ms);
+}
+
+/// One sample per 500 ms interval from the first to the last of the database at `db`, across
+/// the broker's outage (killed at `killed_ms`, reconnected at `reconnected_ms`), and no gap
+/// recorded.
+fn no_gap_across_the_outage(db: &Path, killed_ms: i64, reconnected_ms: i64) {
+    use wattson_tests::{HOST, db_points};
+    const INTERVAL_MS: i64 = 500;
+    let power = db_points(db, "meter:wall", Metric::Power);
     let (first, last) = (power[0].0, power[power.len() - 1].0);
     assert!(first < killed_ms && last > reconnected_ms);
     let expected = (last - first + INTERVAL_MS / 2) / INTERVAL_MS + 1;
@@ -955,7 +972,7 @@ fn the_daemon_rides_out_a_broker_restart_on_the_same_port() {
         widest < 2 * INTERVAL_MS,
         "a {widest} ms step in the power series"
     );
-    let store = wattson_tests::open_db(&env.db).unwrap();
+    let store = wattson_tests::open_db(db).unwrap();
     assert!(
         store.gaps(HOST, 0, i64::MAX).unwrap().is_empty(),
         "a gap was recorded"

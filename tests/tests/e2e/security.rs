@@ -151,11 +151,69 @@ fn rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// The length of the long lines a text meter sends, bytes.
+const LONG: usize = 1 << 20;
+/// How many it sends.
+const LONG_LINES: u64 = 8;
+
+/// The text meter on `master`: good lines, then [`LONG_LINES`] megabyte lines between good
+/// ones (`long_started` once the first begins, `long_written` counting them), written as
+/// fast as the daemon reads them, until `stop`.
+fn device(
+    mut master: serialport::TTYPort,
+    stop: &AtomicBool,
+    long_started: &AtomicBool,
+    long_written: &AtomicU64,
+) {
+    let long = vec![b'A'; LONG];
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let good = if long_written.load(Ordering::Relaxed) < LONG_LINES {
+            "P=50.0\n"
+        } else {
+            "P=51.0\n"
+        };
+        if master.write_all(good.as_bytes()).is_err() {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        i += 1;
+        if i >= 3 && long_written.load(Ordering::Relaxed) < LONG_LINES {
+            long_started.store(true, Ordering::Relaxed);
+            let mut off = 0;
+            while off < long.len() && !stop.load(Ordering::Relaxed) {
+                match master.write(&long[off..]) {
+                    Ok(n) => off += n,
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+            let _ = master.write_all(b"\n");
+            long_written.fetch_add(1, Ordering::Relaxed);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The power samples stored for the meter `desk` in the database at `db`.
+fn stored_power(db: &Path) -> Vec<f64> {
+    let store = Store::open_read_only(db).unwrap();
+    store
+        .raw(
+            &SeriesFilter::all()
+                .source(&"meter:desk".into())
+                .metric(Metric::Power),
+            0,
+            i64::MAX,
+        )
+        .unwrap()
+        .into_iter()
+        .flat_map(|(_, p)| p.into_iter().map(|x| x.1))
+        .collect()
+}
+
 #[test]
 fn megabyte_lines_from_a_text_meter_are_counted_and_dropped_with_bounded_memory() {
-    const LONG: usize = 1 << 20;
-    const LONG_LINES: u64 = 8;
-    let (mut master, slave) = serialport::TTYPort::pair().unwrap();
+    let (master, slave) = serialport::TTYPort::pair().unwrap();
     let port = slave.name().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("line.db");
@@ -190,34 +248,9 @@ fn megabyte_lines_from_a_text_meter_are_counted_and_dropped_with_bounded_memory(
         let long_started = long_started.clone();
         let long_written = long_written.clone();
         std::thread::spawn(move || {
-            let long = vec![b'A'; LONG];
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let good = if long_written.load(Ordering::Relaxed) < LONG_LINES {
-                    "P=50.0\n"
-                } else {
-                    "P=51.0\n"
-                };
-                if master.write_all(good.as_bytes()).is_err() {
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
-                i += 1;
-                if i >= 3 && long_written.load(Ordering::Relaxed) < LONG_LINES {
-                    long_started.store(true, Ordering::Relaxed);
-                    let mut off = 0;
-                    while off < long.len() && !stop.load(Ordering::Relaxed) {
-                        match master.write(&long[off..]) {
-                            Ok(n) => off += n,
-                            Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                        }
-                    }
-                    let _ = master.write_all(b"\n");
-                    long_written.fetch_add(1, Ordering::Relaxed);
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            let _ = slave;
+            device(master, &stop, &long_started, &long_written);
+            // Held open while the device writes.
+            drop(slave);
         })
     };
 
@@ -244,19 +277,7 @@ fn megabyte_lines_from_a_text_meter_are_counted_and_dropped_with_bounded_memory(
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
 
-    let store = Store::open_read_only(&db).unwrap();
-    let values: Vec<f64> = store
-        .raw(
-            &SeriesFilter::all()
-                .source(&"meter:desk".into())
-                .metric(Metric::Power),
-            0,
-            i64::MAX,
-        )
-        .unwrap()
-        .into_iter()
-        .flat_map(|(_, p)| p.into_iter().map(|x| x.1))
-        .collect();
+    let values = stored_power(&db);
     let after = values.iter().filter(|v| (**v - 51.0).abs() < 1e-6).count();
     let odd: Vec<&f64> = values
         .iter()

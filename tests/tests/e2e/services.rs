@@ -196,7 +196,14 @@ fn a_service_using_half_a_cpu_costs_half_the_dynamic_power_with_the_floor_apart(
         "wattson itself: {e:#}"
     );
 
-    let text = cli(&config, &["services"]);
+    every_surface_names_the_services(&config, &e);
+    the_exporter_carries_the_services(&h.env, &config, w);
+}
+
+/// `services`, `status` and every report format name the services; the JSON report's groups
+/// are the estimate `e`'s.
+fn every_surface_names_the_services(config: &Path, e: &Value) {
+    let text = cli(config, &["services"]);
     for needle in [
         "Estimates, not measurements",
         "jellyfin.service",
@@ -206,11 +213,11 @@ fn a_service_using_half_a_cpu_costs_half_the_dynamic_power_with_the_floor_apart(
     ] {
         assert!(text.contains(needle), "{needle:?} in\n{text}");
     }
-    let status = cli(&config, &["status"]);
+    let status = cli(config, &["status"]);
     assert!(status.contains("wattson itself:"), "{status}");
     assert!(status.contains("cgroup v2 at"), "{status}");
     for format in ["table", "markdown", "html"] {
-        let report = cli(&config, &["report", "--format", format]);
+        let report = cli(config, &["report", "--format", format]);
         assert!(
             report.contains("What each service costs"),
             "{format}:\n{report}"
@@ -218,7 +225,7 @@ fn a_service_using_half_a_cpu_costs_half_the_dynamic_power_with_the_floor_apart(
         assert!(report.contains("jellyfin.service"), "{format}");
         assert!(report.contains("The box being on"), "{format}");
     }
-    let csv = cli(&config, &["report", "--format", "csv"]);
+    let csv = cli(config, &["report", "--format", "csv"]);
     assert!(
         csv.lines()
             .any(|l| l.starts_with("jellyfin.service,service,service,")),
@@ -229,7 +236,7 @@ fn a_service_using_half_a_cpu_costs_half_the_dynamic_power_with_the_floor_apart(
             .any(|l| l.starts_with("the box being on,service,idle floor,40,0.4,350.4,")),
         "{csv}"
     );
-    let json: Value = serde_json::from_str(&cli(&config, &["report", "--format", "json"])).unwrap();
+    let json: Value = serde_json::from_str(&cli(config, &["report", "--format", "json"])).unwrap();
     let names = |v: &Value| -> Vec<String> {
         v.as_array()
             .unwrap()
@@ -239,10 +246,13 @@ fn a_service_using_half_a_cpu_costs_half_the_dynamic_power_with_the_floor_apart(
     };
     assert_eq!(names(&json["services"]["groups"]), names(&e["groups"]));
     assert_eq!(json["services"]["estimate"], true);
+}
 
-    // The exporter carries the costliest groups and wattson itself, from the stored hours.
-    let with_http = h.env.path("with-http.toml");
-    let mut text = std::fs::read_to_string(&config).unwrap();
+/// The exporter carries the costliest groups (jellyfin's at `w` watts) and wattson itself,
+/// from the stored hours.
+fn the_exporter_carries_the_services(env: &TestEnv, config: &Path, w: f64) {
+    let with_http = env.path("with-http.toml");
+    let mut text = std::fs::read_to_string(config).unwrap();
     text.push_str("\n[http]\nlisten = \"127.0.0.1:0\"\n");
     std::fs::write(&with_http, text).unwrap();
     let daemon = Child::run_daemon(&with_http, &[]);

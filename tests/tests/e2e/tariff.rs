@@ -429,25 +429,21 @@ fn day_ahead_csv_is_converted_from_mwh_and_says_so() {
     );
 }
 
-/// Every hostile file: refused whole (exit 1), the line and field named, nothing stored.
-#[test]
-fn hostile_files_import_nothing_and_name_the_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("w.db");
-    let cfg = config(dir.path(), &db, "GBP", "");
+/// The hostile files, each with the extra arguments it is imported with and what the error
+/// says: written into `dir` (`good`, a good line, beside the bad one), and fixtures.
+fn hostile_files(dir: &Path, good: &str) -> Vec<(PathBuf, &'static [&'static str], &'static str)> {
     let write = |name: &str, text: &str| {
-        let p = dir.path().join(name);
+        let p = dir.join(name);
         std::fs::write(&p, text).unwrap();
         p
     };
-    let good = "2026-11-29T00:00:00Z,2026-11-29T00:30:00Z,0.20\n";
-    let huge = dir.path().join("huge.csv");
+    let huge = dir.join("huge.csv");
     std::fs::File::create(&huge)
         .unwrap()
         .set_len(40 * 1024 * 1024)
         .unwrap();
     let agile = std::fs::read_to_string(fixture("agile-2026-11-29.json")).unwrap();
-    let cases: Vec<(PathBuf, &[&str], &str)> = vec![
+    vec![
         (huge, &[], "larger than 32 MiB"),
         (
             write(
@@ -535,7 +531,22 @@ fn hostile_files_import_nothing_and_name_the_line() {
             &[],
             "line 1: line: 1 fields",
         ),
-    ];
+    ]
+}
+
+/// Every hostile file: refused whole (exit 1), the line and field named, nothing stored.
+#[test]
+fn hostile_files_import_nothing_and_name_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("w.db");
+    let cfg = config(dir.path(), &db, "GBP", "");
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let good = "2026-11-29T00:00:00Z,2026-11-29T00:30:00Z,0.20\n";
+    let cases = hostile_files(dir.path(), good);
     for (file, extra, want) in cases {
         let mut args = vec!["tariff", "import"];
         args.extend(extra);

@@ -1,5 +1,6 @@
 use super::*;
 use crate::source::channel;
+use crate::sysroot::SysRoot;
 
 fn write_msr(path: &Path, values: &[(u64, u64)]) {
     use std::os::unix::fs::FileExt as _;

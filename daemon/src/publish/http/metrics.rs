@@ -140,35 +140,63 @@ fn registry(s: &Snapshot) -> Registry {
     let mut f = Families {
         registry: root.sub_registry_with_prefix("wattson"),
     };
-    let host = || ("host", s.host.clone());
-    let by_source = |metric: Metric, scale: f64| -> Vec<(Labels, f64)> {
-        s.readings
-            .iter()
-            .filter(|r| r.metric == metric)
-            .map(|r| {
-                (
-                    vec![
-                        host(),
-                        ("source", r.source.to_string()),
-                        ("channel", r.channel.clone()),
-                    ],
-                    r.value * scale,
-                )
-            })
-            .collect()
-    };
-    let by_channel = |metric: Metric, scale: f64| -> Vec<(Labels, f64)> {
-        s.readings
-            .iter()
-            .filter(|r| r.metric == metric && !r.channel.contains('/'))
-            .map(|r| {
-                (
-                    vec![host(), ("channel", r.channel.clone())],
-                    r.value * scale,
-                )
-            })
-            .collect()
-    };
+    power_families(&mut f, s);
+    ledger_families(&mut f, s);
+    cpu_families(&mut f, s);
+    service_families(&mut f, s);
+    health_families(&mut f, s);
+    f.gauge(
+        "build_info",
+        "The wattson build serving these metrics (always 1)",
+        None,
+        vec![(
+            vec![host(s), ("version", env!("CARGO_PKG_VERSION").to_owned())],
+            1.0,
+        )],
+    );
+    root
+}
+
+/// The `host` label.
+fn host(s: &Snapshot) -> (&'static str, String) {
+    ("host", s.host.clone())
+}
+
+/// Every reading of `metric`, labelled by source and channel.
+fn by_source(s: &Snapshot, metric: Metric) -> Vec<(Labels, f64)> {
+    s.readings
+        .iter()
+        .filter(|r| r.metric == metric)
+        .map(|r| {
+            (
+                vec![
+                    host(s),
+                    ("source", r.source.to_string()),
+                    ("channel", r.channel.clone()),
+                ],
+                r.value,
+            )
+        })
+        .collect()
+}
+
+/// The readings of `metric` of every channel but the per-state ones (`all/C6`), labelled by
+/// channel, times `scale`.
+fn by_channel(s: &Snapshot, metric: Metric, scale: f64) -> Vec<(Labels, f64)> {
+    s.readings
+        .iter()
+        .filter(|r| r.metric == metric && !r.channel.contains('/'))
+        .map(|r| {
+            (
+                vec![host(s), ("channel", r.channel.clone())],
+                r.value * scale,
+            )
+        })
+        .collect()
+}
+
+/// Power by source, and what a meter reads beside it.
+fn power_families(f: &mut Families<'_>, s: &Snapshot) {
     for (name, help, unit, metric) in [
         (
             "power",
@@ -201,9 +229,12 @@ fn registry(s: &Snapshot) -> Registry {
             Metric::Frequency,
         ),
     ] {
-        f.gauge(name, help, Some(unit), by_source(metric, 1.0));
+        f.gauge(name, help, Some(unit), by_source(s, metric));
     }
-    ledger_families(&mut f, s);
+}
+
+/// CPU and GPU utilisation and clocks, and idle-state residency.
+fn cpu_families(f: &mut Families<'_>, s: &Snapshot) {
     for (name, help, unit, metric, scale) in [
         (
             "cpu_utilisation",
@@ -234,7 +265,7 @@ fn registry(s: &Snapshot) -> Registry {
             1e6,
         ),
     ] {
-        f.gauge(name, help, Some(unit), by_channel(metric, scale));
+        f.gauge(name, help, Some(unit), by_channel(s, metric, scale));
     }
     f.gauge(
         "idle_state_residency",
@@ -251,24 +282,12 @@ fn registry(s: &Snapshot) -> Registry {
                 };
                 let state = channel::all_part(&r.channel)?;
                 Some((
-                    vec![host(), ("level", level.to_owned()), ("state", state.to_owned())],
+                    vec![host(s), ("level", level.to_owned()), ("state", state.to_owned())],
                     r.value,
                 ))
             })
             .collect(),
     );
-    service_families(&mut f, s);
-    health_families(&mut f, s);
-    f.gauge(
-        "build_info",
-        "The wattson build serving these metrics (always 1)",
-        None,
-        vec![(
-            vec![host(), ("version", env!("CARGO_PKG_VERSION").to_owned())],
-            1.0,
-        )],
-    );
-    root
 }
 
 /// Energy and money: the ledger's figures through the feed.

@@ -177,8 +177,22 @@ pub const IDLE_REGRESSION_ATTRIBUTES: &str =
 /// The entities a state object supports: one per field present (see [`super::state`]), and
 /// four diagnostic counters per meter.
 pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
-    let has = |k: &str| state.get(k).is_some();
     let mut out = Vec::new();
+    energy_entities(state, &mut out);
+    cost_entities(state, extras, &mut out);
+    electrical_entities(state, &mut out);
+    cpu_entities(state, &mut out);
+    if state.get("mode").is_some() {
+        out.push(mode_entity(extras));
+    }
+    out.push(idle_regression_entity());
+    meter_counter_entities(state, &mut out);
+    out
+}
+
+/// Power, the energy total and today's energy.
+fn energy_entities(state: &Value, out: &mut Vec<Entity>) {
+    let has = |k: &str| state.get(k).is_some();
     if has("power") {
         out.push(
             Entity::new("power", "Power", "power")
@@ -203,6 +217,12 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
                 .precision(3),
         );
     }
+}
+
+/// The cost total and today's, this month's and the projected year's cost, in the state's
+/// currency (else the tariff's); none without a currency.
+fn cost_entities(state: &Value, extras: &StateExtras, out: &mut Vec<Entity>) {
+    let has = |k: &str| state.get(k).is_some();
     let currency = state
         .get("currency")
         .and_then(Value::as_str)
@@ -235,6 +255,11 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
             );
         }
     }
+}
+
+/// What a meter reads beside power: voltage, current, power factor, mains frequency.
+fn electrical_entities(state: &Value, out: &mut Vec<Entity>) {
+    let has = |k: &str| state.get(k).is_some();
     for (field, name, class, unit, p) in [
         ("voltage", "Voltage", "voltage", "V", 1),
         ("current", "Current", "current", "A", 3),
@@ -250,6 +275,11 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
             );
         }
     }
+}
+
+/// CPU utilisation and frequency, and the deepest core and package C-states.
+fn cpu_entities(state: &Value, out: &mut Vec<Entity>) {
+    let has = |k: &str| state.get(k).is_some();
     if has("cpu_utilisation") {
         out.push(
             Entity::new("cpu_utilisation", "CPU utilisation", "cpu_utilisation")
@@ -311,26 +341,35 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
             .precision(1),
         );
     }
-    if has("mode") {
-        let mut e = Entity::new("mode", "Mode", "mode").icon("mdi:state-machine");
-        if !extras.mode_options.is_empty() {
-            e.device_class = Some("enum");
-            e.options.clone_from(&extras.mode_options);
-        }
-        out.push(e);
+}
+
+/// The configuration mode, an enum of the configured modes where there are any.
+fn mode_entity(extras: &StateExtras) -> Entity {
+    let mut e = Entity::new("mode", "Mode", "mode").icon("mdi:state-machine");
+    if !extras.mode_options.is_empty() {
+        e.device_class = Some("enum");
+        e.options.clone_from(&extras.mode_options);
     }
-    // Announced from the first state on, so a dashboard has no dead rows on a new install:
-    // until a check is stored the state has no `idle_regression`, and the template renders
-    // `None`, which Home Assistant shows as `unknown` (an MQTT binary sensor's third payload).
-    {
-        let mut e = Entity::new("idle_regression", "Idle power regression", "");
-        e.component = "binary_sensor";
-        e.device_class = Some("problem");
-        e.icon = Some("mdi:trending-up");
-        IDLE_REGRESSION_TEMPLATE.clone_into(&mut e.value_template);
-        e.attributes_template = Some(IDLE_REGRESSION_ATTRIBUTES.to_owned());
-        out.push(e);
-    }
+    e
+}
+
+/// The idle-regression binary sensor. Announced from the first state on, so a dashboard has
+/// no dead rows on a new install: until a check is stored the state has no
+/// `idle_regression`, and the template renders `None`, which Home Assistant shows as
+/// `unknown` (an MQTT binary sensor's third payload).
+fn idle_regression_entity() -> Entity {
+    let mut e = Entity::new("idle_regression", "Idle power regression", "");
+    e.component = "binary_sensor";
+    e.device_class = Some("problem");
+    e.icon = Some("mdi:trending-up");
+    IDLE_REGRESSION_TEMPLATE.clone_into(&mut e.value_template);
+    e.attributes_template = Some(IDLE_REGRESSION_ATTRIBUTES.to_owned());
+    e
+}
+
+/// Four diagnostic counters per meter: good readings, CRC errors, timeouts, implausible
+/// readings.
+fn meter_counter_entities(state: &Value, out: &mut Vec<Entity>) {
     if let Some(meters) = state.get("meters").and_then(Value::as_object) {
         for id in meters.keys() {
             let slug = host_slug(id);
@@ -357,7 +396,6 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
             }
         }
     }
-    out
 }
 
 /// Where the config payload points and what it names.

@@ -278,67 +278,14 @@ pub fn build(
     interval_s: f64,
 ) -> Option<StateSnapshot> {
     let ts_ms = means.iter().map(|r| r.ts_ms).max()?;
-    let mean = |source: &SourceId, metric: Metric, channel: &str| {
-        means
-            .iter()
-            .find(|r| r.source == *source && r.metric == metric && r.channel == channel)
-            .map(|r| r.value)
-            .and_then(finite)
-    };
     let mut p = StatePayload {
         ts: ts_ms,
         interval_s: Some(interval_s),
         ..StatePayload::default()
     };
-    let primary = extras
-        .primary
-        .pick(
-            means
-                .iter()
-                .filter(|r| r.metric == Metric::Power)
-                .map(|r| &r.source),
-        )
-        .cloned();
-    if let Some(src) = &primary {
-        if let Some(w) = mean(src, Metric::Power, "") {
-            p.power = Some(w);
-            p.power_source = Some(src.clone());
-            if *src == SourceId::Estimate {
-                p.power_estimate = Some(true);
-                p.power_error = mean(src, Metric::Power, channel::ESTIMATE_ERROR);
-            }
-        }
-        if src.is_meter() {
-            p.voltage = mean(src, Metric::Voltage, "");
-            p.current = mean(src, Metric::Current, "");
-            p.power_factor = mean(src, Metric::PowerFactor, "");
-            p.frequency = mean(src, Metric::Frequency, "");
-        }
-    }
-    p.energy = extras.energy_total_kwh.and_then(finite);
-    p.energy_ts = extras.energy_ts_ms.filter(|_| p.energy.is_some());
-    p.energy_today = extras.energy_today_kwh.and_then(finite);
-    p.currency = (!extras.currency.is_empty()).then(|| extras.currency.clone());
-    p.cost_today = extras.cost_today.and_then(finite);
-    p.cost_month = extras.cost_month.and_then(finite);
-    p.cost_total = extras.cost_total.and_then(finite);
-    p.cost_annual_projection = extras.annual_projection.and_then(finite);
-    p.cost_annual_basis = p.cost_annual_projection.and(extras.annual_basis.clone());
-    if let Some((price, source)) = &extras.price_now {
-        p.price = finite(*price);
-        p.price_source = p.price.map(|_| source.clone());
-    }
-    p.cpu_utilisation =
-        mean(&SourceId::Cpu, Metric::CpuBusy, channel::ALL).map(|b| round(b * 100.0));
-    p.cpu_frequency = mean(&SourceId::Cpu, Metric::CoreFrequency, channel::MEAN);
-    if let Some((name, share)) = deepest_cstate(means) {
-        p.cstate_deepest = Some(name);
-        p.cstate_deepest_residency = finite(share * 100.0).map(round);
-    }
-    if let Some((name, share)) = deepest_package_state(means) {
-        p.package_cstate_deepest = Some(name);
-        p.package_cstate_deepest_residency = finite(share * 100.0).map(round);
-    }
+    primary_figures(&mut p, means, extras);
+    ledger_figures(&mut p, extras);
+    cpu_figures(&mut p, means);
     p.mode.clone_from(&extras.mode);
     p.meters = extras
         .meter_counters
@@ -356,29 +303,7 @@ pub fn build(
     p.idle_regression = extras.idle_regression.as_ref().map(regression_payload);
     p.services.clone_from(&extras.services);
     p.wattson_itself.clone_from(&extras.wattson_itself);
-    p.series = means
-        .iter()
-        .filter_map(|r| {
-            let v = if matches!(r.metric, Metric::EnergyTotal | Metric::EnergyCounter) {
-                latest
-                    .iter()
-                    .find(|l| {
-                        l.source == r.source && l.metric == r.metric && l.channel == r.channel
-                    })
-                    .map_or(r.value, |l| l.value)
-            } else {
-                r.value
-            };
-            finite(v).map(|v| {
-                SeriesEntry(
-                    r.source.clone(),
-                    r.metric.as_str().to_owned(),
-                    r.channel.clone(),
-                    v,
-                )
-            })
-        })
-        .collect();
+    p.series = series(means, latest);
     for v in [
         &mut p.power,
         &mut p.power_error,
@@ -402,6 +327,105 @@ pub fn build(
         payload: p,
         json,
     })
+}
+
+/// The interval mean of one series, where finite.
+fn mean(means: &[LiveReading], source: &SourceId, metric: Metric, channel: &str) -> Option<f64> {
+    means
+        .iter()
+        .find(|r| r.source == *source && r.metric == metric && r.channel == channel)
+        .map(|r| r.value)
+        .and_then(finite)
+}
+
+/// The primary power source's power (and, for an estimate, its error) and, for a meter,
+/// what it reads beside power.
+fn primary_figures(p: &mut StatePayload, means: &[LiveReading], extras: &StateExtras) {
+    let primary = extras
+        .primary
+        .pick(
+            means
+                .iter()
+                .filter(|r| r.metric == Metric::Power)
+                .map(|r| &r.source),
+        )
+        .cloned();
+    let Some(src) = &primary else {
+        return;
+    };
+    if let Some(w) = mean(means, src, Metric::Power, "") {
+        p.power = Some(w);
+        p.power_source = Some(src.clone());
+        if *src == SourceId::Estimate {
+            p.power_estimate = Some(true);
+            p.power_error = mean(means, src, Metric::Power, channel::ESTIMATE_ERROR);
+        }
+    }
+    if src.is_meter() {
+        p.voltage = mean(means, src, Metric::Voltage, "");
+        p.current = mean(means, src, Metric::Current, "");
+        p.power_factor = mean(means, src, Metric::PowerFactor, "");
+        p.frequency = mean(means, src, Metric::Frequency, "");
+    }
+}
+
+/// The ledger's energy and cost figures and the price now.
+fn ledger_figures(p: &mut StatePayload, extras: &StateExtras) {
+    p.energy = extras.energy_total_kwh.and_then(finite);
+    p.energy_ts = extras.energy_ts_ms.filter(|_| p.energy.is_some());
+    p.energy_today = extras.energy_today_kwh.and_then(finite);
+    p.currency = (!extras.currency.is_empty()).then(|| extras.currency.clone());
+    p.cost_today = extras.cost_today.and_then(finite);
+    p.cost_month = extras.cost_month.and_then(finite);
+    p.cost_total = extras.cost_total.and_then(finite);
+    p.cost_annual_projection = extras.annual_projection.and_then(finite);
+    p.cost_annual_basis = p.cost_annual_projection.and(extras.annual_basis.clone());
+    if let Some((price, source)) = &extras.price_now {
+        p.price = finite(*price);
+        p.price_source = p.price.map(|_| source.clone());
+    }
+}
+
+/// CPU utilisation and frequency, and the deepest core and package C-states.
+fn cpu_figures(p: &mut StatePayload, means: &[LiveReading]) {
+    p.cpu_utilisation =
+        mean(means, &SourceId::Cpu, Metric::CpuBusy, channel::ALL).map(|b| round(b * 100.0));
+    p.cpu_frequency = mean(means, &SourceId::Cpu, Metric::CoreFrequency, channel::MEAN);
+    if let Some((name, share)) = deepest_cstate(means) {
+        p.cstate_deepest = Some(name);
+        p.cstate_deepest_residency = finite(share * 100.0).map(round);
+    }
+    if let Some((name, share)) = deepest_package_state(means) {
+        p.package_cstate_deepest = Some(name);
+        p.package_cstate_deepest_residency = finite(share * 100.0).map(round);
+    }
+}
+
+/// Every series' interval mean; for energy counters the latest reading instead.
+fn series(means: &[LiveReading], latest: &[LiveReading]) -> Vec<SeriesEntry> {
+    means
+        .iter()
+        .filter_map(|r| {
+            let v = if matches!(r.metric, Metric::EnergyTotal | Metric::EnergyCounter) {
+                latest
+                    .iter()
+                    .find(|l| {
+                        l.source == r.source && l.metric == r.metric && l.channel == r.channel
+                    })
+                    .map_or(r.value, |l| l.value)
+            } else {
+                r.value
+            };
+            finite(v).map(|v| {
+                SeriesEntry(
+                    r.source.clone(),
+                    r.metric.as_str().to_owned(),
+                    r.channel.clone(),
+                    v,
+                )
+            })
+        })
+        .collect()
 }
 
 fn finite(v: f64) -> Option<f64> {

@@ -205,26 +205,7 @@ pub(super) fn candidates_report(
     if all.is_empty() {
         return Ok(None);
     }
-    let chosen: Vec<&Candidate> = if opts.candidates.is_empty() {
-        all.iter().collect()
-    } else {
-        let mut out = Vec::new();
-        for n in &opts.candidates {
-            let c =
-                all.iter()
-                    .find(|c| &c.name == n)
-                    .ok_or_else(|| ReportError::UnknownCandidate {
-                        name: n.clone(),
-                        known: all
-                            .iter()
-                            .map(|c| c.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    })?;
-            out.push(c);
-        }
-        out
-    };
+    let chosen = chosen(all, opts)?;
     let history = measured_in
         .map(shares)
         .filter(|s| s.iter().any(|(a, b, _)| b > a));
@@ -233,23 +214,7 @@ pub(super) fn candidates_report(
     let (load_basis, load_hours, mean_load, keep) = match &history {
         Some(h) => {
             let (mean, hours) = super::over_history(h, |u| u).unwrap_or((0.0, 0.0));
-            let keep = measured.map(|m| KeepFigure {
-                name: "this machine (measured)".to_owned(),
-                annual_kwh: m.annual_kwh,
-                annual_cost: m.annual_cost,
-                basis: m.annual_basis.clone(),
-                annual_co2_kg: match (&opts.carbon, measured_in) {
-                    (Some(set), Some(mi)) if m.covered_hours > 0.0 => {
-                        let f = crate::analysis::price_series::carbon_of_energy(
-                            set,
-                            opts.co2_g_per_kwh,
-                            &mi.energy,
-                        );
-                        Some(f.co2_kg * HOURS_PER_YEAR / m.covered_hours)
-                    }
-                    _ => opts.co2_g_per_kwh.map(|g| m.annual_kwh * g / 1000.0),
-                },
-            });
+            let keep = measured.map(|m| measured_keep(m, opts, measured_in));
             (
                 format!(
                     "this machine's utilisation over {hours:.1} h (mean {:.1} % of its maximum \
@@ -269,26 +234,7 @@ pub(super) fn candidates_report(
                  `wattson run` records the history that prices them on the real load"
                     .to_owned(),
             );
-            let keep = baseline.and_then(|b| {
-                b.modes
-                    .iter()
-                    .find(|m| m.name == "idle")
-                    .map(|m| KeepFigure {
-                        name: b.name.clone(),
-                        annual_kwh: m.annual_kwh,
-                        annual_cost: m.annual_cost,
-                        basis: crate::ledger::annual::modelled(
-                            m.annual_kwh,
-                            None,
-                            &format!("{} at idle all year ({:.1} W)", b.name, m.watts),
-                            year_price,
-                            price_from,
-                            cur,
-                        )
-                        .basis,
-                        annual_co2_kg: m.annual_co2_kg,
-                    })
-            });
+            let keep = baseline.and_then(|b| baseline_keep(b, year_price, price_from, cur));
             (
                 "active idle all year (no utilisation history)".to_owned(),
                 0.0,
@@ -307,90 +253,15 @@ pub(super) fn candidates_report(
 
     let mut out: Vec<CandidateReport> = Vec::new();
     for c in chosen {
-        let mut warnings = Vec::new();
-        let (ratio, ratio_from) = perf_ratio(c, opts.this_ssj_ops, &mut warnings);
-        let year: CandidateYear = match &history {
-            Some(h) => on_history(&c.name, &c.curve, ratio, h, tariff)
-                .map_err(|source| ReportError::Cost {
-                    what: format!("candidate {:?}", c.name),
-                    source,
-                })?
-                .unwrap_or_else(|| {
-                    at_constant_load(&c.name, &c.curve, 0.0, year_price, price_from, cur)
-                }),
-            None => at_constant_load(&c.name, &c.curve, 0.0, year_price, price_from, cur),
-        };
-        if c.curve.interpolated() {
-            warnings.push(format!(
-                "its curve is {}: the watts between its ends are a straight line's, not \
-                 measured",
-                c.curve.describe()
-            ));
-        }
-        if !year.carries() {
-            warnings.push(format!(
-                "cannot carry this load: it would need up to {:.0} % of its maximum throughput, \
-                 in {:.1} h; those hours are priced at 100 %, so its cost is understated, and it \
-                 is not ranked",
-                year.peak_load * 100.0,
-                year.over_hours
-            ));
-        }
-        let annual = &year.annual;
-        let saving = keep.as_ref().map(|k| k.annual_cost - annual.cost);
-        let co2 = match (&opts.carbon, year.hours > 0.0) {
-            (Some(set), true) => {
-                let f = crate::analysis::price_series::carbon_of_energy(
-                    set,
-                    opts.co2_g_per_kwh,
-                    &year.energy,
-                );
-                Some(f.co2_kg * HOURS_PER_YEAR / year.hours)
-            }
-            _ => opts.co2_g_per_kwh.map(|g| annual.kwh * g / 1000.0),
-        };
-        let work_hours = mean_load * HOURS_PER_YEAR;
-        out.push(CandidateReport {
-            name: c.name.clone(),
-            origin: c.origin.clone(),
-            curve_kind: c.curve.kind(),
-            interpolated: c.curve.interpolated(),
-            curve_basis: c.curve.describe(),
-            idle_watts: c.curve.idle_watts(),
-            full_watts: c.curve.full_watts(),
-            perf_ratio: ratio,
-            perf_ratio_from: ratio_from.to_owned(),
-            mean_load: year.mean_load,
-            peak_load: year.peak_load,
-            over_hours: year.over_hours,
-            carries: year.carries(),
-            rank: None,
-            mean_watts: annual.kwh * 1000.0 / HOURS_PER_YEAR,
-            annual_kwh: annual.kwh,
-            annual_cost: annual.cost,
-            annual_basis: annual.basis.clone(),
-            annual_kwh_saved: keep.as_ref().map(|k| k.annual_kwh - annual.kwh),
-            annual_saving: saving,
-            price: c.price,
-            payback_years: match (c.price, saving) {
-                (Some(p), Some(s)) if s > 0.0 => Some(p / s),
-                _ => None,
-            },
-            annual_co2_kg: co2,
-            annual_co2_saved_kg: keep
-                .as_ref()
-                .and_then(|k| k.annual_co2_kg)
-                .zip(co2)
-                .map(|(k, c)| k - c),
-            cost_per_full_load_hour: (work_hours > 0.0).then(|| annual.cost / work_hours),
-            cost_per_billion_ssj_ops: c
-                .curve
-                .max_ssj_ops()
-                .map(|ops| year.mean_load * ops * 3600.0 * HOURS_PER_YEAR / 1e9)
-                .filter(|b| *b > 0.0)
-                .map(|b| annual.cost / b),
-            warnings,
-        });
+        out.push(candidate_figures(
+            c,
+            opts,
+            tariff,
+            history.as_deref(),
+            keep.as_ref(),
+            mean_load,
+            (year_price, price_from),
+        )?);
     }
     // The cheapest that carry the load first; those that cannot carry it after them.
     out.sort_by(|a, b| {
@@ -427,4 +298,181 @@ pub(super) fn candidates_report(
         candidates: out,
         notes,
     }))
+}
+
+/// The candidates to price: those `--candidates` names, in its order, or all stored.
+fn chosen<'a>(
+    all: &'a [Candidate],
+    opts: &ReportOptions,
+) -> Result<Vec<&'a Candidate>, ReportError> {
+    if opts.candidates.is_empty() {
+        return Ok(all.iter().collect());
+    }
+    let mut out = Vec::new();
+    for n in &opts.candidates {
+        let c = all
+            .iter()
+            .find(|c| &c.name == n)
+            .ok_or_else(|| ReportError::UnknownCandidate {
+                name: n.clone(),
+                known: all
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// Keeping this machine as measured: its annual figures, and its CO2 where an intensity
+/// is known (per carbon slot where the set covers its measured energy).
+fn measured_keep(
+    m: &MeasuredReport,
+    opts: &ReportOptions,
+    measured_in: Option<&MeasuredInput>,
+) -> KeepFigure {
+    KeepFigure {
+        name: "this machine (measured)".to_owned(),
+        annual_kwh: m.annual_kwh,
+        annual_cost: m.annual_cost,
+        basis: m.annual_basis.clone(),
+        annual_co2_kg: match (&opts.carbon, measured_in) {
+            (Some(set), Some(mi)) if m.covered_hours > 0.0 => {
+                let f = crate::analysis::price_series::carbon_of_energy(
+                    set,
+                    opts.co2_g_per_kwh,
+                    &mi.energy,
+                );
+                Some(f.co2_kg * HOURS_PER_YEAR / m.covered_hours)
+            }
+            _ => opts.co2_g_per_kwh.map(|g| m.annual_kwh * g / 1000.0),
+        },
+    }
+}
+
+/// Keeping this machine as the baseline configuration at idle all year; `None` without an
+/// idle mode.
+fn baseline_keep(
+    b: &ConfigReport,
+    year_price: f64,
+    price_from: &str,
+    cur: &str,
+) -> Option<KeepFigure> {
+    b.modes
+        .iter()
+        .find(|m| m.name == "idle")
+        .map(|m| KeepFigure {
+            name: b.name.clone(),
+            annual_kwh: m.annual_kwh,
+            annual_cost: m.annual_cost,
+            basis: crate::ledger::annual::modelled(
+                m.annual_kwh,
+                None,
+                &format!("{} at idle all year ({:.1} W)", b.name, m.watts),
+                year_price,
+                price_from,
+                cur,
+            )
+            .basis,
+            annual_co2_kg: m.annual_co2_kg,
+        })
+}
+
+/// One candidate priced on this machine's load (`history`, or active idle all year
+/// without one), against keeping this machine where that is known.
+fn candidate_figures(
+    c: &Candidate,
+    opts: &ReportOptions,
+    tariff: &Tariff,
+    history: Option<&[(i64, i64, f64)]>,
+    keep: Option<&KeepFigure>,
+    mean_load: f64,
+    (year_price, price_from): (f64, &str),
+) -> Result<CandidateReport, ReportError> {
+    let cur = tariff.currency();
+    let mut warnings = Vec::new();
+    let (ratio, ratio_from) = perf_ratio(c, opts.this_ssj_ops, &mut warnings);
+    let year: CandidateYear = match history {
+        Some(h) => on_history(&c.name, &c.curve, ratio, h, tariff)
+            .map_err(|source| ReportError::Cost {
+                what: format!("candidate {:?}", c.name),
+                source,
+            })?
+            .unwrap_or_else(|| {
+                at_constant_load(&c.name, &c.curve, 0.0, year_price, price_from, cur)
+            }),
+        None => at_constant_load(&c.name, &c.curve, 0.0, year_price, price_from, cur),
+    };
+    if c.curve.interpolated() {
+        warnings.push(format!(
+            "its curve is {}: the watts between its ends are a straight line's, not \
+             measured",
+            c.curve.describe()
+        ));
+    }
+    if !year.carries() {
+        warnings.push(format!(
+            "cannot carry this load: it would need up to {:.0} % of its maximum throughput, \
+             in {:.1} h; those hours are priced at 100 %, so its cost is understated, and it \
+             is not ranked",
+            year.peak_load * 100.0,
+            year.over_hours
+        ));
+    }
+    let annual = &year.annual;
+    let saving = keep.map(|k| k.annual_cost - annual.cost);
+    let co2 = match (&opts.carbon, year.hours > 0.0) {
+        (Some(set), true) => {
+            let f = crate::analysis::price_series::carbon_of_energy(
+                set,
+                opts.co2_g_per_kwh,
+                &year.energy,
+            );
+            Some(f.co2_kg * HOURS_PER_YEAR / year.hours)
+        }
+        _ => opts.co2_g_per_kwh.map(|g| annual.kwh * g / 1000.0),
+    };
+    let work_hours = mean_load * HOURS_PER_YEAR;
+    Ok(CandidateReport {
+        name: c.name.clone(),
+        origin: c.origin.clone(),
+        curve_kind: c.curve.kind(),
+        interpolated: c.curve.interpolated(),
+        curve_basis: c.curve.describe(),
+        idle_watts: c.curve.idle_watts(),
+        full_watts: c.curve.full_watts(),
+        perf_ratio: ratio,
+        perf_ratio_from: ratio_from.to_owned(),
+        mean_load: year.mean_load,
+        peak_load: year.peak_load,
+        over_hours: year.over_hours,
+        carries: year.carries(),
+        rank: None,
+        mean_watts: annual.kwh * 1000.0 / HOURS_PER_YEAR,
+        annual_kwh: annual.kwh,
+        annual_cost: annual.cost,
+        annual_basis: annual.basis.clone(),
+        annual_kwh_saved: keep.map(|k| k.annual_kwh - annual.kwh),
+        annual_saving: saving,
+        price: c.price,
+        payback_years: match (c.price, saving) {
+            (Some(p), Some(s)) if s > 0.0 => Some(p / s),
+            _ => None,
+        },
+        annual_co2_kg: co2,
+        annual_co2_saved_kg: keep
+            .and_then(|k| k.annual_co2_kg)
+            .zip(co2)
+            .map(|(k, c)| k - c),
+        cost_per_full_load_hour: (work_hours > 0.0).then(|| annual.cost / work_hours),
+        cost_per_billion_ssj_ops: c
+            .curve
+            .max_ssj_ops()
+            .map(|ops| year.mean_load * ops * 3600.0 * HOURS_PER_YEAR / 1e9)
+            .filter(|b| *b > 0.0)
+            .map(|b| annual.cost / b),
+        warnings,
+    })
 }

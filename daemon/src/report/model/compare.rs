@@ -1,12 +1,12 @@
-//! Comparisons: from the baseline to each candidate, the saving at the headline and in every
-//! mode both share, and the payback of an upgrade.
+//! Comparisons: the headline mode and the baseline, then from the baseline to each
+//! candidate, the saving at the headline and in every mode both share, and the payback of an
+//! upgrade.
 
 use serde::Serialize;
 
-use super::{ConfigReport, DUTY_CYCLE, ModeReport, Pricer};
+use super::{Baseline, ConfigReport, DUTY_CYCLE, ModeReport, Pricer, ReportError};
 use crate::analysis::cost::compare;
-use crate::report::input::Paired;
-use crate::report::input::ReportOptions;
+use crate::report::input::{ConfigKind, Paired, ReportOptions};
 
 /// Moving from one configuration to another.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -66,6 +66,72 @@ pub(super) fn headline_watts(r: &ConfigReport, headline: &str) -> Option<f64> {
         r.duty_cycle.as_ref().map(|m| m.watts)
     } else {
         r.modes.iter().find(|m| m.name == headline).map(|m| m.watts)
+    }
+}
+
+/// The mode the comparisons' headline is at: `mode` (`--mode`, which some configuration
+/// must have), else this machine's measured duty cycle where every modelled configuration
+/// has one and there are two or more, else idle.
+pub(super) fn headline_mode(
+    reports: &[ConfigReport],
+    mode: Option<&String>,
+) -> Result<String, ReportError> {
+    let headline = match mode {
+        Some(m) => {
+            if !reports.iter().any(|r| r.modes.iter().any(|x| &x.name == m)) {
+                let mut known: Vec<&str> = reports
+                    .iter()
+                    .flat_map(|r| r.modes.iter().map(|x| x.name.as_str()))
+                    .collect();
+                known.sort_by_key(|k| crate::analysis::modes::mode_rank(k));
+                known.dedup();
+                return Err(ReportError::UnknownMode {
+                    mode: m.clone(),
+                    known: if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    },
+                });
+            }
+            m.clone()
+        }
+        // Configurations measured at idle only do not decide it: they are compared at idle
+        // with the one they were measured against.
+        None if {
+            let modelled: Vec<&ConfigReport> = reports
+                .iter()
+                .filter(|r| r.kind != ConfigKind::IdleMeasure)
+                .collect();
+            modelled.len() > 1 && modelled.iter().all(|r| r.duty_cycle.is_some())
+        } =>
+        {
+            DUTY_CYCLE.to_string()
+        }
+        None => "idle".to_string(),
+    };
+    Ok(headline)
+}
+
+/// Unless --configs gave an order, the costliest configuration at the headline comes first
+/// and is the baseline, so comparisons read as what moving to each cheaper one saves
+/// (configurations without the headline mode keep their order, last).
+pub(super) fn order_by_cost(
+    reports: &mut [ConfigReport],
+    headline: &str,
+    opts: &ReportOptions,
+) -> Baseline {
+    if opts.configs.is_empty() {
+        let at = |r: &ConfigReport| headline_watts(r, headline);
+        reports.sort_by(|a, b| match (at(a), at(b)) {
+            (Some(x), Some(y)) => y.total_cmp(&x),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
+        Baseline::Costliest
+    } else {
+        Baseline::First
     }
 }
 

@@ -16,24 +16,22 @@
 //! its time idle); the saving in every mode both share is listed beside it.
 //!
 //! Here: the report, its configurations and their modes, and [`build`]; `select` picks the
-//! configurations, `sections` builds the regression, fit and GPU idle sections, `compare` the
-//! comparisons.
+//! configurations, `configs` builds each one's figures, `sections` the regression, fit and
+//! GPU idle sections, `compare` the headline, the baseline and the comparisons.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use thiserror::Error;
 
-use super::input::{
-    ConfigInput, ConfigKind, ConfigStatus, LevelInput, ModeInput, Paired, ReportInput,
-};
+use super::input::{ConfigInput, ConfigKind, ConfigStatus, Paired, ReportInput};
 pub use super::measured::{DayFigure, GapReport, MeasuredReport, ModelledReport};
 use super::measured::{measured_report, why_not_modelled};
 use crate::analysis::cost::{AnnualFigure, CostError, HOURS_PER_YEAR, annual_cost, annual_kwh};
-use crate::analysis::modes::{level_loops, level_name};
 use crate::analysis::tariff::Tariff;
 
 mod candidates;
 mod compare;
+mod configs;
 mod sections;
 mod select;
 #[cfg(test)]
@@ -44,7 +42,9 @@ pub use candidates::{
     CandidateReport, CandidatesReport, DEFAULT_TOP as DEFAULT_TOP_CANDIDATES, KeepFigure,
 };
 pub use compare::{ComparisonReport, ModeSaving};
-use compare::{comparisons, headline_watts};
+use compare::{comparisons, headline_mode, order_by_cost};
+use configs::config_report;
+pub(super) use configs::over_history;
 pub use sections::{
     FitReport, GpuIdleReport, LevelReport, RegressionCheckReport, RegressionReport,
     RegressionStatus,
@@ -281,68 +281,6 @@ pub(crate) fn local_day(ms: i64, tariff: &Tariff) -> String {
     )
 }
 
-/// A sweep's modes from its levels of the fit's kind (else the first kind).
-fn modes_of(c: &ConfigInput) -> Vec<ModeInput> {
-    if !c.modes.is_empty() || c.levels.is_empty() {
-        return c.modes.clone();
-    }
-    let kind = c
-        .fit
-        .as_ref()
-        .map_or_else(|| c.levels[0].kind.clone(), |f| f.kind.clone());
-    let mut levels: Vec<&LevelInput> = c.levels.iter().filter(|l| l.kind == kind).collect();
-    levels.sort_by_key(|l| l.loops);
-    levels
-        .iter()
-        .map(|l| ModeInput {
-            name: level_name(l.loops),
-            watts: l.mean_w,
-            ci95_watts: Some(l.ci95_w),
-            warnings: l.warnings.clone(),
-        })
-        .collect()
-}
-
-/// Time-weighted mean of `f(busy)` over the utilisation history, and the hours it covers.
-pub(super) fn over_history(util: &[(i64, i64, f64)], f: impl Fn(f64) -> f64) -> Option<(f64, f64)> {
-    let mut sum = 0.0;
-    let mut ms = 0.0;
-    for &(s, e, busy) in util {
-        if e > s && busy.is_finite() {
-            let d = (e - s) as f64;
-            sum += f(busy.max(0.0)) * d;
-            ms += d;
-        }
-    }
-    (ms > 0.0).then(|| (sum / ms, ms / MS_PER_HOUR))
-}
-
-/// Watts as a function of busy CPUs: the fit where there is one, else straight lines
-/// between the level modes (idle, 1 loop, ...), held at the top level beyond it.
-fn watts_at(c: &ConfigInput, modes: &[ModeInput]) -> Option<Box<dyn Fn(f64) -> f64>> {
-    if let Some(f) = &c.fit {
-        let (a, b) = (f.idle_watts, f.watts_per_loop);
-        return Some(Box::new(move |u| a + b * u));
-    }
-    let mut pts: Vec<(f64, f64)> = modes
-        .iter()
-        .filter_map(|m| level_loops(&m.name).map(|n| (f64::from(n), m.watts)))
-        .collect();
-    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    if pts.first().is_none_or(|p| p.0 != 0.0) {
-        return None;
-    }
-    Some(Box::new(move |u| {
-        let i = pts.partition_point(|p| p.0 <= u);
-        if i >= pts.len() {
-            return pts[pts.len() - 1].1;
-        }
-        let (x0, y0) = pts[i - 1];
-        let (x1, y1) = pts[i];
-        y0 + (y1 - y0) * (u - x0) / (x1 - x0)
-    }))
-}
-
 /// Builds the report. Pure: the same input gives the same report.
 pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
     let opts = &input.options;
@@ -355,185 +293,21 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         .as_ref()
         .map_or(&[][..], |m| m.utilisation.as_slice());
 
-    let mut reports = Vec::with_capacity(configs.len());
-    for c in &configs {
-        let modes = modes_of(c);
-        // Idle alone says nothing of the watts at a duty cycle.
-        let duty_cycle = watts_at(c, &modes)
-            .filter(|_| c.kind != ConfigKind::IdleMeasure)
-            .and_then(|f| over_history(utilisation, f))
-            .map(|(w, _)| pricer.mode(DUTY_CYCLE, w, None));
-        if c.status == ConfigStatus::Partial {
-            notes.push(format!(
-                "{:?}: the sweep was interrupted; only the levels shown were measured",
-                c.name
-            ));
-        }
-        reports.push(ConfigReport {
-            name: c.name.clone(),
-            kind: c.kind,
-            status: c.status,
-            host: c.host.clone(),
-            description: c.description.clone(),
-            fingerprint: c.fingerprint.clone(),
-            upgrade_cost: c.upgrade_cost,
-            modes: modes
-                .iter()
-                .map(|m| {
-                    for w in &m.warnings {
-                        notes.push(format!("{:?} {}: {w}", c.name, m.name));
-                    }
-                    ModeReport {
-                        warnings: m.warnings.clone(),
-                        ..pricer.mode(&m.name, m.watts, m.ci95_watts)
-                    }
-                })
-                .collect(),
-            fit: c.fit.as_ref().map(|f| {
-                let mut fit = fit_report(f, &pricer);
-                let levels = c.levels.iter().filter(|l| l.kind == f.kind).count();
-                if levels == 2 {
-                    let w = "the fit rests on two levels: a line through two points always \
-                             fits, so its r2 says nothing and watts per loop is unchecked"
-                        .to_owned();
-                    notes.push(format!("{:?} fit: {w}", c.name));
-                    fit.notes.push(w);
-                }
-                fit
-            }),
-            levels: c
-                .levels
-                .iter()
-                .map(|l| LevelReport {
-                    kind: l.kind.clone(),
-                    loops: l.loops,
-                    mean_w: l.mean_w,
-                    ci95_w: l.ci95_w,
-                    residency: l.residency.clone(),
-                    mean_mhz: l.mean_mhz,
-                    ops_per_s: l.ops_per_s,
-                    joules_per_op: l.joules_per_op,
-                    annual_cost: pricer.figure(l.mean_w, None).cost,
-                })
-                .collect(),
-            duty_cycle,
-            paired: c.paired.clone(),
-        });
-    }
-
-    let headline = match &opts.mode {
-        Some(m) => {
-            if !reports.iter().any(|r| r.modes.iter().any(|x| &x.name == m)) {
-                let mut known: Vec<&str> = reports
-                    .iter()
-                    .flat_map(|r| r.modes.iter().map(|x| x.name.as_str()))
-                    .collect();
-                known.sort_by_key(|k| crate::analysis::modes::mode_rank(k));
-                known.dedup();
-                return Err(ReportError::UnknownMode {
-                    mode: m.clone(),
-                    known: if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    },
-                });
-            }
-            m.clone()
-        }
-        // Configurations measured at idle only do not decide it: they are compared at idle
-        // with the one they were measured against.
-        None if {
-            let modelled: Vec<&ConfigReport> = reports
-                .iter()
-                .filter(|r| r.kind != ConfigKind::IdleMeasure)
-                .collect();
-            modelled.len() > 1 && modelled.iter().all(|r| r.duty_cycle.is_some())
-        } =>
-        {
-            DUTY_CYCLE.to_string()
-        }
-        None => "idle".to_string(),
-    };
-
-    // Unless --configs gave an order, the costliest configuration at the headline comes
-    // first and is the baseline, so comparisons read as what moving to each cheaper one
-    // saves (configurations without the headline mode keep their order, last).
-    let baseline = if opts.configs.is_empty() {
-        let at = |r: &ConfigReport| headline_watts(r, &headline);
-        reports.sort_by(|a, b| match (at(a), at(b)) {
-            (Some(x), Some(y)) => y.total_cmp(&x),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-            (None, None) => std::cmp::Ordering::Equal,
-        });
-        Baseline::Costliest
-    } else {
-        Baseline::First
-    };
+    let mut reports: Vec<ConfigReport> = configs
+        .iter()
+        .map(|c| config_report(c, &pricer, utilisation, &mut notes))
+        .collect();
+    let headline = headline_mode(&reports, opts.mode.as_ref())?;
+    let baseline = order_by_cost(&mut reports, &headline, opts);
     let comparisons = comparisons(&reports, &headline, &pricer, opts, &mut notes);
 
-    let mean_price_from = pricer.unit.price_basis.as_ref().map_or_else(
-        || {
-            format!(
-                "the configured prices over the year from {}",
-                opts.reference_date
-            )
-        },
-        |b| {
-            format!(
-                "the price series over {:.1} h",
-                (b.to_ms - b.from_ms) as f64 / 3_600_000.0
-            )
-        },
-    );
+    let mean_price_from = mean_price_from(&pricer, opts.reference_date);
     let year = super::measured::YearPrice {
         per_kwh: pricer.unit.mean_price_per_kwh,
         from: &mean_price_from,
     };
-    let measured = match &input.measured {
-        Some(m) => Some(measured_report(
-            m,
-            tariff,
-            year,
-            &configs,
-            input.host.as_deref(),
-        )?),
-        None => None,
-    };
-    if let Some(m) = &measured {
-        for w in &m.warnings {
-            notes.push(format!("measured: {w}"));
-        }
-        if !m.gaps.is_empty() {
-            notes.push(format!(
-                "{} meter gap(s) totalling {:.1} h are not interpolated; measured figures are \
-                 annualised over the {:.1} h covered",
-                m.gaps.len(),
-                m.gap_hours,
-                m.covered_hours
-            ));
-        }
-        if m.modelled.is_none()
-            && let Some(mi) = &input.measured
-        {
-            notes.push(why_not_modelled(mi, &configs, input.host.as_deref()));
-        }
-    }
-    if headline == DUTY_CYCLE {
-        notes.push(
-            "comparisons are at this machine's measured duty cycle: each configuration's watts \
-             at the same busy CPUs over the recorded utilisation history"
-                .to_string(),
-        );
-    }
-    if tariff.standing_charge_per_day() > 0.0 {
-        notes.push(
-            "the standing charge is paid whether or not a machine runs, so it is shown \
-             separately and never counted in a running cost or a saving"
-                .to_string(),
-        );
-    }
+    let measured = measured(input, year, &configs, &mut notes)?;
+    basis_notes(&headline, tariff, &mut notes);
 
     let regression = regression_report(&input.regression, &pricer);
     if regression.status == RegressionStatus::Detected {
@@ -586,13 +360,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         standing_charge_per_day: tariff.standing_charge_per_day(),
         standing_charge_per_year: tariff.standing_charge_per_day() * HOURS_PER_YEAR / 24.0,
         year_hours: HOURS_PER_YEAR,
-        year_explanation: format!(
-            "a year is 365 days x 24 h = {HOURS_PER_YEAR} h; modelled: annual kWh = watts x \
-             {HOURS_PER_YEAR} / 1000, annual cost = annual kWh x the year's mean price ({}, \
-             {mean_price_from}); measured: the window's energy at the prices of its own hours, \
-             x {HOURS_PER_YEAR} / the hours the meter covered",
-            crate::ledger::annual::price_text(pricer.unit.mean_price_per_kwh, tariff.currency())
-        ),
+        year_explanation: year_explanation(&pricer, tariff, &mean_price_from),
         reference_date: opts.reference_date.to_string(),
         co2_g_per_kwh: opts.co2_g_per_kwh,
         headline_mode: headline,
@@ -608,4 +376,78 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         candidates,
         notes,
     })
+}
+
+/// What the year's mean price is the mean of: the configured prices over the year from
+/// `reference`, or the price series over its hours.
+fn mean_price_from(pricer: &Pricer, reference: NaiveDate) -> String {
+    pricer.unit.price_basis.as_ref().map_or_else(
+        || format!("the configured prices over the year from {reference}"),
+        |b| {
+            format!(
+                "the price series over {:.1} h",
+                (b.to_ms - b.from_ms) as f64 / 3_600_000.0
+            )
+        },
+    )
+}
+
+/// How a year's figures are worked out, modelled and measured.
+fn year_explanation(pricer: &Pricer, tariff: &Tariff, mean_price_from: &str) -> String {
+    format!(
+        "a year is 365 days x 24 h = {HOURS_PER_YEAR} h; modelled: annual kWh = watts x \
+         {HOURS_PER_YEAR} / 1000, annual cost = annual kWh x the year's mean price ({}, \
+         {mean_price_from}); measured: the window's energy at the prices of its own hours, \
+         x {HOURS_PER_YEAR} / the hours the meter covered",
+        crate::ledger::annual::price_text(pricer.unit.mean_price_per_kwh, tariff.currency())
+    )
+}
+
+/// This machine's measured figures, where the input has a measured window; their warnings,
+/// gaps and why nothing was modelled (where it was not) added to `notes`.
+fn measured(
+    input: &ReportInput,
+    year: super::measured::YearPrice,
+    configs: &[ConfigInput],
+    notes: &mut Vec<String>,
+) -> Result<Option<MeasuredReport>, ReportError> {
+    let Some(mi) = &input.measured else {
+        return Ok(None);
+    };
+    let m = measured_report(mi, &input.tariff, year, configs, input.host.as_deref())?;
+    for w in &m.warnings {
+        notes.push(format!("measured: {w}"));
+    }
+    if !m.gaps.is_empty() {
+        notes.push(format!(
+            "{} meter gap(s) totalling {:.1} h are not interpolated; measured figures are \
+             annualised over the {:.1} h covered",
+            m.gaps.len(),
+            m.gap_hours,
+            m.covered_hours
+        ));
+    }
+    if m.modelled.is_none() {
+        notes.push(why_not_modelled(mi, configs, input.host.as_deref()));
+    }
+    Ok(Some(m))
+}
+
+/// What every figure rests on: comparisons at the measured duty cycle, a standing charge
+/// outside every running cost.
+fn basis_notes(headline: &str, tariff: &Tariff, notes: &mut Vec<String>) {
+    if headline == DUTY_CYCLE {
+        notes.push(
+            "comparisons are at this machine's measured duty cycle: each configuration's watts \
+             at the same busy CPUs over the recorded utilisation history"
+                .to_string(),
+        );
+    }
+    if tariff.standing_charge_per_day() > 0.0 {
+        notes.push(
+            "the standing charge is paid whether or not a machine runs, so it is shown \
+             separately and never counted in a running cost or a saving"
+                .to_string(),
+        );
+    }
 }

@@ -49,7 +49,9 @@ use std::fmt::Write as _;
 
 use super::num;
 use crate::analysis::cost::round_money;
-use crate::report::model::Report;
+use crate::report::idle::IdleSetting;
+use crate::report::model::{GpuIdleReport, MeasuredReport, Report};
+use crate::services::ServicesEstimate;
 
 /// The columns, in order.
 pub const HEADER: [&str; 18] = [
@@ -105,6 +107,31 @@ fn money(x: f64) -> String {
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", HEADER.join(","));
+    config_rows(&mut out, r);
+    if let Some(m) = &r.measured {
+        measured_row(&mut out, m, r);
+    }
+    if let Some(t) = &r.tariffs {
+        tariff_rows(&mut out, t, r);
+    }
+    if let Some(c) = &r.candidates {
+        candidate_rows(&mut out, c, r);
+    }
+    for g in &r.gpus {
+        gpu_rows(&mut out, g, r);
+    }
+    if let Some(e) = &r.services {
+        service_rows(&mut out, e, r);
+    }
+    for s in r.idle.iter().flat_map(|i| &i.settings) {
+        idle_setting_row(&mut out, s, r);
+    }
+    out
+}
+
+/// One row per configuration and mode (and duty cycle), with the saving against the
+/// baseline (or the configuration measured against) and the newest regression check.
+fn config_rows(out: &mut String, r: &Report) {
     let base = r.configs.first();
     for (i, c) in r.configs.iter().enumerate() {
         let comparison = r.comparisons.iter().find(|x| x.to == c.name);
@@ -156,137 +183,139 @@ pub fn render(r: &Report) -> String {
             let _ = writeln!(out, "{}", row.join(","));
         }
     }
-    if let Some(m) = &r.measured {
-        let row = [
-            field(
-                &m.source
-                    .as_ref()
-                    .map_or_else(|| "measured".to_owned(), ToString::to_string),
-            ),
-            "measured".to_string(),
-            "measured".to_string(),
-            num(m.mean_watts, 3),
-            opt(m.mean_watts_ci95, 3),
-            num(m.annual_kwh, 3),
-            opt(m.annual_kwh_ci95, 3),
-            money(m.annual_cost),
-            m.annual_cost_ci95.map_or_else(String::new, money),
-            field(&r.currency),
-            num(price_of(m.annual_kwh, m.annual_cost, r), 6),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            field(&m.warnings.join("; ")),
-        ];
-        let _ = writeln!(out, "{}", row.join(","));
-    }
-    if let Some(t) = &r.tariffs {
-        tariff_rows(&mut out, t, r);
-    }
-    if let Some(c) = &r.candidates {
-        candidate_rows(&mut out, c, r);
-    }
-    for g in &r.gpus {
-        let y = r.year_hours / 1000.0;
-        let share = g.idle_resident_share;
-        let rows = [
-            ("busy", g.busy_watts),
-            ("idle resident", g.idle_resident_watts),
-            ("idle bare", g.idle_bare_watts),
-            (
-                "resident process",
-                g.resident_extra_watts.map(|w| w * share),
-            ),
-            ("resident process all year", g.resident_extra_watts),
-        ];
-        for (mode, w) in rows {
-            let Some(w) = w else { continue };
-            let kwh = w * y;
-            let row = [
-                field(&g.channel),
-                wattson_collectors::SourceId::Gpu.to_string(),
-                field(mode),
-                num(w, 3),
-                String::new(),
-                num(kwh, 3),
-                String::new(),
-                money(kwh * r.mean_price_per_kwh),
-                String::new(),
-                field(&r.currency),
-                num(r.mean_price_per_kwh, 6),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-            ];
-            let _ = writeln!(out, "{}", row.join(","));
-        }
-    }
-    if let Some(e) = &r.services {
-        for (config, mode, cost) in crate::services::render::priced_rows(e) {
-            let row = [
-                field(&config),
-                "service".to_string(),
-                field(&mode),
-                opt(cost.map(|c| c.watts), 3),
-                opt(cost.and_then(|c| c.watts_ci95), 3),
-                opt(cost.map(|c| c.kwh_per_year), 3),
-                String::new(),
-                cost.map_or_else(String::new, |c| money(c.cost_per_year)),
-                cost.and_then(|c| c.cost_per_year_ci95)
-                    .map_or_else(String::new, money),
-                field(&r.currency),
-                num(
-                    cost.map_or(r.mean_price_per_kwh, |c| {
-                        price_of(c.kwh_per_year, c.cost_per_year, r)
-                    }),
-                    6,
-                ),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                field(&format!("estimate: {}", e.basis)), // not a source
-            ];
-            let _ = writeln!(out, "{}", row.join(","));
-        }
-    }
-    for s in r.idle.iter().flat_map(|i| &i.settings) {
-        let row: [String; HEADER.len()] = [
-            field(&s.name),
-            "idle_setting".to_string(),
-            "idle".to_string(),
-            num(s.delta_watts, 3),
-            num(s.delta_ci95_watts, 3),
-            num(s.annual_kwh_change, 3),
-            num(s.annual_kwh_change_ci95, 3),
-            money(s.annual_cost_change),
-            money(s.annual_cost_change_ci95),
-            field(&r.currency),
-            num(price_of(s.annual_kwh_change, s.annual_cost_change, r), 6),
-            num(-s.annual_kwh_change, 3),
-            money(-s.annual_cost_change),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            // No warnings: the interval is the measurement's own.
-            String::new(),
-        ];
-        let _ = writeln!(out, "{}", row.join(","));
-    }
-    out
 }
 
-/// The real-tariff rows (see the module documentation).
+/// This machine's measured row (see the module documentation).
+fn measured_row(out: &mut String, m: &MeasuredReport, r: &Report) {
+    let row = [
+        field(
+            &m.source
+                .as_ref()
+                .map_or_else(|| "measured".to_owned(), ToString::to_string),
+        ),
+        "measured".to_string(),
+        "measured".to_string(),
+        num(m.mean_watts, 3),
+        opt(m.mean_watts_ci95, 3),
+        num(m.annual_kwh, 3),
+        opt(m.annual_kwh_ci95, 3),
+        money(m.annual_cost),
+        m.annual_cost_ci95.map_or_else(String::new, money),
+        field(&r.currency),
+        num(price_of(m.annual_kwh, m.annual_cost, r), 6),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        field(&m.warnings.join("; ")),
+    ];
+    let _ = writeln!(out, "{}", row.join(","));
+}
+
+/// One GPU's rows: its states, then what a resident process costs (see the module
+/// documentation).
+fn gpu_rows(out: &mut String, g: &GpuIdleReport, r: &Report) {
+    let y = r.year_hours / 1000.0;
+    let share = g.idle_resident_share;
+    let rows = [
+        ("busy", g.busy_watts),
+        ("idle resident", g.idle_resident_watts),
+        ("idle bare", g.idle_bare_watts),
+        (
+            "resident process",
+            g.resident_extra_watts.map(|w| w * share),
+        ),
+        ("resident process all year", g.resident_extra_watts),
+    ];
+    for (mode, w) in rows {
+        let Some(w) = w else { continue };
+        let kwh = w * y;
+        let row = [
+            field(&g.channel),
+            wattson_collectors::SourceId::Gpu.to_string(),
+            field(mode),
+            num(w, 3),
+            String::new(),
+            num(kwh, 3),
+            String::new(),
+            money(kwh * r.mean_price_per_kwh),
+            String::new(),
+            field(&r.currency),
+            num(r.mean_price_per_kwh, 6),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+        ];
+        let _ = writeln!(out, "{}", row.join(","));
+    }
+}
+
+/// One row per service group, its estimated watts and year (see the module documentation).
+fn service_rows(out: &mut String, e: &ServicesEstimate, r: &Report) {
+    for (config, mode, cost) in crate::services::render::priced_rows(e) {
+        let row = [
+            field(&config),
+            "service".to_string(),
+            field(&mode),
+            opt(cost.map(|c| c.watts), 3),
+            opt(cost.and_then(|c| c.watts_ci95), 3),
+            opt(cost.map(|c| c.kwh_per_year), 3),
+            String::new(),
+            cost.map_or_else(String::new, |c| money(c.cost_per_year)),
+            cost.and_then(|c| c.cost_per_year_ci95)
+                .map_or_else(String::new, money),
+            field(&r.currency),
+            num(
+                cost.map_or(r.mean_price_per_kwh, |c| {
+                    price_of(c.kwh_per_year, c.cost_per_year, r)
+                }),
+                6,
+            ),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            field(&format!("estimate: {}", e.basis)), // not a source
+        ];
+        let _ = writeln!(out, "{}", row.join(","));
+    }
+}
+
+/// One idle setting's row: the change against idle as found (see the module documentation).
+fn idle_setting_row(out: &mut String, s: &IdleSetting, r: &Report) {
+    let row: [String; HEADER.len()] = [
+        field(&s.name),
+        "idle_setting".to_string(),
+        "idle".to_string(),
+        num(s.delta_watts, 3),
+        num(s.delta_ci95_watts, 3),
+        num(s.annual_kwh_change, 3),
+        num(s.annual_kwh_change_ci95, 3),
+        money(s.annual_cost_change),
+        money(s.annual_cost_change_ci95),
+        field(&r.currency),
+        num(price_of(s.annual_kwh_change, s.annual_cost_change, r), 6),
+        num(-s.annual_kwh_change, 3),
+        money(-s.annual_cost_change),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        // No warnings: the interval is the measurement's own.
+        String::new(),
+    ];
+    let _ = writeln!(out, "{}", row.join(","));
+}
+
+/// The candidate-machine rows (see the module documentation).
 fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, r: &Report) {
     let blank = String::new;
     let mut rows: Vec<[String; 18]> = Vec::new();
@@ -364,6 +393,7 @@ fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, 
     }
 }
 
+/// The real-tariff rows (see the module documentation).
 fn tariff_rows(out: &mut String, t: &crate::report::tariffs::TariffReport, r: &Report) {
     let per_year = r
         .measured

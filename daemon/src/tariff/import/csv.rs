@@ -101,111 +101,94 @@ fn local_time(s: &str) -> Option<NaiveDateTime> {
     .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
 }
 
-pub(super) fn day_ahead(text: &str, format: Format, opts: &Options) -> Result<Parsed, ImportError> {
-    let mut lines = text
-        .trim_start_matches('\u{feff}')
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
-    let Some((h_index, header_line)) = lines.next() else {
-        return Err(err(0, "header", "the file is empty"));
-    };
-    let delim = if header_line.matches(';').count() > header_line.matches(',').count() {
-        ';'
-    } else {
-        ','
-    };
-    let header = fields(header_line, delim);
-    let lower: Vec<String> = header.iter().map(|h| h.to_ascii_lowercase()).collect();
-    let find = |pred: &dyn Fn(&str) -> bool| lower.iter().position(|h| pred(h));
-    let (start_col, end_col) = if format == Format::Entsoe {
-        let c = find(&|h| h.contains("mtu")).ok_or_else(|| {
-            err(
-                h_index + 1,
-                "MTU",
-                "no MTU column: not an ENTSO-E day-ahead export",
-            )
-        })?;
-        (c, None)
-    } else {
-        let s = find(&|h| h.contains("delivery start") || h == "start")
-            .ok_or_else(|| err(h_index + 1, "Delivery Start", "no Delivery Start column"))?;
-        let e = find(&|h| h.contains("delivery end") || h == "end")
-            .ok_or_else(|| err(h_index + 1, "Delivery End", "no Delivery End column"))?;
-        (s, Some(e))
-    };
-    let price_cols: Vec<usize> = (0..header.len())
-        .filter(|&i| i != start_col && Some(i) != end_col)
-        .filter(|&i| currency_of(&header[i]).is_some() || lower[i].contains("price"))
-        .filter(|&i| !lower[i].contains("intraday"))
-        .collect();
-    let price_col = match &opts.column {
-        Some(name) => header
-            .iter()
-            .position(|h| h.eq_ignore_ascii_case(name))
-            .ok_or_else(|| {
+/// A day-ahead export's header: its delimiter, the columns read and the zone of its times.
+struct Columns {
+    /// The header's line number.
+    line: usize,
+    delim: char,
+    names: Vec<String>,
+    /// ENTSO-E's MTU column ("start - end"), or Nord Pool's start column.
+    start: usize,
+    /// Nord Pool's end column.
+    end: Option<usize>,
+    price: usize,
+    currency: Option<usize>,
+    tz: Zone,
+}
+
+impl Columns {
+    /// The header at `line` (its delimiter the commoner of `;` and `,`).
+    fn read(
+        line: usize,
+        header_line: &str,
+        format: Format,
+        opts: &Options,
+    ) -> Result<Self, ImportError> {
+        let delim = if header_line.matches(';').count() > header_line.matches(',').count() {
+            ';'
+        } else {
+            ','
+        };
+        let names = fields(header_line, delim);
+        let lower: Vec<String> = names.iter().map(|h| h.to_ascii_lowercase()).collect();
+        let find = |pred: &dyn Fn(&str) -> bool| lower.iter().position(|h| pred(h));
+        let (start, end) = if format == Format::Entsoe {
+            let c = find(&|h| h.contains("mtu")).ok_or_else(|| {
                 err(
-                    h_index + 1,
-                    name,
-                    format!("no such column; the header has {}", header.join(", ")),
+                    line,
+                    "MTU",
+                    "no MTU column: not an ENTSO-E day-ahead export",
                 )
-            })?,
-        None => match price_cols.as_slice() {
-            [one] => *one,
-            [] => {
-                return Err(err(
-                    h_index + 1,
-                    "price",
-                    format!("no price column in {}", header.join(", ")),
-                ));
-            }
-            many => {
-                return Err(err(
-                    h_index + 1,
-                    "price",
-                    format!(
-                        "several price columns ({}): choose one with --column",
-                        many.iter()
-                            .map(|&i| header[i].as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ));
-            }
-        },
-    };
-    let currency_col = find(&|h| h == "currency");
-    let tz = zone_of(&header[start_col])
-        .or(opts.timezone)
-        .ok_or_else(|| {
+            })?;
+            (c, None)
+        } else {
+            let s = find(&|h| h.contains("delivery start") || h == "start")
+                .ok_or_else(|| err(line, "Delivery Start", "no Delivery Start column"))?;
+            let e = find(&|h| h.contains("delivery end") || h == "end")
+                .ok_or_else(|| err(line, "Delivery End", "no Delivery End column"))?;
+            (s, Some(e))
+        };
+        let price = price_column(line, &names, &lower, (start, end), opts)?;
+        let currency = find(&|h| h == "currency");
+        let tz = zone_of(&names[start]).or(opts.timezone).ok_or_else(|| {
             err(
-                h_index + 1,
-                &header[start_col],
+                line,
+                &names[start],
                 "the header names no time zone such as (CET/CEST) or (UTC): give --timezone",
             )
         })?;
-    let header_currency = currency_of(&header[price_col]);
-    let per_mwh = !lower[price_col].contains("kwh");
-    let mut out = Parsed {
-        format,
-        unit: header_currency.clone().unwrap_or_default(),
-        slots: Vec::new(),
-        notes: Vec::new(),
-        lines: Vec::new(),
-    };
-    let mut skipped = 0;
-    let mut previous_end: Option<i64> = None;
-    for (i, line) in lines {
-        let n = i + 1;
-        let f = fields(line, delim);
-        let get = |c: usize, name: &str| -> Result<&str, ImportError> {
-            f.get(c)
-                .map(String::as_str)
-                .ok_or_else(|| err(n, name, "missing: the line has too few fields"))
-        };
-        let (start_text, end_text) = match end_col {
+        Ok(Columns {
+            line,
+            delim,
+            names,
+            start,
+            end,
+            price,
+            currency,
+            tz,
+        })
+    }
+
+    /// Field `c` of the fields `f` of line `n`.
+    fn get<'a>(&self, f: &'a [String], n: usize, c: usize) -> Result<&'a str, ImportError> {
+        f.get(c)
+            .map(String::as_str)
+            .ok_or_else(|| err(n, &self.names[c], "missing: the line has too few fields"))
+    }
+
+    /// The slot of line `n` (fields `f`) in UTC ms: when the clock goes back, the start
+    /// that follows `previous_end`.
+    fn times(
+        &self,
+        n: usize,
+        f: &[String],
+        previous_end: Option<i64>,
+    ) -> Result<(i64, i64), ImportError> {
+        let (start_col, tz) = (self.start, self.tz);
+        let header = &self.names;
+        let (start_text, end_text) = match self.end {
             None => {
-                let mtu = get(start_col, &header[start_col])?;
+                let mtu = self.get(f, n, start_col)?;
                 // "01.11.2026 00:00 - 01.11.2026 01:00", maybe with " (CET)" after.
                 let mtu = mtu.split(" (").next().unwrap_or(mtu);
                 mtu.split_once(" - ").ok_or_else(|| {
@@ -216,10 +199,12 @@ pub(super) fn day_ahead(text: &str, format: Format, opts: &Options) -> Result<Pa
                     )
                 })?
             }
-            Some(e) => (get(start_col, &header[start_col])?, get(e, &header[e])?),
+            Some(e) => (self.get(f, n, start_col)?, self.get(f, n, e)?),
         };
         let start_name = header[start_col].clone();
-        let end_name = end_col.map_or_else(|| start_name.clone(), |e| header[e].clone());
+        let end_name = self
+            .end
+            .map_or_else(|| start_name.clone(), |e| header[e].clone());
         let naive = |s: &str, name: &str| {
             local_time(s).ok_or_else(|| err(n, name, format!("{s:?} is not a date and time")))
         };
@@ -235,7 +220,84 @@ pub(super) fn day_ahead(text: &str, format: Format, opts: &Options) -> Result<Pa
         // The end as the slot's length on the wall clock: "02:00 - 03:00" lasts an hour
         // whichever of the two 02:00s of a clock change it starts at.
         let end_ms = start_ms.saturating_add((local_end - local_start).num_milliseconds());
-        let price_text = get(price_col, &header[price_col])?;
+        Ok((start_ms, end_ms))
+    }
+}
+
+/// The price column: `--column` where given, else the one column whose header names a
+/// currency or a price (neither a time column nor intraday).
+fn price_column(
+    line: usize,
+    header: &[String],
+    lower: &[String],
+    (start_col, end_col): (usize, Option<usize>),
+    opts: &Options,
+) -> Result<usize, ImportError> {
+    let price_cols: Vec<usize> = (0..header.len())
+        .filter(|&i| i != start_col && Some(i) != end_col)
+        .filter(|&i| currency_of(&header[i]).is_some() || lower[i].contains("price"))
+        .filter(|&i| !lower[i].contains("intraday"))
+        .collect();
+    match &opts.column {
+        Some(name) => header
+            .iter()
+            .position(|h| h.eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                err(
+                    line,
+                    name,
+                    format!("no such column; the header has {}", header.join(", ")),
+                )
+            }),
+        None => match price_cols.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(err(
+                line,
+                "price",
+                format!("no price column in {}", header.join(", ")),
+            )),
+            many => Err(err(
+                line,
+                "price",
+                format!(
+                    "several price columns ({}): choose one with --column",
+                    many.iter()
+                        .map(|&i| header[i].as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        },
+    }
+}
+
+pub(super) fn day_ahead(text: &str, format: Format, opts: &Options) -> Result<Parsed, ImportError> {
+    let mut lines = text
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let Some((h_index, header_line)) = lines.next() else {
+        return Err(err(0, "header", "the file is empty"));
+    };
+    let cols = Columns::read(h_index + 1, header_line, format, opts)?;
+    let header = &cols.names;
+    let price_col = cols.price;
+    let per_mwh = !header[price_col].to_ascii_lowercase().contains("kwh");
+    let mut out = Parsed {
+        format,
+        unit: currency_of(&header[price_col]).unwrap_or_default(),
+        slots: Vec::new(),
+        notes: Vec::new(),
+        lines: Vec::new(),
+    };
+    let mut skipped = 0;
+    let mut previous_end: Option<i64> = None;
+    for (i, line) in lines {
+        let n = i + 1;
+        let f = fields(line, cols.delim);
+        let (start_ms, end_ms) = cols.times(n, &f, previous_end)?;
+        let price_text = cols.get(&f, n, price_col)?;
         let marker = price_text.trim().to_ascii_lowercase();
         if marker.is_empty() || marker == "n/e" || marker == "-" || marker == "n/a" {
             // No price published for this slot: it falls back to the configured price.
@@ -243,14 +305,15 @@ pub(super) fn day_ahead(text: &str, format: Format, opts: &Options) -> Result<Pa
             previous_end = Some(end_ms);
             continue;
         }
-        let value = number(price_text, delim == ';').ok_or_else(|| {
+        let value = number(price_text, cols.delim == ';').ok_or_else(|| {
             err(
                 n,
                 &header[price_col],
                 format!("{price_text:?} is not a number"),
             )
         })?;
-        if let Some(c) = currency_col
+        if let Some(c) = cols
+            .currency
             .and_then(|c| f.get(c))
             .filter(|c| !c.is_empty())
         {
@@ -275,7 +338,7 @@ pub(super) fn day_ahead(text: &str, format: Format, opts: &Options) -> Result<Pa
     }
     if out.unit.is_empty() {
         return Err(err(
-            h_index + 1,
+            cols.line,
             &header[price_col],
             "the file names no currency (such as [EUR/MWh])",
         ));
@@ -286,7 +349,8 @@ pub(super) fn day_ahead(text: &str, format: Format, opts: &Options) -> Result<Pa
             out.unit
         ));
     }
-    out.notes.push(format!("times read in {tz}, stored in UTC"));
+    out.notes
+        .push(format!("times read in {}, stored in UTC", cols.tz));
     if skipped > 0 {
         out.notes.push(format!(
             "{skipped} slot(s) had no price (n/e or empty) and were left out: energy then \

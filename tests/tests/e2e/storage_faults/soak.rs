@@ -418,6 +418,130 @@ fn truth_over_stored(db: &Path, source: &str, watts: impl Fn(i64) -> f64) -> (Ve
     (ts, wh)
 }
 
+impl Step {
+    /// The events' restarts, crashes and disk-full episodes, in time order.
+    fn of(events: &Events) -> Vec<(i64, Step)> {
+        let mut steps: Vec<(i64, Step)> = events
+            .restarts
+            .iter()
+            .map(|&t| (t, Step::Restart))
+            .chain(events.crashes.iter().map(|&t| (t, Step::Crash)))
+            .chain(
+                events
+                    .disk_full
+                    .iter()
+                    .map(|&(t, d)| (t, Step::DiskFull(d))),
+            )
+            .collect();
+        steps.sort_by_key(|s| s.0);
+        steps
+    }
+}
+
+/// One disk-full episode from `t`, `seconds` long: SQLite first fills the space it already
+/// holds (the log, free pages), so sampling goes on, five minutes at a time, until a flush
+/// fails (12 h at most, before the next event); the episode starts there. Returns (minutes
+/// absorbed before a flush failed, minutes failing, writable at the end, samples held,
+/// samples dropped in it), and the samples dropped so far (`dropped_before` before it).
+fn disk_full(
+    writer: &mut Writer,
+    fs: &SmallFs,
+    t: i64,
+    seconds: i64,
+    dropped_before: u64,
+) -> ((i64, i64, bool, u64, u64), u64) {
+    let filler = fs.fill();
+    let mut failed_at = t;
+    loop {
+        failed_at += 300;
+        let (_, _, _, writable) = writer.run(failed_at);
+        if !writable || failed_at - t >= 12 * 3600 {
+            break;
+        }
+    }
+    let (held, dropped, _, writable) = writer.run(failed_at + seconds);
+    drop(filler);
+    writer.send("flush");
+    let w = writer.expect("flushed ");
+    let mut ok = w[0] == "true";
+    while !ok {
+        std::thread::sleep(Duration::from_millis(100));
+        writer.send("flush");
+        ok = writer.expect("flushed ")[0] == "true";
+    }
+    (
+        (
+            (failed_at - t) / 60,
+            seconds / 60,
+            writable,
+            held,
+            dropped - dropped_before,
+        ),
+        dropped,
+    )
+}
+
+/// The ledger's energy of `source` over `start..end` (seconds), Wh.
+fn ledger_wh(store: &Store, source: &str, start: i64, end: i64) -> f64 {
+    wattson::ledger::energy::energy(store, HOST, &source.into(), start * 1000, end * 1000)
+        .unwrap()
+        .wh
+}
+
+/// A crash at `t` (of a soak from `start`): an hour more is sampled and handed to the
+/// writer, and the process is killed (SIGKILL) at once, with whatever is not committed yet;
+/// a new writer resumes sampling at the time it died. Returns the plugged seconds lost
+/// (sampled but not committed) and the killed writer's RSS maximum, KiB.
+fn crash(writer: &mut Writer, db: &Path, (start, t): (i64, i64), events: &Events) -> (i64, u64) {
+    let died = t + 3600;
+    writer.send(&format!("crash {died}"));
+    writer.expect(&format!("at {died}"));
+    writer.child.kill().unwrap();
+    writer.child.wait().unwrap();
+    let rss = writer.rss_max_kib;
+    let lost_s = (newest_stored_s(db) + 1..died)
+        .filter(|&s| !events.unplugged(s))
+        .count() as i64;
+    *writer = Writer::start(db, start, died);
+    (lost_s, rss)
+}
+
+/// The disk-full episodes (see [`disk_full`]): most failed, the short ones dropped
+/// nothing, the long one failed and dropped; and, over a month, a gap for each unplugged
+/// span and broker outage (`gaps` recorded).
+fn check_episodes<G: std::fmt::Debug>(
+    full_report: &[(i64, i64, bool, u64, u64)],
+    days: i64,
+    gaps: &[G],
+    events: &Events,
+) {
+    // An episode whose writes SQLite absorbed for 12 h (in its log and free pages) lost
+    // nothing and tested nothing: most must fail.
+    let failed: Vec<_> = full_report.iter().filter(|r| !r.2).collect();
+    assert!(
+        failed.len() >= 2,
+        "the full disk rarely failed: {full_report:?}"
+    );
+    assert!(
+        full_report[..3].iter().all(|r| r.4 == 0),
+        "samples dropped in an episode the memory bound holds: {full_report:?}"
+    );
+    // A shorter soak squeezes the events together: a crash can fall into an unplugged span
+    // (and take its gap record with it), and no episode outlasts the memory bound.
+    if days >= 30 {
+        let long = &full_report[3];
+        assert!(
+            long.2 || long.4 > 0,
+            "the long episode failed and dropped nothing: {full_report:?}"
+        );
+        assert_eq!(
+            gaps.len(),
+            events.unplugged.len() + events.broker_down.len(),
+            "{gaps:?}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "soak: a month of 1 Hz samples in compressed time (about 25 s)"]
 fn soak_a_month_of_1hz_samples_with_unplugs_outages_restarts_and_full_disks() {
@@ -432,19 +556,7 @@ fn soak_a_month_of_1hz_samples_with_unplugs_outages_restarts_and_full_disks() {
     let events = Events::new(start, days);
     let began = Instant::now();
 
-    let mut steps: Vec<(i64, Step)> = events
-        .restarts
-        .iter()
-        .map(|&t| (t, Step::Restart))
-        .chain(events.crashes.iter().map(|&t| (t, Step::Crash)))
-        .chain(
-            events
-                .disk_full
-                .iter()
-                .map(|&(t, d)| (t, Step::DiskFull(d))),
-        )
-        .collect();
-    steps.sort_by_key(|s| s.0);
+    let steps = Step::of(&events);
 
     let mut writer = Writer::start(&db, start, start);
     let mut rss_max = Vec::new();
@@ -467,50 +579,13 @@ fn soak_a_month_of_1hz_samples_with_unplugs_outages_restarts_and_full_disks() {
                 writer = Writer::start(&db, start, t);
             }
             Step::Crash => {
-                // An hour more is sampled and handed to the writer, and the process is
-                // killed (SIGKILL) at once, with whatever is not committed yet.
-                let died = t + 3600;
-                writer.send(&format!("crash {died}"));
-                writer.expect(&format!("at {died}"));
-                writer.child.kill().unwrap();
-                writer.child.wait().unwrap();
-                rss_max.push(writer.rss_max_kib);
-                // Sampling resumes at the time it died; what it had not committed is lost.
-                crash_lost_s += (newest_stored_s(&db) + 1..died)
-                    .filter(|&s| !events.unplugged(s))
-                    .count() as i64;
-                writer = Writer::start(&db, start, died);
+                let (lost_s, rss) = crash(&mut writer, &db, (start, t), &events);
+                crash_lost_s += lost_s;
+                rss_max.push(rss);
             }
             Step::DiskFull(seconds) => {
-                let filler = fs.fill();
-                // SQLite first fills the space it already holds (the log, free pages):
-                // sample on, five minutes at a time, until a flush fails (12 h at most,
-                // before the next event); the episode starts there.
-                let mut failed_at = t;
-                loop {
-                    failed_at += 300;
-                    let (_, _, _, writable) = writer.run(failed_at);
-                    if !writable || failed_at - t >= 12 * 3600 {
-                        break;
-                    }
-                }
-                let (held, dropped, _, writable) = writer.run(failed_at + seconds);
-                drop(filler);
-                writer.send("flush");
-                let w = writer.expect("flushed ");
-                let mut ok = w[0] == "true";
-                while !ok {
-                    std::thread::sleep(Duration::from_millis(100));
-                    writer.send("flush");
-                    ok = writer.expect("flushed ")[0] == "true";
-                }
-                full_report.push((
-                    (failed_at - t) / 60,
-                    seconds / 60,
-                    writable,
-                    held,
-                    dropped - dropped_total,
-                ));
+                let (report, dropped) = disk_full(&mut writer, &fs, t, seconds, dropped_total);
+                full_report.push(report);
                 dropped_total = dropped;
             }
         }
@@ -527,24 +602,8 @@ fn soak_a_month_of_1hz_samples_with_unplugs_outages_restarts_and_full_disks() {
     let (wall_ts, wall_truth_stored) = truth_over_stored(&db, "meter:wall", wall_watts);
     let (plug_ts, plug_truth_stored) = truth_over_stored(&db, "meter:plug", plug_watts);
     let store = Store::open_read_only(&db).unwrap();
-    let wall_wh = wattson::ledger::energy::energy(
-        &store,
-        HOST,
-        &"meter:wall".into(),
-        start * 1000,
-        end * 1000,
-    )
-    .unwrap()
-    .wh;
-    let plug_wh = wattson::ledger::energy::energy(
-        &store,
-        HOST,
-        &"meter:plug".into(),
-        start * 1000,
-        end * 1000,
-    )
-    .unwrap()
-    .wh;
+    let wall_wh = ledger_wh(&store, "meter:wall", start, end);
+    let plug_wh = ledger_wh(&store, "meter:plug", start, end);
     let wall_truth_all: f64 = (start..end).map(|t| wall_watts(t) / 3600.0).sum();
     let gaps = store.gaps(HOST, start * 1000, end * 1000).unwrap();
     let integrity = store.integrity_check().unwrap();
@@ -598,29 +657,5 @@ fn soak_a_month_of_1hz_samples_with_unplugs_outages_restarts_and_full_disks() {
         (wall_missing - crash_lost_s - dropped_s).abs() <= 10,
         "{wall_missing} s missing, {crash_lost_s} s lost to crashes, {dropped_s} s dropped"
     );
-    // An episode whose writes SQLite absorbed for 12 h (in its log and free pages) lost
-    // nothing and tested nothing: most must fail.
-    let failed: Vec<_> = full_report.iter().filter(|r| !r.2).collect();
-    assert!(
-        failed.len() >= 2,
-        "the full disk rarely failed: {full_report:?}"
-    );
-    assert!(
-        full_report[..3].iter().all(|r| r.4 == 0),
-        "samples dropped in an episode the memory bound holds: {full_report:?}"
-    );
-    // A shorter soak squeezes the events together: a crash can fall into an unplugged span
-    // (and take its gap record with it), and no episode outlasts the memory bound.
-    if days >= 30 {
-        let long = &full_report[3];
-        assert!(
-            long.2 || long.4 > 0,
-            "the long episode failed and dropped nothing: {full_report:?}"
-        );
-        assert_eq!(
-            gaps.len(),
-            events.unplugged.len() + events.broker_down.len(),
-            "{gaps:?}"
-        );
-    }
+    check_episodes(&full_report, days, &gaps, &events);
 }

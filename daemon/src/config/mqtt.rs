@@ -1,0 +1,145 @@
+//! `[mqtt]`: the broker, its credentials and the topic prefixes, validated into
+//! [`MqttConfig`].
+
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::file::FileMqtt;
+use super::validate::{KEEPALIVE, PUBLISH, Validator};
+use super::{ConfigError, MqttConfig, redact_url};
+
+impl Validator<'_> {
+    /// `[mqtt]`; `host_name` names the default client id.
+    pub(super) fn mqtt(&self, m: FileMqtt, host_name: &str) -> Result<MqttConfig, ConfigError> {
+        let url = self.mqtt_url(&m.url)?;
+        let password_credential = self.mqtt_credentials(&m)?;
+        Ok(MqttConfig {
+            client_id: match &m.client_id {
+                Some(id) => self.name(id, "mqtt.client_id")?,
+                None => format!("wattson-{host_name}"),
+            },
+            url,
+            username: m.username,
+            password_file: m.password_file,
+            password_credential,
+            ca_file: m.ca_file,
+            client_cert_file: m.client_cert_file,
+            client_key_file: m.client_key_file,
+            insecure_skip_verify: m.insecure_skip_verify.unwrap_or(false),
+            topic_prefix: self.topic_prefix(m.topic_prefix, "mqtt.topic_prefix", "wattson")?,
+            discovery_prefix: self.topic_prefix(
+                m.discovery_prefix,
+                "mqtt.discovery_prefix",
+                "homeassistant",
+            )?,
+            discovery: m.discovery.unwrap_or(true),
+            publish_interval: self.duration(
+                m.publish_interval.as_ref(),
+                "mqtt.publish_interval",
+                Duration::from_secs(10),
+                PUBLISH,
+            )?,
+            keepalive: self.duration(
+                m.keepalive.as_ref(),
+                "mqtt.keepalive",
+                Duration::from_secs(30),
+                KEEPALIVE,
+            )?,
+        })
+    }
+
+    /// `mqtt.url`: `mqtt://` or `mqtts://`, with no user or password in it; trimmed.
+    fn mqtt_url(&self, url: &Spanned<String>) -> Result<String, ConfigError> {
+        let text = url.get_ref().trim().to_owned();
+        if !(text.starts_with("mqtt://") || text.starts_with("mqtts://")) {
+            return Err(self.err(
+                url.span(),
+                "mqtt.url",
+                format!("{} must start with mqtt:// or mqtts://", redact_url(&text)),
+            ));
+        }
+        if text
+            .split_once("://")
+            .is_some_and(|(_, r)| r.split('/').next().unwrap_or_default().contains('@'))
+        {
+            return Err(self.err(
+                url.span(),
+                "mqtt.url",
+                "put the user in mqtt.username and the password in password_file or \
+                 password_credential, not in the URL",
+            ));
+        }
+        Ok(text)
+    }
+
+    /// The password's source: a file or a systemd credential (not both), and only with a
+    /// username. Returns the credential's name.
+    fn mqtt_credentials(&self, m: &FileMqtt) -> Result<Option<String>, ConfigError> {
+        let password_credential = match &m.password_credential {
+            None => None,
+            Some(c) => Some(self.credential_name(c)?),
+        };
+        if let (Some(_), Some(c)) = (&m.password_file, &m.password_credential) {
+            return Err(self.err(
+                c.span(),
+                "mqtt.password_credential",
+                "set password_file or password_credential, not both",
+            ));
+        }
+        if m.username.is_none() && (m.password_file.is_some() || password_credential.is_some()) {
+            return Err(self.err(
+                m.url.span(),
+                "mqtt.username",
+                "a password is set but no username: add username = \"...\" to [mqtt]",
+            ));
+        }
+        Ok(password_credential)
+    }
+
+    /// A systemd credential name (`LoadCredential=<name>:...`): a file name in
+    /// `$CREDENTIALS_DIRECTORY`.
+    fn credential_name(&self, v: &Spanned<String>) -> Result<String, ConfigError> {
+        let name = v.get_ref().trim();
+        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+            return Err(self.err(
+                v.span(),
+                "mqtt.password_credential",
+                format!(
+                    "{name:?} is not a credential name: use the name in the unit's \
+                     LoadCredential=NAME:FILE, e.g. \"mqtt-password\""
+                ),
+            ));
+        }
+        Ok(name.to_owned())
+    }
+
+    /// A topic prefix (`mqtt.topic_prefix`, `mqtt.discovery_prefix`) without its outer
+    /// slashes, or `default` when the key is absent.
+    fn topic_prefix(
+        &self,
+        v: Option<Spanned<String>>,
+        key: &str,
+        default: &str,
+    ) -> Result<String, ConfigError> {
+        match v {
+            None => Ok(default.to_owned()),
+            Some(s) => {
+                let p = s.get_ref().trim_matches('/').to_owned();
+                if p.is_empty() || super::names::check_topic(&p, false).is_err() {
+                    Err(self.err(
+                        s.span(),
+                        key,
+                        format!(
+                            "must be a non-empty, printable topic of at most {} \
+                             characters without '+' or '#'",
+                            super::names::MAX_TOPIC_CHARS
+                        ),
+                    ))
+                } else {
+                    Ok(p)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The database file: its schema, its migrations, and files that are not wattson's.
+
+use super::*;
+
+#[test]
+fn migrations_are_valid() {
+    MIGRATIONS.validate().unwrap();
+}
+
+#[test]
+fn a_database_of_another_application_is_refused_by_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.db");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.pragma_update(None, "application_id", 1234).unwrap();
+    conn.execute_batch("CREATE TABLE t (x)").unwrap();
+    drop(conn);
+    for err in [
+        Store::open(&path, &options()).unwrap_err(),
+        Store::open_read_only(&path).unwrap_err(),
+    ] {
+        assert!(matches!(
+            err,
+            StoreError::NotWattson {
+                application_id: 1234,
+                ..
+            }
+        ));
+        assert!(err.to_string().contains("other.db"), "{err}");
+    }
+    // A database with tables but no application_id is someone else's too.
+    let plain = dir.path().join("plain.db");
+    rusqlite::Connection::open(&plain)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x)")
+        .unwrap();
+    assert!(matches!(
+        Store::open(&plain, &options()),
+        Err(StoreError::NotWattson {
+            application_id: 0,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_new_database_is_marked_versioned_and_in_wal_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let store = Store::open(&path, &options()).unwrap();
+    let conn = store.conn();
+    let id: i32 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    let fk: i64 = conn
+        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+        .unwrap();
+    let page: i64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        (id, version, mode.as_str(), fk),
+        (APPLICATION_ID, MIGRATION_LIST.len() as i64, "wal", 1)
+    );
+    assert_eq!(page, PAGE_SIZE);
+    drop(store);
+    // Reopening is a no-op.
+    Store::open(&path, &options()).unwrap();
+}
