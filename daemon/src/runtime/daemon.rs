@@ -10,11 +10,11 @@ use std::time::Duration;
 use wattson_collectors::SourceId;
 
 use anyhow::Context as _;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use super::reload::reload;
 use super::sampler::{self, Control, Heartbeat, InPoll, SampleSink, Scheduled};
+use super::signals::{Asked, Signals};
 use super::wiring::plug_collectors;
 pub use super::wiring::{build_collectors, estimate_collector, store_options};
 use crate::config::Config;
@@ -473,9 +473,8 @@ async fn serve(
         None => None,
     };
     let feed = feed.map(|(_, f)| f);
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut signals =
+        Signals::stop_or_reload().context("installing the SIGINT, SIGTERM and SIGHUP handlers")?;
     let mut current = config.clone();
     let watchdog = crate::runtime::notify::watchdog_interval();
     let watchdog_task = watchdog.map(|interval| {
@@ -504,10 +503,11 @@ async fn serve(
     tokio::pin!(deadline);
     loop {
         tokio::select! {
-            _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break; }
-            _ = int.recv() => { tracing::info!("SIGINT: stopping"); break; }
+            asked = signals.recv() => match asked {
+                Asked::Stop(_) => { tracing::info!("{}: stopping", asked.name()); break; }
+                Asked::Reload => reload(&mut current, opts, notifier, control),
+            },
             () = &mut deadline => { tracing::info!("run duration reached: stopping"); break; }
-            _ = hup.recv() => reload(&mut current, opts, notifier, control),
         }
     }
     cancel.cancel();
