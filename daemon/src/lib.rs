@@ -18,6 +18,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod control;
+pub mod csv_line;
 pub mod idle;
 pub mod ledger;
 pub mod live;

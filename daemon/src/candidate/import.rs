@@ -127,26 +127,10 @@ fn column_of(header: &str) -> Option<Col> {
 
 /// One CSV line's fields: commas outside double quotes separate them, `""` is a quote.
 fn fields(line: &str) -> Result<Vec<String>, &'static str> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(std::mem::take(&mut cur).trim().to_owned()),
-            c => cur.push(c),
-        }
-    }
-    if quoted {
+    if !crate::csv_line::quotes_closed(line) {
         return Err("a quote is opened and never closed");
     }
-    out.push(cur.trim().to_owned());
-    Ok(out)
+    Ok(crate::csv_line::fields(line, ','))
 }
 
 /// A number as SPEC's tables write it: `1,234,567` (thousands separators) or `123.4`.

@@ -7,27 +7,7 @@ use chrono::{LocalResult, NaiveDateTime, TimeZone};
 use crate::analysis::price_series::Slot;
 
 use super::{Format, ImportError, Options, Parsed, err, utc_time};
-
-/// Splits one CSV line on `delim`, honouring double quotes.
-fn fields(line: &str, delim: char) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            '"' => quoted = !quoted,
-            c if c == delim && !quoted => out.push(std::mem::take(&mut cur).trim().to_owned()),
-            c => cur.push(c),
-        }
-    }
-    out.push(cur.trim().to_owned());
-    out
-}
+use crate::csv_line::fields;
 
 /// A number as day-ahead exports write it (`86.52`, or `86,52` in `;`-separated files).
 fn number(s: &str, decimal_comma: bool) -> Option<f64> {
