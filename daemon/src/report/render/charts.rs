@@ -211,9 +211,6 @@ pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
             r.currency
         )
     };
-    let err = chart_err("annual cost");
-    let n = bars.len() as u32;
-    let y_max = bars.iter().map(|b| b.1).fold(1.0, f64::max) * 1.2;
     let names: Vec<String> = bars
         .iter()
         .map(|b| {
@@ -224,6 +221,22 @@ pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
             }
         })
         .collect();
+    let costs: Vec<f64> = bars.iter().map(|b| b.1).collect();
+    money_bars("annual cost", caption, &names, &costs, &r.currency).map(Some)
+}
+
+/// A bar of money a year per name, each labelled with its amount, under `caption`
+/// (`chart` names it in errors).
+fn money_bars(
+    chart: &'static str,
+    caption: String,
+    names: &[String],
+    costs: &[f64],
+    currency: &str,
+) -> Result<String, RenderError> {
+    let err = chart_err(chart);
+    let n = costs.len() as u32;
+    let y_max = costs.iter().copied().fold(1.0, f64::max) * 1.2;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -238,8 +251,8 @@ pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .y_desc(format!("{} per year", r.currency))
-            .x_labels(bars.len())
+            .y_desc(format!("{currency} per year"))
+            .x_labels(costs.len())
             .x_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
                     names.get(*i as usize).cloned().unwrap_or_default()
@@ -249,7 +262,7 @@ pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
             .draw()
             .map_err(&err)?;
         chart
-            .draw_series(bars.iter().enumerate().map(|(i, (_, cost, _))| {
+            .draw_series(costs.iter().enumerate().map(|(i, cost)| {
                 let i = i as u32;
                 let mut rect = Rectangle::new(
                     [
@@ -268,9 +281,9 @@ pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
             .color(&BLACK)
             .pos(Pos::new(HPos::Center, VPos::Bottom));
         chart
-            .draw_series(bars.iter().enumerate().map(|(i, (_, cost, _))| {
+            .draw_series(costs.iter().enumerate().map(|(i, cost)| {
                 Text::new(
-                    format_money(*cost, &r.currency),
+                    format_money(*cost, currency),
                     (SegmentValue::CenterOf(i as u32), *cost + y_max * 0.01),
                     above.clone(),
                 )
@@ -278,7 +291,7 @@ pub fn annual_cost(r: &Report) -> Result<Option<String>, RenderError> {
             .map_err(&err)?;
         root.present().map_err(&err)?;
     }
-    Ok(Some(svg))
+    Ok(svg)
 }
 
 /// What keeping this machine and each candidate cost a year on its load: one bar each,
@@ -302,70 +315,12 @@ pub fn candidates(r: &Report) -> Result<Option<String>, RenderError> {
         };
         bars.push((format!("{}{mark}", short(&x.name, 20)), x.annual_cost));
     }
-    let err = chart_err("candidates");
-    let n = bars.len() as u32;
-    let y_max = bars.iter().map(|b| b.1).fold(1.0, f64::max) * 1.2;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(&err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "Keep this box or buy another: annual cost on this load ({})",
-                    r.currency
-                ),
-                (FONT, 18),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d((0..n).into_segmented(), 0.0..y_max)
-            .map_err(&err)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .y_desc(format!("{} per year", r.currency))
-            .x_labels(bars.len())
-            .x_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => bars
-                    .get(*i as usize)
-                    .map(|b| b.0.clone())
-                    .unwrap_or_default(),
-                SegmentValue::Last => String::new(),
-            })
-            .draw()
-            .map_err(&err)?;
-        chart
-            .draw_series(bars.iter().enumerate().map(|(i, (_, cost))| {
-                let i = i as u32;
-                let mut rect = Rectangle::new(
-                    [
-                        (SegmentValue::Exact(i), 0.0),
-                        (SegmentValue::Exact(i + 1), *cost),
-                    ],
-                    Palette99::pick(i as usize).filled(),
-                );
-                rect.set_margin(0, 0, 20, 20);
-                rect
-            }))
-            .map_err(&err)?;
-        let above = (FONT, 14)
-            .into_font()
-            .color(&BLACK)
-            .pos(Pos::new(HPos::Center, VPos::Bottom));
-        chart
-            .draw_series(bars.iter().enumerate().map(|(i, (_, cost))| {
-                Text::new(
-                    format_money(*cost, &r.currency),
-                    (SegmentValue::CenterOf(i as u32), *cost + y_max * 0.01),
-                    above.clone(),
-                )
-            }))
-            .map_err(&err)?;
-        root.present().map_err(&err)?;
-    }
-    Ok(Some(svg))
+    let caption = format!(
+        "Keep this box or buy another: annual cost on this load ({})",
+        r.currency
+    );
+    let (names, costs): (Vec<String>, Vec<f64>) = bars.into_iter().unzip();
+    money_bars("candidates", caption, &names, &costs, &r.currency).map(Some)
 }
 
 /// One bar per measured day (one day of history draws one bar; a year, 365): `kwh` picks
