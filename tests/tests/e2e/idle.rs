@@ -769,23 +769,7 @@ fn wakeups_rank_the_services_that_wake_the_cpus_and_name_each_interrupts_device(
     let root = env.path("machine");
     intel_desktop(&root);
     let proc = FixtureProc::new(&root.join("proc")).unwrap();
-    proc.add_process(
-        100,
-        "jellyfin",
-        "/system.slice/jellyfin.service",
-        &[100, 101],
-    )
-    .unwrap();
-    proc.add_process(
-        120,
-        "ffmpeg",
-        "/system.slice/jellyfin.service/transcode",
-        &[120],
-    )
-    .unwrap();
-    proc.add_process(200, "sshd", "/system.slice/sshd.service", &[200])
-        .unwrap();
-    proc.add_process(2, "kthreadd", "/", &[2]).unwrap();
+    proc.add_home_server().unwrap();
     let config = env.path("wattson.toml");
     std::fs::write(&config, host_toml(&root, &env.db)).unwrap();
     let stop = Arc::new(AtomicBool::new(false));

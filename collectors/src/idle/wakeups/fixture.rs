@@ -42,6 +42,26 @@ impl FixtureProc {
         Ok(())
     }
 
+    /// A small home server's processes: jellyfin (threads 100 and 101) with an ffmpeg (120)
+    /// in a sub-group of its service, sshd (200), and the kernel thread kthreadd (2) in the
+    /// root group; every count 0.
+    pub fn add_home_server(&self) -> std::io::Result<()> {
+        self.add_process(
+            100,
+            "jellyfin",
+            "/system.slice/jellyfin.service",
+            &[100, 101],
+        )?;
+        self.add_process(
+            120,
+            "ffmpeg",
+            "/system.slice/jellyfin.service/transcode",
+            &[120],
+        )?;
+        self.add_process(200, "sshd", "/system.slice/sshd.service", &[200])?;
+        self.add_process(2, "kthreadd", "/", &[2])
+    }
+
     /// A thread `tid` of `pid` that has been given a CPU `count` times.
     pub fn add_thread(&self, pid: u32, tid: u32, count: u64) -> std::io::Result<()> {
         std::fs::create_dir_all(self.task(pid, tid))?;

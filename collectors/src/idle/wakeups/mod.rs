@@ -243,23 +243,7 @@ mod tests {
     fn two_reads_give_each_process_and_interrupt_line_its_rate() {
         let dir = tempfile::tempdir().unwrap();
         let proc = FixtureProc::new(&dir.path().join("proc")).unwrap();
-        proc.add_process(
-            100,
-            "jellyfin",
-            "/system.slice/jellyfin.service",
-            &[100, 101],
-        )
-        .unwrap();
-        proc.add_process(
-            120,
-            "ffmpeg",
-            "/system.slice/jellyfin.service/transcode",
-            &[120],
-        )
-        .unwrap();
-        proc.add_process(200, "sshd", "/system.slice/sshd.service", &[200])
-            .unwrap();
-        proc.add_process(2, "kthreadd", "/", &[2]).unwrap();
+        proc.add_home_server().unwrap();
         proc.set_interrupts(
             &[("LOC", 1000), ("RES", 10)],
             &[(122, "nvme0q1", u64::from(u32::MAX) - 10)],
