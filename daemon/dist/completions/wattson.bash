@@ -58,6 +58,9 @@ _wattson() {
             wattson__subcmd__candidate,add)
                 cmd="wattson__subcmd__candidate__subcmd__add"
                 ;;
+            wattson__subcmd__candidate,from-sweep)
+                cmd="wattson__subcmd__candidate__subcmd__from__subcmd__sweep"
+                ;;
             wattson__subcmd__candidate,import)
                 cmd="wattson__subcmd__candidate__subcmd__import"
                 ;;
@@ -120,7 +123,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__candidate)
-            opts="-c -v -h -V --config --verbose --help --version import add set list show remove"
+            opts="-c -v -h -V --config --verbose --help --version import add from-sweep set list show remove"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -169,6 +172,56 @@ _wattson() {
                     return 0
                     ;;
                 --stated-price)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        wattson__subcmd__candidate__subcmd__from__subcmd__sweep)
+            opts="-c -v -h -V --configuration --from --kind --against --price --perf-ratio --db --json --config --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --configuration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kind)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --against)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --price)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --perf-ratio)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

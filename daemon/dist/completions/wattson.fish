@@ -202,16 +202,17 @@ complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s V -l version -d 'Print version'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -s V -l version -d 'Print version'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -f -a "import" -d 'Import SPECpower_ssj2008 results (CSV, one row per result) as candidates'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -f -a "add" -d 'Enter a machine by hand: its watts at active idle and at shares of its maximum throughput (100 % required; straight lines between the points)'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -f -a "set" -d 'Set what a stored candidate costs to buy, or its throughput against this machine'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -f -a "list" -d 'The stored candidates: curve, where it came from, price'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -f -a "show" -d 'One candidate: every curve point, and a hand table\'s stated figures checked'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add set list show remove" -f -a "remove" -d 'Delete a candidate'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -f -a "import" -d 'Import SPECpower_ssj2008 results (CSV, one row per result) as candidates'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -f -a "add" -d 'Enter a machine by hand: its watts at active idle and at shares of its maximum throughput (100 % required; straight lines between the points)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -f -a "from-sweep" -d 'Take a configuration wattson swept, on this host or another, as a candidate'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -f -a "set" -d 'Set what a stored candidate costs to buy, or its throughput against this machine'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -f -a "list" -d 'The stored candidates: curve, where it came from, price'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -f -a "show" -d 'One candidate: every curve point, and a hand table\'s stated figures checked'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -f -a "remove" -d 'Delete a candidate'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -l db -d 'Write into this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -l json -d 'Print the result as JSON'
@@ -230,6 +231,18 @@ complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_se
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -l configuration -d 'The swept configuration, as `wattson sweep --list` names it' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -l from -d 'The database that holds the sweep: another host\'s store (a copy of its file) or this host\'s [default: the database written into]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -l kind -d 'The loop kind whose levels make the curve [default: spin, or the one it was swept with]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -l against -d 'This machine\'s sweep to measure the throughput ratio against [default: the newest complete sweep in the database written into with the same loop kind at every CPU]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -l price -d 'What buying it costs, in the tariff\'s currency' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -l perf-ratio -d 'Its throughput over this machine\'s, instead of the one the loop rates give' -r
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -l db -d 'Write into this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -l json -d 'Print the candidate as JSON'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -l price -d 'What buying it costs, in the tariff\'s currency' -r
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -l perf-ratio -d 'Its throughput over this machine\'s' -r
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -l db -d 'Write into this database instead of `[storage] path`' -r -F

@@ -36,6 +36,9 @@ pub enum CurveKind {
     SpecTwoPoint,
     /// Entered by hand (`wattson candidate add`).
     Hand,
+    /// Measured at the wall by a wattson sweep (idle and 1 .. N busy CPUs of N):
+    /// `wattson candidate from-sweep`.
+    Measured,
 }
 
 impl CurveKind {
@@ -44,13 +47,19 @@ impl CurveKind {
             CurveKind::Spec => "spec",
             CurveKind::SpecTwoPoint => "spec-two-point",
             CurveKind::Hand => "hand",
+            CurveKind::Measured => "measured",
         }
     }
 
     pub fn parse(s: &str) -> Option<CurveKind> {
-        [CurveKind::Spec, CurveKind::SpecTwoPoint, CurveKind::Hand]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        [
+            CurveKind::Spec,
+            CurveKind::SpecTwoPoint,
+            CurveKind::Hand,
+            CurveKind::Measured,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
     }
 }
 
@@ -175,6 +184,13 @@ impl Curve {
             ),
             (CurveKind::Hand, false) => format!(
                 "entered by hand ({} points, linear between them)",
+                self.points.len()
+            ),
+            (CurveKind::Measured, true) => "interpolated linearly between active idle and \
+                                            100 % (a sweep's two levels, measured at the wall)"
+                .to_owned(),
+            (CurveKind::Measured, false) => format!(
+                "measured at the wall by a sweep ({} levels, linear between them)",
                 self.points.len()
             ),
         }

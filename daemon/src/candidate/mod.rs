@@ -5,7 +5,10 @@
 //! - [`import`]: SPECpower_ssj2008 results as CSV (the full eleven-point curve, or the
 //!   two-point form), checked whole: a bad row imports nothing and is named by line and
 //!   column (`wattson candidate import`).
-//! - [`store`]: candidates in SQLite (`schema/0010-candidates.sql`).
+//! - [`measured`]: a configuration wattson swept, on this host or another, as a curve
+//!   (`wattson candidate from-sweep`).
+//! - [`store`]: candidates in SQLite (`schema/0010-candidates.sql`,
+//!   `schema/0011-measured-candidates.sql`).
 //!
 //! What a candidate costs a year on this machine's load is the ledger's
 //! ([`crate::ledger::candidate`]); the report shows it.
@@ -13,6 +16,7 @@
 //! Units: W, the tariff's currency, ssj_ops.
 
 pub mod import;
+pub mod measured;
 pub mod store;
 
 use serde::Serialize;
@@ -52,9 +56,14 @@ pub struct Candidate {
     /// What buying it costs, the tariff's currency.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price: Option<f64>,
-    /// Its throughput over this machine's, as the user gave it.
+    /// Its throughput over this machine's: as the user gave it, or measured (see
+    /// `perf_ratio_basis`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub perf_ratio: Option<f64>,
+    /// How a `perf_ratio` that was not given was found ("the spin loops' rate at 100 %
+    /// in the two sweeps: ..."); `None` when the user gave it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub perf_ratio_basis: Option<String>,
     /// A hand table's own annual cost and price per kWh, to check its arithmetic.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stated_annual_cost: Option<f64>,
@@ -79,6 +88,7 @@ impl Candidate {
             overall_ssj_ops_per_watt: None,
             price: None,
             perf_ratio: None,
+            perf_ratio_basis: None,
             stated_annual_cost: None,
             stated_price_per_kwh: None,
         }

@@ -1,4 +1,4 @@
-//! Candidates in SQLite (`schema/0010-candidates.sql`): written whole in one transaction,
+//! Candidates in SQLite (`schema/0010-candidates.sql`, `0011-measured-candidates.sql`): written whole in one transaction,
 //! read back with their curves checked again (a row written by hand into the database is
 //! input too).
 
@@ -31,8 +31,9 @@ pub fn put(
         tx.execute(
             "INSERT INTO candidate (name, curve_kind, curve, origin, vendor, system, cpu, cores, \
              threads, memory_gb, published, overall_ssj_ops_per_watt, price, perf_ratio, \
-             stated_annual_cost, stated_price_per_kwh, added_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+             perf_ratio_basis, stated_annual_cost, stated_price_per_kwh, added_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
+             ?18)",
             params![
                 c.name,
                 c.curve.kind().as_str(),
@@ -48,6 +49,7 @@ pub fn put(
                 c.overall_ssj_ops_per_watt,
                 c.price,
                 c.perf_ratio,
+                c.perf_ratio.and(c.perf_ratio_basis.as_ref()),
                 c.stated_annual_cost,
                 c.stated_price_per_kwh,
                 now_ms
@@ -72,7 +74,7 @@ pub fn exists(conn: &Connection, name: &str) -> Result<bool, CandidateStoreError
 
 const COLUMNS: &str = "name, curve_kind, curve, origin, vendor, system, cpu, cores, threads, \
                        memory_gb, published, overall_ssj_ops_per_watt, price, perf_ratio, \
-                       stated_annual_cost, stated_price_per_kwh";
+                       stated_annual_cost, stated_price_per_kwh, perf_ratio_basis";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<(Candidate, String, String)> {
     // The curve is checked after the row is read; until then an idle-only placeholder.
@@ -107,6 +109,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Candidate, String, String)> {
             overall_ssj_ops_per_watt: r.get(11)?,
             price: r.get(12)?,
             perf_ratio: r.get(13)?,
+            perf_ratio_basis: r.get(16)?,
             stated_annual_cost: r.get(14)?,
             stated_price_per_kwh: r.get(15)?,
         },

@@ -22,6 +22,14 @@ pub enum CandidateCommand {
     /// throughput (100 % required; straight lines between the points).
     #[command(after_help = super::examples::CANDIDATE_ADD)]
     Add(CandidateAddArgs),
+    /// Take a configuration wattson swept, on this host or another, as a candidate.
+    ///
+    /// Its curve is the sweep's watts at the wall: active idle, and k busy loops of N CPUs
+    /// at k/N of its maximum (the sweep must reach every CPU). Its throughput over this
+    /// machine's is measured from the two sweeps' loop rates with every CPU busy where this
+    /// host has a sweep of the same loop kind, unless --perf-ratio gives it.
+    #[command(after_help = super::examples::CANDIDATE_FROM_SWEEP)]
+    FromSweep(CandidateFromSweepArgs),
     /// Set what a stored candidate costs to buy, or its throughput against this machine.
     #[command(after_help = super::examples::CANDIDATE_SET)]
     Set(CandidateSetArgs),
@@ -102,6 +110,39 @@ pub struct CandidateAddArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct CandidateFromSweepArgs {
+    /// The candidate's name (no commas).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The swept configuration, as `wattson sweep --list` names it.
+    #[arg(long, value_name = "CONFIG")]
+    pub configuration: String,
+    /// The database that holds the sweep: another host's store (a copy of its file) or this
+    /// host's [default: the database written into].
+    #[arg(long, value_name = "PATH")]
+    pub from: Option<PathBuf>,
+    /// The loop kind whose levels make the curve [default: spin, or the one it was swept with].
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
+    /// This machine's sweep to measure the throughput ratio against [default: the newest
+    /// complete sweep in the database written into with the same loop kind at every CPU].
+    #[arg(long, value_name = "CONFIG")]
+    pub against: Option<String>,
+    /// What buying it costs, in the tariff's currency.
+    #[arg(long, value_name = "AMOUNT", allow_hyphen_values = true)]
+    pub price: Option<f64>,
+    /// Its throughput over this machine's, instead of the one the loop rates give.
+    #[arg(long, value_name = "RATIO", allow_hyphen_values = true)]
+    pub perf_ratio: Option<f64>,
+    /// Write into this database instead of `[storage] path`.
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Print the candidate as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct CandidateSetArgs {
     /// The candidate (as `wattson candidate list` names it).
     #[arg(value_name = "NAME")]
@@ -156,6 +197,7 @@ impl CandidateCommand {
         match self {
             CandidateCommand::Import(a) => a.db.clone(),
             CandidateCommand::Add(a) => a.db.clone(),
+            CandidateCommand::FromSweep(a) => a.db.clone(),
             CandidateCommand::Set(a) => a.db.clone(),
             CandidateCommand::List(a) => a.db.clone(),
             CandidateCommand::Show(a) => a.db.clone(),

@@ -103,6 +103,7 @@ pub const CANDIDATE: &str = "\
 Examples:
   wattson candidate import specpower.csv        # SPECpower results, one candidate per row
   wattson candidate add new-box --idle 62 --at 50%=110 --at 100%=180 --price 400 --perf-ratio 1.8
+  wattson candidate from-sweep mini --configuration mini --from mini.db --price 350
   wattson candidate list
   wattson report --candidates new-box";
 
@@ -117,6 +118,12 @@ Examples:
   wattson candidate add new-box --idle 62 --at 50%=110 --at 100%=180 --price 400 --perf-ratio 1.8
   wattson candidate add athlon --idle 78 --at 100%=111 --price 300
   wattson candidate add seed --idle 240 --at 100%=240 --stated-annual-cost 137 --stated-price 0.09";
+
+pub const CANDIDATE_FROM_SWEEP: &str = "\
+Examples:
+  wattson candidate from-sweep old-nas --configuration nas --from nas.db --price 0
+  wattson candidate from-sweep powersave --configuration \"basket, powersave\"   # this host, set up so
+  wattson candidate from-sweep mini --configuration mini --from mini.db --kind memory --price 350";
 
 pub const CANDIDATE_SET: &str = "\
 Examples:

@@ -3,6 +3,8 @@
 //! - `import FILE...`: SPECpower CSV ([`crate::candidate::import`]); every file is read and
 //!   checked before anything is written, then all of them go in one transaction.
 //! - `add NAME`: a curve entered by hand.
+//! - `from-sweep NAME`: a configuration swept on this host or another
+//!   ([`crate::candidate::measured`]).
 //! - `set NAME`: its purchase price or throughput ratio.
 //! - `list`, `show NAME`, `remove NAME`.
 //!
@@ -20,7 +22,7 @@ use crate::analysis::candidate::{Curve, CurveKind, CurvePoint};
 use crate::analysis::cost::format_money;
 use crate::candidate::{BadInput, Candidate, check_name, import, store as candidates};
 use crate::cli::CandidateCommand;
-use crate::cli::candidate::{CandidateAddArgs, CandidateSetArgs};
+use crate::cli::candidate::{CandidateAddArgs, CandidateFromSweepArgs, CandidateSetArgs};
 use crate::config::Config;
 use crate::ledger::candidate::{StatedCheck, stated_check};
 use crate::store::Store;
@@ -31,6 +33,7 @@ pub fn run(cmd: &CandidateCommand, config_path: Option<&Path>) -> anyhow::Result
     match cmd {
         CandidateCommand::Import(a) => import_files(&db(&a.db), &a.files, a.json),
         CandidateCommand::Add(a) => add(&config, &db(&a.db), a),
+        CandidateCommand::FromSweep(a) => from_sweep(&config, &db(&a.db), a),
         CandidateCommand::Set(a) => set(&db(&a.db), a),
         CandidateCommand::List(a) => list(&config, a.db.as_deref(), a.json),
         CandidateCommand::Show(a) => show(&config, a.db.as_deref(), &a.name, a.json),
@@ -189,6 +192,89 @@ fn add(config: &Config, db: &Path, a: &CandidateAddArgs) -> anyhow::Result<ExitC
     print_one(config, &c, a.json, Some("added"))
 }
 
+fn from_sweep(config: &Config, db: &Path, a: &CandidateFromSweepArgs) -> anyhow::Result<ExitCode> {
+    use crate::candidate::measured;
+    use crate::sweep::persist;
+
+    check_name(&a.name)?;
+    check_price("--price", a.price)?;
+    check_ratio(a.perf_ratio)?;
+    let from = a.from.clone().unwrap_or_else(|| db.to_path_buf());
+    let (from, source) = super::open_existing_database(Some(&from), config)?;
+    let Some(sweep) = persist::load(&source, &a.configuration)? else {
+        return Err(BadInput(format!(
+            "no sweep of configuration {:?} in {} (`wattson sweep --list --db {}` names them)",
+            a.configuration,
+            from.display(),
+            from.display()
+        ))
+        .into());
+    };
+    drop(source);
+    let file = from.file_name().map_or_else(
+        || from.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let (mut c, kind) = measured::candidate(&a.name, &sweep, a.kind.as_deref(), &file)?;
+    c.price = a.price;
+    let store = open_for_writing(db)?;
+    if candidates::exists(store.conn(), &c.name)? {
+        return Err(BadInput(format!(
+            "a candidate {:?} is stored already: `wattson candidate remove {}` first, or `set` \
+             its price",
+            c.name, c.name
+        ))
+        .into());
+    }
+    if a.perf_ratio.is_some() {
+        c.perf_ratio = a.perf_ratio;
+    } else if let Some((ratio, basis)) = this_machines_rate(&store, &from, db, &sweep, a, &kind)?
+        .and_then(|this| measured::loop_rate_ratio(&sweep, &this, &kind))
+    {
+        c.perf_ratio = Some(ratio);
+        c.perf_ratio_basis = Some(basis);
+    }
+    candidates::put(store.conn(), std::slice::from_ref(&c), now_ms())?;
+    print_one(config, &c, a.json, Some("added"))
+}
+
+/// This machine's sweep to measure a swept candidate's throughput against: `--against`, or
+/// the newest complete sweep in `db` with `kind` loops at every CPU that is not the
+/// candidate's own.
+fn this_machines_rate(
+    store: &Store,
+    from: &Path,
+    db: &Path,
+    candidate: &crate::sweep::persist::StoredSweep,
+    a: &CandidateFromSweepArgs,
+    kind: &str,
+) -> anyhow::Result<Option<crate::sweep::persist::StoredSweep>> {
+    use crate::candidate::measured::has_full_rate;
+    use crate::sweep::persist;
+
+    if let Some(name) = &a.against {
+        let this = persist::load(store, name)?.ok_or_else(|| {
+            BadInput(format!(
+                "--against {name:?}: no sweep of that configuration in {} (`wattson sweep \
+                 --list` names them)",
+                db.display()
+            ))
+        })?;
+        if !has_full_rate(&this, kind) {
+            return Err(BadInput(format!(
+                "--against {name:?}: its sweep has no complete {kind} level with every CPU \
+                 busy, so the loop rates cannot be compared"
+            ))
+            .into());
+        }
+        return Ok(Some(this));
+    }
+    let same_file = std::fs::canonicalize(from).ok() == std::fs::canonicalize(db).ok();
+    Ok(persist::list(store)?
+        .into_iter()
+        .find(|s| !(same_file && s.name == candidate.name) && has_full_rate(s, kind)))
+}
+
 fn set(db: &Path, a: &CandidateSetArgs) -> anyhow::Result<ExitCode> {
     check_price("--price", a.price)?;
     check_ratio(a.perf_ratio)?;
@@ -209,6 +295,7 @@ fn set(db: &Path, a: &CandidateSetArgs) -> anyhow::Result<ExitCode> {
     }
     if a.perf_ratio.is_some() {
         c.perf_ratio = a.perf_ratio;
+        c.perf_ratio_basis = None;
     }
     candidates::put(store.conn(), std::slice::from_ref(&c), now_ms())?;
     crate::output::println(&format!("updated candidate {:?}", c.name));
@@ -317,10 +404,13 @@ fn print_one(
         ("price", c.price.map(|p| format_money(p, cur))),
         (
             "perf ratio",
-            Some(c.perf_ratio.map_or_else(
-                || "not given: 1 assumed (the same throughput as this machine)".to_owned(),
-                |r| format!("{r} (given)"),
-            )),
+            Some(match (c.perf_ratio, &c.perf_ratio_basis) {
+                (None, _) => {
+                    "not given: 1 assumed (the same throughput as this machine)".to_owned()
+                }
+                (Some(r), None) => format!("{r} (given)"),
+                (Some(r), Some(basis)) => format!("{r:.3} (measured: {basis})"),
+            }),
         ),
     ] {
         if let Some(v) = v {

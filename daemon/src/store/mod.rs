@@ -103,6 +103,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0008-price-slots.sql")),
     M::up(include_str!("../../../schema/0009-services.sql")),
     M::up(include_str!("../../../schema/0010-candidates.sql")),
+    M::up(include_str!("../../../schema/0011-measured-candidates.sql")),
 ];
 
 /// The schema migrations, in order.

@@ -20,6 +20,7 @@ mod advisories;
 mod annual;
 mod architecture;
 mod candidates;
+mod candidates_swept;
 mod cli;
 mod config;
 mod config_generated;

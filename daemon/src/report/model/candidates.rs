@@ -75,7 +75,9 @@ pub struct CandidateReport {
     /// Its throughput over this machine's.
     pub perf_ratio: f64,
     /// `given` (by the user, `--perf-ratio`), `from ssj_ops` (its published ssj_ops at
-    /// 100 % over this machine's, `--this-ssj-ops`) or `assumed` (1, neither known).
+    /// 100 % over this machine's, `--this-ssj-ops`), `from sweep loop rates` (a measured
+    /// candidate's loops against this machine's, `wattson candidate from-sweep`) or
+    /// `assumed` (1, none known).
     pub perf_ratio_from: String,
     /// Its time-weighted mean load, share of its maximum (after the cap).
     pub mean_load: f64,
@@ -141,6 +143,14 @@ fn perf_ratio(
 ) -> (f64, &'static str) {
     let ops = c.curve.max_ssj_ops().filter(|o| *o > 0.0);
     let this = this_ssj_ops.filter(|n| n.is_finite() && *n > 0.0);
+    if let (Some(r), Some(basis)) = (c.perf_ratio, &c.perf_ratio_basis) {
+        warnings.push(format!(
+            "perf ratio {} measured: {basis}; a sweep's loops exercise the CPU, so the \
+             ratio holds for this machine's work as far as that is CPU-bound",
+            num(r, 2)
+        ));
+        return (r, "from sweep loop rates");
+    }
     match (c.perf_ratio, ops, this) {
         (Some(r), Some(o), Some(n)) => {
             warnings.push(format!(

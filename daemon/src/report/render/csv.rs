@@ -41,9 +41,11 @@
 //! then each candidate (mode `on this load`, or `active idle` without a utilisation
 //! history) with its mean watts, annual kWh and cost on this machine's load, the saving
 //! against keeping this machine and the payback of its price; `warnings` holds its curve
-//! basis (`interpolated linearly ...` for a two-point curve), whether it cannot carry the
-//! load, its rank, and where a carbon intensity is known its CO2 a year and the CO2 it saves
-//! against keeping this machine (whose row's `warnings` carries its own CO2).
+//! basis (`interpolated linearly ...` for a two-point curve), its perf ratio and where that
+//! came from (`given`, `from ssj_ops`, `from sweep loop rates`, `assumed`), whether it
+//! cannot carry the load, its rank, and where a carbon intensity is known its CO2 a year
+//! and the CO2 it saves against keeping this machine (whose row's `warnings` carries its
+//! own CO2).
 
 use std::fmt::Write as _;
 
@@ -350,7 +352,10 @@ fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, 
         "active idle"
     };
     for x in &c.candidates {
-        let mut notes = vec![format!("curve {}", x.curve_basis)];
+        let mut notes = vec![
+            format!("curve {}", x.curve_basis),
+            format!("perf ratio {} {}", num(x.perf_ratio, 2), x.perf_ratio_from),
+        ];
         notes.push(match x.rank {
             Some(n) => format!("rank {n}"),
             None => "not ranked: cannot carry this load".to_owned(),

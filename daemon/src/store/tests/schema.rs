@@ -8,6 +8,42 @@ fn migrations_are_valid() {
 }
 
 #[test]
+fn candidates_stored_before_measured_curves_survive_the_table_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = rusqlite::Connection::open(dir.path().join("v10.db")).unwrap();
+    // Version 10: the candidate table as `wattson candidate add` first wrote it.
+    MIGRATIONS.to_version(&mut conn, 10).unwrap();
+    conn.execute(
+        "INSERT INTO candidate (name, curve_kind, curve, origin, price, perf_ratio, added_ms) \
+         VALUES ('box', 'hand', '[{\"load\":0.0,\"watts\":60.0},{\"load\":1.0,\"watts\":90.0}]', \
+         'hand', 400.0, 1.5, 7)",
+        [],
+    )
+    .unwrap();
+    MIGRATIONS.to_latest(&mut conn).unwrap();
+    let c = crate::candidate::store::get(&conn, "box").unwrap().unwrap();
+    assert_eq!(
+        (
+            c.price,
+            c.perf_ratio,
+            c.perf_ratio_basis,
+            c.curve.full_watts()
+        ),
+        (Some(400.0), Some(1.5), None, 90.0)
+    );
+    conn.execute(
+        "UPDATE candidate SET curve_kind = 'measured', perf_ratio_basis = 'loops' WHERE name = 'box'",
+        [],
+    )
+    .unwrap();
+    // A basis without a ratio is refused by the table itself.
+    assert!(
+        conn.execute("UPDATE candidate SET perf_ratio = NULL", [])
+            .is_err()
+    );
+}
+
+#[test]
 fn a_database_of_another_application_is_refused_by_path() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("other.db");
