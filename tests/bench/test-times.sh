@@ -12,7 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=${CARGO_TARGET_DIR:-target}
-out="$target/test-times"
+# Absolute: each binary runs from its package's directory.
+out="$(realpath -m "$target")/test-times"
 mkdir -p "$out"
 mapfile -t bins < <(cargo test --workspace --no-run --message-format=json 2>/dev/null \
   | python3 -c '

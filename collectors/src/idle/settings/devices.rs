@@ -120,27 +120,50 @@ pub(super) fn link_aspm(root: &SysRoot) -> Vec<Setting> {
     out
 }
 
-/// `power/control` and `power/runtime_status` of one device as a setting.
+/// Why a device's runtime PM is never offered for `auto`, whatever it saves.
+const HID_NOTE: &str = "an input device (HID): never autosuspended, since keyboards and mice \
+                        lose keystrokes and clicks while they wake";
+
+/// `power/control` and `power/runtime_status` of one device as a setting. A device whose
+/// driver reports runtime PM `unsupported`, or that is in `never` (an input device), is
+/// shown but offers no lower value, so nothing measures or applies it.
 fn runtime_setting(
     kind: SettingKind,
     bus: &str,
     name: &str,
     label: &str,
     dev: &std::path::Path,
+    never: Option<&str>,
 ) -> Option<Setting> {
     let control = dev.join("power/control");
     let current = read(&control)?;
     let status = read(&dev.join("power/runtime_status"));
+    let unsupported = status.as_deref() == Some("unsupported");
+    let note = match (never, unsupported) {
+        (Some(why), _) => Some(why.to_owned()),
+        (None, true) => Some("its driver reports runtime PM unsupported".to_owned()),
+        (None, false) => status.map(|s| format!("runtime status {s}")),
+    };
     Some(Setting {
         kind,
         id: format!("{}:{name}", kind.as_str()),
         label: format!("runtime PM {bus} {label}"),
-        lower: (current == "on").then(|| "auto".to_owned()),
+        lower: (current == "on" && never.is_none() && !unsupported).then(|| "auto".to_owned()),
         available: vec!["on".to_owned(), "auto".to_owned()],
-        note: status.map(|s| format!("runtime status {s}")),
+        note,
         current,
         files: vec![control],
     })
+}
+
+/// Whether USB device `name` has an interface of the HID class (`bInterfaceClass` 03) among
+/// `entries` (the `bus/usb/devices` directory: devices and their `name:C.I` interfaces).
+fn is_hid(name: &str, entries: &[(String, std::path::PathBuf)]) -> bool {
+    let prefix = format!("{name}:");
+    entries
+        .iter()
+        .filter(|(n, _)| n.starts_with(&prefix))
+        .any(|(_, dir)| read(&dir.join("bInterfaceClass")).as_deref() == Some("03"))
 }
 
 pub(super) fn runtime_pm(root: &SysRoot) -> Vec<Setting> {
@@ -153,9 +176,12 @@ pub(super) fn runtime_pm(root: &SysRoot) -> Vec<Setting> {
             &name,
             &label,
             &dev,
+            None,
         ));
     }
-    for (name, dev) in sorted_entries(&root.sys_path("bus/usb/devices")) {
+    let usb = sorted_entries(&root.sys_path("bus/usb/devices"));
+    for (name, dev) in &usb {
+        let (name, dev) = (name.clone(), dev.clone());
         // Interfaces (`1-1:1.0`) follow their device; only devices have a control of their own.
         if name.contains(':') {
             continue;
@@ -168,6 +194,7 @@ pub(super) fn runtime_pm(root: &SysRoot) -> Vec<Setting> {
             &name,
             &label,
             &dev,
+            is_hid(&name, &usb).then_some(HID_NOTE),
         ));
     }
     for (name, port) in sorted_entries(&root.sys_path("class/ata_port")) {
@@ -177,6 +204,7 @@ pub(super) fn runtime_pm(root: &SysRoot) -> Vec<Setting> {
             &name,
             &name,
             &port.join("device"),
+            None,
         ));
     }
     out
@@ -185,6 +213,34 @@ pub(super) fn runtime_pm(root: &SysRoot) -> Vec<Setting> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn input_devices_and_unsupported_drivers_offer_no_lower_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let usb = dir.path().join("sys/bus/usb/devices");
+        let put = |rel: &str, text: &str| {
+            let p = usb.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        put("1-1/power/control", "on\n");
+        put("1-1/product", "USB Keyboard\n");
+        put("1-1:1.0/bInterfaceClass", "03\n");
+        put("1-2/power/control", "on\n");
+        put("1-2/power/runtime_status", "unsupported\n");
+        put("1-3/power/control", "on\n");
+        put("1-3:1.0/bInterfaceClass", "08\n");
+        let root = SysRoot::new(dir.path().join("sys"), dir.path().join("proc"));
+        let all = runtime_pm(&root);
+        let by = |id: &str| all.iter().find(|s| s.id == id).unwrap();
+        let keyboard = by("runtime_pm_usb:1-1");
+        assert_eq!(keyboard.lower, None);
+        assert!(keyboard.note.as_deref().unwrap().contains("HID"), "{keyboard:?}");
+        let unsupported = by("runtime_pm_usb:1-2");
+        assert_eq!(unsupported.lower, None);
+        assert!(unsupported.note.as_deref().unwrap().contains("unsupported"));
+        assert_eq!(by("runtime_pm_usb:1-3").lower.as_deref(), Some("auto"));
+    }
 
     #[test]
     fn policies_step_down_one_at_a_time() {
