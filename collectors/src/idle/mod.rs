@@ -7,6 +7,7 @@
 //! changing one (for `wattson idle --measure`) is the daemon's job, from an allowlist.
 
 pub mod cpu_model;
+pub mod errors;
 pub mod package;
 pub mod perf;
 pub mod settings;

@@ -517,7 +517,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__idle)
-            opts="-c -v -h -V --json --db --sample --top --measure --restore --only --skip --meter --phase --phases --config --verbose --help --version"
+            opts="-c -v -h -V --json --db --sample --top --measure --restore --apply --revert --watch --tmpfiles-dir --only --skip --meter --phase --phases --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -532,6 +532,14 @@ _wattson() {
                     return 0
                     ;;
                 --top)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --watch)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tmpfiles-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 
+// Command-line flags are bools by nature.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args)]
 pub struct IdleArgs {
     /// Print JSON instead of text (without --measure; `wattson idle --json` afterwards lists
@@ -46,15 +48,35 @@ pub struct IdleArgs {
     /// [host] sysfs and procfs are written, with values their settings take.
     #[arg(long, conflicts_with_all = ["measure", "json"])]
     pub restore: bool,
-    /// With --measure: only these settings (comma-separated ids: pcie_aspm, sata_alpm,
-    /// runtime_pm_pci, runtime_pm_ata, runtime_pm_usb, nmi_watchdog, dirty_writeback,
-    /// audio_power_save, epp, cpufreq_governor, turbo).
+    /// Keep the settings --measure found to save at the wall (root): write them into one
+    /// file wattson owns, a tmpfiles.d file that systemd applies at every boot, print it,
+    /// apply it now, then watch the error counters such settings can raise (PCIe AER, NIC
+    /// errors and link drops, disk I/O errors) for --watch and put back any setting whose
+    /// counters rise. USB input devices and devices whose driver reports runtime PM
+    /// unsupported are never touched.
+    #[arg(long, conflicts_with_all = ["measure", "restore", "json", "revert"])]
+    pub apply: bool,
+    /// Undo --apply: remove its file and put back every value it changed, as found.
+    #[arg(long, conflicts_with_all = ["measure", "restore", "json"])]
+    pub revert: bool,
+    /// With --apply: how long to watch the error counters afterwards (0: not at all).
+    /// Ctrl-C stops watching; what was applied stays.
     #[arg(
         long,
-        value_name = "ID,...",
-        value_delimiter = ',',
-        requires = "measure"
+        value_name = "DURATION",
+        default_value = "10m",
+        value_parser = crate::parse::parse_duration_arg,
+        allow_hyphen_values = true,
+        requires = "apply"
     )]
+    pub watch: Duration,
+    /// With --apply or --revert: the directory of its tmpfiles.d file (wattson-idle.conf).
+    #[arg(long, value_name = "DIR", default_value = crate::idle::apply::DEFAULT_DIR)]
+    pub tmpfiles_dir: PathBuf,
+    /// With --measure or --apply: only these settings (comma-separated ids: pcie_aspm,
+    /// sata_alpm, runtime_pm_pci, runtime_pm_ata, runtime_pm_usb, nmi_watchdog,
+    /// dirty_writeback, audio_power_save, epp, cpufreq_governor, turbo).
+    #[arg(long, value_name = "ID,...", value_delimiter = ',')]
     pub only: Vec<String>,
     /// With --measure: leave these settings alone (ids as for --only).
     #[arg(

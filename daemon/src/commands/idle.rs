@@ -12,6 +12,7 @@ use anyhow::Context as _;
 use wattson_collectors::SysRoot;
 use wattson_collectors::idle::settings;
 
+mod apply;
 mod render;
 
 use render::effect_line;
@@ -40,6 +41,15 @@ pub fn run(args: &IdleArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     }
     if args.restore {
         return restore(&config, &db);
+    }
+    if args.apply {
+        return apply::apply(args, &config, &db);
+    }
+    if args.revert {
+        return apply::revert(args, &config, &db);
+    }
+    if !args.only.is_empty() {
+        anyhow::bail!("--only goes with --measure or --apply");
     }
     let store = if crate::store::database_exists(&db).unwrap_or(false) {
         crate::store::open_database(&db).ok()
@@ -341,7 +351,10 @@ fn summary(results: &[(Candidate, Effect)], interrupted: bool) -> String {
         }
         return out;
     }
-    out.push_str("\nwattson changed nothing for good. To keep what saved power:\n");
+    out.push_str(
+        "\nwattson changed nothing for good. To keep what saved power, `sudo wattson idle \
+         --apply` writes it into one file wattson owns and `--revert` undoes it; or by hand:\n",
+    );
     for (c, e) in savers {
         let _ = writeln!(out, "  {} ({:+.2} W):", c.name, e.delta_w);
         for line in persist::how_to_keep(c) {

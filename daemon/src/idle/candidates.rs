@@ -133,6 +133,11 @@ pub fn candidates(settings: &[Setting]) -> Vec<Candidate> {
     out
 }
 
+/// The kind a candidate id names (`pcie_aspm`), among those wattson changes.
+pub fn kind_of(id: &str) -> Option<SettingKind> {
+    MEASURABLE.into_iter().find(|k| k.as_str() == id)
+}
+
 /// Every candidate id `--only`/`--skip` accept.
 pub fn known_ids() -> Vec<&'static str> {
     MEASURABLE.iter().map(|k| k.as_str()).collect()
@@ -273,6 +278,12 @@ impl Catalogue {
 
     pub fn root(&self) -> &SysRoot {
         &self.root
+    }
+
+    /// Whether `value` may be written into `path`: a file of a setting wattson changes,
+    /// and a value that setting takes; `Err` says why not.
+    pub fn vet_value(&self, path: &Path, value: &str) -> Result<(), String> {
+        self.vet(path, value, value.as_bytes())
     }
 
     /// Whether restoring `value` (and, where the value does not read back, `content`) into

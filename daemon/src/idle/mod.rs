@@ -13,13 +13,16 @@
 //!   command after a crash;
 //! - [`measure`]: idle with each candidate changed against idle as it was, in an A/B/A/B/A/B/A
 //!   sequence using the sweep's settling test and batch-means intervals;
-//! - [`persist`]: how to make a setting that saved something permanent (wattson never does);
+//! - [`persist`]: the lines that make a setting that saved something permanent by hand;
+//! - [`apply`]: keeping the settings that saved (`--apply`: a tmpfiles.d file wattson owns,
+//!   applied now and watched against the error counters they can raise) and `--revert`;
 //! - [`store`]: the measured effects in the database, for `wattson idle` and `wattson report`;
 //! - [`wakeups`]: who wakes the CPUs over the sampled window, by service, process and
 //!   interrupt line.
 //!
 //! Units: shares 0..1 (printed as %), watts (W), UTC milliseconds.
 
+pub mod apply;
 pub mod candidates;
 pub mod configs;
 pub mod explain;

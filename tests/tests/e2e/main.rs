@@ -37,6 +37,7 @@ mod hostile;
 mod http;
 mod http_hostile;
 mod idle;
+mod idle_apply;
 mod ledger;
 mod lifecycle;
 mod live_page;

@@ -125,8 +125,8 @@ const HID_NOTE: &str = "an input device (HID): never autosuspended, since keyboa
                         lose keystrokes and clicks while they wake";
 
 /// `power/control` and `power/runtime_status` of one device as a setting. A device whose
-/// driver reports runtime PM `unsupported`, or that is in `never` (an input device), is
-/// shown but offers no lower value, so nothing measures or applies it.
+/// driver reports runtime PM `unsupported`, or that `never` names (an input device), is
+/// shown but offers no lower value and no file, so nothing measures, applies or restores it.
 fn runtime_setting(
     kind: SettingKind,
     bus: &str,
@@ -144,15 +144,21 @@ fn runtime_setting(
         (None, true) => Some("its driver reports runtime PM unsupported".to_owned()),
         (None, false) => status.map(|s| format!("runtime status {s}")),
     };
+    // A device left alone has no files: nothing measures, applies or restores it.
+    let left_alone = never.is_some() || unsupported;
     Some(Setting {
         kind,
         id: format!("{}:{name}", kind.as_str()),
         label: format!("runtime PM {bus} {label}"),
-        lower: (current == "on" && never.is_none() && !unsupported).then(|| "auto".to_owned()),
+        lower: (current == "on" && !left_alone).then(|| "auto".to_owned()),
         available: vec!["on".to_owned(), "auto".to_owned()],
         note,
         current,
-        files: vec![control],
+        files: if left_alone {
+            Vec::new()
+        } else {
+            vec![control]
+        },
     })
 }
 
@@ -234,10 +240,16 @@ mod tests {
         let all = runtime_pm(&root);
         let by = |id: &str| all.iter().find(|s| s.id == id).unwrap();
         let keyboard = by("runtime_pm_usb:1-1");
-        assert_eq!(keyboard.lower, None);
-        assert!(keyboard.note.as_deref().unwrap().contains("HID"), "{keyboard:?}");
+        assert_eq!((keyboard.lower.as_ref(), keyboard.files.len()), (None, 0));
+        assert!(
+            keyboard.note.as_deref().unwrap().contains("HID"),
+            "{keyboard:?}"
+        );
         let unsupported = by("runtime_pm_usb:1-2");
-        assert_eq!(unsupported.lower, None);
+        assert_eq!(
+            (unsupported.lower.as_ref(), unsupported.files.len()),
+            (None, 0)
+        );
         assert!(unsupported.note.as_deref().unwrap().contains("unsupported"));
         assert_eq!(by("runtime_pm_usb:1-3").lower.as_deref(), Some("auto"));
     }

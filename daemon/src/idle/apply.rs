@@ -1,0 +1,548 @@
+//! Keeping what `wattson idle --measure` found to save (`wattson idle --apply`), and undoing
+//! it (`--revert`).
+//!
+//! The settings kept are those whose newest measurement saved at the wall (a 95 % interval
+//! wholly below zero), each with the files its kind has on this machine now, re-derived from
+//! the settings catalogue under the configured roots: the database says which settings
+//! saved and the value measured, never which files; a value is written only where the
+//! setting offers it. Devices the catalogue leaves alone (USB input devices, drivers that
+//! report runtime PM unsupported) have no files, so nothing here can touch them.
+//!
+//! What survives a reboot is one file wattson owns, a systemd-tmpfiles.d(5) file of `w`
+//! lines (write this value to this file at boot), which reads plainly and holds sysfs and
+//! procfs paths alike: `/etc/tmpfiles.d/wattson-idle.conf` unless told otherwise. Before
+//! anything is written, each file's content as found is stored (`idle_applied`,
+//! `schema/0012-idle-applied.sql`); `--revert` puts it back, checked against the catalogue
+//! as the idle journal is, and removes the file only when its first line says wattson
+//! wrote it.
+//!
+//! After applying, the error counters such settings are known to raise are watched
+//! ([`wattson_collectors::idle::errors`]); a setting whose counters rise is put back and its
+//! lines leave the file ([`watched_by`] says which counters each kind answers for).
+//!
+//! Units: W, UTC ms.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use rusqlite::params;
+use wattson_collectors::SysRoot;
+use wattson_collectors::idle::errors::{Counter, Family};
+use wattson_collectors::idle::settings::{Setting, SettingKind};
+
+use super::candidates::{Catalogue, kernel_fs, kind_of};
+use super::journal::{self, Original};
+use super::store::Effect;
+use crate::safe_open;
+use crate::store::Store;
+
+/// The file's name in its directory.
+pub const FILE_NAME: &str = "wattson-idle.conf";
+/// Where systemd-tmpfiles reads administrators' files.
+pub const DEFAULT_DIR: &str = "/etc/tmpfiles.d";
+/// The first line of the file: what `--revert` checks before removing it.
+const MARK: &str = "# Written by `wattson idle --apply`.";
+
+/// Why the settings cannot be applied or put back.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(
+        "no setting measured on this host saved at the wall (an interval wholly below zero): \
+         run `wattson idle --measure` first; `wattson idle` lists what was measured"
+    )]
+    NothingSaved,
+    #[error(
+        "--only {0}: it was not measured to save on this host (`wattson idle` lists the \
+         measured effects)"
+    )]
+    NotSaved(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("the database {path}: {source}")]
+    Sql {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+}
+
+/// One setting to keep: its measured saving and the files it writes now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Keep {
+    /// The candidate id (`pcie_aspm`).
+    pub setting: String,
+    pub kind: SettingKind,
+    /// `ASPM powersave`.
+    pub name: String,
+    /// The measured change at the wall (negative: saves) and its 95 % half-width.
+    pub delta_w: f64,
+    pub ci95_w: f64,
+    pub writes: Vec<(PathBuf, String)>,
+}
+
+/// The settings to keep: each of `effects` that saved (selected by `only`, every one when
+/// empty), with the files of its kind in `settings` that take the measured value. Returns
+/// them and one line for each that saved but has nothing to write here now.
+pub fn plan(
+    effects: &[Effect],
+    settings: &[Setting],
+    only: &[String],
+) -> Result<(Vec<Keep>, Vec<String>), ApplyError> {
+    let saved: Vec<&Effect> = effects
+        .iter()
+        .filter(|e| e.effect && e.delta_w < 0.0)
+        .collect();
+    if let Some(id) = only
+        .iter()
+        .find(|id| !saved.iter().any(|e| &e.candidate == *id))
+    {
+        return Err(ApplyError::NotSaved(id.clone()));
+    }
+    let chosen: Vec<&Effect> = saved
+        .into_iter()
+        .filter(|e| only.is_empty() || only.contains(&e.candidate))
+        .collect();
+    if chosen.is_empty() {
+        return Err(ApplyError::NothingSaved);
+    }
+    let mut keeps = Vec::new();
+    let mut notes = Vec::new();
+    for e in chosen {
+        let Some(kind) = kind_of(&e.candidate) else {
+            notes.push(format!(
+                "{}: not a setting this version of wattson changes; left alone",
+                e.name
+            ));
+            continue;
+        };
+        let writes: Vec<(PathBuf, String)> = settings
+            .iter()
+            .filter(|s| s.kind == kind && !s.files.is_empty())
+            .filter(|s| s.available.is_empty() || s.available.contains(&e.changed))
+            .flat_map(|s| s.files.iter().map(|f| (f.clone(), e.changed.clone())))
+            .collect();
+        if writes.is_empty() {
+            notes.push(format!(
+                "{}: this machine has no file for it now that takes {:?}; left alone",
+                e.name, e.changed
+            ));
+            continue;
+        }
+        keeps.push(Keep {
+            setting: e.candidate.clone(),
+            kind,
+            name: e.name.clone(),
+            delta_w: e.delta_w,
+            ci95_w: e.delta_ci95_w,
+            writes,
+        });
+    }
+    Ok((keeps, notes))
+}
+
+/// The counters a setting of `kind` answers for: a rise in one of them after applying puts
+/// it back. Settings that touch no device (the NMI watchdog, writeback, cpufreq) have none.
+pub fn watched_by(kind: SettingKind) -> &'static [Family] {
+    match kind {
+        SettingKind::PcieAspm | SettingKind::PcieLinkAspm | SettingKind::RuntimePmPci => {
+            &[Family::PcieAer, Family::Network]
+        }
+        SettingKind::SataAlpm | SettingKind::RuntimePmAta | SettingKind::Disk => &[Family::Disk],
+        SettingKind::RuntimePmUsb => &[Family::Network, Family::Disk],
+        SettingKind::NmiWatchdog
+        | SettingKind::DirtyWriteback
+        | SettingKind::AudioPowerSave
+        | SettingKind::Epp
+        | SettingKind::CpufreqGovernor
+        | SettingKind::Turbo => &[],
+    }
+}
+
+/// Whether a setting of `kind` answers for a rise in `counter`: a counter of a family it
+/// watches, except a network interface on the other bus (a PCI NIC's errors are not USB
+/// autosuspend's, a USB NIC's not ASPM's) where sysfs says which bus it is on.
+pub fn answers_for(kind: SettingKind, counter: &Counter) -> bool {
+    if !watched_by(kind).contains(&counter.family) {
+        return false;
+    }
+    match (counter.family, counter.via_usb) {
+        (Family::Network, Some(usb)) => usb == (kind == SettingKind::RuntimePmUsb),
+        _ => true,
+    }
+}
+
+/// A file kept by `--apply`, as the database holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    pub path: PathBuf,
+    pub setting: String,
+    pub name: String,
+    pub original: Original,
+    pub value: String,
+    pub delta_w: f64,
+    pub ci95_w: f64,
+}
+
+fn sql(store: &Store) -> impl Fn(rusqlite::Error) -> ApplyError + '_ {
+    |source| ApplyError::Sql {
+        path: store.path().to_owned(),
+        source,
+    }
+}
+
+/// Every file kept, by path.
+pub fn applied(store: &Store) -> Result<Vec<Applied>, ApplyError> {
+    let mut stmt = store
+        .conn()
+        .prepare(
+            "SELECT path, setting, name, content, original, value, saving_w, saving_ci95_w
+             FROM idle_applied ORDER BY path",
+        )
+        .map_err(sql(store))?;
+    stmt.query_map([], |r| {
+        let path = PathBuf::from(r.get::<_, String>(0)?);
+        Ok(Applied {
+            original: Original {
+                path: path.clone(),
+                content: r.get(3)?,
+                value: r.get(4)?,
+            },
+            path,
+            setting: r.get(1)?,
+            name: r.get(2)?,
+            value: r.get(5)?,
+            delta_w: r.get(6)?,
+            ci95_w: r.get(7)?,
+        })
+    })
+    .and_then(Iterator::collect)
+    .map_err(sql(store))
+}
+
+/// Stores every file of `keeps` as it is now (one kept before keeps what was first found),
+/// in one transaction, before anything is written.
+pub fn record(store: &Store, keeps: &[Keep], now_ms: i64) -> Result<(), ApplyError> {
+    let mut found = Vec::new();
+    for k in keeps {
+        for (path, value) in &k.writes {
+            let o = Original::read(path).map_err(|e| ApplyError::Refused(format!("{e:#}")))?;
+            found.push((k, o, value));
+        }
+    }
+    let tx = store.conn().unchecked_transaction().map_err(sql(store))?;
+    for (k, o, value) in found {
+        tx.execute(
+            "INSERT INTO idle_applied (path, setting, name, content, original, value, saving_w,
+                                       saving_ci95_w, applied_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT (path) DO UPDATE SET setting = excluded.setting, name = excluded.name,
+                 value = excluded.value, saving_w = excluded.saving_w,
+                 saving_ci95_w = excluded.saving_ci95_w, applied_ms = excluded.applied_ms",
+            params![
+                o.path.to_string_lossy(),
+                k.setting,
+                k.name,
+                o.content,
+                o.value,
+                value,
+                k.delta_w,
+                k.ci95_w,
+                now_ms
+            ],
+        )
+        .map_err(sql(store))?;
+    }
+    tx.commit().map_err(sql(store))
+}
+
+/// Writes each kept value now. Returns one line per file that could not be written.
+pub fn write_now(keeps: &[Keep], catalogue: &Catalogue) -> Vec<String> {
+    let mut failed = Vec::new();
+    for (path, value) in keeps.iter().flat_map(|k| &k.writes) {
+        if let Err(why) = catalogue.vet_value(path, value) {
+            failed.push(why);
+            continue;
+        }
+        let fs = kernel_fs(path, catalogue.root());
+        if let Err(e) = safe_open::write_setting(path, value.as_bytes(), fs) {
+            failed.push(format!("writing {value:?} to {}: {e}", path.display()));
+        }
+    }
+    failed
+}
+
+/// The path the running system knows `path` by: the configured roots mapped back to `/sys`
+/// and `/proc` (they differ only for a fixture tree).
+fn system_path(path: &Path, root: &SysRoot) -> PathBuf {
+    if let Ok(rel) = path.strip_prefix(&root.sys) {
+        Path::new("/sys").join(rel)
+    } else if let Ok(rel) = path.strip_prefix(&root.proc) {
+        Path::new("/proc").join(rel)
+    } else {
+        path.to_owned()
+    }
+}
+
+/// The tmpfiles.d text for `kept`: only files the catalogue holds with values their
+/// settings take (the rows come from a database), grouped by setting with its saving.
+pub fn file_text(kept: &[Applied], catalogue: &Catalogue, host: &str, now: &str) -> String {
+    let mut text = format!(
+        "{MARK}\n# The power settings `wattson idle --measure` found to save at the wall on {host},\n\
+         # kept {now}. systemd-tmpfiles writes each value at boot (tmpfiles.d(5), type w).\n\
+         # `wattson idle --revert` removes this file and puts back what was found.\n"
+    );
+    let settings: BTreeSet<&str> = kept.iter().map(|a| a.setting.as_str()).collect();
+    for s in settings {
+        let rows: Vec<&Applied> = kept
+            .iter()
+            .filter(|a| a.setting == s)
+            .filter(|a| catalogue.vet_value(&a.path, &a.value).is_ok())
+            .collect();
+        let Some(first) = rows.first() else {
+            continue;
+        };
+        let _ = write!(
+            text,
+            "\n# {}: {:+.2} +/- {:.2} W at the wall\n",
+            first.name, first.delta_w, first.ci95_w
+        );
+        for a in rows {
+            let _ = writeln!(
+                text,
+                "w {} - - - - {}",
+                system_path(&a.path, catalogue.root()).display(),
+                a.value
+            );
+        }
+    }
+    text
+}
+
+/// Writes `text` as `dir/FILE_NAME`: a new file renamed over the old one, mode 0644.
+pub fn write_file(dir: &Path, text: &str) -> Result<PathBuf, ApplyError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let io = |what: String| move |source| ApplyError::Io { what, source };
+    let target = dir.join(FILE_NAME);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".wattson-idle.")
+        .tempfile_in(dir)
+        .map_err(io(format!("creating a file in {}", dir.display())))?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes())
+        .and_then(|()| tmp.as_file().sync_all())
+        .and_then(|()| {
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644))
+        })
+        .map_err(io(format!("writing {}", target.display())))?;
+    tmp.persist(&target)
+        .map_err(|e| e.error)
+        .map_err(io(format!("replacing {}", target.display())))?;
+    Ok(target)
+}
+
+/// Removes `dir/FILE_NAME` when its first line says wattson wrote it. Returns whether there
+/// was one.
+pub fn remove_file(dir: &Path) -> Result<bool, ApplyError> {
+    let target = dir.join(FILE_NAME);
+    let meta = match std::fs::symlink_metadata(&target) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(source) => {
+            return Err(ApplyError::Io {
+                what: format!("reading {}", target.display()),
+                source,
+            });
+        }
+    };
+    let ours = meta.is_file()
+        && std::fs::read_to_string(&target).is_ok_and(|t| t.lines().next() == Some(MARK));
+    if !ours {
+        return Err(ApplyError::Refused(format!(
+            "{} was not written by `wattson idle --apply` (its first line is not {MARK:?}): \
+             left as it is",
+            target.display()
+        )));
+    }
+    std::fs::remove_file(&target).map_err(|source| ApplyError::Io {
+        what: format!("removing {}", target.display()),
+        source,
+    })?;
+    Ok(true)
+}
+
+/// Puts back every file of `settings` (every setting when `None`) as found, checked against
+/// the catalogue, and forgets them. Returns the files put back and one line per refusal or
+/// failure (those rows are kept).
+pub fn put_back(
+    store: &Store,
+    catalogue: &Catalogue,
+    settings: Option<&[String]>,
+) -> Result<(Vec<PathBuf>, Vec<String>), ApplyError> {
+    let (mut done, mut failed) = (Vec::new(), Vec::new());
+    for a in applied(store)? {
+        if settings.is_some_and(|s| !s.contains(&a.setting)) {
+            continue;
+        }
+        let o = &a.original;
+        if let Err(why) = catalogue.vet(&o.path, &o.value, &o.content) {
+            failed.push(format!("refusing to restore: {why}"));
+            continue;
+        }
+        match journal::restore(o, kernel_fs(&o.path, catalogue.root())) {
+            Ok(()) => {
+                store
+                    .conn()
+                    .execute(
+                        "DELETE FROM idle_applied WHERE path = ?1",
+                        [a.path.to_string_lossy()],
+                    )
+                    .map_err(sql(store))?;
+                done.push(a.path);
+            }
+            Err(why) => failed.push(why),
+        }
+    }
+    Ok((done, failed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn effect(id: &str, changed: &str, delta: f64, effect: bool) -> Effect {
+        Effect {
+            run_id: 1,
+            host: "h".into(),
+            candidate: id.into(),
+            name: format!("{id} {changed}"),
+            original: "x".into(),
+            changed: changed.into(),
+            started_ms: 0,
+            ended_ms: 1,
+            baseline_w: 40.0,
+            changed_w: 40.0 + delta,
+            delta_w: delta,
+            delta_ci95_w: 0.4,
+            n: 100,
+            effect,
+            phases: serde_json::Value::Null,
+        }
+    }
+
+    fn setting(kind: SettingKind, dev: &str, current: &str, files: usize) -> Setting {
+        Setting {
+            kind,
+            id: format!("{}:{dev}", kind.as_str()),
+            label: dev.into(),
+            current: current.into(),
+            available: Vec::new(),
+            lower: None,
+            files: (0..files)
+                .map(|i| PathBuf::from(format!("/sys/{dev}/{i}")))
+                .collect(),
+            note: None,
+        }
+    }
+
+    #[test]
+    fn only_settings_that_saved_are_kept_with_the_files_they_have_now() {
+        let effects = [
+            effect("pcie_aspm", "powersave", -3.0, true),
+            effect("nmi_watchdog", "0", -0.1, false),
+            effect("dirty_writeback", "1500", 0.8, true),
+            effect("runtime_pm_usb", "auto", -0.5, true),
+        ];
+        let settings = [
+            setting(SettingKind::PcieAspm, "aspm", "performance", 1),
+            setting(SettingKind::NmiWatchdog, "nmi", "1", 1),
+            // An input device: shown, no files.
+            setting(SettingKind::RuntimePmUsb, "1-1", "on", 0),
+        ];
+        let (keeps, notes) = plan(&effects, &settings, &[]).unwrap();
+        assert_eq!(keeps.len(), 1);
+        assert_eq!(keeps[0].setting, "pcie_aspm");
+        assert_eq!(
+            keeps[0].writes,
+            vec![(PathBuf::from("/sys/aspm/0"), "powersave".to_owned())]
+        );
+        assert!(notes[0].contains("runtime_pm_usb auto") && notes[0].contains("no file"));
+        assert!(matches!(
+            plan(&effects, &settings, &["nmi_watchdog".into()]),
+            Err(ApplyError::NotSaved(_))
+        ));
+        assert!(matches!(
+            plan(&effects[1..3], &settings, &[]),
+            Err(ApplyError::NothingSaved)
+        ));
+    }
+
+    #[test]
+    fn devices_settings_answer_for_their_counters_and_kernel_ones_for_none() {
+        assert_eq!(
+            watched_by(SettingKind::PcieAspm),
+            &[Family::PcieAer, Family::Network]
+        );
+        assert_eq!(watched_by(SettingKind::SataAlpm), &[Family::Disk]);
+        assert!(watched_by(SettingKind::NmiWatchdog).is_empty());
+        let nic = |via_usb| Counter {
+            family: Family::Network,
+            device: "eth0".into(),
+            name: "rx_errors".into(),
+            value: 1,
+            via_usb,
+        };
+        assert!(answers_for(SettingKind::PcieAspm, &nic(Some(false))));
+        assert!(!answers_for(SettingKind::RuntimePmUsb, &nic(Some(false))));
+        assert!(answers_for(SettingKind::RuntimePmUsb, &nic(Some(true))));
+        assert!(!answers_for(SettingKind::PcieAspm, &nic(Some(true))));
+        assert!(answers_for(SettingKind::RuntimePmUsb, &nic(None)));
+    }
+
+    #[test]
+    fn the_file_names_system_paths_and_is_removed_only_when_it_is_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::new(dir.path().join("sys"), dir.path().join("proc"));
+        let policy = root.sys_path("module/pcie_aspm/parameters/policy");
+        std::fs::create_dir_all(policy.parent().unwrap()).unwrap();
+        std::fs::write(&policy, "default [performance] powersave powersupersave\n").unwrap();
+        let catalogue = Catalogue::of(&root);
+        let kept = [Applied {
+            path: policy.clone(),
+            setting: "pcie_aspm".into(),
+            name: "ASPM powersave".into(),
+            original: Original::read(&policy).unwrap(),
+            value: "powersave".into(),
+            delta_w: -3.0,
+            ci95_w: 0.4,
+        }];
+        let text = file_text(&kept, &catalogue, "nas", "2026-12-04 21:00 UTC");
+        assert!(text.starts_with(MARK), "{text}");
+        assert!(
+            text.contains("\nw /sys/module/pcie_aspm/parameters/policy - - - - powersave\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# ASPM powersave: -3.00 +/- 0.40 W"),
+            "{text}"
+        );
+        // A row whose file the catalogue does not hold never reaches the file.
+        let elsewhere = Applied {
+            path: PathBuf::from("/etc/shadow"),
+            ..kept[0].clone()
+        };
+        assert!(!file_text(&[elsewhere], &catalogue, "nas", "now").contains("shadow"));
+        let etc = dir.path().join("tmpfiles.d");
+        std::fs::create_dir(&etc).unwrap();
+        let path = write_file(&etc, &text).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        assert!(remove_file(&etc).unwrap());
+        assert!(!remove_file(&etc).unwrap());
+        std::fs::write(etc.join(FILE_NAME), "w /sys/x - - - - 1\n").unwrap();
+        assert!(matches!(remove_file(&etc), Err(ApplyError::Refused(_))));
+    }
+}
