@@ -85,6 +85,16 @@ pub(super) struct FileConfig {
     pub(super) plug: Vec<FilePlug>,
     #[serde(default)]
     pub(super) services: FileServices,
+    #[serde(default)]
+    pub(super) wakeups: FileWakeups,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileWakeups {
+    pub(super) enabled: Option<bool>,
+    pub(super) interval: Option<Spanned<Written>>,
+    pub(super) top: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

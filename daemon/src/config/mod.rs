@@ -112,6 +112,20 @@ pub struct Config {
     #[serde(rename = "config", skip_serializing_if = "Vec::is_empty")]
     pub manual: Vec<ManualConfig>,
     pub services: ServicesConfig,
+    pub wakeups: WakeupsConfig,
+}
+
+/// Who wakes the CPUs, stored hourly by `wattson run` (`[wakeups]`, see
+/// [`crate::idle::wakeup_hours`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WakeupsConfig {
+    pub enabled: bool,
+    /// The window between two reads of every task's counter (default 60 s).
+    #[serde(serialize_with = "duration::serialize")]
+    pub interval: Duration,
+    /// Services and interrupt lines kept by name per window; the rest are summed as
+    /// `(other)`.
+    pub top: usize,
 }
 
 /// CPU time per systemd service, container, session and machine from cgroup v2
@@ -483,6 +497,11 @@ impl Config {
                 docker_root: PathBuf::from("/var/lib/docker"),
             },
             plugs: Vec::new(),
+            wakeups: WakeupsConfig {
+                enabled: true,
+                interval: Duration::from_secs(60),
+                top: 10,
+            },
         }
     }
 

@@ -15,11 +15,11 @@ use toml::Spanned;
 use super::duration::{Range, Written};
 use super::file::{
     FileConfig, FileCpu, FileHost, FileManual, FilePlug, FilePower, FileServices, FileStorage,
-    FileUps,
+    FileUps, FileWakeups,
 };
 use super::{
     Config, ConfigError, CpuConfig, HostConfig, ManualConfig, PlugConfig, PowerConfig,
-    ServicesConfig, StorageConfig, UpsConfig, line_of,
+    ServicesConfig, StorageConfig, UpsConfig, WakeupsConfig, line_of,
 };
 
 const fn ms(n: u64) -> Duration {
@@ -220,6 +220,7 @@ impl Validator<'_> {
         }
         self.power(file.power, &mut config.power)?;
         self.services(file.services, &mut config.services)?;
+        self.wakeups(file.wakeups, &mut config.wakeups)?;
         for u in file.ups {
             config.ups.push(self.ups(u)?);
         }
@@ -339,6 +340,24 @@ impl Validator<'_> {
         }
         if let Some(d) = sv.docker_root {
             out.docker_root = d;
+        }
+        Ok(())
+    }
+
+    /// `[wakeups]` over the defaults in `out`.
+    fn wakeups(&self, w: FileWakeups, out: &mut WakeupsConfig) -> Result<(), ConfigError> {
+        out.enabled = w.enabled.unwrap_or(true);
+        out.interval = self.duration(
+            w.interval.as_ref(),
+            "wakeups.interval",
+            out.interval,
+            SAMPLING,
+        )?;
+        if let Some(top) = w.top {
+            out.top = usize::try_from(*top.get_ref())
+                .ok()
+                .filter(|t| (1..=100).contains(t))
+                .ok_or_else(|| self.err(top.span(), "wakeups.top", "must be from 1 to 100"))?;
         }
         Ok(())
     }

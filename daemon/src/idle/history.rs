@@ -41,11 +41,13 @@ pub struct IdleInput {
     pub hours: Vec<IdleHour>,
     /// The newest measured effect of each setting on this host.
     pub effects: Vec<Effect>,
+    /// Who woke the CPUs over the window, as `wattson run` stored it.
+    pub wakeups: Option<crate::idle::wakeup_hours::StoredWakeups>,
 }
 
 impl IdleInput {
     pub fn is_empty(&self) -> bool {
-        self.states.is_empty() && self.effects.is_empty()
+        self.states.is_empty() && self.effects.is_empty() && self.wakeups.is_none()
     }
 }
 
@@ -139,6 +141,13 @@ pub fn load(
             .collect(),
         hours,
         effects: crate::idle::store::latest_effects(store, host)?,
+        wakeups: crate::idle::wakeup_hours::load(
+            store,
+            host,
+            from_ms,
+            to_ms,
+            crate::idle::wakeups::TOP,
+        )?,
     })
 }
 

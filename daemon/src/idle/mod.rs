@@ -18,7 +18,9 @@
 //!   applied now and watched against the error counters they can raise) and `--revert`;
 //! - [`store`]: the measured effects in the database, for `wattson idle` and `wattson report`;
 //! - [`wakeups`]: who wakes the CPUs over the sampled window, by service, process and
-//!   interrupt line.
+//!   interrupt line;
+//! - [`wakeup_hours`]: those wake-ups per hour as `wattson run` stores them, read back for
+//!   the report, `/metrics` and `wattson idle`.
 //!
 //! Units: shares 0..1 (printed as %), watts (W), UTC milliseconds.
 
@@ -31,4 +33,5 @@ pub mod journal;
 pub mod measure;
 pub mod persist;
 pub mod store;
+pub mod wakeup_hours;
 pub mod wakeups;

@@ -65,6 +65,9 @@ pub struct IdleReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hours_shallow: Option<HoursGroup>,
     pub settings: Vec<IdleSetting>,
+    /// Who woke the CPUs over the window (`[wakeups]`, stored hourly by `wattson run`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wakeups: Option<crate::idle::wakeup_hours::StoredWakeups>,
     pub notes: Vec<String>,
 }
 
@@ -131,6 +134,7 @@ pub fn build(
         hours_deep,
         hours_shallow,
         settings,
+        wakeups: input.wakeups.clone(),
         notes,
     })
 }
@@ -205,7 +209,37 @@ pub fn lines(r: &IdleReport, currency: &str) -> Vec<String> {
             ));
         }
     }
+    if let Some(w) = &r.wakeups {
+        out.extend(wakeup_lines(w));
+    }
     out.extend(r.notes.iter().cloned());
+    out
+}
+
+/// "Who woke the CPUs": the services and the interrupt lines, each with its share.
+fn wakeup_lines(w: &crate::idle::wakeup_hours::StoredWakeups) -> Vec<String> {
+    let list = |rates: &[crate::idle::wakeup_hours::Rate]| {
+        rates
+            .iter()
+            .map(|r| format!("{} {:.1} %", r.name, r.share * 100.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = vec![format!(
+        "who woke the CPUs (sampled over {:.1} h of the window): {:.0} task wake-ups/s by \
+         service: {}",
+        w.seconds / 3600.0,
+        w.task_wakeups_per_s,
+        list(&w.by_service)
+    )];
+    if !w.interrupts.is_empty() {
+        out.push(format!(
+            "interrupts: {:.0}/s by line: {} (a timer interrupt that wakes a task is counted \
+             in both)",
+            w.interrupts_per_s,
+            list(&w.interrupts)
+        ));
+    }
     out
 }
 
@@ -256,6 +290,7 @@ mod tests {
                 hour(3, 90.0, 0.0, 0.8),
             ],
             effects: vec![effect("ASPM powersave", -3.0, 0.4), effect("NMI", 0.1, 0.4)],
+            wakeups: None,
         };
         let tariff = Tariff::new(
             "GBP",

@@ -494,6 +494,7 @@ async fn serve(
         })
     });
     let resident = crate::runtime::resident::spawn(cancel.child_token());
+    let wakeups = super::wakeups::spawn(config, store.clone(), cancel.child_token());
     let deadline = async {
         match opts.duration {
             Some(d) => tokio::time::sleep(d).await,
@@ -515,6 +516,9 @@ async fn serve(
         let _ = t.await;
     }
     let _ = resident.await;
+    if let Some(w) = wakeups {
+        let _ = w.await;
+    }
     // The feed stops (and joins) here; a query still running finishes on the store's own
     // thread first, so run it off the runtime.
     if let Some(f) = feed {

@@ -151,6 +151,7 @@ pub fn spawn(
         regression: (None, None),
         last_energy: None,
         services: (None, ServiceStates::default()),
+        wakeups: (None, None),
         priced: None,
     };
     let routine = store.add_routine(Box::new(feed), UNASKED_PERIOD)?;
@@ -175,6 +176,11 @@ struct Feed {
     regression: (Option<Instant>, Option<crate::sweep::regression::Check>),
     last_energy: Option<f64>,
     services: (Option<Instant>, ServiceStates),
+    /// Who woke the CPUs over the last two hours, when last read.
+    wakeups: (
+        Option<Instant>,
+        Option<crate::idle::wakeup_hours::StoredWakeups>,
+    ),
     /// The tariff with the database's price series, and their revision: reloaded (and the
     /// running total recounted) when an import or the live price changes them.
     priced: Option<((i64, i64), Tariff)>,
@@ -236,6 +242,30 @@ impl Routine for Feed {
             let t = with_series(s, base, &mut self.priced, &mut self.running).clone();
             self.services = (Some(Instant::now()), service_states(s, &self.host, &t));
         }
+        let every = if self.wakeups.1.is_some() {
+            REGRESSION_EVERY
+        } else {
+            PROJECTION_RETRY
+        };
+        if self.wakeups.0.is_none_or(|at| at.elapsed() >= every) {
+            let to = crate::store::floor_to(
+                chrono::Utc::now().timestamp_millis(),
+                crate::store::HOUR_MS,
+            ) + crate::store::HOUR_MS;
+            let w = crate::idle::wakeup_hours::load(
+                s,
+                &self.host,
+                to - 2 * crate::store::HOUR_MS,
+                to,
+                crate::idle::wakeups::TOP,
+            )
+            .unwrap_or_else(|e| {
+                tracing::debug!("wake-ups for /metrics: {e}");
+                None
+            });
+            self.wakeups = (Some(Instant::now()), w);
+        }
+        extras.wakeups.clone_from(&self.wakeups.1);
         extras.services.clone_from(&self.services.1.0);
         extras.wattson_itself.clone_from(&self.services.1.1);
         live_figures(

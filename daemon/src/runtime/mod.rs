@@ -1,5 +1,6 @@
 //! The daemon's moving parts: the sampling thread (which fills [`crate::live`]), the control
-//! socket, the ledger feed, and the lifecycle that starts the outputs.
+//! socket, the ledger feed, who wakes the CPUs (`wakeups`), and the lifecycle that starts
+//! the outputs.
 
 pub mod control;
 pub mod daemon;
@@ -11,4 +12,5 @@ pub mod resident;
 pub mod sampler;
 pub mod services_sink;
 pub mod signals;
+pub mod wakeups;
 pub mod wiring;

@@ -56,3 +56,4 @@ mod sources;
 mod storage_faults;
 mod sweep;
 mod tariff;
+mod wakeups_stored;

@@ -69,6 +69,7 @@ fn extras() -> wattson::publish::mqtt::publisher::Extras {
         idle_regression: None,
         services: Vec::new(),
         wattson_itself: None,
+        wakeups: None,
     })
     .1
 }

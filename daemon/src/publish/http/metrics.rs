@@ -24,6 +24,7 @@
 //! | `readings_rejected_total{host,source,reason}` | counter | readings refused as implausible since the daemon started |
 //! | `idle_regression_detected{host,config}`, `idle_regression_delta_watts{host,config}` | gauge | the latest idle-power regression check |
 //! | `service_cpu_share_ratio`, `service_estimated_power_watts`, `service_estimated_power_ci95_watts` `{host,kind,group}`, `service_estimated_annual_cost{host,kind,group,currency}` | gauge | what each service costs over the last 7 days (estimates: the sweep fit's dynamic power shared by busy CPU time), the costliest groups and wattson itself (`kind="self"`) |
+//! | `wakeups_per_second{host,kind,name}` | gauge | who woke the CPUs over the stored hours of the last two (`[wakeups]`): `kind="task"` per service (group label), `kind="interrupt"` per interrupt line, the top ten of each and `(other)` |
 //! | `healthy{host,part}` | gauge | 1 while `sampler` / `store` do their job (as `/healthz`) |
 //! | `build_info{host,version}` | gauge | always 1 |
 //!
@@ -144,6 +145,7 @@ fn registry(s: &Snapshot) -> Registry {
     ledger_families(&mut f, s);
     cpu_families(&mut f, s);
     service_families(&mut f, s);
+    wakeup_families(&mut f, s);
     health_families(&mut f, s);
     f.gauge(
         "build_info",
@@ -404,6 +406,38 @@ fn service_families(f: &mut Families<'_>, s: &Snapshot) {
         "A year of service_estimated_power_watts at the tariff (an estimate)",
         None,
         priced,
+    );
+}
+
+/// Who woke the CPUs over the stored hours of the last two: the services (and other
+/// groups) whose tasks woke most, and the interrupt lines that fired most (bounded: at most
+/// [`crate::idle::wakeups::TOP`] of each, plus `(other)`).
+fn wakeup_families(f: &mut Families<'_>, s: &Snapshot) {
+    let Some(w) = &s.extras.wakeups else {
+        return;
+    };
+    let series = |kind: &str, rates: &[crate::idle::wakeup_hours::Rate]| {
+        rates
+            .iter()
+            .map(|r| {
+                (
+                    vec![
+                        ("host", s.host.clone()),
+                        ("kind", kind.to_owned()),
+                        ("name", r.name.clone()),
+                    ],
+                    r.per_s,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut all = series("task", &w.by_service);
+    all.extend(series("interrupt", &w.interrupts));
+    f.gauge(
+        "wakeups",
+        "Wake-ups per second over the stored hours of the last two: kind task, the times the tasks of a service (or container, session, machine) were given a CPU (schedstat); kind interrupt, an interrupt line's interrupts; (other): the rest. Tasks and interrupts overlap and are never added",
+        Some("per_second"),
+        all,
     );
 }
 

@@ -109,6 +109,9 @@ pub struct StateExtras {
     /// [`crate::services::render::MQTT_GROUPS`]), and wattson itself: estimates.
     pub services: Vec<ServiceState>,
     pub wattson_itself: Option<ServiceState>,
+    /// Who woke the CPUs over the stored hours of the last two (for `/metrics`); `None`
+    /// until a window is stored.
+    pub wakeups: Option<crate::idle::wakeup_hours::StoredWakeups>,
 }
 
 /// One group of what each service costs, as published: estimates over the last 7 days

@@ -40,6 +40,7 @@ fn extras() -> StateExtras {
         idle_regression: None,
         services: Vec::new(),
         wattson_itself: None,
+        wakeups: None,
     }
 }
 
