@@ -12,6 +12,17 @@ pub fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
     crate::config::parse_duration(s)
 }
 
+/// clap value parser for a duration that may be 0 (`0`, `0s`: "not at all"), such as
+/// `wattson idle --sample` and `--watch`.
+pub fn parse_duration_or_zero(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    if !digits.is_empty() && digits.bytes().all(|b| b == b'0' || b == b'.') {
+        return Ok(std::time::Duration::ZERO);
+    }
+    parse_duration_arg(s)
+}
+
 /// clap value parser for a quantity that is 0 or more (watts, seconds, money, g CO2/kWh).
 /// Options that take one also take values starting with `-`, so `-5` reaches this check
 /// instead of being mistaken for an option.
@@ -63,5 +74,17 @@ mod tests {
         assert!(parse_count("two").unwrap_err().contains("whole number"));
         assert!(parse_duration_arg("-5s").unwrap_err().contains("negative"));
         assert!(parse_number("nan").is_err());
+        for zero in ["0", "0s", "0.0min"] {
+            assert_eq!(
+                parse_duration_or_zero(zero).unwrap(),
+                std::time::Duration::ZERO
+            );
+        }
+        assert_eq!(
+            parse_duration_or_zero("2s").unwrap(),
+            std::time::Duration::from_secs(2)
+        );
+        assert!(parse_duration_or_zero("-1s").is_err());
+        assert!(parse_duration_or_zero("s").is_err());
     }
 }

@@ -22,7 +22,7 @@ pub struct IdleArgs {
         long,
         value_name = "DURATION",
         default_value = "5s",
-        value_parser = crate::parse::parse_duration_arg,
+        value_parser = crate::parse::parse_duration_or_zero,
         allow_hyphen_values = true
     )]
     pub sample: Duration,
@@ -65,7 +65,7 @@ pub struct IdleArgs {
         long,
         value_name = "DURATION",
         default_value = "10m",
-        value_parser = crate::parse::parse_duration_arg,
+        value_parser = crate::parse::parse_duration_or_zero,
         allow_hyphen_values = true,
         requires = "apply"
     )]

@@ -129,6 +129,8 @@ pub struct IdleReport {
     /// package reached PC6 or deeper, and those in which it did not, with the wall draw.
     pub hours_deep: Option<super::history::HoursGroup>,
     pub hours_shallow: Option<super::history::HoursGroup>,
+    /// Idle now against the best idle seen in that history, and what explains the gap.
+    pub gap: Option<super::gap::Gap>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -316,15 +318,20 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration, top: usi
     let measured = store
         .and_then(|s| super::store::latest_effects(s, &config.host.name).ok())
         .unwrap_or_default();
-    let (hours_deep, hours_shallow) = store
-        .and_then(|s| {
-            let primary = crate::ledger::PrimaryPower::from_config(config);
-            let wall =
-                crate::ledger::energy::wall_power_source(s, &config.host.name, &primary).ok()?;
-            let from_ms = to_ms - 30 * 24 * HOUR_MS;
-            super::history::load(s, &config.host.name, wall.as_ref(), from_ms, to_ms).ok()
-        })
+    let history = store.and_then(|s| {
+        let primary = crate::ledger::PrimaryPower::from_config(config);
+        let wall = crate::ledger::energy::wall_power_source(s, &config.host.name, &primary).ok()?;
+        let from_ms = to_ms - 30 * 24 * HOUR_MS;
+        super::history::load(s, &config.host.name, wall.as_ref(), from_ms, to_ms).ok()
+    });
+    let (hours_deep, hours_shallow) = history
+        .as_ref()
         .map_or((None, None), |i| super::history::hour_groups(&i.hours));
+    let gap = history.as_ref().and_then(|i| {
+        let tariff = crate::ledger::costs::tariff(&config.tariff).ok()?;
+        let today = chrono::Local::now().date_naive();
+        super::gap::explain(&i.idle_wall, &measured, &all, &tariff, today)
+    });
     let mut report = IdleReport {
         host: config.host.name.clone(),
         window,
@@ -338,6 +345,7 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration, top: usi
         measured,
         hours_deep,
         hours_shallow,
+        gap,
     };
     report.findings = findings(&report);
     report

@@ -43,6 +43,9 @@ pub struct IdleInput {
     pub effects: Vec<Effect>,
     /// Who woke the CPUs over the window, as `wattson run` stored it.
     pub wakeups: Option<crate::idle::wakeup_hours::StoredWakeups>,
+    /// Every idle hour (CPU under [`IDLE_BUSY`]) with a wall reading, package states or
+    /// not: `(start UTC ms, mean W)`, oldest first.
+    pub idle_wall: Vec<(i64, f64)>,
 }
 
 impl IdleInput {
@@ -134,7 +137,13 @@ pub fn load(
             })
             .collect()
     };
+    let idle_wall = wall
+        .iter()
+        .filter(|(h, _)| busy.get(*h).is_some_and(|b| *b < IDLE_BUSY))
+        .map(|(h, w)| (*h, *w))
+        .collect();
     Ok(IdleInput {
+        idle_wall,
         states: states
             .into_iter()
             .map(|(s, share, _)| (s.name().to_owned(), share))

@@ -28,6 +28,7 @@ pub mod apply;
 pub mod candidates;
 pub mod configs;
 pub mod explain;
+pub mod gap;
 pub mod history;
 pub mod journal;
 pub mod measure;

@@ -291,6 +291,7 @@ mod tests {
             ],
             effects: vec![effect("ASPM powersave", -3.0, 0.4), effect("NMI", 0.1, 0.4)],
             wakeups: None,
+            idle_wall: Vec::new(),
         };
         let tariff = Tariff::new(
             "GBP",

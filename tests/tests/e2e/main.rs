@@ -38,6 +38,7 @@ mod http;
 mod http_hostile;
 mod idle;
 mod idle_apply;
+mod idle_gap;
 mod ledger;
 mod lifecycle;
 mod live_page;

@@ -109,6 +109,21 @@ pub fn render(r: &IdleReport, config: &Config) -> String {
             let _ = writeln!(out, "  {}", effect_line(e, config));
         }
     }
+    if let Some(g) = &r.gap {
+        let _ = writeln!(
+            out,
+            "\nThe gap: idle now against the best idle seen (30 days)"
+        );
+        for line in crate::idle::gap::lines(g, &config.tariff.currency) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    render_next(&mut out, r);
+    out
+}
+
+/// What to do next: measure what the settings save, or nothing left to change.
+fn render_next(out: &mut String, r: &IdleReport) {
     if r.candidates.is_empty() {
         let _ = writeln!(
             out,
@@ -128,7 +143,6 @@ pub fn render(r: &IdleReport, config: &Config) -> String {
             ids[0]
         );
     }
-    out
 }
 
 /// "Who wakes the CPUs": the ranked services, processes and interrupt lines, and where the

@@ -1,0 +1,276 @@
+//! The gap, explained: idle as measured now (the newest idle hour at the wall) against the
+//! best idle seen (the lowest idle hour of the history), and that gap assigned to named
+//! causes with watts and money: each setting `wattson idle --measure` found to save that is
+//! not in effect now, at its measured saving and interval. What the causes do not cover is
+//! shown as unexplained; causes that add to more than the gap say that they overlap or that
+//! the best hour differed in more than these settings.
+//!
+//! An hour is idle when the CPU's mean busy share was under [`super::history::IDLE_BUSY`].
+//! Units: W, the tariff's currency, UTC ms.
+
+use serde::Serialize;
+use wattson_collectors::idle::settings::Setting;
+
+use super::candidates::kind_of;
+use super::store::Effect;
+use crate::analysis::cost::annual_cost;
+use crate::analysis::tariff::Tariff;
+
+/// One idle hour: its start, UTC ms, and its mean wall power, W.
+pub type IdleHourWatts = (i64, f64);
+
+/// One named cause of the gap.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cause {
+    /// `ASPM powersave`.
+    pub name: String,
+    /// Why it counts, in words.
+    pub why: String,
+    pub watts: f64,
+    pub watts_ci95: f64,
+    pub annual_cost: f64,
+}
+
+/// The gap and its causes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Gap {
+    pub now_watts: f64,
+    /// Start of the newest idle hour (RFC 3339, UTC).
+    pub now_hour: String,
+    pub best_watts: f64,
+    pub best_hour: String,
+    pub gap_watts: f64,
+    pub gap_annual_cost: f64,
+    pub causes: Vec<Cause>,
+    pub explained_watts: f64,
+    /// The gap less the causes (negative where they add to more than it).
+    pub unexplained_watts: f64,
+    /// Of the gap, 0..1 (1 where the causes cover it all).
+    pub explained_share: f64,
+    pub notes: Vec<String>,
+}
+
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_default()
+}
+
+/// Whether `e`'s measured value is in effect now: every file of its kind reads it.
+fn in_effect(e: &Effect, settings: &[Setting]) -> bool {
+    let Some(kind) = kind_of(&e.candidate) else {
+        return false;
+    };
+    let of_kind: Vec<&Setting> = settings
+        .iter()
+        .filter(|s| s.kind == kind && !s.files.is_empty())
+        .collect();
+    !of_kind.is_empty() && of_kind.iter().all(|s| s.current == e.changed)
+}
+
+/// The gap between the newest and the lowest of `idle_hours` (hours at the wall, in any
+/// order), with the measured savings of `effects` not in effect in `settings` as causes;
+/// `None` without two idle hours.
+pub fn explain(
+    idle_hours: &[IdleHourWatts],
+    effects: &[Effect],
+    settings: &[Setting],
+    tariff: &Tariff,
+    reference: chrono::NaiveDate,
+) -> Option<Gap> {
+    if idle_hours.len() < 2 {
+        return None;
+    }
+    let now = *idle_hours.iter().max_by_key(|h| h.0)?;
+    let best = *idle_hours.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
+    let money = |w: f64| annual_cost(w, None, tariff, reference).map_or(0.0, |y| y.cost);
+    let causes: Vec<Cause> = effects
+        .iter()
+        .filter(|e| e.effect && e.delta_w < 0.0 && !in_effect(e, settings))
+        .map(|e| {
+            let found: Vec<&str> = settings
+                .iter()
+                .filter(|s| kind_of(&e.candidate) == Some(s.kind) && !s.files.is_empty())
+                .map(|s| s.current.as_str())
+                .collect();
+            let mut now_values = found.clone();
+            now_values.dedup();
+            Cause {
+                name: e.name.clone(),
+                why: format!(
+                    "measured to save {:.2} +/- {:.2} W; it is {} now, not {}",
+                    -e.delta_w,
+                    e.delta_ci95_w,
+                    if now_values.is_empty() {
+                        "absent".to_owned()
+                    } else {
+                        now_values.join("/")
+                    },
+                    e.changed
+                ),
+                watts: -e.delta_w,
+                watts_ci95: e.delta_ci95_w,
+                annual_cost: money(-e.delta_w),
+            }
+        })
+        .collect();
+    let gap_watts = (now.1 - best.1).max(0.0);
+    let explained: f64 = causes.iter().map(|c| c.watts).sum();
+    let mut notes = Vec::new();
+    if explained > gap_watts + causes.iter().map(|c| c.watts_ci95).sum::<f64>() {
+        notes.push(
+            "the causes add to more than the gap: they overlap (a deeper package state needs \
+             several of them at once), or the best hour differed in more than these settings"
+                .to_owned(),
+        );
+    }
+    if now.0 == best.0 {
+        notes.push("the newest idle hour is the best seen: there is no gap".to_owned());
+    }
+    Some(Gap {
+        now_watts: now.1,
+        now_hour: rfc3339(now.0),
+        best_watts: best.1,
+        best_hour: rfc3339(best.0),
+        gap_watts,
+        gap_annual_cost: money(gap_watts),
+        explained_watts: explained,
+        unexplained_watts: gap_watts - explained,
+        explained_share: if gap_watts > 0.0 {
+            (explained / gap_watts).min(1.0)
+        } else {
+            1.0
+        },
+        causes,
+        notes,
+    })
+}
+
+/// The gap in lines, for `wattson idle` and the report.
+pub fn lines(g: &Gap, currency: &str) -> Vec<String> {
+    use crate::analysis::cost::format_money;
+    let mut out = vec![format!(
+        "idle now {:.1} W (the hour from {}) against the best idle seen {:.1} W (the hour from \
+         {}): {:.1} W more, {} a year",
+        g.now_watts,
+        g.now_hour,
+        g.best_watts,
+        g.best_hour,
+        g.gap_watts,
+        format_money(g.gap_annual_cost, currency)
+    )];
+    for c in &g.causes {
+        out.push(format!(
+            "  {}: {:.1} +/- {:.1} W, {} a year ({})",
+            c.name,
+            c.watts,
+            c.watts_ci95,
+            format_money(c.annual_cost, currency),
+            c.why
+        ));
+    }
+    out.push(if g.unexplained_watts >= 0.0 {
+        format!(
+            "  unexplained: {:.1} W ({:.0} % of the gap explained by the causes above)",
+            g.unexplained_watts,
+            g.explained_share * 100.0
+        )
+    } else {
+        format!(
+            "  the causes above add to {:.1} W more than the gap",
+            -g.unexplained_watts
+        )
+    });
+    out.extend(g.notes.iter().map(|n| format!("  {n}")));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use wattson_collectors::idle::settings::SettingKind;
+
+    fn effect(id: &str, changed: &str, delta: f64) -> Effect {
+        Effect {
+            run_id: 1,
+            host: "h".into(),
+            candidate: id.into(),
+            name: format!("{id} {changed}"),
+            original: "x".into(),
+            changed: changed.into(),
+            started_ms: 0,
+            ended_ms: 1,
+            baseline_w: 40.0,
+            changed_w: 40.0 + delta,
+            delta_w: delta,
+            delta_ci95_w: 0.3,
+            n: 100,
+            effect: true,
+            phases: serde_json::Value::Null,
+        }
+    }
+
+    fn setting(kind: SettingKind, current: &str) -> Setting {
+        Setting {
+            kind,
+            id: kind.as_str().into(),
+            label: String::new(),
+            current: current.into(),
+            available: Vec::new(),
+            lower: None,
+            files: vec![PathBuf::from("/sys/x")],
+            note: None,
+        }
+    }
+
+    fn tariff() -> Tariff {
+        Tariff::new(
+            "GBP",
+            0.0,
+            vec![crate::analysis::tariff::TariffChange {
+                effective_from: chrono::NaiveDate::MIN,
+                price_per_kwh: 0.30,
+                periods: vec![],
+            }],
+            crate::zone::Zone::UTC,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn settings_measured_to_save_and_not_in_effect_explain_the_gap() {
+        let hours = [(0, 35.5), (3_600_000, 40.1), (7_200_000, 40.0)];
+        let effects = [
+            effect("pcie_aspm", "powersave", -3.0),
+            effect("sata_alpm", "med_power_with_dipm", -1.5),
+        ];
+        let found = [
+            setting(SettingKind::PcieAspm, "performance"),
+            setting(SettingKind::SataAlpm, "max_performance"),
+        ];
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+        let g = explain(&hours, &effects, &found, &tariff(), day).unwrap();
+        assert!((g.gap_watts - 4.5).abs() < 1e-9, "{g:?}");
+        assert_eq!(g.causes.len(), 2);
+        assert!((g.explained_share - 1.0).abs() < 1e-9);
+        assert!(
+            (g.causes[0].annual_cost - 3.0 * 8.76 * 0.30).abs() < 0.01,
+            "{g:?}"
+        );
+        // ASPM in effect: only SATA is a cause; 3 W unexplained.
+        let applied = [
+            setting(SettingKind::PcieAspm, "powersave"),
+            setting(SettingKind::SataAlpm, "max_performance"),
+        ];
+        let g = explain(&hours, &effects, &applied, &tariff(), day).unwrap();
+        assert_eq!(g.causes.len(), 1);
+        assert!((g.unexplained_watts - 3.0).abs() < 1e-9, "{g:?}");
+        let text = lines(&g, "GBP").join("\n");
+        assert!(
+            text.contains("unexplained: 3.0 W (33 % of the gap"),
+            "{text}"
+        );
+        assert!(explain(&hours[..1], &effects, &found, &tariff(), day).is_none());
+    }
+}
