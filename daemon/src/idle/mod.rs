@@ -19,6 +19,8 @@
 //! - [`store`]: the measured effects in the database, for `wattson idle` and `wattson report`;
 //! - [`wakeups`]: who wakes the CPUs over the sampled window, by service, process and
 //!   interrupt line;
+//! - [`gap`]: idle now against the best idle seen, assigned to the measured settings not in
+//!   effect;
 //! - [`wakeup_hours`]: those wake-ups per hour as `wattson run` stores them, read back for
 //!   the report, `/metrics` and `wattson idle`.
 //!
