@@ -41,10 +41,17 @@
 //! sampling passes and [`protocol::WRITE_TIMEOUT`] to take each line: a client that falls
 //! behind is dropped (and the daemon logs it), never waited for, so sampling and storing go
 //! on. Nothing received changes a setting: there is no request for it.
+//!
+//! **The modules.** [`protocol`] is the contract both sides speak; [`client`] and [`meter`]
+//! are the commands' side (a client of the socket, and the meter reached through it or
+//! opened directly); [`server`] is the daemon's side (bind, accept, serve each connection,
+//! check and store a sweep). The daemon's lifecycle starts the server
+//! (`runtime::daemon`), so this module stays below `runtime`.
 
 pub mod client;
 pub mod meter;
 pub mod protocol;
+pub mod server;
 
 pub use client::{Client, ControlError, Located, locate};
 pub use meter::{DaemonMeter, LinkedMeter, MeterLink, MeterPath, open_meter};

@@ -421,16 +421,16 @@ fn start_control(
     sources: &[SourceId],
     http: Option<std::net::SocketAddr>,
     cancel: &CancellationToken,
-) -> Option<super::control::ControlHandle> {
+) -> Option<crate::control::server::ControlHandle> {
     let _in_runtime = rt.enter();
-    let ctx = super::control::ControlContext {
+    let ctx = crate::control::server::ControlContext {
         config: config.clone(),
         live: live.clone(),
         store: store.clone(),
         sources: sources.to_vec(),
         http,
     };
-    super::control::start(ctx, cancel.child_token())
+    crate::control::server::start(ctx, cancel.child_token())
         .map_err(|e| tracing::error!("{}", wattson_collectors::ErrorChain(&e)))
         .ok()
 }

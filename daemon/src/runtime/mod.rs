@@ -1,8 +1,7 @@
-//! The daemon's moving parts: the sampling thread (which fills [`crate::live`]), the control
-//! socket, the ledger feed, who wakes the CPUs (`wakeups`), and the lifecycle that starts
-//! the outputs.
+//! The daemon's moving parts: the sampling thread (which fills [`crate::live`]), the ledger
+//! feed, who wakes the CPUs (`wakeups`), and the lifecycle that starts the outputs and the
+//! control socket's server ([`crate::control::server`]).
 
-pub mod control;
 pub mod daemon;
 pub mod ledger_feed;
 pub mod notify;

@@ -302,7 +302,7 @@ impl Connection {
         self.subscription = Some(Subscription {
             source: source.clone(),
             rx: ctx.live.feed().subscribe(),
-            since_ms: crate::runtime::sampler::now_ms(),
+            since_ms: wattson_collectors::now_ms(),
             interval,
             delivered: VecDeque::new(),
         });

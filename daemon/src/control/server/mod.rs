@@ -1,6 +1,8 @@
 //! The daemon's side of the control socket ([`crate::control`] describes the protocol):
 //! bind `<database>.sock` (mode 0660), accept at most [`MAX_CLIENTS`] connections, serve
-//! each on a task of the daemon's runtime, and remove the socket on the way out.
+//! each on a task of the daemon's runtime, and remove the socket on the way out. The
+//! daemon's lifecycle (`runtime::daemon`) starts it with what it serves from
+//! ([`ControlContext`]).
 //!
 //! The sampler hands each pass to the live view's [`SampleFeed`](crate::live::feed::SampleFeed)
 //! (a bounded broadcast: it never waits for a subscriber); a connection that falls
@@ -133,7 +135,7 @@ pub fn start(
     let shared = Arc::new(Shared {
         ctx,
         permits: Arc::new(Semaphore::new(MAX_CLIENTS)),
-        started_ms: crate::runtime::sampler::now_ms(),
+        started_ms: wattson_collectors::now_ms(),
     });
     tracing::info!(
         "control socket {}: sweeps, status and idle --measure reach the meter through it",

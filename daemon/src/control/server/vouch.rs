@@ -68,7 +68,7 @@ pub(super) fn check(
     let slack = sub
         .interval
         .map_or(2000, |i| 2 * i.as_millis() as i64 + 1000);
-    let now = crate::runtime::sampler::now_ms();
+    let now = wattson_collectors::now_ms();
     if record.started_ms > record.ended_ms {
         return Err("the sweep ends before it starts".into());
     }
