@@ -12,12 +12,12 @@ use std::hint::black_box;
 
 use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 use criterion::{Criterion, criterion_group, criterion_main};
-use wattson::analysis::tariff::{Period, Tariff};
 use wattson::config::ManualConfig;
 use wattson::report::{
     self, ConfigInput, ConfigKind, ConfigStatus, FitInput, Format, LevelInput, MeasuredInput,
     ReportInput, ReportOptions,
 };
+use wattson::tariff::{Period, Tariff};
 
 const HOUR_MS: i64 = 3_600_000;
 

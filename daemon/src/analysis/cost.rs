@@ -13,7 +13,7 @@ use chrono::{DateTime, NaiveDate};
 use serde::Serialize;
 use thiserror::Error;
 
-use super::tariff::{PriceSource, Tariff, TariffError};
+use crate::tariff::{PriceSource, Tariff, TariffError};
 
 /// Why a cost cannot be computed.
 #[derive(Debug, Error, Clone, PartialEq)]

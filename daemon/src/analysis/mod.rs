@@ -2,9 +2,8 @@
 //!
 //! - [`stats`]: means, standard deviations, t quantiles and confidence intervals (watts).
 //! - [`fit`]: watts against loops or utilisation, and plain-words non-linearity checks.
-//! - [`tariff`]: electricity prices by local time of day and date.
-//! - [`price_series`]: price and carbon-intensity slots (imported series, the live price).
-//! - [`cost`]: energy and annual running cost, comparisons, payback, money formatting.
+//! - [`cost`]: energy and annual running cost (priced by a [`crate::tariff::Tariff`]),
+//!   comparisons, payback, money formatting.
 //! - [`gpu_idle`]: GPU samples classified busy / idle with a resident process / idle bare.
 //! - [`candidate`]: a candidate machine's power curve (watts against its share of maximum
 //!   throughput).
@@ -15,6 +14,4 @@ pub mod cost;
 pub mod fit;
 pub mod gpu_idle;
 pub mod modes;
-pub mod price_series;
 pub mod stats;
-pub mod tariff;

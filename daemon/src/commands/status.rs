@@ -181,7 +181,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
                 .map(|r| r.source.clone())
                 .min()
         });
-    let tariff = crate::tariff::tariff_with_series(&config.tariff, &store, now_ms)?;
+    let tariff = crate::ledger::costs::tariff_with_series(&config.tariff, &store, now_ms)?;
     let price = Some(price_now(&tariff, wall.as_ref(), &readings, now_ms)?);
     let (cost, counter_today) = match wall {
         Some(source) => {
@@ -203,7 +203,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     let wattson_cost = {
         use crate::store::{DAY_MS, HOUR_MS, floor_to};
         let to = floor_to(now_ms, HOUR_MS) + HOUR_MS;
-        let tariff = crate::tariff::tariff_with_series(&config.tariff, &store, now_ms)?;
+        let tariff = crate::ledger::costs::tariff_with_series(&config.tariff, &store, now_ms)?;
         crate::services::estimate(&store, &host, &tariff, to - 7 * DAY_MS, to)?
     };
     let status = Status {
@@ -267,7 +267,7 @@ fn stored_readings(
 /// The price in force now, where it comes from and until when, and what the `wall` source's
 /// power costs at it.
 fn price_now(
-    tariff: &crate::analysis::tariff::Tariff,
+    tariff: &crate::tariff::Tariff,
     wall: Option<&SourceId>,
     readings: &[Reading],
     now_ms: i64,
@@ -279,15 +279,13 @@ fn price_now(
             .find(|r| r.source == *w && r.metric == Metric::Power.as_str() && r.channel.is_empty())
             .map(|r| r.value)
     });
-    let live = from != crate::analysis::tariff::PriceSource::Configured
+    let live = from != crate::tariff::PriceSource::Configured
         && tariff.source_name(from) == crate::tariff::store::LIVE_SOURCE;
     Ok(PriceNow {
         price_per_kwh: p,
         currency: tariff.currency().to_owned(),
         source: tariff.source_name(from),
-        until_ms: (!live
-            && until < i64::MAX / 2
-            && from != crate::analysis::tariff::PriceSource::Configured)
+        until_ms: (!live && until < i64::MAX / 2 && from != crate::tariff::PriceSource::Configured)
             .then_some(until),
         cost_per_hour: watts.map(|w| w / 1000.0 * p),
         watts,

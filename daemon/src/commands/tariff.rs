@@ -16,10 +16,10 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use serde::Serialize;
 
-use crate::analysis::price_series::Slot;
 use crate::cli::{ImportArgs, ListArgs, TariffCommand};
 use crate::store::Store;
 use crate::tariff::import::{self, MAX_FILE_BYTES, Parsed};
+use crate::tariff::series::Slot;
 use crate::tariff::store::{self as prices, Kind, NewSeries, ReplaceCount};
 
 /// What an import did, as printed.

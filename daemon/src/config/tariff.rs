@@ -241,7 +241,7 @@ impl Validator<'_> {
             })
             .collect::<Result<_, _>>()?;
         // The tariff's own rule (Tariff::new refuses the same), said here with its line.
-        let window = |p: &PeriodConfig| crate::analysis::tariff::Period {
+        let window = |p: &PeriodConfig| crate::tariff::Period {
             start: p.start,
             end: p.end,
             price_per_kwh: p.price_per_kwh,

@@ -14,7 +14,7 @@ use wattson_collectors::idle::settings::Setting;
 use super::candidates::kind_of;
 use super::store::Effect;
 use crate::analysis::cost::annual_cost;
-use crate::analysis::tariff::Tariff;
+use crate::tariff::Tariff;
 
 /// One idle hour: its start, UTC ms, and its mean wall power, W.
 pub type IdleHourWatts = (i64, f64);
@@ -228,7 +228,7 @@ mod tests {
         Tariff::new(
             "GBP",
             0.0,
-            vec![crate::analysis::tariff::TariffChange {
+            vec![crate::tariff::TariffChange {
                 effective_from: chrono::NaiveDate::MIN,
                 price_per_kwh: 0.30,
                 periods: vec![],

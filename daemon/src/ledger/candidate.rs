@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::annual::{self, Annual};
 use crate::analysis::candidate::Curve;
 use crate::analysis::cost::{CostError, HOURS_PER_YEAR, cost_of_energy};
-use crate::analysis::tariff::Tariff;
+use crate::tariff::Tariff;
 
 const MS_PER_HOUR: f64 = 3_600_000.0;
 /// A required load this far above 100 % is still carried (rounding of busy shares).

@@ -1,6 +1,6 @@
-//! Money from the ledger's energy: the configured tariff, the wall source, today's / this
-//! month's / all-time energy and cost, and the annual projection from the last 7 days with
-//! its interval. `wattson status` and the MQTT state show these ([`super::energy::Energy::cost_in`]);
+//! Money from the ledger's energy: the configured tariff (with the stored price series
+//! applied: [`tariff_with_series`]), the wall source, today's / this month's / all-time
+//! energy and cost, and the annual projection from the last 7 days with its interval. `wattson status` and the MQTT state show these ([`super::energy::Energy::cost_in`]);
 //! `wattson report` prices its window the same way (the ledger's buckets, by their minutes in
 //! the hours a price may change, through `cost_of_energy`), so the two agree to the cent on
 //! the same window.
@@ -16,9 +16,9 @@ use wattson_collectors::meter::{Accuracy, Protocol};
 use super::energy::{self, Energy};
 use super::interval::{self, PowerInterval};
 use crate::analysis::cost::HOURS_PER_YEAR;
-use crate::analysis::tariff::{Period, Tariff, TariffChange, TariffError};
 use crate::config::{Config, PeriodConfig, TariffConfig};
 use crate::store::{HOUR_MS, Store};
+use crate::tariff::{Period, Tariff, TariffChange, TariffError};
 
 pub use super::running::{RunningPeriods, RunningTotal, TotalFigures};
 
@@ -30,6 +30,23 @@ const MIN_PROJECTION_MS: i64 = 10_000;
 /// The tariff of the config as the analysis type (one conversion, shared with reports).
 pub fn tariff(cfg: &TariffConfig) -> anyhow::Result<Tariff> {
     tariff_from_config(cfg).map_err(|e| anyhow::anyhow!("[tariff]: {e}"))
+}
+
+/// The configured tariff with the applied price series of the database taking precedence
+/// per slot.
+pub fn tariff_with_series(
+    cfg: &TariffConfig,
+    store: &Store,
+    now_ms: i64,
+) -> anyhow::Result<Tariff> {
+    let base = tariff(cfg)?;
+    let set = crate::tariff::store::applied(
+        store,
+        crate::tariff::store::Kind::Price,
+        &cfg.currency,
+        now_ms,
+    )?;
+    Ok(base.with_series(set))
 }
 
 /// The tariff the config's `[tariff]` section describes: the base prices from the start

@@ -17,10 +17,10 @@ use wattson_collectors::SourceId;
 
 use super::PrimaryPower;
 use crate::analysis::cost::{CostBreakdown, cost_of_energy};
-use crate::analysis::tariff::Tariff;
 use crate::store::{
     HOUR_MS, MINUTE_MS, Series, SeriesFilter, Store, StoreError, ceil_to, floor_to, integrate,
 };
+use crate::tariff::Tariff;
 
 /// ms per hour, as a float.
 pub const MS_PER_HOUR: f64 = 3_600_000.0;

@@ -8,8 +8,8 @@
 use serde::Serialize;
 
 use crate::analysis::cost::{HOURS_PER_YEAR, cost_of_energy};
-use crate::analysis::tariff::Tariff;
 use crate::store::HOUR_MS;
+use crate::tariff::Tariff;
 
 /// An estimated load's energy and money per day, month and year.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -14,8 +14,8 @@ use wattson_collectors::SourceId;
 use super::costs::local_midnight;
 use super::energy::{self, MS_PER_HOUR};
 use crate::analysis::cost;
-use crate::analysis::tariff::Tariff;
 use crate::store::{HOUR_MS, Store, floor_to};
+use crate::tariff::Tariff;
 
 /// All-time energy and cost of a source, kept up to date cheaply: hours that closed before
 /// the previous one are summed once, so each refresh prices only the last two hours.

@@ -22,8 +22,8 @@ pub struct StoreData {
     pub gpus: Vec<GpuInput>,
     /// Every stored price series (applied or kept to compare), and whether it is applied,
     /// in precedence order, and the carbon-intensity series that apply.
-    pub price_series: Vec<(crate::analysis::price_series::SlotSeries, bool)>,
-    pub carbon: Option<crate::analysis::price_series::SeriesSet>,
+    pub price_series: Vec<(crate::tariff::series::SlotSeries, bool)>,
+    pub carbon: Option<crate::tariff::series::SeriesSet>,
     /// Package C-state history and measured idle settings.
     pub idle: crate::report::idle::IdleInput,
     /// Candidate machines (`wattson candidate`).

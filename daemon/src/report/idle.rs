@@ -14,9 +14,9 @@
 use serde::Serialize;
 
 use crate::analysis::cost::annual_cost;
-use crate::analysis::tariff::Tariff;
 use crate::idle::explain::REACHED;
 pub use crate::idle::history::{HoursGroup, IDLE_BUSY, IdleHour, IdleInput, hour_groups, load};
+use crate::tariff::Tariff;
 
 /// A package state's share of the window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -296,7 +296,7 @@ mod tests {
         let tariff = Tariff::new(
             "GBP",
             0.0,
-            vec![crate::analysis::tariff::TariffChange {
+            vec![crate::tariff::TariffChange {
                 effective_from: chrono::NaiveDate::MIN,
                 price_per_kwh: 0.30,
                 periods: vec![],

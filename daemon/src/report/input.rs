@@ -13,8 +13,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 pub use crate::analysis::gpu_idle::GpuPoint;
-use crate::analysis::tariff::Tariff;
 use crate::config::ManualConfig;
+use crate::tariff::Tariff;
 
 /// Everything [`super::model::build`] needs.
 #[derive(Debug, Clone)]
@@ -232,7 +232,7 @@ pub struct ReportOptions {
     /// Tariffs to price the measured energy under, side by side (`--tariffs`).
     pub tariffs: Vec<super::tariffs::NamedTariff>,
     /// Carbon-intensity series: CO2 per slot, `co2_g_per_kwh` filling the rest.
-    pub carbon: Option<crate::analysis::price_series::SeriesSet>,
+    pub carbon: Option<crate::tariff::series::SeriesSet>,
     /// Candidate machines to show, in order (`--candidates`); empty: the cheapest.
     pub candidates: Vec<String>,
     /// How many of the cheapest candidates to show when none are named [default: 3].

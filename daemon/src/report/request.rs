@@ -225,7 +225,8 @@ fn services_section(
     }
     let store = crate::store::open_database(db)?;
     // With the price series, as the machine's own energy is priced.
-    let tariff = crate::tariff::tariff_with_series(&config.tariff, &store, now.timestamp_millis())?;
+    let tariff =
+        crate::ledger::costs::tariff_with_series(&config.tariff, &store, now.timestamp_millis())?;
     let to = floor_to(to_ms.unwrap_or_else(|| now.timestamp_millis()), HOUR_MS) + HOUR_MS;
     let from = floor_to(from_ms.unwrap_or(to - 7 * DAY_MS), HOUR_MS);
     let e = crate::services::estimate(&store, host, &tariff, from, to)?;
@@ -233,7 +234,7 @@ fn services_section(
 }
 
 /// The configured tariff and every `[[tariff.alternative]]`, without series.
-fn configured_tariffs(config: &Config) -> anyhow::Result<Vec<crate::analysis::tariff::Tariff>> {
+fn configured_tariffs(config: &Config) -> anyhow::Result<Vec<crate::tariff::Tariff>> {
     let mut out = vec![
         super::input::tariff_from_config(&config.tariff)
             .context("building the tariff from [tariff]")?,
@@ -248,7 +249,7 @@ fn configured_tariffs(config: &Config) -> anyhow::Result<Vec<crate::analysis::ta
 fn alternative(
     config: &Config,
     a: &crate::config::AlternativeTariff,
-) -> anyhow::Result<crate::analysis::tariff::Tariff> {
+) -> anyhow::Result<crate::tariff::Tariff> {
     let cfg = crate::config::TariffConfig {
         price_per_kwh: a.price_per_kwh,
         standing_charge_per_day: a.standing_charge_per_day,
@@ -264,11 +265,11 @@ fn alternative(
 fn named_tariffs(
     config: &Config,
     list: &str,
-    current: &crate::analysis::tariff::Tariff,
-    series: &[(crate::analysis::price_series::SlotSeries, bool)],
+    current: &crate::tariff::Tariff,
+    series: &[(crate::tariff::series::SlotSeries, bool)],
 ) -> anyhow::Result<Vec<crate::report::tariffs::NamedTariff>> {
-    use crate::analysis::price_series::SeriesSet;
     use crate::report::tariffs::NamedTariff;
+    use crate::tariff::series::SeriesSet;
     let base = super::input::tariff_from_config(&config.tariff)
         .context("building the tariff from [tariff]")?;
     let mut out = Vec::new();
@@ -327,7 +328,7 @@ pub fn input_from_config(
 ) -> anyhow::Result<ReportInput> {
     let tariff = super::input::tariff_from_config(&config.tariff)
         .context("building the tariff from [tariff]")?
-        .with_series(crate::analysis::price_series::SeriesSet::new(
+        .with_series(crate::tariff::series::SeriesSet::new(
             store
                 .price_series
                 .iter()

@@ -17,8 +17,8 @@ use super::model::ReportError;
 use crate::analysis::cost::{
     HOURS_PER_YEAR, PriceBasis, SourceShare, cost_of_energy, series_mean_price,
 };
-use crate::analysis::price_series::{CarbonFigure, SeriesSet, carbon_of_energy};
-use crate::analysis::tariff::Tariff;
+use crate::tariff::Tariff;
+use crate::tariff::series::{CarbonFigure, SeriesSet, carbon_of_energy};
 
 const MS_PER_HOUR: f64 = 3_600_000.0;
 
@@ -447,7 +447,7 @@ pub fn lines(r: &TariffReport, currency: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::price_series::{Slot, SlotSeries};
+    use crate::tariff::series::{Slot, SlotSeries};
     use crate::zone::Zone;
 
     const H: i64 = 3_600_000;

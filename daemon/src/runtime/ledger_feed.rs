@@ -19,7 +19,6 @@ use wattson_collectors::source::channel;
 use tokio::sync::watch;
 use wattson_collectors::Metric;
 
-use crate::analysis::tariff::{PriceSource, Tariff};
 use crate::config::Config;
 use crate::ledger::costs::{self, PeriodCost};
 use crate::ledger::running::{PeriodFigures, RunningPeriods};
@@ -29,6 +28,7 @@ use crate::publish::mqtt::StateExtras;
 use crate::publish::mqtt::state::{MeterCounters, ServiceState};
 use crate::store::{Routine, RoutineId, StoreHandle};
 use crate::tariff::store::Kind;
+use crate::tariff::{PriceSource, Tariff};
 
 /// How often the idle-power regression headline is read.
 const REGRESSION_EVERY: Duration = Duration::from_secs(60);
@@ -288,7 +288,7 @@ type ServiceStates = (Vec<ServiceState>, Option<ServiceState>);
 fn service_states(
     s: &crate::store::Store,
     host: &str,
-    tariff: &crate::analysis::tariff::Tariff,
+    tariff: &crate::tariff::Tariff,
 ) -> ServiceStates {
     use crate::store::{DAY_MS, HOUR_MS, floor_to};
     let to = floor_to(chrono::Utc::now().timestamp_millis(), HOUR_MS) + HOUR_MS;
@@ -399,7 +399,7 @@ fn live_figures(
     extras: &mut StateExtras,
     live: &LiveState,
     wall: Option<&SourceId>,
-    tariff: Option<&crate::analysis::tariff::Tariff>,
+    tariff: Option<&crate::tariff::Tariff>,
     cpus: usize,
 ) {
     let latest = live.latest();

@@ -14,9 +14,9 @@ use serde::Serialize;
 
 use super::account::GroupKey;
 use super::store::{self as services_store, GroupSums, HostSums, Latest};
-use crate::analysis::tariff::Tariff;
 use crate::ledger::estimates::{EstimatedCost, project};
 use crate::store::Store;
+use crate::tariff::Tariff;
 
 /// What `wattson services` says without a sweep.
 pub const NEEDS_SWEEP: &str = "watts need `wattson sweep`: without this host's idle floor and \

@@ -5,8 +5,8 @@
 use super::account::{GroupKey, Interval};
 use super::estimate::{FitBasis, NEEDS_SWEEP};
 use super::store::{self as services_store, max_groups_per_hour};
-use crate::analysis::tariff::Tariff;
 use crate::store::{DAY_MS, HOUR_MS, Store, StoreOptions};
+use crate::tariff::Tariff;
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();

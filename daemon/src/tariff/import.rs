@@ -21,7 +21,7 @@
 use crate::zone::Zone;
 use chrono::{DateTime, NaiveDateTime, Utc};
 
-use crate::analysis::price_series::Slot;
+use crate::tariff::series::Slot;
 
 mod csv;
 mod json;

@@ -8,8 +8,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
-use crate::analysis::price_series::{SeriesSet, Slot, SlotSeries};
 use crate::store::{HOUR_MS, Store};
+use crate::tariff::series::{SeriesSet, Slot, SlotSeries};
 
 /// The series name of the live price (`[tariff] price_topic`).
 pub const LIVE_SOURCE: &str = "mqtt";

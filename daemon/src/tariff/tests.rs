@@ -4,9 +4,9 @@
 use wattson_collectors::{Metric, Sample, SourceId};
 
 use super::store::{self as prices, Kind, NewSeries};
-use crate::analysis::price_series::Slot;
 use crate::ledger::energy;
 use crate::store::{HOUR_MS, Store, StoreOptions, Writer};
+use crate::tariff::series::Slot;
 
 const T0: i64 = 1_795_996_800_000; // 2026-12-01T00:00:00Z
 
@@ -183,7 +183,7 @@ fn known_energy_per_slot_gives_the_hand_computed_cost() {
         timezone: Some(crate::zone::Zone::named("Europe/London").unwrap()),
         ..crate::config::TariffConfig::default()
     };
-    let tariff = super::tariff_with_series(&cfg, store, T0).unwrap();
+    let tariff = crate::ledger::costs::tariff_with_series(&cfg, store, T0).unwrap();
     let e = energy::energy(store, "h", &wall, T0, T0 + 7_200_000).unwrap();
     let c = e.cost_in(store, &tariff).unwrap();
     let want = 0.1 * 0.20 + 0.1 * -0.05 + 0.3 * 0.40 + 0.3 * 0.10;

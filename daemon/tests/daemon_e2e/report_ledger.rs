@@ -8,12 +8,12 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
-use wattson::analysis::tariff::{Period, Tariff};
 use wattson::ledger::interval::power_interval;
 use wattson::report::{
     self, ConfigInput, ConfigKind, ConfigStatus, FitInput, Format, LevelInput, MeasuredInput,
     ModeInput, ReportInput, ReportOptions,
 };
+use wattson::tariff::{Period, Tariff};
 
 const FORMATS: [Format; 5] = [
     Format::Table,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::analysis::tariff::{Period, TariffChange};
+use crate::tariff::{Period, TariffChange};
 use crate::zone::Zone;
 use chrono::{NaiveTime, TimeZone as _, Utc};
 
@@ -269,7 +269,7 @@ fn money_rounds_half_away_from_zero() {
 /// configured prices do, and a note says so; a day's series does.
 #[test]
 fn a_price_series_of_under_a_day_does_not_price_the_year() {
-    use crate::analysis::price_series::{SeriesSet, Slot, SlotSeries};
+    use crate::tariff::series::{SeriesSet, Slot, SlotSeries};
     let t0 = Utc
         .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
         .unwrap()

@@ -16,11 +16,11 @@ use serde::Serialize;
 
 use super::{ConfigReport, ReportError};
 use crate::analysis::cost::HOURS_PER_YEAR;
-use crate::analysis::tariff::Tariff;
 use crate::candidate::Candidate;
 use crate::ledger::candidate::{CandidateYear, at_constant_load, on_history};
 use crate::report::input::{MeasuredInput, ReportOptions};
 use crate::report::measured::MeasuredReport;
+use crate::tariff::Tariff;
 
 /// How many candidates a report shows when none are named.
 pub const DEFAULT_TOP: usize = 3;
@@ -350,11 +350,8 @@ fn measured_keep(
         basis: m.annual_basis.clone(),
         annual_co2_kg: match (&opts.carbon, measured_in) {
             (Some(set), Some(mi)) if m.covered_hours > 0.0 => {
-                let f = crate::analysis::price_series::carbon_of_energy(
-                    set,
-                    opts.co2_g_per_kwh,
-                    &mi.energy,
-                );
+                let f =
+                    crate::tariff::series::carbon_of_energy(set, opts.co2_g_per_kwh, &mi.energy);
                 Some(f.co2_kg * HOURS_PER_YEAR / m.covered_hours)
             }
             _ => opts.co2_g_per_kwh.map(|g| m.annual_kwh * g / 1000.0),
@@ -435,11 +432,7 @@ fn candidate_figures(
     let saving = keep.map(|k| k.annual_cost - annual.cost);
     let co2 = match (&opts.carbon, year.hours > 0.0) {
         (Some(set), true) => {
-            let f = crate::analysis::price_series::carbon_of_energy(
-                set,
-                opts.co2_g_per_kwh,
-                &year.energy,
-            );
+            let f = crate::tariff::series::carbon_of_energy(set, opts.co2_g_per_kwh, &year.energy);
             Some(f.co2_kg * HOURS_PER_YEAR / year.hours)
         }
         _ => opts.co2_g_per_kwh.map(|g| annual.kwh * g / 1000.0),

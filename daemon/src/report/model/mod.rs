@@ -27,7 +27,7 @@ use super::input::{ConfigInput, ConfigKind, ConfigStatus, Paired, ReportInput};
 pub use super::measured::{DayFigure, GapReport, MeasuredReport, ModelledReport};
 use super::measured::{measured_report, why_not_modelled};
 use crate::analysis::cost::{AnnualFigure, CostError, HOURS_PER_YEAR, annual_cost, annual_kwh};
-use crate::analysis::tariff::Tariff;
+use crate::tariff::Tariff;
 
 mod candidates;
 mod compare;

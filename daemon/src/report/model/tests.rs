@@ -1,5 +1,5 @@
 use super::*;
-use crate::analysis::tariff::Period;
+use crate::tariff::Period;
 use std::collections::BTreeMap;
 
 use crate::analysis::cost::round_money;

@@ -4,7 +4,7 @@
 use crate::zone::Zone;
 use chrono::{LocalResult, NaiveDateTime, TimeZone};
 
-use crate::analysis::price_series::Slot;
+use crate::tariff::series::Slot;
 
 use super::{Format, ImportError, Options, Parsed, err, utc_time};
 use crate::csv_line::fields;

@@ -1,6 +1,6 @@
 //! The JSON APIs: Octopus Energy's unit rates and the GB National Grid carbon intensity.
 
-use crate::analysis::price_series::Slot;
+use crate::tariff::series::Slot;
 
 use super::{Format, ImportError, Parsed, err, utc_time};
 

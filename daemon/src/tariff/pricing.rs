@@ -21,7 +21,7 @@ use crate::zone::Zone;
 use chrono::{DateTime, Duration, NaiveDate, NaiveTime, Offset, TimeZone, Utc};
 use thiserror::Error;
 
-use super::price_series::SeriesSet;
+use super::series::SeriesSet;
 
 /// Why a tariff is invalid, or an instant cannot be priced.
 #[derive(Debug, Error, Clone, PartialEq)]
