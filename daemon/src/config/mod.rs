@@ -17,7 +17,7 @@ mod load;
 mod meter;
 mod mqtt;
 pub mod names;
-mod tariff;
+mod tariff_section;
 mod validate;
 
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Validation: the file as written ([`super::file`]) into the typed [`Config`], once, with
 //! every error naming the file, the key and the line. Every command loads its config
 //! through here, so what `config check` passes, `run` runs. Meters are in [`super::meter`],
-//! `[tariff]` in [`super::tariff`] and `[mqtt]` in [`super::mqtt`].
+//! `[tariff]` in [`super::tariff_section`] and `[mqtt]` in [`super::mqtt`].
 //!
 //! Every duration has a range (below), so none can overflow an `Instant`, wrap when turned
 //! into milliseconds, or make a collector spin.

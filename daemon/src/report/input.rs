@@ -230,7 +230,7 @@ pub struct ReportOptions {
     /// Local date the annual figures' year starts on (the tariff's prices from then on).
     pub reference_date: NaiveDate,
     /// Tariffs to price the measured energy under, side by side (`--tariffs`).
-    pub tariffs: Vec<super::tariffs::NamedTariff>,
+    pub tariffs: Vec<super::real_tariffs::NamedTariff>,
     /// Carbon-intensity series: CO2 per slot, `co2_g_per_kwh` filling the rest.
     pub carbon: Option<crate::tariff::series::SeriesSet>,
     /// Candidate machines to show, in order (`--candidates`); empty: the cheapest.

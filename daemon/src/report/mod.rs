@@ -13,9 +13,9 @@ pub mod idle;
 pub mod input;
 pub mod measured;
 pub mod model;
+pub mod real_tariffs;
 pub mod render;
 pub mod request;
-pub mod tariffs;
 
 pub use input::{
     ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, GpuPoint, LevelInput, MeasuredInput,

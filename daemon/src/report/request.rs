@@ -267,8 +267,8 @@ fn named_tariffs(
     list: &str,
     current: &crate::tariff::Tariff,
     series: &[(crate::tariff::series::SlotSeries, bool)],
-) -> anyhow::Result<Vec<crate::report::tariffs::NamedTariff>> {
-    use crate::report::tariffs::NamedTariff;
+) -> anyhow::Result<Vec<crate::report::real_tariffs::NamedTariff>> {
+    use crate::report::real_tariffs::NamedTariff;
     use crate::tariff::series::SeriesSet;
     let base = super::input::tariff_from_config(&config.tariff)
         .context("building the tariff from [tariff]")?;

@@ -14,7 +14,7 @@
 //! - the price topic's subscription is an input: `sources::live_price`; the configured
 //!   tariff with the stored series applied is the ledger's
 //!   (`ledger::costs::tariff_with_series`), the config's `[tariff]` section is validated in
-//!   `config`, and the report's real-tariff section is `report::tariffs`.
+//!   `config::tariff_section`, and the report's real-tariff section is `report::real_tariffs`.
 //!
 //! This module sits low, below `analysis`, `config` and `ledger`, which price with its
 //! types: it imports only `store`, `zone` and `csv_line`.

@@ -128,7 +128,7 @@ pub struct Report {
     pub services: Option<crate::services::ServicesEstimate>,
     /// Real tariffs: pricing per slot, the fallback, the tariff comparison, CO2 per slot.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tariffs: Option<super::tariffs::TariffReport>,
+    pub tariffs: Option<super::real_tariffs::TariffReport>,
     /// "Idle: where the watts go": package C-states and the measured idle settings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle: Option<super::idle::IdleReport>,
@@ -323,7 +323,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         .map(|g| gpu_idle_report(g, &pricer))
         .collect();
 
-    let tariffs = super::tariffs::tariff_report(
+    let tariffs = super::real_tariffs::tariff_report(
         tariff,
         input.measured.as_ref(),
         &opts.tariffs,

@@ -399,7 +399,7 @@ fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, 
 }
 
 /// The real-tariff rows (see the module documentation).
-fn tariff_rows(out: &mut String, t: &crate::report::tariffs::TariffReport, r: &Report) {
+fn tariff_rows(out: &mut String, t: &crate::report::real_tariffs::TariffReport, r: &Report) {
     let per_year = r
         .measured
         .as_ref()

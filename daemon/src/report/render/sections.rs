@@ -22,7 +22,7 @@ pub fn sections(r: &Report) -> Vec<Section> {
     if let Some(t) = &r.tariffs {
         out.push(Section {
             title: "Real tariffs (price per slot, comparison, CO2 per slot)".into(),
-            lines: crate::report::tariffs::lines(t, cur),
+            lines: crate::report::real_tariffs::lines(t, cur),
         });
     }
     out.extend(fits_section(r));

@@ -1,4 +1,4 @@
-//! `[tariff]`: the base prices, their time-of-use periods and dated changes
+//! `[tariff]` validated: the base prices, their time-of-use periods and dated changes
 //! (`[[tariff.change]]`), and the keys for real tariffs: the live price topic
 //! (`price_topic`, `price_field`, `price_unit`), the price sanity limit (`max_price_per_kwh`)
 //! and the tariffs to compare against (`[[tariff.alternative]]`).
