@@ -411,11 +411,11 @@ pub fn simulate(
     watts: f64,
 ) -> wattson::sources::meters::SimHandle {
     let protocol = protocol.parse().expect("protocol name");
-    let model = wattson::sources::power_model::PowerModel {
+    let model = wattson::sources::simulated_power::PowerModel {
         idle_w: watts,
         noise_sd_w: 0.0,
         ramp_s: 0.0,
-        ..wattson::sources::power_model::PowerModel::default()
+        ..wattson::sources::simulated_power::PowerModel::default()
     };
     let root =
         wattson_collectors::SysRoot::new(kvm_fixture().join("sys"), kvm_fixture().join("proc"));

@@ -90,8 +90,8 @@ pub struct SimulateArgs {
     /// Watts added while a file holds a value, FILE=VALUE:W (repeatable): e.g.
     /// /sys/module/pcie_aspm/parameters/policy=powersave:-3 for a machine that draws 3 W
     /// less with ASPM on, to try `wattson idle --measure` against a known answer.
-    #[arg(long = "effect", value_name = "FILE=VALUE:W", value_parser = crate::sources::power_model::SettingEffect::parse, allow_hyphen_values = true)]
-    pub effects: Vec<crate::sources::power_model::SettingEffect>,
+    #[arg(long = "effect", value_name = "FILE=VALUE:W", value_parser = crate::sources::simulated_power::SettingEffect::parse, allow_hyphen_values = true)]
+    pub effects: Vec<crate::sources::simulated_power::SettingEffect>,
     /// Random seed for the noise.
     #[arg(
         long,

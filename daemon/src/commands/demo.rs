@@ -21,7 +21,7 @@ use crate::cli::{DemoArgs, SweepArgs};
 use crate::commands::sweep::sweep_with_config;
 use crate::config::{Config, MeterConfig};
 use crate::runtime::daemon::{self, RunOptions};
-use crate::sources::power_model::PowerModel;
+use crate::sources::simulated_power::PowerModel;
 use crate::sweep::workload::LoopKind;
 
 /// The simulated meter's id.

@@ -8,7 +8,7 @@ use wattson_collectors::SysRoot;
 use wattson_collectors::meter::{self, Protocol};
 
 use crate::cli::{MeterCommand, ProbeArgs, SimulateArgs};
-use crate::sources::power_model::PowerModel;
+use crate::sources::simulated_power::PowerModel;
 
 pub fn run(cmd: MeterCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     match cmd {

@@ -105,7 +105,7 @@ struct Status {
     rejected: Vec<SourceRejections>,
     /// wattson's own CPU time over the last 7 days, priced like the services (an estimate).
     #[serde(skip_serializing_if = "Option::is_none")]
-    wattson_itself: Option<crate::services::estimate::GroupFigure>,
+    wattson_itself: Option<crate::services::attribution::GroupFigure>,
     /// The same in one line of words.
     #[serde(skip_serializing_if = "Option::is_none")]
     wattson_itself_text: Option<String>,

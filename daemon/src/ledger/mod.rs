@@ -19,13 +19,15 @@
 //!   rejected as implausible.
 //! - [`primary`]: which source's power is the host's, decided once from the config, and what
 //!   a source's watts stand for.
+//! - [`estimated_cost`]: money for estimated energy (what each service costs), kept apart
+//!   from measured energy.
 
 pub mod annual;
 pub mod candidate;
 pub mod costs;
 pub mod counter;
 pub mod energy;
-pub mod estimates;
+pub mod estimated_cost;
 pub mod interval;
 pub mod primary;
 pub mod running;

@@ -299,7 +299,7 @@ fn service_states(
             return ServiceStates::default();
         }
     };
-    let state = |g: &crate::services::estimate::GroupFigure| ServiceState {
+    let state = |g: &crate::services::attribution::GroupFigure| ServiceState {
         kind: g.kind.clone(),
         name: g.name.clone(),
         cpu_share: (g.cpu_share * 1000.0).round() / 10.0,

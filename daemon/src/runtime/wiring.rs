@@ -130,7 +130,7 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
 
 /// With no wall meter here (none configured and no smart plug, or every configured port
 /// absent at start), the wall draw estimated from the calibration a sweep stored for this
-/// host (see [`crate::sources::estimate`]), if there is one and its source works here.
+/// host (see [`crate::sources::estimated_wall`]), if there is one and its source works here.
 pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
     let meter_here = config.meters.iter().any(|m| m.port.exists()) || !config.plugs.is_empty();
     if meter_here || !config.storage.path.exists() {
@@ -147,7 +147,7 @@ pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
         }
     };
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
-    match crate::sources::estimate::collector_for_host(&store, &config.host.name, &root) {
+    match crate::sources::estimated_wall::collector_for_host(&store, &config.host.name, &root) {
         Ok(Some(c)) => {
             let cal = c.estimator().calibration();
             tracing::info!(

@@ -1,11 +1,12 @@
 //! What each service costs: CPU time per systemd service, container, user session and
 //! machine from cgroup v2 ([`wattson_collectors::cgroup`]), accounted interval by interval
 //! against the wall ([`account`]), kept per hour ([`store`]), and estimated against this
-//! host's newest sweep fit ([`estimate`]). `wattson services`, the report's section "What
+//! host's newest sweep fit, the wall's power above idle attributed to each group by its
+//! share of busy CPU time ([`attribution`]). `wattson services`, the report's section "What
 //! each service costs" and `wattson status` (wattson's own cost) show it.
 
 pub mod account;
-pub mod estimate;
+pub mod attribution;
 pub mod render;
 pub mod store;
 
@@ -13,4 +14,4 @@ pub mod store;
 mod tests;
 
 pub use account::{Account, GroupKey, Interval};
-pub use estimate::{ServicesEstimate, estimate};
+pub use attribution::{ServicesEstimate, estimate};

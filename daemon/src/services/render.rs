@@ -5,9 +5,9 @@
 
 use std::fmt::Write as _;
 
-use super::estimate::{GroupFigure, ServicesEstimate};
+use super::attribution::{GroupFigure, ServicesEstimate};
 use crate::analysis::cost::format_money;
-use crate::ledger::estimates::EstimatedCost;
+use crate::ledger::estimated_cost::EstimatedCost;
 
 fn pm(value: Option<f64>, ci: Option<f64>, unit: &str) -> String {
     match (value, ci) {

@@ -3,7 +3,7 @@
 //! groups come and go.
 
 use super::account::{GroupKey, Interval};
-use super::estimate::{FitBasis, NEEDS_SWEEP};
+use super::attribution::{FitBasis, NEEDS_SWEEP};
 use super::store::{self as services_store, max_groups_per_hour};
 use crate::store::{DAY_MS, HOUR_MS, Store, StoreOptions};
 use crate::tariff::Tariff;
@@ -68,7 +68,7 @@ fn half_a_cpu_of_fifteen_watts_above_a_forty_watt_floor_is_seven_and_a_half_watt
     let tariff = Tariff::simple("GBP", 0.30, 0.0, vec![], crate::zone::Zone::UTC).unwrap();
     let (sums, groups) = services_store::window(&s, "basket", T0, T0 + HOUR_MS).unwrap();
     let latest = services_store::latest(&s, "basket").unwrap();
-    let e = super::estimate::compute(
+    let e = super::attribution::compute(
         "basket",
         &tariff,
         Some(fit()),

@@ -14,7 +14,7 @@ use wattson_collectors::meter::line::LineFormat;
 use wattson_collectors::meter::{MeterCollector, MeterReading, Protocol, SimulatedMeter};
 
 use crate::config::MeterConfig;
-use crate::sources::power_model::{ModelState, PowerModel};
+use crate::sources::simulated_power::{ModelState, PowerModel};
 
 /// Build one collector per serial line ([`crate::config::serial_lines`]): meters that name
 /// the same port are polled in turn. The config was validated by the same rules, so this

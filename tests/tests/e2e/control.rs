@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use wattson::control::socket_path;
 use wattson::sources::meters::SimHandle;
-use wattson::sources::power_model::PowerModel;
+use wattson::sources::simulated_power::PowerModel;
 use wattson::store::Store;
 use wattson_collectors::meter::Protocol;
 use wattson_collectors::{Metric, SysRoot};

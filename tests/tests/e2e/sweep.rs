@@ -24,7 +24,7 @@ use wattson_tests::{Child, TestEnv, meter_toml, wattson};
 use wattson::cli::SweepArgs;
 use wattson::commands::sweep::sweep_with_config;
 use wattson::config::{Config, MeterConfig};
-use wattson::sources::power_model::PowerModel;
+use wattson::sources::simulated_power::PowerModel;
 use wattson::store::Store;
 use wattson::sweep::workload::LoopKind;
 use wattson_collectors::SysRoot;

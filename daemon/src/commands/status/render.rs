@@ -241,7 +241,10 @@ fn estimate_lines(rs: &[&Reading]) -> String {
             .find(|r| r.metric == Metric::Power.as_str() && r.channel == channel)
             .map(|r| r.value)
     };
-    match (power(""), power(crate::sources::estimate::ERROR_CHANNEL)) {
+    match (
+        power(""),
+        power(crate::sources::estimated_wall::ERROR_CHANNEL),
+    ) {
         (Some(w), Some(e)) => format!(
             "  {:<28} {w:.2} W estimated \u{b1} {e:.2} W (no wall meter: from a sweep's calibration)\n",
             "power"

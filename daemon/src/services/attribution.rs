@@ -1,9 +1,9 @@
 //! What each service costs, estimated: the wall's power above the idle floor of this host's
 //! newest sweep fit, shared between groups by their share of busy CPU time interval by
 //! interval ([`super::store`] keeps the sums that needs), priced through the ledger
-//! ([`crate::ledger::estimates`]). The idle floor is shown apart as the box being on, never
-//! spread over services. Without a sweep there are CPU-hours only, and the words that watts
-//! need `wattson sweep`. Every figure here is an estimate, with its interval: the idle
+//! ([`crate::ledger::estimated_cost`]). The idle floor is shown apart as the box being on,
+//! never spread over services. Without a sweep there are CPU-hours only, and the words that
+//! watts need `wattson sweep`. Every figure here is an estimate, with its interval: the idle
 //! floor's 95 % interval, shared the same way.
 //!
 //! Units: W, Wh, hours, the tariff's currency; a `ci95` is a 95 % half-width.
@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::account::GroupKey;
 use super::store::{self as services_store, GroupSums, HostSums, Latest};
-use crate::ledger::estimates::{EstimatedCost, project};
+use crate::ledger::estimated_cost::{EstimatedCost, project};
 use crate::store::Store;
 use crate::tariff::Tariff;
 
