@@ -26,7 +26,7 @@ use crate::idle::candidates::{self, Allowlist, Candidate};
 use crate::idle::explain;
 use crate::idle::measure::{self, Outcome, Plan, Progress};
 use crate::idle::store::{self as idle_store, Effect};
-use crate::idle::{journal, persist};
+use crate::idle::{journal, keep_advice};
 use crate::store::Store;
 use crate::sweep::fingerprint::Fingerprint;
 
@@ -357,7 +357,7 @@ fn summary(results: &[(Candidate, Effect)], interrupted: bool) -> String {
     );
     for (c, e) in savers {
         let _ = writeln!(out, "  {} ({:+.2} W):", c.name, e.delta_w);
-        for line in persist::how_to_keep(c) {
+        for line in keep_advice::how_to_keep(c) {
             for l in line.lines() {
                 let _ = writeln!(out, "    {l}");
             }

@@ -1,7 +1,7 @@
 //! `[[meter]]` validation: each meter on its own (id, port, serial settings, address,
 //! interval, timeout, `[meter.line]`), then the meters that share a port as one serial line
-//! ([`super::lines`]), with the collectors' own checks, so that `config check` refuses
-//! exactly what the collectors would.
+//! ([`super::serial_lines`]), with the collectors' own checks, so that `config check`
+//! refuses exactly what the collectors would.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -11,7 +11,7 @@ use wattson_collectors::meter::Protocol;
 use wattson_collectors::meter::line::{Field, FieldMap, Layout, LineFormat};
 
 use super::file::{FileLineFormat, FileMeter, LineLayoutName};
-use super::lines::{LineKey, serial_lines};
+use super::serial_lines::{LineKey, serial_lines};
 use super::validate::{METER_TIMEOUT, SAMPLING, Validator};
 use super::{ConfigError, MeterConfig};
 

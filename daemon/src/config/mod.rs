@@ -12,11 +12,11 @@
 mod duration;
 mod effective;
 mod file;
-mod lines;
 mod load;
 mod meter;
 mod mqtt;
 pub mod names;
+mod serial_lines;
 mod tariff_section;
 mod validate;
 
@@ -32,9 +32,9 @@ use wattson_collectors::meter::{Parity, Protocol};
 
 pub use duration::{MAX_DURATION, Range, format_duration, parse_duration};
 pub use effective::redact_url;
-pub use lines::{LineError, SerialLine, collector_names, serial_lines};
 use load::line_of;
 use load::{parse_file, read_config_file};
+pub use serial_lines::{LineError, SerialLine, collector_names, serial_lines};
 use validate::Validator;
 pub use validate::{FLUSH, KEEPALIVE, METER_TIMEOUT, PUBLISH, RETENTION, SAMPLING};
 

@@ -1,5 +1,7 @@
 //! Why idle draws what it does (`wattson idle`), and what each power setting saves at the
-//! wall (`wattson idle --measure`).
+//! wall (`wattson idle --measure`). The readers it uses (package C-states, power settings,
+//! wake-ups) are the collectors' (`wattson_collectors::idle`); this is what the command makes
+//! of them.
 //!
 //! - [`explain`]: package and core C-state residency (from the database's last hour, else a
 //!   short live sample) and every power setting, turned into findings in words;
@@ -13,7 +15,7 @@
 //!   command after a crash;
 //! - [`measure`]: idle with each candidate changed against idle as it was, in an A/B/A/B/A/B/A
 //!   sequence using the sweep's settling test and batch-means intervals;
-//! - [`persist`]: the lines that make a setting that saved something permanent by hand;
+//! - [`keep_advice`]: the lines that make a setting that saved something permanent by hand;
 //! - [`apply`]: keeping the settings that saved (`--apply`: a tmpfiles.d file wattson owns,
 //!   applied now and watched against the error counters they can raise) and `--revert`;
 //! - [`store`]: the measured effects in the database, for `wattson idle` and `wattson report`;
@@ -33,8 +35,8 @@ pub mod explain;
 pub mod gap;
 pub mod history;
 pub mod journal;
+pub mod keep_advice;
 pub mod measure;
-pub mod persist;
 pub mod store;
 pub mod wakeup_hours;
 pub mod wakeups;
