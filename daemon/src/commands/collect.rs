@@ -136,7 +136,7 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 // collected here (this config's own host name among them) states its
                 // publish interval in its states, or has its spacing learned.
                 spacing_ms: std::collections::HashMap::new(),
-                ..crate::runtime::daemon::store_options(&cfg)
+                ..crate::sources::wiring::store_options(&cfg)
             };
             let (handle, thread) = crate::store::StoreHandle::spawn(&db, options)?;
             tracing::info!("collecting every host's samples into {}", db.display());

@@ -143,7 +143,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
     if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let store = Store::open(db, &crate::runtime::daemon::store_options(config))
+    let store = Store::open(db, &crate::sources::wiring::store_options(config))
         .with_context(|| format!("opening the database {}", db.display()))?;
     let _lock = journal::lock(db)?;
     let left = journal::restore_pending(&store, &candidates::Catalogue::of(&root));

@@ -327,7 +327,7 @@ impl<'a> Destination<'a> {
                     .with_context(|| format!("creating {}", dir.display()))?;
             }
             Some(
-                Store::open(db, &crate::runtime::daemon::store_options(config))
+                Store::open(db, &crate::sources::wiring::store_options(config))
                     .with_context(|| format!("opening the database {}", db.display()))?,
             )
         };

@@ -15,12 +15,13 @@ use tokio_util::sync::CancellationToken;
 use super::reload::reload;
 use super::sampler::{self, Control, Heartbeat, InPoll, SampleSink, Scheduled};
 use super::signals::{Asked, Signals};
-use super::wiring::plug_collectors;
-pub use super::wiring::{build_collectors, estimate_collector, store_options};
 use crate::config::Config;
 use crate::live::LiveState;
 use crate::live::health::Health;
 use crate::runtime::notify::Notifier;
+use crate::sources::wiring::{
+    build_collectors, estimate_collector, plug_collectors, store_options,
+};
 use crate::store::{StoreError, StoreHandle};
 
 /// What `wattson run` is asked to do.
@@ -246,6 +247,7 @@ fn collectors(
         let _in_runtime = rt.enter();
         collectors.extend(plug_collectors(config, outputs)?);
     }
+    let collectors: Vec<Scheduled> = collectors.into_iter().map(Scheduled::from).collect();
     if collectors.is_empty() {
         tracing::warn!("nothing to collect: no [[meter]] configured and [cpu] disabled");
     }

@@ -12,4 +12,3 @@ pub mod sampler;
 pub mod services_sink;
 pub mod signals;
 pub mod wakeups;
-pub mod wiring;

@@ -7,9 +7,9 @@ use wattson_collectors::SourceId;
 
 use super::daemon::RunOptions;
 use super::sampler::{Control, Scheduled};
-use super::wiring::{build_collectors, estimate_collector};
 use crate::config::Config;
 use crate::runtime::notify::Notifier;
+use crate::sources::wiring::{WiredSource, build_collectors, estimate_collector};
 
 /// SIGHUP: re-read the config; replace the collectors; settings that need a restart are
 /// named in a warning. A bad file leaves everything as it was.
@@ -65,7 +65,7 @@ pub(super) fn reload(
 /// (smart plugs always: their changes take effect after a restart); only what changed is
 /// rebuilt.
 fn replacement(
-    built: Vec<Scheduled>,
+    built: Vec<WiredSource>,
     new: &Config,
     current: &Config,
 ) -> (Vec<Scheduled>, Vec<SourceId>) {
@@ -91,10 +91,11 @@ fn replacement(
     let mut collectors: Vec<Scheduled> = built
         .into_iter()
         .filter(|c| !keep_source(c.source()))
+        .map(Scheduled::from)
         .collect();
     let same_estimate = same_meters && same_power && new.plugs == current.plugs;
     if !same_estimate {
-        collectors.extend(estimate_collector(new));
+        collectors.extend(estimate_collector(new).map(Scheduled::from));
     }
     let mut keep: Vec<SourceId> = plug_sources.clone();
     if same_cpu {

@@ -14,6 +14,7 @@ use wattson_collectors::SourceId;
 use wattson_collectors::{Action, CollectError, Collector, Sample};
 
 use crate::live::LiveState;
+use crate::sources::wiring::WiredSource;
 
 /// Where the sampler delivers its output.
 pub trait SampleSink: Send {
@@ -78,6 +79,12 @@ impl Scheduled {
 
     pub fn source(&self) -> &SourceId {
         self.collector.source()
+    }
+}
+
+impl From<WiredSource> for Scheduled {
+    fn from(w: WiredSource) -> Scheduled {
+        Scheduled::new(w.collector, w.interval)
     }
 }
 

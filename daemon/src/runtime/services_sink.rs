@@ -1,35 +1,14 @@
-//! The services collector in the daemon: built from `[services]`, polled by the sampler
-//! like any source, and its samples taken out of each batch before the store sees them
+//! The services collector in the daemon: built from `[services]` with the other sources
+//! (`sources::wiring`), polled by the sampler like any source, and its samples taken out of
+//! each batch before the store sees them
 //! ([`crate::services::Account`]), so that short-lived groups never become series; each
 //! closed interval is added to its hour on the store's thread, without waiting for it.
 
-use wattson_collectors::cgroup::{CgroupCollector, CgroupOptions};
-use wattson_collectors::{Sample, SysRoot};
+use wattson_collectors::Sample;
 
-use super::sampler::Scheduled;
 use crate::config::Config;
 use crate::services::{Account, account};
 use crate::store::StoreHandle;
-
-/// The services collector where `[services]` asks for it and this host has cgroup v2;
-/// otherwise `None`, logged once with why.
-pub fn collector(config: &Config, root: &SysRoot) -> Option<Scheduled> {
-    if !config.services.enabled {
-        return None;
-    }
-    let options = CgroupOptions {
-        top: config.services.top,
-        docker_root: Some(config.services.docker_root.clone()),
-    };
-    match CgroupCollector::new(root, options) {
-        Ok(c) => Some(Scheduled::new(Box::new(c), config.services.interval)),
-        Err(e) => {
-            // The error names its source and says it is unavailable.
-            tracing::info!("{e}");
-            None
-        }
-    }
-}
 
 /// Takes the services samples out of the sampler's batches and stores their intervals.
 pub struct ServicesSink {

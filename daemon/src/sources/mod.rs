@@ -1,7 +1,8 @@
-//! Where samples come from, as the daemon wires them: serial meters from their config
-//! sections ([`meters`]), smart plugs over MQTT ([`plug`]), other hosts' MQTT state for the
-//! fleet collector ([`fleet`]), the wall draw estimated from a sweep's calibration when
-//! no meter is here ([`estimated_wall`]), and the live price of `[tariff] price_topic`
+//! Where samples come from, as the daemon wires them ([`wiring`]: every source's collector
+//! and interval from the config, and the store's spacing per source): serial meters from
+//! their config sections ([`meters`]), smart plugs over MQTT ([`plug`]), other hosts' MQTT
+//! state for the fleet collector ([`fleet`]), the wall draw estimated from a sweep's
+//! calibration when no meter is here ([`estimated_wall`]), and the live price of `[tariff] price_topic`
 //! ([`live_price`], stored as price slots). The hardware readers themselves are in the
 //! `wattson-collectors` crate, each naming its samples with a `wattson_collectors::SourceId`;
 //! [`simulated_power`] is the watts a simulated meter reads (`wattson meter simulate`, the
@@ -13,6 +14,7 @@ pub mod live_price;
 pub mod meters;
 pub mod plug;
 pub mod simulated_power;
+pub mod wiring;
 
 pub use fleet::{FleetSink, FleetStats, MemorySink, SharedMemorySink};
 pub use plug::{PlugCollector, PlugKind, PlugReading, PlugSpec};

@@ -31,7 +31,7 @@ fn open(config: &Config, db: &Path) -> anyhow::Result<Store> {
             db.display()
         );
     }
-    Store::open(db, &crate::runtime::daemon::store_options(config))
+    Store::open(db, &crate::sources::wiring::store_options(config))
         .with_context(|| format!("opening the database {}", db.display()))
 }
 

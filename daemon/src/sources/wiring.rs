@@ -1,22 +1,43 @@
 //! What the config asks the daemon to run: the collector set with each source's interval
-//! (meters, CPU, RAPL/hwmon/GPU/IPMI/UPS, smart plugs, the estimated wall) and the store's
-//! options. `wattson run` and a reload build from here; `sweep`, `idle` and `collect` open
-//! the store with the same options.
+//! (meters, CPU, RAPL/hwmon/GPU/IPMI/UPS, services, smart plugs, the estimated wall) and the
+//! store's options. A new source is wired here: its build and interval in
+//! [`build_collectors`], its spacing in [`store_options`]. `wattson run` and a reload
+//! build from here (the sampler in `runtime` schedules what it is handed); `sweep`, `idle`
+//! and `collect` open the store with the same options.
 
 use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
+use wattson_collectors::cgroup::{CgroupCollector, CgroupOptions};
 use wattson_collectors::cpu::CpuCollector;
-use wattson_collectors::{SourceId, SysRoot};
+use wattson_collectors::{Collector, SourceId, SysRoot};
 
-use super::sampler::Scheduled;
 use crate::config::Config;
 use crate::store::StoreOptions;
 
+/// A source as the config wires it: its collector and how often the sampler polls it.
+pub struct WiredSource {
+    pub collector: Box<dyn Collector>,
+    pub interval: Duration,
+}
+
+impl WiredSource {
+    pub fn new(collector: Box<dyn Collector>, interval: Duration) -> WiredSource {
+        WiredSource {
+            collector,
+            interval,
+        }
+    }
+
+    pub fn source(&self) -> &SourceId {
+        self.collector.source()
+    }
+}
+
 /// Build the collector set the config asks for. Sources that cannot work here are logged
 /// once and left out; a meter that is unplugged at start is kept (it reconnects).
-pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
+pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<WiredSource>> {
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
     let mut out = Vec::new();
     if config.cpu.enabled {
@@ -32,27 +53,48 @@ pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<Scheduled>> {
                 wattson_collectors::cpu::NOMINAL_FREQUENCY
             );
         }
-        out.push(Scheduled::new(Box::new(cpu), config.cpu.interval));
+        out.push(WiredSource::new(Box::new(cpu), config.cpu.interval));
     }
-    for (meter, interval) in crate::sources::meters::build_collectors(&config.meters)? {
+    for (meter, interval) in super::meters::build_collectors(&config.meters)? {
         // The sampler's tick then never waits for a reply: one wake-up per tick.
-        out.push(Scheduled::new(Box::new(meter.reading_ahead()), interval));
+        out.push(WiredSource::new(Box::new(meter.reading_ahead()), interval));
     }
     out.extend(power_sources(config, &root));
-    out.extend(super::services_sink::collector(config, &root));
+    out.extend(services_collector(config, &root));
     Ok(out)
+}
+
+/// The services collector where `[services]` asks for it and this host has cgroup v2;
+/// otherwise `None`, logged once with why. Its samples never reach the store as series: the
+/// daemon takes them out of each batch (`runtime::services_sink`).
+fn services_collector(config: &Config, root: &SysRoot) -> Option<WiredSource> {
+    if !config.services.enabled {
+        return None;
+    }
+    let options = CgroupOptions {
+        top: config.services.top,
+        docker_root: Some(config.services.docker_root.clone()),
+    };
+    match CgroupCollector::new(root, options) {
+        Ok(c) => Some(WiredSource::new(Box::new(c), config.services.interval)),
+        Err(e) => {
+            // The error names its source and says it is unavailable.
+            tracing::info!("{e}");
+            None
+        }
+    }
 }
 
 /// The power sources inside the box and around it that this machine has. Each one that is
 /// asked for but cannot work here is logged once, with why, and left out.
-fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
+fn power_sources(config: &Config, root: &SysRoot) -> Vec<WiredSource> {
     use wattson_collectors::power::{hwmon, ipmi, nut, nvml, rapl};
     let p = &config.power;
-    let mut out: Vec<Scheduled> = Vec::new();
+    let mut out: Vec<WiredSource> = Vec::new();
     let mut add = |name: &dyn std::fmt::Display,
                    r: Result<Box<dyn wattson_collectors::Collector>, String>,
                    every: Duration| match r {
-        Ok(c) => out.push(Scheduled::new(c, every)),
+        Ok(c) => out.push(WiredSource::new(c, every)),
         Err(why) => tracing::info!("{name}: unavailable: {why}"),
     };
     if p.rapl {
@@ -130,8 +172,8 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<Scheduled> {
 
 /// With no wall meter here (none configured and no smart plug, or every configured port
 /// absent at start), the wall draw estimated from the calibration a sweep stored for this
-/// host (see [`crate::sources::estimated_wall`]), if there is one and its source works here.
-pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
+/// host (see [`super::estimated_wall`]), if there is one and its source works here.
+pub fn estimate_collector(config: &Config) -> Option<WiredSource> {
     let meter_here = config.meters.iter().any(|m| m.port.exists()) || !config.plugs.is_empty();
     if meter_here || !config.storage.path.exists() {
         return None;
@@ -147,7 +189,7 @@ pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
         }
     };
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
-    match crate::sources::estimated_wall::collector_for_host(&store, &config.host.name, &root) {
+    match super::estimated_wall::collector_for_host(&store, &config.host.name, &root) {
         Ok(Some(c)) => {
             let cal = c.estimator().calibration();
             tracing::info!(
@@ -157,7 +199,7 @@ pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
                 cal.source,
                 2.0 * cal.rms_error_w
             );
-            Some(Scheduled::new(Box::new(c), config.power.interval))
+            Some(WiredSource::new(Box::new(c), config.power.interval))
         }
         Ok(None) => None,
         Err(e) => {
@@ -168,11 +210,11 @@ pub fn estimate_collector(config: &Config) -> Option<Scheduled> {
 }
 
 /// Smart plugs over MQTT, as wall meters; needs the async runtime for their subscription.
-pub(super) fn plug_collectors(
+pub fn plug_collectors(
     config: &Config,
     cancel: &CancellationToken,
-) -> anyhow::Result<Vec<Scheduled>> {
-    use crate::sources::PlugSpec;
+) -> anyhow::Result<Vec<WiredSource>> {
+    use super::PlugSpec;
     let (Some(mqtt), false) = (&config.mqtt, config.plugs.is_empty()) else {
         return Ok(Vec::new());
     };
@@ -186,11 +228,11 @@ pub(super) fn plug_collectors(
             bidirectional: p.bidirectional,
         })
         .collect();
-    let (_task, collectors) = crate::sources::plug::spawn_plugs(mqtt, &specs, cancel.child_token())
+    let (_task, collectors) = super::plug::spawn_plugs(mqtt, &specs, cancel.child_token())
         .context("subscribing to the smart plugs")?;
     Ok(collectors
         .into_iter()
-        .map(|c| Scheduled::new(Box::new(c), Duration::from_secs(1)))
+        .map(|c| WiredSource::new(Box::new(c), Duration::from_secs(1)))
         .collect())
 }
 
