@@ -280,6 +280,14 @@ pub struct CpuConfig {
     pub interval: Duration,
 }
 
+/// `[tariff] max_price_per_kwh` unless the file sets it, currency per kWh.
+pub const DEFAULT_MAX_PRICE_PER_KWH: f64 = 10.0;
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_default_max_price(v: &f64) -> bool {
+    *v == DEFAULT_MAX_PRICE_PER_KWH
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TariffConfig {
     pub currency: String,
@@ -303,7 +311,10 @@ pub struct TariffConfig {
     /// What the topic's number is in.
     pub price_unit: PriceUnit,
     /// Prices beyond this, either sign, are refused (imports and the live price),
-    /// currency per kWh.
+    /// currency per kWh. Printed in the effective config only where it is not the default:
+    /// a file that does not set it holds its own prices to a far wider bound (see
+    /// `tariff_section::configured_price_limit`), which printing the default would narrow.
+    #[serde(skip_serializing_if = "is_default_max_price")]
     pub max_price_per_kwh: f64,
     /// Tariffs to compare against (`wattson report --tariffs`).
     #[serde(rename = "alternative", skip_serializing_if = "Vec::is_empty")]
@@ -448,7 +459,7 @@ impl Default for TariffConfig {
             price_topic: None,
             price_field: None,
             price_unit: PriceUnit::PerKwh,
-            max_price_per_kwh: 10.0,
+            max_price_per_kwh: DEFAULT_MAX_PRICE_PER_KWH,
             alternatives: Vec::new(),
         }
     }

@@ -289,6 +289,16 @@ fn the_defaults_print_and_parse_back_unchanged() {
     assert_eq!(round_trip(&d), d);
 }
 
+/// Regression (found by the fuzz test): a period price above the default
+/// `max_price_per_kwh` of 10, valid in a file that does not set it, was refused when the
+/// effective config (which printed the default) was read back.
+#[test]
+fn a_price_above_the_default_limit_round_trips_when_the_file_sets_none() {
+    let text = VALID.replace("price_per_kwh = 0.07", "price_per_kwh = 12");
+    let c = parse(&text).unwrap();
+    assert_eq!(round_trip(&c), Config { source: None, ..c });
+}
+
 #[test]
 fn the_fuzz_seed_round_trips() {
     let c = parse(VALID).unwrap();
