@@ -1,7 +1,8 @@
-//! How to keep a setting that saved something: wattson restores every change it made and
-//! never makes one permanent, so it prints the line to add instead: a kernel command-line
-//! option, a udev rule (systemd udev's `ATTR{...}=` assignment on `add`), a sysctl.d entry, or
-//! a tmpfiles.d `w` line (systemd tmpfiles.d(5): write to a file at boot).
+//! How to keep a setting that saved something by hand: `wattson idle --measure` restores
+//! every change it made, and prints after its results the line to add for each saver (or
+//! `wattson idle --apply` keeps them in a file of its own, [`super::apply`]): a kernel
+//! command-line option, a udev rule (systemd udev's `ATTR{...}=` assignment on `add`), a
+//! sysctl.d entry, or a tmpfiles.d `w` line (systemd tmpfiles.d(5): write to a file at boot).
 
 use super::candidates::Candidate;
 use wattson_collectors::idle::settings::SettingKind;
