@@ -46,10 +46,6 @@ pub fn redact_url(url: &str) -> String {
     url.to_owned()
 }
 
-pub(super) fn redacted_url<S: Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&redact_url(url))
-}
-
 /// A time-of-use period's start or end, `"HH:MM"`.
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `serialize_with` passes a reference
 pub(super) fn time_of_day<S: Serializer>(t: &chrono::NaiveTime, s: S) -> Result<S::Ok, S::Error> {

@@ -9,6 +9,7 @@
 //! `config check` passes, `run` runs. [`effective`] prints a [`Config`] back by serialising
 //! it. Durations are in [`duration`].
 
+pub mod broker;
 mod duration;
 mod effective;
 mod file;
@@ -374,10 +375,9 @@ pub struct TariffChangeConfig {
 #[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MqttConfig {
-    /// Never holds a password (refused by validation); printed through [`redact_url`] all the
-    /// same.
-    #[serde(serialize_with = "effective::redacted_url")]
-    pub url: String,
+    /// `url`, parsed when the file is read (never with a password: refused by validation).
+    #[serde(rename = "url")]
+    pub broker: broker::Broker,
     pub client_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub username: Option<String>,

@@ -12,14 +12,14 @@ use super::{ConfigError, MqttConfig, redact_url};
 impl Validator<'_> {
     /// `[mqtt]`; `host_name` names the default client id.
     pub(super) fn mqtt(&self, m: FileMqtt, host_name: &str) -> Result<MqttConfig, ConfigError> {
-        let url = self.mqtt_url(&m.url)?;
+        let broker = self.mqtt_url(&m.url)?;
         let password_credential = self.mqtt_credentials(&m)?;
         Ok(MqttConfig {
             client_id: match &m.client_id {
                 Some(id) => self.name(id, "mqtt.client_id")?,
                 None => format!("wattson-{host_name}"),
             },
-            url,
+            broker,
             username: m.username,
             password_file: m.password_file,
             password_credential,
@@ -49,8 +49,9 @@ impl Validator<'_> {
         })
     }
 
-    /// `mqtt.url`: `mqtt://` or `mqtts://`, with no user or password in it; trimmed.
-    fn mqtt_url(&self, url: &Spanned<String>) -> Result<String, ConfigError> {
+    /// `mqtt.url`: `mqtt://` or `mqtts://`, with no user or password in it, a host and a
+    /// port from 1 to 65535 (the scheme's default without one); trimmed and parsed.
+    fn mqtt_url(&self, url: &Spanned<String>) -> Result<super::broker::Broker, ConfigError> {
         let text = url.get_ref().trim().to_owned();
         if !(text.starts_with("mqtt://") || text.starts_with("mqtts://")) {
             return Err(self.err(
@@ -70,7 +71,7 @@ impl Validator<'_> {
                  password_credential, not in the URL",
             ));
         }
-        Ok(text)
+        super::broker::parse_url(&text).map_err(|e| self.err(url.span(), "mqtt.url", e.reason))
     }
 
     /// The password's source: a file or a systemd credential (not both), and only with a

@@ -299,6 +299,24 @@ fn a_price_above_the_default_limit_round_trips_when_the_file_sets_none() {
     assert_eq!(round_trip(&c), Config { source: None, ..c });
 }
 
+/// `mqtt.url` is parsed once, when the file is read: a port the broker cannot have is the
+/// file's error, with its key and line, not the publisher's at start.
+#[test]
+fn a_broker_url_without_a_usable_port_is_refused_where_it_is_written() {
+    let text = VALID.replace("mqtt://broker.lan:1883", "mqtt://broker.lan:0");
+    let e = parse(&text).unwrap_err().to_string();
+    assert!(
+        e.contains("mqtt.url") && e.contains("port must be a number from 1 to 65535"),
+        "{e}"
+    );
+    let c = parse(VALID).unwrap();
+    let broker = &c.mqtt.as_ref().unwrap().broker;
+    assert_eq!(
+        (broker.host.as_str(), broker.port, broker.tls),
+        ("broker.lan", 1883, false)
+    );
+}
+
 #[test]
 fn the_fuzz_seed_round_trips() {
     let c = parse(VALID).unwrap();

@@ -96,7 +96,6 @@ fn mqtt_unusable(config: &Config, e: &MqttError) -> ConfigError {
             )
         }
         MqttError::Pem { what, .. } => ((*what).to_owned(), e.to_string()),
-        MqttError::Url { .. } => ("mqtt.url".to_owned(), e.to_string()),
         MqttError::PasswordWithoutUser { .. } => ("mqtt.username".to_owned(), e.to_string()),
         MqttError::Credential { reason } => ("mqtt.password_credential".to_owned(), reason.clone()),
         MqttError::Tls { .. } | MqttError::Relay { .. } => ("mqtt".to_owned(), e.to_string()),

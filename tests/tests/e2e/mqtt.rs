@@ -22,9 +22,9 @@ use wattson::sources::{SharedMemorySink, fleet};
 use wattson_collectors::{Collector, Metric, Sample};
 use wattson_tests::broker::{Kind, Options, TestBroker, Watcher, kinds, wait_for};
 
-fn cfg(url: String, client_id: &str) -> MqttConfig {
+fn cfg(url: &str, client_id: &str) -> MqttConfig {
     MqttConfig {
-        url,
+        broker: wattson::config::broker::parse_url(url).unwrap(),
         client_id: client_id.to_owned(),
         username: None,
         password_file: None,
@@ -187,7 +187,7 @@ async fn state_and_discovery(kind: Kind) {
     let cancel = CancellationToken::new();
     feed(live.clone(), cancel.clone());
     let h = Publisher::spawn(
-        cfg(broker.url(false), "wattson-basket"),
+        cfg(&broker.url(false), "wattson-basket"),
         "basket".into(),
         live,
         extras(),
@@ -270,7 +270,7 @@ async fn discovery_can_be_disabled() {
     let live = Arc::new(LiveState::default());
     let cancel = CancellationToken::new();
     feed(live.clone(), cancel.clone());
-    let mut c = cfg(broker.url(false), "wattson-basket");
+    let mut c = cfg(&broker.url(false), "wattson-basket");
     c.discovery = false;
     let h = Publisher::spawn(c, "basket".into(), live, extras(), cancel.clone()).unwrap();
     assert!(
@@ -316,7 +316,7 @@ async fn broker_restart_reconnects_without_spinning() {
     let cancel = CancellationToken::new();
     feed(live.clone(), cancel.clone());
     let h = Publisher::spawn(
-        cfg(broker.url(false), "wattson-basket"),
+        cfg(&broker.url(false), "wattson-basket"),
         "basket".into(),
         live,
         extras(),
@@ -374,7 +374,7 @@ async fn wrong_password(kind: Kind) {
     let dir = tempfile::tempdir().unwrap();
     let pw = dir.path().join("pw");
     std::fs::write(&pw, "battery-staple\n").unwrap();
-    let mut c = cfg(broker.url(false), "wattson-basket");
+    let mut c = cfg(&broker.url(false), "wattson-basket");
     c.username = Some("wattson".into());
     c.password_file = Some(pw.clone());
     let live = Arc::new(LiveState::default());
@@ -578,7 +578,7 @@ async fn tls_verifies_the_broker_against_the_ca_file() {
             )),
         },
     );
-    let mut c = cfg(broker.url(true), "wattson-basket");
+    let mut c = cfg(&broker.url(true), "wattson-basket");
     c.ca_file = Some(d.join("good-ca.pem"));
     let (ok, _) = connects(c.clone()).await;
     assert!(ok >= 1, "TLS with the right CA did not connect");
@@ -600,7 +600,7 @@ async fn fleet(kind: Kind, hosts: usize, secs: u64) {
     let broker = TestBroker::start(kind, &Options::default());
     let sink = SharedMemorySink::default();
     let stats = Arc::new(fleet::FleetStats::default());
-    let collector_cfg = cfg(broker.url(false), "collector");
+    let collector_cfg = cfg(&broker.url(false), "collector");
     let start_collector = |cancel: CancellationToken| {
         let (c, mut s, st) = (collector_cfg.clone(), sink.clone(), stats.clone());
         tokio::spawn(async move {
@@ -638,7 +638,7 @@ async fn fleet(kind: Kind, hosts: usize, secs: u64) {
     for i in 0..hosts {
         let live = Arc::new(LiveState::default());
         feed(live.clone(), cancel.clone());
-        let mut c = cfg(broker.url(false), &format!("wattson-host{i}"));
+        let mut c = cfg(&broker.url(false), &format!("wattson-host{i}"));
         c.publish_interval = Duration::from_secs(1);
         c.discovery = false;
         handles
@@ -750,7 +750,7 @@ async fn plugs_feed_collectors_over_mqtt() {
         },
     ];
     let (join, mut collectors) = wattson::sources::plug::spawn_plugs(
-        &cfg(broker.url(false), "wattson-basket"),
+        &cfg(&broker.url(false), "wattson-basket"),
         &specs,
         cancel.clone(),
     )

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use crate::config::MqttConfig;
 
+pub use crate::config::broker::{Broker, BrokerUrlError, parse_url};
 pub use driver::{Backoff, Connection, describe_error, is_auth_error};
 pub use publisher::Publisher;
 pub use state::StateExtras;
@@ -32,8 +33,6 @@ pub use state::StateExtras;
 /// Why an MQTT connection could not be set up. Never carries a password.
 #[derive(Debug, thiserror::Error)]
 pub enum MqttError {
-    #[error("mqtt.url {url}: {reason}")]
-    Url { url: String, reason: String },
     #[error("reading {what} {path}")]
     ReadFile {
         what: &'static str,
@@ -60,80 +59,6 @@ pub enum MqttError {
     },
 }
 
-/// Where the broker is, parsed from `mqtt.url`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Broker {
-    pub host: String,
-    /// TCP port; 1883 for `mqtt://` and 8883 for `mqtts://` unless the URL names one.
-    pub port: u16,
-    pub tls: bool,
-}
-
-impl std::fmt::Display for Broker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let scheme = if self.tls { "mqtts" } else { "mqtt" };
-        if self.host.contains(':') {
-            write!(f, "{scheme}://[{}]:{}", self.host, self.port)
-        } else {
-            write!(f, "{scheme}://{}:{}", self.host, self.port)
-        }
-    }
-}
-
-/// Parse `mqtt://host[:port]` or `mqtts://host[:port]` (IPv6 literals in brackets).
-pub fn parse_url(url: &str) -> Result<Broker, MqttError> {
-    let err = |reason: &str| MqttError::Url {
-        url: url.to_owned(),
-        reason: reason.to_owned(),
-    };
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| err("must start with mqtt:// or mqtts://"))?;
-    let tls = match scheme {
-        "mqtt" | "tcp" => false,
-        "mqtts" | "ssl" => true,
-        _ => return Err(err("must start with mqtt:// or mqtts://")),
-    };
-    let authority = rest.split('/').next().unwrap_or_default();
-    if authority.contains('@') {
-        return Err(err(
-            "put the user in mqtt.username and the password in mqtt.password_file",
-        ));
-    }
-    let default_port = if tls { 8883 } else { 1883 };
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let (h, after) = v6
-            .split_once(']')
-            .ok_or_else(|| err("unclosed '[' in host"))?;
-        match after.strip_prefix(':') {
-            Some(p) => (h, Some(p)),
-            None if after.is_empty() => (h, None),
-            None => return Err(err("junk after ']'")),
-        }
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(err("no host"));
-    }
-    let port = match port {
-        None => default_port,
-        Some(p) => p
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| err("port must be a number from 1 to 65535"))?,
-    };
-    Ok(Broker {
-        host: host.to_owned(),
-        port,
-        tls,
-    })
-}
-
 /// What every client of `[mqtt]` needs to reach the broker. No `Debug`: it holds the
 /// password.
 pub struct BrokerAccess {
@@ -148,7 +73,7 @@ pub struct BrokerAccess {
 
 /// Read `[mqtt]` into a [`BrokerAccess`]: the URL, the password file, TLS files.
 pub fn broker_access(cfg: &MqttConfig) -> Result<BrokerAccess, MqttError> {
-    let broker = parse_url(&cfg.url)?;
+    let broker = cfg.broker.clone();
     let keepalive = if cfg.keepalive.is_zero() {
         Duration::ZERO
     } else {
@@ -200,7 +125,7 @@ fn tls_config(cfg: &MqttConfig) -> Result<rustls::ClientConfig, MqttError> {
     use rustls::pki_types::pem::PemObject;
 
     let tls_err = |reason: String| MqttError::Tls {
-        url: cfg.url.clone(),
+        url: cfg.broker.to_string(),
         reason,
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -345,30 +270,6 @@ pub fn topic_segment(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_parse_with_default_ports() {
-        assert_eq!(
-            parse_url("mqtt://broker.lan").unwrap(),
-            Broker {
-                host: "broker.lan".into(),
-                port: 1883,
-                tls: false
-            }
-        );
-        let b = parse_url("mqtts://[::1]:9883/").unwrap();
-        assert_eq!((b.host.as_str(), b.port, b.tls), ("::1", 9883, true));
-        assert_eq!(parse_url("mqtts://h").unwrap().port, 8883);
-        assert!(parse_url("http://h").is_err());
-        assert!(parse_url("mqtt://h:0").is_err());
-        assert!(parse_url("mqtt://:1883").is_err());
-    }
-
-    #[test]
-    fn url_with_credentials_is_refused_without_echoing_them() {
-        let e = parse_url("mqtt://u:pw@h").unwrap_err().to_string();
-        assert!(e.contains("password_file"), "{e}");
-    }
 
     #[test]
     fn password_file_trailing_newline_is_dropped() {

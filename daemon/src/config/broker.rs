@@ -1,0 +1,124 @@
+//! `mqtt.url` parsed once, when the configuration is read: the broker's host, port and
+//! whether it speaks TLS, which every MQTT client (the publisher, the plugs, the fleet
+//! collector, the live price) connects to as given.
+
+use serde::{Serialize, Serializer};
+
+/// Why `mqtt.url` is not a broker's address. Never carries a password (one in the URL is
+/// refused before this is made).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("mqtt.url {url}: {reason}")]
+pub struct BrokerUrlError {
+    pub url: String,
+    pub reason: String,
+}
+
+/// Where the broker is, parsed from `mqtt.url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broker {
+    pub host: String,
+    /// TCP port; 1883 for `mqtt://` and 8883 for `mqtts://` unless the URL names one.
+    pub port: u16,
+    pub tls: bool,
+}
+
+impl std::fmt::Display for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.tls { "mqtts" } else { "mqtt" };
+        if self.host.contains(':') {
+            write!(f, "{scheme}://[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Parse `mqtt://host[:port]` or `mqtts://host[:port]` (IPv6 literals in brackets).
+pub fn parse_url(url: &str) -> Result<Broker, BrokerUrlError> {
+    let err = |reason: &str| BrokerUrlError {
+        url: url.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| err("must start with mqtt:// or mqtts://"))?;
+    let tls = match scheme {
+        "mqtt" | "tcp" => false,
+        "mqtts" | "ssl" => true,
+        _ => return Err(err("must start with mqtt:// or mqtts://")),
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err(err(
+            "put the user in mqtt.username and the password in mqtt.password_file",
+        ));
+    }
+    let default_port = if tls { 8883 } else { 1883 };
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (h, after) = v6
+            .split_once(']')
+            .ok_or_else(|| err("unclosed '[' in host"))?;
+        match after.strip_prefix(':') {
+            Some(p) => (h, Some(p)),
+            None if after.is_empty() => (h, None),
+            None => return Err(err("junk after ']'")),
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(err("no host"));
+    }
+    let port = match port {
+        None => default_port,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| err("port must be a number from 1 to 65535"))?,
+    };
+    Ok(Broker {
+        host: host.to_owned(),
+        port,
+        tls,
+    })
+}
+
+/// As the effective config prints it: the URL the broker parses back from.
+impl Serialize for Broker {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_with_default_ports() {
+        assert_eq!(
+            parse_url("mqtt://broker.lan").unwrap(),
+            Broker {
+                host: "broker.lan".into(),
+                port: 1883,
+                tls: false
+            }
+        );
+        let b = parse_url("mqtts://[::1]:9883/").unwrap();
+        assert_eq!((b.host.as_str(), b.port, b.tls), ("::1", 9883, true));
+        assert_eq!(parse_url("mqtts://h").unwrap().port, 8883);
+        assert!(parse_url("http://h").is_err());
+        assert!(parse_url("mqtt://h:0").is_err());
+        assert!(parse_url("mqtt://:1883").is_err());
+    }
+
+    #[test]
+    fn url_with_credentials_is_refused_without_echoing_them() {
+        let e = parse_url("mqtt://u:pw@h").unwrap_err().to_string();
+        assert!(e.contains("password_file"), "{e}");
+    }
+}
