@@ -87,22 +87,36 @@ pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
 
 /// The process exit status for an error: 78 for configuration problems, 74 for the
 /// database (cannot open or write it, another writer holds it, samples lost), 65 for input
-/// data that cannot be used (a hostile candidate file), 1 otherwise.
+/// data that cannot be used (a hostile candidate file), 1 otherwise. Any error in the chain
+/// may say it; where several do, the first of 78, 74, 65 wins.
 pub fn exit_code_for(e: &anyhow::Error) -> u8 {
-    if e.chain().any(|c| c.downcast_ref::<ConfigError>().is_some()) {
-        EXIT_CONFIG as u8
-    } else if e
-        .chain()
-        .any(|c| c.downcast_ref::<crate::store::StoreError>().is_some())
-    {
-        crate::store::EXIT_STORE
-    } else if e
-        .chain()
-        .any(|c| c.downcast_ref::<crate::candidate::BadInput>().is_some())
-    {
-        crate::candidate::EXIT_DATA
+    let said: Vec<u8> = e.chain().filter_map(exit_status_of).collect();
+    [
+        EXIT_CONFIG as u8,
+        crate::store::EXIT_STORE,
+        crate::candidate::EXIT_DATA,
+    ]
+    .into_iter()
+    .find(|code| said.contains(code))
+    .unwrap_or(1)
+}
+
+/// The exit status one error of a chain stands for: the configuration's, the store's and
+/// the candidate import's own errors, and the layers' error types, which wrap them
+/// (transparently, so a wrapped one is not in the chain: each layer's `exit_status` says it).
+fn exit_status_of(e: &(dyn std::error::Error + 'static)) -> Option<u8> {
+    if e.is::<ConfigError>() {
+        Some(EXIT_CONFIG as u8)
+    } else if e.is::<crate::store::StoreError>() {
+        Some(crate::store::EXIT_STORE)
+    } else if e.is::<crate::candidate::BadInput>() {
+        Some(crate::candidate::EXIT_DATA)
+    } else if let Some(e) = e.downcast_ref::<crate::store::ExistingError>() {
+        e.exit_status()
+    } else if let Some(e) = e.downcast_ref::<crate::ledger::LedgerError>() {
+        e.exit_status()
     } else {
-        1
+        None
     }
 }
 

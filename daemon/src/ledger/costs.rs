@@ -13,6 +13,7 @@ use serde::Serialize;
 use wattson_collectors::SourceId;
 use wattson_collectors::meter::{Accuracy, Protocol};
 
+use super::LedgerError;
 use super::energy::{self, Energy};
 use super::interval::{self, PowerInterval};
 use crate::analysis::cost::HOURS_PER_YEAR;
@@ -27,9 +28,10 @@ const PROJECTION_WINDOW_MS: i64 = super::annual::PROJECTION_DAYS as i64 * 24 * H
 /// Less covered time than this gives no projection, ms (ten samples of a 1 s meter).
 const MIN_PROJECTION_MS: i64 = 10_000;
 
-/// The tariff of the config as the analysis type (one conversion, shared with reports).
-pub fn tariff(cfg: &TariffConfig) -> anyhow::Result<Tariff> {
-    tariff_from_config(cfg).map_err(|e| anyhow::anyhow!("[tariff]: {e}"))
+/// The tariff of the config as the analysis type (one conversion, shared with reports); a
+/// `[tariff]` that makes none is a configuration error ([`LedgerError::Tariff`]).
+pub fn tariff(cfg: &TariffConfig) -> Result<Tariff, LedgerError> {
+    tariff_from_config(cfg).map_err(LedgerError::Tariff)
 }
 
 /// The configured tariff with the applied price series of the database taking precedence
@@ -38,7 +40,7 @@ pub fn tariff_with_series(
     cfg: &TariffConfig,
     store: &Store,
     now_ms: i64,
-) -> anyhow::Result<Tariff> {
+) -> Result<Tariff, LedgerError> {
     let base = tariff(cfg)?;
     let set = crate::tariff::store::applied(
         store,
@@ -119,7 +121,7 @@ fn is_zero(n: &u64) -> bool {
 impl PeriodCost {
     /// The period's figures from the ledger's energy, priced by `tariff` (minute by minute
     /// where it has price series).
-    pub fn of(store: &Store, e: &Energy, tariff: &Tariff) -> anyhow::Result<PeriodCost> {
+    pub fn of(store: &Store, e: &Energy, tariff: &Tariff) -> Result<PeriodCost, LedgerError> {
         let c = e.cost_in(store, tariff)?;
         Ok(PeriodCost {
             from_ms: e.from_ms,
@@ -177,7 +179,7 @@ pub fn summary(
     accuracy: Option<Accuracy>,
     tariff: &Tariff,
     now: DateTime<Utc>,
-) -> anyhow::Result<CostSummary> {
+) -> Result<CostSummary, LedgerError> {
     summary_with_total(store, host, source, accuracy, tariff, now, None)
 }
 
@@ -191,7 +193,7 @@ pub fn summary_with_total(
     tariff: &Tariff,
     now: DateTime<Utc>,
     total: Option<PeriodCost>,
-) -> anyhow::Result<CostSummary> {
+) -> Result<CostSummary, LedgerError> {
     let tz = tariff.tz();
     let local = now.with_timezone(&tz);
     let now_ms = now.timestamp_millis();
@@ -200,7 +202,7 @@ pub fn summary_with_total(
         tz,
         local.date_naive().with_day(1).unwrap_or(local.date_naive()),
     );
-    let period = |from_ms: i64| -> anyhow::Result<PeriodCost> {
+    let period = |from_ms: i64| -> Result<PeriodCost, LedgerError> {
         PeriodCost::of(
             store,
             &energy::energy(store, host, source, from_ms, now_ms)?,

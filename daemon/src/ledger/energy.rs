@@ -15,6 +15,7 @@ use serde::Serialize;
 use wattson_collectors::Metric;
 use wattson_collectors::SourceId;
 
+use super::LedgerError;
 use super::PrimaryPower;
 use crate::analysis::cost::{CostBreakdown, cost_of_energy};
 use crate::store::{
@@ -177,7 +178,7 @@ impl Energy {
 
     /// The energy priced by the tariff, each bucket at the prices of its own time, and the
     /// hours in which a price may change minute by minute (their stored minutes).
-    pub fn cost_in(&self, store: &Store, tariff: &Tariff) -> anyhow::Result<CostBreakdown> {
+    pub fn cost_in(&self, store: &Store, tariff: &Tariff) -> Result<CostBreakdown, LedgerError> {
         let buckets =
             self.minute_buckets_where(store, |start, end| tariff.may_change_within(start, end))?;
         Ok(cost_of_energy(tariff, &buckets)?)

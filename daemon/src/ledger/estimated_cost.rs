@@ -7,6 +7,7 @@
 
 use serde::Serialize;
 
+use super::LedgerError;
 use crate::analysis::cost::{HOURS_PER_YEAR, cost_of_energy};
 use crate::store::HOUR_MS;
 use crate::tariff::Tariff;
@@ -33,7 +34,7 @@ pub fn project(
     hours: &[(i64, f64)],
     covered_hours: f64,
     ci95_wh: Option<f64>,
-) -> anyhow::Result<Option<EstimatedCost>> {
+) -> Result<Option<EstimatedCost>, LedgerError> {
     if covered_hours <= 0.0 {
         return Ok(None);
     }

@@ -21,17 +21,20 @@
 //!   a source's watts stand for.
 //! - [`estimated_cost`]: money for estimated energy (what each service costs), kept apart
 //!   from measured energy.
+//! - [`error`]: why a figure could not be made ([`LedgerError`]).
 
 pub mod annual;
 pub mod candidate;
 pub mod costs;
 pub mod counter;
 pub mod energy;
+pub mod error;
 pub mod estimated_cost;
 pub mod interval;
 pub mod primary;
 pub mod running;
 
+pub use error::LedgerError;
 pub use primary::{PrimaryPower, scope_label};
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 use chrono::{DateTime, Datelike, Utc};
 use wattson_collectors::SourceId;
 
+use super::LedgerError;
 use super::costs::local_midnight;
 use super::energy::{self, MS_PER_HOUR};
 use crate::analysis::cost;
@@ -52,7 +53,7 @@ impl RunningTotal {
         source: &SourceId,
         tariff: &Tariff,
         now_ms: i64,
-    ) -> anyhow::Result<TotalFigures> {
+    ) -> Result<TotalFigures, LedgerError> {
         self.recheck(store, host, source, now_ms)?;
         let from = match self.until_ms {
             Some(t) => t,
@@ -68,7 +69,7 @@ impl RunningTotal {
         // end by the boundary, the open ones' after it.
         let fine =
             e.minute_buckets_where(store, |start, end| tariff.may_change_within(start, end))?;
-        let price = |closed: bool| -> anyhow::Result<f64> {
+        let price = |closed: bool| -> Result<f64, LedgerError> {
             let v: Vec<(i64, i64, f64)> = fine
                 .iter()
                 .filter(|m| (m.1 <= boundary) == closed)
@@ -76,7 +77,7 @@ impl RunningTotal {
                 .collect();
             Ok(cost::cost_of_energy(tariff, &v)?.energy_cost)
         };
-        let sum = |bs: &[&energy::Bucket], closed: bool| -> anyhow::Result<TotalFigures> {
+        let sum = |bs: &[&energy::Bucket], closed: bool| -> Result<TotalFigures, LedgerError> {
             Ok(TotalFigures {
                 kwh: bs.iter().map(|b| b.wh).sum::<f64>() / 1000.0,
                 cost: price(closed)?,
@@ -116,7 +117,7 @@ impl RunningTotal {
         host: &str,
         source: &SourceId,
         now_ms: i64,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), LedgerError> {
         let Some(until) = self.until_ms else {
             return Ok(());
         };
@@ -176,7 +177,7 @@ impl RunningPeriods {
         source: &SourceId,
         tariff: &Tariff,
         now: DateTime<Utc>,
-    ) -> anyhow::Result<PeriodFigures> {
+    ) -> Result<PeriodFigures, LedgerError> {
         let tz = tariff.tz();
         let date = now.with_timezone(&tz).date_naive();
         let day_start = local_midnight(tz, date);

@@ -261,7 +261,12 @@ impl Shares<'_> {
         hours: &[(i64, f64)],
         ci_wh: Option<f64>,
     ) -> anyhow::Result<Option<EstimatedCost>> {
-        project(self.tariff, hours, self.sums.metered_s / 3600.0, ci_wh)
+        Ok(project(
+            self.tariff,
+            hours,
+            self.sums.metered_s / 3600.0,
+            ci_wh,
+        )?)
     }
 
     /// The idle floor's cost and the cost of the wall above it; none without a floor or

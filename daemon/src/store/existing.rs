@@ -3,17 +3,76 @@
 //! OS reason when it cannot be read, migrating one an older wattson wrote, and whether it
 //! holds the host asked for.
 
-use super::{Store, StoreError, StoreOptions};
+use std::path::{Path, PathBuf};
+
+use super::{EXIT_STORE, Store, StoreError, StoreOptions};
+
+/// Why an existing database could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ExistingError {
+    /// Migrating a database an older wattson wrote failed.
+    #[error("migrating {}", path.display())]
+    Migrate {
+        path: PathBuf,
+        #[source]
+        source: Box<StoreError>,
+    },
+    /// This user may not read the database.
+    #[error(
+        "cannot read the database {}: run this as a user who may read it (the service's \
+         database belongs to its dynamic user: sudo, or a member of its group), or pass --db PATH",
+        path.display()
+    )]
+    Denied {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database cannot be opened for another reason of the OS.
+    #[error("cannot read the database {}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Boxed, as a store error is large.
+    #[error(transparent)]
+    Store(Box<StoreError>),
+    #[error(transparent)]
+    UnknownHost(#[from] UnknownHost),
+}
+
+impl From<StoreError> for ExistingError {
+    fn from(e: StoreError) -> Self {
+        ExistingError::Store(Box::new(e))
+    }
+}
+
+impl ExistingError {
+    /// The exit status it stands for: the store's (74) for a database that cannot be opened
+    /// or migrated; none of its own for a file the OS refuses or a host it lacks (1).
+    pub fn exit_status(&self) -> Option<u8> {
+        match self {
+            ExistingError::Migrate { .. } | ExistingError::Store(_) => Some(EXIT_STORE),
+            ExistingError::Denied { .. }
+            | ExistingError::Unreadable { .. }
+            | ExistingError::UnknownHost(_) => None,
+        }
+    }
+}
 
 /// Open an existing database for reading. One written by an older wattson is migrated first
 /// (atomically, as the daemon would on start) when the file is writable.
-pub fn open_database(path: &std::path::Path) -> anyhow::Result<Store> {
-    use anyhow::Context as _;
+pub fn open_database(path: &Path) -> Result<Store, ExistingError> {
     match Store::open_read_only(path) {
         Err(StoreError::SchemaTooOld { .. }) => {
             drop(
-                Store::open(path, &StoreOptions::default())
-                    .with_context(|| format!("migrating {}", path.display()))?,
+                Store::open(path, &StoreOptions::default()).map_err(|source| {
+                    ExistingError::Migrate {
+                        path: path.to_path_buf(),
+                        source: Box::new(source),
+                    }
+                })?,
             );
             Ok(Store::open_read_only(path)?)
         }
@@ -25,21 +84,20 @@ pub fn open_database(path: &std::path::Path) -> anyhow::Result<Store> {
 /// Whether the database at `path` is there to be read: `Ok(false)` when it does not exist,
 /// `Ok(true)` when it can be opened, and an error naming the path and the OS reason (a
 /// permission problem is not "no database") otherwise.
-pub fn database_exists(path: &std::path::Path) -> anyhow::Result<bool> {
+pub fn database_exists(path: &Path) -> Result<bool, ExistingError> {
     match std::fs::File::open(path) {
         Ok(_) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(anyhow::Error::new(e)
-            .context(format!(
-                "cannot read the database {}: run this as a user who may read it (the \
-                 service's database belongs to its dynamic user: sudo, or a member of its group), \
-                 or pass --db PATH",
-                path.display()
-            ))),
-        Err(e) => {
-            Err(anyhow::Error::new(e)
-                .context(format!("cannot read the database {}", path.display())))
+        Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(ExistingError::Denied {
+                path: path.to_path_buf(),
+                source,
+            })
         }
+        Err(source) => Err(ExistingError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -56,7 +114,7 @@ pub struct UnknownHost {
 /// Refuses a `--host` the database has nothing of, naming those it has: a misspelt
 /// name would otherwise look like a host with no readings yet. The configured host
 /// passes (its database may be new).
-pub fn check_host(store: &Store, host: &str, configured: &str) -> anyhow::Result<()> {
+pub fn check_host(store: &Store, host: &str, configured: &str) -> Result<(), ExistingError> {
     if host == configured {
         return Ok(());
     }

@@ -65,7 +65,7 @@ use rusqlite::Connection;
 use rusqlite_migration::{M, Migrations};
 
 pub use error::{StoreError, error_chain};
-pub use existing::{UnknownHost, check_host, database_exists, open_database};
+pub use existing::{ExistingError, UnknownHost, check_host, database_exists, open_database};
 pub use handle::{FlushStats, StoreHandle};
 pub use health::StoreHealth;
 pub use hour_rollup::{HourRollup, MinuteRollup};

@@ -36,13 +36,8 @@ use series::SeriesSet;
 pub const MAX_SLOT_MS: i64 = 31 * 86_400_000;
 
 /// The applied carbon-intensity series (empty when none was imported).
-pub fn carbon_series(store: &Store, now_ms: i64) -> anyhow::Result<SeriesSet> {
-    Ok(store::applied(
-        store,
-        store::Kind::Carbon,
-        store::CARBON_UNIT,
-        now_ms,
-    )?)
+pub fn carbon_series(store: &Store, now_ms: i64) -> Result<SeriesSet, store::PriceStoreError> {
+    store::applied(store, store::Kind::Carbon, store::CARBON_UNIT, now_ms)
 }
 #[cfg(test)]
 mod tests;

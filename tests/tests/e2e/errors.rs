@@ -2,7 +2,8 @@
 //! command cannot do its job, and print each OS reason once: a missing, a busy and a silent
 //! meter port; a port that never existed; a port this user may not open; `meter probe` on a
 //! port it cannot open; `status`
-//! on a database it may not read; `report` with no database; `--levels` beyond the CPUs.
+//! on a database it may not read; `report` with no database; `--levels` beyond the CPUs; a
+//! `[tariff]` no tariff can be made of (78).
 
 // Helpers outside #[test] fns are test code too.
 #![allow(clippy::panic, clippy::unwrap_used)]
@@ -410,4 +411,32 @@ fn a_host_the_database_has_nothing_of_is_refused_naming_those_it_has() {
     }
     let (code, _, stderr) = run(&config, &["status", "--host", "nas"]);
     assert_eq!(code, Some(0), "{stderr}");
+}
+
+/// A `[[tariff.change]]` dated the first day chrono knows passes `config check` (the date
+/// is a date), but the configured tariff's base prices are dated that day too, so no tariff
+/// can be made of the two: a configuration problem, which exits 78 like every other, not 1.
+#[test]
+fn a_tariff_the_ledger_cannot_make_of_the_config_exits_78() {
+    let env = TestEnv::new();
+    let config = env.config(
+        "\n[tariff]\nprice_per_kwh = 0.3\n[[tariff.change]]\neffective_from = \"-262143-01-01\"\n\
+         price_per_kwh = 0.2\n",
+    );
+    let (code, _, stderr) = run(&config, &["config", "check"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    // A database to read: the commands open it before they price.
+    let opts = wattson::store::StoreOptions {
+        host: wattson_tests::HOST.into(),
+        ..wattson::store::StoreOptions::default()
+    };
+    drop(wattson::store::Store::open(&env.db, &opts).unwrap());
+    for args in [&["status"][..], &["services"]] {
+        let (code, _, stderr) = run(&config, args);
+        assert_eq!(code, Some(78), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("[tariff]: two tariff changes take effect on -262143-01-01"),
+            "{args:?}: {stderr}"
+        );
+    }
 }

@@ -141,6 +141,10 @@ fn asked_for_what_is_not_there(e: &anyhow::Error) -> bool {
         c.is::<crate::report::request::EmptyWindow>()
             || c.is::<crate::store::UnknownHost>()
             || matches!(
+                c.downcast_ref::<crate::store::ExistingError>(),
+                Some(crate::store::ExistingError::UnknownHost(_))
+            )
+            || matches!(
                 c.downcast_ref::<ReportError>(),
                 Some(ReportError::UnknownMode { .. } | ReportError::UnknownConfig { .. })
             )
