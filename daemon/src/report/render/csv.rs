@@ -78,13 +78,7 @@ pub const HEADER: [&str; 18] = [
 ];
 
 /// Quotes a field when it holds a comma, quote or line break.
-pub fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
+pub use crate::csv_line::field;
 
 /// The price a row's annual cost works out at, currency per kWh: what priced that row (the
 /// measured window's own hours, the year's mean, a service's estimate), never one price
