@@ -235,7 +235,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
         );
     }
     if let Some(e) = failure {
-        return Err(e.context("measuring stopped; every setting was put back"));
+        return Err(anyhow::Error::new(e).context("measuring stopped; every setting was put back"));
     }
     crate::output::print(&summary(&results, signal.is_some()));
     Ok(match signal {

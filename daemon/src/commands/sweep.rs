@@ -294,7 +294,7 @@ fn measure(
     drop(inst);
     bar.finish_and_clear();
     crate::logging::set_progress(None);
-    (outcome, live_levels)
+    (outcome.map_err(anyhow::Error::from), live_levels)
 }
 
 /// Where each run's results are stored: the daemon stores what it measured for us; without

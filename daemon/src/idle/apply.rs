@@ -230,7 +230,8 @@ pub fn record(store: &Store, keeps: &[Keep], now_ms: i64) -> Result<(), ApplyErr
     let mut found = Vec::new();
     for k in keeps {
         for (path, value) in &k.writes {
-            let o = Original::read(path).map_err(|e| ApplyError::Refused(format!("{e:#}")))?;
+            let o = Original::read(path)
+                .map_err(|e| ApplyError::Refused(wattson_collectors::ErrorChain(&e).to_string()))?;
             found.push((k, o, value));
         }
     }

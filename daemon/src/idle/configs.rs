@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::IdleError;
 use super::measure::{Outcome, Phase};
 use super::store::Effect;
 use crate::store::Store;
@@ -124,7 +125,7 @@ pub fn save(
     fingerprint: &Fingerprint,
     e: &Effect,
     o: &Outcome,
-) -> anyhow::Result<()> {
+) -> Result<(), IdleError> {
     let outcome = |level: LevelResult| SweepOutcome {
         levels: vec![level],
         fits: Vec::new(),

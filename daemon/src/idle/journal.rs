@@ -21,10 +21,10 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use rusqlite::params;
 use wattson_collectors::idle::settings::current_of_list;
 
+use super::IdleError;
 use super::candidates::{Allowlist, Catalogue, kernel_fs};
 use crate::safe_open::{self, KernelFs};
 use crate::store::{Store, StoreOptions};
@@ -41,8 +41,11 @@ pub struct Original {
 
 impl Original {
     /// Read `path` as it is now.
-    pub fn read(path: &Path) -> anyhow::Result<Original> {
-        let content = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    pub fn read(path: &Path) -> Result<Original, IdleError> {
+        let content = std::fs::read(path).map_err(|source| IdleError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
         let value = current_of_list(&String::from_utf8_lossy(&content));
         Ok(Original {
             path: path.to_owned(),
@@ -87,11 +90,11 @@ pub struct Journal {
 impl Journal {
     /// Read every file of `allow` and store it under `run_id`, in one transaction, before
     /// anything is written.
-    pub fn record(store: &Store, run_id: i64, allow: Allowlist) -> anyhow::Result<Journal> {
+    pub fn record(store: &Store, run_id: i64, allow: Allowlist) -> Result<Journal, IdleError> {
         let originals: Vec<Original> = allow
             .files()
             .map(|p| Original::read(p))
-            .collect::<anyhow::Result<_>>()?;
+            .collect::<Result<_, IdleError>>()?;
         let tx = store.conn().unchecked_transaction()?;
         for o in &originals {
             tx.execute(
@@ -99,11 +102,9 @@ impl Journal {
                 params![run_id, o.path.to_string_lossy(), o.content, o.value],
             )?;
         }
-        tx.commit().with_context(|| {
-            format!(
-                "storing the original settings in {}",
-                store.path().display()
-            )
+        tx.commit().map_err(|source| IdleError::StoreOriginals {
+            db: store.path().to_owned(),
+            source,
         })?;
         Ok(Journal {
             run_id,
@@ -113,19 +114,17 @@ impl Journal {
     }
 
     /// Write `value` into `path`, which must be on the allowlist.
-    pub fn write(&self, path: &Path, value: &str) -> anyhow::Result<()> {
+    pub fn write(&self, path: &Path, value: &str) -> Result<(), IdleError> {
         if !self.allow.contains(path) {
-            anyhow::bail!(
-                "refusing to write {}: not among the files this run recorded",
-                path.display()
-            );
+            return Err(IdleError::NotRecorded {
+                path: path.to_owned(),
+            });
         }
         let fs = kernel_fs(path, self.allow.root());
-        safe_open::write_setting(path, value.as_bytes(), fs).with_context(|| {
-            format!(
-                "writing {value:?} to {} (is it a value this kernel offers?)",
-                path.display()
-            )
+        safe_open::write_setting(path, value.as_bytes(), fs).map_err(|source| IdleError::Write {
+            value: value.to_owned(),
+            path: path.to_owned(),
+            source,
         })
     }
 
@@ -173,19 +172,19 @@ pub struct MeasureLock {
 }
 
 /// Take the lock of `db` for a measurement; `Err` when another measurement holds it.
-pub fn lock(db: &Path) -> anyhow::Result<MeasureLock> {
+pub fn lock(db: &Path) -> Result<MeasureLock, IdleError> {
     let path = lock_path(db);
-    let file = safe_open::lock_file(&path)
-        .with_context(|| format!("opening the lock file {}", path.display()))?;
+    let file = safe_open::lock_file(&path).map_err(|source| IdleError::LockFile {
+        path: path.clone(),
+        source,
+    })?;
     match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
         Ok(l) => Ok(MeasureLock { _lock: l }),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => anyhow::bail!(
-            "another `wattson idle --measure` is running on {} (it holds {}): wait for it to \
-             finish",
-            db.display(),
-            path.display()
-        ),
-        Err((_, e)) => Err(anyhow::Error::new(e).context(format!("locking {}", path.display()))),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(IdleError::Busy {
+            db: db.to_owned(),
+            lock: path,
+        }),
+        Err((_, source)) => Err(IdleError::Lock { path, source }),
     }
 }
 
@@ -444,9 +443,11 @@ fn log_recovery(db: &Path, waiting: &[Pending], out: &Recovery) {
 pub fn restore_asked(
     db: &Path,
     root: &wattson_collectors::SysRoot,
-) -> anyhow::Result<Option<Recovery>> {
-    let reader = Store::open_read_only(db)
-        .with_context(|| format!("opening the database {}", db.display()))?;
+) -> Result<Option<Recovery>, IdleError> {
+    let reader = Store::open_read_only(db).map_err(|source| IdleError::OpenDatabase {
+        db: db.to_owned(),
+        source: Box::new(source),
+    })?;
     let waiting = pending(&reader);
     drop(reader);
     if waiting.is_empty() {

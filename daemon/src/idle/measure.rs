@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use wattson_collectors::Collector;
 
+use super::IdleError;
 use super::candidates::Candidate;
 use super::journal::Journal;
 use crate::analysis::stats::{self, CiMethod, MeanCi};
@@ -248,7 +249,7 @@ fn read_phase(
     meter: &mut dyn Collector,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
-) -> anyhow::Result<Option<Vec<f64>>> {
+) -> Result<Option<Vec<f64>>, IdleError> {
     let t0 = Instant::now();
     let mut xs = Vec::new();
     let mut next = Instant::now();
@@ -275,12 +276,11 @@ fn read_phase(
         sleep_until(next, stop);
     }
     if xs.len() < 3 {
-        anyhow::bail!(
-            "the meter gave {} readings in a {:.0} s phase{}",
-            xs.len(),
-            plan.phase.as_secs_f64(),
-            first_error.map_or_else(String::new, |e| format!(" (first failure: {e})"))
-        );
+        return Err(IdleError::TooFewReadings {
+            readings: xs.len(),
+            phase_s: plan.phase.as_secs_f64(),
+            why: first_error.map_or_else(String::new, |e| format!(" (first failure: {e})")),
+        });
     }
     Ok(Some(xs))
 }
@@ -295,19 +295,21 @@ pub fn measure(
     c: &Candidate,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
-) -> anyhow::Result<Option<Outcome>> {
+) -> Result<Option<Outcome>, IdleError> {
     let started_ms = chrono::Utc::now().timestamp_millis();
     let files: Vec<std::path::PathBuf> = c.writes.iter().map(|(p, _)| p.clone()).collect();
     let result = run_phases(plan, meter, journal, store, c, &files, stop, progress);
     let failed = journal.restore(store, Some(&files));
     if !failed.is_empty() {
-        anyhow::bail!("could not restore {}: {}", c.name, failed.join("; "));
+        return Err(IdleError::NotRestored {
+            name: c.name.clone(),
+            failed,
+        });
     }
     let Some(phases) = result? else {
         return Ok(None);
     };
-    let figures =
-        combine(&phases).ok_or_else(|| anyhow::anyhow!("phases do not alternate A B A"))?;
+    let figures = combine(&phases).ok_or(IdleError::PhasesOutOfOrder)?;
     Ok(Some(Outcome {
         n: phases.iter().map(|p| p.n).sum(),
         phases,
@@ -327,7 +329,7 @@ fn run_phases(
     files: &[std::path::PathBuf],
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
-) -> anyhow::Result<Option<Vec<Phase>>> {
+) -> Result<Option<Vec<Phase>>, IdleError> {
     let mut phases = Vec::new();
     let mut is_changed = false;
     for index in 0..plan.phases {
@@ -345,7 +347,10 @@ fn run_phases(
         } else if !want_changed && is_changed {
             let failed = journal.restore(store, Some(files));
             if !failed.is_empty() {
-                anyhow::bail!("could not put {} back: {}", c.name, failed.join("; "));
+                return Err(IdleError::NotPutBack {
+                    name: c.name.clone(),
+                    failed,
+                });
             }
             is_changed = false;
         }

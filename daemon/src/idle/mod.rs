@@ -31,6 +31,7 @@
 pub mod apply;
 pub mod candidates;
 pub mod configs;
+pub mod error;
 pub mod explain;
 pub mod gap;
 pub mod history;
@@ -40,3 +41,5 @@ pub mod measure;
 pub mod store;
 pub mod wakeup_hours;
 pub mod wakeups;
+
+pub use error::IdleError;

@@ -7,6 +7,7 @@ use chrono::Utc;
 use wattson_collectors::SourceId;
 use wattson_collectors::source::channel;
 
+use super::ProduceError;
 use crate::report::{ConfigInput, GpuInput, GpuPoint, MeasuredInput};
 use crate::store::{HOUR_MS, floor_to};
 
@@ -44,7 +45,7 @@ pub fn gather_from_store(
     accuracy: Option<wattson_collectors::meter::Accuracy>,
     (from_ms, to_ms): (Option<i64>, Option<i64>),
     split: &dyn Fn(i64, i64) -> bool,
-) -> anyhow::Result<StoreData> {
+) -> Result<StoreData, ProduceError> {
     use crate::ledger::energy;
 
     if !crate::store::database_exists(db)? {
@@ -109,7 +110,7 @@ fn measured_input(
     accuracy: Option<wattson_collectors::meter::Accuracy>,
     series: bool,
     split: &dyn Fn(i64, i64) -> bool,
-) -> anyhow::Result<Option<MeasuredInput>> {
+) -> Result<Option<MeasuredInput>, ProduceError> {
     use crate::ledger::{counter, energy, interval};
 
     let e = energy::energy(store, host, &source, first, to)?;
@@ -155,7 +156,7 @@ fn measured_input(
 }
 
 /// This machine's CPU count: its per-core busy series.
-fn cpu_count(store: &crate::store::Store, host: &str) -> anyhow::Result<u32> {
+fn cpu_count(store: &crate::store::Store, host: &str) -> Result<u32, ProduceError> {
     use crate::store::SeriesFilter;
     use wattson_collectors::Metric;
 
@@ -173,7 +174,7 @@ fn utilisation(
     host: &str,
     (first, to): (i64, i64),
     cpus: u32,
-) -> anyhow::Result<Vec<(i64, i64, f64)>> {
+) -> Result<Vec<(i64, i64, f64)>, ProduceError> {
     use crate::store::{Resolution, SeriesFilter};
     use wattson_collectors::Metric;
 
@@ -201,7 +202,7 @@ fn utilisation(
 
 /// Every price series (to compare, and the applied ones to price by) and the applied
 /// carbon series.
-fn load_series(store: &crate::store::Store, data: &mut StoreData) -> anyhow::Result<()> {
+fn load_series(store: &crate::store::Store, data: &mut StoreData) -> Result<(), ProduceError> {
     use crate::tariff::store::{self as prices, Kind};
     let now_ms = Utc::now().timestamp_millis();
     let mut infos = prices::list(store)?;
@@ -226,7 +227,7 @@ pub fn gather_gpus(
     host: &str,
     from_ms: i64,
     to_ms: i64,
-) -> anyhow::Result<Vec<GpuInput>> {
+) -> Result<Vec<GpuInput>, ProduceError> {
     use std::collections::BTreeMap;
 
     use crate::store::SeriesFilter;
@@ -239,7 +240,7 @@ pub fn gather_gpus(
         .filter(|s| s.source == SourceId::Gpu)
         .filter(|s| channel::is_gpu(&s.channel))
     {
-        let raw = |metric: Metric| -> anyhow::Result<BTreeMap<i64, f64>> {
+        let raw = |metric: Metric| -> Result<BTreeMap<i64, f64>, ProduceError> {
             let filter = SeriesFilter::all()
                 .host(host)
                 .source(&p.source)

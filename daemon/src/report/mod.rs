@@ -8,6 +8,7 @@
 //! [`produce`] runs it all. Units: W, kWh per 365-day year, the
 //! tariff's currency per year.
 
+pub mod error;
 pub mod gather;
 pub mod idle;
 pub mod input;
@@ -17,6 +18,7 @@ pub mod real_tariffs;
 pub mod render;
 pub mod request;
 
+pub use error::ProduceError;
 pub use input::{
     ConfigInput, ConfigKind, ConfigStatus, FitInput, GpuInput, GpuPoint, LevelInput, MeasuredInput,
     ModeInput, Paired, ReportInput, ReportOptions,

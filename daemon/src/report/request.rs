@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::zone::Zone;
-use anyhow::Context as _;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 
+use super::ProduceError;
 use super::gather::{StoreData, gather_from_store};
 use super::{ConfigInput, Format, ReportInput, ReportOptions, model::resolve_config_list};
 use crate::config::Config;
@@ -149,12 +149,12 @@ pub fn produce(
     config: &Config,
     args: &ReportRequest,
     now: DateTime<Utc>,
-) -> anyhow::Result<String> {
+) -> Result<String, ProduceError> {
     if let Some(c) = args.upgrade_cost.filter(|c| !c.is_finite() || *c < 0.0) {
-        anyhow::bail!("--upgrade-cost {c} is not a price: give a non-negative amount");
+        return Err(ProduceError::UpgradeCost(c));
     }
     if let Some(g) = args.co2.filter(|g| !g.is_finite() || *g < 0.0) {
-        anyhow::bail!("--co2 {g} is not a carbon intensity: give g CO2 per kWh, 0 or more");
+        return Err(ProduceError::Co2(g));
     }
     let db = args
         .db
@@ -171,12 +171,7 @@ pub fn produce(
     // Without a database only the configurations measured by hand can be reported; with
     // none of those either there is nothing to report, which is an error, not an empty table.
     if !crate::store::database_exists(&db)? && config.manual.is_empty() {
-        anyhow::bail!(
-            "no database at {} and no [[config]] in the configuration: nothing to report; run \
-             `wattson run` (this machine's history) or `wattson sweep --name NAME` (its modes) \
-             first, add a [[config]] measured by hand, or pass --db PATH",
-            db.display()
-        );
+        return Err(ProduceError::NothingToReport { db });
     }
     let host = args
         .host
@@ -204,8 +199,13 @@ pub fn produce(
     )?;
     let input = input_from_config(config, store, args, now)?;
     let mut built = super::build(&input)?;
-    built.services = services_section(config, &db, &host, from_ms, to_ms, now)
-        .with_context(|| format!("reading what each service costs from {}", db.display()))?;
+    built.services =
+        services_section(config, &db, &host, from_ms, to_ms, now).map_err(|source| {
+            ProduceError::Services {
+                db: db.clone(),
+                source: Box::new(source),
+            }
+        })?;
     Ok(super::render(&built, args.format)?)
 }
 
@@ -218,7 +218,7 @@ fn services_section(
     from_ms: Option<i64>,
     to_ms: Option<i64>,
     now: DateTime<Utc>,
-) -> anyhow::Result<Option<crate::services::ServicesEstimate>> {
+) -> Result<Option<crate::services::ServicesEstimate>, crate::services::ServicesError> {
     use crate::store::{DAY_MS, HOUR_MS, floor_to};
     if !crate::store::database_exists(db)? {
         return Ok(None);
@@ -233,12 +233,18 @@ fn services_section(
     Ok((!e.is_empty()).then_some(e))
 }
 
+/// `[tariff]` makes no tariff ([`ProduceError::Tariff`]).
+fn from_tariff_section(source: crate::tariff::TariffError) -> ProduceError {
+    ProduceError::Tariff {
+        what: "building the tariff from [tariff]".to_owned(),
+        source,
+    }
+}
+
 /// The configured tariff and every `[[tariff.alternative]]`, without series.
-fn configured_tariffs(config: &Config) -> anyhow::Result<Vec<crate::tariff::Tariff>> {
-    let mut out = vec![
-        super::input::tariff_from_config(&config.tariff)
-            .context("building the tariff from [tariff]")?,
-    ];
+fn configured_tariffs(config: &Config) -> Result<Vec<crate::tariff::Tariff>, ProduceError> {
+    let mut out =
+        vec![super::input::tariff_from_config(&config.tariff).map_err(from_tariff_section)?];
     for a in &config.tariff.alternatives {
         out.push(alternative(config, a)?);
     }
@@ -249,7 +255,7 @@ fn configured_tariffs(config: &Config) -> anyhow::Result<Vec<crate::tariff::Tari
 fn alternative(
     config: &Config,
     a: &crate::config::AlternativeTariff,
-) -> anyhow::Result<crate::tariff::Tariff> {
+) -> Result<crate::tariff::Tariff, ProduceError> {
     let cfg = crate::config::TariffConfig {
         price_per_kwh: a.price_per_kwh,
         standing_charge_per_day: a.standing_charge_per_day,
@@ -257,8 +263,10 @@ fn alternative(
         changes: Vec::new(),
         ..config.tariff.clone()
     };
-    super::input::tariff_from_config(&cfg)
-        .with_context(|| format!("[[tariff.alternative]] {}", a.name))
+    super::input::tariff_from_config(&cfg).map_err(|source| ProduceError::Tariff {
+        what: format!("[[tariff.alternative]] {}", a.name),
+        source,
+    })
 }
 
 /// The tariffs `--tariffs` names, built from the config and the stored series.
@@ -267,11 +275,10 @@ fn named_tariffs(
     list: &str,
     current: &crate::tariff::Tariff,
     series: &[(crate::tariff::series::SlotSeries, bool)],
-) -> anyhow::Result<Vec<crate::report::real_tariffs::NamedTariff>> {
+) -> Result<Vec<crate::report::real_tariffs::NamedTariff>, ProduceError> {
     use crate::report::real_tariffs::NamedTariff;
     use crate::tariff::series::SeriesSet;
-    let base = super::input::tariff_from_config(&config.tariff)
-        .context("building the tariff from [tariff]")?;
+    let base = super::input::tariff_from_config(&config.tariff).map_err(from_tariff_section)?;
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         if out.iter().any(|t: &NamedTariff| t.name == name) {
@@ -308,11 +315,10 @@ fn named_tariffs(
             let mut known = vec!["current".to_owned(), "tariff".to_owned()];
             known.extend(config.tariff.alternatives.iter().map(|a| a.name.clone()));
             known.extend(series.iter().map(|(s, _)| s.source.clone()));
-            anyhow::bail!(
-                "--tariffs: no tariff {name:?}; known: {} (add [[tariff.alternative]] to the \
-                 config, or import a series with wattson tariff import)",
-                known.join(", ")
-            );
+            return Err(ProduceError::UnknownTariff {
+                name: name.to_owned(),
+                known: known.join(", "),
+            });
         };
         out.push(t);
     }
@@ -325,9 +331,9 @@ pub fn input_from_config(
     store: StoreData,
     args: &ReportRequest,
     now: DateTime<Utc>,
-) -> anyhow::Result<ReportInput> {
+) -> Result<ReportInput, ProduceError> {
     let tariff = super::input::tariff_from_config(&config.tariff)
-        .context("building the tariff from [tariff]")?
+        .map_err(from_tariff_section)?
         .with_series(crate::tariff::series::SeriesSet::new(
             store
                 .price_series

@@ -121,7 +121,12 @@ pub fn spawn(
     store: StoreHandle,
 ) -> Result<(watch::Receiver<StateExtras>, LedgerFeed), crate::store::StoreError> {
     let tariff = costs::tariff(&config.tariff)
-        .map_err(|e| tracing::warn!("no costs in the MQTT state: {e:#}"))
+        .map_err(|e| {
+            tracing::warn!(
+                "no costs in the MQTT state: {}",
+                wattson_collectors::ErrorChain(&e)
+            );
+        })
         .ok();
     let primary = crate::ledger::PrimaryPower::from_config(config);
     let wall = primary.wall().cloned();
@@ -295,7 +300,10 @@ fn service_states(
     let e = match crate::services::estimate(s, host, tariff, to - 7 * DAY_MS, to) {
         Ok(e) => e,
         Err(e) => {
-            tracing::debug!("services for the MQTT state: {e:#}");
+            tracing::debug!(
+                "services for the MQTT state: {}",
+                wattson_collectors::ErrorChain(&e)
+            );
             return ServiceStates::default();
         }
     };
@@ -337,7 +345,7 @@ fn read_figures(
     let now = chrono::Utc::now();
     let periods = running
         .refresh(s, host, source, tariff, now)
-        .map_err(|e| tracing::debug!("ledger totals: {e:#}"))
+        .map_err(|e| tracing::debug!("ledger totals: {}", wattson_collectors::ErrorChain(&e)))
         .ok();
     // Until there is a projection, a read tries every few seconds (so it appears soon
     // after there is enough history, not a minute later, and a daemon whose meter never
@@ -359,7 +367,9 @@ fn read_figures(
             approximate_hours: 0,
         });
         let annual = costs::summary_with_total(s, host, source, accuracy, tariff, now, total)
-            .map_err(|e| tracing::debug!("ledger projection: {e:#}"))
+            .map_err(|e| {
+                tracing::debug!("ledger projection: {}", wattson_collectors::ErrorChain(&e));
+            })
             .ok()
             .and_then(|summary| summary.annual_cost.zip(summary.annual_basis));
         *projection = (Some(Instant::now()), annual);

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::ServicesError;
 use super::account::GroupKey;
 use super::store::{self as services_store, GroupSums, HostSums, Latest};
 use crate::ledger::estimated_cost::{EstimatedCost, project};
@@ -106,7 +107,7 @@ impl ServicesEstimate {
 }
 
 /// The newest sweep fit measured on `host`, if any.
-pub fn host_fit(store: &Store, host: &str) -> anyhow::Result<Option<FitBasis>> {
+pub fn host_fit(store: &Store, host: &str) -> Result<Option<FitBasis>, ServicesError> {
     for s in crate::sweep::persist::list(store)? {
         if s.host.as_deref() != Some(host) {
             continue;
@@ -149,7 +150,7 @@ pub fn estimate(
     tariff: &Tariff,
     from_ms: i64,
     to_ms: i64,
-) -> anyhow::Result<ServicesEstimate> {
+) -> Result<ServicesEstimate, ServicesError> {
     let fit = host_fit(store, host)?;
     let (sums, groups) = services_store::window(store, host, from_ms, to_ms)?;
     let latest = services_store::latest(store, host)?;
@@ -184,7 +185,7 @@ pub(super) fn compute(
     latest: Option<&Latest>,
     from_ms: i64,
     to_ms: i64,
-) -> anyhow::Result<ServicesEstimate> {
+) -> Result<ServicesEstimate, ServicesError> {
     let metered_hours = sums.metered_s / 3600.0;
     let covered_hours = sums.elapsed_s / 3600.0;
     let mut warnings = Vec::new();
@@ -260,7 +261,7 @@ impl Shares<'_> {
         &self,
         hours: &[(i64, f64)],
         ci_wh: Option<f64>,
-    ) -> anyhow::Result<Option<EstimatedCost>> {
+    ) -> Result<Option<EstimatedCost>, ServicesError> {
         Ok(project(
             self.tariff,
             hours,
@@ -271,7 +272,9 @@ impl Shares<'_> {
 
     /// The idle floor's cost and the cost of the wall above it; none without a floor or
     /// wall readings.
-    fn floor_and_dynamic(&self) -> anyhow::Result<(Option<EstimatedCost>, Option<EstimatedCost>)> {
+    fn floor_and_dynamic(
+        &self,
+    ) -> Result<(Option<EstimatedCost>, Option<EstimatedCost>), ServicesError> {
         let sums = self.sums;
         Ok(match self.floor {
             Some((p0, ci)) if sums.metered_s > 0.0 => {
@@ -293,7 +296,7 @@ impl Shares<'_> {
 
     /// One group's CPU time, its share of the wall above the floor and that share's cost,
     /// and its CPUs and watts now.
-    fn figure(&self, key: &GroupKey, g: &GroupSums) -> anyhow::Result<GroupFigure> {
+    fn figure(&self, key: &GroupKey, g: &GroupSums) -> Result<GroupFigure, ServicesError> {
         let sums = self.sums;
         let busy = sums.busy_cpu_s.max(f64::MIN_POSITIVE);
         let cost = match self.floor {

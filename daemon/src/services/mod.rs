@@ -7,6 +7,7 @@
 
 pub mod account;
 pub mod attribution;
+pub mod error;
 pub mod render;
 pub mod store;
 
@@ -15,3 +16,4 @@ mod tests;
 
 pub use account::{Account, GroupKey, Interval};
 pub use attribution::{ServicesEstimate, estimate};
+pub use error::ServicesError;

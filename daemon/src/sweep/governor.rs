@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use wattson_collectors::source::channel;
 
-use anyhow::Context as _;
+use super::SweepError;
 use wattson_collectors::SysRoot;
 
 /// The original governor of each CPU, restored on drop.
@@ -45,30 +45,33 @@ pub fn available(root: &SysRoot) -> Vec<String> {
 
 impl GovernorGuard {
     /// Remember every CPU's governor.
-    pub fn capture(root: &SysRoot) -> anyhow::Result<GovernorGuard> {
+    pub fn capture(root: &SysRoot) -> Result<GovernorGuard, SweepError> {
         let files = governor_files(root);
         if files.is_empty() {
-            anyhow::bail!(
-                "no cpufreq governors under {}: this machine (often a VM) does not let wattson change them",
-                root.sys_path("devices/system/cpu").display()
-            );
+            return Err(SweepError::NoGovernors {
+                dir: root.sys_path("devices/system/cpu"),
+            });
         }
         let original = files
             .into_iter()
             .map(|p| {
-                let g = std::fs::read_to_string(&p)
-                    .with_context(|| format!("reading {}", p.display()))?;
+                let g = std::fs::read_to_string(&p).map_err(|source| SweepError::ReadGovernor {
+                    path: p.clone(),
+                    source,
+                })?;
                 Ok((p, g.trim().to_owned()))
             })
-            .collect::<anyhow::Result<_>>()?;
+            .collect::<Result<_, SweepError>>()?;
         Ok(GovernorGuard { original })
     }
 
     /// Set `governor` on every CPU.
-    pub fn set(&self, governor: &str) -> anyhow::Result<()> {
+    pub fn set(&self, governor: &str) -> Result<(), SweepError> {
         for (p, _) in &self.original {
-            std::fs::write(p, governor).with_context(|| {
-                format!("setting governor {governor:?} in {} (needs root; is it in scaling_available_governors?)", p.display())
+            std::fs::write(p, governor).map_err(|source| SweepError::SetGovernor {
+                governor: governor.to_owned(),
+                path: p.clone(),
+                source,
             })?;
         }
         Ok(())

@@ -16,6 +16,7 @@
 //! baseline and the outcome stored ([`regression`]).
 
 pub mod engine;
+pub mod error;
 pub mod fingerprint;
 pub mod governor;
 pub mod outcome;
@@ -26,4 +27,5 @@ pub mod stopping;
 pub mod workload;
 
 pub use engine::{SweepPlan, run_sweep};
+pub use error::SweepError;
 pub use outcome::{LevelResult, SweepOutcome};

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::fingerprint::Fingerprint;
 use super::outcome::{LevelResult, SweepOutcome};
 use crate::store::Store;
+use crate::sweep::SweepError;
 
 /// A stored configuration with its latest sweep run.
 #[derive(Debug, Clone, Serialize)]
@@ -53,7 +54,7 @@ pub fn save(
     fingerprint: &Fingerprint,
     outcome: &SweepOutcome,
     settings: &serde_json::Value,
-) -> anyhow::Result<i64> {
+) -> Result<i64, SweepError> {
     let conn = store.conn();
     let tx = conn.unchecked_transaction()?;
     let fp = serde_json::to_string(fingerprint)?;
@@ -68,7 +69,9 @@ pub fn save(
         |r| r.get(0),
     )?;
     if kind != "sweep" {
-        anyhow::bail!("configuration {name:?} is a manual configuration: choose another --name");
+        return Err(SweepError::ManualName {
+            name: name.to_owned(),
+        });
     }
     let config_id: i64 = tx.query_row(
         "SELECT id FROM configuration WHERE name = ?1",
@@ -115,7 +118,7 @@ fn insert_level(
     tx: &rusqlite::Transaction<'_>,
     run_id: i64,
     l: &LevelResult,
-) -> anyhow::Result<()> {
+) -> Result<(), SweepError> {
     tx.execute(
         "INSERT INTO sweep_level (run_id, kind, loops, started_ms, ended_ms, n, mean_w, sd_w, ci95_w, min_w, max_w,
                                   mean_mhz, busy, residency, ops_per_s, joules_per_op, warnings)
@@ -144,7 +147,7 @@ fn insert_level(
 }
 
 /// Names of the stored sweep configurations, newest run first.
-pub fn list(store: &Store) -> anyhow::Result<Vec<StoredSweep>> {
+pub fn list(store: &Store) -> Result<Vec<StoredSweep>, SweepError> {
     let names: Vec<String> = {
         let mut stmt = store.conn().prepare_cached(
             "SELECT c.name FROM configuration c JOIN sweep_run r ON r.configuration_id = c.id
@@ -160,7 +163,7 @@ pub fn list(store: &Store) -> anyhow::Result<Vec<StoredSweep>> {
 }
 
 /// The latest run of configuration `name`, preferring complete runs.
-pub fn load(store: &Store, name: &str) -> anyhow::Result<Option<StoredSweep>> {
+pub fn load(store: &Store, name: &str) -> Result<Option<StoredSweep>, SweepError> {
     let conn = store.conn();
     let row = conn
         .query_row(
@@ -256,7 +259,7 @@ pub fn save_calibrations(
     store: &Store,
     host: &str,
     outcome: &SweepOutcome,
-) -> anyhow::Result<Vec<Calibration>> {
+) -> Result<Vec<Calibration>, SweepError> {
     use std::collections::BTreeMap;
     let mut by_source: BTreeMap<&str, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     for l in &outcome.levels {
@@ -295,7 +298,7 @@ pub fn save_calibrations(
 }
 
 /// The newest calibration of each source of `host`, best first (smallest error).
-pub fn latest_calibrations(store: &Store, host: &str) -> anyhow::Result<Vec<Calibration>> {
+pub fn latest_calibrations(store: &Store, host: &str) -> Result<Vec<Calibration>, SweepError> {
     let mut stmt = store.conn().prepare_cached(
         "SELECT c.fit FROM calibration c
          WHERE c.host = ?1

@@ -11,6 +11,7 @@ use super::regression::{self, Check};
 use super::workload::LoopKind;
 use crate::config::MeterConfig;
 use crate::store::Store;
+use crate::sweep::SweepError;
 
 /// How a sweep was asked to measure, stored with its run.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -72,7 +73,7 @@ impl Recorded {
 
 /// Store `f` into `store` for `host`. The regression baseline is read before the run is
 /// stored, so a run is never its own baseline.
-pub fn record(store: &Store, host: &str, f: &Finished<'_>) -> anyhow::Result<Recorded> {
+pub fn record(store: &Store, host: &str, f: &Finished<'_>) -> Result<Recorded, SweepError> {
     let baseline = if f.regression_check {
         regression::baseline(store, f.name)?
     } else {
@@ -100,7 +101,7 @@ fn check_regression(
     f: &Finished<'_>,
     baseline: Option<(i64, regression::IdleFigure)>,
     run_id: i64,
-) -> anyhow::Result<Option<Check>> {
+) -> Result<Option<Check>, SweepError> {
     let name = f.name;
     let Some(idle) = f.outcome.levels.iter().find(|l| l.loops == 0) else {
         tracing::warn!(

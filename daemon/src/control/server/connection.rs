@@ -375,7 +375,7 @@ impl Connection {
                     .await
             }
             Ok(Err(e)) => {
-                let text = format!("sweep not stored: {e:#}");
+                let text = format!("sweep not stored: {}", wattson_collectors::ErrorChain(&e));
                 tracing::warn!("control socket: {} : {text}", self.peer);
                 self.say_error(&text).await
             }
@@ -394,7 +394,7 @@ fn store_record(
     host: &str,
     meter: &str,
     record: &SweepRecord,
-) -> anyhow::Result<crate::sweep::record::Recorded> {
+) -> Result<crate::sweep::record::Recorded, crate::sweep::SweepError> {
     let fingerprint = crate::sweep::fingerprint::gather(root, host, meter);
     let fits = record
         .settings

@@ -119,12 +119,17 @@ async fn report(shared: &Shared, query: &str, format: crate::report::Format) -> 
             policy(&mut r, REPORT_POLICY);
             r
         }
-        Ok(Err(e)) if asked_for_what_is_not_there(&e) => {
-            text(StatusCode::BAD_REQUEST, format!("{e:#}\n"))
-        }
+        // What the query asked for is not there: the client's mistake, 400 with the reason.
+        Ok(Err(e)) if e.asked_for_what_is_not_there() => text(
+            StatusCode::BAD_REQUEST,
+            format!("{}\n", wattson_collectors::ErrorChain(&e)),
+        ),
         Ok(Err(e)) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
-            format!("the report could not be made: {e:#}\n"),
+            format!(
+                "the report could not be made: {}\n",
+                wattson_collectors::ErrorChain(&e)
+            ),
         ),
         Err(e) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -133,25 +138,10 @@ async fn report(shared: &Shared, query: &str, format: crate::report::Format) -> 
     }
 }
 
-/// Whether a report failed on what the query asked (an empty window, a host, mode or
-/// configuration the database does not have): the client's mistake, 400 with the reason.
-fn asked_for_what_is_not_there(e: &anyhow::Error) -> bool {
-    use crate::report::model::ReportError;
-    e.chain().any(|c| {
-        c.is::<crate::report::request::EmptyWindow>()
-            || c.is::<crate::store::UnknownHost>()
-            || matches!(
-                c.downcast_ref::<crate::store::ExistingError>(),
-                Some(crate::store::ExistingError::UnknownHost(_))
-            )
-            || matches!(
-                c.downcast_ref::<ReportError>(),
-                Some(ReportError::UnknownMode { .. } | ReportError::UnknownConfig { .. })
-            )
-    })
-}
-
-fn produce(config: &crate::config::Config, args: &ReportRequest) -> anyhow::Result<String> {
+fn produce(
+    config: &crate::config::Config,
+    args: &ReportRequest,
+) -> Result<String, crate::report::ProduceError> {
     crate::report::produce(config, args, chrono::Utc::now())
 }
 

@@ -10,6 +10,7 @@ use super::{
     CpuAcc, Instruments, LoopSlot, Progress, SweepPlan, mean, now_ms, sleep_until, stop_loops,
 };
 use crate::analysis::stats;
+use crate::sweep::SweepError;
 use crate::sweep::outcome::LevelResult;
 use crate::sweep::stopping::{self, Look};
 use crate::sweep::workload::{LoopSet, Workload};
@@ -50,7 +51,7 @@ pub(super) fn run_level(
     stop: &AtomicBool,
     slot: &LoopSlot,
     progress: &mut dyn FnMut(Progress),
-) -> anyhow::Result<Option<LevelResult>> {
+) -> Result<Option<LevelResult>, SweepError> {
     let level_start = Instant::now();
     let deadline = level_start + plan.max_level;
     let mut warnings = Vec::new();
@@ -89,14 +90,15 @@ pub(super) fn run_level(
     }
     let xs = &xs[cut.min(xs.len())..];
     if xs.len() < 2 {
-        anyhow::bail!(
-            "the meter gave {} readings in {measure_s:.0} s at {loops} loops{}",
-            xs.len(),
-            first_error.map_or_else(
+        return Err(SweepError::TooFewReadings {
+            readings: xs.len(),
+            measure_s,
+            loops,
+            why: first_error.map_or_else(
                 || ": check it is connected and answering".to_owned(),
-                |e| format!(" (first failure: {e})")
-            )
-        );
+                |e| format!(" (first failure: {e})"),
+            ),
+        });
     }
     let summary = stats::Summary::of(xs)?;
     let ci = match look.and_then(|l| l.ci) {
@@ -158,7 +160,7 @@ fn start_loops(
     loops: usize,
     slot: &LoopSlot,
     warnings: &mut Vec<String>,
-) -> anyhow::Result<bool> {
+) -> Result<bool, SweepError> {
     let cpus: Vec<usize> = plan.cpu_order.iter().copied().cycle().take(loops).collect();
     if loops > plan.cpu_order.len() {
         warnings.push(format!(

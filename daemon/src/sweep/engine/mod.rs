@@ -10,6 +10,7 @@ use wattson_collectors::source::channel;
 
 use wattson_collectors::{Collector, Metric, Sample};
 
+use crate::sweep::SweepError;
 use crate::sweep::outcome::{LevelResult, SweepOutcome, fit_kind};
 use crate::sweep::workload::{LoopKind, LoopSet, Workload};
 
@@ -212,7 +213,7 @@ pub fn run_sweep(
     stop: &AtomicBool,
     slot: &LoopSlot,
     progress: &mut dyn FnMut(Progress),
-) -> anyhow::Result<SweepOutcome> {
+) -> Result<SweepOutcome, SweepError> {
     let started_ms = now_ms();
     let mut results: Vec<LevelResult> = Vec::new();
     let total = plan.levels.len() * plan.kinds.len();
