@@ -24,10 +24,18 @@ pub fn spawn(
         return None;
     }
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
-    let collector = Arc::new(Mutex::new(WakeupCollector::new(
-        &root,
-        Some(config.services.docker_root.clone()),
-    )));
+    let collector = WakeupCollector::new(&root, Some(config.services.docker_root.clone()));
+    Some(spawn_with(config, collector, store, cancel))
+}
+
+/// As [`spawn`], reading `collector` (its clock times each window).
+fn spawn_with(
+    config: &Config,
+    collector: WakeupCollector,
+    store: StoreHandle,
+    cancel: CancellationToken,
+) -> JoinHandle<()> {
+    let collector = Arc::new(Mutex::new(collector));
     let (sources, host, top, interval) = (
         collector.lock().map(|c| c.sources()).unwrap_or_default(),
         config.host.name.clone(),
@@ -35,7 +43,7 @@ pub fn spawn(
         config.wakeups.interval,
     );
     let retention_ms = i64::try_from(config.storage.raw_retention.as_millis()).unwrap_or(i64::MAX);
-    Some(tokio::spawn(async move {
+    tokio::spawn(async move {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut warned = false;
@@ -83,5 +91,61 @@ pub fn spawn(
                 tracing::warn!("wake-ups: window not stored: {e}");
             }
         }
-    }))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use wattson_collectors::idle::wakeups::fixture::FixtureProc;
+
+    use super::*;
+
+    /// A window is stored at every interval: three windows of the default five minutes, in
+    /// paused time (the wait is not what is tested), each timed by the runtime's own clock.
+    #[tokio::test(start_paused = true)]
+    async fn a_window_is_stored_at_every_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = FixtureProc::new(&dir.path().join("proc")).unwrap();
+        proc.add_home_server().unwrap();
+        let mut config = Config::defaults();
+        config.host.name = "h".into();
+        config.host.procfs = dir.path().join("proc");
+        config.host.sysfs = dir.path().join("sys");
+        let (store, thread) = StoreHandle::spawn(
+            &dir.path().join("w.db"),
+            crate::store::StoreOptions::default(),
+        )
+        .unwrap();
+        let start = tokio::time::Instant::now();
+        let clock: wattson_collectors::MonotonicClock =
+            Box::new(move || tokio::time::Instant::now() - start);
+        let collector = WakeupCollector::with_clock(
+            &SysRoot::new(&config.host.sysfs, &config.host.procfs),
+            None,
+            clock,
+        );
+        let cancel = CancellationToken::new();
+        let task = spawn_with(&config, collector, store.clone(), cancel.clone());
+        // The first read at 0 s, then one window at each of 300, 600 and 900 s.
+        tokio::time::sleep(config.wakeups.interval * 3 + Duration::from_secs(1)).await;
+        cancel.cancel();
+        task.await.unwrap();
+        let seconds: f64 = store
+            .query_async(|s| {
+                s.conn()
+                    .query_row(
+                        "SELECT coalesce(sum(seconds), 0) FROM wakeup_host_hour WHERE host = 'h'",
+                        [],
+                        |r| r.get(0),
+                    )
+                    .unwrap_or(-1.0)
+            })
+            .await
+            .unwrap();
+        assert_eq!(seconds, 900.0);
+        drop(store);
+        drop(thread);
+    }
 }
