@@ -173,8 +173,19 @@ pub enum ConfigCommand {
     Check,
 }
 
+/// `wattson help` names a subcommand there is none of.
+#[derive(Debug, thiserror::Error)]
+#[error("{path} has no subcommand {name:?}: it has {known}")]
+pub struct NoSuchSubcommand {
+    /// The command asked about so far: "wattson meter".
+    pub path: String,
+    pub name: String,
+    /// Its subcommands, or "none".
+    pub known: String,
+}
+
 /// `wattson help [COMMAND...]`: the long help of wattson or of a subcommand.
-pub fn print_help(args: &HelpArgs) -> anyhow::Result<()> {
+pub fn print_help(args: &HelpArgs) -> Result<(), NoSuchSubcommand> {
     use clap::CommandFactory as _;
     let mut cmd = Cli::command();
     let mut path = vec!["wattson".to_owned()];
@@ -184,15 +195,15 @@ pub fn print_help(args: &HelpArgs) -> anyhow::Result<()> {
                 .get_subcommands()
                 .map(|c| c.get_name().to_owned())
                 .collect();
-            anyhow::bail!(
-                "{} has no subcommand {name:?}: it has {}",
-                path.join(" "),
-                if known.is_empty() {
+            return Err(NoSuchSubcommand {
+                path: path.join(" "),
+                name: name.clone(),
+                known: if known.is_empty() {
                     "none".to_owned()
                 } else {
                     known.join(", ")
-                }
-            );
+                },
+            });
         };
         path.push(name.clone());
         cmd = sub.bin_name(path.join(" "));

@@ -194,7 +194,8 @@ fn collect_with_progress(config: &Config, collect: Duration) -> anyhow::Result<(
                     duration: Some(collect),
                     config_path: None,
                 },
-            );
+            )
+            .map_err(anyhow::Error::from);
             done.store(true, std::sync::atomic::Ordering::SeqCst);
             r
         });

@@ -115,6 +115,8 @@ fn exit_status_of(e: &(dyn std::error::Error + 'static)) -> Option<u8> {
         e.exit_status()
     } else if let Some(e) = e.downcast_ref::<crate::ledger::LedgerError>() {
         e.exit_status()
+    } else if let Some(e) = e.downcast_ref::<crate::runtime::RuntimeError>() {
+        e.exit_status()
     } else if let Some(e) = e.downcast_ref::<crate::idle::IdleError>() {
         e.exit_status()
     } else if let Some(e) = e.downcast_ref::<crate::services::ServicesError>() {

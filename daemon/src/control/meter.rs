@@ -2,7 +2,7 @@
 //! the running daemon when there is one for the database, else opened directly.
 //!
 //! ```no_run
-//! # fn main() -> anyhow::Result<()> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let config = wattson::config::Config::defaults();
 //! let mut link = wattson::control::open_meter(&config, None, &config.storage.path)?;
 //! println!("meter: {}", link.path.describe());
@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattson_collectors::SourceId;
 
-use anyhow::Context as _;
 use wattson_collectors::{Action, CollectError, Collector, Sample};
 
 use super::client::{Client, ControlError, Located, locate};
@@ -89,19 +88,93 @@ impl MeterPath {
     }
 }
 
+/// Why a command could not read the wall meter.
+#[derive(Debug, thiserror::Error)]
+pub enum MeterLinkError {
+    /// `--meter` names no configured meter.
+    #[error("no [[meter]] with id {0:?} in the configuration")]
+    NoSuchMeter(String),
+    /// The configuration has no meter.
+    #[error(
+        "this needs a wall meter: add a [[meter]] to the configuration (or try `wattson demo`)"
+    )]
+    NoMeter,
+    /// Asking the daemon.
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    /// Opening the meter directly.
+    #[error(transparent)]
+    Sources(#[from] crate::sources::SourcesError),
+    /// The meter's serial line made no collector.
+    #[error("no meter collector")]
+    NoCollector,
+    /// The daemon sent no reading of the meter.
+    #[error(
+        "{meter}: {daemon} sent no reading of it within {within_s} s: the daemon's meter is not \
+         answering; `wattson status` and the daemon's log (journalctl -u wattson) say why"
+    )]
+    DaemonSilent {
+        meter: SourceId,
+        daemon: String,
+        within_s: u64,
+    },
+    /// The meter's port is missing, busy or refused (the error names the meter).
+    #[error("{}", wattson_collectors::ErrorChain(.0))]
+    Collect(Box<CollectError>),
+    /// Nothing answers on the port.
+    #[error(
+        "meter {id}: the {protocol} meter on {port} does not answer ({tries} requests, no reply \
+         within {timeout_ms} ms each): check that it is powered and wired (RS-485 A/B, or TX/RX \
+         crossed), and the protocol, baud and address in its [[meter]] section; `wattson meter \
+         probe {port}` tries every supported meter"
+    )]
+    Silent {
+        id: String,
+        protocol: String,
+        port: String,
+        tries: usize,
+        timeout_ms: u64,
+    },
+    /// Something answers, but not as the configured meter.
+    #[error(
+        "meter {id}: something answers on {port}, but not as a {protocol} meter ({}): check the \
+         protocol, baud and parity in its [[meter]] section; `wattson meter probe {port}` tries \
+         every supported meter",
+        wattson_collectors::ErrorChain(frame.as_ref())
+    )]
+    NotThisMeter {
+        id: String,
+        protocol: String,
+        port: String,
+        frame: Box<CollectError>,
+    },
+    /// The port opened, but no poll gave a reading.
+    #[error(
+        "meter {id}: {port} opened, but {tries} polls gave no reading; `wattson meter probe \
+         {port}` tries every supported meter"
+    )]
+    NoReading {
+        id: String,
+        port: String,
+        tries: usize,
+    },
+}
+
 /// The wall meter `id` (default: the first `[[meter]]`) for a command on the database `db`:
 /// through the daemon of `db` when one runs, else opened directly; either way with a first
 /// reading taken.
-pub fn open_meter(config: &Config, id: Option<&str>, db: &Path) -> anyhow::Result<MeterLink> {
+pub fn open_meter(
+    config: &Config,
+    id: Option<&str>,
+    db: &Path,
+) -> Result<MeterLink, MeterLinkError> {
     let meter = match id {
         Some(id) => config
             .meters
             .iter()
             .find(|m| m.id == id)
-            .with_context(|| format!("no [[meter]] with id {id:?} in the configuration"))?,
-        None => config.meters.first().context(
-            "this needs a wall meter: add a [[meter]] to the configuration (or try `wattson demo`)",
-        )?,
+            .ok_or_else(|| MeterLinkError::NoSuchMeter(id.to_owned()))?,
+        None => config.meters.first().ok_or(MeterLinkError::NoMeter)?,
     };
     let source = SourceId::meter(&meter.id);
     match locate(db)? {
@@ -129,7 +202,7 @@ pub fn open_meter(config: &Config, id: Option<&str>, db: &Path) -> anyhow::Resul
         }
         Located::NoDaemon { why } => {
             let mut meters = crate::sources::meters::build_collectors(std::slice::from_ref(meter))?;
-            let (mut collector, _) = meters.pop().context("no meter collector")?;
+            let (mut collector, _) = meters.pop().ok_or(MeterLinkError::NoCollector)?;
             first_direct_reading(&mut collector, meter)?;
             Ok(MeterLink {
                 meter: LinkedMeter::Direct(Box::new(collector)),
@@ -167,18 +240,16 @@ impl DaemonMeter {
         self.interval * 2 + Duration::from_secs(2)
     }
 
-    fn first_reading(&mut self) -> anyhow::Result<()> {
+    fn first_reading(&mut self) -> Result<(), MeterLinkError> {
         let within = self.interval * 3 + Duration::from_secs(5);
         let from = chrono::Utc::now().timestamp_millis() - self.interval.as_millis() as i64;
         match self.client.next_reading(from, within) {
             Ok(_) => Ok(()),
-            Err(ControlError::Timeout { .. }) => anyhow::bail!(
-                "{}: {} sent no reading of it within {} s: the daemon's meter is not answering; \
-                 `wattson status` and the daemon's log (journalctl -u wattson) say why",
-                self.name,
-                self.client.describe(),
-                within.as_secs()
-            ),
+            Err(ControlError::Timeout { .. }) => Err(MeterLinkError::DaemonSilent {
+                meter: self.name.clone(),
+                daemon: self.client.describe(),
+                within_s: within.as_secs(),
+            }),
             Err(e) => Err(e.into()),
         }
     }
@@ -213,7 +284,10 @@ impl Collector for DaemonMeter {
 /// Polls a directly opened meter until it gives a reading, so that a port that does not
 /// exist, is held by another program or stays silent fails at once, with a message that says
 /// which and what to do.
-pub fn first_direct_reading(meter: &mut dyn Collector, m: &MeterConfig) -> anyhow::Result<()> {
+pub fn first_direct_reading(
+    meter: &mut dyn Collector,
+    m: &MeterConfig,
+) -> Result<(), MeterLinkError> {
     const TRIES: usize = 3;
     let port = m.port.display();
     let mut last = None;
@@ -225,31 +299,30 @@ pub fn first_direct_reading(meter: &mut dyn Collector, m: &MeterConfig) -> anyho
             // Missing or busy port, or a permission problem: trying again will not help.
             // (The error names the meter already: `meter:<id>: ...`.)
             Err(e) if e.action() != Action::Retry => {
-                anyhow::bail!("{}", wattson_collectors::ErrorChain(&e))
+                return Err(MeterLinkError::Collect(Box::new(e)));
             }
             Err(e) => last = Some(e),
         }
     }
-    let probe = format!("`wattson meter probe {port}` tries every supported meter");
-    match last {
-        Some(CollectError::Timeout { timeout_ms, .. }) => anyhow::bail!(
-            "meter {}: the {} meter on {port} does not answer ({TRIES} requests, no reply within \
-             {timeout_ms} ms each): check that it is powered and wired (RS-485 A/B, or TX/RX \
-             crossed), and the protocol, baud and address in its [[meter]] section; {probe}",
-            m.id,
-            m.protocol
-        ),
-        Some(e @ CollectError::BadFrame { .. }) => anyhow::bail!(
-            "meter {}: something answers on {port}, but not as a {} meter ({}): check the \
-             protocol, baud and parity in its [[meter]] section; {probe}",
-            m.id,
-            m.protocol,
-            wattson_collectors::ErrorChain(&e)
-        ),
-        Some(e) => anyhow::bail!("{}", wattson_collectors::ErrorChain(&e)),
-        None => anyhow::bail!(
-            "meter {}: {port} opened, but {TRIES} polls gave no reading; {probe}",
-            m.id
-        ),
-    }
+    Err(match last {
+        Some(CollectError::Timeout { timeout_ms, .. }) => MeterLinkError::Silent {
+            id: m.id.clone(),
+            protocol: m.protocol.to_string(),
+            port: port.to_string(),
+            tries: TRIES,
+            timeout_ms,
+        },
+        Some(e @ CollectError::BadFrame { .. }) => MeterLinkError::NotThisMeter {
+            id: m.id.clone(),
+            protocol: m.protocol.to_string(),
+            port: port.to_string(),
+            frame: Box::new(e),
+        },
+        Some(e) => MeterLinkError::Collect(Box::new(e)),
+        None => MeterLinkError::NoReading {
+            id: m.id.clone(),
+            port: port.to_string(),
+            tries: TRIES,
+        },
+    })
 }

@@ -54,5 +54,5 @@ pub mod protocol;
 pub mod server;
 
 pub use client::{Client, ControlError, Located, locate};
-pub use meter::{DaemonMeter, LinkedMeter, MeterLink, MeterPath, open_meter};
+pub use meter::{DaemonMeter, LinkedMeter, MeterLink, MeterLinkError, MeterPath, open_meter};
 pub use protocol::{PROTOCOL, socket_path};

@@ -9,9 +9,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use wattson_collectors::SourceId;
 
-use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
+use super::RuntimeError;
 use super::reload::reload;
 use super::sampler::{self, Control, Heartbeat, InPoll, SampleSink, Scheduled};
 use super::signals::{Asked, Signals};
@@ -88,7 +88,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// Run the daemon until a stop signal (or `opts.duration`). Returns when everything has
 /// drained.
-pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
+pub fn run(config: &Config, opts: &RunOptions) -> Result<(), RuntimeError> {
     super::resident::one_arena();
     let notifier = Notifier::from_env();
     let path = &config.storage.path;
@@ -103,7 +103,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("starting the async runtime")?;
+        .map_err(RuntimeError::AsyncRuntime)?;
     // `cancel` ends the watchdog with the serving loop; `outputs` ends the publisher and the
     // plug subscriptions last.
     let cancel = CancellationToken::new();
@@ -183,7 +183,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
         });
     }
     if let Some(what) = stuck {
-        anyhow::bail!("stopped with the sampling thread stuck: {what}");
+        return Err(RuntimeError::SamplerStuck(what));
     }
     // A run that lost samples to the store does not end as a success, even after the store
     // recovered: systemd shows the unit failed, with this line.
@@ -203,11 +203,13 @@ pub fn run(config: &Config, opts: &RunOptions) -> anyhow::Result<()> {
 /// downtime since the last run recorded as gaps.
 fn open_store(
     config: &Config,
-) -> anyhow::Result<(StoreHandle, JoinHandle<Result<(), StoreError>>)> {
+) -> Result<(StoreHandle, JoinHandle<Result<(), StoreError>>), RuntimeError> {
     let path = &config.storage.path;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating the database directory {}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| RuntimeError::DatabaseDir {
+            dir: dir.to_owned(),
+            source,
+        })?;
     }
     // Its errors name the database (and the other writer, or why it is read-only).
     let (store, store_thread) = StoreHandle::spawn(path, store_options(config))?;
@@ -220,8 +222,10 @@ fn open_store(
 fn close_store(
     store: StoreHandle,
     store_thread: JoinHandle<Result<(), StoreError>>,
-) -> anyhow::Result<()> {
-    let _stats = store.close().context("flushing the database")?;
+) -> Result<(), RuntimeError> {
+    let _stats = store
+        .close()
+        .map_err(|e| RuntimeError::Flush(Box::new(e)))?;
     match store_thread.join() {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::error!("database writer: {}", wattson_collectors::ErrorChain(&e)),
@@ -236,7 +240,7 @@ fn collectors(
     config: &Config,
     rt: &tokio::runtime::Runtime,
     outputs: &CancellationToken,
-) -> anyhow::Result<Vec<Scheduled>> {
+) -> Result<Vec<Scheduled>, RuntimeError> {
     // A many-core machine's CPU files are held open between polls (one `pread` each).
     if let Some(limit) = wattson_collectors::cpu::raise_open_file_limit() {
         tracing::debug!("open-file limit: {limit}");
@@ -279,7 +283,7 @@ fn start_http(
     health: &Health,
     (extras, feed): &LedgerFeedParts,
     cancel: &CancellationToken,
-) -> anyhow::Result<crate::publish::http::HttpHandle> {
+) -> Result<crate::publish::http::HttpHandle, RuntimeError> {
     let ctx = crate::publish::http::HttpContext {
         config: config.clone(),
         live: live.clone(),
@@ -289,7 +293,8 @@ fn start_http(
         started_ms: sampler::now_ms(),
         stale_after: stale_after(config),
     };
-    crate::publish::http::start(ctx, listener, cancel.child_token()).context("serving [http]")
+    crate::publish::http::start(ctx, listener, cancel.child_token())
+        .map_err(RuntimeError::ServeHttp)
 }
 
 /// The sampling thread, and what stopping it needs: its done signal and what it is polling.
@@ -309,7 +314,7 @@ impl SamplerThread {
         live: &Arc<LiveState>,
         heartbeat: &Heartbeat,
         store: &StoreHandle,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, RuntimeError> {
         let in_poll = Arc::new(InPoll::default());
         let (done_tx, done) = mpsc::channel::<()>();
         let live = live.clone();
@@ -328,7 +333,7 @@ impl SamplerThread {
                 );
                 let _ = done_tx.send(());
             })
-            .context("starting the sampling thread")?;
+            .map_err(RuntimeError::SamplerThread)?;
         Ok(SamplerThread {
             thread,
             done,
@@ -377,12 +382,12 @@ fn start_ledger_feed(
     config: &Config,
     live: &Arc<LiveState>,
     store: &StoreHandle,
-) -> anyhow::Result<Option<LedgerFeedParts>> {
+) -> Result<Option<LedgerFeedParts>, RuntimeError> {
     if config.mqtt.is_none() && config.http.is_none() {
         return Ok(None);
     }
     let parts = super::ledger_feed::spawn(config, live.clone(), store.clone())
-        .context("starting the ledger feed")?;
+        .map_err(|e| RuntimeError::LedgerFeed(Box::new(e)))?;
     // Each MQTT publish asks for figures that count the pass which began it.
     let refresher = parts.1.refresher();
     live.before_publish(move || refresher.refresh());
@@ -449,7 +454,7 @@ async fn serve(
     live: &Arc<LiveState>,
     store: &StoreHandle,
     feed: Option<LedgerFeedParts>,
-) -> anyhow::Result<Option<crate::publish::mqtt::publisher::PublisherHandle>> {
+) -> Result<Option<crate::publish::mqtt::publisher::PublisherHandle>, RuntimeError> {
     let publisher = match (&config.mqtt, &feed) {
         (Some(mqtt), Some((extras, _))) => Some(
             crate::publish::mqtt::Publisher::spawn(
@@ -459,7 +464,7 @@ async fn serve(
                 extras.clone(),
                 outputs.child_token(),
             )
-            .context("starting the MQTT publisher")?,
+            .map_err(RuntimeError::Publisher)?,
         ),
         _ => None,
     };
@@ -471,12 +476,11 @@ async fn serve(
             store.clone(),
             cancel.child_token(),
         )
-        .context("subscribing to [tariff] price_topic")?,
+        .map_err(RuntimeError::PriceTopic)?,
         None => None,
     };
     let feed = feed.map(|(_, f)| f);
-    let mut signals =
-        Signals::stop_or_reload().context("installing the SIGINT, SIGTERM and SIGHUP handlers")?;
+    let mut signals = Signals::stop_or_reload().map_err(RuntimeError::Signals)?;
     let mut current = config.clone();
     let watchdog = crate::runtime::notify::watchdog_interval();
     let watchdog_task = watchdog.map(|interval| {

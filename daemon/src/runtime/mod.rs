@@ -3,6 +3,7 @@
 //! control socket's server ([`crate::control::server`]).
 
 pub mod daemon;
+pub mod error;
 pub mod ledger_feed;
 pub mod notify;
 pub mod preflight;
@@ -12,3 +13,5 @@ pub mod sampler;
 pub mod services_sink;
 pub mod signals;
 pub mod wakeups;
+
+pub use error::RuntimeError;

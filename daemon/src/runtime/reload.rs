@@ -55,7 +55,10 @@ pub(super) fn reload(
             current.plugs = plugs;
             current.mqtt = mqtt;
         }
-        Err(e) => tracing::error!("reload refused, keeping the running collectors: {e:#}"),
+        Err(e) => tracing::error!(
+            "reload refused, keeping the running collectors: {}",
+            wattson_collectors::ErrorChain(&e)
+        ),
     }
     notifier.ready();
 }

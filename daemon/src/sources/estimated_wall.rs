@@ -155,7 +155,7 @@ pub fn collector_for_host(
     store: &crate::store::Store,
     host: &str,
     root: &SysRoot,
-) -> anyhow::Result<Option<EstimateCollector>> {
+) -> Result<Option<EstimateCollector>, super::SourcesError> {
     for cal in crate::sweep::persist::latest_calibrations(store, host)? {
         let name = cal.source.clone();
         let Some(estimator) = WallEstimator::new(cal) else {

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread::JoinHandle;
 
-use anyhow::Context as _;
 use serialport::SerialPort as _;
 use wattson_collectors::SysRoot;
 use wattson_collectors::cpu::stat::{CpuTimes, parse_stat};
 use wattson_collectors::meter::line::LineFormat;
 use wattson_collectors::meter::{MeterCollector, MeterReading, Protocol, SimulatedMeter};
 
+use super::SourcesError;
 use crate::config::MeterConfig;
 use crate::sources::simulated_power::{ModelState, PowerModel};
 
@@ -21,13 +21,13 @@ use crate::sources::simulated_power::{ModelState, PowerModel};
 /// fails only for a config that was not.
 pub fn build_collectors(
     meters: &[MeterConfig],
-) -> anyhow::Result<Vec<(MeterCollector, std::time::Duration)>> {
+) -> Result<Vec<(MeterCollector, std::time::Duration)>, SourcesError> {
     crate::config::serial_lines(meters)?
         .into_iter()
         .map(|line| {
             let id = line.meter.id.clone();
-            let collector =
-                MeterCollector::new(line.meter).with_context(|| format!("meter {id}"))?;
+            let collector = MeterCollector::new(line.meter)
+                .map_err(|source| SourcesError::Meter { id, source })?;
             Ok((collector, line.interval))
         })
         .collect()
@@ -232,7 +232,7 @@ pub fn simulate(
     model: PowerModel,
     root: &SysRoot,
     seed: u64,
-) -> anyhow::Result<SimHandle> {
+) -> Result<SimHandle, SourcesError> {
     simulate_with(protocol, addresses, model, root, seed, None)
 }
 
@@ -244,13 +244,12 @@ pub fn simulate_with(
     root: &SysRoot,
     seed: u64,
     line: Option<LineFormat>,
-) -> anyhow::Result<SimHandle> {
-    let (master, slave) =
-        pty_pair().context("creating a pseudo-terminal for the simulated meter")?;
+) -> Result<SimHandle, SourcesError> {
+    let (master, slave) = pty_pair().map_err(SourcesError::Pty)?;
     let path = slave
         .name()
         .map(PathBuf::from)
-        .context("the pseudo-terminal has no name")?;
+        .ok_or(SourcesError::PtyName)?;
     let follow = model.follow_cpu;
     let follow_pid = model.follow_pid;
     let follow_demand = model.follow_demand;
@@ -318,7 +317,7 @@ pub fn simulate_with(
                 );
             }
         })
-        .context("starting the simulated meter thread")?;
+        .map_err(SourcesError::SimThread)?;
     Ok(SimHandle {
         path,
         stop,

@@ -8,6 +8,7 @@
 //! [`simulated_power`] is the watts a simulated meter reads (`wattson meter simulate`, the
 //! demo, the tests).
 
+pub mod error;
 pub mod estimated_wall;
 pub mod fleet;
 pub mod live_price;
@@ -16,5 +17,6 @@ pub mod plug;
 pub mod simulated_power;
 pub mod wiring;
 
+pub use error::SourcesError;
 pub use fleet::{FleetSink, FleetStats, MemorySink, SharedMemorySink};
 pub use plug::{PlugCollector, PlugKind, PlugReading, PlugSpec};

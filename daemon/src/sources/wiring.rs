@@ -7,12 +7,12 @@
 
 use std::time::Duration;
 
-use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 use wattson_collectors::cgroup::{CgroupCollector, CgroupOptions};
 use wattson_collectors::cpu::CpuCollector;
 use wattson_collectors::{Collector, SourceId, SysRoot};
 
+use super::SourcesError;
 use crate::config::Config;
 use crate::store::StoreOptions;
 
@@ -37,7 +37,7 @@ impl WiredSource {
 
 /// Build the collector set the config asks for. Sources that cannot work here are logged
 /// once and left out; a meter that is unplugged at start is kept (it reconnects).
-pub fn build_collectors(config: &Config) -> anyhow::Result<Vec<WiredSource>> {
+pub fn build_collectors(config: &Config) -> Result<Vec<WiredSource>, SourcesError> {
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
     let mut out = Vec::new();
     if config.cpu.enabled {
@@ -203,7 +203,10 @@ pub fn estimate_collector(config: &Config) -> Option<WiredSource> {
         }
         Ok(None) => None,
         Err(e) => {
-            tracing::info!("no wall estimate: reading calibrations: {e:#}");
+            tracing::info!(
+                "no wall estimate: reading calibrations: {}",
+                wattson_collectors::ErrorChain(&e)
+            );
             None
         }
     }
@@ -213,7 +216,7 @@ pub fn estimate_collector(config: &Config) -> Option<WiredSource> {
 pub fn plug_collectors(
     config: &Config,
     cancel: &CancellationToken,
-) -> anyhow::Result<Vec<WiredSource>> {
+) -> Result<Vec<WiredSource>, SourcesError> {
     use super::PlugSpec;
     let (Some(mqtt), false) = (&config.mqtt, config.plugs.is_empty()) else {
         return Ok(Vec::new());
@@ -229,7 +232,7 @@ pub fn plug_collectors(
         })
         .collect();
     let (_task, collectors) = super::plug::spawn_plugs(mqtt, &specs, cancel.child_token())
-        .context("subscribing to the smart plugs")?;
+        .map_err(SourcesError::Plugs)?;
     Ok(collectors
         .into_iter()
         .map(|c| WiredSource::new(Box::new(c), Duration::from_secs(1)))
