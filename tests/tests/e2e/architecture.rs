@@ -1,9 +1,11 @@
 //! Checks on the shape of the code itself, read from the source tree (no build needed):
 //! source names are written in one module only; the daemon's modules import each other in
 //! no cycle; no source file is over [`MAX_FILE_LINES`] lines; no match over a meter protocol
-//! has a wildcard arm ([`protocols`]); every declared dependency is used ([`dependencies`]).
+//! has a wildcard arm ([`protocols`]); every declared dependency is used ([`dependencies`]);
+//! `anyhow` only in the daemon's command layer ([`errors`]).
 
 mod dependencies;
+mod errors;
 mod protocols;
 
 use std::path::{Path, PathBuf};

@@ -415,7 +415,8 @@ fn a_host_the_database_has_nothing_of_is_refused_naming_those_it_has() {
 
 /// A `[[tariff.change]]` dated the first day chrono knows passes `config check` (the date
 /// is a date), but the configured tariff's base prices are dated that day too, so no tariff
-/// can be made of the two: a configuration problem, which exits 78 like every other, not 1.
+/// can be made of the two: a configuration problem, which exits 78 like every other, not 1
+/// (the ledger's `status` and `services`, and the report's own tariffs alike).
 #[test]
 fn a_tariff_the_ledger_cannot_make_of_the_config_exits_78() {
     let env = TestEnv::new();
@@ -431,12 +432,18 @@ fn a_tariff_the_ledger_cannot_make_of_the_config_exits_78() {
         ..wattson::store::StoreOptions::default()
     };
     drop(wattson::store::Store::open(&env.db, &opts).unwrap());
-    for args in [&["status"][..], &["services"]] {
+    let why = "two tariff changes take effect on -262143-01-01";
+    for (args, said) in [
+        (&["status"][..], "[tariff]: "),
+        (&["services"], "[tariff]: "),
+        (&["report"], "building the tariff from [tariff]: "),
+    ] {
         let (code, _, stderr) = run(&config, args);
         assert_eq!(code, Some(78), "{args:?}: {stderr}");
         assert!(
-            stderr.contains("[tariff]: two tariff changes take effect on -262143-01-01"),
+            stderr.contains(&format!("{said}{why}")),
             "{args:?}: {stderr}"
         );
+        assert_eq!(stderr.matches(why).count(), 1, "{args:?}: {stderr}");
     }
 }
