@@ -266,7 +266,7 @@ pub fn write_now(keeps: &[Keep], catalogue: &Catalogue) -> Vec<String> {
     let mut failed = Vec::new();
     for (path, value) in keeps.iter().flat_map(|k| &k.writes) {
         if let Err(why) = catalogue.vet_value(path, value) {
-            failed.push(why);
+            failed.push(why.to_string());
             continue;
         }
         let fs = kernel_fs(path, catalogue.root());
@@ -405,7 +405,7 @@ pub fn put_back(
                     .map_err(sql(store))?;
                 done.push(a.path);
             }
-            Err(why) => failed.push(why),
+            Err(why) => failed.push(why.to_string()),
         }
     }
     Ok((done, failed))

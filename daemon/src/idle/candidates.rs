@@ -259,6 +259,40 @@ const MAX_VALUE_CHARS: usize = 64;
 /// The most bytes a setting's file holds as recorded (a list file of a few names).
 const MAX_CONTENT_BYTES: usize = 4096;
 
+/// Why the catalogue refuses to write a value into a file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The file is none of the settings wattson changes.
+    #[error(
+        "{} is not a setting wattson changes under [host] sysfs {} and procfs {}",
+        path.display(),
+        sysfs.display(),
+        procfs.display()
+    )]
+    NotASetting {
+        path: PathBuf,
+        sysfs: PathBuf,
+        procfs: PathBuf,
+    },
+    /// The value is not one a setting takes (its first 80 characters).
+    #[error(
+        "{value:?} for {} is not a setting's value (1 to {MAX_VALUE_CHARS} printable \
+         characters, no spaces)",
+        path.display()
+    )]
+    NotAValue { value: String, path: PathBuf },
+    /// The setting offers other values.
+    #[error("{value:?} is not among the values {} offers ({offered})", path.display())]
+    NotOffered {
+        value: String,
+        path: PathBuf,
+        offered: String,
+    },
+    /// The recorded text is not what the value reads as.
+    #[error("the recorded text of {} does not read as {value:?}", path.display())]
+    RecordedTextDiffers { path: PathBuf, value: String },
+}
+
 impl Catalogue {
     /// The settings this machine has now, under `root`.
     pub fn of(root: &SysRoot) -> Catalogue {
@@ -282,48 +316,45 @@ impl Catalogue {
 
     /// Whether `value` may be written into `path`: a file of a setting wattson changes,
     /// and a value that setting takes; `Err` says why not.
-    pub fn vet_value(&self, path: &Path, value: &str) -> Result<(), String> {
+    pub fn vet_value(&self, path: &Path, value: &str) -> Result<(), Refusal> {
         self.vet(path, value, value.as_bytes())
     }
 
     /// Whether restoring `value` (and, where the value does not read back, `content`) into
     /// `path` is a restore wattson could have recorded; `Err` says why not.
-    pub fn vet(&self, path: &Path, value: &str, content: &[u8]) -> Result<(), String> {
+    pub fn vet(&self, path: &Path, value: &str, content: &[u8]) -> Result<(), Refusal> {
         let Some(available) = self.files.get(path) else {
-            return Err(format!(
-                "{} is not a setting wattson changes under [host] sysfs {} and procfs {}",
-                path.display(),
-                self.root.sys.display(),
-                self.root.proc.display()
-            ));
+            return Err(Refusal::NotASetting {
+                path: path.to_owned(),
+                sysfs: self.root.sys.clone(),
+                procfs: self.root.proc.clone(),
+            });
         };
         let plain = !value.is_empty()
             && value.chars().count() <= MAX_VALUE_CHARS
             && value.chars().all(|c| c.is_ascii_graphic());
         if !plain {
-            return Err(format!(
-                "{:?} for {} is not a setting's value (1 to {MAX_VALUE_CHARS} printable \
-                 characters, no spaces)",
-                value.chars().take(80).collect::<String>(),
-                path.display()
-            ));
+            return Err(Refusal::NotAValue {
+                value: value.chars().take(80).collect(),
+                path: path.to_owned(),
+            });
         }
         if !available.is_empty() && !available.iter().any(|a| a == value) {
-            return Err(format!(
-                "{value:?} is not among the values {} offers ({})",
-                path.display(),
-                available.join(", ")
-            ));
+            return Err(Refusal::NotOffered {
+                value: value.to_owned(),
+                path: path.to_owned(),
+                offered: available.join(", "),
+            });
         }
         let as_text = String::from_utf8_lossy(content);
         if content.len() > MAX_CONTENT_BYTES
             || content.contains(&0)
             || wattson_collectors::idle::settings::current_of_list(&as_text) != value
         {
-            return Err(format!(
-                "the recorded text of {} does not read as {value:?}",
-                path.display()
-            ));
+            return Err(Refusal::RecordedTextDiffers {
+                path: path.to_owned(),
+                value: value.to_owned(),
+            });
         }
         Ok(())
     }

@@ -55,11 +55,36 @@ impl Original {
     }
 }
 
+/// Why a file could not be put back; one line, its OS reason included (the lines of
+/// several are joined).
+#[derive(Debug, thiserror::Error)]
+pub enum NotRestored {
+    /// The value could not be written.
+    #[error("writing {value:?} to {}: {cause}", path.display())]
+    Write {
+        value: String,
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    /// The file reads otherwise after the write.
+    #[error("{} reads {reads:?} after restoring, not {value:?}", path.display())]
+    ReadsOtherwise {
+        path: PathBuf,
+        reads: String,
+        value: String,
+    },
+}
+
 /// Put one file back as it was; `Err` says what it reads instead, or the OS error.
-pub fn restore(o: &Original, fs: KernelFs) -> Result<(), String> {
+pub fn restore(o: &Original, fs: KernelFs) -> Result<(), NotRestored> {
     let reads_as_before = || std::fs::read(&o.path).is_ok_and(|now| now == o.content);
-    safe_open::write_setting(&o.path, o.value.as_bytes(), fs)
-        .map_err(|e| format!("writing {:?} to {}: {e}", o.value, o.path.display()))?;
+    safe_open::write_setting(&o.path, o.value.as_bytes(), fs).map_err(|cause| {
+        NotRestored::Write {
+            value: o.value.clone(),
+            path: o.path.clone(),
+            cause,
+        }
+    })?;
     if reads_as_before() {
         return Ok(());
     }
@@ -71,12 +96,11 @@ pub fn restore(o: &Original, fs: KernelFs) -> Result<(), String> {
     if current_of_list(&String::from_utf8_lossy(&now)) == o.value {
         return Ok(());
     }
-    Err(format!(
-        "{} reads {:?} after restoring, not {:?}",
-        o.path.display(),
-        String::from_utf8_lossy(&now).trim(),
-        o.value
-    ))
+    Err(NotRestored::ReadsOtherwise {
+        path: o.path.clone(),
+        reads: String::from_utf8_lossy(&now).trim().to_owned(),
+        value: o.value.clone(),
+    })
 }
 
 /// The running measurement's record of what it may change.
@@ -151,7 +175,7 @@ impl Journal {
                         );
                     }
                 }
-                Err(why) => failed.push(why),
+                Err(why) => failed.push(why.to_string()),
             }
         }
         failed
@@ -231,7 +255,7 @@ fn restore_list(writer: Option<&Store>, waiting: &[Pending], catalogue: &Catalog
     for p in waiting {
         let o = &p.original;
         if let Err(why) = catalogue.vet(&o.path, &o.value, &o.content) {
-            out.refused.push(why);
+            out.refused.push(why.to_string());
             continue;
         }
         match restore(o, kernel_fs(&o.path, catalogue.root())) {
@@ -247,7 +271,7 @@ fn restore_list(writer: Option<&Store>, waiting: &[Pending], catalogue: &Catalog
                     runs.push(p.run_id);
                 }
             }
-            Err(why) => out.failed.push(why),
+            Err(why) => out.failed.push(why.to_string()),
         }
     }
     if let Some(w) = writer {

@@ -88,6 +88,19 @@ pub struct EstimateCollector {
     estimator: WallEstimator,
 }
 
+/// Why the source a calibration was made against is not available here (one line: the
+/// collector's reason is part of it).
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    #[error("{0}")]
+    Rapl(wattson_collectors::power::rapl::RaplError),
+    #[error("{0}")]
+    Hwmon(wattson_collectors::power::hwmon::HwmonError),
+    /// A source no sweep calibrates against.
+    #[error("no collector for calibrated source {0:?}")]
+    NotCalibratable(String),
+}
+
 impl EstimateCollector {
     /// Wraps `inner`, which must be the collector of `estimator.source()`.
     pub fn new(inner: Box<dyn Collector>, estimator: WallEstimator) -> EstimateCollector {
@@ -99,19 +112,14 @@ impl EstimateCollector {
     pub fn for_machine(
         root: &SysRoot,
         estimator: WallEstimator,
-    ) -> Result<EstimateCollector, String> {
+    ) -> Result<EstimateCollector, Unavailable> {
         use wattson_collectors::power::{hwmon, rapl};
         let inner: Box<dyn Collector> = match estimator.source() {
-            SourceId::Rapl => Box::new(rapl::RaplCollector::new(root).map_err(|e| e.to_string())?),
+            SourceId::Rapl => Box::new(rapl::RaplCollector::new(root).map_err(Unavailable::Rapl)?),
             SourceId::Hwmon => {
-                Box::new(hwmon::HwmonCollector::new(root).map_err(|e| e.to_string())?)
+                Box::new(hwmon::HwmonCollector::new(root).map_err(Unavailable::Hwmon)?)
             }
-            other => {
-                return Err(format!(
-                    "no collector for calibrated source {:?}",
-                    other.to_string()
-                ));
-            }
+            other => return Err(Unavailable::NotCalibratable(other.to_string())),
         };
         Ok(EstimateCollector::new(inner, estimator))
     }
