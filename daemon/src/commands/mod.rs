@@ -144,3 +144,73 @@ pub fn open_existing_database(
     let store = crate::store::open_database(&db)?;
     Ok((db, store))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::exit_code_for;
+    use crate::ledger::LedgerError;
+    use crate::store::{ExistingError, StoreError};
+    use crate::tariff::TariffError;
+
+    fn closed() -> StoreError {
+        StoreError::Closed {
+            path: "/x.db".into(),
+        }
+    }
+
+    /// Each layer's error says its status through the transparent variants that hide what
+    /// they wrap, and through a context over it.
+    #[test]
+    fn each_layers_error_keeps_the_status_of_what_it_wraps() {
+        let code = |e: anyhow::Error| exit_code_for(&e);
+        assert_eq!(code(LedgerError::Tariff(TariffError::NoPrices).into()), 78);
+        assert_eq!(code(LedgerError::from(closed()).into()), 74);
+        assert_eq!(code(ExistingError::from(closed()).into()), 74);
+        assert_eq!(
+            code(
+                crate::services::ServicesError::from(LedgerError::Tariff(TariffError::NoPrices))
+                    .into()
+            ),
+            78
+        );
+        assert_eq!(code(crate::report::ProduceError::from(closed()).into()), 74);
+        assert_eq!(
+            code(
+                crate::report::ProduceError::Tariff {
+                    what: "building the tariff from [tariff]".to_owned(),
+                    source: TariffError::NoPrices,
+                }
+                .into()
+            ),
+            78
+        );
+        assert_eq!(
+            code(crate::runtime::RuntimeError::Flush(Box::new(closed())).into()),
+            74
+        );
+        assert_eq!(
+            code(
+                crate::idle::IdleError::OpenDatabase {
+                    db: "/x.db".into(),
+                    source: Box::new(closed()),
+                }
+                .into()
+            ),
+            74
+        );
+        assert_eq!(
+            code(anyhow::Error::new(LedgerError::from(closed())).context("reading")),
+            74
+        );
+        assert_eq!(
+            code(
+                ExistingError::Denied {
+                    path: "/x.db".into(),
+                    source: std::io::ErrorKind::PermissionDenied.into(),
+                }
+                .into()
+            ),
+            1
+        );
+    }
+}
