@@ -770,6 +770,12 @@ fn wakeups_rank_the_services_that_wake_the_cpus_and_name_each_interrupts_device(
     intel_desktop(&root);
     let proc = FixtureProc::new(&root.join("proc")).unwrap();
     proc.add_home_server().unwrap();
+    // /proc/interrupts exists before wattson first reads it, as it does on a machine.
+    proc.set_interrupts(
+        &[("LOC", 0), ("RES", 0)],
+        &[(122, "nvme0q1", 0), (130, "enp3s0-rx-0", 0)],
+    )
+    .unwrap();
     let config = env.path("wattson.toml");
     std::fs::write(&config, host_toml(&root, &env.db)).unwrap();
     let stop = Arc::new(AtomicBool::new(false));

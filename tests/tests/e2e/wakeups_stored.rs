@@ -40,6 +40,12 @@ fn the_daemon_stores_who_woke_the_cpus_for_metrics_and_the_report() {
     intel_desktop(&root);
     let proc = FixtureProc::new(&root.join("proc")).unwrap();
     proc.add_home_server().unwrap();
+    // /proc/interrupts exists before wattson first reads it, as it does on a machine.
+    proc.set_interrupts(
+        &[("LOC", 0), ("RES", 0)],
+        &[(122, "nvme0q1", 0), (130, "enp3s0-rx-0", 0)],
+    )
+    .unwrap();
     let config = env.path("wattson.toml");
     std::fs::write(
         &config,
