@@ -14,6 +14,7 @@ use wattson_collectors::{Metric, SysRoot};
 
 use crate::cli::StatusArgs;
 
+mod remote_write;
 mod render;
 mod sources;
 
@@ -110,6 +111,11 @@ struct Status {
     #[serde(skip_serializing_if = "Option::is_none")]
     wattson_itself_text: Option<String>,
     sources: Vec<SourceState>,
+    /// `[prometheus] remote_write`, when configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remote_write: Option<remote_write::RemoteWriteStatus>,
+    #[serde(skip)]
+    now_ms: i64,
 }
 
 fn store_status(db: &Path, store: &crate::store::Store) -> anyhow::Result<StoreStatus> {
@@ -219,6 +225,10 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         price,
         counter_today,
         rejected: ledger_counter::rejections(&store, &host)?,
+        remote_write: own_host
+            .then(|| remote_write::status(&config, &store))
+            .flatten(),
+        now_ms,
         host,
         sources: source_states(
             &SysRoot::new(&config.host.sysfs, &config.host.procfs),

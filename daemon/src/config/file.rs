@@ -76,6 +76,8 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub(super) http: Option<FileHttp>,
     #[serde(default)]
+    pub(super) prometheus: Option<super::prometheus::FilePrometheus>,
+    #[serde(default)]
     pub(super) config: Vec<FileManual>,
     #[serde(default)]
     pub(super) power: FilePower,

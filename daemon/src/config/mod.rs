@@ -17,6 +17,7 @@ mod load;
 mod meter;
 mod mqtt;
 pub mod names;
+mod prometheus;
 mod serial_lines;
 mod tariff_section;
 mod validate;
@@ -35,6 +36,9 @@ pub use duration::{MAX_DURATION, Range, format_duration, parse_duration};
 pub use effective::redact_url;
 use load::line_of;
 use load::{parse_file, read_config_file};
+pub use prometheus::{
+    PrometheusConfig, REMOTE_WRITE_INTERVAL, RemoteWriteUrl, parse_remote_write_url,
+};
 pub use serial_lines::{LineError, SerialLine, collector_names, serial_lines};
 use validate::Validator;
 pub use validate::{FLUSH, KEEPALIVE, METER_TIMEOUT, PUBLISH, RETENTION, SAMPLING};
@@ -105,6 +109,9 @@ pub struct Config {
     /// `[http]`: off unless configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpConfig>,
+    /// `[prometheus]`: remote write, off unless configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prometheus: Option<PrometheusConfig>,
     pub power: PowerConfig,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ups: Vec<UpsConfig>,
@@ -490,6 +497,7 @@ impl Config {
             tariff: TariffConfig::default(),
             mqtt: None,
             http: None,
+            prometheus: None,
             manual: Vec::new(),
             power: PowerConfig {
                 rapl: true,

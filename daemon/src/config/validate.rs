@@ -218,6 +218,9 @@ impl Validator<'_> {
         if let Some(h) = file.http {
             config.http = Some(self.http(&h.listen)?);
         }
+        if let Some(p) = file.prometheus {
+            config.prometheus = Some(self.prometheus(p)?);
+        }
         self.power(file.power, &mut config.power)?;
         self.services(file.services, &mut config.services)?;
         self.wakeups(file.wakeups, &mut config.wakeups)?;

@@ -3,3 +3,4 @@
 
 pub mod http;
 pub mod mqtt;
+pub mod remote_write;

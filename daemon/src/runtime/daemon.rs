@@ -123,11 +123,18 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<(), RuntimeError> {
     let (control_tx, control_rx) = mpsc::channel::<Control>();
     let health = health(config, &heartbeat, &store);
     let feed = start_ledger_feed(config, &live, &store)?;
+    let remote_write = crate::publish::remote_write::Stats::default();
     // Bound before READY=1, so a unit ordered after this one finds them.
     let http = match (http_listener, &feed) {
         (Some(listener), Some(feed)) => {
             let _in_runtime = rt.enter();
-            Some(start_http(config, listener, &live, &health, feed, &cancel)?)
+            Some(start_http(
+                config,
+                listener,
+                (&live, &health, &remote_write),
+                feed,
+                &cancel,
+            )?)
         }
         _ => None,
     };
@@ -156,6 +163,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<(), RuntimeError> {
         &live,
         &store,
         feed,
+        remote_write,
     ));
 
     // Drain in order: the control socket (its clients are told), collectors (the sampler
@@ -279,8 +287,11 @@ fn health(config: &Config, heartbeat: &Heartbeat, store: &StoreHandle) -> Health
 fn start_http(
     config: &Config,
     listener: std::net::TcpListener,
-    live: &Arc<LiveState>,
-    health: &Health,
+    (live, health, remote_write): (
+        &Arc<LiveState>,
+        &Health,
+        &crate::publish::remote_write::Stats,
+    ),
     (extras, feed): &LedgerFeedParts,
     cancel: &CancellationToken,
 ) -> Result<crate::publish::http::HttpHandle, RuntimeError> {
@@ -292,6 +303,7 @@ fn start_http(
         refresher: feed.refresher(),
         started_ms: sampler::now_ms(),
         stale_after: stale_after(config),
+        remote_write: remote_write.clone(),
     };
     crate::publish::http::start(ctx, listener, cancel.child_token())
         .map_err(RuntimeError::ServeHttp)
@@ -454,6 +466,7 @@ async fn serve(
     live: &Arc<LiveState>,
     store: &StoreHandle,
     feed: Option<LedgerFeedParts>,
+    remote_write: crate::publish::remote_write::Stats,
 ) -> Result<Option<crate::publish::mqtt::publisher::PublisherHandle>, RuntimeError> {
     let publisher = match (&config.mqtt, &feed) {
         (Some(mqtt), Some((extras, _))) => Some(
@@ -501,6 +514,21 @@ async fn serve(
     });
     let resident = crate::runtime::resident::spawn(cancel.child_token());
     let wakeups = super::wakeups::spawn(config, store.clone(), cancel.child_token());
+    let sender = match &config.prometheus {
+        Some(p) => Some(
+            crate::publish::remote_write::spawn(
+                p,
+                store.clone(),
+                crate::ledger::PrimaryPower::from_config(config)
+                    .wall()
+                    .cloned(),
+                remote_write,
+                cancel.child_token(),
+            )
+            .map_err(RuntimeError::RemoteWrite)?,
+        ),
+        None => None,
+    };
     let deadline = async {
         match opts.duration {
             Some(d) => tokio::time::sleep(d).await,
@@ -524,6 +552,9 @@ async fn serve(
     let _ = resident.await;
     if let Some(w) = wakeups {
         let _ = w.await;
+    }
+    if let Some(s) = sender {
+        let _ = s.await;
     }
     // The feed stops (and joins) here; a query still running finishes on the store's own
     // thread first, so run it off the runtime.

@@ -46,6 +46,9 @@ pub enum RuntimeError {
     /// `[tariff] price_topic` could not be subscribed to.
     #[error("subscribing to [tariff] price_topic")]
     PriceTopic(#[source] crate::publish::mqtt::MqttError),
+    /// `[prometheus] remote_write` did not start (its credential file cannot be read).
+    #[error("starting [prometheus] remote write: {0}")]
+    RemoteWrite(String),
     /// The signal handlers could not be installed.
     #[error("installing the SIGINT, SIGTERM and SIGHUP handlers")]
     Signals(#[source] std::io::Error),

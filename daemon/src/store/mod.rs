@@ -106,6 +106,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0011-measured-candidates.sql")),
     M::up(include_str!("../../../schema/0012-idle-applied.sql")),
     M::up(include_str!("../../../schema/0013-wakeup-hours.sql")),
+    M::up(include_str!("../../../schema/0014-remote-write.sql")),
 ];
 
 /// The schema migrations, in order.

@@ -70,6 +70,7 @@ fn exported() -> BTreeSet<String> {
         },
         process: ProcessStats::read(),
         started_ms: 0,
+        remote_write: None,
     };
     let (text, _) = encode(&snapshot, false).unwrap();
     text.lines()

@@ -48,6 +48,7 @@ mod mqtt_faults;
 mod notify;
 mod prometheus;
 mod regression;
+mod remote_write;
 mod report_cli;
 mod report_html;
 mod security;

@@ -40,6 +40,9 @@ pub(super) fn render(s: &Status) -> String {
     if let Some(url) = s.daemon.as_ref().and_then(|d| d.http.as_deref()) {
         let _ = writeln!(out, "http: {url} (/metrics, the live page at /)");
     }
+    if let Some(rw) = &s.remote_write {
+        super::remote_write::render(rw, s.now_ms, &mut out);
+    }
     let mut by_source: BTreeMap<&SourceId, Vec<&Reading>> = BTreeMap::new();
     for r in &s.readings {
         by_source.entry(&r.source).or_default().push(r);

@@ -70,6 +70,8 @@ pub struct Snapshot {
     pub process: super::process::ProcessStats,
     /// When the daemon started, UTC ms.
     pub started_ms: i64,
+    /// `[prometheus] remote_write`'s counters, when configured.
+    pub remote_write: Option<crate::publish::remote_write::StatsSnapshot>,
 }
 
 impl Snapshot {
@@ -88,6 +90,7 @@ impl Snapshot {
             health: ctx.health.report(),
             process: super::process::ProcessStats::read(),
             started_ms: ctx.started_ms,
+            remote_write: ctx.remote_write.snapshot(),
         }
     }
 }
@@ -147,6 +150,7 @@ fn registry(s: &Snapshot) -> Registry {
     service_families(&mut f, s);
     wakeup_families(&mut f, s);
     health_families(&mut f, s);
+    remote_write::families(&mut f, s);
     f.gauge(
         "build_info",
         "The wattson build serving these metrics (always 1)",
@@ -584,5 +588,6 @@ pub fn encode(s: &Snapshot, open_metrics: bool) -> Result<(String, &'static str)
     }
 }
 
+mod remote_write;
 #[cfg(test)]
 mod tests;

@@ -104,6 +104,8 @@ pub struct HttpContext {
     pub started_ms: i64,
     /// A reading older than this is left out (a meter that stopped answering).
     pub stale_after: Duration,
+    /// What `[prometheus] remote_write` has sent (empty without it).
+    pub remote_write: crate::publish::remote_write::Stats,
 }
 
 /// Asks the ledger feed (`runtime::ledger_feed`, which makes one: a routine on the store's

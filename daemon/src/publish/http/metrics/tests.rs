@@ -93,6 +93,7 @@ fn snapshot() -> Snapshot {
             ..Default::default()
         },
         started_ms: 1_700_000_000_000,
+        remote_write: None,
     }
 }
 

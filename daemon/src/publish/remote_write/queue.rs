@@ -1,0 +1,433 @@
+//! The store as remote write's durable queue: which stored series are sent under which
+//! name ([`family`]: the names and labels of `/metrics`), the next batch after each series'
+//! cursor ([`next_batch`]), and the cursors moved on once the receiver answered
+//! ([`commit`]). Everything here runs on the store's writer thread (`StoreHandle::query`),
+//! so the cursor tables are written by the one writer.
+//!
+//! A series is sent in time order from its cursor (the newest sample the receiver took or
+//! refused) on; a series without a cursor from its oldest raw sample. The wall source's
+//! power also gives `wattson_energy_joules_total`: the trapezoidal integral of its stored
+//! samples over the pairs the store integrates (`store::integrate`), from its first sample
+//! sent, carried in the cursor across restarts.
+
+use rusqlite::{OptionalExtension as _, params};
+use wattson_collectors::{Metric, SourceId};
+
+use super::proto::{Label, Sample, TimeSeries};
+use crate::store::{CHUNK_MS, Series, Store, StoreError, integrate};
+
+/// Label names and values.
+pub type LabelPairs = Vec<(&'static str, String)>;
+
+/// J per Wh.
+const J_PER_WH: f64 = 3600.0;
+/// How far one read of a series looks ahead of its cursor, ms.
+const READ_WINDOW_MS: i64 = 4 * CHUNK_MS;
+
+/// The `/metrics` name of a stored series, its labels (the metric's name and `host`
+/// included) and the factor from the stored unit to the exposed one; `None` for series
+/// `/metrics` does not expose per sample.
+pub fn family(series: &Series) -> Option<(&'static str, LabelPairs, f64)> {
+    let mut labels = vec![("host", series.host.clone())];
+    let (name, scale) = match series.metric {
+        Metric::Power => ("wattson_power_watts", 1.0),
+        Metric::Voltage => ("wattson_voltage_volts", 1.0),
+        Metric::Current => ("wattson_current_amperes", 1.0),
+        Metric::PowerFactor => ("wattson_power_factor_ratio", 1.0),
+        Metric::Frequency => ("wattson_mains_frequency_hertz", 1.0),
+        Metric::CpuBusy => ("wattson_cpu_utilisation_ratio", 1.0),
+        Metric::CoreFrequency => ("wattson_cpu_frequency_hertz", 1e6),
+        Metric::GpuUtilisation => ("wattson_gpu_utilisation_ratio", 1.0),
+        Metric::GpuClock => ("wattson_gpu_clock_hertz", 1e6),
+        _ => return None,
+    };
+    match series.metric {
+        Metric::Power
+        | Metric::Voltage
+        | Metric::Current
+        | Metric::PowerFactor
+        | Metric::Frequency => labels.push(("source", series.source.to_string())),
+        // As `/metrics`: by channel, per-state channels (`all/C6`) left out.
+        _ if series.channel.contains('/') => return None,
+        _ => {}
+    }
+    labels.push(("channel", series.channel.clone()));
+    Some((name, labels, scale))
+}
+
+/// Remote write's labels: `__name__` first, the rest sorted by name, empty values left out
+/// (Prometheus reads an empty label as an absent one).
+fn labels(name: &str, labels: &[(&'static str, String)]) -> Vec<Label> {
+    let mut out: Vec<Label> = labels
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(n, v)| Label {
+            name: (*n).to_owned(),
+            value: v.clone(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.insert(
+        0,
+        Label {
+            name: "__name__".to_owned(),
+            value: name.to_owned(),
+        },
+    );
+    out
+}
+
+/// One series' part of a batch: what is sent and where its cursor goes once answered.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub series_id: i64,
+    /// The newest sample's time in this batch: the cursor once the receiver answers.
+    pub to_ms: i64,
+    /// The energy integral up to `to_ms`, J, and the watts at `to_ms` (the wall source).
+    pub joules: f64,
+    pub last_watts: Option<f64>,
+}
+
+/// The next samples to send.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub timeseries: Vec<TimeSeries>,
+    pub cursors: Vec<Outgoing>,
+    pub samples: usize,
+    /// The cap was reached: more is waiting.
+    pub more: bool,
+    /// Stored samples not yet sent.
+    pub pending: u64,
+}
+
+/// A series' cursor: the newest sample sent, the energy integral to it and its watts.
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
+    sent_ts_ms: i64,
+    joules: f64,
+    last_watts: Option<f64>,
+}
+
+fn cursor(store: &Store, endpoint: &str, series_id: i64) -> Result<Option<Cursor>, StoreError> {
+    store
+        .conn()
+        .prepare_cached(
+            "SELECT sent_ts_ms, joules, last_watts FROM remote_write_cursor
+             WHERE endpoint = ?1 AND series_id = ?2",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![endpoint, series_id], |r| {
+                Ok(Cursor {
+                    sent_ts_ms: r.get(0)?,
+                    joules: r.get(1)?,
+                    last_watts: r.get(2)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(|e| sql(store, e))
+}
+
+pub fn sql(store: &Store, source: rusqlite::Error) -> StoreError {
+    StoreError::Sqlite {
+        path: store.path().to_owned(),
+        source,
+    }
+}
+
+/// The next batch for `endpoint`: at most `cap` samples, each series' in time order after
+/// its cursor. `wall` is the source whose power gives the energy counter.
+pub fn next_batch(
+    store: &Store,
+    endpoint: &str,
+    wall: Option<&SourceId>,
+    cap: usize,
+) -> Result<Batch, StoreError> {
+    let mut batch = Batch::default();
+    for series in store.series()? {
+        let Some((name, label_pairs, scale)) = family(&series) else {
+            continue;
+        };
+        let Some(newest) = store.newest_ms(&series)? else {
+            continue;
+        };
+        let cur = cursor(store, endpoint, series.id)?;
+        let from = match cur {
+            Some(c) => c.sent_ts_ms.saturating_add(1),
+            None => store.raw_from_ms(&series)?.unwrap_or(newest),
+        };
+        if from > newest {
+            continue;
+        }
+        batch.pending += pending_in(store, &series, from)?.0;
+        let room = cap.saturating_sub(batch.samples);
+        let is_wall = series.metric == Metric::Power
+            && series.channel.is_empty()
+            && wall.is_some_and(|w| *w == series.source);
+        // The energy counter's samples take room too.
+        let room = if is_wall { room / 2 } else { room };
+        if room == 0 {
+            batch.more = true;
+            break;
+        }
+        let mut points = read_ahead(store, &series, from, newest)?;
+        if points.len() > room {
+            points.truncate(room);
+            batch.more = true;
+        }
+        let Some(&(to_ms, last)) = points.last() else {
+            continue;
+        };
+        // More of this series beyond the window read.
+        batch.more |= to_ms < newest;
+        let mut out = Outgoing {
+            series_id: series.id,
+            to_ms,
+            joules: cur.map_or(0.0, |c| c.joules),
+            last_watts: None,
+        };
+        if is_wall {
+            let energy = energy_samples(store, &series, cur, &points, &mut out)?;
+            batch.samples += energy.len();
+            batch.timeseries.push(TimeSeries {
+                labels: labels(
+                    "wattson_energy_joules_total",
+                    &[
+                        ("host", series.host.clone()),
+                        ("source", series.source.to_string()),
+                    ],
+                ),
+                samples: energy,
+            });
+            out.last_watts = Some(last);
+        }
+        batch.samples += points.len();
+        batch.timeseries.push(TimeSeries {
+            labels: labels(name, &label_pairs),
+            samples: points
+                .iter()
+                .map(|&(t, v)| Sample {
+                    value: v * scale,
+                    timestamp: t,
+                })
+                .collect(),
+        });
+        batch.cursors.push(out);
+    }
+    Ok(batch)
+}
+
+/// The raw samples of `series` from `from` on, read a window at a time until one holds any
+/// (a long outage is stepped over), at most one window of them.
+fn read_ahead(
+    store: &Store,
+    series: &Series,
+    mut from: i64,
+    newest: i64,
+) -> Result<Vec<(i64, f64)>, StoreError> {
+    while from <= newest {
+        let to = from.saturating_add(READ_WINDOW_MS);
+        let points = store.raw_points(series, from, to)?;
+        if !points.is_empty() {
+            return Ok(points);
+        }
+        from = to;
+    }
+    Ok(Vec::new())
+}
+
+/// The energy counter at each of `points`, J, continuing the integral of `cur`; `out`
+/// gets the integral at the last point.
+fn energy_samples(
+    store: &Store,
+    series: &Series,
+    cur: Option<Cursor>,
+    points: &[(i64, f64)],
+    out: &mut Outgoing,
+) -> Result<Vec<Sample>, StoreError> {
+    let max_pair = series.spacing_ms.map_or(i64::MAX, integrate::max_pair_ms);
+    let first = cur.map_or(points[0].0, |c| c.sent_ts_ms);
+    let last = points[points.len() - 1].0;
+    let gaps: Vec<(i64, i64)> = store
+        .gaps(&series.host, first, last.saturating_add(1))?
+        .into_iter()
+        .filter(|g| g.source == series.source)
+        .map(|g| (g.start_ms, g.end_ms))
+        .collect();
+    let mut prev = cur.and_then(|c| c.last_watts.map(|w| (c.sent_ts_ms, w)));
+    let mut joules = out.joules;
+    let mut samples = Vec::with_capacity(points.len());
+    for &(t, w) in points {
+        if let Some((t0, w0)) = prev
+            && integrate::continuous(t0, t, max_pair, &gaps)
+        {
+            joules += integrate::clipped_wh(t0, w0, t, w, t0, t) * J_PER_WH;
+        }
+        samples.push(Sample {
+            value: joules,
+            timestamp: t,
+        });
+        prev = Some((t, w));
+    }
+    out.joules = joules;
+    Ok(samples)
+}
+
+/// How a batch ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answered {
+    /// Stored by the receiver.
+    Accepted,
+    /// Refused for good (a 400): skipped past.
+    Refused,
+}
+
+/// Moves the cursors of `batch` on and counts it, in one transaction.
+pub fn commit(
+    store: &Store,
+    endpoint: &str,
+    cursors: &[Outgoing],
+    samples: usize,
+    answered: Answered,
+    now_ms: i64,
+    error: Option<&str>,
+) -> Result<(), StoreError> {
+    let tx = store
+        .conn()
+        .unchecked_transaction()
+        .map_err(|e| sql(store, e))?;
+    for c in cursors {
+        tx.execute(
+            "INSERT INTO remote_write_cursor (endpoint, series_id, sent_ts_ms, joules, last_watts)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (endpoint, series_id) DO UPDATE SET
+               sent_ts_ms = excluded.sent_ts_ms, joules = excluded.joules,
+               last_watts = excluded.last_watts",
+            params![endpoint, c.series_id, c.to_ms, c.joules, c.last_watts],
+        )
+        .map_err(|e| sql(store, e))?;
+    }
+    let (sent, rejected) = match answered {
+        Answered::Accepted => (samples as i64, 0),
+        Answered::Refused => (0, samples as i64),
+    };
+    tx.execute(
+        "INSERT INTO remote_write_endpoint (endpoint, samples_sent, samples_rejected,
+           failed_requests, last_success_ms, last_error)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (endpoint) DO UPDATE SET
+           samples_sent = samples_sent + excluded.samples_sent,
+           samples_rejected = samples_rejected + excluded.samples_rejected,
+           failed_requests = failed_requests + excluded.failed_requests,
+           last_success_ms = coalesce(excluded.last_success_ms, last_success_ms),
+           last_error = coalesce(excluded.last_error, last_error)",
+        params![
+            endpoint,
+            sent,
+            rejected,
+            i64::from(answered == Answered::Refused),
+            (answered == Answered::Accepted).then_some(now_ms),
+            error
+        ],
+    )
+    .map_err(|e| sql(store, e))?;
+    tx.commit().map_err(|e| sql(store, e))
+}
+
+/// Counts a request that failed and will be sent again.
+pub fn record_failure(store: &Store, endpoint: &str, error: &str) -> Result<(), StoreError> {
+    store
+        .conn()
+        .execute(
+            "INSERT INTO remote_write_endpoint (endpoint, failed_requests, last_error)
+             VALUES (?1, 1, ?2)
+             ON CONFLICT (endpoint) DO UPDATE SET
+               failed_requests = failed_requests + 1, last_error = excluded.last_error",
+            params![endpoint, error],
+        )
+        .map(drop)
+        .map_err(|e| sql(store, e))
+}
+
+/// The stored samples of `series` from `from` on, and the oldest one's time (about: the
+/// start of its chunk where the first chunk holds none): the chunk holding `from` decoded,
+/// the later ones counted from their headers.
+fn pending_in(store: &Store, series: &Series, from: i64) -> Result<(u64, Option<i64>), StoreError> {
+    let lo = crate::store::floor_to(from, CHUNK_MS);
+    let first = store.raw_points(series, from, lo.saturating_add(CHUNK_MS))?;
+    let (later, later_start): (i64, Option<i64>) = store
+        .conn()
+        .prepare_cached(
+            "SELECT coalesce(sum(n), 0), min(start_ms) FROM (
+               SELECT n, start_ms FROM raw_chunk WHERE series_id = ?1 AND start_ms > ?2
+               UNION ALL SELECT n, start_ms FROM raw_detail_chunk
+                 WHERE series_id = ?1 AND start_ms > ?2
+               UNION ALL SELECT n, start_ms FROM raw_open WHERE series_id = ?1 AND start_ms > ?2)",
+        )
+        .and_then(|mut s| s.query_row(params![series.id, lo], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(|e| sql(store, e))?;
+    let oldest = first.first().map(|p| p.0).or(later_start);
+    Ok((first.len() as u64 + later as u64, oldest))
+}
+
+/// The stored samples `endpoint` has not been sent,
+/// and the oldest of them, UTC ms (`None` when caught up).
+pub fn backlog(store: &Store, endpoint: &str) -> Result<(u64, Option<i64>), StoreError> {
+    let mut pending = 0u64;
+    let mut oldest: Option<i64> = None;
+    for series in store.series()? {
+        if family(&series).is_none() {
+            continue;
+        }
+        let Some(newest) = store.newest_ms(&series)? else {
+            continue;
+        };
+        let from = match cursor(store, endpoint, series.id)? {
+            Some(c) => c.sent_ts_ms.saturating_add(1),
+            None => store.raw_from_ms(&series)?.unwrap_or(newest),
+        };
+        if from > newest {
+            continue;
+        }
+        let (n, first) = pending_in(store, &series, from)?;
+        pending += n;
+        if let Some(first) = first {
+            oldest = Some(oldest.map_or(first, |o| o.min(first)));
+        }
+    }
+    Ok((pending, oldest))
+}
+
+/// What an endpoint has done, as stored.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EndpointTotals {
+    pub samples_sent: u64,
+    pub samples_rejected: u64,
+    pub failed_requests: u64,
+    pub last_success_ms: Option<i64>,
+    pub last_error: Option<String>,
+}
+
+/// The stored totals of `endpoint` (zero before its first request).
+pub fn totals(store: &Store, endpoint: &str) -> Result<EndpointTotals, StoreError> {
+    store
+        .conn()
+        .prepare_cached(
+            "SELECT samples_sent, samples_rejected, failed_requests, last_success_ms, last_error
+             FROM remote_write_endpoint WHERE endpoint = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row([endpoint], |r| {
+                Ok(EndpointTotals {
+                    samples_sent: r.get::<_, i64>(0)? as u64,
+                    samples_rejected: r.get::<_, i64>(1)? as u64,
+                    failed_requests: r.get::<_, i64>(2)? as u64,
+                    last_success_ms: r.get(3)?,
+                    last_error: r.get(4)?,
+                })
+            })
+            .optional()
+        })
+        .map(Option::unwrap_or_default)
+        .map_err(|e| sql(store, e))
+}
