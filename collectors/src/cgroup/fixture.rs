@@ -2,6 +2,7 @@
 //! `<sysfs>/fs/cgroup` with `cpu.stat` files whose `usage_usec` the caller sets.
 
 use std::ffi::OsStr;
+use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -65,6 +66,29 @@ impl FixtureTree {
     /// Writes `bytes` as the group's `cpu.stat` (a corrupt or hostile file).
     pub fn set_stat_bytes(&self, rel: impl AsRef<OsStr>, bytes: &[u8]) -> std::io::Result<()> {
         std::fs::write(self.root.join(rel.as_ref()).join("cpu.stat"), bytes)
+    }
+
+    /// Sets the group's `io.stat`: one line per device (`MAJ:MIN`) with its reads and writes
+    /// completed (`rios`, `wios`; bytes at 4 KiB each).
+    pub fn set_io_stat(
+        &self,
+        rel: impl AsRef<OsStr>,
+        devices: &[(&str, u64, u64)],
+    ) -> std::io::Result<()> {
+        let dir = self.root.join(rel.as_ref());
+        let mut text = String::new();
+        for (dev, r, w) in devices {
+            let _ = writeln!(
+                text,
+                "{dev} rbytes={} wbytes={} rios={r} wios={w} dbytes=0 dios=0",
+                r * 4096,
+                w * 4096
+            );
+        }
+        // Written whole and renamed, as the kernel shows it.
+        let tmp = dir.join(".io.stat.tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(tmp, dir.join("io.stat"))
     }
 
     /// Removes the group (it ended).
