@@ -89,6 +89,8 @@ pub(super) struct FileConfig {
     pub(super) services: FileServices,
     #[serde(default)]
     pub(super) wakeups: FileWakeups,
+    #[serde(default)]
+    pub(super) disk: Vec<super::disk::FileDisk>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -10,6 +10,7 @@
 //! it. Durations are in [`duration`].
 
 pub mod broker;
+mod disk;
 mod duration;
 mod effective;
 mod file;
@@ -32,6 +33,7 @@ use crate::zone::Zone;
 use wattson_collectors::meter::line::LineFormat;
 use wattson_collectors::meter::{Parity, Protocol};
 
+pub use disk::{DiskConfig, MAX_SPUN_UP_WATTS, STANDBY_AFTER};
 pub use duration::{MAX_DURATION, Range, format_duration, parse_duration};
 pub use effective::redact_url;
 use load::line_of;
@@ -121,6 +123,9 @@ pub struct Config {
     pub manual: Vec<ManualConfig>,
     pub services: ServicesConfig,
     pub wakeups: WakeupsConfig,
+    /// `[[disk]]`: the disks whose spin state `wattson run` follows.
+    #[serde(rename = "disk", skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<DiskConfig>,
 }
 
 /// Who wakes the CPUs, stored hourly by `wattson run` (`[wakeups]`, see
@@ -517,6 +522,7 @@ impl Config {
                 docker_root: PathBuf::from("/var/lib/docker"),
             },
             plugs: Vec::new(),
+            disks: Vec::new(),
             wakeups: WakeupsConfig {
                 enabled: true,
                 interval: Duration::from_secs(300),

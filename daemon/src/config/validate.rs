@@ -232,6 +232,7 @@ impl Validator<'_> {
             config.plugs.push(plug);
         }
         config.manual = self.manual(file.config)?;
+        config.disks = self.disks(file.disk)?;
         if let (Some(span), None) = (price_topic_span, &config.mqtt) {
             return Err(self.err(
                 span,

@@ -131,6 +131,8 @@ pub struct IdleReport {
     pub hours_shallow: Option<super::history::HoursGroup>,
     /// Idle now against the best idle seen in that history, and what explains the gap.
     pub gap: Option<super::gap::Gap>,
+    /// Each disk's spin state as `wattson run` stored it (`[[disk]]`, the last 30 days).
+    pub disks: Vec<super::disk_hours::StoredDisk>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -327,11 +329,7 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration, top: usi
     let (hours_deep, hours_shallow) = history
         .as_ref()
         .map_or((None, None), |i| super::history::hour_groups(&i.hours));
-    let gap = history.as_ref().and_then(|i| {
-        let tariff = crate::ledger::costs::tariff(&config.tariff).ok()?;
-        let today = chrono::Local::now().date_naive();
-        super::gap::explain(&i.idle_wall, &measured, &all, &tariff, today)
-    });
+    let gap = gap_of(config, history.as_ref(), &measured, &all);
     let mut report = IdleReport {
         host: config.host.name.clone(),
         window,
@@ -346,9 +344,22 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration, top: usi
         hours_deep,
         hours_shallow,
         gap,
+        disks: super::disk_hours::for_idle(store, config, to_ms),
     };
     report.findings = findings(&report);
     report
+}
+
+/// Idle now against the best idle seen in `history`, priced at the configured tariff.
+fn gap_of(
+    config: &Config,
+    history: Option<&super::history::IdleInput>,
+    measured: &[super::store::Effect],
+    all: &[Setting],
+) -> Option<super::gap::Gap> {
+    let tariff = crate::ledger::costs::tariff(&config.tariff).ok()?;
+    let today = chrono::Local::now().date_naive();
+    super::gap::explain(&history?.idle_wall, measured, all, &tariff, today)
 }
 
 fn deepest(states: &[Residency]) -> Option<String> {

@@ -43,6 +43,8 @@ pub struct IdleInput {
     pub effects: Vec<Effect>,
     /// Who woke the CPUs over the window, as `wattson run` stored it.
     pub wakeups: Option<crate::idle::wakeup_hours::StoredWakeups>,
+    /// Each disk's spin state over the window, as `wattson run` stored it (unpriced).
+    pub disks: Vec<crate::idle::disk_hours::StoredDisk>,
     /// Every idle hour (CPU under [`IDLE_BUSY`]) with a wall reading, package states or
     /// not: `(start UTC ms, mean W)`, oldest first.
     pub idle_wall: Vec<(i64, f64)>,
@@ -50,7 +52,10 @@ pub struct IdleInput {
 
 impl IdleInput {
     pub fn is_empty(&self) -> bool {
-        self.states.is_empty() && self.effects.is_empty() && self.wakeups.is_none()
+        self.states.is_empty()
+            && self.effects.is_empty()
+            && self.wakeups.is_none()
+            && self.disks.is_empty()
     }
 }
 
@@ -157,6 +162,7 @@ pub fn load(
             to_ms,
             crate::idle::wakeups::TOP,
         )?,
+        disks: crate::idle::disk_hours::load(store, host, from_ms, to_ms)?,
     })
 }
 

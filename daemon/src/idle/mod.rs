@@ -24,13 +24,17 @@
 //! - [`gap`]: idle now against the best idle seen, assigned to the measured settings not in
 //!   effect;
 //! - [`wakeup_hours`]: those wake-ups per hour as `wattson run` stores them, read back for
-//!   the report, `/metrics` and `wattson idle`.
+//!   the report, `/metrics` and `wattson idle`;
+//! - [`disk_hours`]: each disk's spin state per hour as `wattson run` stores it (`[[disk]]`),
+//!   with who woke it at each spin-up, read back as spin-ups and spun-up hours per day and
+//!   priced at its datasheet watts.
 //!
 //! Units: shares 0..1 (printed as %), watts (W), UTC milliseconds.
 
 pub mod apply;
 pub mod candidates;
 pub mod configs;
+pub mod disk_hours;
 pub mod error;
 pub mod explain;
 pub mod gap;

@@ -68,6 +68,9 @@ pub struct IdleReport {
     /// Who woke the CPUs over the window (`[wakeups]`, stored hourly by `wattson run`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wakeups: Option<crate::idle::wakeup_hours::StoredWakeups>,
+    /// Each disk's spin state over the window (`[[disk]]`), its spun-up time priced.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<crate::idle::disk_hours::StoredDisk>,
     pub notes: Vec<String>,
 }
 
@@ -135,6 +138,11 @@ pub fn build(
         hours_shallow,
         settings,
         wakeups: input.wakeups.clone(),
+        disks: {
+            let mut d = input.disks.clone();
+            crate::idle::disk_hours::price(&mut d, tariff, reference);
+            d
+        },
         notes,
     })
 }
@@ -211,6 +219,9 @@ pub fn lines(r: &IdleReport, currency: &str) -> Vec<String> {
     }
     if let Some(w) = &r.wakeups {
         out.extend(wakeup_lines(w));
+    }
+    for d in &r.disks {
+        out.extend(crate::idle::disk_hours::lines(d, currency));
     }
     out.extend(r.notes.iter().cloned());
     out
@@ -291,6 +302,7 @@ mod tests {
             ],
             effects: vec![effect("ASPM powersave", -3.0, 0.4), effect("NMI", 0.1, 0.4)],
             wakeups: None,
+            disks: Vec::new(),
             idle_wall: Vec::new(),
         };
         let tariff = Tariff::new(

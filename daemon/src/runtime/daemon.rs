@@ -529,6 +529,7 @@ async fn serve(
         ),
         None => None,
     };
+    let disks = super::disks::spawn(config, store, &cancel.child_token());
     let deadline = async {
         match opts.duration {
             Some(d) => tokio::time::sleep(d).await,
@@ -555,6 +556,9 @@ async fn serve(
     }
     if let Some(s) = sender {
         let _ = s.await;
+    }
+    if let Some(d) = disks {
+        let _ = d.await;
     }
     // The feed stops (and joins) here; a query still running finishes on the store's own
     // thread first, so run it off the runtime.

@@ -157,6 +157,11 @@ pub fn spawn(
         last_energy: None,
         services: (None, ServiceStates::default()),
         wakeups: (None, None),
+        disks: (
+            None,
+            config.disks.iter().map(|d| d.name.clone()).collect(),
+            Vec::new(),
+        ),
         priced: None,
     };
     let routine = store.add_routine(Box::new(feed), UNASKED_PERIOD)?;
@@ -185,6 +190,13 @@ struct Feed {
     wakeups: (
         Option<Instant>,
         Option<crate::idle::wakeup_hours::StoredWakeups>,
+    ),
+    /// Each configured disk's spin state over the last 24 hours, when last read: the
+    /// configured names, and their stored figures.
+    disks: (
+        Option<Instant>,
+        Vec<String>,
+        Vec<crate::idle::disk_hours::StoredDisk>,
     ),
     /// The tariff with the database's price series, and their revision: reloaded (and the
     /// running total recounted) when an import or the live price changes them.
@@ -271,6 +283,20 @@ impl Routine for Feed {
             self.wakeups = (Some(Instant::now()), w);
         }
         extras.wakeups.clone_from(&self.wakeups.1);
+        if !self.disks.1.is_empty()
+            && self
+                .disks
+                .0
+                .is_none_or(|at| at.elapsed() >= PROJECTION_RETRY)
+        {
+            self.disks = (
+                Some(Instant::now()),
+                std::mem::take(&mut self.disks.1),
+                Vec::new(),
+            );
+            self.disks.2 = disk_states(s, &self.host, &self.disks.1, self.tariff.as_ref());
+        }
+        extras.disks.clone_from(&self.disks.2);
         extras.services.clone_from(&self.services.1.0);
         extras.wattson_itself.clone_from(&self.services.1.1);
         live_figures(
@@ -288,6 +314,28 @@ impl Routine for Feed {
 
 /// The costliest groups and wattson itself, as published.
 type ServiceStates = (Vec<ServiceState>, Option<ServiceState>);
+
+/// The configured disks' spin state over the stored hours of the last 24, priced at
+/// `tariff` where there is one (for `/metrics`).
+fn disk_states(
+    s: &crate::store::Store,
+    host: &str,
+    names: &[String],
+    tariff: Option<&Tariff>,
+) -> Vec<crate::idle::disk_hours::StoredDisk> {
+    use crate::store::{HOUR_MS, floor_to};
+    let to = floor_to(chrono::Utc::now().timestamp_millis(), HOUR_MS) + HOUR_MS;
+    let mut disks =
+        crate::idle::disk_hours::load(s, host, to - 24 * HOUR_MS, to).unwrap_or_else(|e| {
+            tracing::debug!("disks for /metrics: {e}");
+            Vec::new()
+        });
+    disks.retain(|d| names.contains(&d.disk));
+    if let Some(t) = tariff {
+        crate::idle::disk_hours::price(&mut disks, t, chrono::Local::now().date_naive());
+    }
+    disks
+}
 
 /// On the store's thread: what each service costs over the last 7 days, for the state.
 fn service_states(

@@ -1,8 +1,9 @@
 //! The daemon's moving parts: the sampling thread (which fills [`crate::live`]), the ledger
-//! feed, who wakes the CPUs (`wakeups`), and the lifecycle that starts the outputs and the
-//! control socket's server ([`crate::control::server`]).
+//! feed, who wakes the CPUs (`wakeups`), each disk's spin state (`disks`), and the lifecycle
+//! that starts the outputs and the control socket's server ([`crate::control::server`]).
 
 pub mod daemon;
+pub mod disks;
 pub mod error;
 pub mod ledger_feed;
 pub mod notify;

@@ -27,6 +27,7 @@ mod config_generated;
 mod control;
 mod dashboards;
 mod demo;
+mod disks;
 mod errors;
 mod faults;
 mod grafana;

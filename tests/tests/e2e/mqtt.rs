@@ -70,6 +70,7 @@ fn extras() -> wattson::publish::mqtt::publisher::Extras {
         services: Vec::new(),
         wattson_itself: None,
         wakeups: None,
+        disks: Vec::new(),
     })
     .1
 }

@@ -118,8 +118,37 @@ pub fn render(r: &IdleReport, config: &Config) -> String {
             let _ = writeln!(out, "  {line}");
         }
     }
+    render_disks(&mut out, r, config);
     render_next(&mut out, r);
     out
+}
+
+/// Each disk's spin state as stored, and the configured disks with nothing stored yet.
+fn render_disks(out: &mut String, r: &IdleReport, config: &Config) {
+    if r.disks.is_empty() && config.disks.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nDisks (spin state as `wattson run` stored it, the last 30 days)"
+    );
+    for d in &r.disks {
+        for line in crate::idle::disk_hours::lines(d, &config.tariff.currency) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    for c in config
+        .disks
+        .iter()
+        .filter(|c| r.disks.iter().all(|d| d.disk != c.name))
+    {
+        let _ = writeln!(
+            out,
+            "  {}: nothing stored yet (`wattson run` reads it every {})",
+            c.name,
+            crate::config::format_duration(c.interval)
+        );
+    }
 }
 
 /// What to do next: measure what the settings save, or nothing left to change.

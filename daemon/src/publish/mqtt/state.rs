@@ -112,6 +112,8 @@ pub struct StateExtras {
     /// Who woke the CPUs over the stored hours of the last two (for `/metrics`); `None`
     /// until a window is stored.
     pub wakeups: Option<crate::idle::wakeup_hours::StoredWakeups>,
+    /// Each configured disk's spin state over the stored hours of the last 24, priced.
+    pub disks: Vec<crate::idle::disk_hours::StoredDisk>,
 }
 
 /// One group of what each service costs, as published: estimates over the last 7 days

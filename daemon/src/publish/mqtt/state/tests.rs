@@ -41,6 +41,7 @@ fn extras() -> StateExtras {
         services: Vec::new(),
         wattson_itself: None,
         wakeups: None,
+        disks: Vec::new(),
     }
 }
 
