@@ -5,9 +5,10 @@
 -- configured datasheet watts of a spun-up disk above standby when the hour was recorded
 -- (`spun_up_watts`, NULL where none is configured). `disk_spinup` holds each spin-up with
 -- who woke it: the control group whose reads and writes on the disk rose most since the
--- disk was last known down (`service:backup.service`; `(tie: a, b)`, `(none seen)`, or
--- `(no cgroup v2)`) and by how many (`ios`). Both kept for [storage] raw_retention. Times
--- are UTC ms.
+-- disk was last known down (`service:backup.service`; `(tie: a, b)`, `(none seen)`; without
+-- cgroup v2 the process whose block I/O on any device rose most, `process:rsync`) and by
+-- how many (`ios`: reads and writes; for a process, 4 KiB blocks). Both kept for [storage]
+-- raw_retention. Times are UTC ms.
 CREATE TABLE disk_hour (
     host           TEXT    NOT NULL,
     disk           TEXT    NOT NULL,

@@ -16,9 +16,6 @@ use crate::analysis::cost::{annual_cost, format_money};
 use crate::store::{HOUR_MS, Store, StoreError};
 use crate::tariff::Tariff;
 
-/// The culprit of a spin-up where there is no cgroup v2 hierarchy to ask.
-pub const NO_CGROUP_V2: &str = "(no cgroup v2)";
-
 fn sql(store: &Store) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
     |source| StoreError::Sqlite {
         path: store.path().to_owned(),
@@ -130,7 +127,8 @@ pub fn record(
 /// Who woke a disk: a group's spin-ups and their share of all of the disk's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Woke {
-    /// `service:backup.service`, `(tie: ...)`, `(none seen)`, `(no cgroup v2)`.
+    /// `service:backup.service`, `process:rsync` (without cgroup v2), `(tie: ...)`,
+    /// `(none seen)`.
     pub name: String,
     pub spinups: u64,
     /// 0..1.

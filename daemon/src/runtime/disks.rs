@@ -7,8 +7,8 @@
 //! without waiting for it.
 //!
 //! Self-cost: two or three small sysfs reads a disk a reading; the cgroup walk and each
-//! group's `io.stat` only when the disk goes down and when it spins up (the walk bounded as
-//! [`wattson_collectors::cgroup::tree`] bounds it).
+//! group's `io.stat` (without cgroup v2, every process's `io`) only when the disk goes down
+//! and when it spins up (the walk bounded as [`wattson_collectors::cgroup::tree`] bounds it).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -20,7 +20,7 @@ use wattson_collectors::cgroup::ContainerNames;
 use wattson_collectors::idle::disks::{self, Culprit, SpinSource};
 
 use crate::config::{Config, DiskConfig};
-use crate::idle::disk_hours::{self, DiskKey, NO_CGROUP_V2, Pending};
+use crate::idle::disk_hours::{self, DiskKey, Pending};
 use crate::store::StoreHandle;
 
 /// What is kept between flushes at most, ms.
@@ -32,8 +32,7 @@ struct Watch {
     name: String,
     tracker: disks::tracker::Tracker,
     names: ContainerNames,
-    /// Each group's I/O on the disk when it was last known to go down; `None` before that,
-    /// and with no cgroup v2 (or no `dev` to look for).
+    /// Who had done how much I/O when the disk was last known to go down; `None` before.
     baseline: Option<BTreeMap<String, u64>>,
     pending: Pending,
     /// A transition not stored yet.
@@ -43,8 +42,11 @@ struct Watch {
 }
 
 impl Watch {
-    fn groups(&mut self, dev: Option<&str>) -> Option<BTreeMap<String, u64>> {
-        disks::group_ios(&self.root, &mut self.names, dev?)
+    /// Each control group's I/O on the disk so far (its `MAJ:MIN` in `io.stat`); without
+    /// cgroup v2 (or a `dev` to look for), each process's block I/O on every device.
+    fn who_did_io(&mut self, dev: Option<&str>) -> BTreeMap<String, u64> {
+        dev.and_then(|d| disks::group_ios(&self.root, &mut self.names, d))
+            .unwrap_or_else(|| disks::processes::process_ios(&self.root))
     }
 
     /// One reading at `now_ms`; what to store, when it is time.
@@ -54,19 +56,14 @@ impl Watch {
         let step = self.tracker.observe(now_ms, reading.observed);
         let mut spinup = None;
         if step.spun_up {
-            let dev = reading.dev.as_deref();
-            let who = match (self.baseline.take(), self.groups(dev)) {
-                (_, None) if dev.is_some() => (NO_CGROUP_V2.to_owned(), 0),
-                (Some(before), Some(after)) => {
-                    let c = disks::culprit(&before, &after);
-                    (c.label(), c.ios())
-                }
-                _ => (Culprit::None.label(), 0),
+            let who = match self.baseline.take() {
+                Some(before) => disks::culprit(&before, &self.who_did_io(reading.dev.as_deref())),
+                None => Culprit::None,
             };
-            spinup = Some((now_ms, who.0, who.1));
+            spinup = Some((now_ms, who.label(), who.ios()));
         }
         if step.went_down {
-            self.baseline = self.groups(reading.dev.as_deref());
+            self.baseline = Some(self.who_did_io(reading.dev.as_deref()));
         }
         // A transition is stored with the first time after it (the reading that sees a
         // spin-down exactly `standby_after` after the last I/O adds none).
@@ -188,5 +185,94 @@ async fn follow(
         if last {
             break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use wattson_collectors::cgroup::fixture::FixtureTree;
+
+    use super::*;
+
+    fn watch(dir: &Path) -> Watch {
+        Watch {
+            root: SysRoot::new(dir.join("sys"), dir.join("proc")),
+            name: "sda".to_owned(),
+            tracker: disks::tracker::Tracker::new(1000),
+            names: ContainerNames::new(None),
+            baseline: None,
+            pending: Pending::default(),
+            due: false,
+            source: SpinSource::Inferred,
+            last_flush_ms: 0,
+        }
+    }
+
+    fn disk(dir: &Path, ios: u64) {
+        let sda = dir.join("sys/block/sda");
+        std::fs::create_dir_all(&sda).unwrap();
+        std::fs::write(sda.join("dev"), "8:0\n").unwrap();
+        std::fs::write(sda.join("stat"), format!("{ios} 0 0 0 0 0 0 0 0 0 0\n")).unwrap();
+    }
+
+    fn process(dir: &Path, pid: u32, comm: &str, bytes: u64) {
+        let p = dir.join(format!("proc/{pid}"));
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("comm"), format!("{comm}\n")).unwrap();
+        let io = format!("read_bytes: 0\nwrite_bytes: {bytes}\n");
+        std::fs::write(p.join("io"), io).unwrap();
+    }
+
+    /// Quiet past the standby timer, then `wake` and I/O on the disk: the spin-up stored.
+    fn spin_up(w: &mut Watch, dir: &Path, wake: impl FnOnce()) -> Pending {
+        for t in 0..=12 {
+            let _ = w.poll(t * 100).unwrap();
+        }
+        wake();
+        disk(dir, 11);
+        w.poll(1300).unwrap().expect("a spin-up is stored at once")
+    }
+
+    #[test]
+    fn a_spin_up_names_the_group_whose_io_on_the_disk_rose_most() {
+        let dir = tempfile::tempdir().unwrap();
+        disk(dir.path(), 10);
+        let tree = FixtureTree::v2(&dir.path().join("sys")).unwrap();
+        for g in ["system.slice/backup.service", "system.slice/media.service"] {
+            tree.add(g).unwrap();
+            tree.set_io_stat(g, &[("8:0", 5, 5)]).unwrap();
+        }
+        process(dir.path(), 7, "rsync", 1 << 20);
+        let mut w = watch(dir.path());
+        let p = spin_up(&mut w, dir.path(), || {
+            let g = "system.slice/backup.service";
+            tree.set_io_stat(g, &[("8:0", 5, 9), ("8:16", 100, 0)])
+                .unwrap();
+            let g = "system.slice/media.service";
+            tree.set_io_stat(g, &[("8:0", 6, 5), ("8:16", 900, 0)])
+                .unwrap();
+            process(dir.path(), 7, "rsync", 1 << 30);
+        });
+        assert_eq!(
+            p.spinups,
+            vec![(1300, "service:backup.service".to_owned(), 4)]
+        );
+    }
+
+    #[test]
+    fn without_cgroup_v2_the_process_whose_block_io_rose_most_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        disk(dir.path(), 10);
+        process(dir.path(), 7, "rsync", 4096);
+        process(dir.path(), 8, "smbd", 4096);
+        let mut w = watch(dir.path());
+        let p = spin_up(&mut w, dir.path(), || {
+            process(dir.path(), 7, "rsync", 5 * 4096);
+            process(dir.path(), 8, "smbd", 2 * 4096);
+        });
+        assert_eq!(p.spinups, vec![(1300, "process:rsync".to_owned(), 4)]);
+        assert_eq!(p.hours[&0].2, 1);
     }
 }

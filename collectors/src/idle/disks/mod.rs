@@ -9,8 +9,11 @@
 //! - [`group_ios`]: each control group's reads plus writes on that device (`io.stat`'s
 //!   `rios` + `wios`), over the groups the cgroup walk finds ([`crate::cgroup::tree::walk`],
 //!   bounded as it is), labelled as the wake-ups label them (`service:<unit>`);
+//! - [`processes`]: without cgroup v2, each process's block I/O (`<procfs>/<pid>/io`, every
+//!   device), as `process:<comm>`;
 //! - [`culprit`]: the group whose count rose most between two of those reads.
 
+pub mod processes;
 pub mod tracker;
 
 use std::collections::BTreeMap;
