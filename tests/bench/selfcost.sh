@@ -8,6 +8,9 @@
 #                     if built, else debug)
 #        WARMUP_S     seconds to let both settle before the window (default 30)
 #        KEEP=1       keep the temp directory (databases, logs, configs)
+#        SIMULATOR_BIN  the binary the simulated meter runs from (default: a copy of
+#                     WATTSON_BIN in the temp directory; never WATTSON_BIN itself, whose pages
+#                     it would share with the daemon and halve in the daemon's PSS)
 #        FIXTURE_DIR  where the CPUS and CGROUPS fixture trees go (default /dev/shm, tmpfs
 #                     like the sysfs and cgroupfs they stand in for; the temp directory when
 #                     it is not writable)
@@ -35,11 +38,15 @@
 # For each process, from /proc at the window's start and end:
 #   CPU    utime+stime of /proc/<pid>/stat (clock ticks), and the sum of the first field of
 #          /proc/<pid>/task/*/schedstat (ns on CPU, finer than ticks), as % of one core
-#   cs/s   voluntary+nonvoluntary ctxt switches summed over /proc/<pid>/task/*/status
-#   RSS    VmRSS of /proc/<pid>/status at the end of the window, and RssAnon (what the page
-#          cache cannot reclaim)
-# The simulated meter runs in its own process and is not counted. wattson prices what it
-# stores under a time-of-use tariff in Europe/London, as a home server's would be.
+#   cs/s   voluntary+nonvoluntary ctxt switches summed over /proc/<pid>/task/*/status, and
+#          of them the voluntary ones (the process's own wake-ups)
+#   memory at the end of the window: RssAnon of /proc/<pid>/status (private, anonymous: what
+#          the page cache cannot reclaim, and what the budget is stated in), Pss, Pss_Anon
+#          and Pss_File of /proc/<pid>/smaps_rollup (each page shared with N processes counted
+#          1/N), and VmRSS for reference (its file-backed part is page cache)
+# The simulated meter runs in its own process, from a copy of the binary so that it shares
+# no page with the daemon's PSS, and is not counted. wattson prices what it stores under a
+# time-of-use tariff in Europe/London, as a home server's would be.
 set -euo pipefail
 
 if [[ "${ALL:-0}" == 1 ]]; then
@@ -101,7 +108,9 @@ free_port() {
 METERS="${METERS:-1}"
 # At nice 19: a real meter is a UART, not a process on the same CPUs whose wake-ups (one per
 # request) would preempt the daemon being measured.
-nice -n 19 "$WATTSON_BIN" meter simulate --protocol pzem004t --follow-cpu --address "$(seq -s, 1 "$METERS")" \
+sim_bin="${SIMULATOR_BIN:-$tmp/wattson-simulator}"
+[[ -n "${SIMULATOR_BIN:-}" ]] || cp "$WATTSON_BIN" "$sim_bin"
+nice -n 19 "$sim_bin" meter simulate --protocol pzem004t --follow-cpu --address "$(seq -s, 1 "$METERS")" \
     >"$tmp/sim.out" 2>"$tmp/sim.err" &
 pids+=($!)
 for _ in $(seq 100); do [[ -s "$tmp/sim.out" ]] && break; sleep 0.1; done
@@ -274,19 +283,24 @@ fi
 
 # --- measurement -------------------------------------------------------------------------
 hz="$(getconf CLK_TCK)"
-# ticks ns_on_cpu ctxt_switches rss_kb anon_kb
+# ticks ns_on_cpu ctxt_switches rss_kb anon_kb pss_kb pss_anon_kb pss_file_kb voluntary_switches
 snapshot() {
-    local pid=$1 stat ticks ns=0 cs=0 rss
+    local pid=$1 stat ticks ns=0 cs=0 vcs=0 rss anon pss
     stat="$(cat "/proc/$pid/stat")"
     stat="${stat##*) }"
     ticks=$(awk '{ print $12 + $13 }' <<<"$stat") # fields 14, 15 counted from pid
     for t in /proc/"$pid"/task/*; do
         ns=$((ns + $(awk '{ print $1 }' "$t/schedstat" 2>/dev/null || echo 0)))
         cs=$((cs + $(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status" 2>/dev/null || echo 0)))
+        vcs=$((vcs + $(awk '/^voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status" 2>/dev/null || echo 0)))
     done
     rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")
     anon=$(awk '/^RssAnon/ { print $2 }' "/proc/$pid/status")
-    echo "$ticks $ns $cs $rss $anon"
+    # smaps_rollup (Linux 4.14; Pss_Anon and Pss_File since 5.7): -1 where a field is missing.
+    pss=$(awk '$1 == "Pss:" { p = $2 } $1 == "Pss_Anon:" { a = $2 } $1 == "Pss_File:" { f = $2 }
+        END { printf "%s %s %s", p == "" ? -1 : p, a == "" ? -1 : a, f == "" ? -1 : f }' \
+        "/proc/$pid/smaps_rollup" 2>/dev/null || echo "-1 -1 -1")
+    echo "$ticks $ns $cs $rss $anon $pss $vcs"
 }
 
 echo "warming up ${WARMUP_S}s, then measuring ${WINDOW_S}s ..." >&2
@@ -313,11 +327,14 @@ threads >"$tmp/threads1"
 t1=$(date +%s.%N)
 
 row() { # name start end
-    awk -v name="$1" -v hz="$hz" -v t0="$t0" -v t1="$t1" -v a="$2" -v b="$3" 'BEGIN {
+    awk -v name="$1" -v hz="$hz" -v t0="$t0" -v t1="$t1" -v a="$2" -v b="$3" '
+    function mb(kb) { return kb < 0 ? "n/a" : sprintf("%.2f MB", kb / 1024) }
+    BEGIN {
         split(a, s, " "); split(b, e, " "); w = t1 - t0
-        printf "| %s | %.3f %% | %.3f %% | %.1f | %.1f MB | %.1f MB |\n", name,
+        printf "| %s | %.3f %% | %.3f %% | %.2f (%.2f) | %s | %s | %s | %s | %s |\n", name,
             (e[1] - s[1]) / hz / w * 100, (e[2] - s[2]) / 1e9 / w * 100,
-            (e[3] - s[3]) / w, e[4] / 1024, e[5] / 1024
+            (e[3] - s[3]) / w, (e[9] - s[9]) / w,
+            mb(e[5]), mb(e[6]), mb(e[7]), mb(e[8]), mb(e[4])
     }'
 }
 
@@ -349,12 +366,12 @@ fi
 [[ -n "${CGROUPS:-}" ]] && echo "services collector: on, a fixture cgroup v2 tree of $CGROUPS services"
 [[ -n "${CPUS:-}" ]] && echo "CPUs: a fixture machine of $CPUS CPUs (4 idle states each), its counters advanced every second"
 echo
-echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s | RSS | RSS anonymous |"
-echo "|---|---|---|---|---|---|"
+echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s (voluntary) | RssAnon | PSS | Pss_Anon | Pss_File | RSS |"
+echo "|---|---|---|---|---|---|---|---|---|"
 row "wattson run" "$w0" "$w1"
 [[ -n "$collectd_pid" ]] && row "collectd" "$c0" "$c1"
 [[ -n "$node_pid" ]] && row "node_exporter" "$n0" "$n1"
-echo "| budget (wattson) | <= 0.05 % | <= 0.05 % | <= 2 | <= 8 MB | <= 3 MB |"
+echo "| budget (wattson) | <= 0.05 % | <= 0.05 % | <= 2 | <= 3 MB | reported | | | reported |"
 echo
 for p in "$wattson_pid" ${collectd_pid:+"$collectd_pid"} ${node_pid:+"$node_pid"}; do
     echo "RSS of $(cat "/proc/$p/comm"): $(awk '/^Rss(Anon|File|Shmem)/ { printf "%s %.1f MB  ", $1, $2 / 1024 }' "/proc/$p/status")"
