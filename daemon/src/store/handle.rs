@@ -105,6 +105,13 @@ impl StoreHandle {
             .conn
             .pragma_update(None, "cache_size", -256)
             .map_err(sql)?;
+        // The migrations ran on this connection before that limit, and creating the tables
+        // left their pages in its cache, which the limit does not free: about 0.5 MB of
+        // anonymous memory kept for the daemon's life (BENCHMARKS.md, run 14). Hand it back.
+        store
+            .conn
+            .execute_batch("PRAGMA shrink_memory")
+            .map_err(sql)?;
         // Room for every statement the daemon runs on a schedule (the batch's, the figures',
         // the services' and prices'), about 50: at rusqlite's default of 16 they pushed each
         // other out and were compiled again at every batch.
