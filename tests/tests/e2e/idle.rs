@@ -444,10 +444,24 @@ fn idle_explains_a_package_kept_awake_from_the_daemons_history() {
         ),
         "{text}"
     );
-    assert!(
-        text.contains("PC2 30.0 %  PC3 70.0 %  PC6 0.0 %  PC8 0.0 %  PC10 0.0 %"),
-        "{text}"
-    );
+    // The package's shares are the written 30 % and 70 %, give or take the same skew the
+    // cores' share has: the simulated machine steps the TSC and the residency counters in
+    // separate writes, and on a loaded machine a sample can land between them.
+    let shares = text
+        .lines()
+        .find(|l| l.contains("PC2 ") && l.contains("PC10 "))
+        .unwrap_or_else(|| panic!("no package shares in {text}"));
+    let share = |state: &str| {
+        shares
+            .split(&format!("{state} "))
+            .nth(1)
+            .and_then(|t| t.split(" %").next())
+            .and_then(|n| n.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {state} share in {text}"))
+    };
+    assert!((28.0..=32.0).contains(&share("PC2")), "PC2 in {text}");
+    assert!((68.0..=72.0).contains(&share("PC3")), "PC3 in {text}");
+    assert!(text.contains("PC6 0.0 %  PC8 0.0 %  PC10 0.0 %"), "{text}");
     assert!(
         text.contains("firmware limit: unlimited (locked)"),
         "{text}"
