@@ -697,7 +697,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__report)
-            opts="-c -v -h -V --format --out --configs --since --until --mode --upgrade-cost --co2 --tariffs --db --host --candidates --candidates-top --this-ssj-ops --config --verbose --help --version"
+            opts="-c -v -h -V --format --out --configs --since --until --mode --upgrade-cost --co2 --tariffs --db --prometheus --host --candidates --candidates-top --this-ssj-ops --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -740,6 +740,10 @@ _wattson() {
                     return 0
                     ;;
                 --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prometheus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -87,13 +87,14 @@ json\t'One JSON object (the documented contract)'
 html\t'One self-contained HTML file with SVG charts and the JSON embedded'"
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l out -d 'Write the report to this file instead of stdout' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l configs -d 'Configurations to show, in order, separated by commas (names may be shortened to a unique prefix); the first is the baseline the others are compared with [default: every configuration, the costliest first]' -r
-complete -c wattson -n "__fish_wattson_using_subcommand report" -l since -d 'Start of the measured window: a date (YYYY-MM-DD) or a duration such as 30d (the last 30 days)' -r
-complete -c wattson -n "__fish_wattson_using_subcommand report" -l until -d 'End of the measured window: a date (YYYY-MM-DD, to the end of that day) or a duration such as 1d (up to a day ago) [default: now]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l since -d 'Start of the measured window: a date (YYYY-MM-DD), a moment (RFC 3339, e.g. 2026-12-04T18:30:00Z) or a duration such as 30d (the last 30 days)' -r
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l until -d 'End of the measured window: a date (YYYY-MM-DD, to the end of that day), a moment (RFC 3339) or a duration such as 1d (up to a day ago) [default: now]' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l mode -d 'Compare at this mode (e.g. "idle", "2 loops") instead of idle or the measured duty cycle' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l upgrade-cost -d 'What the upgrade costs, in the tariff\'s currency: gives the payback time (overrides each target\'s `upgrade_cost`)' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l co2 -d 'Grid carbon intensity, g CO2 per kWh: adds CO2 per year and CO2 saved' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l tariffs -d 'Price the measured energy under each of these tariffs, side by side, and say what the cheapest saves per year: `current` (what prices the ledger), `tariff` (the configured [tariff] alone), an [[tariff.alternative]] name, or an imported series\' name (`wattson tariff list`), separated by commas' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l db -d 'Read this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand report" -l prometheus -d 'Read the host\'s history from a Prometheus-compatible engine\'s query API instead of a database: the series remote write sent there (`[prometheus] remote_write`), at this base URL (e.g. http://prometheus.lan:9090), priced as a database\'s would be' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l host -d 'The host whose measured history to report (a fleet collector\'s database holds several) [default: `[host] name`]' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l candidates -d 'Candidate machines (`wattson candidate`) to price on this machine\'s load, in this order, separated by commas [default: the cheapest that carry the load]' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l candidates-top -d 'How many of the cheapest candidates to show when --candidates names none' -r

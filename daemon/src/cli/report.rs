@@ -19,12 +19,12 @@ pub struct ReportArgs {
     /// every configuration, the costliest first].
     #[arg(long, value_name = "NAME,...")]
     pub configs: Option<String>,
-    /// Start of the measured window: a date (YYYY-MM-DD) or a duration such as 30d
-    /// (the last 30 days).
+    /// Start of the measured window: a date (YYYY-MM-DD), a moment (RFC 3339, e.g.
+    /// 2026-12-04T18:30:00Z) or a duration such as 30d (the last 30 days).
     #[arg(long, value_name = "WHEN", value_parser = parse_when, allow_hyphen_values = true)]
     pub since: Option<When>,
-    /// End of the measured window: a date (YYYY-MM-DD, to the end of that day) or a
-    /// duration such as 1d (up to a day ago) [default: now].
+    /// End of the measured window: a date (YYYY-MM-DD, to the end of that day), a moment
+    /// (RFC 3339) or a duration such as 1d (up to a day ago) [default: now].
     #[arg(long, value_name = "WHEN", value_parser = parse_when, allow_hyphen_values = true)]
     pub until: Option<When>,
     /// Compare at this mode (e.g. "idle", "2 loops") instead of idle or the measured duty
@@ -57,6 +57,11 @@ pub struct ReportArgs {
     /// Read this database instead of `[storage] path`.
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
+    /// Read the host's history from a Prometheus-compatible engine's query API instead of
+    /// a database: the series remote write sent there (`[prometheus] remote_write`), at
+    /// this base URL (e.g. http://prometheus.lan:9090), priced as a database's would be.
+    #[arg(long, value_name = "URL", conflicts_with = "db")]
+    pub prometheus: Option<String>,
     /// The host whose measured history to report (a fleet collector's database holds
     /// several) [default: `[host] name`].
     #[arg(long, value_name = "NAME")]

@@ -123,6 +123,8 @@ fn exit_status_of(e: &(dyn std::error::Error + 'static)) -> Option<u8> {
         e.exit_status()
     } else if let Some(e) = e.downcast_ref::<crate::report::ProduceError>() {
         e.exit_status()
+    } else if let Some(e) = e.downcast_ref::<crate::publish::remote_write::engine::EngineError>() {
+        e.exit_status()
     } else {
         None
     }

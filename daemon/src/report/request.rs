@@ -65,10 +65,11 @@ impl ReportRequest {
     }
 }
 
-/// A window bound as typed: a local date, or a duration back from now.
+/// A window bound as typed: a local date, a moment (RFC 3339), or a duration back from now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum When {
     Date(NaiveDate),
+    At(DateTime<Utc>),
     Ago(std::time::Duration),
 }
 
@@ -77,6 +78,13 @@ pub enum When {
 pub fn parse_when(s: &str) -> Result<When, String> {
     if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
         return Ok(When::Date(d));
+    }
+    if s.len() > 10 && s.as_bytes()[10] == b'T' {
+        return DateTime::parse_from_rfc3339(s)
+            .map(|t| When::At(t.with_timezone(&Utc)))
+            .map_err(|e| {
+                format!("{s:?} is not a moment (RFC 3339, e.g. 2026-12-04T18:30:00Z): {e}")
+            });
     }
     let b = s.as_bytes();
     if b.len() == 10
@@ -90,7 +98,12 @@ pub fn parse_when(s: &str) -> Result<When, String> {
     }
     crate::config::parse_duration(s)
         .map(When::Ago)
-        .map_err(|e| format!("{s:?} is neither a date (YYYY-MM-DD) nor a duration ({e})"))
+        .map_err(|e| {
+            format!(
+                "{s:?} is neither a date (YYYY-MM-DD), a moment (2026-12-04T18:30:00Z) nor a \
+                 duration ({e})"
+            )
+        })
 }
 
 /// Resolves a bound to UTC ms. A date starts the window at its local midnight (`since`)
@@ -100,6 +113,7 @@ pub fn resolve_when(w: When, now: DateTime<Utc>, tz: Zone, end: bool) -> i64 {
         When::Date(d) => tz
             .start_of_day(if end { d + Duration::days(1) } else { d })
             .timestamp_millis(),
+        When::At(t) => t.timestamp_millis(),
         When::Ago(ago) => {
             now.timestamp_millis() - i64::try_from(ago.as_millis()).unwrap_or(i64::MAX / 2)
         }
@@ -144,6 +158,20 @@ fn check_window(
     Ok(())
 }
 
+/// The window `args` asks for, UTC ms (dates in the tariff's time zone), or why it holds no
+/// time.
+pub fn window(
+    config: &Config,
+    args: &ReportRequest,
+    now: DateTime<Utc>,
+) -> Result<(Option<i64>, Option<i64>), EmptyWindow> {
+    let tz = super::input::tariff_from_config(&config.tariff).map_or(Zone::UTC, |t| t.tz());
+    let from_ms = args.since.map(|w| resolve_when(w, now, tz, false));
+    let to_ms = args.until.map(|w| resolve_when(w, now, tz, true));
+    check_window(from_ms, to_ms, now)?;
+    Ok((from_ms, to_ms))
+}
+
 /// Renders the report `args` asks for.
 pub fn produce(
     config: &Config,
@@ -160,14 +188,7 @@ pub fn produce(
         .db
         .clone()
         .unwrap_or_else(|| config.storage.path.clone());
-    let (from_ms, to_ms) = {
-        let tz = super::input::tariff_from_config(&config.tariff).map_or(Zone::UTC, |t| t.tz());
-        (
-            args.since.map(|w| resolve_when(w, now, tz, false)),
-            args.until.map(|w| resolve_when(w, now, tz, true)),
-        )
-    };
-    check_window(from_ms, to_ms, now)?;
+    let (from_ms, to_ms) = window(config, args, now)?;
     // Without a database only the configurations measured by hand can be reported; with
     // none of those either there is nothing to report, which is an error, not an empty table.
     if !crate::store::database_exists(&db)? && config.manual.is_empty() {
@@ -432,6 +453,23 @@ mod tests {
             parse_when("last tuesday")
                 .unwrap_err()
                 .contains("YYYY-MM-DD")
+        );
+        let at = parse_when("2026-12-04T19:30:00+01:00").unwrap();
+        assert_eq!(
+            at,
+            When::At("2026-12-04T18:30:00Z".parse::<DateTime<Utc>>().unwrap())
+        );
+        assert_eq!(
+            resolve_when(at, Utc::now(), Zone::UTC, true),
+            "2026-12-04T18:30:00Z"
+                .parse::<DateTime<Utc>>()
+                .unwrap()
+                .timestamp_millis()
+        );
+        assert!(
+            parse_when("2026-12-04T25:00:00Z")
+                .unwrap_err()
+                .contains("RFC 3339")
         );
         // A date-shaped day that is not in the calendar says so, not "unknown unit".
         assert_eq!(

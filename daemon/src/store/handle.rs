@@ -156,6 +156,24 @@ impl StoreHandle {
         )))
     }
 
+    /// Records that `host`'s `source` produced nothing in `[start_ms, end_ms]` (a fleet
+    /// host's gap, as its own store recorded it). Waits only while the queue is full.
+    pub fn record_gap_for_host(
+        &self,
+        host: &str,
+        source: &SourceId,
+        (start_ms, end_ms): (i64, i64),
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        self.send(Command::Queue(Pending::Gap {
+            host: Some(host.to_owned()),
+            source: source.clone(),
+            start_ms,
+            end_ms,
+            reason: reason.to_owned(),
+        }))
+    }
+
     /// Records that `source` (of the configured host) produced nothing in
     /// `[start_ms, end_ms]`. Waits only while the queue is full.
     pub fn record_gap(

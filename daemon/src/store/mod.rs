@@ -108,6 +108,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0013-wakeup-hours.sql")),
     M::up(include_str!("../../../schema/0014-remote-write.sql")),
     M::up(include_str!("../../../schema/0015-disks.sql")),
+    M::up(include_str!("../../../schema/0016-remote-write-gaps.sql")),
 ];
 
 /// The schema migrations, in order.

@@ -16,8 +16,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use wattson_collectors::Metric;
+use wattson_tests::broker::{Kind, Options, TestBroker};
 use wattson_tests::http::{HTTP_TOML, bound_addr, free_port, get};
-use wattson_tests::ledger::{config_for, json, meter_toml, power_points, run};
+use wattson_tests::ledger::{
+    collector, config_for, json, meter_toml, mqtt_toml, power_points, run,
+};
 use wattson_tests::{Child, TestEnv, now_ms, open_db};
 
 /// How long the receiver is down: the issue's 2 minutes scaled down to keep the suite's
@@ -129,12 +132,16 @@ struct Host {
 }
 
 impl Host {
-    fn start(name: &str, watts: f64, url: &str) -> Host {
+    /// A host remote-writing to `url` and publishing its state every second through
+    /// `broker`.
+    fn start(name: &str, watts: f64, url: &str, broker: &TestBroker) -> Host {
         let env = TestEnv::new();
         let meter = wattson_tests::simulate("pzem004t", &[1], watts);
         let extra = format!(
-            "{}{HTTP_TOML}\n[prometheus]\nremote_write = \"{url}\"\nremote_write_interval = \"1s\"\n",
-            meter_toml(&meter.path, "500ms")
+            "{}{HTTP_TOML}{}discovery = false\n\n[prometheus]\nremote_write = \"{url}\"\n\
+             remote_write_interval = \"1s\"\n",
+            meter_toml(&meter.path, "500ms"),
+            mqtt_toml(broker, "1s"),
         );
         let config = config_for(env.dir.path(), name, &env.db, &extra);
         let daemon = Child::run_daemon(&config, &[]);
@@ -186,12 +193,16 @@ impl Host {
 #[test]
 fn three_hosts_remote_write_every_sample_once_through_an_outage_and_a_restart() {
     let Some(bin) = prometheus_bin() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
     let dir = tempfile::tempdir().unwrap();
+    let (fleet_db, fleet_config, mut collect) = collector(dir.path(), &broker);
     let (mut prom, addr) = start_receiver(&bin, dir.path(), None);
     let url = format!("http://{addr}/api/v1/write");
     let mut hosts: Vec<Host> = [("rw-a", 40.0), ("rw-b", 80.0), ("rw-c", 120.5)]
         .iter()
-        .map(|(n, w)| Host::start(n, *w, &url))
+        .map(|(n, w)| Host::start(n, *w, &url, &broker))
         .collect();
     for h in &hosts {
         h.daemon
@@ -275,7 +286,21 @@ fn three_hosts_remote_write_every_sample_once_through_an_outage_and_a_restart() 
     assert!(rw["failed_requests"].as_u64().unwrap() > 0, "{status}");
     let text = run(&b.config, &["status"]);
     assert!(text.contains(&format!("remote write: {url} (")), "{text}");
+
+    // The report from Prometheus is the report from each host's own database, and its
+    // annual cost the fleet collector's, over the same window and tariff.
+    for h in &mut hosts {
+        h.daemon.stop_cleanly();
+    }
+    collect.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(collect.wait_exit(Duration::from_secs(10)).is_some());
+    for h in &hosts {
+        report::the_engines_report_is_the_stores(h, addr, mark, &fleet_config, &fleet_db);
+    }
+    report::a_host_the_engine_lacks_is_named_with_those_it_has(addr, &fleet_config);
 }
+
+mod report;
 
 /// A request's head and body.
 type Request = (String, Vec<u8>);

@@ -36,6 +36,20 @@ impl std::fmt::Debug for Auth {
     }
 }
 
+impl Auth {
+    /// The `Authorization` header's value; `None` without credentials.
+    pub fn header_value(&self) -> Option<String> {
+        match self {
+            Auth::None => None,
+            Auth::Basic { user, password } => Some(format!(
+                "Basic {}",
+                base64(format!("{user}:{password}").as_bytes())
+            )),
+            Auth::Bearer(token) => Some(format!("Bearer {token}")),
+        }
+    }
+}
+
 /// What the receiver made of a request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -97,14 +111,9 @@ async fn exchange(
 
 /// The request line and headers.
 fn head(url: &RemoteWriteUrl, auth: &Auth, length: usize) -> String {
-    let authorization = match auth {
-        Auth::None => String::new(),
-        Auth::Basic { user, password } => format!(
-            "Authorization: Basic {}\r\n",
-            base64(format!("{user}:{password}").as_bytes())
-        ),
-        Auth::Bearer(token) => format!("Authorization: Bearer {token}\r\n"),
-    };
+    let authorization = auth
+        .header_value()
+        .map_or_else(String::new, |v| format!("Authorization: {v}\r\n"));
     format!(
         "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: wattson/{}\r\n\
          Content-Type: application/x-protobuf\r\nContent-Encoding: snappy\r\n\

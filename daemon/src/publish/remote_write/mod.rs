@@ -13,6 +13,7 @@
 //! sent again, which a receiver takes as the duplicate it is.
 
 mod client;
+pub mod engine;
 mod proto;
 pub mod queue;
 
@@ -134,7 +135,7 @@ struct Sender {
 /// A batch encoded and waiting for its answer.
 struct Request {
     body: Vec<u8>,
-    cursors: Vec<queue::Outgoing>,
+    cursors: queue::Cursors,
     samples: usize,
     more: bool,
 }

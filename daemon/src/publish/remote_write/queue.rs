@@ -29,18 +29,7 @@ const READ_WINDOW_MS: i64 = 4 * CHUNK_MS;
 /// `/metrics` does not expose per sample.
 pub fn family(series: &Series) -> Option<(&'static str, LabelPairs, f64)> {
     let mut labels = vec![("host", series.host.clone())];
-    let (name, scale) = match series.metric {
-        Metric::Power => ("wattson_power_watts", 1.0),
-        Metric::Voltage => ("wattson_voltage_volts", 1.0),
-        Metric::Current => ("wattson_current_amperes", 1.0),
-        Metric::PowerFactor => ("wattson_power_factor_ratio", 1.0),
-        Metric::Frequency => ("wattson_mains_frequency_hertz", 1.0),
-        Metric::CpuBusy => ("wattson_cpu_utilisation_ratio", 1.0),
-        Metric::CoreFrequency => ("wattson_cpu_frequency_hertz", 1e6),
-        Metric::GpuUtilisation => ("wattson_gpu_utilisation_ratio", 1.0),
-        Metric::GpuClock => ("wattson_gpu_clock_hertz", 1e6),
-        _ => return None,
-    };
+    let &(name, _, scale) = FAMILIES.iter().find(|(_, m, _)| *m == series.metric)?;
     match series.metric {
         Metric::Power
         | Metric::Voltage
@@ -53,6 +42,36 @@ pub fn family(series: &Series) -> Option<(&'static str, LabelPairs, f64)> {
     }
     labels.push(("channel", series.channel.clone()));
     Some((name, labels, scale))
+}
+
+/// The names [`family`] sends under, with the metric each stands for and its factor from
+/// the stored unit.
+pub const FAMILIES: [(&str, Metric, f64); 9] = [
+    ("wattson_power_watts", Metric::Power, 1.0),
+    ("wattson_voltage_volts", Metric::Voltage, 1.0),
+    ("wattson_current_amperes", Metric::Current, 1.0),
+    ("wattson_power_factor_ratio", Metric::PowerFactor, 1.0),
+    ("wattson_mains_frequency_hertz", Metric::Frequency, 1.0),
+    ("wattson_cpu_utilisation_ratio", Metric::CpuBusy, 1.0),
+    ("wattson_cpu_frequency_hertz", Metric::CoreFrequency, 1e6),
+    ("wattson_gpu_utilisation_ratio", Metric::GpuUtilisation, 1.0),
+    ("wattson_gpu_clock_hertz", Metric::GpuClock, 1e6),
+];
+
+/// The stored series a sent one came from, [`family`] backwards: its metric, source and
+/// channel from the name and the labels (`source`, `channel`; an absent label is an empty
+/// value), and the factor its values were sent at. `None` for a name [`family`] never sends.
+pub fn stored_series(
+    name: &str,
+    label: impl Fn(&str) -> Option<String>,
+) -> Option<(Metric, SourceId, String, f64)> {
+    let &(_, metric, scale) = FAMILIES.iter().find(|(n, _, _)| *n == name)?;
+    let source = match metric {
+        Metric::CpuBusy | Metric::CoreFrequency => SourceId::Cpu,
+        Metric::GpuUtilisation | Metric::GpuClock => SourceId::Gpu,
+        _ => SourceId::from(label("source")?.as_str()),
+    };
+    Some((metric, source, label("channel").unwrap_or_default(), scale))
 }
 
 /// Remote write's labels: `__name__` first, the rest sorted by name, empty values left out
@@ -88,11 +107,19 @@ pub struct Outgoing {
     pub last_watts: Option<f64>,
 }
 
+/// Where a batch moves the cursors once answered.
+#[derive(Debug, Clone, Default)]
+pub struct Cursors {
+    pub series: Vec<Outgoing>,
+    /// The newest gap row in the batch.
+    pub gap_id: Option<i64>,
+}
+
 /// The next samples to send.
 #[derive(Debug, Default)]
 pub struct Batch {
     pub timeseries: Vec<TimeSeries>,
-    pub cursors: Vec<Outgoing>,
+    pub cursors: Cursors,
     pub samples: usize,
     /// The cap was reached: more is waiting.
     pub more: bool,
@@ -144,6 +171,7 @@ pub fn next_batch(
     cap: usize,
 ) -> Result<Batch, StoreError> {
     let mut batch = Batch::default();
+    gaps_after_cursor(store, endpoint, cap, &mut batch)?;
     for series in store.series()? {
         let Some((name, label_pairs, scale)) = family(&series) else {
             continue;
@@ -212,9 +240,74 @@ pub fn next_batch(
                 })
                 .collect(),
         });
-        batch.cursors.push(out);
+        batch.cursors.series.push(out);
     }
     Ok(batch)
+}
+
+/// The name the recorded gaps are sent under: one sample a gap, at its start, whose value
+/// is its end (s since the epoch), labelled with its host, source and reason.
+pub const GAP_FAMILY: &str = "wattson_gap_end_timestamp_seconds";
+
+/// The gaps recorded after `endpoint`'s gap cursor (by row, so a gap recorded late is
+/// still sent), at most `cap`, into `batch` as [`GAP_FAMILY`] series.
+fn gaps_after_cursor(
+    store: &Store,
+    endpoint: &str,
+    cap: usize,
+    batch: &mut Batch,
+) -> Result<(), StoreError> {
+    let rows: Vec<(i64, String, String, i64, i64, String)> = store
+        .conn()
+        .prepare_cached(
+            "SELECT id, host, source, start_ms, end_ms, reason FROM gap
+             WHERE id > coalesce((SELECT gap_id FROM remote_write_gap_cursor
+                                  WHERE endpoint = ?1), 0)
+             ORDER BY id LIMIT ?2",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![endpoint, cap as i64], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })?
+            .collect()
+        })
+        .map_err(|e| sql(store, e))?;
+    let Some(newest) = rows.last().map(|r| r.0) else {
+        return Ok(());
+    };
+    batch.cursors.gap_id = Some(newest);
+    batch.samples += rows.len();
+    batch.more |= rows.len() >= cap;
+    let mut by_series: std::collections::BTreeMap<(String, String, String), Vec<Sample>> =
+        std::collections::BTreeMap::new();
+    for (_, host, source, start_ms, end_ms, reason) in rows {
+        by_series
+            .entry((host, source, reason))
+            .or_default()
+            .push(Sample {
+                value: end_ms as f64 / 1000.0,
+                timestamp: start_ms,
+            });
+    }
+    for ((host, source, reason), mut samples) in by_series {
+        samples.sort_by_key(|s| s.timestamp);
+        samples.dedup_by_key(|s| s.timestamp);
+        batch.timeseries.push(TimeSeries {
+            labels: labels(
+                GAP_FAMILY,
+                &[("host", host), ("reason", reason), ("source", source)],
+            ),
+            samples,
+        });
+    }
+    Ok(())
 }
 
 /// The raw samples of `series` from `from` on, read a window at a time until one holds any
@@ -286,7 +379,7 @@ pub enum Answered {
 pub fn commit(
     store: &Store,
     endpoint: &str,
-    cursors: &[Outgoing],
+    cursors: &Cursors,
     samples: usize,
     answered: Answered,
     now_ms: i64,
@@ -296,7 +389,7 @@ pub fn commit(
         .conn()
         .unchecked_transaction()
         .map_err(|e| sql(store, e))?;
-    for c in cursors {
+    for c in &cursors.series {
         tx.execute(
             "INSERT INTO remote_write_cursor (endpoint, series_id, sent_ts_ms, joules, last_watts)
              VALUES (?1, ?2, ?3, ?4, ?5)
@@ -304,6 +397,14 @@ pub fn commit(
                sent_ts_ms = excluded.sent_ts_ms, joules = excluded.joules,
                last_watts = excluded.last_watts",
             params![endpoint, c.series_id, c.to_ms, c.joules, c.last_watts],
+        )
+        .map_err(|e| sql(store, e))?;
+    }
+    if let Some(id) = cursors.gap_id {
+        tx.execute(
+            "INSERT INTO remote_write_gap_cursor (endpoint, gap_id) VALUES (?1, ?2)
+             ON CONFLICT (endpoint) DO UPDATE SET gap_id = excluded.gap_id",
+            params![endpoint, id],
         )
         .map_err(|e| sql(store, e))?;
     }

@@ -145,3 +145,90 @@ fn a_pair_further_apart_than_the_spacing_allows_adds_no_energy() {
     let energy: Vec<f64> = b.timeseries[0].samples.iter().map(|s| s.value).collect();
     assert_eq!(energy, [0.0, 100.0, 100.0, 200.0]);
 }
+
+#[test]
+fn each_recorded_gap_is_sent_once_with_its_end_as_its_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&dir.path().join("w.db"));
+    let wall = SourceId::meter("wall");
+    second(&mut w, 0, 100.0);
+    w.record_gap(None, &wall, T0 + 500, T0 + 9_250, "wattson was not running");
+    second(&mut w, 10, 100.0);
+    w.flush().unwrap();
+    let b = queue::next_batch(w.store(), EP, Some(&wall), 1000).unwrap();
+    let gaps: Vec<_> = b
+        .timeseries
+        .iter()
+        .filter(|t| t.labels[0].value == queue::GAP_FAMILY)
+        .collect();
+    assert_eq!(gaps.len(), 1);
+    let labels: Vec<(String, String)> = gaps[0]
+        .labels
+        .iter()
+        .map(|l| (l.name.clone(), l.value.clone()))
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("__name__", queue::GAP_FAMILY.to_owned()),
+        ("host", "basket".to_owned()),
+        ("reason", "wattson was not running".to_owned()),
+        ("source", wall.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(labels, want);
+    assert_eq!(gaps[0].samples[0].timestamp, T0 + 500);
+    assert_eq!(gaps[0].samples[0].value, (T0 + 9_250) as f64 / 1000.0);
+    queue::commit(
+        w.store(),
+        EP,
+        &b.cursors,
+        b.samples,
+        Answered::Accepted,
+        T0,
+        None,
+    )
+    .unwrap();
+    let b = queue::next_batch(w.store(), EP, Some(&wall), 1000).unwrap();
+    assert_eq!(b.samples, 0, "sent once");
+}
+
+#[test]
+fn every_family_sent_reads_back_as_the_series_it_came_from() {
+    use crate::store::Series;
+    for (name, metric, scale) in queue::FAMILIES {
+        let source = match metric {
+            Metric::CpuBusy | Metric::CoreFrequency => SourceId::Cpu,
+            Metric::GpuUtilisation | Metric::GpuClock => SourceId::Gpu,
+            _ => SourceId::meter("wall"),
+        };
+        for channel in ["", "cpu3"] {
+            let series = Series {
+                id: 1,
+                host: "basket".to_owned(),
+                source: source.clone(),
+                metric,
+                channel: channel.to_owned(),
+                unit: metric.unit(),
+                spacing_ms: None,
+            };
+            let (sent_as, labels, sent_scale) = queue::family(&series).unwrap();
+            assert_eq!((sent_as, sent_scale), (name, scale));
+            let label = |k: &str| {
+                labels
+                    .iter()
+                    .find(|(n, v)| *n == k && !v.is_empty())
+                    .map(|(_, v)| v.clone())
+            };
+            assert_eq!(
+                queue::stored_series(name, label),
+                Some((metric, source.clone(), channel.to_owned(), scale)),
+                "{name} {channel:?}"
+            );
+        }
+    }
+    assert_eq!(
+        queue::stored_series("wattson_energy_joules_total", |_| None),
+        None
+    );
+}

@@ -1,0 +1,106 @@
+//! Why a report could not be read from an engine ([`EngineError`]).
+
+use crate::store::StoreError;
+
+/// Why the engine's series could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// `--prometheus` is not an `http://HOST[:PORT][/PREFIX]` URL.
+    #[error("--prometheus: {0}")]
+    Url(String),
+    /// `[prometheus]`'s credential file cannot be read.
+    #[error("{0}")]
+    Credential(String),
+    /// No connection.
+    #[error("cannot connect to {url}: {source}; is the engine running there?")]
+    Connect {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP exchange failed.
+    #[error("{url}: {what}")]
+    Http { url: String, what: String },
+    /// No answer in time.
+    #[error("{url} did not answer within {seconds} s")]
+    Timeout { url: String, seconds: u64 },
+    /// The answer is not the query API's JSON.
+    #[error(
+        "{url} answered HTTP {status} with something that is not Prometheus' query API \
+         ({text:?}); give the engine's base URL, e.g. http://prometheus.lan:9090"
+    )]
+    NotTheApi {
+        url: String,
+        status: u16,
+        text: String,
+    },
+    /// The engine refused a query.
+    #[error("{url} refused a query (HTTP {status}, {kind}): {error}")]
+    Refused {
+        url: String,
+        status: u16,
+        kind: String,
+        error: String,
+    },
+    /// An answer of the wrong shape.
+    #[error("the engine's answer to {query} is not a range of samples")]
+    Malformed { query: String },
+    /// Two of the engine's series stand for one of wattson's.
+    #[error(
+        "two series stand for one of wattson's: {name}{first} and {name}{second}; the report \
+         reads each host's series once (as remote write sends them), not a scrape of the same \
+         host beside it"
+    )]
+    TwoSeries {
+        name: String,
+        first: String,
+        second: String,
+    },
+    /// Nothing of the host in the window.
+    #[error(
+        "{url} holds no wattson series of host {host:?} in the window; hosts it has: {}",
+        if hosts.is_empty() { "none".to_owned() } else { hosts.join(", ") }
+    )]
+    NoSeries {
+        url: String,
+        host: String,
+        hosts: Vec<String>,
+    },
+    /// No directory for the samples read.
+    #[error("creating a temporary directory for the samples read: {0}")]
+    TempDir(#[source] std::io::Error),
+    /// No runtime for the requests.
+    #[error("starting the HTTP client: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// Writing the samples read.
+    #[error(transparent)]
+    Store(Box<StoreError>),
+    /// The writer thread died.
+    #[error("the store's writer stopped unexpectedly")]
+    WriterPanicked,
+    /// Making the report from what was read.
+    #[error(transparent)]
+    Report(Box<crate::report::ProduceError>),
+}
+
+impl From<StoreError> for EngineError {
+    fn from(e: StoreError) -> Self {
+        EngineError::Store(Box::new(e))
+    }
+}
+
+impl EngineError {
+    /// The exit status it stands for: 69 (unavailable) where the engine cannot be reached
+    /// or fails, 78 for a URL or credential the configuration gets wrong.
+    pub fn exit_status(&self) -> Option<u8> {
+        match self {
+            EngineError::Connect { .. }
+            | EngineError::Http { .. }
+            | EngineError::Timeout { .. } => Some(69),
+            EngineError::Credential(_) => Some(crate::config::EXIT_CONFIG as u8),
+            EngineError::Store(_) => Some(crate::store::EXIT_STORE),
+            EngineError::Report(e) => e.exit_status(),
+            _ => None,
+        }
+    }
+}

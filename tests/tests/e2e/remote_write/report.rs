@@ -1,0 +1,132 @@
+//! `wattson report --prometheus URL`: the report of a host read back from the engine remote
+//! write filled, against the same report from the host's own database and from the fleet
+//! collector's.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::Value;
+
+use super::Host;
+use wattson_tests::ledger::{json, power_points, run};
+
+fn moment(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .unwrap()
+        .to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Where two JSON values differ, as `path: left != right` lines.
+fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
+                differences(
+                    &format!("{path}.{k}"),
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                differences(&format!("{path}[{i}]"), p, q, out);
+            }
+        }
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            if (x - y).abs() > 1e-9 * x.abs().max(y.abs()).max(1.0) {
+                out.push(format!("{path}: {x} != {y}"));
+            }
+        }
+        _ if a != b => out.push(format!("{path}: {a} != {b}")),
+        _ => {}
+    }
+}
+
+/// The host's report over its stored samples up to `mark`, from Prometheus and from its
+/// own database: the same JSON, figure for figure; the fleet collector's (states once a
+/// second, means of the host's samples) the same annual cost to the cent.
+pub fn the_engines_report_is_the_stores(
+    h: &Host,
+    prom: SocketAddr,
+    mark: i64,
+    fleet_config: &Path,
+    fleet_db: &Path,
+) {
+    let first = power_points(&h.env.db, &h.name, super::SOURCE)[0].0;
+    let (since, until) = (moment(first), moment(mark));
+    let window = [
+        "report", "--format", "json", "--host", &h.name, "--since", &since, "--until", &until,
+    ];
+    let url = format!("http://{prom}");
+    let out = wattson_tests::wattson()
+        .arg("--config")
+        .arg(fleet_config)
+        .args(window)
+        .args(["--prometheus", &url])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("series of host {} from {url}", h.name)),
+        "{stderr}"
+    );
+    let engine = json(&String::from_utf8_lossy(&out.stdout));
+    let own_db = h.env.db.to_str().unwrap();
+    let own = json(&run(
+        fleet_config,
+        &[&window[..], &["--db", own_db]].concat(),
+    ));
+    // Every figure but when each was made and the meter's own energy register, which
+    // remote write does not send (the report checks the integral against it where known).
+    let mut diff = Vec::new();
+    differences("", &engine, &own, &mut diff);
+    diff.retain(|d| !d.starts_with(".generated_at:") && !d.starts_with(".measured.counter:"));
+    assert!(engine["measured"]["counter"].is_null(), "{engine}");
+    assert!(
+        diff.is_empty(),
+        "{}: the engine's report differs from the host's own database's:\n{}",
+        h.name,
+        diff.join("\n")
+    );
+    let measured = &engine["measured"];
+    assert!(measured["kwh"].as_f64().unwrap() > 0.0, "{engine}");
+    let fleet_db = fleet_db.to_str().unwrap();
+    let fleet = json(&run(
+        fleet_config,
+        &[&window[..], &["--db", fleet_db]].concat(),
+    ));
+    let cents = |v: &Value| (v["measured"]["annual_cost"].as_f64().unwrap() * 100.0).round();
+    assert_eq!(
+        cents(&engine),
+        cents(&fleet),
+        "{}: {engine}\n{fleet}",
+        h.name
+    );
+    eprintln!(
+        "{}: the report from Prometheus is the database's: {} kWh, {} a year",
+        h.name, measured["kwh"], measured["annual_cost"]
+    );
+}
+
+/// A host Prometheus holds nothing of is refused, naming the hosts it does hold.
+pub fn a_host_the_engine_lacks_is_named_with_those_it_has(prom: SocketAddr, config: &Path) {
+    let out = wattson_tests::wattson()
+        .arg("--config")
+        .arg(config)
+        .args(["report", "--host", "rw-z", "--prometheus"])
+        .arg(format!("http://{prom}"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no wattson series of host \"rw-z\"")
+            && stderr.contains("rw-a, rw-b, rw-c"),
+        "{stderr}"
+    );
+}
