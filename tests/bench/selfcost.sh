@@ -29,6 +29,10 @@
 #                     polled at 1 s (default 1)
 #        ALL=1        everything on: HTTP=1, CGROUPS=100 (unless set), [mqtt] when mosquitto
 #                     is installed: the configuration the self-cost budget is stated for
+#        REMOTE_WRITE=1  also run a second `wattson run`, the same but its own host name,
+#                     database and simulated meter, with [prometheus] remote_write every 10 s
+#                     (the default) to a real Prometheus receiver (not measured), measured
+#                     side by side: what remote write adds is the difference of the two rows
 #        NODE_EXPORTER=0  leave out Prometheus' node_exporter (default: measured beside
 #                     wattson when `prometheus-node-exporter` or `node_exporter` is on the
 #                     PATH, with only its cpu, cpufreq, hwmon, rapl and meminfo collectors,
@@ -180,13 +184,16 @@ if [[ -n "${CGROUPS:-}" ]]; then
 fi
 
 # --- wattson -----------------------------------------------------------------------------
-cat >"$tmp/wattson.toml" <<EOF
+# wattson_config NAME PTY: $tmp/NAME.toml, storing in $tmp/NAME.db, reading the meters on PTY.
+wattson_config() {
+    local name=$1 pty=$2 conf="$tmp/$1.toml"
+cat >"$conf" <<EOF
 [host]
-name = "selfcost"
+name = "$name"
 $sysfs_line
 $procfs_line
 [storage]
-path = "$tmp/wattson.db"
+path = "$tmp/$name.db"
 [cpu]
 interval = "1s"
 [tariff]
@@ -198,23 +205,53 @@ start = "00:30"
 end = "07:30"
 price_per_kwh = 0.07
 EOF
-for m in $(seq 1 "$METERS"); do
-    id=wall; [[ "$METERS" == 1 ]] || id="m$m"
-    printf '[[meter]]\nid = "%s"\nprotocol = "pzem004t"\nport = "%s"\naddress = %d\ninterval = "1s"\n' \
-        "$id" "$pty" "$m" >>"$tmp/wattson.toml"
-done
-if [[ -n "$mqtt_port" ]]; then
-    printf '[mqtt]\nurl = "mqtt://127.0.0.1:%s"\n' "$mqtt_port" >>"$tmp/wattson.toml"
-fi
+    for m in $(seq 1 "$METERS"); do
+        id=wall; [[ "$METERS" == 1 ]] || id="m$m"
+        printf '[[meter]]\nid = "%s"\nprotocol = "pzem004t"\nport = "%s"\naddress = %d\ninterval = "1s"\n' \
+            "$id" "$pty" "$m" >>"$conf"
+    done
+    if [[ -n "$mqtt_port" ]]; then
+        printf '[mqtt]\nurl = "mqtt://127.0.0.1:%s"\n' "$mqtt_port" >>"$conf"
+    fi
+    if [[ "${HTTP:-0}" == 1 ]]; then
+        printf '[http]\nlisten = "127.0.0.1:%s"\n' "$(free_port)" >>"$conf"
+    fi
+}
 http_port=""
 if [[ "${HTTP:-0}" == 1 ]]; then
     command -v prometheus >/dev/null || { echo "HTTP=1 needs prometheus (apt-get install prometheus)" >&2; exit 1; }
-    http_port="$(free_port)"
-    printf '[http]\nlisten = "127.0.0.1:%s"\n' "$http_port" >>"$tmp/wattson.toml"
 fi
+wattson_config selfcost "$pty"
+cp "$tmp/selfcost.toml" "$tmp/wattson.toml"
+[[ "${HTTP:-0}" == 1 ]] && http_port="$(awk -F'[:"]' '/^listen/ { print $(NF-1) }' "$tmp/wattson.toml")"
 "$WATTSON_BIN" --config "$tmp/wattson.toml" run >"$tmp/wattson.log" 2>&1 &
 wattson_pid=$!
 pids+=("$wattson_pid")
+
+# --- the same with remote write (REMOTE_WRITE=1), to a receiver that is not measured -------
+rw_pid=""
+if [[ "${REMOTE_WRITE:-0}" == 1 ]]; then
+    command -v prometheus >/dev/null || { echo "REMOTE_WRITE=1 needs prometheus (apt-get install prometheus)" >&2; exit 1; }
+    nice -n 19 "$sim_bin" meter simulate --protocol pzem004t --follow-cpu --address "$(seq -s, 1 "$METERS")" \
+        >"$tmp/sim-rw.out" 2>"$tmp/sim-rw.err" &
+    pids+=($!)
+    for _ in $(seq 100); do [[ -s "$tmp/sim-rw.out" ]] && break; sleep 0.1; done
+    rw_pty="$(head -n1 "$tmp/sim-rw.out")"
+    [[ -e "$rw_pty" ]] || { echo "the second simulator gave no pty: $(cat "$tmp/sim-rw.err")" >&2; exit 1; }
+    receiver_port="$(free_port)"
+    printf 'global:\n  scrape_interval: 1m\n' >"$tmp/prometheus-receiver.yml"
+    prometheus --config.file="$tmp/prometheus-receiver.yml" --storage.tsdb.path="$tmp/prometheus-receiver" \
+        --web.listen-address="127.0.0.1:$receiver_port" --web.enable-remote-write-receiver \
+        >"$tmp/prometheus-receiver.log" 2>&1 &
+    pids+=($!)
+    wattson_config selfcost-rw "$rw_pty"
+    printf '[prometheus]\nremote_write = "http://127.0.0.1:%s/api/v1/write"\n' "$receiver_port" \
+        >>"$tmp/selfcost-rw.toml"
+    rw_start="$(date +%s.%N)"
+    "$WATTSON_BIN" --config "$tmp/selfcost-rw.toml" run >"$tmp/wattson-rw.log" 2>&1 &
+    rw_pid=$!
+    pids+=("$rw_pid")
+fi
 
 # --- Prometheus scraping wattson every 15 s (not measured) -----------------------------------
 if [[ -n "$http_port" ]]; then
@@ -316,11 +353,13 @@ threads() { # tid name switches ns_on_cpu voluntary_switches, per thread of watt
 }
 threads >"$tmp/threads0"
 w0="$(snapshot "$wattson_pid")"
+[[ -n "$rw_pid" ]] && r0="$(snapshot "$rw_pid")"
 [[ -n "$collectd_pid" ]] && c0="$(snapshot "$collectd_pid")"
 [[ -n "$node_pid" ]] && n0="$(snapshot "$node_pid")"
 t0=$(date +%s.%N)
 sleep "$WINDOW_S"
 w1="$(snapshot "$wattson_pid")"
+[[ -n "$rw_pid" ]] && r1="$(snapshot "$rw_pid")"
 threads >"$tmp/threads1"
 [[ -n "$collectd_pid" ]] && c1="$(snapshot "$collectd_pid")"
 [[ -n "$node_pid" ]] && n1="$(snapshot "$node_pid")"
@@ -369,6 +408,7 @@ echo
 echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s (voluntary) | RssAnon | PSS | Pss_Anon | Pss_File | RSS |"
 echo "|---|---|---|---|---|---|---|---|---|"
 row "wattson run" "$w0" "$w1"
+[[ -n "$rw_pid" ]] && row "wattson run + remote write" "$r0" "$r1"
 [[ -n "$collectd_pid" ]] && row "collectd" "$c0" "$c1"
 [[ -n "$node_pid" ]] && row "node_exporter" "$n0" "$n1"
 echo "| budget (wattson) | <= 0.05 % | <= 0.05 % | <= 2 | <= 3 MB | reported | | | reported |"
@@ -388,7 +428,7 @@ awk -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" '
 ' "$tmp/threads0" "$tmp/threads1"
 # What wattson stored: it must have stored the meter's power, and with CPUS=N every CPU's
 # series, or the figures above are not the cost of doing so.
-stored="$(python3 - "$tmp/wattson.db" <<'EOF'
+stored="$(python3 - "$tmp/selfcost.db" <<'EOF'
 import sqlite3, sys
 db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
 rows = db.execute("""
@@ -402,13 +442,36 @@ per_core = {m: k for m, core, k, _ in rows if core}
 print(power, per_core.get("cpu_busy", 0), per_core.get("core_frequency", 0),
       per_core.get("idle_residency", 0), sum(n for *_, n in rows))
 EOF
-)" || { echo "reading what wattson stored in $tmp/wattson.db failed" >&2; exit 1; }
+)" || { echo "reading what wattson stored in $tmp/selfcost.db failed" >&2; exit 1; }
 read -r power_n busy_series freq_series residency_series samples_n <<<"$stored"
 echo "stored: $samples_n samples, $power_n of power; per-CPU series with samples: cpu_busy $busy_series, core_frequency $freq_series, idle_residency $residency_series"
 ((power_n > 0)) || { echo "wattson stored no power samples: $(tail -n 5 "$tmp/wattson.log")" >&2; exit 1; }
 if [[ -n "${CPUS:-}" ]] && ((busy_series != CPUS || freq_series != CPUS || residency_series != 4 * CPUS)); then
     echo "CPUS=$CPUS, but wattson stored per-CPU series for $busy_series CPUs (busy), $freq_series (frequency), $residency_series idle states (expected $((4 * CPUS)))" >&2
     exit 1
+fi
+if [[ -n "$rw_pid" ]]; then
+    kill -0 "$rw_pid" || { echo "wattson with remote write exited: $(tail -n 5 "$tmp/wattson-rw.log")" >&2; exit 1; }
+    series="$(curl -s "http://127.0.0.1:$receiver_port/api/v1/series?match%5B%5D=%7Bhost%3D%22selfcost-rw%22%7D" | grep -o '"__name__"' | wc -l)"
+    totals="$(python3 - "$tmp/selfcost-rw.db" <<'EOF2'
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+row = db.execute("SELECT samples_sent, samples_rejected, failed_requests FROM remote_write_endpoint").fetchone()
+print(*(row or (0, 0, 0)))
+EOF2
+)"
+    read -r rw_sent rw_rejected rw_failed <<<"$totals"
+    echo "remote write: $rw_sent samples taken by the receiver since the start ($rw_rejected refused, $rw_failed failed requests), $series series of the host in it; what it adds is the difference of the two wattson rows"
+    ((rw_sent > 0)) || { echo "remote write sent nothing: $(tail -n 5 "$tmp/wattson-rw.log")" >&2; exit 1; }
+    if [[ "${HTTP:-0}" == 1 ]]; then
+        rw_http="$(awk -F'[:"]' '/^listen/ { print $(NF-1) }' "$tmp/selfcost-rw.toml")"
+        rw_bytes="$(curl -s "http://127.0.0.1:$rw_http/metrics" | awk '/^wattson_remote_write_sent_bytes_total/ { print $NF }')"
+        up_s="$(awk -v a="$rw_start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')"
+        awk -v b="${rw_bytes:-0}" -v n="$rw_sent" -v s="$up_s" 'BEGIN {
+            printf "remote write on the wire: %d bytes for %d samples in %.0f s (%.2f bytes a sample), %.2f MB a host-day at this rate\n",
+                b, n, s, (n > 0 ? b / n : 0), b / s * 86400 / 1e6 }'
+    fi
+    echo "remote write log warnings+errors: $(grep -cE " (WARN|ERROR) " "$tmp/wattson-rw.log" || true)"
 fi
 echo "simulated meter alive at the end: $(kill -0 "${pids[0]}" 2>/dev/null && echo yes || echo NO: figures are without a meter)"
 echo "meter losses in the wattson log: $(grep -c "device gone" "$tmp/wattson.log" || true)"

@@ -545,7 +545,7 @@ fn backlog_drain_rate() {
 
     let meter = wattson_tests::simulate("pzem004t", &[1], 80.0);
     let extra = format!(
-        "{}\n[prometheus]\nremote_write = \"http://{addr}/api/v1/write\"\n",
+        "{}{HTTP_TOML}\n[prometheus]\nremote_write = \"http://{addr}/api/v1/write\"\n",
         meter_toml(&meter.path, "1s")
     );
     let config = config_for(env.dir.path(), host, &env.db, &extra);
@@ -560,12 +560,20 @@ fn backlog_drain_rate() {
     );
     let took = started.elapsed().as_secs_f64();
     let power = raw_samples_2h(addr, &format!("wattson_power_watts{{host=\"{host}\"}}"));
+    // The bodies the receiver took: the hour's backlog and the few seconds since.
+    let metrics = get(bound_addr(&daemon), "/metrics", &[]).unwrap().body;
+    let bytes =
+        wattson_tests::http::metric_value(&metrics, "wattson_remote_write_sent_bytes_total{")
+            .unwrap_or(0.0);
     eprintln!(
         "backlog: {backlog} samples ({} series x {outage_s} s) drained in {took:.2} s: \
-         {:.0} samples/s, {:.0}x real time; {power} power samples in prometheus; log:\n{}",
+         {:.0} samples/s, {:.0}x real time; {power} power samples in prometheus; \
+         {bytes:.0} bytes sent ({:.2} bytes a sample, {:.1} MB a host-day at this rate); log:\n{}",
         series.len(),
         backlog as f64 / took,
         outage_s as f64 / took,
+        bytes / backlog as f64,
+        bytes * 24.0 / 1e6,
         daemon.stderr()
     );
 }

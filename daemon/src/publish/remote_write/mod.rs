@@ -48,6 +48,7 @@ struct Counters {
     rejected: AtomicU64,
     failed: AtomicU64,
     pending: AtomicU64,
+    bytes: AtomicU64,
 }
 
 /// A reading of [`Stats`].
@@ -62,6 +63,8 @@ pub struct StatsSnapshot {
     pub failed_requests: u64,
     /// Stored samples not yet sent.
     pub pending: u64,
+    /// Request bodies (compressed) the receiver took since the daemon started, bytes.
+    pub bytes_sent: u64,
 }
 
 impl Stats {
@@ -74,6 +77,7 @@ impl Stats {
             samples_rejected: c.rejected.load(Ordering::Relaxed),
             failed_requests: c.failed.load(Ordering::Relaxed),
             pending: c.pending.load(Ordering::Relaxed),
+            bytes_sent: c.bytes.load(Ordering::Relaxed),
         })
     }
 }
@@ -179,6 +183,10 @@ impl Sender {
                         failing = false;
                     }
                     backoff.reset();
+                    self.stats
+                        .0
+                        .bytes
+                        .fetch_add(request.body.len() as u64, Ordering::Relaxed);
                     self.answered(&request, Answered::Accepted, None).await;
                     (!request.more).then_some(self.interval)
                 }
@@ -237,6 +245,14 @@ impl Sender {
             }
         };
         self.stats.0.pending.store(batch.pending, Ordering::Relaxed);
+        if batch.rollups > 0 {
+            tracing::warn!(
+                "prometheus: {} hours older than the raw retention go to {} as their hourly \
+                 means (the raw samples are no longer stored)",
+                batch.rollups,
+                self.url.text
+            );
+        }
         if batch.samples == 0 {
             return None;
         }

@@ -14,7 +14,7 @@ use rusqlite::{OptionalExtension as _, params};
 use wattson_collectors::{Metric, SourceId};
 
 use super::proto::{Label, Sample, TimeSeries};
-use crate::store::{CHUNK_MS, Series, Store, StoreError, integrate};
+use crate::store::{CHUNK_MS, HOUR_MS, Series, Store, StoreError, floor_to, integrate};
 
 /// Label names and values.
 pub type LabelPairs = Vec<(&'static str, String)>;
@@ -125,6 +125,8 @@ pub struct Batch {
     pub more: bool,
     /// Stored samples not yet sent.
     pub pending: u64,
+    /// Hours sent as their rollup's mean (older than the raw retention).
+    pub rollups: usize,
 }
 
 /// A series' cursor: the newest sample sent, the energy integral to it and its watts.
@@ -198,7 +200,32 @@ pub fn next_batch(
             batch.more = true;
             break;
         }
-        let mut points = read_ahead(store, &series, from, newest)?;
+        // Past the raw retention the raw samples are gone: the hours between the cursor and
+        // the oldest raw sample go as their means, each at its hour's middle.
+        let (mut points, rollup_joules) = match (cur, store.raw_from_ms(&series)?) {
+            (Some(c), Some(raw_from)) if floor_to(raw_from, HOUR_MS) > c.sent_ts_ms => {
+                // The hours after the cursor's (whose first part went raw).
+                let after = floor_to(c.sent_ts_ms, HOUR_MS) + HOUR_MS;
+                let hours = store.hour_rollups(&series, after, floor_to(raw_from, HOUR_MS))?;
+                let hours: Vec<_> = hours.into_iter().take(room).collect();
+                if hours.is_empty() {
+                    (read_ahead(store, &series, from, newest)?, None)
+                } else {
+                    batch.rollups += hours.len();
+                    let joules: Vec<f64> = hours
+                        .iter()
+                        .map(|h| h.energy_wh.unwrap_or(0.0) * J_PER_WH)
+                        .collect();
+                    let points = hours
+                        .iter()
+                        .map(|h| (h.bucket_ms + HOUR_MS / 2, h.mean))
+                        .collect();
+                    batch.more = true;
+                    (points, Some(joules))
+                }
+            }
+            _ => (read_ahead(store, &series, from, newest)?, None),
+        };
         if points.len() > room {
             points.truncate(room);
             batch.more = true;
@@ -215,7 +242,10 @@ pub fn next_batch(
             last_watts: None,
         };
         if is_wall {
-            let energy = energy_samples(store, &series, cur, &points, &mut out)?;
+            let energy = match &rollup_joules {
+                Some(joules) => rollup_energy(&points, joules, &mut out),
+                None => energy_samples(store, &series, cur, &points, &mut out)?,
+            };
             batch.samples += energy.len();
             batch.timeseries.push(TimeSeries {
                 labels: labels(
@@ -227,7 +257,8 @@ pub fn next_batch(
                 ),
                 samples: energy,
             });
-            out.last_watts = Some(last);
+            // A rollup's mean is no sample to integrate the next raw one from.
+            out.last_watts = rollup_joules.is_none().then_some(last);
         }
         batch.samples += points.len();
         batch.timeseries.push(TimeSeries {
@@ -364,6 +395,25 @@ fn energy_samples(
     }
     out.joules = joules;
     Ok(samples)
+}
+
+/// The energy counter at each hour's middle, J: `out`'s integral plus each hour's stored
+/// energy in turn.
+fn rollup_energy(points: &[(i64, f64)], joules: &[f64], out: &mut Outgoing) -> Vec<Sample> {
+    let mut total = out.joules;
+    let samples = points
+        .iter()
+        .zip(joules)
+        .map(|(&(t, _), j)| {
+            total += j;
+            Sample {
+                value: total,
+                timestamp: t,
+            }
+        })
+        .collect();
+    out.joules = total;
+    samples
 }
 
 /// How a batch ended.

@@ -232,3 +232,94 @@ fn every_family_sent_reads_back_as_the_series_it_came_from() {
         None
     );
 }
+
+#[test]
+fn hours_past_the_raw_retention_go_as_their_means_and_the_energy_counter_continues() {
+    use crate::store::{HOUR_MS, floor_to};
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = StoreOptions {
+        host: "basket".to_owned(),
+        ..StoreOptions::default()
+    };
+    let wall = SourceId::meter("wall");
+    options.spacing_ms.insert(wall.clone(), 10_000);
+    let mut w = Writer::new(
+        Store::open(&dir.path().join("w.db"), &options).unwrap(),
+        options,
+    );
+    let h0 = floor_to(T0, HOUR_MS);
+    // Six hours at 10 s, hour k at 100 + 10 k W.
+    for s in (0..6 * 3600).step_by(10) {
+        let watts = 100.0 + 10.0 * f64::from(s / 3600);
+        let ts = h0 + i64::from(s) * 1000;
+        w.push(
+            None,
+            vec![Sample::new(ts, wall.clone(), Metric::Power, "", watts)],
+        );
+    }
+    w.flush().unwrap();
+    // The receiver took the first sample; then it was away while hours 0-3 aged out.
+    let b = queue::next_batch(w.store(), EP, Some(&wall), 2).unwrap();
+    queue::commit(
+        w.store(),
+        EP,
+        &b.cursors,
+        b.samples,
+        Answered::Accepted,
+        T0,
+        None,
+    )
+    .unwrap();
+    w.store()
+        .conn()
+        .execute(
+            "DELETE FROM raw_chunk WHERE start_ms < ?1",
+            [h0 + 4 * HOUR_MS],
+        )
+        .unwrap();
+
+    let b = queue::next_batch(w.store(), EP, Some(&wall), 1000).unwrap();
+    assert_eq!(b.rollups, 3, "hours 1, 2 and 3");
+    let power = &b.timeseries[1].samples;
+    let times: Vec<i64> = power.iter().map(|s| s.timestamp).collect();
+    assert_eq!(
+        times,
+        [1, 2, 3].map(|k| h0 + k * HOUR_MS + HOUR_MS / 2),
+        "each hour at its middle"
+    );
+    let means: Vec<f64> = power.iter().map(|s| s.value).collect();
+    assert_eq!(means, [110.0, 120.0, 130.0]);
+    // The counter: each hour's stored energy on top of the first sample's zero: 359 pairs
+    // at its own watts and the one into the next hour at their mean, J.
+    let energy: Vec<f64> = b.timeseries[0].samples.iter().map(|s| s.value).collect();
+    let hour = |w: f64| w * 3590.0 + (w + 5.0) * 10.0;
+    let want = [
+        hour(110.0),
+        hour(110.0) + hour(120.0),
+        hour(110.0) + hour(120.0) + hour(130.0),
+    ];
+    for (got, want) in energy.iter().zip(want) {
+        assert!(
+            (got - want).abs() < 1e-6 * want,
+            "{energy:?} against {want}"
+        );
+    }
+    queue::commit(
+        w.store(),
+        EP,
+        &b.cursors,
+        b.samples,
+        Answered::Accepted,
+        T0,
+        None,
+    )
+    .unwrap();
+    // Then the raw samples from hour 4 on.
+    let b = queue::next_batch(w.store(), EP, Some(&wall), 10_000).unwrap();
+    assert_eq!(b.rollups, 0);
+    let first = b.timeseries[1].samples[0].timestamp;
+    assert_eq!(first, h0 + 4 * HOUR_MS);
+    // The read window (an hour from the cursor) holds hour 4's first half.
+    assert_eq!(b.timeseries[1].samples.len(), 181);
+    assert!(b.more);
+}

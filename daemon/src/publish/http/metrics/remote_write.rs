@@ -1,6 +1,6 @@
 //! `[prometheus] remote_write`'s own figures (`crate::publish::remote_write`): samples the
 //! receiver took, samples it refused for good (a 400, skipped past), requests that failed,
-//! and the stored samples still waiting, labelled by endpoint.
+//! the bytes it took, and the stored samples still waiting, labelled by endpoint.
 
 use super::{Families, Snapshot};
 
@@ -25,6 +25,12 @@ pub(super) fn families(f: &mut Families<'_>, s: &Snapshot) {
         "Remote-write requests that failed (sent again after a backoff) or were refused",
         None,
         vec![(labels(), rw.failed_requests as f64)],
+    );
+    f.counter(
+        "remote_write_sent_bytes",
+        "Request bodies (snappy-compressed protobuf) the remote-write receiver took, since the daemon started",
+        None,
+        vec![(labels(), rw.bytes_sent as f64)],
     );
     f.gauge(
         "remote_write_pending_samples",
