@@ -14,6 +14,7 @@
 
 mod client;
 pub mod engine;
+mod gaps;
 mod proto;
 pub mod queue;
 

@@ -13,6 +13,7 @@
 use rusqlite::{OptionalExtension as _, params};
 use wattson_collectors::{Metric, SourceId};
 
+pub use super::gaps::GAP_FAMILY;
 use super::proto::{Label, Sample, TimeSeries};
 use crate::store::{CHUNK_MS, HOUR_MS, Series, Store, StoreError, floor_to, integrate};
 
@@ -76,7 +77,7 @@ pub fn stored_series(
 
 /// Remote write's labels: `__name__` first, the rest sorted by name, empty values left out
 /// (Prometheus reads an empty label as an absent one).
-fn labels(name: &str, labels: &[(&'static str, String)]) -> Vec<Label> {
+pub(super) fn labels(name: &str, labels: &[(&'static str, String)]) -> Vec<Label> {
     let mut out: Vec<Label> = labels
         .iter()
         .filter(|(_, v)| !v.is_empty())
@@ -137,22 +138,29 @@ struct Cursor {
     last_watts: Option<f64>,
 }
 
-fn cursor(store: &Store, endpoint: &str, series_id: i64) -> Result<Option<Cursor>, StoreError> {
+/// Every cursor of `endpoint`, by series, in one read.
+fn cursors(
+    store: &Store,
+    endpoint: &str,
+) -> Result<std::collections::HashMap<i64, Cursor>, StoreError> {
     store
         .conn()
         .prepare_cached(
-            "SELECT sent_ts_ms, joules, last_watts FROM remote_write_cursor
-             WHERE endpoint = ?1 AND series_id = ?2",
+            "SELECT series_id, sent_ts_ms, joules, last_watts FROM remote_write_cursor
+             WHERE endpoint = ?1",
         )
         .and_then(|mut s| {
-            s.query_row(params![endpoint, series_id], |r| {
-                Ok(Cursor {
-                    sent_ts_ms: r.get(0)?,
-                    joules: r.get(1)?,
-                    last_watts: r.get(2)?,
-                })
-            })
-            .optional()
+            s.query_map([endpoint], |r| {
+                Ok((
+                    r.get(0)?,
+                    Cursor {
+                        sent_ts_ms: r.get(1)?,
+                        joules: r.get(2)?,
+                        last_watts: r.get(3)?,
+                    },
+                ))
+            })?
+            .collect()
         })
         .map_err(|e| sql(store, e))
 }
@@ -173,7 +181,8 @@ pub fn next_batch(
     cap: usize,
 ) -> Result<Batch, StoreError> {
     let mut batch = Batch::default();
-    gaps_after_cursor(store, endpoint, cap, &mut batch)?;
+    super::gaps::after_cursor(store, endpoint, cap, &mut batch)?;
+    let cursors = cursors(store, endpoint)?;
     for series in store.series()? {
         let Some((name, label_pairs, scale)) = family(&series) else {
             continue;
@@ -181,7 +190,7 @@ pub fn next_batch(
         let Some(newest) = store.newest_ms(&series)? else {
             continue;
         };
-        let cur = cursor(store, endpoint, series.id)?;
+        let cur = cursors.get(&series.id).copied();
         let from = match cur {
             Some(c) => c.sent_ts_ms.saturating_add(1),
             None => store.raw_from_ms(&series)?.unwrap_or(newest),
@@ -189,7 +198,12 @@ pub fn next_batch(
         if from > newest {
             continue;
         }
-        batch.pending += pending_in(store, &series, from)?.0;
+        // Caught up but for the last read window: what waits is what that window holds
+        // (counted below); behind, the stored samples are counted from the chunks.
+        let behind = newest - from >= READ_WINDOW_MS;
+        if behind {
+            batch.pending += pending_in(store, &series, from)?.0;
+        }
         let room = cap.saturating_sub(batch.samples);
         let is_wall = series.metric == Metric::Power
             && series.channel.is_empty()
@@ -202,7 +216,12 @@ pub fn next_batch(
         }
         // Past the raw retention the raw samples are gone: the hours between the cursor and
         // the oldest raw sample go as their means, each at its hour's middle.
-        let (mut points, rollup_joules) = match (cur, store.raw_from_ms(&series)?) {
+        // (Only a cursor hours behind can be past it: the retention is days.)
+        let raw_from = match cur {
+            Some(c) if newest - c.sent_ts_ms > HOUR_MS => store.raw_from_ms(&series)?,
+            _ => None,
+        };
+        let (mut points, rollup_joules) = match (cur, raw_from) {
             (Some(c), Some(raw_from)) if floor_to(raw_from, HOUR_MS) > c.sent_ts_ms => {
                 // The hours after the cursor's (whose first part went raw).
                 let after = floor_to(c.sent_ts_ms, HOUR_MS) + HOUR_MS;
@@ -226,6 +245,9 @@ pub fn next_batch(
             }
             _ => (read_ahead(store, &series, from, newest)?, None),
         };
+        if !behind {
+            batch.pending += points.len() as u64;
+        }
         if points.len() > room {
             points.truncate(room);
             batch.more = true;
@@ -274,71 +296,6 @@ pub fn next_batch(
         batch.cursors.series.push(out);
     }
     Ok(batch)
-}
-
-/// The name the recorded gaps are sent under: one sample a gap, at its start, whose value
-/// is its end (s since the epoch), labelled with its host, source and reason.
-pub const GAP_FAMILY: &str = "wattson_gap_end_timestamp_seconds";
-
-/// The gaps recorded after `endpoint`'s gap cursor (by row, so a gap recorded late is
-/// still sent), at most `cap`, into `batch` as [`GAP_FAMILY`] series.
-fn gaps_after_cursor(
-    store: &Store,
-    endpoint: &str,
-    cap: usize,
-    batch: &mut Batch,
-) -> Result<(), StoreError> {
-    let rows: Vec<(i64, String, String, i64, i64, String)> = store
-        .conn()
-        .prepare_cached(
-            "SELECT id, host, source, start_ms, end_ms, reason FROM gap
-             WHERE id > coalesce((SELECT gap_id FROM remote_write_gap_cursor
-                                  WHERE endpoint = ?1), 0)
-             ORDER BY id LIMIT ?2",
-        )
-        .and_then(|mut s| {
-            s.query_map(params![endpoint, cap as i64], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            })?
-            .collect()
-        })
-        .map_err(|e| sql(store, e))?;
-    let Some(newest) = rows.last().map(|r| r.0) else {
-        return Ok(());
-    };
-    batch.cursors.gap_id = Some(newest);
-    batch.samples += rows.len();
-    batch.more |= rows.len() >= cap;
-    let mut by_series: std::collections::BTreeMap<(String, String, String), Vec<Sample>> =
-        std::collections::BTreeMap::new();
-    for (_, host, source, start_ms, end_ms, reason) in rows {
-        by_series
-            .entry((host, source, reason))
-            .or_default()
-            .push(Sample {
-                value: end_ms as f64 / 1000.0,
-                timestamp: start_ms,
-            });
-    }
-    for ((host, source, reason), mut samples) in by_series {
-        samples.sort_by_key(|s| s.timestamp);
-        samples.dedup_by_key(|s| s.timestamp);
-        batch.timeseries.push(TimeSeries {
-            labels: labels(
-                GAP_FAMILY,
-                &[("host", host), ("reason", reason), ("source", source)],
-            ),
-            samples,
-        });
-    }
-    Ok(())
 }
 
 /// The raw samples of `series` from `from` on, read a window at a time until one holds any
@@ -526,6 +483,7 @@ fn pending_in(store: &Store, series: &Series, from: i64) -> Result<(u64, Option<
 pub fn backlog(store: &Store, endpoint: &str) -> Result<(u64, Option<i64>), StoreError> {
     let mut pending = 0u64;
     let mut oldest: Option<i64> = None;
+    let cursors = cursors(store, endpoint)?;
     for series in store.series()? {
         if family(&series).is_none() {
             continue;
@@ -533,7 +491,7 @@ pub fn backlog(store: &Store, endpoint: &str) -> Result<(u64, Option<i64>), Stor
         let Some(newest) = store.newest_ms(&series)? else {
             continue;
         };
-        let from = match cursor(store, endpoint, series.id)? {
+        let from = match cursors.get(&series.id) {
             Some(c) => c.sent_ts_ms.saturating_add(1),
             None => store.raw_from_ms(&series)?.unwrap_or(newest),
         };
