@@ -1,6 +1,8 @@
 //! The Grafana dashboard over Prometheus (`dashboards/grafana-prometheus.json`) names only
 //! metrics `/metrics` exports: every metric in every query and variable is one of the
-//! families wattson's exposition declares.
+//! families wattson's exposition declares, or a series the shipped rules
+//! (`dashboards/prometheus-rules.yml`) record, or `ALERTS` of the alerts they define; its
+//! fleet row shows each host's recorded power, energy and cost, and the firing alerts.
 // Test helpers fail loudly on a broken setup.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -97,7 +99,8 @@ fn expressions(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// The metric names an expression uses: identifiers of wattson's or the process' families.
+/// The metric names an expression uses: identifiers of wattson's or the process' families,
+/// series recorded from them (`level:wattson_...:operations`) and `ALERTS`.
 fn metric_names(expr: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
@@ -105,7 +108,11 @@ fn metric_names(expr: &str) -> Vec<String> {
         if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
             word.push(c);
         } else {
-            if word.starts_with("wattson_") || word.starts_with("process_") {
+            if word.starts_with("wattson_")
+                || word.starts_with("process_")
+                || word.contains(":wattson_")
+                || word == "ALERTS"
+            {
                 out.push(std::mem::take(&mut word));
             }
             word.clear();
@@ -123,6 +130,8 @@ fn every_query_of_the_prometheus_dashboard_names_an_exported_metric() {
         exported.contains("wattson_energy_joules_total"),
         "{exported:?}"
     );
+    let (recorded, alerts) = rules();
+    assert!(!recorded.is_empty() && !alerts.is_empty());
     let mut exprs = Vec::new();
     expressions(&dash, &mut exprs);
     assert!(exprs.len() >= 15, "found only {} expressions", exprs.len());
@@ -131,10 +140,24 @@ fn every_query_of_the_prometheus_dashboard_names_an_exported_metric() {
         let names = metric_names(e);
         assert!(!names.is_empty(), "no wattson metric in {e:?}");
         for n in names {
-            assert!(
-                exported.contains(&n),
-                "{n} in {e:?} is not exported: {exported:?}"
-            );
+            if n.contains(':') {
+                assert!(
+                    recorded.contains(&n),
+                    "{n} in {e:?} is not recorded by prometheus-rules.yml: {recorded:?}"
+                );
+            } else if n == "ALERTS" {
+                // The firing alerts of the rules file, every one of them by its prefix.
+                assert!(e.contains("alertname=~\"Wattson.*\""), "{e:?}");
+                assert!(
+                    alerts.iter().all(|a| a.starts_with("Wattson")),
+                    "{alerts:?}"
+                );
+            } else {
+                assert!(
+                    exported.contains(&n),
+                    "{n} in {e:?} is not exported: {exported:?}"
+                );
+            }
             used.insert(n);
         }
     }
@@ -148,12 +171,37 @@ fn every_query_of_the_prometheus_dashboard_names_an_exported_metric() {
     ] {
         assert!(used.contains(family), "no panel shows {family}");
     }
+    // The fleet row: power, energy per day and cost per day per host, and the firing
+    // alerts, each from what the rules file records.
+    for series in [
+        "host:wattson_power_watts:avg5m",
+        "host:wattson_energy_kwh:increase1d",
+        "host_currency:wattson_cost:increase1d",
+        "ALERTS",
+    ] {
+        assert!(used.contains(series), "no panel shows {series}");
+    }
     // The data source is Prometheus, which a fresh Grafana has built in.
     assert!(
         std::fs::read_to_string(&path)
             .unwrap()
             .contains("\"type\": \"prometheus\"")
     );
+}
+
+/// The series `dashboards/prometheus-rules.yml` records and the alerts it defines.
+fn rules() -> (BTreeSet<String>, BTreeSet<String>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards/prometheus-rules.yml");
+    let (mut recorded, mut alerts) = (BTreeSet::new(), BTreeSet::new());
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let line = line.trim_start();
+        if let Some(name) = line.strip_prefix("- record:") {
+            recorded.insert(name.trim().to_owned());
+        } else if let Some(name) = line.strip_prefix("- alert:") {
+            alerts.insert(name.trim().to_owned());
+        }
+    }
+    (recorded, alerts)
 }
 
 #[test]
@@ -163,4 +211,13 @@ fn a_misspelt_metric_is_caught() {
         vec!["wattson_energy_joule_total".to_owned()]
     );
     assert!(!exported().contains("wattson_energy_joule_total"));
+}
+
+#[test]
+fn a_misspelt_recorded_series_is_caught() {
+    assert_eq!(
+        metric_names("sum(host:wattson_energy_kwh:increase1day)"),
+        vec!["host:wattson_energy_kwh:increase1day".to_owned()]
+    );
+    assert!(!rules().0.contains("host:wattson_energy_kwh:increase1day"));
 }
