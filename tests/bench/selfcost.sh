@@ -33,6 +33,12 @@
 #                     database and simulated meter, with [prometheus] remote_write every 10 s
 #                     (the default) to a real Prometheus receiver (not measured), measured
 #                     side by side: what remote write adds is the difference of the two rows
+#        TASKS=N      point [host] procfs at a copy of /proc (symlinks) whose processes are N
+#                     fixture processes (comm, cgroup, task/<tid>/schedstat, spread over 100
+#                     services and some sessions) and whose interrupts file has IRQS device
+#                     lines (default 100), advanced every 10 s by a writer that is not
+#                     measured (tests/bench/task_fixture.py): the wake-ups scan's cost at that
+#                     size; unset: /proc's own processes (none with CPUS=N)
 #        NODE_EXPORTER=0  leave out Prometheus' node_exporter (default: measured beside
 #                     wattson when `prometheus-node-exporter` or `node_exporter` is on the
 #                     PATH, with only its cpu, cpufreq, hwmon, rapl and meminfo collectors,
@@ -162,13 +168,30 @@ if [[ -n "${CPUS:-}" ]]; then
     [[ "$CPUS" =~ ^[1-9][0-9]*$ ]] || { echo "CPUS=$CPUS: give a number of CPUs, 1 or more" >&2; exit 1; }
     shadow "$fix/sys/devices" /sys/devices system
     shadow "$fix/sys/devices/system" /sys/devices/system cpu
-    shadow "$fix/proc" /proc stat
     python3 "$here/tests/bench/cpu_fixture.py" "$fix/cpus" "$CPUS" 2>"$tmp/cpu_fixture.err" &
     pids+=($!)
     for _ in $(seq 300); do [[ -e "$fix/cpus/ready" ]] && break; sleep 0.1; done
     [[ -e "$fix/cpus/ready" ]] || { echo "the CPU fixture was not written: $(cat "$tmp/cpu_fixture.err")" >&2; exit 1; }
     ln -s "$fix/cpus/cpu" "$fix/sys/devices/system/cpu"
-    ln -s "$fix/cpus/stat" "$fix/proc/stat"
+fi
+if [[ -n "${TASKS:-}" ]]; then
+    # TASKS processes and IRQS interrupt lines, their counts advanced every 10 s (not measured).
+    [[ "$TASKS" =~ ^[1-9][0-9]*$ ]] || { echo "TASKS=$TASKS: give a number of processes, 1 or more" >&2; exit 1; }
+    IRQS="${IRQS:-100}"
+    python3 "$here/tests/bench/task_fixture.py" "$fix/tasks" "$TASKS" "$IRQS" "${CPUS:-$(nproc)}" \
+        2>"$tmp/task_fixture.err" &
+    pids+=($!)
+    for _ in $(seq 600); do [[ -e "$fix/tasks/ready" ]] && break; sleep 0.1; done
+    [[ -e "$fix/tasks/ready" ]] || { echo "the task fixture was not written: $(cat "$tmp/task_fixture.err")" >&2; exit 1; }
+fi
+if [[ -n "${CPUS:-}" || -n "${TASKS:-}" ]]; then
+    # /proc's processes are never shadowed: with TASKS the fixture's are the only ones seen.
+    shadow "$fix/proc" /proc ${CPUS:+stat} ${TASKS:+interrupts}
+    [[ -n "${CPUS:-}" ]] && ln -s "$fix/cpus/stat" "$fix/proc/stat"
+    if [[ -n "${TASKS:-}" ]]; then
+        ln -s "$fix/tasks/interrupts" "$fix/proc/interrupts"
+        for d in "$fix/tasks"/[0-9]*; do ln -s "$d" "$fix/proc/"; done
+    fi
     procfs_line="procfs = \"$fix/proc\""
 fi
 if [[ -n "${CGROUPS:-}" ]]; then
@@ -404,6 +427,7 @@ fi
 [[ "$METERS" == 1 ]] || echo "meters: $METERS PZEM-004T on one bus (addresses 1-$METERS), each at 1 s"
 [[ -n "${CGROUPS:-}" ]] && echo "services collector: on, a fixture cgroup v2 tree of $CGROUPS services"
 [[ -n "${CPUS:-}" ]] && echo "CPUs: a fixture machine of $CPUS CPUs (4 idle states each), its counters advanced every second"
+[[ -n "${TASKS:-}" ]] && echo "processes: a fixture process table of $TASKS processes and $IRQS interrupt lines, advanced every 10 s; wake-ups scanned every 5 minutes ([wakeups] default)"
 echo
 echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s (voluntary) | RssAnon | PSS | Pss_Anon | Pss_File | RSS |"
 echo "|---|---|---|---|---|---|---|---|---|"
@@ -472,6 +496,20 @@ EOF2
                 b, n, s, (n > 0 ? b / n : 0), b / s * 86400 / 1e6 }'
     fi
     echo "remote write log warnings+errors: $(grep -cE " (WARN|ERROR) " "$tmp/wattson-rw.log" || true)"
+fi
+if [[ -n "${TASKS:-}" ]]; then
+    woke="$(python3 - "$tmp/selfcost.db" <<'EOF2'
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+w = db.execute("SELECT count(*), coalesce(sum(seconds), 0), coalesce(sum(task_wakeups), 0), "
+               "coalesce(sum(interrupts), 0) FROM wakeup_host_hour").fetchone()
+names = db.execute("SELECT kind, count(DISTINCT name) FROM wakeup_hour GROUP BY kind").fetchall()
+print(*w, dict(names).get("task", 0), dict(names).get("interrupt", 0))
+EOF2
+)"
+    read -r wh_rows wh_seconds wh_tasks wh_irqs wh_task_names wh_irq_names <<<"$woke"
+    echo "wake-ups stored: $wh_seconds s of windows in $wh_rows hours, $wh_tasks task wake-ups over $wh_task_names groups, $wh_irqs interrupts over $wh_irq_names lines"
+    ((wh_rows > 0)) || echo "warning: no wake-ups window stored in the run: the scan's cost is not in the figures" >&2
 fi
 echo "simulated meter alive at the end: $(kill -0 "${pids[0]}" 2>/dev/null && echo yes || echo NO: figures are without a meter)"
 echo "meter losses in the wattson log: $(grep -c "device gone" "$tmp/wattson.log" || true)"

@@ -63,7 +63,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "URL", conflicts_with = "db")]
     pub prometheus: Option<String>,
     /// The host whose measured history to report (a fleet collector's database holds
-    /// several) [default: `[host] name`].
+    /// several; with --prometheus, several separated by commas, one report each) [default:
+    /// `[host] name`].
     #[arg(long, value_name = "NAME")]
     pub host: Option<String>,
     /// Candidate machines (`wattson candidate`) to price on this machine's load, in this

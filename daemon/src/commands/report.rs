@@ -24,10 +24,12 @@ pub fn run(args: &ReportArgs, config: Option<&Path>) -> anyhow::Result<ExitCode>
                 &config,
                 &args.request(),
                 url,
-                options,
+                &options,
                 Utc::now(),
             )?;
-            eprintln!("{}", read.summary());
+            for r in &read {
+                eprintln!("{}", r.summary());
+            }
             text
         }
         None => crate::report::produce(&config, &args.request(), Utc::now())?,

@@ -294,9 +294,17 @@ fn three_hosts_remote_write_every_sample_once_through_an_outage_and_a_restart() 
     }
     collect.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(collect.wait_exit(Duration::from_secs(10)).is_some());
-    for h in &hosts {
-        report::the_engines_report_is_the_stores(h, addr, mark, &fleet_config, &fleet_db);
-    }
+    let alone: Vec<Value> = hosts
+        .iter()
+        .map(|h| report::the_engines_report_is_the_stores(h, addr, mark, &fleet_config, &fleet_db))
+        .collect();
+    report::several_hosts_give_a_report_each(
+        [&hosts[0], &hosts[2]],
+        addr,
+        mark,
+        &fleet_config,
+        &alone[0],
+    );
     report::a_host_the_engine_lacks_is_named_with_those_it_has(addr, &fleet_config);
 }
 

@@ -55,7 +55,7 @@ pub fn the_engines_report_is_the_stores(
     mark: i64,
     fleet_config: &Path,
     fleet_db: &Path,
-) {
+) -> Value {
     let first = power_points(&h.env.db, &h.name, super::SOURCE)[0].0;
     let (since, until) = (moment(first), moment(mark));
     let window = [
@@ -110,6 +110,52 @@ pub fn the_engines_report_is_the_stores(
     eprintln!(
         "{}: the report from Prometheus is the database's: {} kWh, {} a year",
         h.name, measured["kwh"], measured["annual_cost"]
+    );
+    engine
+}
+
+/// `--host a,b` reads each host: in JSON an array of their reports, the first the one asked
+/// for alone over the same window; CSV, which holds one report, is refused for several.
+pub fn several_hosts_give_a_report_each(
+    hosts: [&Host; 2],
+    prom: SocketAddr,
+    mark: i64,
+    config: &Path,
+    alone: &Value,
+) {
+    let first = power_points(&hosts[0].env.db, &hosts[0].name, super::SOURCE)[0].0;
+    let (since, until) = (moment(first), moment(mark));
+    let both = format!("{},{}", hosts[0].name, hosts[1].name);
+    let url = format!("http://{prom}");
+    let args = |format: &str| {
+        let mut a = vec![
+            "report", "--format", format, "--host", &both, "--since", &since,
+        ];
+        a.extend(["--until", &until, "--prometheus", &url]);
+        a.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let reports = json(&run(
+        config,
+        &args("json").iter().map(String::as_str).collect::<Vec<_>>(),
+    ));
+    let reports = reports.as_array().expect("an array of reports");
+    assert_eq!(reports.len(), 2);
+    let mut diff = Vec::new();
+    differences("", &reports[0], alone, &mut diff);
+    diff.retain(|d| !d.starts_with(".generated_at:"));
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+    assert_eq!(reports[1]["host"], hosts[1].name.as_str(), "{}", reports[1]);
+    let out = wattson_tests::wattson()
+        .arg("--config")
+        .arg(config)
+        .args(args("csv"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--format csv holds one host's report"),
+        "{stderr}"
     );
 }
 

@@ -66,6 +66,15 @@ pub enum EngineError {
         host: String,
         hosts: Vec<String>,
     },
+    /// `--host` names no host.
+    #[error("--host names no host: give one, or several separated by commas")]
+    NoHost,
+    /// Several hosts asked for in a format that holds one report.
+    #[error(
+        "--format {0} holds one host's report: give --host once (or use table, markdown or \
+         json for several)"
+    )]
+    OneHostOnly(&'static str),
     /// No directory for the samples read.
     #[error("creating a temporary directory for the samples read: {0}")]
     TempDir(#[source] std::io::Error),

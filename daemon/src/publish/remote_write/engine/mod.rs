@@ -25,7 +25,7 @@ use query::{Engine, selector};
 
 use super::queue::{FAMILIES, GAP_FAMILY, stored_series};
 use crate::config::Config;
-use crate::report::ReportRequest;
+use crate::report::{Format, ReportRequest};
 use crate::store::{DAY_MS, StoreHandle};
 
 /// How far back the whole history reaches without `--since`.
@@ -66,40 +66,66 @@ impl Fetched {
     }
 }
 
-/// The report `args` asks for, of `args.host` (default: `[host] name`), from the engine at
-/// `url`; and what was read. The samples read are stored with `options` (the
-/// configuration's retention), each series' spacing learned from its samples as a fleet
-/// collector's are.
+/// The report `args` asks for, of each host in `args.host` (separated by commas; default:
+/// `[host] name`), from the engine at `url`; and what was read of each. The samples read
+/// are stored with `options` (the configuration's retention), each series' spacing learned
+/// from its samples as a fleet collector's are. Several hosts' reports follow each other
+/// (in JSON, an array of them); CSV and HTML take one host.
 pub fn produce(
     config: &Config,
     args: &ReportRequest,
     url: &str,
-    options: crate::store::StoreOptions,
+    options: &crate::store::StoreOptions,
     now: DateTime<Utc>,
-) -> Result<(String, Fetched), EngineError> {
+) -> Result<(String, Vec<Fetched>), EngineError> {
     let (from_ms, to_ms) = crate::report::request::window(config, args, now)
         .map_err(|e| EngineError::Report(Box::new(e.into())))?;
     let to_ms = to_ms.unwrap_or_else(|| now.timestamp_millis());
     let from_ms = from_ms.unwrap_or(to_ms - LOOKBACK_MS);
-    let host = args
-        .host
-        .clone()
-        .unwrap_or_else(|| config.host.name.clone());
+    let hosts: Vec<String> = args.host.as_deref().map_or_else(
+        || vec![config.host.name.clone()],
+        |h| {
+            h.split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(str::to_owned)
+                .collect()
+        },
+    );
+    if hosts.is_empty() {
+        return Err(EngineError::NoHost);
+    }
+    match args.format {
+        Format::Csv if hosts.len() > 1 => return Err(EngineError::OneHostOnly("csv")),
+        Format::Html if hosts.len() > 1 => return Err(EngineError::OneHostOnly("html")),
+        _ => {}
+    }
     let engine = engine(config, url)?;
-    let dir = tempfile::tempdir().map_err(EngineError::TempDir)?;
-    let db = dir.path().join("engine.db");
-    // The samples just outside the window too: a pair of samples across either end
-    // counts its part inside, as it does in a database.
-    let margin = (from_ms - EDGE_MS, to_ms + EDGE_MS);
-    let fetched = fetch(options, &engine, &host, margin, &db)?;
-    let request = ReportRequest {
-        db: Some(db),
-        host: Some(host),
-        ..args.clone()
+    let mut texts = Vec::new();
+    let mut read = Vec::new();
+    for host in hosts {
+        let dir = tempfile::tempdir().map_err(EngineError::TempDir)?;
+        let db = dir.path().join("engine.db");
+        // The samples just outside the window too: a pair of samples across either end
+        // counts its part inside, as it does in a database.
+        let margin = (from_ms - EDGE_MS, to_ms + EDGE_MS);
+        read.push(fetch(options.clone(), &engine, &host, margin, &db)?);
+        let request = ReportRequest {
+            db: Some(db),
+            host: Some(host),
+            ..args.clone()
+        };
+        texts.push(
+            crate::report::produce(config, &request, now)
+                .map_err(|e| EngineError::Report(Box::new(e)))?,
+        );
+    }
+    let text = match (args.format, texts.len()) {
+        (_, 1) => texts.remove(0),
+        (Format::Json, _) => format!("[\n{}\n]\n", texts.join(",\n")),
+        _ => texts.join("\n"),
     };
-    let text = crate::report::produce(config, &request, now)
-        .map_err(|e| EngineError::Report(Box::new(e)))?;
-    Ok((text, fetched))
+    Ok((text, read))
 }
 
 /// The engine at `url`, with `[prometheus]`'s credentials where it is the remote-write
