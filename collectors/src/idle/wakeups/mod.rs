@@ -126,8 +126,12 @@ impl WakeupCollector {
     /// previous read. Fails only where the procfs root cannot be listed.
     pub fn poll(&mut self) -> Result<Option<Wakeups>, CollectError> {
         let at = (self.clock)();
-        let tasks = tasks::scan(&self.proc, &mut self.names)
-            .map_err(|e| CollectError::io(&self.proc, e))?;
+        let tasks = tasks::scan(
+            &self.proc,
+            &mut self.names,
+            self.prev.as_ref().map(|r| &r.tasks),
+        )
+        .map_err(|e| CollectError::io(&self.proc, e))?;
         let path = self.proc.join("interrupts");
         let interrupts = std::fs::read_to_string(&path)
             .map(|t| interrupts::parse(&t))
@@ -284,6 +288,28 @@ mod tests {
         proc.set_count(100, 100, 30).unwrap();
         let w = c.poll().unwrap().unwrap();
         assert!((rate(&w, "jellyfin").per_s - 15.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_process_seen_before_keeps_its_name_and_a_reused_pid_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = FixtureProc::new(&dir.path().join("proc")).unwrap();
+        proc.add_process(7, "cron", "/system.slice/cron.service", &[7])
+            .unwrap();
+        let root = SysRoot::new(dir.path().join("sys"), dir.path().join("proc"));
+        let mut c = WakeupCollector::with_clock(&root, None, stepped_clock(Duration::from_secs(1)));
+        assert_eq!(c.poll().unwrap(), None);
+        // The same process: its files are not read again (a rename here is not seen).
+        proc.add_process(7, "renamed", "/system.slice/other.service", &[])
+            .unwrap();
+        proc.set_count(7, 7, 3).unwrap();
+        let w = c.poll().unwrap().unwrap();
+        assert_eq!(rate(&w, "cron").group, "service:cron.service");
+        // Pid 7 used again: its main thread counts from zero, so it is read anew.
+        proc.set_count(7, 7, 1).unwrap();
+        let w = c.poll().unwrap().unwrap();
+        assert_eq!(rate(&w, "renamed").group, "service:other.service");
+        assert!((rate(&w, "renamed").per_s - 1.0).abs() < 1e-9);
     }
 
     #[test]

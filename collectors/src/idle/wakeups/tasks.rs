@@ -41,8 +41,15 @@ pub struct TaskScan {
 }
 
 /// Scan every process under `proc` (`[host] procfs`). Processes and threads that end during
-/// the scan, or whose files cannot be read, are left out.
-pub fn scan(proc: &Path, names: &mut ContainerNames) -> std::io::Result<TaskScan> {
+/// the scan, or whose files cannot be read, are left out. A process `prev` (the scan before)
+/// already named keeps its name and group unread while it is the same process: its main
+/// thread (the one whose id is the pid) is there and its count has not gone down, which a
+/// new process under a reused pid starts again from zero.
+pub fn scan(
+    proc: &Path,
+    names: &mut ContainerNames,
+    prev: Option<&TaskScan>,
+) -> std::io::Result<TaskScan> {
     let mut out = TaskScan::default();
     let mut buf = String::with_capacity(256);
     for entry in std::fs::read_dir(proc)?.flatten() {
@@ -69,7 +76,14 @@ pub fn scan(proc: &Path, names: &mut ContainerNames) -> std::io::Result<TaskScan
                 any = true;
             }
         }
-        if any {
+        let known = prev.and_then(|p| {
+            let (_, before) = p.threads.get(&pid).filter(|(owner, _)| *owner == pid)?;
+            let (_, now) = out.threads.get(&pid)?;
+            (now >= before).then(|| p.processes.get(&pid))?
+        });
+        if let (true, Some(process)) = (any, known) {
+            out.processes.insert(pid, process.clone());
+        } else if any {
             let comm = read(&dir.join("comm"), &mut buf).map_or_else(
                 || "?".to_owned(),
                 |()| printable(OsStr::new(buf.trim_end())),
