@@ -102,21 +102,46 @@ pub fn request(
     parse(&raw)
 }
 
-/// A response as bytes read to the end.
+/// A response as bytes read to the end; a chunked body is put together again (Go's servers,
+/// Prometheus among them, chunk a response longer than their buffer), and its
+/// `transfer-encoding` header then left out.
 pub fn parse(raw: &[u8]) -> Option<Response> {
     let text = String::from_utf8_lossy(raw);
     let (head, body) = text.split_once("\r\n\r\n")?;
     let mut lines = head.lines();
     let status = lines.next()?.split_whitespace().nth(1)?.parse().ok()?;
-    let headers = lines
+    let mut headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked {
+        headers.retain(|(n, _)| n != "transfer-encoding");
+        dechunk(body)?
+    } else {
+        body.to_owned()
+    };
     Some(Response {
         status,
         headers,
-        body: body.to_owned(),
+        body,
     })
+}
+
+/// A chunked body's chunks joined; `None` where it is cut short.
+fn dechunk(mut body: &str) -> Option<String> {
+    let mut whole = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n")?;
+        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(whole);
+        }
+        whole.push_str(rest.get(..size)?);
+        body = rest.get(size..)?.strip_prefix("\r\n")?;
+    }
 }
 
 /// A port free now on 127.0.0.1 (for a program that cannot be given port 0; retry on a
