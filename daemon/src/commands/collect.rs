@@ -136,6 +136,8 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 // collected here (this config's own host name among them) states its
                 // publish interval in its states, or has its spacing learned.
                 spacing_ms: std::collections::HashMap::new(),
+                // A message not committed is not acknowledged: the broker delivers it again.
+                hold_failed: false,
                 ..crate::sources::wiring::store_options(&cfg)
             };
             let (handle, thread) = crate::store::StoreHandle::spawn(&db, options)?;

@@ -107,6 +107,36 @@ fn the_lock_file_says_who_writes_and_how_it_is_doing() {
     assert!(matches!(writer_state(&path), WriterState::Stopped(Some(_))));
 }
 
+/// A fleet collector's store (`hold_failed` off) keeps nothing of a failed flush: the broker
+/// delivers that message again, and a copy written by a later retry would run ahead of it.
+#[test]
+fn without_hold_failed_a_failed_flush_keeps_nothing_for_a_later_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let opts = crate::store::StoreOptions {
+        hold_failed: false,
+        ..options()
+    };
+    let (handle, join) = StoreHandle::spawn(&path, opts).unwrap();
+    handle.insert(batch(2, 0, 10)).unwrap();
+    assert_eq!(handle.flush().unwrap().samples, 20);
+    freeze(&handle);
+    handle.insert(batch(50, 10, 60)).unwrap();
+    handle.flush().unwrap_err();
+    let health = handle.health();
+    assert!(!health.writable());
+    assert_eq!(health.held_samples, 0);
+    assert_eq!(health.dropped_samples, 0);
+    unfreeze(&handle);
+    // What comes next is stored; the failed batch is not, by a retry or otherwise.
+    handle.insert(batch(2, 100, 10)).unwrap();
+    assert_eq!(handle.flush().unwrap().samples, 20);
+    assert!(handle.health().writable());
+    handle.close().unwrap();
+    join.join().unwrap().unwrap();
+    assert_eq!(super::tests::stored_samples(&path), 40);
+}
+
 /// Regression: a failed flush dropped its batch ("batch lost"). Now its samples stay queued
 /// and go into the next flush that commits.
 #[test]

@@ -201,7 +201,12 @@ impl HealthBoard {
                 }
             }
         });
-        if first == Some(true) {
+        if first == Some(true) && held == 0 {
+            self.last_reminder_ms.store(now, Ordering::Relaxed);
+            tracing::error!(
+                "store flush failed: {error}; nothing held (its sender delivers it again)"
+            );
+        } else if first == Some(true) {
             self.last_reminder_ms.store(now, Ordering::Relaxed);
             tracing::error!(
                 "store flush failed: {error}; {held} samples held in memory and retried (at \

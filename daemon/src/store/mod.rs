@@ -143,6 +143,11 @@ pub struct StoreOptions {
     pub max_held_bytes: usize,
     /// How often a failed flush is tried again (default 1 s); new batches wait for it.
     pub retry_interval: Duration,
+    /// Whether a failed flush's samples are held and tried again (default). A fleet
+    /// collector sets it off: what it could not commit it does not acknowledge, the broker
+    /// delivers it again, and a copy written later by the writer's own retry would run ahead
+    /// of messages the broker still has to deliver.
+    pub hold_failed: bool,
 }
 
 impl Default for StoreOptions {
@@ -157,6 +162,7 @@ impl Default for StoreOptions {
             spacing_ms: std::collections::HashMap::new(),
             prune_interval: Duration::from_mins(10),
             max_held_bytes: 8 * 1024 * 1024,
+            hold_failed: true,
             retry_interval: Duration::from_secs(1),
         }
     }

@@ -69,6 +69,10 @@ impl Writer {
             }
             Err(e) => {
                 self.quarantined.clear();
+                if !self.options.hold_failed {
+                    // Its sender delivers it again (see `StoreOptions::hold_failed`).
+                    self.pending = super::PendingQueue::default();
+                }
                 let dropped = self.pending.drop_oldest(self.options.max_held_bytes);
                 self.board.dropped(dropped.samples, dropped.oldest_ms);
                 self.board.failed(
