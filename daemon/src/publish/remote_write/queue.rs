@@ -216,7 +216,8 @@ pub fn next_batch(
         }
         // Past the raw retention the raw samples are gone: the hours between the cursor and
         // the oldest raw sample go as their means, each at its hour's middle.
-        // (Only a cursor hours behind can be past it: the retention is days.)
+        // (Only a cursor more than an hour behind can be past it: `[storage]` retention is an
+        // hour at least.)
         let raw_from = match cur {
             Some(c) if newest - c.sent_ts_ms > HOUR_MS => store.raw_from_ms(&series)?,
             _ => None,
