@@ -352,6 +352,9 @@ impl Drop for Watcher {
     }
 }
 
+/// How long [`publish_acked`] waits for the next acknowledgement before it fails.
+const STALL: Duration = Duration::from_secs(30);
+
 /// Connect as `client_id`, publish every `(topic, payload)` at QoS 1 (retained if
 /// `retain`) and return once the broker has acknowledged them all. Packets up to 16 MiB.
 /// `pace`: one message per `pace` (a host publishing on its interval) instead of as fast
@@ -363,7 +366,7 @@ pub async fn publish_acked<P: Into<Vec<u8>> + Send + 'static>(
     retain: bool,
     pace: Option<Duration>,
 ) {
-    let mut opts = MqttOptions::new(client_id, "127.0.0.1", port);
+    let mut opts = MqttOptions::new(client_id.clone(), "127.0.0.1", port);
     opts.set_keep_alive(Duration::from_secs(5));
     opts.set_max_packet_size(16 << 20, 16 << 20);
     let (client, mut el) = AsyncClient::new(opts, 16);
@@ -383,21 +386,31 @@ pub async fn publish_acked<P: Into<Vec<u8>> + Send + 'static>(
     });
     let mut acked = 0;
     let mut errors = 0;
+    // Pings keep the event loop busy on an idle connection, so the deadline runs from the
+    // last acknowledgement, not the last event: a broker that drops an acknowledgement fails
+    // the test with what it was waiting for instead of hanging the suite.
+    let mut progress = tokio::time::Instant::now();
     // Until every message was sent and as many acknowledged: after a reconnect a message
     // may be acknowledged twice, and the sender must not be left waiting on a queue that
     // nobody drains.
     while acked < n || !sender.is_finished() {
-        match tokio::time::timeout(Duration::from_secs(20), el.poll()).await {
-            Ok(Ok(Event::Incoming(Packet::PubAck(_)))) => acked += 1,
+        match tokio::time::timeout_at(progress + STALL, el.poll()).await {
+            Ok(Ok(Event::Incoming(Packet::PubAck(_)))) => {
+                acked += 1;
+                progress = tokio::time::Instant::now();
+            }
             Ok(Ok(_)) => {}
             // A broker under load may reset a connection: rumqttc connects again on the
             // next poll and sends what was not acknowledged (the collector drops repeats).
             Ok(Err(e)) if errors < 3 => {
                 errors += 1;
-                eprintln!("publisher: {e}; connecting again");
+                eprintln!("publisher {client_id}: {e}; connecting again");
             }
-            Ok(Err(e)) => panic!("publisher: {e}"),
-            Err(elapsed) => panic!("publisher: {acked} of {n} acknowledged: {elapsed}"),
+            Ok(Err(e)) => panic!("publisher {client_id}: {e}"),
+            Err(tokio::time::error::Elapsed { .. }) => panic!(
+                "publisher {client_id} on 127.0.0.1:{port}: {acked} of {n} messages \
+                 acknowledged, none in the last {STALL:?}"
+            ),
         }
     }
     let client = sender.await.unwrap();
