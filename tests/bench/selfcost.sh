@@ -30,7 +30,7 @@
 #        ALL=1        everything on: HTTP=1, CGROUPS=100 (unless set), [mqtt] when mosquitto
 #                     is installed: the configuration the self-cost budget is stated for
 #        REMOTE_WRITE=1  also run a second `wattson run`, the same but its own host name,
-#                     database and simulated meter, with [prometheus] remote_write every 10 s
+#                     database and simulated meter, with [prometheus] remote_write every 30 s
 #                     (the default) to a real Prometheus receiver (not measured), measured
 #                     side by side: what remote write adds is the difference of the two rows
 #        TASKS=N      point [host] procfs at a copy of /proc (symlinks) whose processes are N

@@ -4,7 +4,7 @@
 //! ```toml
 //! [prometheus]
 //! remote_write = "http://prometheus.lan:9090/api/v1/write"
-//! remote_write_interval = "10s"   # how often new samples are sent (1 s to 1 h)
+//! remote_write_interval = "30s"   # how often new samples are sent (1 s to 1 h)
 //! basic_auth_username = "wattson" # with password_file, or bearer_token_file instead
 //! password_file = "/etc/wattson/prometheus-password"
 //! ```
@@ -18,6 +18,11 @@ use toml::Spanned;
 use super::duration::{Range, Written};
 use super::validate::Validator;
 use super::{ConfigError, duration};
+
+/// `prometheus.remote_write_interval` when unset: half Prometheus' own default scrape interval
+/// (1 m), so the fleet's data is as fresh as a scrape's, at a third of the host's cost of a
+/// 10 s interval (BENCHMARKS.md, "Remote write: what it costs the host").
+pub const DEFAULT_REMOTE_WRITE_INTERVAL: Duration = Duration::from_secs(30);
 
 /// `prometheus.remote_write_interval`: 1 s to 1 h.
 pub const REMOTE_WRITE_INTERVAL: Range =
@@ -134,7 +139,7 @@ impl Validator<'_> {
         let remote_write_interval = self.duration(
             p.remote_write_interval.as_ref(),
             "prometheus.remote_write_interval",
-            Duration::from_secs(10),
+            DEFAULT_REMOTE_WRITE_INTERVAL,
             REMOTE_WRITE_INTERVAL,
         )?;
         if let (Some(b), Some(_)) = (&p.bearer_token_file, &p.basic_auth_username) {
