@@ -7,12 +7,14 @@
 //! into energy and money; [`publish`] sends them out (MQTT, HTTP); [`report`] makes the cost
 //! reports; [`sweep`] runs the workload loops; [`services`] says what each service costs;
 //! [`tariff`] keeps price series; [`candidate`] keeps other machines to price on this one's
-//! load. [`config`] is the typed configuration, [`analysis`] the
+//! load; [`calibration`] models the wall from the host's own signals for when the meter has
+//! moved on. [`config`] is the typed configuration, [`analysis`] the
 //! science (statistics, fits, tariffs); [`cli`] is the command line's arguments and
 //! [`commands`] has one module per subcommand. [`control`] is how those commands reach the
 //! meter through a running daemon (its control socket).
 
 pub mod analysis;
+pub mod calibration;
 pub mod candidate;
 pub mod cli;
 pub mod commands;

@@ -13,6 +13,7 @@ pub mod http;
 pub mod idle;
 pub mod ledger;
 pub mod scripted;
+pub mod simulated_day;
 
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _};

@@ -39,6 +39,7 @@ complete -c wattson -n "__fish_wattson_needs_command" -f -a "collect" -d 'Fleet 
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "services" -d 'CPU share, estimated watts and money per systemd service, container and session'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "tariff" -d 'Price and carbon-intensity series: import Octopus Agile, day-ahead CSV, carbon data'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "candidate" -d 'Other machines to price on this one\'s measured load: SPECpower results or by hand'
+complete -c wattson -n "__fish_wattson_needs_command" -f -a "calibration" -d 'Model the wall from this host\'s own signals while the meter is in, to estimate it (with its interval) once the meter has moved on; export it to powercalc, Prometheus or another host of the same hardware'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "idle" -d 'Why idle draws what it does: package and core C-states and the power settings that keep them shallow; --measure finds what each setting saves at the wall'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "help" -d 'Print the help of wattson or of the given subcommand(s)'
 complete -c wattson -n "__fish_wattson_using_subcommand run" -l db -d 'Store into this database instead of `[storage] path`' -r -F
@@ -268,6 +269,53 @@ complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_se
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -f -a "fit" -d 'Fit the wall meter\'s watts against the signals this host stores, and keep the best'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -f -a "show" -d 'The newest calibration: its model, what it saw, its held-out error, where it came from'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -f -a "estimate" -d 'Estimate the wall energy of a stretch of history from the calibration'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -f -a "export" -d 'Write the calibration for another tool, or another host of the same hardware'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -f -a "import" -d 'Take a calibration file exported on another host of the same hardware (same CPU model and count, memory within 5 %) as this host\'s, marked as borrowed'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -l since -d 'Start of the history fitted: a date, a moment (RFC 3339) or a duration such as 7d [default: 30 days ago]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -l until -d 'End of the history fitted [default: now]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -l holdout -d 'The later share of the history scored, not fitted' -r
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -l feature -d 'Only these signals (`source/metric/channel`, e.g. `cpu/cpu_busy/all`, `rapl/power/package-0`; repeat for several) [default: every one stored]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -l wall -d 'The wall meter\'s source, e.g. `meter:wall` [default: the one with the most minutes]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -l db -d 'Read and write this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -l json -d 'Print the stored calibration as JSON'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -l db -d 'Read this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -l json -d 'Print JSON'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -l since -d 'Start of the stretch estimated [default: a day ago]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -l until -d 'End of the stretch estimated [default: now]' -r
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -l db -d 'Read this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -l json -d 'Print JSON'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -l format -d 'What to write' -r -f -a "powercalc\t''
+prometheus\t''
+file\t''"
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -l db -d 'Read this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -s V -l version -d 'Print version'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from import" -l db -d 'Write into this database instead of `[storage] path`' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from import" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from import" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from import" -s h -l help -d 'Print help'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from import" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l db -d 'Database to read history from and store measurements in [default: [storage] path]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l sample -d 'Sample who wakes the CPUs for this long, and the C-states too without an hour of history in the database (0: no live sample)' -r
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l top -d 'How many services, processes and interrupt lines "Who wakes the CPUs" lists' -r

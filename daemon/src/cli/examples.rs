@@ -107,6 +107,42 @@ Examples:
   wattson candidate list
   wattson report --candidates new-box";
 
+pub const CALIBRATION: &str = "\
+Examples:
+  wattson calibration fit                       # the last 30 days with the meter in
+  wattson calibration show
+  wattson calibration estimate --since 7d       # once the meter has moved on
+  wattson calibration export --format powercalc > powercalc-wattson.yaml
+  wattson calibration export --format file > nas.calibration.json";
+
+pub const CALIBRATION_FIT: &str = "\
+Examples:
+  wattson calibration fit
+  wattson calibration fit --since 2026-12-01 --until 2026-12-03 --holdout 0.25
+  wattson calibration fit --feature cpu/cpu_busy/all       # one powercalc can read
+  wattson calibration fit --json | jq .interval_pct";
+
+pub const CALIBRATION_SHOW: &str = "\
+Examples:
+  wattson calibration show
+  wattson calibration show --json | jq .model";
+
+pub const CALIBRATION_ESTIMATE: &str = "\
+Examples:
+  wattson calibration estimate                  # the last day
+  wattson calibration estimate --since 2026-12-04 --until 2026-12-05
+  wattson calibration estimate --since 7d --json | jq '.energy_wh, .interval_wh'";
+
+pub const CALIBRATION_EXPORT: &str = "\
+Examples:
+  wattson calibration export --format powercalc > /config/packages/wattson-powercalc.yaml
+  wattson calibration export --format prometheus > /etc/prometheus/rules/wattson-nas.yml
+  wattson calibration export --format file > nas.calibration.json";
+
+pub const CALIBRATION_IMPORT: &str = "\
+Examples:
+  wattson calibration import nas.calibration.json   # from a host of the same hardware";
+
 pub const CANDIDATE_IMPORT: &str = "\
 Examples:
   wattson candidate import specpower.csv        # the published curves (11 points)

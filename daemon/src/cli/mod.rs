@@ -1,6 +1,7 @@
 //! The command line: the clap definition of every subcommand and its options (one module
 //! per subcommand with options of its own); `commands/` runs them.
 
+pub mod calibration;
 pub mod candidate;
 pub mod collect;
 pub mod examples;
@@ -15,6 +16,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use calibration::CalibrationCommand;
 pub use candidate::CandidateCommand;
 pub use collect::CollectArgs;
 pub use idle::IdleArgs;
@@ -107,6 +109,11 @@ pub enum Command {
     /// needs), what it saves against keeping this machine, and its payback.
     #[command(subcommand, after_help = examples::CANDIDATE)]
     Candidate(CandidateCommand),
+    /// Model the wall from this host's own signals while the meter is in, to estimate it
+    /// (with its interval) once the meter has moved on; export it to powercalc, Prometheus
+    /// or another host of the same hardware.
+    #[command(subcommand, after_help = examples::CALIBRATION)]
+    Calibration(CalibrationCommand),
     /// Why idle draws what it does: package and core C-states and the power settings that
     /// keep them shallow; --measure finds what each setting saves at the wall.
     #[command(after_help = examples::IDLE)]

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod calibration;
 pub mod candidate;
 pub mod collect;
 pub mod config_check;
@@ -36,6 +37,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Services(args) => services::run(&args, config_path.as_deref()),
         Command::Tariff(cmd) => tariff::run(&cmd, config_path.as_deref()),
         Command::Candidate(cmd) => candidate::run(&cmd, config_path.as_deref()),
+        Command::Calibration(cmd) => calibration::run(&cmd, config_path.as_deref()),
         Command::Idle(args) => idle::run(&args, config_path.as_deref()),
         Command::Help(args) => {
             crate::cli::print_help(&args)?;
@@ -58,6 +60,7 @@ fn database_of(cli: &Cli) -> Option<(std::path::PathBuf, wattson_collectors::Sys
         Command::Services(a) => a.db.clone(),
         Command::Tariff(t) => t.db(),
         Command::Candidate(c) => c.db(),
+        Command::Calibration(c) => c.db(),
         Command::Meter(_) | Command::Config(_) | Command::Help(_) => None,
     };
     let config = Config::load(cli.config.as_deref()).ok();
@@ -122,6 +125,8 @@ fn exit_status_of(e: &(dyn std::error::Error + 'static)) -> Option<u8> {
     } else if let Some(e) = e.downcast_ref::<crate::services::ServicesError>() {
         e.exit_status()
     } else if let Some(e) = e.downcast_ref::<crate::report::ProduceError>() {
+        e.exit_status()
+    } else if let Some(e) = e.downcast_ref::<crate::calibration::CalibrationError>() {
         e.exit_status()
     } else if let Some(e) = e.downcast_ref::<crate::publish::remote_write::engine::EngineError>() {
         e.exit_status()

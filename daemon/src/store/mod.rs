@@ -109,6 +109,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0014-remote-write.sql")),
     M::up(include_str!("../../../schema/0015-disks.sql")),
     M::up(include_str!("../../../schema/0016-remote-write-gaps.sql")),
+    M::up(include_str!("../../../schema/0017-wall-models.sql")),
 ];
 
 /// The schema migrations, in order.

@@ -19,6 +19,8 @@
 mod advisories;
 mod annual;
 mod architecture;
+mod calibration;
+mod calibration_export;
 mod candidates;
 mod candidates_swept;
 mod cli;

@@ -31,7 +31,7 @@ const PUSHED_WATTS: f64 = 61.5;
 
 /// `name` on the PATH (or in /usr/sbin, /usr/bin), or `None` (a skip) where it is not
 /// installed and CI is not set.
-fn program(name: &str) -> Option<PathBuf> {
+pub(crate) fn program(name: &str) -> Option<PathBuf> {
     let found = std::env::var_os("PATH")
         .iter()
         .flat_map(std::env::split_paths)

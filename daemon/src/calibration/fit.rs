@@ -1,0 +1,490 @@
+//! Least squares and the choice of a model by its error on history it was not fitted on.
+//!
+//! The history (aligned minutes with the wall) is split in time: the first part fits each
+//! candidate, the later part (`holdout`, 30 % by default) scores it, by the rms of a
+//! minute's error over the held-out minutes inside the range the candidate saw. The
+//! candidates: for each signal that varies, a straight line and calibrate tables of 4 and
+//! 8 segments (knots at its quantiles, which follow a fan's step or a turbo knee a line
+//! cannot); and straight lines over every power signal with the CPU's busy share, and over
+//! every signal. The best is fitted again on the whole history, and keeps the held-out
+//! figures of its first fit: that is how well it did on minutes it had not seen.
+
+use super::CalibrationError;
+use super::history::Table;
+use super::model::{Feature, Model, Shape, Span, WallModel};
+use crate::store::HOUR_MS;
+
+/// The fewest minutes a fit uses, and the fewest held out.
+pub const MIN_FIT_MINUTES: usize = 30;
+pub const MIN_HELDOUT_MINUTES: usize = 10;
+
+/// A candidate: which columns of the table, and the shape to fit.
+#[derive(Debug, Clone, PartialEq)]
+enum Candidate {
+    Linear(Vec<usize>),
+    Table { column: usize, segments: usize },
+}
+
+/// The model chosen, how it did held out, the others considered (with their held-out rms,
+/// W) and the range of each of its signals over the whole history.
+#[derive(Debug)]
+pub struct Chosen {
+    pub model: Model,
+    pub score: Score,
+    pub considered: Vec<(String, f64)>,
+    pub spans: Vec<Span>,
+}
+
+/// How a model did on held-out minutes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Score {
+    pub minutes: usize,
+    pub outside: usize,
+    pub rms_w: f64,
+    pub energy_error_pct: f64,
+    pub interval_pct: f64,
+}
+
+/// Fits `table` (its `wall` and its columns, which are `features`) and chooses by held-out
+/// error. `holdout` is the later share of the minutes scored, not fitted.
+pub fn choose(
+    table: &Table,
+    features: &[Feature],
+    holdout: f64,
+) -> Result<Chosen, CalibrationError> {
+    let n = table.len();
+    let split = ((n as f64) * (1.0 - holdout)).round() as usize;
+    if split < MIN_FIT_MINUTES || n - split < MIN_HELDOUT_MINUTES {
+        return Err(CalibrationError::NotEnough(format!(
+            "{n} minutes with the wall meter and the signals both stored: a calibration fits \
+             at least {MIN_FIT_MINUTES} and holds out at least {MIN_HELDOUT_MINUTES} (leave \
+             the meter in longer, or widen --since/--until)"
+        )));
+    }
+    let (fit, held) = (table.slice(0..split), table.slice(split..n));
+    let varying: Vec<usize> = (0..features.len())
+        .filter(|&j| {
+            let s = span(&fit.columns[j]);
+            s.max - s.min > 1e-9 * s.max.abs().max(1.0)
+        })
+        .collect();
+    if varying.is_empty() {
+        return Err(CalibrationError::NotEnough(
+            "no signal varied while the meter was in: a model needs the load to change (run \
+             `wattson sweep`, or leave the meter in through busier hours)"
+                .into(),
+        ));
+    }
+    let mut candidates = Vec::new();
+    for &j in &varying {
+        candidates.push(Candidate::Linear(vec![j]));
+        candidates.push(Candidate::Table {
+            column: j,
+            segments: 4,
+        });
+        candidates.push(Candidate::Table {
+            column: j,
+            segments: 8,
+        });
+    }
+    let power: Vec<usize> = varying
+        .iter()
+        .copied()
+        .filter(|&j| {
+            features[j].metric == wattson_collectors::Metric::Power
+                || features[j].metric == wattson_collectors::Metric::CpuBusy
+        })
+        .collect();
+    if power.len() >= 2 {
+        candidates.push(Candidate::Linear(power.clone()));
+    }
+    if varying.len() >= 2 && varying.len() != power.len() && fit.len() >= 10 * varying.len() {
+        candidates.push(Candidate::Linear(varying.clone()));
+    }
+
+    let mut scored: Vec<(Candidate, Model, Score)> = Vec::new();
+    for c in candidates {
+        let Some(model) = fit_candidate(&fit, features, &c) else {
+            continue;
+        };
+        let spans: Vec<Span> = columns_of(&c)
+            .iter()
+            .map(|&j| span(&fit.columns[j]))
+            .collect();
+        let score = score(&model, &spans, &held, &columns_of(&c));
+        // A candidate that could judge under half the held-out minutes saw too little.
+        if score.minutes * 2 < held.len() {
+            continue;
+        }
+        scored.push((c, model, score));
+    }
+    scored.sort_by(|a, b| a.2.rms_w.total_cmp(&b.2.rms_w));
+    let considered = scored
+        .iter()
+        .map(|(_, m, s)| (m.describe(), s.rms_w))
+        .collect();
+    let Some((best, _, score)) = scored.into_iter().next() else {
+        return Err(CalibrationError::NotEnough(
+            "no model could be fitted: the held-out minutes lie outside the range of the \
+             fitted ones (the load changed; leave the meter in longer)"
+                .into(),
+        ));
+    };
+    // The chosen shape fitted again on all of it.
+    let model = fit_candidate(table, features, &best).ok_or_else(|| {
+        CalibrationError::NotEnough(
+            "the chosen model could not be fitted on the whole history".into(),
+        )
+    })?;
+    let spans = columns_of(&best)
+        .iter()
+        .map(|&j| span(&table.columns[j]))
+        .collect();
+    Ok(Chosen {
+        model,
+        score,
+        considered,
+        spans,
+    })
+}
+
+fn columns_of(c: &Candidate) -> Vec<usize> {
+    match c {
+        Candidate::Linear(cols) => cols.clone(),
+        Candidate::Table { column, .. } => vec![*column],
+    }
+}
+
+pub fn span(v: &[f64]) -> Span {
+    Span {
+        min: v.iter().copied().fold(f64::INFINITY, f64::min),
+        max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    }
+}
+
+fn fit_candidate(t: &Table, features: &[Feature], c: &Candidate) -> Option<Model> {
+    match c {
+        Candidate::Linear(cols) => {
+            let x: Vec<&[f64]> = cols.iter().map(|&j| t.columns[j].as_slice()).collect();
+            let beta = least_squares(&x, &t.wall)?;
+            Some(Model {
+                features: cols.iter().map(|&j| features[j].clone()).collect(),
+                shape: Shape::Linear {
+                    intercept_w: beta[0],
+                    coefficients: beta[1..].to_vec(),
+                },
+            })
+        }
+        Candidate::Table { column, segments } => {
+            let x = &t.columns[*column];
+            let knots = quantile_knots(x, *segments);
+            if knots.len() < 3 {
+                return None;
+            }
+            // wall = a + b x + sum of c_k max(0, x - knot_k) over the inner knots: straight
+            // lines between the knots, joined.
+            let hinges: Vec<Vec<f64>> = knots[1..knots.len() - 1]
+                .iter()
+                .map(|k| x.iter().map(|v| (v - k).max(0.0)).collect())
+                .collect();
+            let mut cols: Vec<&[f64]> = vec![x.as_slice()];
+            cols.extend(hinges.iter().map(Vec::as_slice));
+            let beta = least_squares(&cols, &t.wall)?;
+            let at = |v: f64| {
+                beta[0]
+                    + beta[1] * v
+                    + knots[1..knots.len() - 1]
+                        .iter()
+                        .zip(&beta[2..])
+                        .map(|(k, c)| c * (v - k).max(0.0))
+                        .sum::<f64>()
+            };
+            Some(Model {
+                features: vec![features[*column].clone()],
+                shape: Shape::Table {
+                    points: knots.iter().map(|&k| (k, at(k))).collect(),
+                },
+            })
+        }
+    }
+}
+
+/// `segments + 1` knots at the quantiles of `x` (its least and most at the ends), repeats
+/// dropped.
+fn quantile_knots(x: &[f64], segments: usize) -> Vec<f64> {
+    let mut sorted = x.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mut knots: Vec<f64> = (0..=segments)
+        .map(|i| sorted[(i * (sorted.len() - 1)) / segments])
+        .collect();
+    knots.dedup_by(|a, b| (*a - *b).abs() <= 1e-9 * b.abs().max(1.0));
+    knots
+}
+
+/// How `model` (whose features are `cols` of `held`, seen over `spans`) does on `held`.
+pub fn score(model: &Model, spans: &[Span], held: &Table, cols: &[usize]) -> Score {
+    let mut sq = 0.0;
+    let (mut est_sum, mut wall_sum) = (0.0, 0.0);
+    let mut hours: std::collections::BTreeMap<i64, (f64, f64, usize)> =
+        std::collections::BTreeMap::new();
+    let (mut minutes, mut outside) = (0, 0);
+    for i in 0..held.len() {
+        let x: Vec<f64> = cols.iter().map(|&j| held.columns[j][i]).collect();
+        if !x.iter().zip(spans).all(|(v, s)| s.holds(*v)) {
+            outside += 1;
+            continue;
+        }
+        let (est, wall) = (model.predict(&x), held.wall[i]);
+        sq += (est - wall).powi(2);
+        est_sum += est;
+        wall_sum += wall;
+        let h = hours
+            .entry(held.minutes[i].div_euclid(HOUR_MS))
+            .or_default();
+        h.0 += est;
+        h.1 += wall;
+        h.2 += 1;
+        minutes += 1;
+    }
+    let rms_w = (sq / minutes.max(1) as f64).sqrt();
+    let energy_error_pct = if wall_sum > 0.0 {
+        100.0 * (est_sum - wall_sum) / wall_sum
+    } else {
+        0.0
+    };
+    Score {
+        minutes,
+        outside,
+        rms_w,
+        energy_error_pct,
+        interval_pct: interval_pct(
+            &hours,
+            rms_w,
+            wall_sum / minutes.max(1) as f64,
+            energy_error_pct,
+        ),
+    }
+}
+
+/// The 95 % half-width of an estimated energy, %: twice the rms of the held-out hours'
+/// energy errors where three or more hours were held out with half their minutes, else
+/// twice a minute's rms error over the mean wall draw (minutes' errors do not cancel
+/// then, which overstates it); never less than the held-out stretch's own energy error.
+fn interval_pct(
+    hours: &std::collections::BTreeMap<i64, (f64, f64, usize)>,
+    rms_w: f64,
+    mean_w: f64,
+    energy_error_pct: f64,
+) -> f64 {
+    let errs: Vec<f64> = hours
+        .values()
+        .filter(|(_, w, n)| *n >= 30 && *w > 0.0)
+        .map(|(e, w, _)| (e - w) / w)
+        .collect();
+    let band = if errs.len() >= 3 {
+        200.0 * (errs.iter().map(|e| e * e).sum::<f64>() / errs.len() as f64).sqrt()
+    } else if mean_w > 0.0 {
+        200.0 * rms_w / mean_w
+    } else {
+        f64::INFINITY
+    };
+    band.max(energy_error_pct.abs())
+}
+
+/// Ordinary least squares of `wall` on an intercept and `columns`: the coefficients,
+/// intercept first. Columns are centred and scaled first (MHz beside busy shares); `None`
+/// when they are collinear or `wall` is short.
+pub fn least_squares(columns: &[&[f64]], wall: &[f64]) -> Option<Vec<f64>> {
+    let rows = wall.len();
+    let width = columns.len();
+    if rows <= width + 1 {
+        return None;
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let means: Vec<f64> = columns.iter().map(|c| mean(c)).collect();
+    let sds: Vec<f64> = columns
+        .iter()
+        .zip(&means)
+        .map(|(c, m)| (c.iter().map(|v| (v - m).powi(2)).sum::<f64>() / rows as f64).sqrt())
+        .collect();
+    if sds
+        .iter()
+        .any(|sd| sd.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || !sd.is_finite())
+    {
+        return None;
+    }
+    let wall_mean = mean(wall);
+    // The standardised columns, and the normal equations (Z'Z) b = Z'y as an augmented
+    // matrix.
+    let z: Vec<Vec<f64>> = columns
+        .iter()
+        .zip(means.iter().zip(&sds))
+        .map(|(c, (m, sd))| c.iter().map(|v| (v - m) / sd).collect())
+        .collect();
+    let augmented: Vec<Vec<f64>> = z
+        .iter()
+        .map(|zr| {
+            let mut row: Vec<f64> = z
+                .iter()
+                .map(|zc| zr.iter().zip(zc).map(|(a, b)| a * b).sum())
+                .collect();
+            row.push(zr.iter().zip(wall).map(|(a, y)| a * (y - wall_mean)).sum());
+            row
+        })
+        .collect();
+    let standardised = solve(augmented)?;
+    let coefficients: Vec<f64> = standardised
+        .iter()
+        .zip(&sds)
+        .map(|(b, sd)| b / sd)
+        .collect();
+    let intercept = wall_mean
+        - coefficients
+            .iter()
+            .zip(&means)
+            .map(|(c, m)| c * m)
+            .sum::<f64>();
+    let mut out = vec![intercept];
+    out.extend(coefficients);
+    out.iter().all(|v| v.is_finite()).then_some(out)
+}
+
+/// Gaussian elimination with partial pivoting of `rows` (an augmented matrix: each row its
+/// coefficients and then its right-hand side); `None` when singular.
+fn solve(mut rows: Vec<Vec<f64>>) -> Option<Vec<f64>> {
+    let size = rows.len();
+    let scale = rows
+        .iter()
+        .flat_map(|r| r[..size].iter())
+        .fold(0.0f64, |m, v| m.max(v.abs()));
+    for col in 0..size {
+        let pivot =
+            (col..size).max_by(|&i, &j| rows[i][col].abs().total_cmp(&rows[j][col].abs()))?;
+        if rows[pivot][col].abs() <= 1e-10 * scale {
+            return None;
+        }
+        rows.swap(col, pivot);
+        let (done, rest) = rows.split_at_mut(col + 1);
+        let head = &done[col];
+        for row in rest {
+            let f = row[col] / head[col];
+            for (v, h) in row[col..].iter_mut().zip(&head[col..]) {
+                *v -= f * h;
+            }
+        }
+    }
+    let mut solution = vec![0.0; size];
+    for r in (0..size).rev() {
+        let known: f64 = (r + 1..size).map(|c| rows[r][c] * solution[c]).sum();
+        solution[r] = (rows[r][size] - known) / rows[r][r];
+    }
+    Some(solution)
+}
+
+/// The stored calibration of `host` from `table` (wall and `features`), chosen with
+/// `holdout`.
+pub fn calibrate(
+    host: &str,
+    wall_source: &str,
+    table: &Table,
+    features: &[Feature],
+    holdout: f64,
+    hardware: super::model::Hardware,
+    now_ms: i64,
+) -> Result<WallModel, CalibrationError> {
+    let Chosen {
+        model,
+        score,
+        considered,
+        spans: feature_spans,
+    } = choose(table, features, holdout)?;
+    let split = ((table.len() as f64) * (1.0 - holdout)).round() as usize;
+    Ok(WallModel {
+        host: host.to_owned(),
+        created_ms: now_ms,
+        wall_source: wall_source.to_owned(),
+        model,
+        from_ms: table.minutes[0],
+        to_ms: table.minutes[table.len() - 1],
+        minutes: table.len(),
+        feature_spans,
+        wall_span: span(&table.wall),
+        heldout_from_ms: table.minutes[split],
+        heldout_minutes: score.minutes,
+        heldout_rms_w: score.rms_w,
+        heldout_energy_error_pct: score.energy_error_pct,
+        interval_pct: score.interval_pct,
+        considered,
+        hardware,
+        borrowed_from: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn least_squares_recovers_a_plane() {
+        let a: Vec<f64> = (0..50).map(|i| f64::from(i) * 0.02).collect();
+        let b: Vec<f64> = (0..50)
+            .map(|i| 2000.0 + f64::from((i * 7) % 13) * 100.0)
+            .collect();
+        let y: Vec<f64> = a
+            .iter()
+            .zip(&b)
+            .map(|(a, b)| 20.0 + 30.0 * a + 0.01 * b)
+            .collect();
+        let beta = least_squares(&[&a, &b], &y).unwrap();
+        assert!((beta[0] - 20.0).abs() < 1e-6, "{beta:?}");
+        assert!((beta[1] - 30.0).abs() < 1e-6, "{beta:?}");
+        assert!((beta[2] - 0.01).abs() < 1e-9, "{beta:?}");
+        assert!(least_squares(&[&a, &a], &y).is_none(), "collinear");
+    }
+
+    #[test]
+    fn a_table_follows_a_step_a_line_cannot() {
+        // 23 W + 1.12 x pkg, and a fan's 6 W above 60 % load, over a load that rises and
+        // falls through the day.
+        let n = 400;
+        let load: Vec<f64> = (0..n).map(|i| (f64::from(i) * 0.37).sin().abs()).collect();
+        let pkg: Vec<f64> = load.iter().map(|l| 8.0 + 50.0 * l).collect();
+        let wall: Vec<f64> = load
+            .iter()
+            .zip(&pkg)
+            .map(|(l, p)| 23.0 + 1.12 * p + if *l > 0.6 { 6.0 } else { 0.0 })
+            .collect();
+        let table = Table {
+            minutes: (0..i64::from(n)).map(|i| i * 60_000).collect(),
+            wall,
+            columns: vec![pkg],
+        };
+        let f = [Feature::parse("rapl/power/package-0").unwrap()];
+        let Chosen {
+            model,
+            score,
+            considered,
+            ..
+        } = choose(&table, &f, 0.3).unwrap();
+        assert!(matches!(model.shape, Shape::Table { .. }), "{considered:?}");
+        assert!(score.energy_error_pct.abs() < 1.0, "{score:?}");
+        assert!(considered.len() == 3, "{considered:?}");
+    }
+
+    #[test]
+    fn too_little_history_says_how_much_is_needed() {
+        let table = Table {
+            minutes: vec![0, 60_000],
+            wall: vec![1.0, 2.0],
+            columns: vec![vec![1.0, 2.0]],
+        };
+        let e = choose(
+            &table,
+            &[Feature::parse("rapl/power/package-0").unwrap()],
+            0.3,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("2 minutes") && e.contains("at least 30"), "{e}");
+    }
+}

@@ -1,0 +1,50 @@
+//! Calibration from ordinary running: a model of the wall draw fitted, while a meter is
+//! plugged in, against the software-visible signals this host stores (RAPL, hwmon, GPU and
+//! UPS power, the CPU's busy share, frequency and package C-state residency), chosen by its
+//! error on a later part of the history it was not fitted on, and kept with the range of
+//! every signal it saw. Once the meter has moved on (or on a host of the same hardware that
+//! imports it), it estimates the wall draw from the same signals; a minute whose signals lie
+//! outside what the model saw is withheld with the reason, never extrapolated.
+//!
+//! - [`history`]: the host's stored series as aligned minute means (the wall and the
+//!   candidate signals);
+//! - [`model`]: a fitted model (a straight line over several signals, or a calibrate table
+//!   over one), evaluated on a minute;
+//! - [`fit`]: least squares and the choice by held-out error;
+//! - [`estimate`]: a model over a stretch of history, with the minutes it withheld and the
+//!   wall beside it where a meter was there;
+//! - [`persist`]: the `wall_model` table;
+//! - [`export`]: the model as a powercalc profile, a Prometheus recording rule, or a file
+//!   another host of the same hardware imports.
+//!
+//! Units: W for power, the signal's own unit for each feature (a busy share 0..1, MHz, a
+//! residency share); times UTC ms.
+
+pub mod estimate;
+pub mod export;
+pub mod fit;
+pub mod history;
+pub mod model;
+pub mod persist;
+
+pub use model::{Feature, Model, Shape, WallModel};
+
+/// Why a calibration could not be made, used or moved.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrationError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("{path}: {source}")]
+    Sqlite {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// Not enough history, an unknown signal, a window with nothing in it: what to do is
+    /// in the text.
+    #[error("{0}")]
+    NotEnough(String),
+    /// A file or a stored model that is not one wattson wrote, or one for other hardware.
+    #[error("{0}")]
+    BadInput(String),
+}

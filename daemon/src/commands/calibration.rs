@@ -1,0 +1,380 @@
+//! `wattson calibration`: a model of the wall draw from ordinary running, for when the
+//! meter has moved on ([`crate::calibration`]).
+//!
+//! - `fit`: from this host's history with the meter in; stored in `wall_model`;
+//! - `show`: the newest calibration;
+//! - `estimate`: the wall energy of a stretch of history from it, beside the wall where a
+//!   meter was there;
+//! - `export --format powercalc|prometheus|file`, `import FILE`.
+//!
+//! Too little history, a hostile or foreign file, a model that cannot be exported in a form
+//! exit 65 and write nothing.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use chrono::Utc;
+
+use crate::calibration::export::{self, MAX_FILE_BYTES};
+use crate::calibration::history::{Table, minute_means, signals, wall_series};
+use crate::calibration::model::{Feature, Hardware, WallModel};
+use crate::calibration::{CalibrationError, estimate, fit, persist};
+use crate::cli::calibration::{
+    CalibrationCommand, EstimateArgs, ExportArgs, ExportFormat, FitArgs, ImportArgs,
+};
+use crate::config::Config;
+use crate::report::request::{When, resolve_when};
+use crate::store::{DAY_MS, Store};
+use crate::zone::Zone;
+
+impl CalibrationError {
+    /// 65 for what the history or a file does not allow, 74 for the database.
+    pub fn exit_status(&self) -> Option<u8> {
+        match self {
+            CalibrationError::Store(_) | CalibrationError::Sqlite { .. } => {
+                Some(crate::store::EXIT_STORE)
+            }
+            CalibrationError::NotEnough(_) | CalibrationError::BadInput(_) => {
+                Some(crate::candidate::EXIT_DATA)
+            }
+        }
+    }
+}
+
+pub fn run(cmd: &CalibrationCommand, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let config = super::load_config(config_path)?;
+    match cmd {
+        CalibrationCommand::Fit(a) => fit_history(&config, a),
+        CalibrationCommand::Show(a) => {
+            let (_, store) = super::open_existing_database(a.db.as_deref(), &config)?;
+            let model = newest(&store, &config)?;
+            crate::output::print(&if a.json {
+                serde_json::to_string_pretty(&model)? + "\n"
+            } else {
+                describe(&model)
+            });
+            Ok(ExitCode::SUCCESS)
+        }
+        CalibrationCommand::Estimate(a) => estimate_history(&config, a),
+        CalibrationCommand::Export(a) => export_model(&config, a),
+        CalibrationCommand::Import(a) => import_file(&config, a),
+    }
+}
+
+fn zone(config: &Config) -> Zone {
+    crate::report::input::tariff_from_config(&config.tariff).map_or(Zone::UTC, |t| t.tz())
+}
+
+/// `[since, until)` in UTC ms, `default_span` back from `until` without --since.
+fn window(
+    config: &Config,
+    since: Option<When>,
+    until: Option<When>,
+    default_span: i64,
+) -> Result<(i64, i64), CalibrationError> {
+    let now = Utc::now();
+    let tz = zone(config);
+    let to = until.map_or(now.timestamp_millis(), |w| resolve_when(w, now, tz, true));
+    let from = since.map_or(to - default_span, |w| resolve_when(w, now, tz, false));
+    if from >= to {
+        return Err(CalibrationError::NotEnough(
+            "--since is not before --until: the window holds no time".into(),
+        ));
+    }
+    Ok((from, to))
+}
+
+/// This machine's hardware, as a calibration records it.
+fn hardware(config: &Config) -> Hardware {
+    let root = wattson_collectors::SysRoot::new(&config.host.sysfs, &config.host.procfs);
+    let f = crate::sweep::fingerprint::gather(&root, &config.host.name, "");
+    Hardware {
+        cpu_model: f.cpu.model_name,
+        logical_cpus: f.cpu.logical_cpus,
+        memory_bytes: f.memory_bytes,
+    }
+}
+
+fn newest(store: &Store, config: &Config) -> Result<WallModel, CalibrationError> {
+    persist::latest(store, &config.host.name)?.ok_or_else(|| {
+        CalibrationError::NotEnough(format!(
+            "no calibration of {} in {}: fit one while the meter is in (`wattson calibration \
+             fit`), or import one (`wattson calibration import FILE`)",
+            config.host.name,
+            store.path().display()
+        ))
+    })
+}
+
+fn fit_history(config: &Config, a: &FitArgs) -> anyhow::Result<ExitCode> {
+    let db = a.db.clone().unwrap_or_else(|| config.storage.path.clone());
+    let store = Store::open(&db, &crate::store::StoreOptions::default())
+        .with_context(|| format!("opening {}", db.display()))?;
+    let host = &config.host.name;
+    let (from, to) = window(config, a.since, a.until, 30 * DAY_MS)?;
+    let mut wanted = Vec::new();
+    for name in &a.features {
+        wanted.push(Feature::parse(name).ok_or_else(|| {
+            CalibrationError::BadInput(format!(
+                "--feature {name:?}: name a signal as source/metric/channel, e.g. \
+                 cpu/cpu_busy/all or rapl/power/package-0"
+            ))
+        })?);
+    }
+    let mut stored = signals(&store, host)?;
+    if !wanted.is_empty() {
+        if let Some(w) = wanted.iter().find(|w| !stored.iter().any(|(f, _)| f == *w)) {
+            return Err(CalibrationError::NotEnough(format!(
+                "{host} has no stored {}: it has {}",
+                w.name(),
+                names(&stored)
+            ))
+            .into());
+        }
+        stored.retain(|(f, _)| wanted.contains(f));
+    }
+    if stored.is_empty() {
+        return Err(CalibrationError::NotEnough(format!(
+            "{host} stores no signal a model could read (RAPL, hwmon, GPU, IPMI or UPS power, \
+             the CPU's busy share or frequency): enable the collectors in [cpu] and [power]"
+        ))
+        .into());
+    }
+    let walls = wall_series(&store, host, a.wall.as_deref())?;
+    let mut best: Option<(crate::store::Series, std::collections::BTreeMap<i64, f64>)> = None;
+    for w in walls {
+        let m = minute_means(&store, &w, from, to)?;
+        if best.as_ref().is_none_or(|(_, b)| m.len() > b.len()) {
+            best = Some((w, m));
+        }
+    }
+    let Some((wall, wall_minutes)) = best else {
+        return Err(CalibrationError::NotEnough(format!(
+            "{host} has no wall meter's power stored{}: a calibration needs the meter in",
+            a.wall
+                .as_deref()
+                .map(|w| format!(" from {w}"))
+                .unwrap_or_default()
+        ))
+        .into());
+    };
+    // Signals stored for at least nine in ten of the wall's minutes; the rest would leave
+    // too few minutes in which every signal is there.
+    let mut kept: Vec<(Feature, std::collections::BTreeMap<i64, f64>)> = Vec::new();
+    for (f, s) in stored {
+        let m = minute_means(&store, &s, from, to)?;
+        let shared = wall_minutes.keys().filter(|k| m.contains_key(k)).count();
+        if shared * 10 >= wall_minutes.len() * 9 && shared > 0 {
+            kept.push((f, m));
+        }
+    }
+    let (features, columns): (Vec<Feature>, Vec<_>) = kept.into_iter().unzip();
+    let table = Table::aligned(Some(&wall_minutes), &columns);
+    let model = fit::calibrate(
+        host,
+        &wall.source.to_string(),
+        &table,
+        &features,
+        a.holdout,
+        hardware(config),
+        Utc::now().timestamp_millis(),
+    )?;
+    persist::save(&store, host, &model)?;
+    crate::output::print(&if a.json {
+        serde_json::to_string_pretty(&model)? + "\n"
+    } else {
+        describe(&model)
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
+fn names(stored: &[(Feature, crate::store::Series)]) -> String {
+    if stored.is_empty() {
+        return "none".into();
+    }
+    stored
+        .iter()
+        .map(|(f, _)| f.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn minutes(n: usize) -> String {
+    if n == 1 {
+        "1 minute".into()
+    } else {
+        format!("{n} minutes")
+    }
+}
+
+fn time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.format("%Y-%m-%d %H:%M UTC").to_string(),
+    )
+}
+
+/// A calibration as `fit` and `show` print it.
+fn describe(m: &WallModel) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "calibration of {} against {}", m.host, m.wall_source);
+    let _ = writeln!(s, "  model      {}", m.model.describe());
+    let _ = writeln!(
+        s,
+        "  fitted on  {} minutes, {} to {}; wall {:.1} to {:.1} W",
+        m.minutes,
+        time(m.from_ms),
+        time(m.to_ms),
+        m.wall_span.min,
+        m.wall_span.max
+    );
+    for (f, sp) in m.model.features.iter().zip(&m.feature_spans) {
+        let _ = writeln!(
+            s,
+            "  saw        {} from {:.4} to {:.4} {}",
+            f.name(),
+            sp.min,
+            sp.max,
+            f.unit()
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  held out   {} minutes from {}: rms {:.2} W a minute, energy {:+.2} %",
+        m.heldout_minutes,
+        time(m.heldout_from_ms),
+        m.heldout_rms_w,
+        m.heldout_energy_error_pct
+    );
+    let _ = writeln!(
+        s,
+        "  interval   +/- {:.2} % of an estimated energy (95 %)",
+        m.interval_pct
+    );
+    let _ = writeln!(s, "  shown as   \"{}\"", m.provenance());
+    if m.considered.len() > 1 {
+        let _ = writeln!(s, "  considered (held-out rms a minute):");
+        for (d, rms) in &m.considered {
+            let _ = writeln!(s, "    {rms:8.2} W  {d}");
+        }
+    }
+    s
+}
+
+fn estimate_history(config: &Config, a: &EstimateArgs) -> anyhow::Result<ExitCode> {
+    let (_, store) = super::open_existing_database(a.db.as_deref(), config)?;
+    let model = newest(&store, config)?;
+    let (from, to) = window(config, a.since, a.until, DAY_MS)?;
+    let e = estimate::over(&store, &config.host.name, &model, from, to)?;
+    if a.json {
+        crate::output::print(&(serde_json::to_string_pretty(&e)? + "\n"));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} from {} to {}",
+        config.host.name,
+        time(from),
+        time(to)
+    );
+    if e.minutes == 0 {
+        let _ = writeln!(
+            s,
+            "  estimated  nothing: no minute the model can vouch for ({})",
+            e.provenance
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "  estimated  {:.1} Wh +/- {:.1} Wh over {} ({}){}",
+            e.energy_wh,
+            e.interval_wh,
+            minutes(e.minutes),
+            e.provenance,
+            e.mean_w
+                .map(|w| format!(", {w:.1} W on average"))
+                .unwrap_or_default()
+        );
+    }
+    for w in &e.withheld {
+        let _ = writeln!(
+            s,
+            "  withheld   {} from {}: {}",
+            minutes(w.minutes),
+            time(w.from_ms),
+            w.reason
+        );
+    }
+    if e.minutes_without_signals > 0 {
+        let _ = writeln!(
+            s,
+            "  gap        {} with a signal the model reads missing",
+            minutes(e.minutes_without_signals)
+        );
+    }
+    if let Some(w) = &e.wall {
+        let _ = writeln!(
+            s,
+            "  wall       {:.1} Wh measured by {} over {} of those minutes, estimate {:.1} Wh: \
+             drift {:+.2} % ({})",
+            w.wall_wh,
+            w.wall_source,
+            w.minutes,
+            w.estimated_wh,
+            w.drift_pct,
+            if w.outside_interval {
+                "outside the interval: fit again with `wattson calibration fit`"
+            } else {
+                "within the interval"
+            }
+        );
+    }
+    crate::output::print(&s);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn export_model(config: &Config, a: &ExportArgs) -> anyhow::Result<ExitCode> {
+    let (_, store) = super::open_existing_database(a.db.as_deref(), config)?;
+    let model = newest(&store, config)?;
+    let host = &config.host.name;
+    let text = match a.format {
+        ExportFormat::Powercalc => export::powercalc(&model, host)?,
+        ExportFormat::Prometheus => export::prometheus_rule(&model, host)?,
+        ExportFormat::File => export::file(&model),
+    };
+    crate::output::print(&text);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn import_file(config: &Config, a: &ImportArgs) -> anyhow::Result<ExitCode> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(&a.file)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| CalibrationError::BadInput(format!("{}: {e}", a.file.display())))?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(CalibrationError::BadInput(format!(
+            "{}: over {} KiB, no calibration file is that large",
+            a.file.display(),
+            MAX_FILE_BYTES / 1024
+        ))
+        .into());
+    }
+    let model = export::import(&text, &config.host.name, &hardware(config))
+        .map_err(|e| anyhow::Error::from(e).context(format!("{}", a.file.display())))?;
+    let db = a.db.clone().unwrap_or_else(|| config.storage.path.clone());
+    let store = Store::open(&db, &crate::store::StoreOptions::default())
+        .with_context(|| format!("opening {}", db.display()))?;
+    persist::save(&store, &config.host.name, &model)?;
+    crate::output::print(&format!(
+        "imported the calibration of {} ({}) as {}'s: {}\n",
+        model.borrowed_from.as_deref().unwrap_or(&model.host),
+        model.model.describe(),
+        config.host.name,
+        model.provenance()
+    ));
+    Ok(ExitCode::SUCCESS)
+}
