@@ -92,12 +92,14 @@ pub fn powercalc(model: &WallModel, host: &str) -> Result<String, CalibrationErr
         "# wattson: {host}'s wall power from {entity_id}, {}.\n\
          # Fitted on {} minutes with the meter in; withheld by wattson outside {} to {} of\n\
          # the entity, which powercalc instead holds at the table's ends.\n\
-         powercalc:\n  sensors:\n    - entity_id: {entity_id}\n      name: {host} estimated wall power\n\
+         powercalc:\n  sensors:\n    - entity_id: {entity_id}\n      name: {}\n\
          \x20     unique_id: {}_estimated_wall_power\n      linear:\n        calibrate:\n",
         model.provenance(),
         model.minutes,
         lo,
         hi,
+        // A JSON string is a YAML double-quoted scalar: any host name stays one value.
+        serde_json::to_string(&format!("{host} estimated wall power")).unwrap_or_default(),
         crate::publish::mqtt::discovery::node_id(host),
     );
     for k in keys {

@@ -171,8 +171,10 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<WiredSource> {
 }
 
 /// With no wall meter here (none configured and no smart plug, or every configured port
-/// absent at start), the wall draw estimated from the calibration a sweep stored for this
-/// host (see [`super::estimated_wall`]), if there is one and its source works here.
+/// absent at start), the wall draw estimated from this host's newest calibration from
+/// ordinary running (`wattson calibration fit` or `import`, see [`super::calibrated_wall`])
+/// whose signals can be read here, else from the calibration a sweep stored (see
+/// [`super::estimated_wall`]) if its source works here.
 pub fn estimate_collector(config: &Config) -> Option<WiredSource> {
     let meter_here = config.meters.iter().any(|m| m.port.exists()) || !config.plugs.is_empty();
     if meter_here || !config.storage.path.exists() {
@@ -189,6 +191,30 @@ pub fn estimate_collector(config: &Config) -> Option<WiredSource> {
         }
     };
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
+    // A calibration from ordinary running first: it saw the machine's own load, and says
+    // what it did not see.
+    match crate::calibration::persist::latest(&store, &config.host.name) {
+        Ok(Some(model)) => {
+            let (described, provenance) = (model.model.describe(), model.provenance());
+            match super::calibrated_wall::CalibratedWall::for_machine(&root, model) {
+                Ok(c) => {
+                    tracing::info!(
+                        "no wall meter: estimating wall power as {described}: {provenance}"
+                    );
+                    return Some(WiredSource::new(Box::new(c), config.power.interval));
+                }
+                Err(why) => tracing::info!(
+                    "no wall estimate from the calibration ({described}): a signal it reads is \
+                     not available here: {why}"
+                ),
+            }
+        }
+        Ok(None) => {}
+        Err(e) => tracing::info!(
+            "no wall estimate from a calibration: reading it: {}",
+            wattson_collectors::ErrorChain(&e)
+        ),
+    }
     match super::estimated_wall::collector_for_host(&store, &config.host.name, &root) {
         Ok(Some(c)) => {
             let cal = c.estimator().calibration();

@@ -21,6 +21,7 @@ mod annual;
 mod architecture;
 mod calibration;
 mod calibration_export;
+mod calibration_live;
 mod candidates;
 mod candidates_swept;
 mod cli;

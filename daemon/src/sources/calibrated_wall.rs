@@ -1,0 +1,110 @@
+//! Estimated wall power from a calibration fitted on ordinary running
+//! ([`crate::calibration`]), once the meter has moved on: the collectors of the model's
+//! signals polled together, the model applied to what they read, and stored as source
+//! [`SourceId::Estimate`] like the sweep's single-signal estimate
+//! ([`super::estimated_wall`]): channel `""` the watts, channel [`ERROR_CHANNEL`] the
+//! band (twice the model's held-out rms error a minute).
+//!
+//! A poll whose signals lie outside what the model saw is refused with the reason, which
+//! the sampler keeps as the gap's cause once the estimate is back: never extrapolated.
+
+use wattson_collectors::{CollectError, Collector, Metric, Sample, Scope, SourceId, SysRoot};
+
+use super::estimated_wall::{ERROR_CHANNEL, Unavailable};
+use crate::calibration::WallModel;
+
+/// The model's signals' collectors and the model.
+pub struct CalibratedWall {
+    inner: Vec<Box<dyn Collector>>,
+    model: WallModel,
+}
+
+impl CalibratedWall {
+    /// The collectors `model`'s signals come from under `root` (RAPL, hwmon, the CPU's
+    /// `/proc/stat` and cpufreq); `Err` names a signal there is no live reader for here.
+    pub fn for_machine(root: &SysRoot, model: WallModel) -> Result<CalibratedWall, Unavailable> {
+        use wattson_collectors::power::{hwmon, rapl};
+        let mut sources: Vec<&SourceId> = model.model.features.iter().map(|f| &f.source).collect();
+        sources.sort();
+        sources.dedup();
+        let mut inner: Vec<Box<dyn Collector>> = Vec::new();
+        for source in sources {
+            inner.push(match source {
+                SourceId::Rapl => {
+                    Box::new(rapl::RaplCollector::new(root).map_err(Unavailable::Rapl)?)
+                }
+                SourceId::Hwmon => {
+                    Box::new(hwmon::HwmonCollector::new(root).map_err(Unavailable::Hwmon)?)
+                }
+                SourceId::Cpu => Box::new(wattson_collectors::cpu::CpuCollector::new(root.clone())),
+                other => return Err(Unavailable::NotCalibratable(other.to_string())),
+            });
+        }
+        Ok(CalibratedWall { inner, model })
+    }
+
+    /// The model applied.
+    pub fn model(&self) -> &WallModel {
+        &self.model
+    }
+
+    /// The estimate from one poll's samples of every signal: `Ok(None)` while a signal has
+    /// no reading yet (a counter's first), `Err` with the reason when one lies outside what
+    /// the model saw.
+    pub fn estimate(&self, samples: &[Sample]) -> Result<Option<(f64, f64)>, String> {
+        let mut values = Vec::with_capacity(self.model.model.features.len());
+        for f in &self.model.model.features {
+            let Some(s) = samples
+                .iter()
+                .find(|s| s.source == f.source && s.metric == f.metric && s.channel == f.channel)
+            else {
+                return Ok(None);
+            };
+            values.push(s.value);
+        }
+        if let Some(j) = self.model.outside(&values) {
+            return Err(format!(
+                "estimate withheld: {}",
+                self.model.outside_reason(j, values[j], values[j])
+            ));
+        }
+        let watts = self.model.model.predict(&values);
+        Ok(watts
+            .is_finite()
+            .then_some((watts.max(0.0), 2.0 * self.model.heldout_rms_w)))
+    }
+}
+
+impl Collector for CalibratedWall {
+    fn source(&self) -> &SourceId {
+        &SourceId::Estimate
+    }
+
+    fn scope(&self) -> Option<Scope> {
+        Some(Scope::Wall)
+    }
+
+    fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
+        let mut samples = Vec::new();
+        for c in &mut self.inner {
+            samples.extend(c.poll(now_ms)?);
+        }
+        match self.estimate(&samples) {
+            Ok(Some((watts, error_w))) => Ok(vec![
+                Sample::new(now_ms, SourceId::Estimate, Metric::Power, "", watts),
+                Sample::new(
+                    now_ms,
+                    SourceId::Estimate,
+                    Metric::Power,
+                    ERROR_CHANNEL,
+                    error_w,
+                ),
+            ]),
+            Ok(None) => Ok(Vec::new()),
+            Err(detail) => Err(CollectError::Failed {
+                source_name: SourceId::Estimate.to_string(),
+                detail,
+            }),
+        }
+    }
+}

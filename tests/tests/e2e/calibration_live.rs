@@ -1,0 +1,186 @@
+//! The daemon with no meter and a calibration from ordinary running: `wattson run` estimates
+//! the wall live from the model's signal (a fixture RAPL package whose counter a writer
+//! advances at a set power), stores it as `estimate:wall` with its band, says where it
+//! came from, and withholds it (a gap with the reason) while the package reads above
+//! anything the model saw.
+
+#![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use wattson_collectors::Metric;
+use wattson_tests::{Child, wattson};
+
+use super::calibration::{METER_OUT, day_of, fit_morning, json};
+
+/// A fixture powercap zone whose counter follows `watts` (W, as f64 bits) in real time.
+struct Package {
+    watts: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Package {
+    fn start(sys: &std::path::Path, watts: f64) -> Package {
+        let zone = sys.join("class/powercap/intel-rapl:0");
+        std::fs::create_dir_all(&zone).unwrap();
+        std::fs::write(zone.join("name"), "package-0\n").unwrap();
+        std::fs::write(zone.join("max_energy_range_uj"), "262143328850\n").unwrap();
+        std::fs::write(zone.join("energy_uj"), "0\n").unwrap();
+        let w = Arc::new(AtomicU64::new(watts.to_bits()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (w2, stop2, file) = (w.clone(), stop.clone(), zone.join("energy_uj"));
+        let writer = std::thread::spawn(move || {
+            let mut last = Instant::now();
+            let mut uj = 0.0;
+            while !stop2.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(5));
+                let now = Instant::now();
+                uj += f64::from_bits(w2.load(Ordering::Relaxed)) * 1e6 * (now - last).as_secs_f64();
+                last = now;
+                // Written beside and renamed over, as the kernel's file never reads torn.
+                let tmp = file.with_extension("tmp");
+                std::fs::write(&tmp, format!("{}\n", uj as u64)).unwrap();
+                std::fs::rename(&tmp, &file).unwrap();
+            }
+        });
+        Package {
+            watts: w,
+            stop,
+            writer: Some(writer),
+        }
+    }
+
+    fn set(&self, watts: f64) {
+        self.watts.store(watts.to_bits(), Ordering::Relaxed);
+    }
+}
+
+impl Drop for Package {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// The estimate samples stored after `after_ms`: `(ts, W)`.
+fn estimates(db: &std::path::Path, channel: &str, after_ms: i64) -> Vec<(i64, f64)> {
+    let Some(store) = wattson_tests::open_db(db) else {
+        return Vec::new();
+    };
+    let filter = wattson::store::SeriesFilter::all()
+        .host(wattson_tests::HOST)
+        .source(&"estimate:wall".into())
+        .metric(Metric::Power)
+        .channel(channel);
+    store
+        .raw(&filter, after_ms, i64::MAX)
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|(_, p)| p)
+        .collect()
+}
+
+#[test]
+fn without_the_meter_the_daemon_estimates_from_the_calibration_and_withholds_outside_it() {
+    let day = day_of(wattson_tests::HOST, |i| i < METER_OUT);
+    let model = fit_morning(&day, &["--feature", "rapl/power/package-0"]);
+    let points: Vec<(f64, f64)> = model["model"]["shape"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_f64().unwrap(), p[1].as_f64().unwrap()))
+        .collect();
+    let at = |x: f64| {
+        let i = points.windows(2).position(|p| x <= p[1].0).unwrap();
+        let ((x0, y0), (x1, y1)) = (points[i], points[i + 1]);
+        y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    };
+    let band = 2.0 * model["heldout_rms_w"].as_f64().unwrap();
+
+    // The machine: its own RAPL package at 30 W (inside the 12-53 W the model saw).
+    let sys = day.env.path("sys");
+    let package = Package::start(&sys, 30.0);
+    let root = wattson_tests::kvm_fixture();
+    let config = day.env.path("live.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[host]\nname = \"e2e\"\nsysfs = {}\nprocfs = {}\n\n[storage]\npath = {}\nflush_interval = \"200ms\"\n\n[cpu]\nenabled = false\n\n[power]\ninterval = \"1s\"\n",
+            wattson_tests::q(&sys),
+            wattson_tests::q(root.join("proc")),
+            wattson_tests::q(&day.env.db)
+        ),
+    )
+    .unwrap();
+    let started = wattson_tests::now_ms();
+    let mut daemon = Child::run_daemon(&config, &[]);
+    let watts = daemon.wait_for(
+        "three estimated wall samples",
+        Duration::from_secs(60),
+        || {
+            let s = estimates(&day.env.db, "", started);
+            (s.len() >= 3).then_some(s)
+        },
+    );
+    let want = at(30.0);
+    for (_, w) in &watts[1..] {
+        assert!(
+            (w - want).abs() <= 0.03 * want,
+            "{w} W estimated for {want} W: {watts:?}"
+        );
+    }
+    let errors = estimates(&day.env.db, "error", started);
+    // Stored to the hundredth of a watt.
+    assert!(
+        errors.iter().all(|(_, e)| (e - band).abs() <= 0.005 + 1e-9),
+        "{errors:?} for {band}"
+    );
+    daemon.wait_for_log(
+        "no wall meter: estimating wall power as calibrate table over rapl/power/package-0 (9 points): estimated from the calibration of",
+        Duration::from_secs(5),
+    );
+    let status = wattson()
+        .arg("--config")
+        .arg(&config)
+        .arg("status")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("W estimated \u{b1}"), "status:\n{text}");
+
+    // 80 W: above anything the model saw. Withheld, said, and a gap with the reason once
+    // the package is back inside.
+    package.set(80.0);
+    daemon.wait_for_log(
+        "estimate withheld: rapl/power/package-0 at",
+        Duration::from_secs(30),
+    );
+    package.set(30.0);
+    daemon.wait_for_log("estimate:wall: back after", Duration::from_secs(30));
+    let gap = daemon.wait_for(
+        "the withheld stretch as a gap",
+        Duration::from_secs(30),
+        || {
+            let store = wattson_tests::open_db(&day.env.db)?;
+            store
+                .gaps(wattson_tests::HOST, started, i64::MAX)
+                .ok()?
+                .into_iter()
+                .find(|g| g.source == "estimate:wall")
+        },
+    );
+    assert!(
+        gap.reason.contains("estimate withheld") && gap.reason.contains("outside the"),
+        "{gap:?}"
+    );
+    let shown = json(&day.config, &["calibration", "show"]);
+    assert_eq!(shown["minutes"], model["minutes"]);
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(30)).is_some());
+    drop(package);
+}
