@@ -33,6 +33,8 @@
 #                     database and simulated meter, with [prometheus] remote_write every 30 s
 #                     (the default) to a real Prometheus receiver (not measured), measured
 #                     side by side: what remote write adds is the difference of the two rows
+#        REMOTE_WRITE_INTERVAL  its remote_write_interval instead of the default (e.g. 1s: thirty
+#                     times the requests, to measure what one costs above the noise)
 #        TASKS=N      point [host] procfs at a copy of /proc (symlinks) whose processes are N
 #                     fixture processes (comm, cgroup, task/<tid>/schedstat, spread over 100
 #                     services and some sessions) and whose interrupts file has IRQS device
@@ -270,6 +272,9 @@ if [[ "${REMOTE_WRITE:-0}" == 1 ]]; then
     wattson_config selfcost-rw "$rw_pty"
     printf '[prometheus]\nremote_write = "http://127.0.0.1:%s/api/v1/write"\n' "$receiver_port" \
         >>"$tmp/selfcost-rw.toml"
+    if [[ -n "${REMOTE_WRITE_INTERVAL:-}" ]]; then
+        printf 'remote_write_interval = "%s"\n' "$REMOTE_WRITE_INTERVAL" >>"$tmp/selfcost-rw.toml"
+    fi
     rw_start="$(date +%s.%N)"
     "$WATTSON_BIN" --config "$tmp/selfcost-rw.toml" run >"$tmp/wattson-rw.log" 2>&1 &
     rw_pid=$!
