@@ -3,6 +3,7 @@
 //! (`price_topic`, `price_field`, `price_unit`), the price sanity limit (`max_price_per_kwh`)
 //! and the tariffs to compare against (`[[tariff.alternative]]`).
 
+use chrono::NaiveDate;
 use toml::Spanned;
 
 use super::file::{FilePeriod, FileTariff, FileTariffChange};
@@ -23,14 +24,45 @@ pub(super) fn configured_price_limit(t: &FileTariff) -> f64 {
 /// See [`configured_price_limit`].
 const CONFIGURED_PRICE_LIMIT: f64 = 1e6;
 
+impl TariffConfig {
+    /// The tariff this section describes: the base prices from the start of time, then each
+    /// `[[tariff.change]]` from its date, in `timezone` (else this machine's zone, else
+    /// UTC). A section read from a file always builds: validation builds it once and
+    /// refuses the file, with the line, where it cannot.
+    pub fn build(&self) -> Result<crate::tariff::Tariff, crate::tariff::TariffError> {
+        use crate::tariff::{Period, Tariff, TariffChange};
+        let tz = self.timezone.unwrap_or_else(crate::zone::local);
+        let periods = |ps: &[PeriodConfig]| -> Vec<Period> {
+            ps.iter()
+                .map(|p| Period {
+                    start: p.start,
+                    end: p.end,
+                    price_per_kwh: p.price_per_kwh,
+                })
+                .collect()
+        };
+        let mut changes = vec![TariffChange {
+            effective_from: NaiveDate::MIN,
+            price_per_kwh: self.price_per_kwh,
+            periods: periods(&self.periods),
+        }];
+        changes.extend(self.changes.iter().map(|c| TariffChange {
+            effective_from: c.effective_from,
+            price_per_kwh: c.price_per_kwh,
+            periods: periods(&c.periods),
+        }));
+        Tariff::new(&self.currency, self.standing_charge_per_day, changes, tz)
+    }
+}
+
 impl Validator<'_> {
     /// `[tariff]` into `out`: the keys for real tariffs first ([`Validator::tariff_extras`]),
     /// then the currency, the base prices, the time zone, the periods and the changes.
     pub(super) fn tariff(&self, t: FileTariff, out: &mut TariffConfig) -> Result<(), ConfigError> {
         self.tariff_extras(&t, out)?;
         let max = configured_price_limit(&t);
-        if let Some(c) = t.currency {
-            out.currency = self.currency(&c)?;
+        if let Some(c) = &t.currency {
+            out.currency = self.currency(c)?;
         }
         if let Some(p) = &t.price_per_kwh {
             out.price_per_kwh = self.price_per_kwh(p, "tariff.price_per_kwh", max)?;
@@ -49,6 +81,22 @@ impl Validator<'_> {
             out.changes.push(change);
         }
         out.changes.sort_by_key(|c| c.effective_from);
+        // What the ledger will build from it, built once here: a section it could not make
+        // a tariff of is this file's error, with its line, not a failure later.
+        if let Err(e) = out.build() {
+            let (span, key) = t
+                .change
+                .iter()
+                .find(|c| {
+                    matches!(&e, crate::tariff::TariffError::DuplicateChange(d)
+                        if c.effective_from.get_ref() == &d.format("%Y-%m-%d").to_string())
+                })
+                .map_or_else(
+                    || (t.currency.as_ref().map_or(0..0, Spanned::span), "tariff"),
+                    |c| (c.effective_from.span(), "tariff.change.effective_from"),
+                );
+            return Err(self.err(span, key, e.to_string()));
+        }
         Ok(())
     }
 
@@ -86,6 +134,16 @@ impl Validator<'_> {
                     ),
                 )
             })?;
+        if date == NaiveDate::MIN {
+            return Err(self.err(
+                c.effective_from.span(),
+                "tariff.change.effective_from",
+                format!(
+                    "{date} is the first date there is, from which the base prices \
+                     ([tariff] price_per_kwh) hold: a change takes effect after it"
+                ),
+            ));
+        }
         if earlier.iter().any(|x| x.effective_from == date) {
             return Err(self.err(
                 c.effective_from.span(),

@@ -8,7 +8,7 @@
 //! Units: kWh, the tariff's currency, W, UTC ms; a `ci95` is a 95 % half-width.
 
 use crate::zone::Zone;
-use chrono::{DateTime, Datelike, NaiveDate, Utc};
+use chrono::{DateTime, Datelike, Utc};
 use serde::Serialize;
 use wattson_collectors::SourceId;
 use wattson_collectors::meter::{Accuracy, Protocol};
@@ -17,9 +17,9 @@ use super::LedgerError;
 use super::energy::{self, Energy};
 use super::interval::{self, PowerInterval};
 use crate::analysis::cost::HOURS_PER_YEAR;
-use crate::config::{Config, PeriodConfig, TariffConfig};
+use crate::config::{Config, TariffConfig};
 use crate::store::{HOUR_MS, Store};
-use crate::tariff::{Period, Tariff, TariffChange, TariffError};
+use crate::tariff::{Tariff, TariffError};
 
 pub use super::running::{RunningPeriods, RunningTotal, TotalFigures};
 
@@ -51,31 +51,9 @@ pub fn tariff_with_series(
     Ok(base.with_series(set))
 }
 
-/// The tariff the config's `[tariff]` section describes: the base prices from the start
-/// of time, then each `[[tariff.change]]` from its date, in `timezone` (else this
-/// machine's zone, else UTC).
+/// The tariff the config's `[tariff]` section describes ([`TariffConfig::build`]).
 pub fn tariff_from_config(t: &TariffConfig) -> Result<Tariff, TariffError> {
-    let tz = t.timezone.unwrap_or_else(crate::zone::local);
-    let periods = |ps: &[PeriodConfig]| -> Vec<Period> {
-        ps.iter()
-            .map(|p| Period {
-                start: p.start,
-                end: p.end,
-                price_per_kwh: p.price_per_kwh,
-            })
-            .collect()
-    };
-    let mut changes = vec![TariffChange {
-        effective_from: NaiveDate::MIN,
-        price_per_kwh: t.price_per_kwh,
-        periods: periods(&t.periods),
-    }];
-    changes.extend(t.changes.iter().map(|c| TariffChange {
-        effective_from: c.effective_from,
-        price_per_kwh: c.price_per_kwh,
-        periods: periods(&c.periods),
-    }));
-    Tariff::new(&t.currency, t.standing_charge_per_day, changes, tz)
+    t.build()
 }
 
 /// The source that measures the whole machine at the wall: the first configured meter, else
@@ -279,7 +257,8 @@ pub fn summary_with_total(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::NaiveTime;
+    use crate::config::PeriodConfig;
+    use chrono::{NaiveDate, NaiveTime};
 
     #[test]
     fn tariff_from_config_keeps_periods_and_changes() {
