@@ -50,6 +50,10 @@ pub struct Estimated {
     /// Minutes in the window with no reading of some signal the model needs.
     pub minutes_without_signals: usize,
     pub wall: Option<SideBySide>,
+    /// The estimated energy by UTC hour: `(hour start ms, Wh)`, for pricing each hour at
+    /// its own price.
+    #[serde(skip)]
+    pub hours: Vec<(i64, f64)>,
 }
 
 /// `model` over `host`'s history in `[from_ms, to_ms)`.
@@ -103,6 +107,14 @@ pub fn over(
         }
     }
     let energy_wh = estimates.iter().fold(0.0, |e, (_, w)| e + w / 60.0);
+    let mut hours: Vec<(i64, f64)> = Vec::new();
+    for (m, w) in &estimates {
+        let h = crate::store::floor_to(*m, crate::store::HOUR_MS);
+        match hours.last_mut() {
+            Some((start, wh)) if *start == h => *wh += w / 60.0,
+            _ => hours.push((h, w / 60.0)),
+        }
+    }
     let wall = side_by_side(store, host, model, &estimates, from_ms, to_ms)?;
     Ok(Estimated {
         from_ms,
@@ -116,6 +128,7 @@ pub fn over(
         withheld,
         minutes_without_signals: window_minutes.saturating_sub(table.len()),
         wall,
+        hours,
     })
 }
 

@@ -268,8 +268,26 @@ fn estimate_history(config: &Config, a: &EstimateArgs) -> anyhow::Result<ExitCod
     let model = newest(&store, config)?;
     let (from, to) = window(config, a.since, a.until, DAY_MS)?;
     let e = estimate::over(&store, &config.host.name, &model, from, to)?;
+    // Each hour at its own price, projected to a year from the minutes estimated, the
+    // model's interval carried into the money.
+    let tariff = crate::ledger::costs::tariff_with_series(
+        &config.tariff,
+        &store,
+        Utc::now().timestamp_millis(),
+    )?;
+    let covered_hours = e.minutes as f64 / 60.0;
+    let cost = crate::ledger::estimated_cost::project(
+        &tariff,
+        &e.hours,
+        covered_hours,
+        Some(e.interval_wh),
+    )?;
+    let currency = tariff.currency().to_owned();
     if a.json {
-        crate::output::print(&(serde_json::to_string_pretty(&e)? + "\n"));
+        let mut v = serde_json::to_value(&e)?;
+        v["currency"] = currency.into();
+        v["cost"] = serde_json::to_value(&cost)?;
+        crate::output::print(&(serde_json::to_string_pretty(&v)? + "\n"));
         return Ok(ExitCode::SUCCESS);
     }
     let mut s = String::new();
@@ -296,6 +314,20 @@ fn estimate_history(config: &Config, a: &EstimateArgs) -> anyhow::Result<ExitCod
             e.provenance,
             e.mean_w
                 .map(|w| format!(", {w:.1} W on average"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(c) = &cost {
+        let money = |v: f64| crate::analysis::cost::format_money(v, &currency);
+        let _ = writeln!(
+            s,
+            "  cost       {} of energy over those minutes; a year at this rate: {:.0} kWh, {}{} \
+             (estimated, not measured)",
+            money(c.cost_per_day * covered_hours / 24.0),
+            c.kwh_per_year,
+            money(c.cost_per_year),
+            c.cost_per_year_ci95
+                .map(|ci| format!(" +/- {}", money(ci)))
                 .unwrap_or_default()
         );
     }

@@ -173,6 +173,20 @@ fn a_calibration_from_the_morning_estimates_the_afternoon_within_its_interval_an
     );
     assert!(error_pct.abs() <= 3.0, "{error_pct} %: {e:#}");
     assert!(e["wall"].is_null(), "no meter in the afternoon: {e:#}");
+    // Priced at the tariff (the default flat 0.09 GBP a kWh), projected to a year, with the
+    // model's interval carried into the money.
+    assert_eq!(e["currency"], "GBP");
+    let cost = &e["cost"];
+    let (kwh, money) = (
+        cost["kwh_per_year"].as_f64().unwrap(),
+        cost["cost_per_year"].as_f64().unwrap(),
+    );
+    assert!((money - kwh * 0.09).abs() <= 1e-9 * money, "{cost:#}");
+    let ci = cost["cost_per_year_ci95"].as_f64().unwrap();
+    assert!(
+        (ci / money - interval_pct / 100.0).abs() < 1e-9,
+        "{ci} of {money} for +/- {interval_pct} %"
+    );
     let p = e["provenance"].as_str().unwrap();
     assert!(
         p.starts_with("estimated from the calibration of 20") && p.contains(" %"),
@@ -193,6 +207,12 @@ fn a_calibration_from_the_morning_estimates_the_afternoon_within_its_interval_an
     );
     assert!(text.contains("estimated from the calibration of"), "{text}");
     assert!(text.contains(&format!("{energy:.1} Wh")), "{text}");
+    assert!(
+        text.contains(&format!(
+            "a year at this rate: {kwh:.0} kWh, GBP {money:.2} +/- GBP {ci:.2}"
+        )) && text.contains("(estimated, not measured)"),
+        "{text}"
+    );
     eprintln!("{}{text}", ok(&day.config, &["calibration", "show"]));
 }
 
