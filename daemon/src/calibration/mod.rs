@@ -14,6 +14,7 @@
 //! - [`estimate`]: a model over a stretch of history, with the minutes it withheld and the
 //!   wall beside it where a meter was there;
 //! - [`persist`]: the `wall_model` table;
+//! - [`priced`]: an estimate's energy at the tariff, projected to a year with its interval;
 //! - [`export`]: the model as a powercalc profile, a Prometheus recording rule, or a file
 //!   another host of the same hardware imports.
 //!
@@ -26,6 +27,7 @@ pub mod fit;
 pub mod history;
 pub mod model;
 pub mod persist;
+pub mod priced;
 
 pub use model::{Feature, Model, Shape, WallModel};
 
@@ -34,6 +36,9 @@ pub use model::{Feature, Model, Shape, WallModel};
 pub enum CalibrationError {
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// The tariff the estimate is priced at.
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
     #[error("{path}: {source}")]
     Sqlite {
         path: String,

@@ -20,7 +20,7 @@ use chrono::Utc;
 use crate::calibration::export::{self, MAX_FILE_BYTES};
 use crate::calibration::history::{Table, minute_means, signals, wall_series};
 use crate::calibration::model::{Feature, Hardware, WallModel};
-use crate::calibration::{CalibrationError, estimate, fit, persist};
+use crate::calibration::{CalibrationError, fit, persist, priced};
 use crate::cli::calibration::{
     CalibrationCommand, EstimateArgs, ExportArgs, ExportFormat, FitArgs, ImportArgs,
 };
@@ -39,6 +39,7 @@ impl CalibrationError {
             CalibrationError::NotEnough(_) | CalibrationError::BadInput(_) => {
                 Some(crate::candidate::EXIT_DATA)
             }
+            CalibrationError::Ledger(e) => e.exit_status(),
         }
     }
 }
@@ -267,7 +268,6 @@ fn estimate_history(config: &Config, a: &EstimateArgs) -> anyhow::Result<ExitCod
     let (_, store) = super::open_existing_database(a.db.as_deref(), config)?;
     let model = newest(&store, config)?;
     let (from, to) = window(config, a.since, a.until, DAY_MS)?;
-    let e = estimate::over(&store, &config.host.name, &model, from, to)?;
     // Each hour at its own price, projected to a year from the minutes estimated, the
     // model's interval carried into the money.
     let tariff = crate::ledger::costs::tariff_with_series(
@@ -275,21 +275,12 @@ fn estimate_history(config: &Config, a: &EstimateArgs) -> anyhow::Result<ExitCod
         &store,
         Utc::now().timestamp_millis(),
     )?;
-    let covered_hours = e.minutes as f64 / 60.0;
-    let cost = crate::ledger::estimated_cost::project(
-        &tariff,
-        &e.hours,
-        covered_hours,
-        Some(e.interval_wh),
-    )?;
-    let currency = tariff.currency().to_owned();
+    let p = priced::priced(&store, &config.host.name, &model, &tariff, from, to)?;
     if a.json {
-        let mut v = serde_json::to_value(&e)?;
-        v["currency"] = currency.into();
-        v["cost"] = serde_json::to_value(&cost)?;
-        crate::output::print(&(serde_json::to_string_pretty(&v)? + "\n"));
+        crate::output::print(&(serde_json::to_string_pretty(&p)? + "\n"));
         return Ok(ExitCode::SUCCESS);
     }
+    let e = &p.estimate;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -317,19 +308,8 @@ fn estimate_history(config: &Config, a: &EstimateArgs) -> anyhow::Result<ExitCod
                 .unwrap_or_default()
         );
     }
-    if let Some(c) = &cost {
-        let money = |v: f64| crate::analysis::cost::format_money(v, &currency);
-        let _ = writeln!(
-            s,
-            "  cost       {} of energy over those minutes; a year at this rate: {:.0} kWh, {}{} \
-             (estimated, not measured)",
-            money(c.cost_per_day * covered_hours / 24.0),
-            c.kwh_per_year,
-            money(c.cost_per_year),
-            c.cost_per_year_ci95
-                .map(|ci| format!(" +/- {}", money(ci)))
-                .unwrap_or_default()
-        );
+    if let Some(line) = cost_line(&p) {
+        let _ = writeln!(s, "  cost       {line}");
     }
     for w in &e.withheld {
         let _ = writeln!(
@@ -366,6 +346,23 @@ fn estimate_history(config: &Config, a: &EstimateArgs) -> anyhow::Result<ExitCod
     }
     crate::output::print(&s);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The money of a priced estimate in one line, as `calibration estimate` and `status` print
+/// it; `None` when nothing was estimated.
+pub fn cost_line(p: &priced::Priced) -> Option<String> {
+    let c = p.cost.as_ref()?;
+    let money = |v: f64| crate::analysis::cost::format_money(v, &p.currency);
+    Some(format!(
+        "{} of energy over those minutes; a year at this rate: {:.0} kWh, {}{} (estimated, not \
+         measured)",
+        money(p.window_cost.unwrap_or(0.0)),
+        c.kwh_per_year,
+        money(c.cost_per_year),
+        c.cost_per_year_ci95
+            .map(|ci| format!(" +/- {}", money(ci)))
+            .unwrap_or_default()
+    ))
 }
 
 fn export_model(config: &Config, a: &ExportArgs) -> anyhow::Result<ExitCode> {

@@ -271,6 +271,31 @@ fn another_host_of_the_same_hardware_borrows_the_calibration_and_says_so() {
     );
     assert!(e["minutes"].as_u64().unwrap() >= 330, "{e:#}");
 
+    // With no meter, `status` shows the same estimate, priced the same: one answer.
+    let week = json(&twin.config, &["calibration", "estimate", "--since", "7d"]);
+    let status = json(&twin.config, &["status"]);
+    let shown = &status["estimated"];
+    assert!(
+        status["cost"].is_null(),
+        "no measured cost without a meter: {status:#}"
+    );
+    assert_eq!(shown["last_7_days"]["cost"], week["cost"], "{shown:#}");
+    assert_eq!(shown["last_7_days"]["energy_wh"], week["energy_wh"]);
+    assert!(
+        shown["provenance"]
+            .as_str()
+            .unwrap()
+            .ends_with("borrowed from e2e")
+    );
+    let text = ok(&twin.config, &["status"]);
+    let year = week["cost"]["cost_per_year"].as_f64().unwrap();
+    assert!(
+        text.contains("no wall meter: estimated from the calibration of")
+            && text.contains(&format!("GBP {year:.2} +/- GBP"))
+            && text.contains("(estimated, not measured)"),
+        "{text}"
+    );
+
     // Other hardware, a model that is not whole, something else entirely, too large: 65,
     // and nothing stored.
     let mut other: serde_json::Value = serde_json::from_str(&file).unwrap();

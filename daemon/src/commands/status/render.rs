@@ -81,6 +81,9 @@ pub(super) fn render(s: &Status) -> String {
     if let Some(c) = &s.cost {
         out.push_str(&cost_lines(c, s.counter_today.as_ref()));
     }
+    if let Some(e) = &s.estimated {
+        out.push_str(&estimated_lines(e));
+    }
     if let Some(p) = &s.price {
         out.push_str(&price_line(p));
     }
@@ -269,5 +272,49 @@ fn age_text(age_s: f64) -> String {
         format!("{:.0} min ago", age_s / 60.0)
     } else {
         format!("{:.1} h ago", age_s / 3600.0)
+    }
+}
+
+/// The estimated energy and cost section of a host with no wall meter.
+fn estimated_lines(e: &super::EstimatedFigures) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\nenergy and cost (no wall meter: {})", e.provenance);
+    let today = &e.today;
+    let money = |x: f64| crate::analysis::cost::format_money(x, &today.currency);
+    let _ = writeln!(
+        out,
+        "  today        {:.3} kWh  {}  ({} minutes estimated{})",
+        today.estimate.energy_wh / 1000.0,
+        money(today.window_cost.unwrap_or(0.0)),
+        today.estimate.minutes,
+        withheld_text(&today.estimate)
+    );
+    match super::super::calibration::cost_line(&e.last_7_days) {
+        Some(line) => {
+            let _ = writeln!(
+                out,
+                "  last 7 days  {} minutes estimated{}:\n               {line}",
+                e.last_7_days.estimate.minutes,
+                withheld_text(&e.last_7_days.estimate)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  last 7 days  nothing estimated{}",
+                withheld_text(&e.last_7_days.estimate)
+            );
+        }
+    }
+    out
+}
+
+/// ", N withheld (outside what the model saw)" when any minute was.
+fn withheld_text(e: &crate::calibration::estimate::Estimated) -> String {
+    let n: usize = e.withheld.iter().map(|w| w.minutes).sum();
+    if n == 0 {
+        String::new()
+    } else {
+        format!(", {n} withheld: outside what the model saw")
     }
 }
