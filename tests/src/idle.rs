@@ -229,13 +229,18 @@ pub fn host_toml(root: &Path, db: &Path) -> String {
     )
 }
 
-/// A fresh Intel desktop tree and a meter simulating it, read every `interval`.
-pub fn bench(interval: &str, seed: u64) -> Bench {
-    let env = TestEnv::new();
-    let root = env.path("machine");
-    intel_desktop(&root);
+/// A simulated PZEM-004T drawing 40 W with noise of standard deviation `noise` W, whose
+/// watts change by each effect's watts while its file reads its value; and the
+/// pseudo-terminal it answers on.
+pub fn simulated_meter(
+    env: &TestEnv,
+    root: &Path,
+    noise: f64,
+    seed: u64,
+    effects: &[(PathBuf, &str, f64)],
+) -> (Child, String) {
     let sim_config = env.path("sim.toml");
-    std::fs::write(&sim_config, host_toml(&root, &env.db)).unwrap();
+    std::fs::write(&sim_config, host_toml(root, &env.db)).unwrap();
     let mut cmd = wattson();
     cmd.arg("--config")
         .arg(&sim_config)
@@ -247,21 +252,39 @@ pub fn bench(interval: &str, seed: u64) -> Bench {
             "--watts",
             "40",
         ])
-        .args(["--noise", "1", "--ramp", "0.2", "--seed", &seed.to_string()]);
-    let policy = root.join("sys/module/pcie_aspm/parameters/policy");
-    cmd.arg("--effect")
-        .arg(format!("{}=powersave:-3", policy.display()));
-    for h in 0..4 {
-        let host = root.join(format!(
-            "sys/class/scsi_host/host{h}/link_power_management_policy"
-        ));
+        .args(["--noise", &noise.to_string(), "--ramp", "0.2"])
+        .args(["--seed", &seed.to_string()]);
+    for (file, value, watts) in effects {
         cmd.arg("--effect")
-            .arg(format!("{}=med_power_with_dipm:-0.375", host.display()));
+            .arg(format!("{}={value}:{watts}", file.display()));
     }
     let meter = Child::spawn(cmd);
     let port = meter
         .stdout_line(Duration::from_secs(10))
         .unwrap_or_else(|| panic!("simulator printed no path; stderr:\n{}", meter.stderr()));
+    (meter, port.trim().to_owned())
+}
+
+/// A fresh Intel desktop tree and a meter simulating it, read every `interval`.
+pub fn bench(interval: &str, seed: u64) -> Bench {
+    let env = TestEnv::new();
+    let root = env.path("machine");
+    intel_desktop(&root);
+    let mut effects = vec![(
+        root.join("sys/module/pcie_aspm/parameters/policy"),
+        "powersave",
+        -3.0,
+    )];
+    for h in 0..4 {
+        effects.push((
+            root.join(format!(
+                "sys/class/scsi_host/host{h}/link_power_management_policy"
+            )),
+            "med_power_with_dipm",
+            -0.375,
+        ));
+    }
+    let (meter, port) = simulated_meter(&env, &root, 1.0, seed, &effects);
     let config = env.path("wattson.toml");
     std::fs::write(
         &config,
@@ -269,7 +292,7 @@ pub fn bench(interval: &str, seed: u64) -> Bench {
             "{}\n[[meter]]\nid = \"wall\"\nprotocol = \"pzem004t\"\nport = {}\ninterval = {}\n\n\
              [tariff]\ncurrency = \"GBP\"\nprice_per_kwh = 0.30\n",
             host_toml(&root, &env.db),
-            q(port.trim()),
+            q(&port),
             q(interval)
         ),
     )

@@ -75,7 +75,9 @@ pub struct IdleArgs {
     pub tmpfiles_dir: PathBuf,
     /// With --measure or --apply: only these settings (comma-separated ids: pcie_aspm,
     /// sata_alpm, runtime_pm_pci, runtime_pm_ata, runtime_pm_usb, nmi_watchdog,
-    /// dirty_writeback, audio_power_save, epp, cpufreq_governor, turbo).
+    /// dirty_writeback, audio_power_save, epp, cpufreq_governor, turbo). With --measure also
+    /// disk_standby:DISK (or disk_standby, every such disk): what a spinning disk costs, the
+    /// kernel letting it stop against keeping it spinning; measured only when named here.
     #[arg(long, value_name = "ID,...", value_delimiter = ',')]
     pub only: Vec<String>,
     /// With --measure: leave these settings alone (ids as for --only).

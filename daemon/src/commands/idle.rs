@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use wattson_collectors::SysRoot;
-use wattson_collectors::idle::settings;
+use wattson_collectors::idle::settings::{self, SettingKind};
 
 mod apply;
 mod render;
@@ -25,7 +25,7 @@ use crate::control::MeterLink;
 use crate::idle::candidates::{self, Allowlist, Candidate};
 use crate::idle::explain;
 use crate::idle::measure::{self, Outcome, Plan, Progress};
-use crate::idle::store::{self as idle_store, Effect};
+use crate::idle::store::{self as idle_store, Effect, describe_delta};
 use crate::idle::{journal, keep_advice};
 use crate::store::Store;
 use crate::sweep::fingerprint::Fingerprint;
@@ -257,7 +257,7 @@ fn start_run(
     let meter_desc = crate::sweep::record::meter_description(&link.config);
     let started_ms = chrono::Utc::now().timestamp_millis();
     let plan_json = serde_json::json!({
-        "candidates": chosen.iter().map(|c| c.id).collect::<Vec<_>>(),
+        "candidates": chosen.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
         "phases": plan.phases, "phase_s": plan.phase.as_secs_f64(),
         "max_settle_s": plan.max_settle.as_secs_f64(), "ci_method": "batch means, Welch-Satterthwaite",
     });
@@ -316,7 +316,7 @@ fn effect_of(run_id: i64, host: &str, c: &Candidate, o: &Outcome) -> anyhow::Res
     Ok(Effect {
         run_id,
         host: host.to_owned(),
-        candidate: c.id.to_owned(),
+        candidate: c.id.clone(),
         name: c.name.clone(),
         original: c.original.clone(),
         changed: c.changed.clone(),
@@ -332,6 +332,9 @@ fn effect_of(run_id: i64, host: &str, c: &Candidate, o: &Outcome) -> anyhow::Res
     })
 }
 
+/// Measured candidates with their effects.
+type Measured<'a> = Vec<&'a (Candidate, Effect)>;
+
 fn summary(results: &[(Candidate, Effect)], interrupted: bool) -> String {
     let mut out = String::new();
     if interrupted {
@@ -341,12 +344,31 @@ fn summary(results: &[(Candidate, Effect)], interrupted: bool) -> String {
     } else {
         out.push_str("done: every setting was put back as it was\n");
     }
-    let savers: Vec<&(Candidate, Effect)> = results
+    let (disks, settings): (Measured, Measured) = results
         .iter()
+        .partition(|(c, _)| c.kind == SettingKind::DiskStandby);
+    for (c, e) in disks {
+        let _ = writeln!(
+            out,
+            "{}: {}; `wattson idle` prices each spun-up hour of the disk at {}",
+            c.name,
+            describe_delta(e),
+            if e.effect && e.delta_w < 0.0 {
+                "these watts"
+            } else {
+                "its datasheet watts ([[disk]] spun_up_watts) where given, as this is no figure"
+            }
+        );
+    }
+    let savers: Vec<&(Candidate, Effect)> = settings
+        .into_iter()
         .filter(|(_, e)| e.effect && e.delta_w < 0.0)
         .collect();
     if savers.is_empty() {
-        if !results.is_empty() {
+        if results
+            .iter()
+            .any(|(c, _)| c.kind != SettingKind::DiskStandby)
+        {
             out.push_str("no setting saved anything this meter can distinguish\n");
         }
         return out;

@@ -93,9 +93,11 @@ pub fn plan(
     settings: &[Setting],
     only: &[String],
 ) -> Result<(Vec<Keep>, Vec<String>), ApplyError> {
+    // A disk's standby is a measurement of the disk, not a setting to keep.
     let saved: Vec<&Effect> = effects
         .iter()
         .filter(|e| e.effect && e.delta_w < 0.0)
+        .filter(|e| super::candidates::standby_disk(&e.candidate).is_none())
         .collect();
     if let Some(id) = only
         .iter()
@@ -152,7 +154,10 @@ pub fn watched_by(kind: SettingKind) -> &'static [Family] {
         SettingKind::PcieAspm | SettingKind::PcieLinkAspm | SettingKind::RuntimePmPci => {
             &[Family::PcieAer, Family::Network]
         }
-        SettingKind::SataAlpm | SettingKind::RuntimePmAta | SettingKind::Disk => &[Family::Disk],
+        SettingKind::SataAlpm
+        | SettingKind::RuntimePmAta
+        | SettingKind::Disk
+        | SettingKind::DiskStandby => &[Family::Disk],
         SettingKind::RuntimePmUsb => &[Family::Network, Family::Disk],
         SettingKind::NmiWatchdog
         | SettingKind::DirtyWriteback

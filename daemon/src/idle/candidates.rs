@@ -2,13 +2,17 @@
 //! SATA hosts together, every PCI device whose runtime PM is `on` together), each with the
 //! files it writes and the value it writes there. The files of the chosen candidates are the
 //! allowlist: nothing else is ever written.
+//!
+//! Beside them, one candidate per spinning disk that the kernel can put to standby
+//! ([`SettingKind::DiskStandby`], id `disk_standby:sda`): not a saving to keep but the A/B
+//! that finds what the disk costs spun up, measured only when `--only` names it.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use wattson_collectors::SysRoot;
-use wattson_collectors::idle::settings::{Setting, SettingKind};
+use wattson_collectors::idle::settings::{STANDBY_DELAY_MS, Setting, SettingKind};
 
 use crate::safe_open::KernelFs;
 
@@ -30,8 +34,9 @@ const MEASURABLE: [SettingKind; 11] = [
 /// One setting to measure: what it writes where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Candidate {
-    /// The kind's stable name, as `--only`/`--skip` take it (`pcie_aspm`, `sata_alpm`, ...).
-    pub id: &'static str,
+    /// The kind's stable name, as `--only`/`--skip` take it (`pcie_aspm`, `sata_alpm`, ...),
+    /// and for a disk's standby its name after a colon (`disk_standby:sda`).
+    pub id: String,
     pub kind: SettingKind,
     /// Short name for results and reports (`ASPM powersave`, `SATA ALPM med_power_with_dipm`).
     pub name: String,
@@ -89,7 +94,9 @@ fn name_for(kind: SettingKind, changed: &str, devices: usize) -> String {
         SettingKind::CpufreqGovernor => format!("governor {changed}"),
         SettingKind::Epp => format!("EPP {changed}"),
         SettingKind::Turbo => "turbo off".to_owned(),
-        SettingKind::PcieLinkAspm | SettingKind::Disk => kind.as_str().to_owned(),
+        SettingKind::PcieLinkAspm | SettingKind::Disk | SettingKind::DiskStandby => {
+            kind.as_str().to_owned()
+        }
     }
 }
 
@@ -122,7 +129,7 @@ pub fn candidates(settings: &[Setting]) -> Vec<Candidate> {
             first.current.clone()
         };
         out.push(Candidate {
-            id: kind.as_str(),
+            id: kind.as_str().to_owned(),
             kind,
             name: name_for(kind, &changed, of_kind.len()),
             original,
@@ -130,7 +137,42 @@ pub fn candidates(settings: &[Setting]) -> Vec<Candidate> {
             writes,
         });
     }
+    out.extend(disk_standby(settings));
     out
+}
+
+/// One candidate per spinning disk that is kept spinning now (`power/control` `on`): the
+/// delay set short first, then `auto`, so the kernel stops the drive a second after its
+/// last I/O.
+fn disk_standby(settings: &[Setting]) -> Vec<Candidate> {
+    settings
+        .iter()
+        .filter(|s| s.kind == SettingKind::DiskStandby && s.lower.is_some())
+        .filter_map(|s| {
+            let (control, delay) = s.files.split_first()?;
+            let disk = device_of(s);
+            let mut writes: Vec<(PathBuf, String)> = delay
+                .iter()
+                .map(|d| (d.clone(), STANDBY_DELAY_MS.to_owned()))
+                .collect();
+            writes.push((control.clone(), "auto".to_owned()));
+            Some(Candidate {
+                id: s.id.clone(),
+                kind: s.kind,
+                name: format!("{disk} in standby"),
+                original: format!("{disk} spinning (runtime PM {})", s.current),
+                changed: "auto".to_owned(),
+                writes,
+            })
+        })
+        .collect()
+}
+
+/// The disk a `disk_standby:sda` candidate id names.
+pub fn standby_disk(id: &str) -> Option<&str> {
+    id.strip_prefix(SettingKind::DiskStandby.as_str())?
+        .strip_prefix(':')
+        .filter(|d| !d.is_empty())
 }
 
 /// The kind a candidate id names (`pcie_aspm`), among those wattson changes.
@@ -138,9 +180,19 @@ pub fn kind_of(id: &str) -> Option<SettingKind> {
     MEASURABLE.into_iter().find(|k| k.as_str() == id)
 }
 
-/// Every candidate id `--only`/`--skip` accept.
+/// Every candidate id `--only`/`--skip` accept (`disk_standby` also as `disk_standby:sda`).
 pub fn known_ids() -> Vec<&'static str> {
-    MEASURABLE.iter().map(|k| k.as_str()).collect()
+    MEASURABLE
+        .iter()
+        .chain([&SettingKind::DiskStandby])
+        .map(|k| k.as_str())
+        .collect()
+}
+
+/// Whether `--only`/`--skip` `id` names candidate `c`: its id, or for a disk's standby the
+/// kind alone (every such disk).
+fn names(id: &str, c: &Candidate) -> bool {
+    id == c.id || (c.kind == SettingKind::DiskStandby && id == c.kind.as_str())
 }
 
 /// Why a selection cannot be made.
@@ -163,23 +215,29 @@ pub fn select(
 ) -> Result<Vec<Candidate>, SelectError> {
     let known = known_ids();
     for (option, ids) in [("--only", only), ("--skip", skip)] {
-        if let Some(id) = ids.iter().find(|id| !known.contains(&id.as_str())) {
+        if let Some(id) = ids
+            .iter()
+            .find(|id| !known.contains(&id.as_str()) && standby_disk(id).is_none())
+        {
             return Err(SelectError::Unknown {
                 option,
                 id: id.clone(),
             });
         }
     }
-    if let Some(id) = only
-        .iter()
-        .find(|id| !all.iter().any(|c| c.id == id.as_str()))
-    {
+    if let Some(id) = only.iter().find(|id| !all.iter().any(|c| names(id, c))) {
         return Err(SelectError::NothingToChange { id: id.clone() });
     }
     Ok(all
         .into_iter()
-        .filter(|c| only.is_empty() || only.iter().any(|o| o == c.id))
-        .filter(|c| !skip.iter().any(|s| s == c.id))
+        .filter(|c| {
+            if only.is_empty() {
+                c.kind != SettingKind::DiskStandby
+            } else {
+                only.iter().any(|o| names(o, c))
+            }
+        })
+        .filter(|c| !skip.iter().any(|s| names(s, c)))
         .collect())
 }
 
@@ -298,10 +356,19 @@ impl Catalogue {
     pub fn of(root: &SysRoot) -> Catalogue {
         let files = wattson_collectors::idle::settings::read_all(root)
             .into_iter()
-            .filter(|s| MEASURABLE.contains(&s.kind))
+            .filter(|s| MEASURABLE.contains(&s.kind) || s.kind == SettingKind::DiskStandby)
             .flat_map(|s| {
                 let available = s.available.clone();
-                s.files.into_iter().map(move |f| (f, available.clone()))
+                let disk = s.kind == SettingKind::DiskStandby;
+                // A disk's standby delay (its second file) takes a number, not control's values.
+                s.files.into_iter().enumerate().map(move |(i, f)| {
+                    let values = if disk && i > 0 {
+                        Vec::new()
+                    } else {
+                        available.clone()
+                    };
+                    (f, values)
+                })
             })
             .collect();
         Catalogue {
@@ -420,12 +487,91 @@ mod tests {
     }
 
     #[test]
+    fn a_spinning_disk_is_a_candidate_of_its_own_measured_only_when_named() {
+        let disk = |name: &str, current: &str| Setting {
+            kind: SettingKind::DiskStandby,
+            id: format!("disk_standby:{name}"),
+            label: name.to_owned(),
+            current: current.to_owned(),
+            available: Vec::new(),
+            lower: (current == "on").then(|| "auto".to_owned()),
+            files: vec![
+                PathBuf::from(format!("/sys/block/{name}/device/power/control")),
+                PathBuf::from(format!(
+                    "/sys/block/{name}/device/power/autosuspend_delay_ms"
+                )),
+            ],
+            note: None,
+        };
+        let c = candidates(&[
+            setting(SettingKind::NmiWatchdog, "", "1", Some("0")),
+            disk("sda", "on"),
+            disk("sdb", "auto"),
+        ]);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[1].id, "disk_standby:sda");
+        assert_eq!(c[1].name, "sda in standby");
+        assert_eq!(
+            c[1].writes,
+            [
+                (
+                    PathBuf::from("/sys/block/sda/device/power/autosuspend_delay_ms"),
+                    STANDBY_DELAY_MS.to_owned()
+                ),
+                (
+                    PathBuf::from("/sys/block/sda/device/power/control"),
+                    "auto".to_owned()
+                ),
+            ],
+            "the delay is set short before the kernel may stop the drive"
+        );
+        let ids = |v: Vec<Candidate>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
+        assert_eq!(ids(select(c.clone(), &[], &[]).unwrap()), ["nmi_watchdog"]);
+        for only in ["disk_standby", "disk_standby:sda"] {
+            assert_eq!(
+                ids(select(c.clone(), &[only.into()], &[]).unwrap()),
+                ["disk_standby:sda"]
+            );
+        }
+        let e = select(c.clone(), &["disk_standby:sdb".into()], &[]).unwrap_err();
+        assert!(matches!(e, SelectError::NothingToChange { .. }), "{e}");
+        let e = select(c, &["disk_standby:".into()], &[]).unwrap_err();
+        assert!(matches!(e, SelectError::Unknown { .. }), "{e}");
+        assert_eq!(standby_disk("disk_standby:sda"), Some("sda"));
+        assert_eq!(standby_disk("disk_standbyx"), None);
+        assert_eq!(kind_of("disk_standby:sda"), None, "never kept by --apply");
+    }
+
+    #[test]
+    fn a_disks_control_takes_on_or_auto_and_its_delay_a_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = dir.path().join("sys/block/sda");
+        std::fs::create_dir_all(disk.join("queue")).unwrap();
+        std::fs::create_dir_all(disk.join("device/power")).unwrap();
+        std::fs::write(disk.join("queue/rotational"), "1\n").unwrap();
+        let (control, delay) = (
+            disk.join("device/power/control"),
+            disk.join("device/power/autosuspend_delay_ms"),
+        );
+        std::fs::write(&control, "on\n").unwrap();
+        std::fs::write(&delay, "600000\n").unwrap();
+        let cat = Catalogue::of(&SysRoot::new(
+            dir.path().join("sys"),
+            dir.path().join("proc"),
+        ));
+        cat.vet_value(&control, "auto").unwrap();
+        cat.vet_value(&delay, "1000").unwrap();
+        let e = cat.vet_value(&control, "1000").unwrap_err();
+        assert!(matches!(e, Refusal::NotOffered { .. }), "{e}");
+    }
+
+    #[test]
     fn only_and_skip_are_checked_against_what_exists() {
         let c = candidates(&[
             setting(SettingKind::PcieAspm, "", "performance", Some("powersave")),
             setting(SettingKind::NmiWatchdog, "", "1", Some("0")),
         ]);
-        let ids = |v: Vec<Candidate>| v.iter().map(|c| c.id).collect::<Vec<_>>();
+        let ids = |v: Vec<Candidate>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
         assert_eq!(
             ids(select(c.clone(), &[], &[]).unwrap()),
             ["pcie_aspm", "nmi_watchdog"]

@@ -153,8 +153,16 @@ pub struct StoredDisk {
     pub up_hours_per_day: f64,
     /// Who woke it, most first.
     pub woke_by: Vec<Woke>,
-    /// The datasheet's watts of the disk spun up above standby (the newest hour's).
+    /// The disk's watts spun up above standby: measured at the wall by `wattson idle
+    /// --measure --only disk_standby:DISK` where it was (the newest measurement), else the
+    /// datasheet's (the newest hour's `[[disk]] spun_up_watts`).
     pub spun_up_watts: Option<f64>,
+    /// The measured watts' 95 % half-width (`None` for a datasheet figure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spun_up_watts_ci95: Option<f64>,
+    /// `measured` or `datasheet`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watts_source: Option<&'static str>,
     /// Where those watts come from, in words.
     pub watts_from: Option<String>,
     /// Spun-up watts times the spun-up share, averaged over the hours with watts, W.
@@ -217,11 +225,33 @@ pub fn load(
         })
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
         .map_err(sql(store))?;
+    let measured = measured_watts(store, host)?;
     let mut out = Vec::new();
     for (disk, covered, up, spinups, watt_s, watt_covered, source, watts) in rows {
         if covered <= 0.0 {
             continue;
         }
+        let (watts, ci95, watts_source, watts_from, mean_watts) = match measured.get(&disk) {
+            Some(m) => (
+                Some(m.watts),
+                Some(m.ci95),
+                Some("measured"),
+                Some(format!(
+                    "measured at the wall by `wattson idle --measure` on {}, +/- {:.1} W",
+                    m.on, m.ci95
+                )),
+                Some(m.watts * up / covered),
+            ),
+            None => (
+                watts,
+                None,
+                watts.map(|_| "datasheet"),
+                watts.map(|_| {
+                    "the datasheet figure in [[disk]] spun_up_watts, not measured".to_owned()
+                }),
+                (watt_covered > 0.0).then(|| watt_s / watt_covered),
+            ),
+        };
         let spinups = u64::try_from(spinups).unwrap_or(0);
         let woke_by = woke_by(store, host, &disk, (from_ms, to_ms + HOUR_MS), spinups)?;
         let source_words =
@@ -231,10 +261,11 @@ pub fn load(
             spinups_per_day: spinups as f64 / covered * 86_400.0,
             up_hours_per_day: up / covered * 24.0,
             woke_by,
-            watts_from: watts
-                .map(|_| "the datasheet figure in [[disk]] spun_up_watts, not measured".to_owned()),
-            mean_watts: (watt_covered > 0.0).then(|| watt_s / watt_covered),
+            watts_from,
+            mean_watts,
             spun_up_watts: watts,
+            spun_up_watts_ci95: ci95,
+            watts_source,
             disk,
             source,
             source_words,
@@ -246,6 +277,40 @@ pub fn load(
         });
     }
     Ok(out)
+}
+
+/// A disk's watts spun up above standby, measured at the wall.
+struct Measured {
+    watts: f64,
+    ci95: f64,
+    /// The day it was measured (UTC).
+    on: String,
+}
+
+/// The newest standby measurement of each disk of `host` that the meter could tell from
+/// zero (its interval excludes it) and that saved: what spinning costs.
+fn measured_watts(
+    store: &Store,
+    host: &str,
+) -> Result<std::collections::BTreeMap<String, Measured>, StoreError> {
+    Ok(super::store::latest_effects(store, host)?
+        .into_iter()
+        .filter(|e| e.effect && e.delta_w < 0.0)
+        .filter_map(|e| {
+            let disk = super::candidates::standby_disk(&e.candidate)?.to_owned();
+            let on = chrono::DateTime::from_timestamp_millis(e.ended_ms)?
+                .format("%Y-%m-%d")
+                .to_string();
+            Some((
+                disk,
+                Measured {
+                    watts: -e.delta_w,
+                    ci95: e.delta_ci95_w,
+                    on,
+                },
+            ))
+        })
+        .collect())
 }
 
 /// The disk's spin-ups in the window by who woke it, most first.
@@ -286,6 +351,49 @@ fn woke_by(
             }
         })
         .collect())
+}
+
+/// Each disk of `disks` with watts, with its spun-up share of hour `now_ms` and of hour
+/// `best_ms` (0 where the hour has none stored): the disks' part in the gap
+/// ([`super::gap::explain`]).
+pub fn spins(
+    store: &Store,
+    host: &str,
+    disks: &[StoredDisk],
+    (now_ms, best_ms): (i64, i64),
+) -> Result<Vec<super::gap::DiskSpin>, StoreError> {
+    if !has_table(store)? {
+        return Ok(Vec::new());
+    }
+    let mut stmt = store
+        .conn()
+        .prepare_cached(
+            "SELECT CASE WHEN covered_s > 0 THEN up_s / covered_s ELSE 0 END FROM disk_hour
+             WHERE host = ?1 AND disk = ?2 AND hour_ms = ?3",
+        )
+        .map_err(sql(store))?;
+    let mut out = Vec::new();
+    for d in disks {
+        let Some(watts) = d.spun_up_watts else {
+            continue;
+        };
+        let mut share = |hour: i64| -> Result<f64, StoreError> {
+            Ok(stmt
+                .query_row(params![host, d.disk, hour], |r| r.get::<_, f64>(0))
+                .optional()
+                .map_err(sql(store))?
+                .unwrap_or(0.0))
+        };
+        out.push(super::gap::DiskSpin {
+            disk: d.disk.clone(),
+            watts,
+            watts_ci95: d.spun_up_watts_ci95.unwrap_or(0.0),
+            watts_from: d.watts_from.clone().unwrap_or_default(),
+            now_share: share(now_ms)?,
+            best_share: share(best_ms)?,
+        });
+    }
+    Ok(out)
 }
 
 /// Prices each disk's spun-up time for a year at `tariff` from `reference`.
@@ -362,11 +470,12 @@ pub fn lines(d: &StoredDisk, currency: &str) -> Vec<String> {
             d.up_share * 100.0,
             format_money(cost, currency)
         )),
-        _ => out.push(
-            "  not priced: give the datasheet's spinning-idle less standby watts as [[disk]] \
-             spun_up_watts"
-                .to_owned(),
-        ),
+        _ => out.push(format!(
+            "  not priced: measure it (`sudo wattson idle --measure --only disk_standby:{}`, where \
+             the kernel can put it to standby) or give the datasheet's spinning-idle less \
+             standby watts as [[disk]] spun_up_watts",
+            d.disk
+        )),
     }
     out
 }

@@ -329,7 +329,8 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration, top: usi
     let (hours_deep, hours_shallow) = history
         .as_ref()
         .map_or((None, None), |i| super::history::hour_groups(&i.hours));
-    let gap = gap_of(config, history.as_ref(), &measured, &all);
+    let disks = super::disk_hours::for_idle(store, config, to_ms);
+    let gap = super::gap::for_idle(config, store, history.as_ref(), &measured, &all, &disks);
     let mut report = IdleReport {
         host: config.host.name.clone(),
         window,
@@ -344,22 +345,10 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration, top: usi
         hours_deep,
         hours_shallow,
         gap,
-        disks: super::disk_hours::for_idle(store, config, to_ms),
+        disks,
     };
     report.findings = findings(&report);
     report
-}
-
-/// Idle now against the best idle seen in `history`, priced at the configured tariff.
-fn gap_of(
-    config: &Config,
-    history: Option<&super::history::IdleInput>,
-    measured: &[super::store::Effect],
-    all: &[Setting],
-) -> Option<super::gap::Gap> {
-    let tariff = crate::ledger::costs::tariff(&config.tariff).ok()?;
-    let today = chrono::Local::now().date_naive();
-    super::gap::explain(&history?.idle_wall, measured, all, &tariff, today)
 }
 
 fn deepest(states: &[Residency]) -> Option<String> {

@@ -1,7 +1,9 @@
 //! The gap, explained: idle as measured now (the newest idle hour at the wall) against the
 //! best idle seen (the lowest idle hour of the history), and that gap assigned to named
 //! causes with watts and money: each setting `wattson idle --measure` found to save that is
-//! not in effect now, at its measured saving and interval. What the causes do not cover is
+//! not in effect now, at its measured saving and interval, and each disk spun up for more of
+//! the newest hour than of the best, at its spun-up watts (measured, or the datasheet's) times
+//! the difference in spun-up share. What the causes do not cover is
 //! shown as unexplained; causes that add to more than the gap say that they overlap or that
 //! the best hour differed in more than these settings.
 //!
@@ -18,6 +20,31 @@ use crate::tariff::Tariff;
 
 /// One idle hour: its start, UTC ms, and its mean wall power, W.
 pub type IdleHourWatts = (i64, f64);
+
+/// A disk's spin in the two hours the gap compares, with its watts spun up above standby.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiskSpin {
+    pub disk: String,
+    pub watts: f64,
+    /// 0 for a datasheet figure.
+    pub watts_ci95: f64,
+    /// `measured at the wall ...`, `the datasheet figure ...`.
+    pub watts_from: String,
+    /// Spun-up share of the newest idle hour and of the best, 0..1.
+    pub now_share: f64,
+    pub best_share: f64,
+}
+
+/// The newest idle hour and the lowest, the two the gap compares; `None` without two idle
+/// hours.
+pub fn now_and_best(idle_hours: &[IdleHourWatts]) -> Option<(IdleHourWatts, IdleHourWatts)> {
+    if idle_hours.len() < 2 {
+        return None;
+    }
+    let now = *idle_hours.iter().max_by_key(|h| h.0)?;
+    let best = *idle_hours.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
+    Some((now, best))
+}
 
 /// One named cause of the gap.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -69,24 +96,23 @@ fn in_effect(e: &Effect, settings: &[Setting]) -> bool {
 }
 
 /// The gap between the newest and the lowest of `idle_hours` (hours at the wall, in any
-/// order), with the measured savings of `effects` not in effect in `settings` as causes;
-/// `None` without two idle hours.
+/// order), with the measured savings of `effects` not in effect in `settings` and the disks
+/// of `disks` spun up for more of the newest hour than of the best as causes; `None` without
+/// two idle hours.
 pub fn explain(
     idle_hours: &[IdleHourWatts],
     effects: &[Effect],
     settings: &[Setting],
+    disks: &[DiskSpin],
     tariff: &Tariff,
     reference: chrono::NaiveDate,
 ) -> Option<Gap> {
-    if idle_hours.len() < 2 {
-        return None;
-    }
-    let now = *idle_hours.iter().max_by_key(|h| h.0)?;
-    let best = *idle_hours.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
+    let (now, best) = now_and_best(idle_hours)?;
     let money = |w: f64| annual_cost(w, None, tariff, reference).map_or(0.0, |y| y.cost);
-    let causes: Vec<Cause> = effects
+    let mut causes: Vec<Cause> = effects
         .iter()
         .filter(|e| e.effect && e.delta_w < 0.0 && !in_effect(e, settings))
+        .filter(|e| super::candidates::standby_disk(&e.candidate).is_none())
         .map(|e| {
             let found: Vec<&str> = settings
                 .iter()
@@ -114,6 +140,7 @@ pub fn explain(
             }
         })
         .collect();
+    causes.extend(disks.iter().filter_map(|d| disk_cause(d, &money)));
     let gap_watts = (now.1 - best.1).max(0.0);
     let explained: f64 = causes.iter().map(|c| c.watts).sum();
     let mut notes = Vec::new();
@@ -144,6 +171,52 @@ pub fn explain(
         causes,
         notes,
     })
+}
+
+/// A disk as a cause: what its longer spin in the newest hour costs, where it was spun up
+/// for at least a hundredth more of it than of the best hour.
+fn disk_cause(d: &DiskSpin, money: &impl Fn(f64) -> f64) -> Option<Cause> {
+    let more = d.now_share - d.best_share;
+    if more < 0.01 || d.watts.is_nan() || d.watts <= 0.0 {
+        return None;
+    }
+    Some(Cause {
+        name: format!("{} spun up", d.disk),
+        why: format!(
+            "spun up {:.0} % of the newest idle hour against {:.0} % of the best, at {:.1} W ({})",
+            d.now_share * 100.0,
+            d.best_share * 100.0,
+            d.watts,
+            d.watts_from
+        ),
+        watts: d.watts * more,
+        watts_ci95: d.watts_ci95 * more,
+        annual_cost: money(d.watts * more),
+    })
+}
+
+/// Idle now against the best idle seen in `history`, priced at the configured tariff.
+pub fn for_idle(
+    config: &crate::config::Config,
+    store: Option<&crate::store::Store>,
+    history: Option<&super::history::IdleInput>,
+    measured: &[super::store::Effect],
+    all: &[Setting],
+    disks: &[super::disk_hours::StoredDisk],
+) -> Option<super::gap::Gap> {
+    let tariff = crate::ledger::costs::tariff(&config.tariff).ok()?;
+    let today = chrono::Local::now().date_naive();
+    let idle_wall = &history?.idle_wall;
+    let (now, best) = now_and_best(idle_wall)?;
+    let spins = store
+        .map(|s| super::disk_hours::spins(s, &config.host.name, disks, (now.0, best.0)))
+        .transpose()
+        .unwrap_or_else(|e| {
+            tracing::warn!("disks: {}", wattson_collectors::ErrorChain(&e));
+            None
+        })
+        .unwrap_or_default();
+    explain(idle_wall, measured, all, &spins, &tariff, today)
 }
 
 /// The gap in lines, for `wattson idle` and the report.
@@ -250,7 +323,7 @@ mod tests {
             setting(SettingKind::SataAlpm, "max_performance"),
         ];
         let day = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
-        let g = explain(&hours, &effects, &found, &tariff(), day).unwrap();
+        let g = explain(&hours, &effects, &found, &[], &tariff(), day).unwrap();
         assert!((g.gap_watts - 4.5).abs() < 1e-9, "{g:?}");
         assert_eq!(g.causes.len(), 2);
         assert!((g.explained_share - 1.0).abs() < 1e-9);
@@ -263,7 +336,7 @@ mod tests {
             setting(SettingKind::PcieAspm, "powersave"),
             setting(SettingKind::SataAlpm, "max_performance"),
         ];
-        let g = explain(&hours, &effects, &applied, &tariff(), day).unwrap();
+        let g = explain(&hours, &effects, &applied, &[], &tariff(), day).unwrap();
         assert_eq!(g.causes.len(), 1);
         assert!((g.unexplained_watts - 3.0).abs() < 1e-9, "{g:?}");
         let text = lines(&g, "GBP").join("\n");
@@ -271,6 +344,37 @@ mod tests {
             text.contains("unexplained: 3.0 W (33 % of the gap"),
             "{text}"
         );
-        assert!(explain(&hours[..1], &effects, &found, &tariff(), day).is_none());
+        assert!(explain(&hours[..1], &effects, &found, &[], &tariff(), day).is_none());
+    }
+
+    #[test]
+    fn a_disk_spun_up_longer_than_in_the_best_hour_explains_its_part() {
+        let hours = [(0, 40.0), (3_600_000, 43.0)];
+        let disk = |now_share: f64, best_share: f64| DiskSpin {
+            disk: "sda".into(),
+            watts: 6.0,
+            watts_ci95: 0.4,
+            watts_from: "measured".into(),
+            now_share,
+            best_share,
+        };
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+        let g = explain(&hours, &[], &[], &[disk(0.5, 0.0)], &tariff(), day).unwrap();
+        assert_eq!(g.causes.len(), 1);
+        assert_eq!(g.causes[0].name, "sda spun up");
+        assert!((g.causes[0].watts - 3.0).abs() < 1e-9, "{g:?}");
+        assert!((g.causes[0].watts_ci95 - 0.2).abs() < 1e-9, "{g:?}");
+        assert!((g.explained_share - 1.0).abs() < 1e-9, "{g:?}");
+        assert!(
+            g.causes[0]
+                .why
+                .contains("spun up 50 % of the newest idle hour against 0 %"),
+            "{g:?}"
+        );
+        // Spun up as long in both hours, or less now: no cause.
+        for (now, best) in [(0.5, 0.5), (0.0, 0.3)] {
+            let g = explain(&hours, &[], &[], &[disk(now, best)], &tariff(), day).unwrap();
+            assert!(g.causes.is_empty(), "{g:?}");
+        }
     }
 }

@@ -75,7 +75,8 @@ pub fn how_to_keep(c: &Candidate) -> Vec<String> {
         | SettingKind::Epp
         | SettingKind::Turbo
         | SettingKind::PcieLinkAspm
-        | SettingKind::Disk => tmpfiles(c),
+        | SettingKind::Disk
+        | SettingKind::DiskStandby => tmpfiles(c),
     }
 }
 
@@ -87,7 +88,7 @@ mod tests {
     #[test]
     fn each_kind_says_where_its_line_goes() {
         let c = Candidate {
-            id: "pcie_aspm",
+            id: "pcie_aspm".into(),
             kind: SettingKind::PcieAspm,
             name: "ASPM powersave".into(),
             original: "performance".into(),

@@ -94,9 +94,11 @@ pub fn build(
             IDLE_BUSY * 100.0
         ));
     }
+    // A disk's standby measurement prices the disk's spun-up hours, not a setting.
     let settings = input
         .effects
         .iter()
+        .filter(|e| crate::idle::candidates::standby_disk(&e.candidate).is_none())
         .map(|e| {
             let year = annual_cost(e.delta_w, Some(e.delta_ci95_w), tariff, reference).ok();
             IdleSetting {

@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 
 use wattson_collectors::cgroup::fixture::FixtureTree;
 use wattson_tests::http::{HTTP_TOML, bound_addr, get};
-use wattson_tests::idle::{host_toml, intel_desktop, run_ok};
-use wattson_tests::{Child, TestEnv, wait_for};
+use wattson_tests::idle::{
+    changed_content, effects, host_toml, intel_desktop, run_ok, simulated_meter, snapshot, touched,
+};
+use wattson_tests::{Child, TestEnv, q, wait_for};
 
 const STANDBY: Duration = Duration::from_secs(2);
 const WATTS: f64 = 6.0;
@@ -249,6 +251,160 @@ fn text_and_report(config: &Path, cost: f64) {
     assert!(
         text.contains("sda: ") && text.contains("woke it: service:backup.service 3"),
         "{text}"
+    );
+}
+
+/// What a spinning disk costs, measured at the wall and used to price its spun-up hours: the
+/// simulated meter draws [`WATTS`] less while sda's runtime PM is `auto` (the kernel has
+/// stopped the drive). `wattson idle --measure --only disk_standby:sda` finds those watts
+/// and leaves both files it wrote as found; the daemon then follows the drive through the
+/// script's spin-ups, and `wattson idle` and the report price them at the measured watts,
+/// within 10 % of the simulator's truth, with no datasheet figure configured.
+#[test]
+fn a_disks_watts_measured_at_the_wall_price_its_spun_up_hours() {
+    let env = TestEnv::new();
+    let root = env.path("machine");
+    intel_desktop(&root);
+    let power = root.join("sys/block/sda/device/power");
+    std::fs::write(power.join("autosuspend_delay_ms"), "600000\n").unwrap();
+    let (_meter, port) = simulated_meter(
+        &env,
+        &root,
+        0.3,
+        7,
+        &[(power.join("control"), "auto", -WATTS)],
+    );
+    let tree = FixtureTree::v2(&root.join("sys")).unwrap();
+    tree.add(BACKUP).unwrap();
+    tree.add(MEDIA).unwrap();
+    let mut drive = Drive {
+        stat: root.join("sys/block/sda/stat"),
+        tree,
+        reads: 100,
+        writes: 50,
+        groups: BTreeMap::new(),
+        other: 0,
+    };
+    drive.io(BACKUP, 0, 0);
+    drive.io(MEDIA, 0, 0);
+    let config = env.path("wattson.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[[meter]]\nid = \"wall\"\nprotocol = \"pzem004t\"\nport = {}\ninterval = \"100ms\"\n\n\
+             [[disk]]\nname = \"sda\"\nstandby_after = \"2s\"\ninterval = \"100ms\"\n\n\
+             [tariff]\ncurrency = \"GBP\"\nprice_per_kwh = 0.30\n",
+            host_toml(&root, &env.db),
+            q(&port)
+        ),
+    )
+    .unwrap();
+    let text = run_ok(&config, &["idle", "--sample", "0"]);
+    assert!(
+        text.contains(
+            "`sudo wattson idle --measure --only disk_standby:sda` finds what the disk costs spun up"
+        ),
+        "{text}"
+    );
+
+    let (delta, ci) = measure_sda(&config, &root, &env.db);
+
+    let mut daemon = Child::run_daemon(&config, &[]);
+    daemon.wait_for("sda known spun down", Duration::from_secs(30), || {
+        (stored(&env.db).0 > 0.0).then_some(())
+    });
+    let truth_up_s = play(&mut drive, &env.db);
+    daemon.stop_cleanly();
+    priced_at_measured(&config, (delta, ci), truth_up_s);
+}
+
+/// `wattson idle --measure --only disk_standby:sda`: the measured change and its interval,
+/// after checking that only the disk's two files were written and both are as found.
+fn measure_sda(config: &Path, root: &Path, db: &Path) -> (f64, f64) {
+    let power = root.join("sys/block/sda/device/power");
+    let before = snapshot(root);
+    let stdout = run_ok(
+        config,
+        &[
+            "idle",
+            "--measure",
+            "--only",
+            "disk_standby:sda",
+            "--phase",
+            "2s",
+        ],
+    );
+    let after = snapshot(root);
+    assert_eq!(changed_content(&before, &after), Vec::<PathBuf>::new());
+    let mut written = touched(&before, &after);
+    written.sort();
+    assert_eq!(
+        written,
+        [power.join("autosuspend_delay_ms"), power.join("control")],
+        "only the disk's two files"
+    );
+    let found = effects(db);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let (id, delta, ci, effect) = found[0].clone();
+    assert_eq!(id, "disk_standby:sda");
+    assert!(effect && (delta + WATTS).abs() <= 0.1 * WATTS, "{found:?}");
+    assert!(
+        stdout.contains("sda in standby: -")
+            && stdout.contains("prices each spun-up hour of the disk at these watts"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("--apply"),
+        "a disk's standby is not kept: {stdout}"
+    );
+    (delta, ci)
+}
+
+/// `wattson idle` and the report price sda's stored spun-up time at the measured watts,
+/// within 10 % of the simulator's truth (`truth_up_s` at [`WATTS`]).
+fn priced_at_measured(config: &Path, (delta, ci): (f64, f64), truth_up_s: f64) {
+    let json: serde_json::Value =
+        serde_json::from_str(&run_ok(config, &["idle", "--json", "--sample", "0"])).unwrap();
+    let d = &json["disks"][0];
+    assert_eq!(d["watts_source"], "measured", "{d}");
+    let watts = d["spun_up_watts"].as_f64().unwrap_or_else(|| panic!("{d}"));
+    assert!((watts + delta).abs() < 1e-9, "the measured watts: {d}");
+    assert!(
+        (d["spun_up_watts_ci95"].as_f64().unwrap() - ci).abs() < 1e-9,
+        "{d}"
+    );
+    let truth_share = truth_up_s / d["covered_s"].as_f64().unwrap();
+    let truth = WATTS * truth_share * 8.76 * 0.30;
+    let cost = d["annual_cost"].as_f64().unwrap();
+    assert!(
+        (cost - truth).abs() <= 0.1 * truth,
+        "GBP {cost:.4} a year against the simulator's {truth:.4}: {d}"
+    );
+    eprintln!(
+        "sda: measured {watts:.2} +/- {ci:.2} W against {WATTS} W; spun up {:.2} s against \
+         {truth_up_s:.2} s; GBP {cost:.4} a year against {truth:.4}",
+        d["up_s"]
+    );
+    let text = run_ok(config, &["idle", "--sample", "0"]);
+    eprintln!("{text}");
+    assert!(
+        text.contains("measured at the wall by `wattson idle --measure` on")
+            && text.contains("sda in standby against spinning, priced by its spun-up hours"),
+        "{text}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&run_ok(config, &["report", "--format", "json"])).unwrap();
+    let idle = &report["idle"];
+    assert_eq!(idle["disks"][0]["watts_source"], "measured", "{idle}");
+    assert!(
+        (idle["disks"][0]["annual_cost"].as_f64().unwrap() - cost).abs() < 1e-6,
+        "{idle}"
+    );
+    assert!(
+        idle["settings"]
+            .as_array()
+            .is_none_or(|s| s.iter().all(|s| s["setting"] != "disk_standby:sda")),
+        "the disk's measurement is not a setting's saving: {idle}"
     );
 }
 

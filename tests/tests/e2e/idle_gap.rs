@@ -38,9 +38,33 @@ fn history(db: &std::path::Path, hours: &[(f64, f64)]) {
     }
 }
 
+/// The start of the newest hour [`history`] writes.
+fn newest_hour() -> i64 {
+    (chrono::Utc::now().timestamp_millis() / HOUR_MS - 2) * HOUR_MS
+}
+
+/// sda's stored spin: spun up `up_s` of the hour from `hour_ms`.
+fn disk_hour(db: &std::path::Path, hour_ms: i64, up_s: f64) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute(
+        "INSERT INTO disk_hour (host, disk, hour_ms, up_s, covered_s, spinups, source)
+         VALUES ('e2e', 'sda', ?1, ?2, 3600, 1, 'inferred')",
+        rusqlite::params![hour_ms, up_s],
+    )
+    .unwrap();
+}
+
 fn measured(db: &std::path::Path) {
+    measured_with(db, &[]);
+}
+
+/// The three settings measured, and `more` (candidate, name, changed, W) beside them.
+fn measured_with(db: &std::path::Path, more: &[(&str, &str, &str, f64)]) {
     let store = Store::open(db, &StoreOptions::default()).unwrap();
     let run_id = begin_run(&store, "e2e", 1, "pzem004t", &serde_json::json!({})).unwrap();
+    let more = more
+        .iter()
+        .map(|&(id, name, changed, w)| (id, name, changed, w, true));
     for (id, name, changed, delta, effect) in [
         ("pcie_aspm", "ASPM powersave", "powersave", -3.0, true),
         (
@@ -51,7 +75,10 @@ fn measured(db: &std::path::Path) {
             true,
         ),
         ("nmi_watchdog", "NMI watchdog off", "0", -0.05, false),
-    ] {
+    ]
+    .into_iter()
+    .chain(more)
+    {
         save_effect(
             &store,
             &Effect {
@@ -148,6 +175,63 @@ fn the_gap_to_the_best_idle_seen_is_assigned_to_the_measured_settings_not_in_eff
     );
     assert!(
         text.contains("unexplained: 3.0 W (33 % of the gap"),
+        "{text}"
+    );
+}
+
+/// A disk spun up for half of the newest idle hour and not at all in the best ones, its
+/// spinning measured at 6 W: the gap's 7.5 W is the two settings' 4.5 W and the disk's 3 W.
+#[test]
+fn a_disk_spun_up_in_the_newest_idle_hour_is_a_cause_at_its_measured_watts() {
+    let env = TestEnv::new();
+    let root = env.path("machine");
+    intel_desktop(&root);
+    let config = env.path("wattson.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[tariff]\ncurrency = \"GBP\"\nprice_per_kwh = 0.30\n",
+            host_toml(&root, &env.db)
+        ),
+    )
+    .unwrap();
+    let hours = [(35.5, 0.02), (35.5, 0.03), (43.0, 0.02), (43.0, 0.02)];
+    history(&env.db, &hours);
+    measured_with(
+        &env.db,
+        &[("disk_standby:sda", "sda in standby", "auto", -6.0)],
+    );
+    let newest = newest_hour();
+    disk_hour(&env.db, newest, 1800.0);
+    disk_hour(&env.db, newest - 3 * HOUR_MS, 0.0);
+
+    let v: serde_json::Value =
+        serde_json::from_str(&run_ok(&config, &["idle", "--json", "--sample", "0"])).unwrap();
+    let g = &v["gap"];
+    let num = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("{g}"));
+    assert!((num(&g["gap_watts"]) - 7.5).abs() < 0.01, "{g}");
+    let causes = g["causes"].as_array().unwrap();
+    let names: Vec<&str> = causes.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "ASPM powersave",
+            "SATA ALPM med_power_with_dipm",
+            "sda spun up"
+        ],
+        "{g}"
+    );
+    assert!((num(&causes[2]["watts"]) - 3.0).abs() < 0.01, "{g}");
+    assert!((num(&causes[2]["watts_ci95"]) - 0.15).abs() < 0.01, "{g}");
+    assert!(num(&g["explained_share"]) >= 0.8, "{g}");
+    assert!((num(&g["unexplained_watts"])).abs() < 0.01, "{g}");
+    let text = run_ok(&config, &["idle", "--sample", "0"]);
+    assert!(
+        text.contains("sda spun up: 3.0 +/- ")
+            && text.contains(
+                "W, GBP 7.88 a year (spun up 50 % of the newest idle hour against 0 % of the \
+                 best, at 6.0 W (measured at the wall"
+            ),
         "{text}"
     );
 }

@@ -165,3 +165,52 @@ pub(super) fn disks(root: &SysRoot) -> Vec<Setting> {
     }
     out
 }
+
+/// The autosuspend delay a standby measurement sets, ms: long enough for the kernel's own
+/// I/O after the write to finish, short against a measuring phase.
+pub const STANDBY_DELAY_MS: &str = "1000";
+
+/// Each rotational disk whose SCSI device has runtime power management (`power/control`),
+/// as a [`SettingKind::DiskStandby`]: `auto` there lets the kernel stop the drive once it has
+/// been idle for `autosuspend_delay_ms` (the way TLP's `AHCI_RUNTIME_PM` spins disks down),
+/// where the drive's driver stops it on runtime suspend (`manage_runtime_start_stop`, set by
+/// libata since Linux 6.6). `lower` is `auto` only where it is `on` now: a disk the kernel
+/// already manages has no spinning state to measure against.
+pub(super) fn disk_standby(root: &SysRoot) -> Vec<Setting> {
+    let mut out = Vec::new();
+    for (name, dev) in sorted_entries(&root.sys_path("block")) {
+        if !name.starts_with("sd") || read(&dev.join("queue/rotational")).as_deref() != Some("1") {
+            continue;
+        }
+        let control = dev.join("device/power/control");
+        let Some(current) = read(&control) else {
+            continue;
+        };
+        let delay = dev.join("device/power/autosuspend_delay_ms");
+        let mut files = vec![control];
+        if read(&delay).is_some_and(|d| d.parse::<i64>().is_ok()) {
+            files.push(delay);
+        }
+        out.push(Setting {
+            kind: SettingKind::DiskStandby,
+            id: format!("{}:{name}", SettingKind::DiskStandby.as_str()),
+            label: format!("disk {name} runtime PM"),
+            lower: (current == "on").then(|| "auto".to_owned()),
+            available: vec!["on".to_owned(), "auto".to_owned()],
+            files,
+            note: Some(if current == "on" {
+                format!(
+                    "`wattson idle --measure --only disk_standby:{name}` measures what the disk \
+                     costs spun up: it lets the kernel stop the drive after {STANDBY_DELAY_MS} \
+                     ms idle, then keeps it spinning, in turn"
+                )
+            } else {
+                "the kernel stops the drive after autosuspend_delay_ms idle, where its driver \
+                 manages that (manage_runtime_start_stop)"
+                    .to_owned()
+            }),
+            current,
+        });
+    }
+    out
+}

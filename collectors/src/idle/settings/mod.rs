@@ -29,6 +29,7 @@ use serde::Serialize;
 use crate::sysroot::SysRoot;
 
 pub use devices::pci_class_name;
+pub use kernel::STANDBY_DELAY_MS;
 
 /// What a setting is; candidates for `wattson idle --measure` are grouped by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -56,6 +57,12 @@ pub enum SettingKind {
     Turbo,
     /// Whether a disk is spun down (shown; nothing to set here).
     Disk,
+    /// A rotational disk put to standby through its runtime power management, for
+    /// `wattson idle --measure` to find what the disk costs spun up: its files are the SCSI
+    /// device's `power/control` (`on` keeps it spinning, `auto` lets the kernel stop it) and,
+    /// where it reads as a number, `power/autosuspend_delay_ms`, which the measurement sets
+    /// short. Measured only when asked, and never kept by `--apply`.
+    DiskStandby,
 }
 
 impl SettingKind {
@@ -75,11 +82,12 @@ impl SettingKind {
             SettingKind::Epp => "epp",
             SettingKind::Turbo => "turbo",
             SettingKind::Disk => "disk",
+            SettingKind::DiskStandby => "disk_standby",
         }
     }
 
     /// Every kind, in the order `wattson idle` lists them.
-    pub const ALL: [SettingKind; 13] = [
+    pub const ALL: [SettingKind; 14] = [
         SettingKind::PcieAspm,
         SettingKind::PcieLinkAspm,
         SettingKind::SataAlpm,
@@ -93,6 +101,7 @@ impl SettingKind {
         SettingKind::Epp,
         SettingKind::Turbo,
         SettingKind::Disk,
+        SettingKind::DiskStandby,
     ];
 }
 
@@ -180,6 +189,7 @@ pub fn read_all(root: &SysRoot) -> Vec<Setting> {
     out.extend(kernel::audio_power_save(root));
     out.extend(cpufreq::settings(root));
     out.extend(kernel::disks(root));
+    out.extend(kernel::disk_standby(root));
     out.sort_by_key(|s| SettingKind::ALL.iter().position(|k| *k == s.kind));
     out
 }

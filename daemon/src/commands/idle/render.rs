@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use crate::analysis::cost::{annual_cost, format_money};
 use crate::config::Config;
+use crate::idle::candidates::Candidate;
 use crate::idle::explain::IdleReport;
 use crate::idle::measure::Plan;
 use crate::idle::store::{Effect, describe_delta};
 use crate::idle::wakeups::WakeupsView;
+use wattson_collectors::idle::settings::SettingKind;
 
 fn pct(share: f64) -> String {
     format!("{:.1} %", share * 100.0)
@@ -153,13 +155,17 @@ fn render_disks(out: &mut String, r: &IdleReport, config: &Config) {
 
 /// What to do next: measure what the settings save, or nothing left to change.
 fn render_next(out: &mut String, r: &IdleReport) {
-    if r.candidates.is_empty() {
+    let (disks, savers): (Vec<&Candidate>, Vec<&Candidate>) = r
+        .candidates
+        .iter()
+        .partition(|c| c.kind == SettingKind::DiskStandby);
+    if savers.is_empty() {
         let _ = writeln!(
             out,
             "\nEvery setting wattson can change is at its lowest-power value."
         );
     } else {
-        let ids: Vec<&str> = r.candidates.iter().map(|c| c.id).collect();
+        let ids: Vec<&str> = savers.iter().map(|c| c.id.as_str()).collect();
         let _ = writeln!(
             out,
             "\nNext: `sudo wattson idle --measure` measures what each of these saves at the wall \
@@ -170,6 +176,15 @@ fn render_next(out: &mut String, r: &IdleReport) {
                 .as_secs()
                 .div_ceil(60),
             ids[0]
+        );
+    }
+    for c in disks {
+        let _ = writeln!(
+            out,
+            "`sudo wattson idle --measure --only {}` finds what the disk costs spun up at the \
+             wall: the kernel stops it and it is spun up again, in turn (three times), then it is \
+             left as found.",
+            c.id
         );
     }
 }
@@ -266,7 +281,12 @@ pub(super) fn effect_line(e: &Effect, config: &Config) -> String {
         e.changed,
         describe_delta(e)
     );
-    if e.effect {
+    if let Some(disk) = crate::idle::candidates::standby_disk(&e.candidate) {
+        let _ = write!(
+            line,
+            ": {disk} in standby against spinning, priced by its spun-up hours under Disks"
+        );
+    } else if e.effect {
         let _ = write!(line, ", {}", yearly(e.delta_w, e.delta_ci95_w, config));
     }
     line
