@@ -11,9 +11,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use wattson_collectors::cgroup::fixture::FixtureTree;
+use wattson_collectors::idle::wakeups::fixture::FixtureProc;
 use wattson_tests::http::{HTTP_TOML, bound_addr, get};
 use wattson_tests::idle::{
     changed_content, effects, host_toml, intel_desktop, run_ok, simulated_meter, snapshot, touched,
@@ -89,12 +92,12 @@ fn stored(db: &Path) -> (f64, f64) {
     .unwrap_or((0.0, 0.0))
 }
 
-/// The script: backup, backup, media once, backup; each from a disk spun down, and the
-/// next only once the daemon has stored the spin-down (the drive's own clock sleeps).
-/// Returns the seconds the drive was spun up.
-fn play(drive: &mut Drive, db: &Path) -> f64 {
+/// The script's spin-ups, each by `who` from a disk spun down, the next only once the
+/// daemon has stored the spin-down (the drive's own clock sleeps): the backup writes for a
+/// second, the media service reads once. Returns the seconds the drive was spun up.
+fn play(drive: &mut Drive, db: &Path, script: &[&'static str]) -> f64 {
     let mut truth_up_s = 0.0;
-    for who in [BACKUP, BACKUP, MEDIA, BACKUP] {
+    for &who in script {
         let before = stored(db).1;
         let first = Instant::now();
         let mut last = first;
@@ -164,7 +167,7 @@ fn the_daemon_follows_a_disks_spin_ups_names_who_woke_it_and_prices_its_spun_up_
     daemon.wait_for("sda known spun down", Duration::from_secs(30), || {
         (stored(&env.db).0 > 0.0).then_some(())
     });
-    let truth_up_s = play(&mut drive, &env.db);
+    let truth_up_s = play(&mut drive, &env.db, &[BACKUP, BACKUP, MEDIA, BACKUP]);
     let exposition = daemon.wait_for("sda on /metrics", Duration::from_secs(30), || {
         let body = get(addr, "/metrics", &[])?.body;
         let per_day = metric(&body, "wattson_disk_spinups_per_day{")?;
@@ -254,20 +257,24 @@ fn text_and_report(config: &Path, cost: f64) {
     );
 }
 
-/// What a spinning disk costs, measured at the wall and used to price its spun-up hours: the
-/// simulated meter draws [`WATTS`] less while sda's runtime PM is `auto` (the kernel has
-/// stopped the drive). `wattson idle --measure --only disk_standby:sda` finds those watts
-/// and leaves both files it wrote as found; the daemon then follows the drive through the
-/// script's spin-ups, and `wattson idle` and the report price them at the measured watts,
-/// within 10 % of the simulator's truth, with no datasheet figure configured.
-#[test]
-fn a_disks_watts_measured_at_the_wall_price_its_spun_up_hours() {
+/// sda as the kernel can stop it, on a meter that knows: the simulated meter draws [`WATTS`]
+/// less while sda's `power/control` reads `auto`; the drive and its control groups; and a
+/// configuration with the meter, `[[disk]]` sda (no datasheet watts) and `extra`.
+struct Rig {
+    env: TestEnv,
+    root: PathBuf,
+    config: PathBuf,
+    drive: Drive,
+    _meter: Child,
+}
+
+fn measurable_sda(extra: &str) -> Rig {
     let env = TestEnv::new();
     let root = env.path("machine");
     intel_desktop(&root);
     let power = root.join("sys/block/sda/device/power");
     std::fs::write(power.join("autosuspend_delay_ms"), "600000\n").unwrap();
-    let (_meter, port) = simulated_meter(
+    let (meter, port) = simulated_meter(
         &env,
         &root,
         0.3,
@@ -293,29 +300,106 @@ fn a_disks_watts_measured_at_the_wall_price_its_spun_up_hours() {
         format!(
             "{}\n[[meter]]\nid = \"wall\"\nprotocol = \"pzem004t\"\nport = {}\ninterval = \"100ms\"\n\n\
              [[disk]]\nname = \"sda\"\nstandby_after = \"2s\"\ninterval = \"100ms\"\n\n\
-             [tariff]\ncurrency = \"GBP\"\nprice_per_kwh = 0.30\n",
+             [tariff]\ncurrency = \"GBP\"\nprice_per_kwh = 0.30\n{extra}",
             host_toml(&root, &env.db),
             q(&port)
         ),
     )
     .unwrap();
-    let text = run_ok(&config, &["idle", "--sample", "0"]);
+    Rig {
+        env,
+        root,
+        config,
+        drive,
+        _meter: meter,
+    }
+}
+
+/// Runs the daemon while the drive plays `script`; the seconds it was spun up.
+fn follow(rig: &mut Rig, script: &[&'static str]) -> f64 {
+    let mut daemon = Child::run_daemon(&rig.config, &[]);
+    daemon.wait_for("sda known spun down", Duration::from_secs(30), || {
+        (stored(&rig.env.db).0 > 0.0).then_some(())
+    });
+    let truth_up_s = play(&mut rig.drive, &rig.env.db, script);
+    daemon.stop_cleanly();
+    truth_up_s
+}
+
+/// What a spinning disk costs, measured at the wall and used to price its spun-up hours:
+/// `wattson idle --measure --only disk_standby:sda` finds the watts and leaves both files it
+/// wrote as found; the daemon then follows the drive through the script's spin-ups, and
+/// `wattson idle` and the report price them at the measured watts, within 10 % of the
+/// simulator's truth, with no datasheet figure configured.
+#[test]
+fn a_disks_watts_measured_at_the_wall_price_its_spun_up_hours() {
+    let mut rig = measurable_sda("");
+    let text = run_ok(&rig.config, &["idle", "--sample", "0"]);
     assert!(
         text.contains(
             "`sudo wattson idle --measure --only disk_standby:sda` finds what the disk costs spun up"
         ),
         "{text}"
     );
+    let measured = measure_sda(&rig.config, &rig.root, &rig.env.db);
+    let truth_up_s = follow(&mut rig, &[BACKUP, BACKUP, MEDIA, BACKUP]);
+    priced_at_measured(&rig.config, measured, truth_up_s);
+}
 
-    let (delta, ci) = measure_sda(&config, &root, &env.db);
+/// Who keeps it awake, the issue's fixture whole: one service causes 80 % of the task
+/// wake-ups (`jellyfin.service` at 800/s against `sshd.service`'s 200/s, moved by a thread
+/// as in the wake-ups tests) and another's I/O spins sda up twice (`backup.service`, each
+/// time from a disk spun down). `wattson idle` ranks the services by wake-ups with their
+/// shares within 10 %, names the backup for both spin-ups, and prices the spun-up time at
+/// the watts it measured at the wall, within 10 % of the simulator's truth.
+#[test]
+fn who_keeps_it_awake_the_wakeups_by_service_and_the_disk_by_who_spun_it_up() {
+    let mut rig = measurable_sda("");
+    let proc = FixtureProc::new(&rig.root.join("proc")).unwrap();
+    proc.add_home_server().unwrap();
+    proc.set_interrupts(&[("LOC", 0), ("RES", 0)], &[(122, "nvme0q1", 0)])
+        .unwrap();
+    let measured = measure_sda(&rig.config, &rig.root, &rig.env.db);
+    let truth_up_s = follow(&mut rig, &[BACKUP, BACKUP]);
 
-    let mut daemon = Child::run_daemon(&config, &[]);
-    daemon.wait_for("sda known spun down", Duration::from_secs(30), || {
-        (stored(&env.db).0 > 0.0).then_some(())
-    });
-    let truth_up_s = play(&mut drive, &env.db);
-    daemon.stop_cleanly();
-    priced_at_measured(&config, (delta, ci), truth_up_s);
+    let stop = Arc::new(AtomicBool::new(false));
+    let advancer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            while !stop.load(Ordering::SeqCst) {
+                let at = |per_s: f64| (t0.elapsed().as_secs_f64() * per_s) as u64;
+                proc.set_count(100, 100, at(500.0)).unwrap();
+                proc.set_count(100, 101, at(100.0)).unwrap();
+                proc.set_count(120, 120, at(200.0)).unwrap();
+                proc.set_count(200, 200, at(200.0)).unwrap();
+                proc.set_interrupts(
+                    &[("LOC", at(1000.0)), ("RES", 0)],
+                    &[(122, "nvme0q1", at(300.0))],
+                )
+                .unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let json = run_ok(&rig.config, &["idle", "--json", "--sample", "1s"]);
+    stop.store(true, Ordering::SeqCst);
+    advancer.join().unwrap();
+
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let share = |e: &serde_json::Value| e["share"].as_f64().unwrap();
+    let services = v["wakeups"]["by_service"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(services[0]["group"], "service:jellyfin.service", "{v}");
+    assert!((share(&services[0]) - 0.8).abs() <= 0.1, "{v}");
+    assert_eq!(services[1]["group"], "service:sshd.service", "{v}");
+    assert!((share(&services[1]) - 0.2).abs() <= 0.1, "{v}");
+    let d = &v["disks"][0];
+    assert_eq!(d["spinups"], 2, "{d}");
+    assert_eq!(d["woke_by"][0]["name"], "service:backup.service", "{d}");
+    assert!((share(&d["woke_by"][0]) - 1.0).abs() < 1e-9, "{d}");
+    priced_at_measured(&rig.config, measured, truth_up_s);
 }
 
 /// `wattson idle --measure --only disk_standby:sda`: the measured change and its interval,
@@ -383,7 +467,7 @@ fn priced_at_measured(config: &Path, (delta, ci): (f64, f64), truth_up_s: f64) {
     eprintln!(
         "sda: measured {watts:.2} +/- {ci:.2} W against {WATTS} W; spun up {:.2} s against \
          {truth_up_s:.2} s; GBP {cost:.4} a year against {truth:.4}",
-        d["up_s"]
+        d["up_s"].as_f64().unwrap_or(f64::NAN)
     );
     let text = run_ok(config, &["idle", "--sample", "0"]);
     eprintln!("{text}");
