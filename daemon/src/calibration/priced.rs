@@ -1,7 +1,8 @@
 //! A calibration's estimate priced: the estimated energy of a stretch at the tariff's
 //! price of each hour, projected to a year with the model's interval carried into the
-//! money. `wattson calibration estimate` and `wattson status` (on a host with no meter)
-//! both show this, so the two give one answer.
+//! money. `wattson calibration estimate`, and on a host with no meter `wattson status`, the
+//! MQTT state, `/metrics` and the live page all show this ([`figures`] for the last four),
+//! so they give one answer.
 
 use serde::Serialize;
 
@@ -47,4 +48,96 @@ pub fn priced(
         cost,
         estimate,
     })
+}
+
+/// The money of a priced estimate in one line, as `calibration estimate`, `status` and the
+/// report print it; `None` when nothing was estimated.
+pub fn cost_line(p: &Priced) -> Option<String> {
+    let c = p.cost.as_ref()?;
+    let money = |v: f64| crate::analysis::cost::format_money(v, &p.currency);
+    Some(format!(
+        "{} of energy over those minutes; a year at this rate: {:.0} kWh, {}{} (estimated, not \
+         measured)",
+        money(p.window_cost.unwrap_or(0.0)),
+        c.kwh_per_year,
+        money(c.cost_per_year),
+        c.cost_per_year_ci95
+            .map(|ci| format!(" +/- {}", money(ci)))
+            .unwrap_or_default()
+    ))
+}
+
+/// A priced estimate over a window in lines, for the report: what it rests on, the energy
+/// and the minutes, what was withheld and why, and the money.
+pub fn lines(p: &Priced) -> Vec<String> {
+    let e = &p.estimate;
+    let mut out = vec![format!(
+        "{}: {:.3} kWh over {} minutes estimated{}",
+        e.provenance,
+        e.energy_wh / 1000.0,
+        e.minutes,
+        e.mean_w
+            .map(|w| format!(", {w:.1} W on average"))
+            .unwrap_or_default()
+    )];
+    for w in &e.withheld {
+        out.push(format!(
+            "withheld {} minutes from {}: {}",
+            w.minutes,
+            chrono::DateTime::from_timestamp_millis(w.from_ms)
+                .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .unwrap_or_default(),
+            w.reason
+        ));
+    }
+    if e.minutes_without_signals > 0 {
+        out.push(format!(
+            "{} minutes without a reading of every signal the model needs: not estimated",
+            e.minutes_without_signals
+        ));
+    }
+    out.push(cost_line(p).unwrap_or_else(|| "nothing estimated: no money to show".to_owned()));
+    out
+}
+
+/// A host's energy and money estimated from its newest calibration, as `wattson
+/// calibration estimate` prices it: today so far (from local midnight in the tariff's zone),
+/// and the last 7 days, whose rate gives the year with the model's interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EstimatedFigures {
+    /// "estimated from the calibration of DATE, +/- X %".
+    pub provenance: String,
+    pub today: Priced,
+    pub last_7_days: Priced,
+}
+
+/// [`EstimatedFigures`] of `host` at `now`; `None` when it has no calibration.
+pub fn figures(
+    store: &Store,
+    host: &str,
+    tariff: &Tariff,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<EstimatedFigures>, CalibrationError> {
+    use chrono::TimeZone as _;
+    let Some(model) = super::persist::latest(store, host)? else {
+        return Ok(None);
+    };
+    let now_ms = now.timestamp_millis();
+    let tz = tariff.tz();
+    let day_start = crate::ledger::costs::local_midnight(
+        tz,
+        tz.from_utc_datetime(&now.naive_utc()).date_naive(),
+    );
+    Ok(Some(EstimatedFigures {
+        provenance: model.provenance(),
+        today: priced(store, host, &model, tariff, day_start, now_ms)?,
+        last_7_days: priced(
+            store,
+            host,
+            &model,
+            tariff,
+            now_ms - 7 * crate::store::DAY_MS,
+            now_ms,
+        )?,
+    }))
 }

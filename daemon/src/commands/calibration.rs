@@ -308,7 +308,7 @@ fn estimate_history(config: &Config, a: &EstimateArgs) -> anyhow::Result<ExitCod
                 .unwrap_or_default()
         );
     }
-    if let Some(line) = cost_line(&p) {
+    if let Some(line) = priced::cost_line(&p) {
         let _ = writeln!(s, "  cost       {line}");
     }
     for w in &e.withheld {
@@ -346,23 +346,6 @@ fn estimate_history(config: &Config, a: &EstimateArgs) -> anyhow::Result<ExitCod
     }
     crate::output::print(&s);
     Ok(ExitCode::SUCCESS)
-}
-
-/// The money of a priced estimate in one line, as `calibration estimate` and `status` print
-/// it; `None` when nothing was estimated.
-pub fn cost_line(p: &priced::Priced) -> Option<String> {
-    let c = p.cost.as_ref()?;
-    let money = |v: f64| crate::analysis::cost::format_money(v, &p.currency);
-    Some(format!(
-        "{} of energy over those minutes; a year at this rate: {:.0} kWh, {}{} (estimated, not \
-         measured)",
-        money(p.window_cost.unwrap_or(0.0)),
-        c.kwh_per_year,
-        money(c.cost_per_year),
-        c.cost_per_year_ci95
-            .map(|ci| format!(" +/- {}", money(ci)))
-            .unwrap_or_default()
-    ))
 }
 
 fn export_model(config: &Config, a: &ExportArgs) -> anyhow::Result<ExitCode> {

@@ -99,7 +99,7 @@ struct Status {
     /// With no wall meter's energy: today's and the last 7 days' energy and money estimated
     /// from the host's calibration, always labelled so.
     #[serde(skip_serializing_if = "Option::is_none")]
-    estimated: Option<EstimatedFigures>,
+    estimated: Option<crate::calibration::priced::EstimatedFigures>,
     /// The price now and what the wall's current draw costs at it.
     #[serde(skip_serializing_if = "Option::is_none")]
     price: Option<PriceNow>,
@@ -120,46 +120,6 @@ struct Status {
     remote_write: Option<remote_write::RemoteWriteStatus>,
     #[serde(skip)]
     now_ms: i64,
-}
-
-/// A host's energy and money estimated from its calibration (`wattson calibration`), as
-/// `wattson calibration estimate` prices it: today so far, and the last 7 days (whose rate
-/// gives the year, with the model's interval).
-#[derive(Debug, Serialize)]
-struct EstimatedFigures {
-    /// "estimated from the calibration of DATE, +/- X %".
-    provenance: String,
-    today: crate::calibration::priced::Priced,
-    last_7_days: crate::calibration::priced::Priced,
-}
-
-/// [`EstimatedFigures`] of `host`, when it has a calibration.
-fn estimated_figures(
-    store: &crate::store::Store,
-    host: &str,
-    tariff: &crate::tariff::Tariff,
-    now: chrono::DateTime<chrono::Utc>,
-) -> anyhow::Result<Option<EstimatedFigures>> {
-    use crate::calibration::priced::priced;
-    use chrono::TimeZone as _;
-    let Some(model) = crate::calibration::persist::latest(store, host)? else {
-        return Ok(None);
-    };
-    let now_ms = now.timestamp_millis();
-    let tz = tariff.tz();
-    let day_start = costs::local_midnight(tz, tz.from_utc_datetime(&now.naive_utc()).date_naive());
-    Ok(Some(EstimatedFigures {
-        provenance: model.provenance(),
-        today: priced(store, host, &model, tariff, day_start, now_ms)?,
-        last_7_days: priced(
-            store,
-            host,
-            &model,
-            tariff,
-            now_ms - 7 * crate::store::DAY_MS,
-            now_ms,
-        )?,
-    }))
 }
 
 fn store_status(db: &Path, store: &crate::store::Store) -> anyhow::Result<StoreStatus> {
@@ -253,7 +213,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     // No wall meter's energy: the host's calibration, priced, as its own figure.
     let estimated = match &cost {
         Some(_) => None,
-        None => estimated_figures(&store, &host, &tariff, now)?,
+        None => crate::calibration::priced::figures(&store, &host, &tariff, now)?,
     };
     let wattson_cost = {
         use crate::store::{DAY_MS, HOUR_MS, floor_to};

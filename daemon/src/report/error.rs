@@ -44,6 +44,13 @@ pub enum ProduceError {
         #[source]
         source: Box<crate::services::ServicesError>,
     },
+    /// The calibration's estimate could not be made.
+    #[error("estimating the wall from the calibration in {}", db.display())]
+    Calibration {
+        db: PathBuf,
+        #[source]
+        source: Box<crate::calibration::CalibrationError>,
+    },
     /// The window asked for holds no time.
     #[error(transparent)]
     EmptyWindow(#[from] super::request::EmptyWindow),
@@ -99,6 +106,7 @@ impl ProduceError {
             ProduceError::Existing(e) => e.exit_status(),
             ProduceError::Ledger(e) => e.exit_status(),
             ProduceError::Services { source, .. } => source.exit_status(),
+            ProduceError::Calibration { source, .. } => source.exit_status(),
             ProduceError::UpgradeCost(_)
             | ProduceError::Co2(_)
             | ProduceError::NothingToReport { .. }

@@ -227,6 +227,9 @@ pub fn produce(
                 source: Box::new(source),
             }
         })?;
+    if built.measured.is_none() {
+        built.estimated = estimated_section(config, &db, &host, (from_ms, to_ms), now)?;
+    }
     Ok(super::render(&built, args.format)?)
 }
 
@@ -252,6 +255,37 @@ fn services_section(
     let from = floor_to(from_ms.unwrap_or(to - 7 * DAY_MS), HOUR_MS);
     let e = crate::services::estimate(&store, host, &tariff, from, to)?;
     Ok((!e.is_empty()).then_some(e))
+}
+
+/// The report window's energy and money estimated from `host`'s newest calibration (the
+/// last 7 days by default, as for the services), where the window has no measured wall
+/// energy and the host has a calibration.
+fn estimated_section(
+    config: &Config,
+    db: &Path,
+    host: &str,
+    (from_ms, to_ms): (Option<i64>, Option<i64>),
+    now: DateTime<Utc>,
+) -> Result<Option<crate::calibration::priced::Priced>, ProduceError> {
+    use crate::store::DAY_MS;
+    if !crate::store::database_exists(db)? {
+        return Ok(None);
+    }
+    let store = crate::store::open_database(db)?;
+    let failed = |source| ProduceError::Calibration {
+        db: db.to_owned(),
+        source: Box::new(source),
+    };
+    let Some(model) = crate::calibration::persist::latest(&store, host).map_err(failed)? else {
+        return Ok(None);
+    };
+    let tariff =
+        crate::ledger::costs::tariff_with_series(&config.tariff, &store, now.timestamp_millis())?;
+    let to = to_ms.unwrap_or_else(|| now.timestamp_millis());
+    let from = from_ms.unwrap_or(to - 7 * DAY_MS);
+    crate::calibration::priced::priced(&store, host, &model, &tariff, from, to)
+        .map(Some)
+        .map_err(failed)
 }
 
 /// `[tariff]` makes no tariff ([`ProduceError::Tariff`]).

@@ -231,6 +231,40 @@ fn the_recording_rule_reproduces_the_estimate_within_1_percent_in_prometheus() {
     );
 }
 
+/// `wattson report` on a host with no meter, in every format: the last 7 days estimated
+/// from its calibration, priced as `calibration estimate` (`week`) prices it.
+fn report_shows_the_same_estimate(config: &std::path::Path, week: &serde_json::Value) {
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(config, &["report", "--format", "json"])).unwrap();
+    let e = &report["estimated"];
+    assert_eq!(e["cost"], week["cost"], "{report:#}");
+    assert_eq!(e["energy_wh"], week["energy_wh"], "{report:#}");
+    assert!(report["measured"].is_null(), "{report:#}");
+    let year = week["cost"]["cost_per_year"].as_f64().unwrap();
+    let title = "This machine: estimated from its calibration (no meter at the wall)";
+    for format in ["table", "markdown", "html"] {
+        let out = ok(config, &["report", "--format", format]);
+        assert!(
+            out.contains(title)
+                && out.contains(&format!("GBP {year:.2} +/- GBP"))
+                && out.contains("(estimated, not measured)")
+                && out.contains("borrowed from e2e"),
+            "{format}: {out}"
+        );
+    }
+    let csv = ok(config, &["report", "--format", "csv"]);
+    let line = csv
+        .lines()
+        .find(|l| l.starts_with("estimate:wall,estimated,estimated,"))
+        .unwrap_or_else(|| panic!("{csv}"));
+    let cost: f64 = line.split(',').nth(7).unwrap().parse().unwrap();
+    assert!((cost - year).abs() < 0.005, "{csv}");
+    assert!(
+        line.contains(",\"estimated from the calibration of "),
+        "{csv}"
+    );
+}
+
 #[test]
 fn another_host_of_the_same_hardware_borrows_the_calibration_and_says_so() {
     let day = usual_day();
@@ -295,6 +329,7 @@ fn another_host_of_the_same_hardware_borrows_the_calibration_and_says_so() {
             && text.contains("(estimated, not measured)"),
         "{text}"
     );
+    report_shows_the_same_estimate(&twin.config, &week);
 
     // Other hardware, a model that is not whole, something else entirely, too large: 65,
     // and nothing stored.

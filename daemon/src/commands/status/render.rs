@@ -276,7 +276,7 @@ fn age_text(age_s: f64) -> String {
 }
 
 /// The estimated energy and cost section of a host with no wall meter.
-fn estimated_lines(e: &super::EstimatedFigures) -> String {
+fn estimated_lines(e: &crate::calibration::priced::EstimatedFigures) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "\nenergy and cost (no wall meter: {})", e.provenance);
     let today = &e.today;
@@ -289,7 +289,7 @@ fn estimated_lines(e: &super::EstimatedFigures) -> String {
         today.estimate.minutes,
         withheld_text(&today.estimate)
     );
-    match super::super::calibration::cost_line(&e.last_7_days) {
+    match crate::calibration::priced::cost_line(&e.last_7_days) {
         Some(line) => {
             let _ = writeln!(
                 out,

@@ -126,6 +126,11 @@ pub struct Report {
     /// What each service costs (estimates), where the database has CPU time per service.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub services: Option<crate::services::ServicesEstimate>,
+    /// With no wall meter's energy in the window: the energy and money estimated from the
+    /// host's newest calibration (`wattson calibration`), priced as `calibration estimate`
+    /// prices it, always labelled an estimate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated: Option<crate::calibration::priced::Priced>,
     /// Real tariffs: pricing per slot, the fallback, the tariff comparison, CO2 per slot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tariffs: Option<super::real_tariffs::TariffReport>,
@@ -371,6 +376,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         regression,
         gpus,
         services: None,
+        estimated: None,
         tariffs,
         idle: super::idle::build(&input.idle, tariff, opts.reference_date),
         candidates,

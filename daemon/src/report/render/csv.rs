@@ -18,6 +18,12 @@
 //! annual kWh and cost projected as measured (the window's energy at the prices of its own
 //! hours, scaled to a year by covered time).
 //!
+//! A host with no wall meter's energy in the window and a calibration (`wattson
+//! calibration`) adds one row of kind `estimated` (config `estimate:wall`, mode
+//! `estimated`): the mean watts estimated over the minutes the model could vouch for, with
+//! the model's interval, and the year projected from them at the prices of their hours;
+//! `warnings` says what it rests on ("estimated from the calibration of DATE, +/- X %").
+//!
 //! Each GPU adds rows of kind `gpu` (config = its channel): `busy`, `idle resident` and
 //! `idle bare` at their mean watts (annual figures as if held all year), then `resident
 //! process` (the extra idle watts x the share of time resident and idle) and `resident
@@ -106,6 +112,9 @@ pub fn render(r: &Report) -> String {
     config_rows(&mut out, r);
     if let Some(m) = &r.measured {
         measured_row(&mut out, m, r);
+    }
+    if let Some(p) = &r.estimated {
+        estimated_row(&mut out, p, r);
     }
     if let Some(t) = &r.tariffs {
         tariff_rows(&mut out, t, r);
@@ -206,6 +215,37 @@ fn measured_row(out: &mut String, m: &MeasuredReport, r: &Report) {
         String::new(),
         String::new(),
         field(&m.warnings.join("; ")),
+    ];
+    let _ = writeln!(out, "{}", row.join(","));
+}
+
+/// The calibration's estimate as one row of kind `estimated` (see the module
+/// documentation).
+fn estimated_row(out: &mut String, p: &crate::calibration::priced::Priced, r: &Report) {
+    let Some(c) = &p.cost else { return };
+    let kwh_ci = c
+        .cost_per_year_ci95
+        .filter(|_| c.cost_per_year > 0.0)
+        .map(|ci| c.kwh_per_year * ci / c.cost_per_year);
+    let row = [
+        "estimate:wall".to_owned(),
+        "estimated".to_owned(),
+        "estimated".to_owned(),
+        num(c.watts, 3),
+        opt(c.watts_ci95, 3),
+        num(c.kwh_per_year, 3),
+        opt(kwh_ci, 3),
+        money(c.cost_per_year),
+        c.cost_per_year_ci95.map_or_else(String::new, money),
+        field(&r.currency),
+        num(price_of(c.kwh_per_year, c.cost_per_year, r), 6),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        field(&p.estimate.provenance),
     ];
     let _ = writeln!(out, "{}", row.join(","));
 }

@@ -34,6 +34,12 @@ pub fn sections(r: &Report) -> Vec<Section> {
             lines: measured_lines(m, cur),
         });
     }
+    if let Some(p) = &r.estimated {
+        out.push(Section {
+            title: "This machine: estimated from its calibration (no meter at the wall)".into(),
+            lines: crate::calibration::priced::lines(p),
+        });
+    }
     if let Some(c) = &r.candidates {
         out.push(Section {
             title: "Keep this box or buy another: candidates on this machine's load".into(),
