@@ -106,7 +106,6 @@ pub fn over(
             }
         }
     }
-    let energy_wh = estimates.iter().fold(0.0, |e, (_, w)| e + w / 60.0);
     let mut hours: Vec<(i64, f64)> = Vec::new();
     for (m, w) in &estimates {
         let h = crate::store::floor_to(*m, crate::store::HOUR_MS);
@@ -115,6 +114,9 @@ pub fn over(
             _ => hours.push((h, w / 60.0)),
         }
     }
+    // Hour by hour, so a sum of stretches kept hour by hour ([`super::running`]) is the
+    // same number to the last bit.
+    let energy_wh = energy_of(&hours);
     let wall = side_by_side(store, host, model, &estimates, from_ms, to_ms)?;
     Ok(Estimated {
         from_ms,
@@ -130,6 +132,11 @@ pub fn over(
         wall,
         hours,
     })
+}
+
+/// The energy of `hours` (`(hour start, Wh)`), added in order.
+pub fn energy_of(hours: &[(i64, f64)]) -> f64 {
+    hours.iter().fold(0.0, |e, (_, wh)| e + wh)
 }
 
 /// The wall meter's minutes beside the estimated ones, where the host had one.

@@ -15,8 +15,9 @@
 //!   wall beside it where a meter was there;
 //! - [`persist`]: the `wall_model` table;
 //! - [`priced`]: an estimate's energy at the tariff, projected to a year with its interval;
-//! - [`export`]: the model as a powercalc profile, a Prometheus recording rule, or a file
-//!   another host of the same hardware imports.
+//! - [`running`]: the same kept hour by hour, for the daemon's publishes;
+//! - [`export`]: the model as a file another host of the same hardware imports (the forms
+//!   Home Assistant and Prometheus read are [`crate::publish::calibration`]'s).
 //!
 //! Units: W for power, the signal's own unit for each feature (a busy share 0..1, MHz, a
 //! residency share); times UTC ms.
@@ -28,6 +29,7 @@ pub mod history;
 pub mod model;
 pub mod persist;
 pub mod priced;
+pub mod running;
 
 pub use model::{Feature, Model, Shape, WallModel};
 

@@ -34,7 +34,11 @@ pub fn priced(
     from_ms: i64,
     to_ms: i64,
 ) -> Result<Priced, CalibrationError> {
-    let estimate = estimate::over(store, host, model, from_ms, to_ms)?;
+    price(estimate::over(store, host, model, from_ms, to_ms)?, tariff)
+}
+
+/// An estimate priced at `tariff`.
+pub fn price(estimate: Estimated, tariff: &Tariff) -> Result<Priced, CalibrationError> {
     let covered_hours = estimate.minutes as f64 / 60.0;
     let cost = project(
         tariff,
@@ -118,16 +122,10 @@ pub fn figures(
     tariff: &Tariff,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Option<EstimatedFigures>, CalibrationError> {
-    use chrono::TimeZone as _;
     let Some(model) = super::persist::latest(store, host)? else {
         return Ok(None);
     };
-    let now_ms = now.timestamp_millis();
-    let tz = tariff.tz();
-    let day_start = crate::ledger::costs::local_midnight(
-        tz,
-        tz.from_utc_datetime(&now.naive_utc()).date_naive(),
-    );
+    let (day_start, now_ms) = today(tariff, now);
     Ok(Some(EstimatedFigures {
         provenance: model.provenance(),
         today: priced(store, host, &model, tariff, day_start, now_ms)?,
@@ -140,4 +138,15 @@ pub fn figures(
             now_ms,
         )?,
     }))
+}
+
+/// Today so far: local midnight in the tariff's zone, and `now`, UTC ms.
+pub fn today(tariff: &Tariff, now: chrono::DateTime<chrono::Utc>) -> (i64, i64) {
+    use chrono::TimeZone as _;
+    let tz = tariff.tz();
+    let midnight = crate::ledger::costs::local_midnight(
+        tz,
+        tz.from_utc_datetime(&now.naive_utc()).date_naive(),
+    );
+    (midnight, now.timestamp_millis())
 }

@@ -353,8 +353,8 @@ fn export_model(config: &Config, a: &ExportArgs) -> anyhow::Result<ExitCode> {
     let model = newest(&store, config)?;
     let host = &config.host.name;
     let text = match a.format {
-        ExportFormat::Powercalc => export::powercalc(&model, host)?,
-        ExportFormat::Prometheus => export::prometheus_rule(&model, host)?,
+        ExportFormat::Powercalc => crate::publish::calibration::powercalc(&model, host)?,
+        ExportFormat::Prometheus => crate::publish::calibration::prometheus_rule(&model, host)?,
         ExportFormat::File => export::file(&model),
     };
     crate::output::print(&text);

@@ -19,13 +19,14 @@ use wattson_collectors::source::channel;
 use tokio::sync::watch;
 use wattson_collectors::Metric;
 
+use crate::calibration::running::RunningEstimate;
 use crate::config::Config;
 use crate::ledger::costs::{self, PeriodCost};
 use crate::ledger::running::{PeriodFigures, RunningPeriods};
 use crate::live::LiveState;
 use crate::publish::http::Refresher;
 use crate::publish::mqtt::StateExtras;
-use crate::publish::mqtt::state::{MeterCounters, ServiceState};
+use crate::publish::mqtt::state::{EstimatedPayload, MeterCounters, ServiceState};
 use crate::store::{Routine, RoutineId, StoreHandle};
 use crate::tariff::store::Kind;
 use crate::tariff::{PriceSource, Tariff};
@@ -163,6 +164,9 @@ pub fn spawn(
             Vec::new(),
         ),
         priced: None,
+        estimated: (None, RunningEstimate::default(), None),
+        raw_retention_ms: i64::try_from(config.storage.raw_retention.as_millis())
+            .unwrap_or(i64::MAX),
     };
     let routine = store.add_routine(Box::new(feed), UNASKED_PERIOD)?;
     Ok((rx, LedgerFeed { store, routine }))
@@ -201,6 +205,11 @@ struct Feed {
     /// The tariff with the database's price series, and their revision: reloaded (and the
     /// running total recounted) when an import or the live price changes them.
     priced: Option<((i64, i64), Tariff)>,
+    /// With no wall meter: the calibration's estimate kept hour by hour, when last read,
+    /// and its figures.
+    estimated: (Option<Instant>, RunningEstimate, Option<EstimatedPayload>),
+    /// `[storage] raw_retention`: the estimate's kept hours go when their samples do.
+    raw_retention_ms: i64,
 }
 
 impl Routine for Feed {
@@ -297,6 +306,8 @@ impl Routine for Feed {
             self.disks.2 = disk_states(s, &self.host, &self.disks.1, self.tariff.as_ref());
         }
         extras.disks.clone_from(&self.disks.2);
+        self.estimate(s);
+        extras.estimated.clone_from(&self.estimated.2);
         extras.services.clone_from(&self.services.1.0);
         extras.wattson_itself.clone_from(&self.services.1.1);
         live_figures(
@@ -311,6 +322,64 @@ impl Routine for Feed {
         true
     }
 }
+
+impl Feed {
+    /// With no wall meter and a tariff: the calibration's figures, read again every
+    /// [`ESTIMATE_EVERY`] (every [`ESTIMATE_RETRY`] while there are none), each closed hour
+    /// estimated once.
+    fn estimate(&mut self, s: &crate::store::Store) {
+        let Some(base) = self.tariff.as_ref().filter(|_| self.wall.is_none()) else {
+            return;
+        };
+        let every = if self.estimated.2.is_some() {
+            ESTIMATE_EVERY
+        } else {
+            ESTIMATE_RETRY
+        };
+        if self.estimated.0.is_some_and(|at| at.elapsed() < every) {
+            return;
+        }
+        let t = with_series(s, base, &mut self.priced, &mut self.running).clone();
+        let now = chrono::Utc::now();
+        let oldest_ms = now.timestamp_millis().saturating_sub(self.raw_retention_ms);
+        let figures = self
+            .estimated
+            .1
+            .figures(s, &self.host, &t, now, oldest_ms)
+            .unwrap_or_else(|e| {
+                tracing::debug!(
+                    "the calibration's estimate: {}",
+                    wattson_collectors::ErrorChain(&e)
+                );
+                None
+            });
+        self.estimated.0 = Some(Instant::now());
+        self.estimated.2 = figures.as_ref().map(estimated_payload);
+    }
+}
+
+/// The published figures of `f`, rounded as the state's numbers are.
+fn estimated_payload(f: &crate::calibration::priced::EstimatedFigures) -> EstimatedPayload {
+    let round = |v: f64| (v * 1e6).round() / 1e6;
+    let week = &f.last_7_days;
+    let year = week.cost.as_ref();
+    EstimatedPayload {
+        basis: f.provenance.clone(),
+        energy_today: round(f.today.estimate.energy_wh / 1000.0),
+        cost_today: f.today.window_cost.map(round),
+        power: week.estimate.mean_w.map(round),
+        power_ci95: year.and_then(|c| c.watts_ci95).map(round),
+        cost_annual: year.map(|c| round(c.cost_per_year)),
+        cost_annual_ci95: year.and_then(|c| c.cost_per_year_ci95).map(round),
+        minutes: week.estimate.minutes,
+        minutes_withheld: week.estimate.withheld.iter().map(|w| w.minutes).sum(),
+    }
+}
+
+/// How often the calibration's estimate is read again: it moves with the minutes added.
+const ESTIMATE_EVERY: Duration = Duration::from_secs(300);
+/// How often it is tried while there is none (no calibration yet, or nothing estimated).
+const ESTIMATE_RETRY: Duration = Duration::from_secs(60);
 
 /// The costliest groups and wattson itself, as published.
 type ServiceStates = (Vec<ServiceState>, Option<ServiceState>);

@@ -2,7 +2,9 @@
 //! the wall live from the model's signal (a fixture RAPL package whose counter a writer
 //! advances at a set power), stores it as `estimate:wall` with its band, says where it
 //! came from, and withholds it (a gap with the reason) while the package reads above
-//! anything the model saw.
+//! anything the model saw; and its MQTT state, Home Assistant entities, `/metrics` and live
+//! page carry the energy and money estimated from the calibration, the figures `wattson
+//! status` shows.
 
 #![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
 
@@ -10,7 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use wattson_collectors::Metric;
+use wattson_tests::broker::{Kind, Options, TestBroker, Watcher};
+use wattson_tests::http::{HTTP_TOML, bound_addr, get, metric_value};
 use wattson_tests::{Child, wattson};
 
 use super::calibration::{METER_OUT, day_of, fit_morning, json};
@@ -183,4 +188,135 @@ fn without_the_meter_the_daemon_estimates_from_the_calibration_and_withholds_out
     daemon.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(30)).is_some());
     drop(package);
+}
+
+/// With no meter, the calibration's money on every live surface. The machine has no RAPL
+/// package of its own (a power supply's hwmon sensor is all it collects), so the daemon adds
+/// nothing the model reads and the history it estimates from is the simulated day's alone: the MQTT state's `estimated`, `/metrics` and the live page then give the figures
+/// `wattson status` gives, to the last rounding, though the daemon keeps its closed hours
+/// and status estimates the week afresh.
+#[test]
+fn without_the_meter_mqtt_metrics_and_the_page_carry_the_estimated_money() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let day = day_of(wattson_tests::HOST, |i| i < METER_OUT);
+    fit_morning(&day, &["--feature", "rapl/power/package-0"]);
+    // A power supply's hwmon sensor at a steady 42 W: something to sample and publish that
+    // the model does not read.
+    let sys = day.env.path("sys");
+    let chip = sys.join("class/hwmon/hwmon0");
+    std::fs::create_dir_all(&chip).unwrap();
+    std::fs::write(chip.join("name"), "testpsu\n").unwrap();
+    std::fs::write(chip.join("power1_input"), "42000000\n").unwrap();
+    let root = wattson_tests::kvm_fixture();
+    let config = day.env.path("live.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[host]\nname = \"e2e\"\nsysfs = {}\nprocfs = {}\n\n[storage]\npath = {}\n\n\
+             [cpu]\nenabled = false\n\n[power]\ninterval = \"200ms\"\n{HTTP_TOML}\n[mqtt]\nurl = {}\n\
+             publish_interval = \"300ms\"\n",
+            wattson_tests::q(&sys),
+            wattson_tests::q(root.join("proc")),
+            wattson_tests::q(&day.env.db),
+            wattson_tests::q(broker.url(false))
+        ),
+    )
+    .unwrap();
+    let watcher = Watcher::start(broker.port, "estimated", &["wattson/#", "homeassistant/#"]);
+    let mut daemon = Child::run_daemon(&config, &[]);
+    let addr = bound_addr(&daemon);
+    let topic = format!("wattson/{}/state", wattson_tests::HOST);
+    let state = daemon.wait_for(
+        "the estimate in the MQTT state",
+        Duration::from_secs(60),
+        || {
+            let m = watcher.last(&topic)?;
+            let v: Value = serde_json::from_slice(&m.payload).ok()?;
+            v["estimated"]["cost_annual"].is_number().then_some(v)
+        },
+    );
+    let e = &state["estimated"];
+    let status: Value = serde_json::from_slice(
+        &wattson()
+            .arg("--config")
+            .arg(&config)
+            .args(["status", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let shown = &status["estimated"];
+    let round = |v: &Value| (v.as_f64().unwrap() * 1e6).round() / 1e6;
+    let week = &shown["last_7_days"];
+    assert_eq!(
+        e["cost_annual"].as_f64(),
+        Some(round(&week["cost"]["cost_per_year"])),
+        "MQTT {e} against status {shown:#}"
+    );
+    assert_eq!(
+        e["cost_annual_ci95"].as_f64(),
+        Some(round(&week["cost"]["cost_per_year_ci95"]))
+    );
+    assert_eq!(
+        e["energy_today"].as_f64(),
+        Some(round(&Value::from(
+            shown["today"]["energy_wh"].as_f64().unwrap() / 1000.0
+        )))
+    );
+    assert_eq!(e["minutes"], week["minutes"]);
+    assert_eq!(e["basis"], shown["provenance"]);
+    assert!(
+        state["cost_annual_projection"].is_null(),
+        "no measured projection: {state}"
+    );
+
+    // Home Assistant: the two entities, named as estimates, the calibration as attributes.
+    let entity = daemon.wait_for("the estimated cost entity", Duration::from_secs(10), || {
+        let m = watcher.last(&format!(
+            "homeassistant/sensor/wattson_{}/estimated_cost_annual/config",
+            wattson_tests::HOST
+        ))?;
+        serde_json::from_slice::<Value>(&m.payload).ok()
+    });
+    assert_eq!(entity["name"], "Estimated annual cost", "{entity}");
+    assert!(
+        entity["value_template"]
+            .as_str()
+            .unwrap()
+            .contains("value_json.estimated.cost_annual")
+            && entity["json_attributes_template"]
+                .as_str()
+                .unwrap()
+                .contains("value_json.estimated"),
+        "{entity}"
+    );
+
+    let metrics = get(addr, "/metrics", &[]).unwrap().body;
+    assert_eq!(
+        metric_value(&metrics, "wattson_estimated_annual_cost{"),
+        e["cost_annual"].as_f64(),
+        "{metrics}"
+    );
+    assert!(metrics.contains("# HELP wattson_estimated_annual_cost A year's running cost estimated from the host's calibration"), "{metrics}");
+    let live: Value = serde_json::from_str(&get(addr, "/live.json", &[]).unwrap().body).unwrap();
+    let year = e["cost_annual"].as_f64().unwrap();
+    assert!(
+        live["annual_projection_text"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("GBP {year:.2}/yr +/- GBP"))
+            && live["annual_projection_text"]
+                .as_str()
+                .unwrap()
+                .ends_with("(estimated)")
+            && live["annual_basis"]
+                .as_str()
+                .unwrap()
+                .starts_with("estimated from the calibration of"),
+        "{live}"
+    );
+    daemon.stop_cleanly();
 }

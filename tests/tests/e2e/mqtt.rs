@@ -71,6 +71,7 @@ fn extras() -> wattson::publish::mqtt::publisher::Extras {
         wattson_itself: None,
         wakeups: None,
         disks: Vec::new(),
+        estimated: None,
     })
     .1
 }

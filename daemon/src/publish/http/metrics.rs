@@ -25,7 +25,8 @@
 //! | `idle_regression_detected{host,config}`, `idle_regression_delta_watts{host,config}` | gauge | the latest idle-power regression check |
 //! | `service_cpu_share_ratio`, `service_estimated_power_watts`, `service_estimated_power_ci95_watts` `{host,kind,group}`, `service_estimated_annual_cost{host,kind,group,currency}` | gauge | what each service costs over the last 7 days (estimates: the sweep fit's dynamic power shared by busy CPU time), the costliest groups and wattson itself (`kind="self"`) |
 //! | `wakeups_per_second{host,kind,name}` | gauge | who woke the CPUs over the stored hours of the last two (`[wakeups]`): `kind="task"` per service (group label), `kind="interrupt"` per interrupt line, the top ten of each and `(other)` |
-//! | `disk_spinups_per_day`, `disk_spun_up_ratio` `{host,disk,source}`, `disk_spun_up_annual_cost{host,disk,source,currency}` | gauge | each configured disk (`[[disk]]`) over the stored hours of the last 24: spin-ups per day, the spun-up share, a year of it at its datasheet watts |
+//! | `disk_spinups_per_day`, `disk_spun_up_ratio` `{host,disk,source}`, `disk_spun_up_annual_cost{host,disk,source,currency}` | gauge | each configured disk (`[[disk]]`) over the stored hours of the last 24: spin-ups per day, the spun-up share, a year of it at its spun-up watts (measured at the wall, else the datasheet's) |
+//! | `estimated_energy_today_joules{host}`, `estimated_annual_cost{host,currency}` and its `_ci95`, `estimated_minutes_withheld{host}` | gauge | no wall meter: today's energy and a year's cost estimated from the calibration, as `wattson status` shows them |
 //! | `healthy{host,part}` | gauge | 1 while `sampler` / `store` do their job (as `/healthz`) |
 //! | `build_info{host,version}` | gauge | always 1 |
 //!
@@ -37,6 +38,7 @@
 //! answering goes stale in Prometheus instead of repeating its last watts.
 
 mod disks;
+mod estimated;
 
 use std::sync::atomic::AtomicU64;
 
@@ -153,6 +155,7 @@ fn registry(s: &Snapshot) -> Registry {
     service_families(&mut f, s);
     wakeup_families(&mut f, s);
     disks::disk_families(&mut f, s);
+    estimated::estimated_families(&mut f, s);
     health_families(&mut f, s);
     remote_write::families(&mut f, s);
     f.gauge(

@@ -38,6 +38,10 @@ pub struct Live {
     pub annual_projection_text: String,
     /// What the figure is and its price basis ([`crate::ledger::annual::Annual::basis`]).
     pub annual_basis: String,
+    /// With no wall meter: the calibration's estimate, which the texts above then show,
+    /// each marked `(estimated)`, `annual_basis` saying what it rests on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated: Option<crate::publish::mqtt::state::EstimatedPayload>,
     pub mode: Option<String>,
     /// Machine-wide idle-state residency of the cores over the last interval, deepest first.
     pub idle_states: Vec<IdleState>,
@@ -127,7 +131,7 @@ impl Live {
         let money = |v: Option<f64>| {
             v.map_or_else(|| "-".to_owned(), |c| format_money(c, &extras.currency))
         };
-        Live {
+        let mut live = Live {
             host: ctx.config.host.name.clone(),
             ts_ms: now,
             power,
@@ -150,7 +154,49 @@ impl Live {
             package_deepest_reached,
             healthy: health.healthy,
             health: health.reason(),
+            estimated: None,
+        };
+        if extras.energy_today_kwh.is_none()
+            && let Some(e) = &extras.estimated
+        {
+            live.estimated_texts(e, &extras.currency);
         }
+        live
+    }
+
+    /// The calibration's estimate in the energy, cost and year cards, each marked so.
+    fn estimated_texts(
+        &mut self,
+        e: &crate::publish::mqtt::state::EstimatedPayload,
+        currency: &str,
+    ) {
+        let money = |v: f64| format_money(v, currency);
+        self.energy_today = format!(
+            "{} (estimated)",
+            crate::report::render::energy(e.energy_today)
+        );
+        self.cost_today_text = e
+            .cost_today
+            .map_or_else(|| "-".to_owned(), |c| format!("{} (estimated)", money(c)));
+        self.annual_projection_text = e.cost_annual.map_or_else(
+            || "-".to_owned(),
+            |c| {
+                let ci = e
+                    .cost_annual_ci95
+                    .map(|ci| format!(" +/- {}", money(ci)))
+                    .unwrap_or_default();
+                format!("{}/yr{ci} (estimated)", money(c))
+            },
+        );
+        self.annual_basis = if e.minutes_withheld > 0 {
+            format!(
+                "{}; the last 7 days' {} minutes, {} withheld: outside what the model saw",
+                e.basis, e.minutes, e.minutes_withheld
+            )
+        } else {
+            format!("{}; the last 7 days' {} minutes", e.basis, e.minutes)
+        };
+        self.estimated = Some(e.clone());
     }
 }
 

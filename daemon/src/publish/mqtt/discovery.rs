@@ -180,6 +180,7 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
     let mut out = Vec::new();
     energy_entities(state, &mut out);
     cost_entities(state, extras, &mut out);
+    estimated_entities(state, extras, &mut out);
     electrical_entities(state, &mut out);
     cpu_entities(state, &mut out);
     if state.get("mode").is_some() {
@@ -254,6 +255,44 @@ fn cost_entities(state: &Value, extras: &StateExtras, out: &mut Vec<Entity>) {
                     .precision(2),
             );
         }
+    }
+}
+
+/// What every estimated figure carries as attributes: the whole `estimated` object, its
+/// `basis` saying what it rests on.
+const ESTIMATED_ATTRIBUTES: &str = "{{ value_json.estimated | default({}) | tojson }}";
+
+/// With no wall meter: today's energy and the year's cost estimated from the calibration,
+/// named as estimates, each with the calibration and its interval as attributes.
+fn estimated_entities(state: &Value, extras: &StateExtras, out: &mut Vec<Entity>) {
+    let Some(estimated) = state.get("estimated") else {
+        return;
+    };
+    let mut energy = Entity::new(
+        "estimated_energy_today",
+        "Estimated energy today",
+        "estimated.energy_today",
+    )
+    .class("energy", "kWh")
+    .state("total_increasing")
+    .precision(3);
+    energy.attributes_template = Some(ESTIMATED_ATTRIBUTES.to_owned());
+    out.push(energy);
+    let currency = state
+        .get("currency")
+        .and_then(Value::as_str)
+        .unwrap_or(&extras.currency)
+        .to_owned();
+    if estimated.get("cost_annual").is_some() && !currency.is_empty() {
+        let mut cost = Entity::new(
+            "estimated_cost_annual",
+            "Estimated annual cost",
+            "estimated.cost_annual",
+        )
+        .class("monetary", &currency)
+        .precision(2);
+        cost.attributes_template = Some(ESTIMATED_ATTRIBUTES.to_owned());
+        out.push(cost);
     }
 }
 

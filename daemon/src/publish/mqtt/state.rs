@@ -25,6 +25,7 @@
 //! | `mode` | | the current mode (`idle`, `1 loop`, ...) |
 //! | `meters` | counts | per meter id: `good`, `crc_errors`, `timeouts`, `implausible` |
 //! | `idle_regression` | W, UTC | the latest idle-power regression check, once one is stored: `detected` (bool), `config`, `baseline_idle_w`, `baseline_ci95_w`, `latest_idle_w`, `latest_ci95_w`, `delta_w`, `delta_ci95_w`, `threshold_w`, `checked_at` (RFC 3339), `checked_ms` |
+//! | `estimated` | kWh, W, currency | no wall meter: the calibration's `basis`, `energy_today`, `cost_today`, the last 7 days' mean `power` and `power_ci95`, a year at that rate `cost_annual` and `cost_annual_ci95`, `minutes` estimated and `minutes_withheld` ([`EstimatedPayload`]) |
 //! | `series` | | every live series as `[source, metric, channel, value]` in the metric's unit (means; energy totals are the latest value) |
 
 use std::collections::BTreeMap;
@@ -114,6 +115,8 @@ pub struct StateExtras {
     pub wakeups: Option<crate::idle::wakeup_hours::StoredWakeups>,
     /// Each configured disk's spin state over the stored hours of the last 24, priced.
     pub disks: Vec<crate::idle::disk_hours::StoredDisk>,
+    /// With no wall meter: the calibration's estimate (`None` without one).
+    pub estimated: Option<EstimatedPayload>,
 }
 
 /// One group of what each service costs, as published: estimates over the last 7 days
@@ -226,6 +229,8 @@ pub struct StatePayload {
     pub services: Vec<ServiceState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wattson_itself: Option<ServiceState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated: Option<EstimatedPayload>,
     #[serde(default)]
     pub series: Vec<SeriesEntry>,
 }
@@ -385,6 +390,7 @@ fn ledger_figures(p: &mut StatePayload, extras: &StateExtras) {
     p.cost_total = extras.cost_total.and_then(finite);
     p.cost_annual_projection = extras.annual_projection.and_then(finite);
     p.cost_annual_basis = p.cost_annual_projection.and(extras.annual_basis.clone());
+    p.estimated.clone_from(&extras.estimated);
     if let Some((price, source)) = &extras.price_now {
         p.price = finite(*price);
         p.price_source = p.price.map(|_| source.clone());
@@ -579,6 +585,9 @@ impl StatePayload {
         Ok((kept, rejected))
     }
 }
+
+mod estimated;
+pub use estimated::EstimatedPayload;
 
 #[cfg(test)]
 mod tests;

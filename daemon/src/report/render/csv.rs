@@ -228,7 +228,7 @@ fn estimated_row(out: &mut String, p: &crate::calibration::priced::Priced, r: &R
         .filter(|_| c.cost_per_year > 0.0)
         .map(|ci| c.kwh_per_year * ci / c.cost_per_year);
     let row = [
-        "estimate:wall".to_owned(),
+        wattson_collectors::SourceId::Estimate.to_string(),
         "estimated".to_owned(),
         "estimated".to_owned(),
         num(c.watts, 3),

@@ -1,6 +1,6 @@
 //! Each configured disk's spin state over the stored hours of the last 24 (`[[disk]]`):
-//! spin-ups per day, the spun-up share, and a year of the spun-up time at its datasheet watts
-//! and the tariff. Bounded: one series per configured disk and family.
+//! spin-ups per day, the spun-up share, and a year of the spun-up time at its spun-up watts
+//! (measured, else the datasheet's) and the tariff. Bounded: one series per configured disk and family.
 
 use super::{Families, Labels, Snapshot};
 
@@ -33,7 +33,7 @@ pub(super) fn disk_families(f: &mut Families<'_>, s: &Snapshot) {
     );
     f.gauge(
         "disk_spun_up_annual_cost",
-        "A year of the disk's spun-up time at its configured datasheet spun_up_watts and the tariff",
+        "A year of the disk's spun-up time at its spun-up watts (measured at the wall by wattson idle --measure where it was, else the datasheet's [[disk]] spun_up_watts) and the tariff",
         None,
         disks
             .iter()

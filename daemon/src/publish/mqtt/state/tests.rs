@@ -42,6 +42,7 @@ fn extras() -> StateExtras {
         wattson_itself: None,
         wakeups: None,
         disks: Vec::new(),
+        estimated: None,
     }
 }
 

@@ -1,0 +1,204 @@
+//! A calibration (`wattson calibration`) in the forms other tools read: a powercalc
+//! `linear` sensor (a calibrate table over one entity wattson publishes to Home Assistant)
+//! and a Prometheus recording rule over wattson's own metrics, named as the publishers name
+//! them.
+
+use std::fmt::Write as _;
+
+use wattson_collectors::Metric;
+
+use crate::calibration::CalibrationError;
+use crate::calibration::model::{Feature, Shape, WallModel, interpolate};
+
+/// The recording rule's name.
+pub const RULE_NAME: &str = "wattson:estimated_wall_power_watts";
+
+/// The Home Assistant entity wattson publishes for `feature` and the factor from the
+/// stored value to the entity's state; `None` for a signal with no entity of its own.
+fn entity(feature: &Feature) -> Option<(&'static str, f64)> {
+    match (feature.metric, feature.channel.as_str()) {
+        (Metric::CpuBusy, wattson_collectors::source::channel::ALL) => {
+            Some(("cpu_utilisation", 100.0))
+        }
+        (Metric::CoreFrequency, wattson_collectors::source::channel::MEAN) => {
+            Some(("cpu_frequency", 1.0))
+        }
+        _ => None,
+    }
+}
+
+/// The model's curve over its one feature as `(value, W)` points: a table's own, a line's
+/// two ends of the range it saw.
+fn curve(model: &WallModel) -> Result<Vec<(f64, f64)>, CalibrationError> {
+    match &model.model.shape {
+        Shape::Table { points } => Ok(points.clone()),
+        Shape::Linear { .. } if model.model.features.len() == 1 => {
+            let s = model.feature_spans[0];
+            Ok(vec![
+                (s.min, model.model.predict(&[s.min])),
+                (s.max, model.model.predict(&[s.max])),
+            ])
+        }
+        Shape::Linear { .. } => Err(CalibrationError::BadInput(format!(
+            "powercalc reads one entity and this model reads {} signals ({}): fit one over the \
+             CPU's utilisation for Home Assistant (`wattson calibration fit --feature \
+             cpu/cpu_busy/all`)",
+            model.model.features.len(),
+            model.model.describe()
+        ))),
+    }
+}
+
+/// A powercalc virtual power sensor (`powercalc: sensors:`) over the entity wattson
+/// publishes for the model's one signal. powercalc reads a calibrate table's values as
+/// whole numbers, so the curve is written at every whole number of the entity's state it
+/// saw (or at its points, rounded, where there are over 200 of them): powercalc's straight
+/// lines between them are the model's to within the rounding.
+pub fn powercalc(model: &WallModel, host: &str) -> Result<String, CalibrationError> {
+    let feature = &model.model.features[0];
+    let (object_id, factor) = entity(feature)
+        .filter(|_| model.model.features.len() == 1)
+        .ok_or_else(|| {
+            CalibrationError::BadInput(format!(
+                "powercalc reads a Home Assistant entity, and wattson publishes none for {} \
+             (it does for cpu/cpu_busy/all and cpu/core_frequency/mean): fit one over the CPU's \
+             utilisation (`wattson calibration fit --feature cpu/cpu_busy/all`)",
+                model
+                    .model
+                    .features
+                    .iter()
+                    .map(Feature::name)
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ))
+        })?;
+    let points = curve(model)?;
+    let (lo, hi) = (
+        (points[0].0 * factor).floor() as i64,
+        (points[points.len() - 1].0 * factor).ceil() as i64,
+    );
+    let keys: Vec<i64> = if hi - lo <= 200 {
+        (lo..=hi).collect()
+    } else {
+        let mut k: Vec<i64> = points
+            .iter()
+            .map(|p| (p.0 * factor).round() as i64)
+            .collect();
+        k.dedup();
+        k
+    };
+    let entity_id = super::mqtt::discovery::entity_id(host, object_id);
+    let mut out = format!(
+        "# wattson: {host}'s wall power from {entity_id}, {}.\n\
+         # Fitted on {} minutes with the meter in; withheld by wattson outside {} to {} of\n\
+         # the entity, which powercalc instead holds at the table's ends.\n\
+         powercalc:\n  sensors:\n    - entity_id: {entity_id}\n      name: {}\n\
+         \x20     unique_id: {}_estimated_wall_power\n      linear:\n        calibrate:\n",
+        model.provenance(),
+        model.minutes,
+        lo,
+        hi,
+        // A JSON string is a YAML double-quoted scalar: any host name stays one value.
+        serde_json::to_string(&format!("{host} estimated wall power")).unwrap_or_default(),
+        super::mqtt::discovery::node_id(host),
+    );
+    for k in keys {
+        let w = interpolate(&points, k as f64 / factor).max(0.0);
+        let _ = writeln!(out, "          - {k} -> {w:.2}");
+    }
+    Ok(out)
+}
+
+/// The `/metrics` selector of `feature` on `host`, summed to one series per host, and the
+/// factor from the exposed unit back to the stored one; `None` for a signal `/metrics` does
+/// not carry.
+fn selector(feature: &Feature, host: &str) -> Option<(String, f64)> {
+    let series = crate::store::Series {
+        id: 0,
+        host: host.to_owned(),
+        source: feature.source.clone(),
+        metric: feature.metric,
+        channel: feature.channel.clone(),
+        unit: feature.metric.unit(),
+        spacing_ms: None,
+    };
+    let (name, labels, scale) = super::remote_write::queue::family(&series)?;
+    let labels: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+        .collect();
+    Some((
+        format!("sum by (host) ({name}{{{}}})", labels.join(",")),
+        scale,
+    ))
+}
+
+/// A Prometheus rules file recording [`RULE_NAME`] for `host` from the model over wattson's
+/// own metrics (scraped or remote-written): a line's sum, or a table as a line and a
+/// `clamp_min` hinge at each inner point (the same straight lines between the points).
+pub fn prometheus_rule(model: &WallModel, host: &str) -> Result<String, CalibrationError> {
+    let mut inputs = Vec::new();
+    for f in &model.model.features {
+        let (sel, scale) = selector(f, host).ok_or_else(|| {
+            CalibrationError::BadInput(format!(
+                "{} is not on wattson's /metrics, so no rule can read it: fit without it \
+                 (`wattson calibration fit --feature ...` naming the others)",
+                f.name()
+            ))
+        })?;
+        inputs.push(if scale == 1.0 {
+            sel
+        } else {
+            format!("({sel} / {scale:e})")
+        });
+    }
+    let num = |v: f64| format!("{v:e}");
+    let expr = match &model.model.shape {
+        Shape::Linear {
+            intercept_w,
+            coefficients,
+        } => {
+            let mut e = num(*intercept_w);
+            for (c, x) in coefficients.iter().zip(&inputs) {
+                let _ = write!(e, " + {} * {x}", num(*c));
+            }
+            e
+        }
+        Shape::Table { points } => {
+            let x = &inputs[0];
+            let slopes: Vec<f64> = points
+                .windows(2)
+                .map(|p| (p[1].1 - p[0].1) / (p[1].0 - p[0].0))
+                .collect();
+            let mut e = format!(
+                "{} + {} * ({x} - {})",
+                num(points[0].1),
+                num(slopes[0]),
+                num(points[0].0)
+            );
+            for i in 1..slopes.len() {
+                let _ = write!(
+                    e,
+                    " + {} * clamp_min({x} - {}, 0)",
+                    num(slopes[i] - slopes[i - 1]),
+                    num(points[i].0)
+                );
+            }
+            e
+        }
+    };
+    let date = model.provenance();
+    Ok(format!(
+        "# wattson: {host}'s wall power {date}.\n\
+         # The model: {}; it saw the wall at {:.1} to {:.1} W. Unlike wattson, the rule does\n\
+         # not withhold the minutes whose signals lie outside what the model saw.\n\
+         groups:\n  - name: wattson-calibration-{}\n    rules:\n      - record: {RULE_NAME}\n\
+         \x20       expr: >-\n          {expr}\n        labels:\n          host: {}\n\
+         \x20         source: estimate:wall\n",
+        model.model.describe(),
+        model.wall_span.min,
+        model.wall_span.max,
+        super::mqtt::discovery::node_id(host),
+        serde_json::to_string(host).unwrap_or_default(),
+    ))
+}
