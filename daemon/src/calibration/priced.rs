@@ -150,3 +150,51 @@ pub fn today(tariff: &Tariff, now: chrono::DateTime<chrono::Utc>) -> (i64, i64) 
     );
     (midnight, now.timestamp_millis())
 }
+
+/// With the meter in: the newest calibration beside the wall over a stretch, so `wattson
+/// status` can say how far the estimate has drifted and whether to fit again.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DriftCheck {
+    /// "estimated from the calibration of DATE, +/- X %".
+    pub provenance: String,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// The model's stated interval, %.
+    pub interval_pct: f64,
+    #[serde(flatten)]
+    pub side: super::estimate::SideBySide,
+}
+
+/// `host`'s newest calibration against its wall meter over the last 24 hours before `now`;
+/// `None` without a calibration or without minutes both cover.
+pub fn drift(
+    store: &Store,
+    host: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<DriftCheck>, CalibrationError> {
+    let Some(model) = super::persist::latest(store, host)? else {
+        return Ok(None);
+    };
+    let to_ms = now.timestamp_millis();
+    let from_ms = to_ms - crate::store::DAY_MS;
+    let e = estimate::over(store, host, &model, from_ms, to_ms)?;
+    Ok(e.wall.map(|side| DriftCheck {
+        provenance: model.provenance(),
+        from_ms,
+        to_ms,
+        interval_pct: model.interval_pct,
+        side,
+    }))
+}
+
+/// A stored calibration that cannot be applied here (a signal it reads is not stored), as
+/// the words `status` and the report show instead of a figure; other errors stay errors.
+pub fn unavailable<T>(
+    r: Result<Option<T>, CalibrationError>,
+) -> Result<(Option<T>, Option<String>), CalibrationError> {
+    match r {
+        Ok(v) => Ok((v, None)),
+        Err(CalibrationError::NotEnough(why)) => Ok((None, Some(why))),
+        Err(e) => Err(e),
+    }
+}

@@ -169,7 +169,12 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
         chosen.len(),
         plan.phases,
         plan.phase.as_secs_f64(),
-        plan.max_per_setting().as_secs_f64()
+        chosen
+            .iter()
+            .map(|c| plan.for_candidate(c).max_per_setting())
+            .max()
+            .unwrap_or_default()
+            .as_secs_f64()
     ));
     let bar = progress_bar();
     crate::logging::set_progress(Some(&bar));
@@ -179,7 +184,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
         bar.set_prefix(format!("[{}/{}] {}", i + 1, chosen.len(), c.name));
         let mut on_progress = |p: Progress| report_progress(&bar, &p);
         match measure::measure(
-            &plan,
+            &plan.for_candidate(c),
             link.meter.collector(),
             &journal,
             &store,

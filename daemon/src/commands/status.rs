@@ -12,6 +12,7 @@ use wattson_collectors::source::channel;
 use serde::Serialize;
 use wattson_collectors::{Metric, SysRoot};
 
+use crate::calibration::priced::{drift, figures, unavailable};
 use crate::cli::StatusArgs;
 
 mod remote_write;
@@ -100,6 +101,13 @@ struct Status {
     /// from the host's calibration, always labelled so.
     #[serde(skip_serializing_if = "Option::is_none")]
     estimated: Option<crate::calibration::priced::EstimatedFigures>,
+    /// With the meter in and a calibration: the estimate beside the wall over the last 24
+    /// hours.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calibration_drift: Option<crate::calibration::priced::DriftCheck>,
+    /// Why the stored calibration gives no figure here (a signal it reads is not stored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calibration_unavailable: Option<String>,
     /// The price now and what the wall's current draw costs at it.
     #[serde(skip_serializing_if = "Option::is_none")]
     price: Option<PriceNow>,
@@ -210,10 +218,14 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         }
         None => (None, None),
     };
-    // No wall meter's energy: the host's calibration, priced, as its own figure.
-    let estimated = match &cost {
-        Some(_) => None,
-        None => crate::calibration::priced::figures(&store, &host, &tariff, now)?,
+    // No wall meter's energy: the host's calibration, priced, as its own figure; with the
+    // meter in, the calibration beside the wall.
+    let (estimated, calibration_drift, calibration_unavailable) = if cost.is_some() {
+        let (d, why) = unavailable(drift(&store, &host, now))?;
+        (None, d, why)
+    } else {
+        let (f, why) = unavailable(figures(&store, &host, &tariff, now))?;
+        (f, None, why)
     };
     let wattson_cost = {
         use crate::store::{DAY_MS, HOUR_MS, floor_to};
@@ -232,6 +244,8 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         per_core_series: per_core,
         cost,
         estimated,
+        calibration_drift,
+        calibration_unavailable,
         price,
         counter_today,
         rejected: ledger_counter::rejections(&store, &host)?,

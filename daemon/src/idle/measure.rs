@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use wattson_collectors::Collector;
+use wattson_collectors::idle::settings::SettingKind;
 
 use super::IdleError;
 use super::candidates::Candidate;
@@ -61,7 +62,22 @@ impl Plan {
     pub fn max_per_setting(&self) -> Duration {
         (self.phase + self.max_settle) * self.phases as u32
     }
+
+    /// This plan for candidate `c`: a disk's standby phases may settle for up to
+    /// [`DISK_SETTLE`].
+    #[must_use]
+    pub fn for_candidate(&self, c: &Candidate) -> Plan {
+        let mut p = self.clone();
+        if c.kind == SettingKind::DiskStandby {
+            p.max_settle = p.max_settle.max(DISK_SETTLE);
+        }
+        p
+    }
 }
+
+/// A drive takes seconds to stop, and to spin up again with a surge of current: a disk's
+/// standby phase may settle this long before it is measured.
+pub const DISK_SETTLE: Duration = Duration::from_secs(20);
 
 /// One phase's statistics.
 #[derive(Debug, Clone, PartialEq, Serialize)]

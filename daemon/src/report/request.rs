@@ -228,7 +228,11 @@ pub fn produce(
             }
         })?;
     if built.measured.is_none() {
-        built.estimated = estimated_section(config, &db, &host, (from_ms, to_ms), now)?;
+        let (estimated, why) = estimated_section(config, &db, &host, (from_ms, to_ms), now)?;
+        built.estimated = estimated;
+        built
+            .notes
+            .extend(why.map(|w| format!("no estimate from the calibration: {w}")));
     }
     Ok(super::render(&built, args.format)?)
 }
@@ -266,10 +270,10 @@ fn estimated_section(
     host: &str,
     (from_ms, to_ms): (Option<i64>, Option<i64>),
     now: DateTime<Utc>,
-) -> Result<Option<crate::calibration::priced::Priced>, ProduceError> {
+) -> Result<(Option<crate::calibration::priced::Priced>, Option<String>), ProduceError> {
     use crate::store::DAY_MS;
     if !crate::store::database_exists(db)? {
-        return Ok(None);
+        return Ok((None, None));
     }
     let store = crate::store::open_database(db)?;
     let failed = |source| ProduceError::Calibration {
@@ -277,15 +281,17 @@ fn estimated_section(
         source: Box::new(source),
     };
     let Some(model) = crate::calibration::persist::latest(&store, host).map_err(failed)? else {
-        return Ok(None);
+        return Ok((None, None));
     };
     let tariff =
         crate::ledger::costs::tariff_with_series(&config.tariff, &store, now.timestamp_millis())?;
     let to = to_ms.unwrap_or_else(|| now.timestamp_millis());
     let from = from_ms.unwrap_or(to - 7 * DAY_MS);
-    crate::calibration::priced::priced(&store, host, &model, &tariff, from, to)
-        .map(Some)
-        .map_err(failed)
+    // A stored calibration whose signal this database lacks: said in the notes.
+    crate::calibration::priced::unavailable(
+        crate::calibration::priced::priced(&store, host, &model, &tariff, from, to).map(Some),
+    )
+    .map_err(failed)
 }
 
 /// `[tariff]` makes no tariff ([`ProduceError::Tariff`]).

@@ -286,6 +286,28 @@ fn when_the_meter_comes_back_the_estimate_and_the_wall_are_side_by_side() {
     );
     eprintln!("{text}");
 
+    // With the meter configured, `status` puts the calibration beside it over the last 24 h.
+    let metered = day.env.path("metered.toml");
+    std::fs::write(
+        &metered,
+        std::fs::read_to_string(&day.config).unwrap()
+            + "\n[[meter]]\nid = \"wall\"\nprotocol = \"pzem004t\"\nport = \"/dev/null\"\n",
+    )
+    .unwrap();
+    let status = json(&metered, &["status"]);
+    let d = &status["calibration_drift"];
+    assert!(status["estimated"].is_null(), "a meter's host: {status:#}");
+    assert_eq!(d["wall_source"], "meter:wall", "{status:#}");
+    assert!(d["minutes"].as_u64().unwrap() >= 170, "{d:#}");
+    assert_eq!(d["outside_interval"], false, "{d:#}");
+    let text = ok(&metered, &["status"]);
+    eprintln!("{text}");
+    assert!(
+        text.contains("calibration beside the wall (estimated from the calibration of")
+            && text.contains("inside its +/- "),
+        "{text}"
+    );
+
     // Fitted again with the evening in: the newest calibration is the one shown.
     let again = json(
         &day.config,

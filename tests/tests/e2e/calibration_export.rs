@@ -231,6 +231,40 @@ fn the_recording_rule_reproduces_the_estimate_within_1_percent_in_prometheus() {
     );
 }
 
+/// A host of the same hardware that stores none of the model's signals: the calibration
+/// imports, and `status` and the report say why it gives no figure, instead of failing.
+fn without_its_signal_a_calibration_gives_no_figure_and_says_why(
+    twin: &super::calibration::Day,
+    file: &std::path::Path,
+) {
+    let db = twin.env.path("bare.db");
+    let config = twin.env.path("bare.toml");
+    let text = std::fs::read_to_string(&twin.config)
+        .unwrap()
+        .replace("name = \"twin\"", "name = \"bare\"")
+        .replace(&wattson_tests::q(&twin.env.db), &wattson_tests::q(&db));
+    assert!(text.contains("bare.db"), "{text}");
+    std::fs::write(&config, text).unwrap();
+    ok(&config, &["calibration", "import", file.to_str().unwrap()]);
+    let status = json(&config, &["status"]);
+    let why = status["calibration_unavailable"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{status:#}"));
+    assert!(why.contains("bare has no stored"), "{why}");
+    assert!(
+        ok(&config, &["status"]).contains("calibration: gives no figure here: bare has no stored")
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(&config, &["report", "--format", "json"])).unwrap();
+    assert!(
+        report["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .starts_with("no estimate from the calibration: bare has no stored")),
+        "{report:#}"
+    );
+}
+
 /// `wattson report` on a host with no meter, in every format: the last 7 days estimated
 /// from its calibration, priced as `calibration estimate` (`week`) prices it.
 fn report_shows_the_same_estimate(config: &std::path::Path, week: &serde_json::Value) {
@@ -330,6 +364,7 @@ fn another_host_of_the_same_hardware_borrows_the_calibration_and_says_so() {
         "{text}"
     );
     report_shows_the_same_estimate(&twin.config, &week);
+    without_its_signal_a_calibration_gives_no_figure_and_says_why(&twin, &path);
 
     // Other hardware, a model that is not whole, something else entirely, too large: 65,
     // and nothing stored.

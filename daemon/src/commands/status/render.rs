@@ -84,6 +84,12 @@ pub(super) fn render(s: &Status) -> String {
     if let Some(e) = &s.estimated {
         out.push_str(&estimated_lines(e));
     }
+    if let Some(d) = &s.calibration_drift {
+        out.push_str(&drift_line(d));
+    }
+    if let Some(why) = &s.calibration_unavailable {
+        let _ = writeln!(out, "\ncalibration: gives no figure here: {why}");
+    }
     if let Some(p) = &s.price {
         out.push_str(&price_line(p));
     }
@@ -307,6 +313,29 @@ fn estimated_lines(e: &crate::calibration::priced::EstimatedFigures) -> String {
         }
     }
     out
+}
+
+/// The calibration beside the wall meter, and whether it is time to fit again.
+fn drift_line(d: &crate::calibration::priced::DriftCheck) -> String {
+    let s = &d.side;
+    let verdict = if s.outside_interval {
+        format!(
+            "outside its +/- {:.1} %: fit it again (`wattson calibration fit`)",
+            d.interval_pct
+        )
+    } else {
+        format!("inside its +/- {:.1} %", d.interval_pct)
+    };
+    format!(
+        "\ncalibration beside the wall ({}): the last 24 h's {} minutes estimated {:.3} kWh \
+         against {:.3} kWh measured ({}), {:+.1} %, {verdict}\n",
+        d.provenance,
+        s.minutes,
+        s.estimated_wh / 1000.0,
+        s.wall_wh / 1000.0,
+        s.wall_source,
+        s.drift_pct
+    )
 }
 
 /// ", N withheld (outside what the model saw)" when any minute was.
