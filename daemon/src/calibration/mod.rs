@@ -16,6 +16,8 @@
 //! - [`persist`]: the `wall_model` table;
 //! - [`priced`]: an estimate's energy at the tariff, projected to a year with its interval;
 //! - [`running`]: the same kept hour by hour, for the daemon's publishes;
+//! - [`refit`]: fitting from the stored history, on demand and by the daemon when the meter
+//!   is back and the calibration has drifted;
 //! - [`export`]: the model as a file another host of the same hardware imports (the forms
 //!   Home Assistant and Prometheus read are [`crate::publish::calibration`]'s).
 //!
@@ -29,6 +31,7 @@ pub mod history;
 pub mod model;
 pub mod persist;
 pub mod priced;
+pub mod refit;
 pub mod running;
 
 pub use model::{Feature, Model, Shape, WallModel};

@@ -18,9 +18,8 @@ use anyhow::Context as _;
 use chrono::Utc;
 
 use crate::calibration::export::{self, MAX_FILE_BYTES};
-use crate::calibration::history::{Table, minute_means, signals, wall_series};
 use crate::calibration::model::{Feature, Hardware, WallModel};
-use crate::calibration::{CalibrationError, fit, persist, priced};
+use crate::calibration::{CalibrationError, persist, priced, refit};
 use crate::cli::calibration::{
     CalibrationCommand, EstimateArgs, ExportArgs, ExportFormat, FitArgs, ImportArgs,
 };
@@ -89,13 +88,10 @@ fn window(
 
 /// This machine's hardware, as a calibration records it.
 fn hardware(config: &Config) -> Hardware {
-    let root = wattson_collectors::SysRoot::new(&config.host.sysfs, &config.host.procfs);
-    let f = crate::sweep::fingerprint::gather(&root, &config.host.name, "");
-    Hardware {
-        cpu_model: f.cpu.model_name,
-        logical_cpus: f.cpu.logical_cpus,
-        memory_bytes: f.memory_bytes,
-    }
+    refit::hardware(
+        &wattson_collectors::SysRoot::new(&config.host.sysfs, &config.host.procfs),
+        &config.host.name,
+    )
 }
 
 fn newest(store: &Store, config: &Config) -> Result<WallModel, CalibrationError> {
@@ -114,71 +110,27 @@ fn fit_history(config: &Config, a: &FitArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open(&db, &crate::store::StoreOptions::default())
         .with_context(|| format!("opening {}", db.display()))?;
     let host = &config.host.name;
-    let (from, to) = window(config, a.since, a.until, 30 * DAY_MS)?;
-    let mut wanted = Vec::new();
+    let (from_ms, to_ms) = window(config, a.since, a.until, 30 * DAY_MS)?;
+    let mut features = Vec::new();
     for name in &a.features {
-        wanted.push(Feature::parse(name).ok_or_else(|| {
+        features.push(Feature::parse(name).ok_or_else(|| {
             CalibrationError::BadInput(format!(
                 "--feature {name:?}: name a signal as source/metric/channel, e.g. \
                  cpu/cpu_busy/all or rapl/power/package-0"
             ))
         })?);
     }
-    let mut stored = signals(&store, host)?;
-    if !wanted.is_empty() {
-        if let Some(w) = wanted.iter().find(|w| !stored.iter().any(|(f, _)| f == *w)) {
-            return Err(CalibrationError::NotEnough(format!(
-                "{host} has no stored {}: it has {}",
-                w.name(),
-                names(&stored)
-            ))
-            .into());
-        }
-        stored.retain(|(f, _)| wanted.contains(f));
-    }
-    if stored.is_empty() {
-        return Err(CalibrationError::NotEnough(format!(
-            "{host} stores no signal a model could read (RAPL, hwmon, GPU, IPMI or UPS power, \
-             the CPU's busy share or frequency): enable the collectors in [cpu] and [power]"
-        ))
-        .into());
-    }
-    let walls = wall_series(&store, host, a.wall.as_deref())?;
-    let mut best: Option<(crate::store::Series, std::collections::BTreeMap<i64, f64>)> = None;
-    for w in walls {
-        let m = minute_means(&store, &w, from, to)?;
-        if best.as_ref().is_none_or(|(_, b)| m.len() > b.len()) {
-            best = Some((w, m));
-        }
-    }
-    let Some((wall, wall_minutes)) = best else {
-        return Err(CalibrationError::NotEnough(format!(
-            "{host} has no wall meter's power stored{}: a calibration needs the meter in",
-            a.wall
-                .as_deref()
-                .map(|w| format!(" from {w}"))
-                .unwrap_or_default()
-        ))
-        .into());
+    let request = refit::Request {
+        features,
+        wall: a.wall.clone(),
+        from_ms,
+        to_ms,
+        holdout: a.holdout,
     };
-    // Signals stored for at least nine in ten of the wall's minutes; the rest would leave
-    // too few minutes in which every signal is there.
-    let mut kept: Vec<(Feature, std::collections::BTreeMap<i64, f64>)> = Vec::new();
-    for (f, s) in stored {
-        let m = minute_means(&store, &s, from, to)?;
-        let shared = wall_minutes.keys().filter(|k| m.contains_key(k)).count();
-        if shared * 10 >= wall_minutes.len() * 9 && shared > 0 {
-            kept.push((f, m));
-        }
-    }
-    let (features, columns): (Vec<Feature>, Vec<_>) = kept.into_iter().unzip();
-    let table = Table::aligned(Some(&wall_minutes), &columns);
-    let model = fit::calibrate(
+    let model = refit::from_history(
+        &store,
         host,
-        &wall.source.to_string(),
-        &table,
-        &features,
-        a.holdout,
+        &request,
         hardware(config),
         Utc::now().timestamp_millis(),
     )?;
@@ -189,17 +141,6 @@ fn fit_history(config: &Config, a: &FitArgs) -> anyhow::Result<ExitCode> {
         describe(&model)
     });
     Ok(ExitCode::SUCCESS)
-}
-
-fn names(stored: &[(Feature, crate::store::Series)]) -> String {
-    if stored.is_empty() {
-        return "none".into();
-    }
-    stored
-        .iter()
-        .map(|(f, _)| f.name())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn minutes(n: usize) -> String {

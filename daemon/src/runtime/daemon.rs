@@ -514,6 +514,7 @@ async fn serve(
     });
     let resident = crate::runtime::resident::spawn(cancel.child_token());
     let wakeups = super::wakeups::spawn(config, store.clone(), cancel.child_token());
+    let _refit = super::calibration_refit::spawn(config, store);
     let sender = match &config.prometheus {
         Some(p) => Some(
             crate::publish::remote_write::spawn(

@@ -2,6 +2,7 @@
 //! feed, who wakes the CPUs (`wakeups`), each disk's spin state (`disks`), and the lifecycle
 //! that starts the outputs and the control socket's server ([`crate::control::server`]).
 
+pub mod calibration_refit;
 pub mod daemon;
 pub mod disks;
 pub mod error;

@@ -320,3 +320,51 @@ fn without_the_meter_mqtt_metrics_and_the_page_carry_the_estimated_money() {
     );
     daemon.stop_cleanly();
 }
+
+/// A host whose calibration was borrowed two days ago, with its own meter in now: at start
+/// the daemon puts the calibration beside the wall, fits the host's own from its history
+/// and says so, and the newest calibration is no longer borrowed.
+#[test]
+fn with_its_own_meter_in_the_daemon_fits_a_borrowed_calibration_again() {
+    let source = super::calibration::usual_day();
+    fit_morning(&source, &[]);
+    let file = super::calibration::ok(
+        &source.config,
+        &["calibration", "export", "--format", "file"],
+    );
+    let mut f: Value = serde_json::from_str(&file).unwrap();
+    let created = f["model"]["created_ms"].as_i64().unwrap();
+    f["model"]["created_ms"] = (created - 2 * 86_400_000).into();
+    let lab = day_of("lab", |_| true);
+    let path = lab.env.path("e2e.calibration.json");
+    std::fs::write(&path, f.to_string()).unwrap();
+    super::calibration::ok(
+        &lab.config,
+        &["calibration", "import", path.to_str().unwrap()],
+    );
+    assert_eq!(
+        json(&lab.config, &["calibration", "show"])["borrowed_from"],
+        "e2e"
+    );
+    let meter = wattson_tests::simulate("pzem004t", &[1], 60.0);
+    let config = lab.env.path("metered.toml");
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&lab.config).unwrap()
+            + &wattson_tests::ledger::meter_toml(&meter.path, "250ms"),
+    )
+    .unwrap();
+    let mut daemon = Child::run_daemon(&config, &[]);
+    daemon.wait_for_log(
+        "calibration fitted again (borrowed from e2e, and lab's own meter is in)",
+        Duration::from_secs(30),
+    );
+    daemon.stop_cleanly();
+    let shown = json(&config, &["calibration", "show"]);
+    assert!(shown["borrowed_from"].is_null(), "{shown:#}");
+    assert_eq!(shown["host"], "lab");
+    assert!(
+        shown["minutes"].as_u64().unwrap() >= 1000,
+        "the lab's own day: {shown:#}"
+    );
+}
