@@ -399,3 +399,29 @@ pub fn advance_counters(root: &Path, stop: &std::sync::atomic::AtomicBool) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// The home server's counters ([`FixtureProc::add_home_server`]) moved at set rates until
+/// `stop`, in 10 ms steps (the simulated machine's clock): `jellyfin.service` 800 task
+/// wake-ups/s (jellyfin's threads 500 and 100, ffmpeg 200), `sshd.service` 200/s; the local
+/// timer 1000 interrupts/s, `nvme0q1` 300/s, `enp3s0-rx-0` none.
+pub fn advance_home_server(
+    proc: wattson_collectors::idle::wakeups::fixture::FixtureProc,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let at = |per_s: f64| (t0.elapsed().as_secs_f64() * per_s) as u64;
+            proc.set_count(100, 100, at(500.0)).unwrap();
+            proc.set_count(100, 101, at(100.0)).unwrap();
+            proc.set_count(120, 120, at(200.0)).unwrap();
+            proc.set_count(200, 200, at(200.0)).unwrap();
+            proc.set_interrupts(
+                &[("LOC", at(1000.0)), ("RES", 0)],
+                &[(122, "nvme0q1", at(300.0)), (130, "enp3s0-rx-0", 0)],
+            )
+            .unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+}

@@ -19,7 +19,8 @@ use wattson_collectors::cgroup::fixture::FixtureTree;
 use wattson_collectors::idle::wakeups::fixture::FixtureProc;
 use wattson_tests::http::{HTTP_TOML, bound_addr, get};
 use wattson_tests::idle::{
-    changed_content, effects, host_toml, intel_desktop, run_ok, simulated_meter, snapshot, touched,
+    advance_home_server, changed_content, effects, host_toml, intel_desktop, run_ok,
+    simulated_meter, snapshot, touched,
 };
 use wattson_tests::{Child, TestEnv, q, wait_for};
 
@@ -40,6 +41,25 @@ struct Drive {
 }
 
 impl Drive {
+    /// sda of the machine under `root`, with the backup and media services' control groups,
+    /// each at no I/O yet.
+    fn new(root: &Path) -> Drive {
+        let tree = FixtureTree::v2(&root.join("sys")).unwrap();
+        tree.add(BACKUP).unwrap();
+        tree.add(MEDIA).unwrap();
+        let mut drive = Drive {
+            stat: root.join("sys/block/sda/stat"),
+            tree,
+            reads: 100,
+            writes: 50,
+            groups: BTreeMap::new(),
+            other: 0,
+        };
+        drive.io(BACKUP, 0, 0);
+        drive.io(MEDIA, 0, 0);
+        drive
+    }
+
     /// `group` does `reads` and `writes` on sda: its `io.stat` first, then the disk's `stat`
     /// (whoever sees the disk's count move finds the group's already moved).
     fn io(&mut self, group: &'static str, reads: u64, writes: u64) {
@@ -137,19 +157,7 @@ fn the_daemon_follows_a_disks_spin_ups_names_who_woke_it_and_prices_its_spun_up_
     let env = TestEnv::new();
     let root = env.path("machine");
     intel_desktop(&root);
-    let tree = FixtureTree::v2(&root.join("sys")).unwrap();
-    tree.add(BACKUP).unwrap();
-    tree.add(MEDIA).unwrap();
-    let mut drive = Drive {
-        stat: root.join("sys/block/sda/stat"),
-        tree,
-        reads: 100,
-        writes: 50,
-        groups: BTreeMap::new(),
-        other: 0,
-    };
-    drive.io(BACKUP, 0, 0);
-    drive.io(MEDIA, 0, 0);
+    let mut drive = Drive::new(&root);
     let config = env.path("wattson.toml");
     std::fs::write(
         &config,
@@ -281,19 +289,7 @@ fn measurable_sda(extra: &str) -> Rig {
         7,
         &[(power.join("control"), "auto", -WATTS)],
     );
-    let tree = FixtureTree::v2(&root.join("sys")).unwrap();
-    tree.add(BACKUP).unwrap();
-    tree.add(MEDIA).unwrap();
-    let mut drive = Drive {
-        stat: root.join("sys/block/sda/stat"),
-        tree,
-        reads: 100,
-        writes: 50,
-        groups: BTreeMap::new(),
-        other: 0,
-    };
-    drive.io(BACKUP, 0, 0);
-    drive.io(MEDIA, 0, 0);
+    let drive = Drive::new(&root);
     let config = env.path("wattson.toml");
     std::fs::write(
         &config,
@@ -357,31 +353,16 @@ fn who_keeps_it_awake_the_wakeups_by_service_and_the_disk_by_who_spun_it_up() {
     let mut rig = measurable_sda("");
     let proc = FixtureProc::new(&rig.root.join("proc")).unwrap();
     proc.add_home_server().unwrap();
-    proc.set_interrupts(&[("LOC", 0), ("RES", 0)], &[(122, "nvme0q1", 0)])
-        .unwrap();
+    proc.set_interrupts(
+        &[("LOC", 0), ("RES", 0)],
+        &[(122, "nvme0q1", 0), (130, "enp3s0-rx-0", 0)],
+    )
+    .unwrap();
     let measured = measure_sda(&rig.config, &rig.root, &rig.env.db);
     let truth_up_s = follow(&mut rig, &[BACKUP, BACKUP]);
 
     let stop = Arc::new(AtomicBool::new(false));
-    let advancer = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let t0 = Instant::now();
-            while !stop.load(Ordering::SeqCst) {
-                let at = |per_s: f64| (t0.elapsed().as_secs_f64() * per_s) as u64;
-                proc.set_count(100, 100, at(500.0)).unwrap();
-                proc.set_count(100, 101, at(100.0)).unwrap();
-                proc.set_count(120, 120, at(200.0)).unwrap();
-                proc.set_count(200, 200, at(200.0)).unwrap();
-                proc.set_interrupts(
-                    &[("LOC", at(1000.0)), ("RES", 0)],
-                    &[(122, "nvme0q1", at(300.0))],
-                )
-                .unwrap();
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        })
-    };
+    let advancer = advance_home_server(proc, stop.clone());
     let json = run_ok(&rig.config, &["idle", "--json", "--sample", "1s"]);
     stop.store(true, Ordering::SeqCst);
     advancer.join().unwrap();

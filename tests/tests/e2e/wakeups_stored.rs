@@ -7,11 +7,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wattson_collectors::idle::wakeups::fixture::FixtureProc;
 use wattson_tests::http::{HTTP_TOML, bound_addr, get};
-use wattson_tests::idle::{host_toml, intel_desktop, run_ok};
+use wattson_tests::idle::{advance_home_server, host_toml, intel_desktop, run_ok};
 use wattson_tests::{Child, TestEnv};
 
 /// The share of `name`'s wake-ups in a `/metrics` exposition's `kind` series.
@@ -57,26 +57,7 @@ fn the_daemon_stores_who_woke_the_cpus_for_metrics_and_the_report() {
     )
     .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let advancer = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let t0 = Instant::now();
-            while !stop.load(Ordering::SeqCst) {
-                let at = |per_s: f64| (t0.elapsed().as_secs_f64() * per_s) as u64;
-                proc.set_count(100, 100, at(500.0)).unwrap();
-                proc.set_count(100, 101, at(100.0)).unwrap();
-                proc.set_count(120, 120, at(200.0)).unwrap();
-                proc.set_count(200, 200, at(200.0)).unwrap();
-                proc.set_interrupts(
-                    &[("LOC", at(1000.0)), ("RES", 0)],
-                    &[(122, "nvme0q1", at(300.0)), (130, "enp3s0-rx-0", at(0.0))],
-                )
-                .unwrap();
-                // The simulated machine's clock: its counters move in 10 ms steps.
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        })
-    };
+    let advancer = advance_home_server(proc, stop.clone());
     let mut daemon = Child::run_daemon(&config, &[]);
     let addr = bound_addr(&daemon);
     // Three windows stored, then read by /metrics.
