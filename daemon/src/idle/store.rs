@@ -120,7 +120,7 @@ pub fn latest_effects(store: &Store, host: &str) -> Result<Vec<Effect>, StoreErr
     }
     let mut stmt = store
         .conn()
-        .prepare(
+        .prepare_cached(
             "SELECT run_id, host, candidate, name, original, changed, started_ms, ended_ms,
                     baseline_w, changed_w, delta_w, delta_ci95_w, n, effect, detail
              FROM idle_effect e
