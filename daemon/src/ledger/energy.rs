@@ -407,13 +407,35 @@ pub fn blocks(store: &Store, e: &Energy) -> Result<Blocks, StoreError> {
     let Some(series) = power_series(store, &e.host, &e.source)? else {
         return Ok((Vec::new(), "minute"));
     };
-    let minutes = store
-        .minute_rollups(&series, e.from_ms, e.to_ms)?
-        .into_iter()
-        .filter_map(|r| {
-            let ms = r.covered_ms.filter(|c| *c > 0)?;
-            Some((r.energy_wh? * MS_PER_HOUR / ms as f64, ms))
-        })
-        .collect();
+    // The whole minutes inside the window from their rollups; the window's ragged ends
+    // clipped to it, by the same integral as its energy. A minute that reaches past either
+    // end would bring in samples outside the window, so that a report of a closed window
+    // would change as later samples are stored.
+    let (from, to) = (e.from_ms, e.to_ms);
+    let (m0, m1) = (ceil_to(from, MINUTE_MS), floor_to(to, MINUTE_MS));
+    let ragged_end = |a: i64, b: i64| -> Result<Option<(f64, i64)>, StoreError> {
+        if b <= a {
+            return Ok(None);
+        }
+        let piece = energy(store, &e.host, &e.source, a, b)?;
+        Ok(piece.mean_watts().map(|w| (w, piece.covered_ms)))
+    };
+    if m0 >= m1 {
+        // No whole minute: the window's part before and after the one boundary in it.
+        let cut = m0.min(to);
+        let parts = [ragged_end(from, cut)?, ragged_end(cut, to)?];
+        return Ok((parts.into_iter().flatten().collect(), "minute"));
+    }
+    let mut minutes: Vec<(f64, i64)> = ragged_end(from, m0)?.into_iter().collect();
+    minutes.extend(
+        store
+            .minute_rollups(&series, m0, m1)?
+            .into_iter()
+            .filter_map(|r| {
+                let ms = r.covered_ms.filter(|c| *c > 0)?;
+                Some((r.energy_wh? * MS_PER_HOUR / ms as f64, ms))
+            }),
+    );
+    minutes.extend(ragged_end(m1, to)?);
     Ok((minutes, "minute"))
 }

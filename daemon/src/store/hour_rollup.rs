@@ -29,7 +29,7 @@ pub struct HourRollup {
 }
 
 /// One minute of a power series. Mean, min and max are quantised to the metric's
-/// resolution, energy to 0.001 Wh.
+/// resolution, energy to 1 µWh (0.001 Wh in minutes stored before it was).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MinuteRollup {
     /// Minute of the hour, 0..60.
@@ -140,10 +140,11 @@ impl Store {
     }
 }
 
-const MINUTE_ORDERS: [codec::Order; 7] = [codec::Order::Delta; 7];
+const MINUTE_ORDERS: [codec::Order; 8] = [codec::Order::Delta; 8];
 
 /// Packs minute rollups: minute index, n, mean, min, max (at `scale`), energy (mWh), covered
-/// time (ms).
+/// time (ms), and the energy's µWh beyond its mWh (so that a minute only partly covered
+/// keeps its mean power: 1 mWh over 10 s is 0.36 W, 1 µWh is 0.36 mW).
 pub(super) fn encode_minutes(minutes: &[MinuteRollup], scale: f64) -> Vec<u8> {
     let col = |f: &dyn Fn(&MinuteRollup) -> i64| minutes.iter().map(f).collect::<Vec<i64>>();
     let index = col(&|m| i64::from(m.minute));
@@ -152,6 +153,12 @@ pub(super) fn encode_minutes(minutes: &[MinuteRollup], scale: f64) -> Vec<u8> {
     let min = col(&|m| quantise(m.min, scale));
     let max = col(&|m| quantise(m.max, scale));
     let energy = col(&|m| quantise(m.energy_wh, 1000.0));
+    let micro = col(&|m| quantise(m.energy_wh, 1_000_000.0));
+    let below_mwh: Vec<i64> = micro
+        .iter()
+        .zip(&energy)
+        .map(|(u, m)| u.wrapping_sub(m.wrapping_mul(1000)))
+        .collect();
     // -1: not known (a minute stored before covered time was).
     let covered = col(&|m| m.covered_ms.unwrap_or(-1));
     codec::encode(&[
@@ -162,23 +169,34 @@ pub(super) fn encode_minutes(minutes: &[MinuteRollup], scale: f64) -> Vec<u8> {
         (&max, codec::Order::Delta),
         (&energy, codec::Order::Delta),
         (&covered, codec::Order::Delta),
+        (&below_mwh, codec::Order::Delta),
     ])
 }
 
-/// Unpacks minute rollups; blobs written before covered time was stored have six columns.
+/// Unpacks minute rollups; blobs written before energy was stored to the µWh have seven
+/// columns, before covered time was stored six.
 pub(super) fn decode_minutes(
     blob: &[u8],
     scale: f64,
 ) -> Result<Vec<MinuteRollup>, codec::DecodeError> {
-    let (cols, with_covered) = match codec::decode(blob, &MINUTE_ORDERS) {
-        Ok(c) => (c, true),
-        Err(e) => match codec::decode(blob, &MINUTE_ORDERS[..6]) {
-            Ok(c) => (c, false),
-            Err(_) => return Err(e),
-        },
+    let mut decoded = codec::decode(blob, &MINUTE_ORDERS);
+    for older in [7, 6] {
+        if decoded.is_err()
+            && let Ok(c) = codec::decode(blob, &MINUTE_ORDERS[..older])
+        {
+            decoded = Ok(c);
+        }
+    }
+    let cols = decoded?;
+    let with_covered = cols.len() >= 7;
+    let energy_wh = |i: usize| match cols.get(7) {
+        Some(below_mwh) => dequantise(
+            cols[5][i].wrapping_mul(1000).wrapping_add(below_mwh[i]),
+            1_000_000.0,
+        ),
+        None => dequantise(cols[5][i], 1000.0),
     };
-    let (index, n, mean, min, max, energy) =
-        (&cols[0], &cols[1], &cols[2], &cols[3], &cols[4], &cols[5]);
+    let (index, n, mean, min, max) = (&cols[0], &cols[1], &cols[2], &cols[3], &cols[4]);
     Ok((0..index.len())
         .map(|i| MinuteRollup {
             minute: index[i].clamp(0, 59) as u8,
@@ -186,7 +204,7 @@ pub(super) fn decode_minutes(
             mean: dequantise(mean[i], scale),
             min: dequantise(min[i], scale),
             max: dequantise(max[i], scale),
-            energy_wh: dequantise(energy[i], 1000.0),
+            energy_wh: energy_wh(i),
             covered_ms: with_covered
                 .then(|| cols[6][i])
                 .filter(|c| *c >= 0)

@@ -110,6 +110,9 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0015-disks.sql")),
     M::up(include_str!("../../../schema/0016-remote-write-gaps.sql")),
     M::up(include_str!("../../../schema/0017-wall-models.sql")),
+    M::up(include_str!(
+        "../../../schema/0018-minute-energy-micro-wh.sql"
+    )),
 ];
 
 /// The schema migrations, in order.

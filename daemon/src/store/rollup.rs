@@ -76,7 +76,7 @@ pub(super) struct HourAcc {
     pub(super) hour_ms: i64,
     pub(super) all: Acc,
     /// The hour's energy and covered time, kept apart from the minutes' so that they stay
-    /// exact (minutes store energy to 1 mWh).
+    /// exact (minutes store energy to 1 µWh).
     pub(super) energy_wh: f64,
     pub(super) covered_ms: i64,
     pub(super) approximate: bool,

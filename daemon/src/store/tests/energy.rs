@@ -374,3 +374,59 @@ fn minute_blobs_from_before_covered_time_still_decode() {
     let new = encode_minutes(&minutes, 100.0);
     assert_eq!(decode_minutes(&new, 100.0).unwrap(), minutes);
 }
+
+#[test]
+fn a_partly_covered_minute_keeps_its_mean_power() {
+    // 40 W for 10 s: 0.111 Wh; to 1 mWh that would read 39.96 W.
+    let minutes = vec![MinuteRollup {
+        minute: 7,
+        n: 11,
+        mean: 40.0,
+        min: 40.0,
+        max: 40.0,
+        energy_wh: 40.0 * 10.0 / 3600.0,
+        covered_ms: Some(10_000),
+    }];
+    let back = decode_minutes(&encode_minutes(&minutes, 100.0), 100.0).unwrap();
+    let w = back[0].energy_wh * 3600.0 / 10.0;
+    assert!((w - 40.0).abs() < 1e-3, "{w} W");
+}
+
+/// The minute blocks of a window hold only what lies inside it: a constant draw's are all
+/// the same power whatever was stored past the window's ends and however it was written.
+#[test]
+fn a_constant_draws_minute_blocks_are_constant_whatever_lies_past_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = T0 + 17 * MINUTE_MS + 23_457;
+    let (from, to) = (start, start + 150_000);
+    let mut all = Vec::new();
+    // Written in one batch up to 12 s past the window; 3 by 3 up to 55 s past it.
+    for (name, chunk, past_ms) in [("one", usize::MAX, 12_000), ("threes", 3, 55_000)] {
+        let path = dir.path().join(format!("{name}.db"));
+        let mut w = writer(&path);
+        let samples: Vec<Sample> = (0..=(to + past_ms - start) / 1000)
+            .map(|s| power(start + s * 1000, 40.0))
+            .collect();
+        for batch in samples.chunks(chunk.min(samples.len())) {
+            w.push(None, batch.to_vec());
+            w.flush().unwrap();
+        }
+        let store = w.store();
+        let e = crate::ledger::energy::energy(store, "basket", &SourceId::meter("wall"), from, to)
+            .unwrap();
+        let (blocks, name) = crate::ledger::energy::blocks(store, &e).unwrap();
+        assert_eq!(name, "minute");
+        let covered: i64 = blocks.iter().map(|b| b.1).sum();
+        assert_eq!(covered, e.covered_ms, "{blocks:?}");
+        for (w, ms) in &blocks {
+            assert!((w - 40.0).abs() < 1e-3, "{w} W over {ms} ms: {blocks:?}");
+        }
+        all.push(blocks);
+    }
+    assert_eq!(all[0].len(), all[1].len());
+    // The head to the first whole minute (36.543 s), that minute, the tail (53.457 s).
+    assert_eq!(
+        all[0].iter().map(|b| b.1).collect::<Vec<_>>(),
+        [36_543, 60_000, 53_457]
+    );
+}

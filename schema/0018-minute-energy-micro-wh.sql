@@ -1,0 +1,6 @@
+-- `rollup_hour.minutes` gains an eighth column: each minute's energy in µWh beyond the mWh
+-- of the sixth, so that a minute only partly covered keeps its mean power (1 mWh over
+-- 10 s is 0.36 W; 1 µWh is 0.36 mW). Hours written before keep seven columns and are read
+-- as they were. No table changes: this version marks databases whose minutes a wattson
+-- without the eighth column could not read, so that it refuses them rather than set their
+-- hours aside as undecodable.
