@@ -16,6 +16,8 @@
 //! - [`persist`]: the `wall_model` table;
 //! - [`priced`]: an estimate's energy at the tariff, projected to a year with its interval;
 //! - [`running`]: the same kept hour by hour, for the daemon's publishes;
+//! - [`stand_in`]: the stretches a calibration stood in for the meter in a report's
+//!   window, and how good it was, checked on the meter's return;
 //! - [`refit`]: fitting from the stored history, on demand and by the daemon when the meter
 //!   is back and the calibration has drifted;
 //! - [`export`]: the model as a file another host of the same hardware imports (the forms
@@ -33,6 +35,7 @@ pub mod persist;
 pub mod priced;
 pub mod refit;
 pub mod running;
+pub mod stand_in;
 
 pub use model::{Feature, Model, Shape, WallModel};
 

@@ -30,6 +30,20 @@ pub fn save(store: &Store, host: &str, model: &WallModel) -> Result<(), Calibrat
 /// The newest model of `host` that reads back whole; one that does not is logged and
 /// passed over (a database is input like any other).
 pub fn latest(store: &Store, host: &str) -> Result<Option<WallModel>, CalibrationError> {
+    Ok(newest_first(store, host)?.next())
+}
+
+/// Every model of `host` that reads back whole, newest first; one that does not is logged
+/// and passed over.
+pub fn all(store: &Store, host: &str) -> Result<Vec<WallModel>, CalibrationError> {
+    Ok(newest_first(store, host)?.collect())
+}
+
+/// `host`'s models that read back whole, newest first, each parsed when reached.
+fn newest_first(
+    store: &Store,
+    host: &str,
+) -> Result<impl Iterator<Item = WallModel>, CalibrationError> {
     let mut stmt = store
         .conn()
         .prepare_cached(
@@ -42,13 +56,16 @@ pub fn latest(store: &Store, host: &str) -> Result<Option<WallModel>, Calibratio
         })
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
         .map_err(|e| sql(store, e))?;
-    for (id, text) in rows {
-        match parse(&text) {
-            Ok(m) => return Ok(Some(m)),
-            Err(why) => tracing::warn!("wall model {id} of {host} in the database skipped: {why}"),
-        }
-    }
-    Ok(None)
+    let host = host.to_owned();
+    Ok(rows
+        .into_iter()
+        .filter_map(move |(id, text)| match parse(&text) {
+            Ok(m) => Some(m),
+            Err(why) => {
+                tracing::warn!("wall model {id} of {host} in the database skipped: {why}");
+                None
+            }
+        }))
 }
 
 /// A model from its JSON, checked whole.

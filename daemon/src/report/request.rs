@@ -227,7 +227,13 @@ pub fn produce(
                 source: Box::new(source),
             }
         })?;
-    if built.measured.is_none() {
+    if let Some(m) = &built.measured {
+        let (stood_in, why) = stand_in_section(config, &db, &host, m, now)?;
+        built.stood_in = stood_in;
+        built.notes.extend(
+            why.map(|w| format!("no estimate from the calibration while the meter was away: {w}")),
+        );
+    } else {
         let (estimated, why) = estimated_section(config, &db, &host, (from_ms, to_ms), now)?;
         built.estimated = estimated;
         built
@@ -235,6 +241,39 @@ pub fn produce(
             .extend(why.map(|w| format!("no estimate from the calibration: {w}")));
     }
     Ok(super::render(&built, args.format)?)
+}
+
+/// The stretches of the measured window the wall meter was away and a calibration of
+/// `host` stood in ([`crate::calibration::stand_in`]), or why none could.
+fn stand_in_section(
+    config: &Config,
+    db: &Path,
+    host: &str,
+    measured: &super::measured::MeasuredReport,
+    now: DateTime<Utc>,
+) -> Result<(Vec<crate::calibration::stand_in::StoodIn>, Option<String>), ProduceError> {
+    let Some(wall) = &measured.source else {
+        return Ok((Vec::new(), None));
+    };
+    let store = crate::store::open_database(db)?;
+    let tariff =
+        crate::ledger::costs::tariff_with_series(&config.tariff, &store, now.timestamp_millis())?;
+    let found = crate::calibration::stand_in::stretches(
+        &store,
+        host,
+        wall,
+        &tariff,
+        (measured.from_ms, measured.to_ms),
+        now.timestamp_millis(),
+    )
+    .map(Some);
+    let (stood_in, why) = crate::calibration::priced::unavailable(found).map_err(|source| {
+        ProduceError::Calibration {
+            db: db.to_owned(),
+            source: Box::new(source),
+        }
+    })?;
+    Ok((stood_in.unwrap_or_default(), why))
 }
 
 /// What each service costs over the report's window (the last 7 days by default), where

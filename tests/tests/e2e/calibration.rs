@@ -109,7 +109,7 @@ pub fn fit_morning(day: &Day, extra: &[&str]) -> Value {
 }
 
 /// The true energy of the minutes `[from, to)` of the day that `e` did not withhold, Wh.
-fn truth_wh(day: &Day, from: usize, to: usize, e: &Value) -> f64 {
+pub fn truth_wh(day: &Day, from: usize, to: usize, e: &Value) -> f64 {
     let withheld: Vec<(i64, i64)> = e["withheld"]
         .as_array()
         .unwrap()
@@ -123,7 +123,7 @@ fn truth_wh(day: &Day, from: usize, to: usize, e: &Value) -> f64 {
         .sum()
 }
 
-fn estimate(day: &Day, from: usize, to: usize) -> Value {
+pub fn estimate(day: &Day, from: usize, to: usize) -> Value {
     json(
         &day.config,
         &[
@@ -380,4 +380,117 @@ fn what_the_history_cannot_support_exits_65_saying_what_is_missing() {
     );
     assert_eq!(code, 65, "{err}");
     assert!(err.contains("holds no time"), "{err}");
+}
+
+/// A report over the whole day with the wall meter in it: the afternoon it was away is
+/// estimated by the calibration (the same figure as `calibration estimate` over it, within
+/// its interval of the truth), and checked against the wall in the evening it was back;
+/// the last hour, away again, is estimated and not yet checked. Every format says so.
+#[test]
+fn a_report_estimates_the_stretches_the_meter_was_away_and_checks_them_on_its_return() {
+    let day = usual_day();
+    let model = fit_morning(&day, &[]);
+    let (since, until) = (day.t(0), day.t(DAY_MINUTES));
+    let window = ["report", "--since", &since, "--until", &until];
+    let report: Value = serde_json::from_str(&ok(
+        &day.config,
+        &[&window[..], &["--format", "json"]].concat(),
+    ))
+    .unwrap();
+    assert_eq!(report["measured"]["source"], "meter:wall", "{report:#}");
+    let stood = report["stood_in"].as_array().expect("stood_in");
+    assert_eq!(stood.len(), 2, "{report:#}");
+    let ms = |minute: usize| day.minutes[0].start_ms + minute as i64 * MINUTE_MS;
+
+    // The afternoon: away from 14:00 to 20:00.
+    let afternoon = &stood[0];
+    assert_eq!(afternoon["away_from_ms"], ms(METER_OUT), "{afternoon:#}");
+    assert_eq!(
+        afternoon["away_to_ms"],
+        ms(METER_BACK.start),
+        "{afternoon:#}"
+    );
+    assert_eq!(afternoon["model_created_ms"], model["created_ms"]);
+    let e = &afternoon["estimate"];
+    let alone = estimate(&day, METER_OUT, METER_BACK.start);
+    assert_eq!(
+        e["energy_wh"], alone["energy_wh"],
+        "the one estimate: {e:#}"
+    );
+    assert_eq!(e["cost"], alone["cost"], "priced alike: {e:#}");
+    let (energy, interval) = (
+        e["energy_wh"].as_f64().unwrap(),
+        e["interval_wh"].as_f64().unwrap(),
+    );
+    let truth = truth_wh(&day, METER_OUT, METER_BACK.start, e);
+    assert!(
+        (energy - truth).abs() <= interval,
+        "{energy} vs {truth}: {e:#}"
+    );
+    assert!(
+        (energy - truth).abs() <= 0.03 * truth,
+        "{energy} vs {truth}"
+    );
+    // Checked in the evening the meter was back: the minutes both cover, the same drift as
+    // the calibration beside the wall over them.
+    let back = &afternoon["on_return"];
+    let beside = estimate(&day, METER_BACK.start, METER_BACK.end)["wall"].clone();
+    assert_eq!(back["from_ms"], ms(METER_BACK.start), "{back:#}");
+    assert_eq!(back["minutes"], beside["minutes"], "{back:#}");
+    assert_eq!(back["wall_source"], "meter:wall");
+    let drift = back["drift_pct"].as_f64().unwrap();
+    assert!(
+        (drift - beside["drift_pct"].as_f64().unwrap()).abs() < 1e-9,
+        "{back:#} vs {beside:#}"
+    );
+    assert_eq!(back["outside_interval"], false, "{back:#}");
+
+    // The last hour: away again, its batch job withheld with the reason, not yet checked.
+    let night = &stood[1];
+    assert_eq!(night["away_from_ms"], ms(METER_BACK.end), "{night:#}");
+    assert_eq!(night["away_to_ms"], ms(DAY_MINUTES), "{night:#}");
+    assert!(night["on_return"].is_null(), "{night:#}");
+    let withheld = night["estimate"]["withheld"].as_array().unwrap();
+    assert!(
+        withheld
+            .iter()
+            .any(|w| w["reason"].as_str().unwrap().contains("outside the")),
+        "{night:#}"
+    );
+
+    // The text formats carry a section per stretch; CSV a row of kind stood_in each.
+    for format in ["table", "markdown", "html"] {
+        let text = ok(&day.config, &[&window[..], &["--format", format]].concat());
+        assert_eq!(
+            text.matches("estimated from its calibration while the meter was away")
+                .count(),
+            2,
+            "{format}: {text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "the calibration read {drift:+.1} % against the wall"
+            )) && text.contains("inside its +/- ")
+                && text.contains("the meter has not come back in the window"),
+            "{format}: {text}"
+        );
+        if format == "table" {
+            eprintln!("{text}");
+        }
+    }
+    let csv = ok(&day.config, &[&window[..], &["--format", "csv"]].concat());
+    let rows: Vec<&str> = csv.lines().filter(|l| l.contains(",stood_in,")).collect();
+    assert_eq!(rows.len(), 2, "{csv}");
+    assert!(
+        rows[0].starts_with("estimate:wall,stood_in,away ")
+            && rows[0].contains(&format!(
+                "{drift:+.1} % against the wall on the meter's return"
+            )),
+        "{csv}"
+    );
+    assert!(
+        rows[1].contains("withheld 60 minutes: ")
+            && rows[1].ends_with("not checked: the meter has not come back in the window\""),
+        "{csv}"
+    );
 }

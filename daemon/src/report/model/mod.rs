@@ -131,6 +131,10 @@ pub struct Report {
     /// prices it, always labelled an estimate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub estimated: Option<crate::calibration::priced::Priced>,
+    /// With the wall meter's energy in the window: the stretches it was away and a
+    /// calibration stood in, estimated, and checked against the wall on its return.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stood_in: Vec<crate::calibration::stand_in::StoodIn>,
     /// Real tariffs: pricing per slot, the fallback, the tariff comparison, CO2 per slot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tariffs: Option<super::real_tariffs::TariffReport>,
@@ -377,6 +381,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         gpus,
         services: None,
         estimated: None,
+        stood_in: Vec::new(),
         tariffs,
         idle: super::idle::build(&input.idle, tariff, opts.reference_date),
         candidates,

@@ -40,6 +40,12 @@ pub fn sections(r: &Report) -> Vec<Section> {
             lines: crate::calibration::priced::lines(p),
         });
     }
+    for s in &r.stood_in {
+        out.push(Section {
+            title: "This machine: estimated from its calibration while the meter was away".into(),
+            lines: crate::calibration::stand_in::lines(s),
+        });
+    }
     if let Some(c) = &r.candidates {
         out.push(Section {
             title: "Keep this box or buy another: candidates on this machine's load".into(),

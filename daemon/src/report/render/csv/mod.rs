@@ -24,6 +24,14 @@
 //! the model's interval, and the year projected from them at the prices of their hours;
 //! `warnings` says what it rests on ("estimated from the calibration of DATE, +/- X %").
 //!
+//! Each stretch of the window the wall meter was away and a calibration stood in adds a
+//! row of kind `stood_in` (config `estimate:wall`, mode `away FROM to TO`, RFC 3339): the
+//! mean watts estimated over the stretch and the year at that rate, as for `estimated`;
+//! `warnings` says what it rests on, the minutes it withheld and why, and how the
+//! calibration read against the wall once the meter was back (`+1.2 % against the wall on
+//! the meter's return (inside its interval)`). A stretch with nothing estimated keeps its
+//! row, the figures empty and `warnings` saying why.
+//!
 //! Each GPU adds rows of kind `gpu` (config = its channel): `busy`, `idle resident` and
 //! `idle bare` at their mean watts (annual figures as if held all year), then `resident
 //! process` (the extra idle watts x the share of time resident and idle) and `resident
@@ -52,6 +60,8 @@
 //! cannot carry the load, its rank, and where a carbon intensity is known its CO2 a year
 //! and the CO2 it saves against keeping this machine (whose row's `warnings` carries its
 //! own CO2).
+
+mod estimates;
 
 use std::fmt::Write as _;
 
@@ -114,7 +124,10 @@ pub fn render(r: &Report) -> String {
         measured_row(&mut out, m, r);
     }
     if let Some(p) = &r.estimated {
-        estimated_row(&mut out, p, r);
+        estimates::estimated_row(&mut out, p, r);
+    }
+    for s in &r.stood_in {
+        estimates::stood_in_row(&mut out, s, r);
     }
     if let Some(t) = &r.tariffs {
         tariff_rows(&mut out, t, r);
@@ -215,37 +228,6 @@ fn measured_row(out: &mut String, m: &MeasuredReport, r: &Report) {
         String::new(),
         String::new(),
         field(&m.warnings.join("; ")),
-    ];
-    let _ = writeln!(out, "{}", row.join(","));
-}
-
-/// The calibration's estimate as one row of kind `estimated` (see the module
-/// documentation).
-fn estimated_row(out: &mut String, p: &crate::calibration::priced::Priced, r: &Report) {
-    let Some(c) = &p.cost else { return };
-    let kwh_ci = c
-        .cost_per_year_ci95
-        .filter(|_| c.cost_per_year > 0.0)
-        .map(|ci| c.kwh_per_year * ci / c.cost_per_year);
-    let row = [
-        wattson_collectors::SourceId::Estimate.to_string(),
-        "estimated".to_owned(),
-        "estimated".to_owned(),
-        num(c.watts, 3),
-        opt(c.watts_ci95, 3),
-        num(c.kwh_per_year, 3),
-        opt(kwh_ci, 3),
-        money(c.cost_per_year),
-        c.cost_per_year_ci95.map_or_else(String::new, money),
-        field(&r.currency),
-        num(price_of(c.kwh_per_year, c.cost_per_year, r), 6),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-        field(&p.estimate.provenance),
     ];
     let _ = writeln!(out, "{}", row.join(","));
 }

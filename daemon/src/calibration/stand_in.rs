@@ -1,0 +1,192 @@
+//! While the meter was away: the stretches of a window in which the host's wall meter
+//! stored nothing and a calibration stood in for it, the energy and money it estimated over
+//! each, and how good it was, checked against the wall over the day after the meter came
+//! back (the stretch itself has no wall to check against; the model's drift on the
+//! meter's return is the nearest measure of its error while it stood in).
+//!
+//! The model that stood in for a stretch is the newest whose fitted history ended before
+//! the stretch began: what could have been used then, and one that never saw the wall it is
+//! checked against.
+
+use serde::Serialize;
+use wattson_collectors::SourceId;
+
+use super::CalibrationError;
+use super::estimate::{self, SideBySide};
+use super::model::WallModel;
+use super::priced::{Priced, price};
+use crate::ledger::energy::power_series;
+use crate::store::{DAY_MS, HOUR_MS, MINUTE_MS, Store};
+use crate::tariff::Tariff;
+
+/// The shortest stretch without the wall that counts as the meter away (shorter ones are
+/// the ledger's gaps: a restart, a dropped cable).
+pub const MIN_AWAY_MS: i64 = HOUR_MS;
+/// How long after the meter's return the model is checked against the wall.
+pub const CHECK_MS: i64 = DAY_MS;
+
+/// One stretch the meter was away and a calibration stood in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoodIn {
+    /// The stretch the wall meter stored nothing, UTC ms: from the end of its last minute
+    /// before to the start of its first minute after (or the window's end).
+    pub away_from_ms: i64,
+    pub away_to_ms: i64,
+    /// When the model that stood in was fitted.
+    pub model_created_ms: i64,
+    /// Its estimate over the stretch, priced.
+    pub estimate: Priced,
+    /// Back: the model against the wall over the day after the meter came back; `None`
+    /// while it has not (the stretch runs to the window's end) or the day after holds no
+    /// minute both cover.
+    pub on_return: Option<ReturnCheck>,
+}
+
+/// The model against the wall once the meter was back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReturnCheck {
+    pub from_ms: i64,
+    pub to_ms: i64,
+    #[serde(flatten)]
+    pub side: SideBySide,
+}
+
+/// The stretches in `[from_ms, to_ms)` that `host`'s wall meter `wall` stored nothing for
+/// at least [`MIN_AWAY_MS`] and one of its calibrations could stand in, each estimated and
+/// priced at `tariff`, and checked on the meter's return with what the database holds up
+/// to `now_ms`.
+pub fn stretches(
+    store: &Store,
+    host: &str,
+    wall: &SourceId,
+    tariff: &Tariff,
+    (from_ms, to_ms): (i64, i64),
+    now_ms: i64,
+) -> Result<Vec<StoodIn>, CalibrationError> {
+    let models = super::persist::all(store, host)?;
+    if models.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for (away_from, away_to) in away(store, host, wall, from_ms, to_ms)? {
+        let Some(model) = models.iter().find(|m| m.to_ms <= away_from) else {
+            continue;
+        };
+        let estimate = price(
+            estimate::over(store, host, model, away_from, away_to)?,
+            tariff,
+        )?;
+        if estimate.estimate.minutes == 0 && estimate.estimate.withheld.is_empty() {
+            continue;
+        }
+        out.push(StoodIn {
+            away_from_ms: away_from,
+            away_to_ms: away_to,
+            model_created_ms: model.created_ms,
+            estimate,
+            on_return: on_return(store, host, model, away_to, to_ms, now_ms)?,
+        });
+    }
+    Ok(out)
+}
+
+/// The model against the wall over the day after `back_ms`, when the meter was back
+/// before the window's end.
+fn on_return(
+    store: &Store,
+    host: &str,
+    model: &WallModel,
+    back_ms: i64,
+    window_end_ms: i64,
+    now_ms: i64,
+) -> Result<Option<ReturnCheck>, CalibrationError> {
+    if back_ms >= window_end_ms {
+        return Ok(None);
+    }
+    let to_ms = back_ms.saturating_add(CHECK_MS).min(now_ms);
+    let e = estimate::over(store, host, model, back_ms, to_ms)?;
+    Ok(e.wall.map(|side| ReturnCheck {
+        from_ms: back_ms,
+        to_ms,
+        side,
+    }))
+}
+
+/// The stretches of `[from_ms, to_ms)`, to the minute, in which the wall stored no energy
+/// for at least [`MIN_AWAY_MS`].
+fn away(
+    store: &Store,
+    host: &str,
+    wall: &SourceId,
+    from_ms: i64,
+    to_ms: i64,
+) -> Result<Vec<(i64, i64)>, CalibrationError> {
+    let Some(series) = power_series(store, host, wall)? else {
+        return Ok(Vec::new());
+    };
+    let covered = store
+        .minute_rollups(&series, from_ms, to_ms)?
+        .into_iter()
+        .filter(|m| m.covered_ms.is_some_and(|c| c > 0) || m.n > 0)
+        .map(|m| m.bucket_ms);
+    let mut out = Vec::new();
+    let mut after = None::<i64>;
+    for minute in covered {
+        if let Some(end) = after
+            && minute - end >= MIN_AWAY_MS
+        {
+            out.push((end, minute));
+        }
+        after = Some(minute + MINUTE_MS);
+    }
+    if let Some(end) = after
+        && to_ms - end >= MIN_AWAY_MS
+    {
+        out.push((end, to_ms));
+    }
+    Ok(out)
+}
+
+/// A stretch in lines, for the report: when the meter was away, what the calibration
+/// estimated (with what it withheld), and how it did once the meter was back.
+pub fn lines(s: &StoodIn) -> Vec<String> {
+    let at = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .map(|d| d.format("%Y-%m-%d %H:%M UTC").to_string())
+            .unwrap_or_default()
+    };
+    let mut out = vec![format!(
+        "the meter was away from {} to {} ({:.1} h)",
+        at(s.away_from_ms),
+        at(s.away_to_ms),
+        (s.away_to_ms - s.away_from_ms) as f64 / HOUR_MS as f64
+    )];
+    out.extend(super::priced::lines(&s.estimate));
+    out.push(match &s.on_return {
+        Some(r) => format!(
+            "on the meter's return, over {} minutes both covered to {}: the calibration read \
+             {:+.1} % against the wall ({:.3} kWh estimated, {:.3} kWh at the wall), {} its \
+             +/- {:.1} %{}",
+            r.side.minutes,
+            at(r.to_ms),
+            r.side.drift_pct,
+            r.side.estimated_wh / 1000.0,
+            r.side.wall_wh / 1000.0,
+            if r.side.outside_interval {
+                "outside"
+            } else {
+                "inside"
+            },
+            s.estimate.estimate.interval_pct,
+            if r.side.outside_interval {
+                ": the stretch's estimate is in doubt by as much; fit the calibration again"
+            } else {
+                ""
+            }
+        ),
+        None => {
+            "not checked against the wall: the meter has not come back in the window".to_owned()
+        }
+    });
+    out
+}
