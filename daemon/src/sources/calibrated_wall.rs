@@ -20,27 +20,46 @@ pub struct CalibratedWall {
 }
 
 impl CalibratedWall {
-    /// The collectors `model`'s signals come from under `root` (RAPL, hwmon, the CPU's
-    /// `/proc/stat` and cpufreq); `Err` names a signal there is no live reader for here.
-    pub fn for_machine(root: &SysRoot, model: WallModel) -> Result<CalibratedWall, Unavailable> {
-        use wattson_collectors::power::{hwmon, rapl};
+    /// The collectors `model`'s signals come from, as the config and `root` build them
+    /// ([`super::wiring::power_source`]: RAPL, hwmon, GPUs, IPMI, a UPS, the CPU with its
+    /// package C-states), and the interval to poll them together at: the slowest of theirs.
+    /// IPMI and GPUs only where `[power]` turns them on, a UPS only as `[[ups]]` configures
+    /// it. `Err` names a signal there is no live reader for here, and why.
+    pub fn for_machine(
+        config: &crate::config::Config,
+        root: &SysRoot,
+        model: WallModel,
+    ) -> Result<(CalibratedWall, std::time::Duration), Unavailable> {
         let mut sources: Vec<&SourceId> = model.model.features.iter().map(|f| &f.source).collect();
         sources.sort();
         sources.dedup();
         let mut inner: Vec<Box<dyn Collector>> = Vec::new();
+        let mut interval = config.power.interval;
         for source in sources {
-            inner.push(match source {
-                SourceId::Rapl => {
-                    Box::new(rapl::RaplCollector::new(root).map_err(Unavailable::Rapl)?)
+            // The model (read from the database) chooses among what the configuration
+            // allows: a source that starts a program or loads a library only where
+            // `[power]` turns it on.
+            let off = match source {
+                SourceId::Ipmi if !config.power.ipmi => Some("[power] ipmi"),
+                SourceId::Gpu if !config.power.gpu => Some("[power] gpu"),
+                _ => None,
+            };
+            if let Some(key) = off {
+                return Err(Unavailable::Signal {
+                    signal: source.to_string(),
+                    why: format!("{key} is off (turn it on for the estimate to read it)"),
+                });
+            }
+            let wired = super::wiring::power_source(config, root, source).map_err(|why| {
+                Unavailable::Signal {
+                    signal: source.to_string(),
+                    why,
                 }
-                SourceId::Hwmon => {
-                    Box::new(hwmon::HwmonCollector::new(root).map_err(Unavailable::Hwmon)?)
-                }
-                SourceId::Cpu => Box::new(wattson_collectors::cpu::CpuCollector::new(root.clone())),
-                other => return Err(Unavailable::NotCalibratable(other.to_string())),
-            });
+            })?;
+            interval = interval.max(wired.interval);
+            inner.push(wired.collector);
         }
-        Ok(CalibratedWall { inner, model })
+        Ok((CalibratedWall { inner, model }, interval))
     }
 
     /// The model applied.

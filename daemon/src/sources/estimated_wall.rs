@@ -99,6 +99,9 @@ pub enum Unavailable {
     /// A source no sweep calibrates against.
     #[error("no collector for calibrated source {0:?}")]
     NotCalibratable(String),
+    /// A calibration's signal whose source cannot be read here.
+    #[error("{signal}: {why}")]
+    Signal { signal: String, why: String },
 }
 
 impl EstimateCollector {

@@ -1,7 +1,8 @@
 //! What the config asks the daemon to run: the collector set with each source's interval
 //! (meters, CPU, RAPL/hwmon/GPU/IPMI/UPS, services, smart plugs, the estimated wall) and the
 //! store's options. A new source is wired here: its build and interval in
-//! [`build_collectors`], its spacing in [`store_options`]. `wattson run` and a reload
+//! [`build_collectors`] (a power source's in [`power_source`], which the calibration's live
+//! estimate builds its signals with too), its spacing in [`store_options`]. `wattson run` and a reload
 //! build from here (the sampler in `runtime` schedules what it is handed); `sweep`, `idle`
 //! and `collect` open the store with the same options.
 
@@ -85,89 +86,102 @@ fn services_collector(config: &Config, root: &SysRoot) -> Option<WiredSource> {
     }
 }
 
-/// The power sources inside the box and around it that this machine has. Each one that is
-/// asked for but cannot work here is logged once, with why, and left out.
+/// The power sources inside the box and around it that the config asks for. Each one that
+/// cannot work here is logged once, with why, and left out.
 fn power_sources(config: &Config, root: &SysRoot) -> Vec<WiredSource> {
-    use wattson_collectors::power::{hwmon, ipmi, nut, nvml, rapl};
     let p = &config.power;
-    let mut out: Vec<WiredSource> = Vec::new();
-    let mut add = |name: &dyn std::fmt::Display,
-                   r: Result<Box<dyn wattson_collectors::Collector>, String>,
-                   every: Duration| match r {
-        Ok(c) => out.push(WiredSource::new(c, every)),
-        Err(why) => tracing::info!("{name}: unavailable: {why}"),
-    };
-    if p.rapl {
-        add(
-            &SourceId::Rapl,
-            rapl::RaplCollector::new(root)
-                .map(|c| Box::new(c) as _)
-                .map_err(|e| e.to_string()),
-            p.interval,
-        );
+    let mut asked: Vec<SourceId> = Vec::new();
+    for (on, source) in [
+        (p.rapl, SourceId::Rapl),
+        (p.hwmon, SourceId::Hwmon),
+        (p.gpu, SourceId::Gpu),
+        (p.ipmi, SourceId::Ipmi),
+    ] {
+        if on {
+            asked.push(source);
+        }
     }
-    if p.hwmon {
-        add(
-            &SourceId::Hwmon,
-            hwmon::HwmonCollector::new(root)
-                .map(|c| Box::new(c) as _)
-                .map_err(|e| e.to_string()),
-            p.interval,
-        );
-    }
-    if p.gpu {
-        add(
-            &SourceId::Gpu,
-            nvml::NvmlCollector::new()
-                .map(|c| Box::new(c) as _)
-                .map_err(|e| e.to_string()),
-            p.interval,
-        );
-    }
-    if p.ipmi {
-        let cfg = ipmi::IpmiConfig {
-            program: p.ipmi_command.clone(),
-            args: p.ipmi_args.clone(),
-            timeout: Duration::from_secs(5),
-            accept_deactivated: false,
-        };
-        add(
-            &SourceId::Ipmi,
-            ipmi::IpmiCollector::new(cfg)
-                .map(|c| Box::new(c) as _)
-                .map_err(|e| e.to_string()),
-            p.ipmi_interval,
-        );
-    }
-    for u in &config.ups {
-        let password = match &u.password_file {
-            None => None,
-            Some(f) => match std::fs::read_to_string(f) {
-                Ok(s) => Some(s.trim().to_owned()),
-                Err(e) => {
-                    tracing::warn!(
-                        "ups {}: cannot read password_file {}: {}",
-                        u.id,
-                        f.display(),
-                        wattson_collectors::ErrorChain(&e)
-                    );
-                    continue;
-                }
-            },
-        };
-        let mut cfg = nut::NutConfig::new(u.host.clone(), u.name.clone());
-        cfg.port = u.port;
-        cfg.username.clone_from(&u.username);
-        cfg.password = password;
-        add(
-            &format!("ups {}", u.id),
-            nut::NutCollector::new(cfg)
-                .map(|c| Box::new(c) as _)
-                .map_err(|e| e.to_string()),
-            u.interval,
-        );
+    asked.extend(config.ups.iter().map(|u| SourceId::ups(&u.name)));
+    let mut out = Vec::new();
+    for source in asked {
+        match power_source(config, root, &source) {
+            Ok(w) => out.push(w),
+            // A [[ups]] was asked for by name: that it does not work is a warning.
+            Err(why) if matches!(source, SourceId::Ups(_)) => {
+                tracing::warn!("{source}: unavailable: {why}");
+            }
+            Err(why) => tracing::info!("{source}: unavailable: {why}"),
+        }
     }
     out
+}
+
+/// The collector of one power source inside or around the box, as `[power]` and `[[ups]]`
+/// configure it (whether or not they turn it on), with its poll interval; `Err` says why it
+/// cannot work here. The sampler's sources and the calibration's signals
+/// ([`super::calibrated_wall`]) are built here alike.
+pub fn power_source(
+    config: &Config,
+    root: &SysRoot,
+    source: &SourceId,
+) -> Result<WiredSource, String> {
+    use wattson_collectors::power::{hwmon, ipmi, nut, nvml, rapl};
+    let p = &config.power;
+    let boxed = |c: Box<dyn Collector>, every: Duration| WiredSource::new(c, every);
+    match source {
+        SourceId::Rapl => rapl::RaplCollector::new(root)
+            .map(|c| boxed(Box::new(c), p.interval))
+            .map_err(|e| e.to_string()),
+        SourceId::Hwmon => hwmon::HwmonCollector::new(root)
+            .map(|c| boxed(Box::new(c), p.interval))
+            .map_err(|e| e.to_string()),
+        SourceId::Gpu => nvml::NvmlCollector::new()
+            .map(|c| boxed(Box::new(c), p.interval))
+            .map_err(|e| e.to_string()),
+        SourceId::Ipmi => {
+            let cfg = ipmi::IpmiConfig {
+                program: p.ipmi_command.clone(),
+                args: p.ipmi_args.clone(),
+                timeout: Duration::from_secs(5),
+                accept_deactivated: false,
+            };
+            ipmi::IpmiCollector::new(cfg)
+                .map(|c| boxed(Box::new(c), p.ipmi_interval))
+                .map_err(|e| e.to_string())
+        }
+        SourceId::Ups(name) => {
+            let Some(u) = config.ups.iter().find(|u| u.name == *name) else {
+                return Err(format!("no [[ups]] named {name:?} is configured"));
+            };
+            let password = match &u.password_file {
+                None => None,
+                Some(f) => Some(
+                    std::fs::read_to_string(f)
+                        .map_err(|e| {
+                            format!(
+                                "cannot read password_file {}: {}",
+                                f.display(),
+                                wattson_collectors::ErrorChain(&e)
+                            )
+                        })?
+                        .trim()
+                        .to_owned(),
+                ),
+            };
+            let mut cfg = nut::NutConfig::new(u.host.clone(), u.name.clone());
+            cfg.port = u.port;
+            cfg.username.clone_from(&u.username);
+            cfg.password = password;
+            nut::NutCollector::new(cfg)
+                .map(|c| boxed(Box::new(c), u.interval))
+                .map_err(|e| e.to_string())
+        }
+        SourceId::Cpu => {
+            let cpu = CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
+            Ok(boxed(Box::new(cpu), config.cpu.interval))
+        }
+        other => Err(format!("{other} is not a source inside the box")),
+    }
 }
 
 /// With no wall meter here (none configured and no smart plug, or every configured port
@@ -196,12 +210,12 @@ pub fn estimate_collector(config: &Config) -> Option<WiredSource> {
     match crate::calibration::persist::latest(&store, &config.host.name) {
         Ok(Some(model)) => {
             let (described, provenance) = (model.model.describe(), model.provenance());
-            match super::calibrated_wall::CalibratedWall::for_machine(&root, model) {
-                Ok(c) => {
+            match super::calibrated_wall::CalibratedWall::for_machine(config, &root, model) {
+                Ok((c, interval)) => {
                     tracing::info!(
                         "no wall meter: estimating wall power as {described}: {provenance}"
                     );
-                    return Some(WiredSource::new(Box::new(c), config.power.interval));
+                    return Some(WiredSource::new(Box::new(c), interval));
                 }
                 Err(why) => tracing::info!(
                     "no wall estimate from the calibration ({described}): a signal it reads is \

@@ -21,14 +21,14 @@ use wattson_tests::{Child, wattson};
 use super::calibration::{METER_OUT, day_of, fit_morning, json};
 
 /// A fixture powercap zone whose counter follows `watts` (W, as f64 bits) in real time.
-struct Package {
+pub struct Package {
     watts: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Package {
-    fn start(sys: &std::path::Path, watts: f64) -> Package {
+    pub fn start(sys: &std::path::Path, watts: f64) -> Package {
         let zone = sys.join("class/powercap/intel-rapl:0");
         std::fs::create_dir_all(&zone).unwrap();
         std::fs::write(zone.join("name"), "package-0\n").unwrap();
@@ -73,7 +73,7 @@ impl Drop for Package {
 }
 
 /// The estimate samples stored after `after_ms`: `(ts, W)`.
-fn estimates(db: &std::path::Path, channel: &str, after_ms: i64) -> Vec<(i64, f64)> {
+pub fn estimates(db: &std::path::Path, channel: &str, after_ms: i64) -> Vec<(i64, f64)> {
     let Some(store) = wattson_tests::open_db(db) else {
         return Vec::new();
     };
@@ -367,4 +367,125 @@ fn with_its_own_meter_in_the_daemon_fits_a_borrowed_calibration_again() {
         shown["minutes"].as_u64().unwrap() >= 1000,
         "the lab's own day: {shown:#}"
     );
+}
+
+/// A calibration over a signal from outside the box's sysfs (the BMC's reading over IPMI,
+/// fitted with `--feature ipmi/power`): with no meter, the daemon builds that signal's
+/// reader from `[power]`'s ipmitool settings, polls it at its own interval, and estimates
+/// the wall live from it; with `[power] ipmi` off, a calibration in the database does not
+/// make it run ipmitool, and the log says why there is no estimate.
+#[test]
+fn without_the_meter_the_daemon_estimates_live_from_a_calibration_over_the_bmcs_reading() {
+    use wattson::store::{MINUTE_MS, Store, StoreOptions, Writer};
+    use wattson_collectors::Sample;
+
+    let day = day_of(wattson_tests::HOST, |i| i < METER_OUT);
+    // The BMC reads what the power supply draws: 0.97 of the wall, less 2 W.
+    let bmc = |wall: f64| 0.97 * wall - 2.0;
+    let opts = StoreOptions {
+        host: wattson_tests::HOST.into(),
+        ..StoreOptions::default()
+    };
+    let mut w = Writer::new(Store::open(&day.env.db, &opts).unwrap(), opts.clone());
+    for m in &day.minutes {
+        let batch = (0..6)
+            .map(|k| {
+                let t = m.start_ms + k * MINUTE_MS / 6;
+                Sample::new(t, "ipmi", Metric::Power, "", bmc(m.wall_w))
+            })
+            .collect();
+        w.push(None, batch);
+    }
+    w.flush().unwrap();
+    drop(w);
+    let model = fit_morning(&day, &["--feature", "ipmi/power"]);
+    let span = &model["feature_spans"][0];
+    let reading =
+        f64::midpoint(span["min"].as_f64().unwrap(), span["max"].as_f64().unwrap()).round();
+    let want = (reading + 2.0) / 0.97;
+
+    // ipmitool, as the BMC answers it.
+    let fixture = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../collectors/tests/fixtures/ipmi-dcmi/activated.txt"),
+    )
+    .unwrap()
+    .replace("215 Watts", &format!("{reading} Watts"));
+    let answer = day.env.path("dcmi.txt");
+    std::fs::write(&answer, fixture).unwrap();
+    let ipmitool = day.env.path("ipmitool");
+    std::fs::write(
+        &ipmitool,
+        format!(
+            "#!/bin/sh\ntouch {}\nexec cat {}\n",
+            day.env.path("ran").display(),
+            answer.display()
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&ipmitool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let root = wattson_tests::kvm_fixture();
+    let config = day.env.path("live.toml");
+    let write_config = |ipmi: bool| {
+        std::fs::write(
+        &config,
+        format!(
+            "[host]\nname = \"e2e\"\nsysfs = {}\nprocfs = {}\n\n[storage]\npath = {}\nflush_interval = \"200ms\"\n\n[cpu]\nenabled = false\n\n[power]\ninterval = \"1s\"\nrapl = false\nhwmon = false\nipmi = {ipmi}\nipmi_command = {}\nipmi_interval = \"2s\"\n",
+            wattson_tests::q(root.join("sys")),
+            wattson_tests::q(root.join("proc")),
+            wattson_tests::q(&day.env.db),
+            wattson_tests::q(&ipmitool)
+        ),
+    )
+    .unwrap();
+    };
+
+    // [power] ipmi off: the calibration does not turn it on.
+    write_config(false);
+    let mut daemon = Child::run_daemon(&config, &[]);
+    daemon.wait_for_log(
+        "no wall estimate from the calibration (",
+        Duration::from_secs(30),
+    );
+    daemon.wait_for_log(
+        "ipmi: [power] ipmi is off (turn it on for the estimate to read it)",
+        Duration::from_secs(5),
+    );
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(30)).is_some());
+    assert!(
+        !day.env.path("ran").exists(),
+        "ipmitool ran with [power] ipmi off"
+    );
+
+    write_config(true);
+    let started = wattson_tests::now_ms();
+    let mut daemon = Child::run_daemon(&config, &[]);
+    let watts = daemon.wait_for(
+        "three estimated wall samples",
+        Duration::from_secs(60),
+        || {
+            let s = estimates(&day.env.db, "", started);
+            (s.len() >= 3).then_some(s)
+        },
+    );
+    for (_, w) in &watts {
+        assert!(
+            (w - want).abs() <= 0.03 * want,
+            "{w} W estimated for {want} W at a BMC reading of {reading} W: {watts:?}"
+        );
+    }
+    // At the BMC's interval, not the power sources' 1 s.
+    let gaps: Vec<i64> = watts.windows(2).map(|p| p[1].0 - p[0].0).collect();
+    assert!(gaps.iter().all(|g| *g >= 1_500), "{watts:?}");
+    daemon.wait_for_log(
+        "no wall meter: estimating wall power as ",
+        Duration::from_secs(5),
+    );
+    daemon.wait_for_log("ipmi/power/", Duration::from_secs(5));
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(30)).is_some());
 }
