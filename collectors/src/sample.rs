@@ -93,6 +93,9 @@ pub enum Metric {
     /// count). Channel: `<kind>:<name>`, `other`, `rest`, `total`, `elapsed`, `groups`
     /// ([`crate::cgroup`]). Accounted per service by the daemon, never stored as a series.
     CgroupCpu,
+    /// Share of the interval a disk was spun up (not in standby), 0..1, from its spin state
+    /// as the daemon follows it (`[[disk]]`). Channel: the disk (`sda`).
+    DiskSpunUp,
 }
 
 impl Metric {
@@ -109,7 +112,8 @@ impl Metric {
             | Metric::CpuTime
             | Metric::IdleResidency
             | Metric::GpuUtilisation
-            | Metric::PackageResidency => Unit::Share,
+            | Metric::PackageResidency
+            | Metric::DiskSpunUp => Unit::Share,
             Metric::CoreFrequency | Metric::GpuClock => Unit::Megahertz,
             Metric::PState | Metric::GpuProcesses | Metric::Rejected => Unit::Count,
             Metric::CgroupCpu => Unit::Second,
@@ -137,6 +141,7 @@ impl Metric {
             Metric::PackageResidency => "package_residency",
             Metric::Rejected => "rejected",
             Metric::CgroupCpu => "cgroup_cpu",
+            Metric::DiskSpunUp => "disk_spun_up",
         }
     }
 
@@ -161,6 +166,7 @@ impl Metric {
             Metric::PackageResidency,
             Metric::Rejected,
             Metric::CgroupCpu,
+            Metric::DiskSpunUp,
         ]
         .into_iter()
         .find(|m| m.as_str() == name)
@@ -221,6 +227,7 @@ mod tests {
             Metric::PackageResidency,
             Metric::Rejected,
             Metric::CgroupCpu,
+            Metric::DiskSpunUp,
         ] {
             assert_eq!(Metric::parse(m.as_str()), Some(m));
         }

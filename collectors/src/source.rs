@@ -37,6 +37,8 @@ pub enum SourceId {
     /// A fleet host's state message as a whole, where the fleet collector counts the
     /// messages it rejected entire (`state`).
     FleetState,
+    /// The spin state of the disks `[[disk]]` names (`disk`; the channel is the disk).
+    Disk,
     /// Text no variant above claims: a fleet host's source from a newer wattson, or an old
     /// row. Kept as it came, so it is stored and shown unchanged.
     Other(String),
@@ -52,6 +54,7 @@ const IPMI: &str = "ipmi";
 const SERVICES: &str = "services";
 const ESTIMATE: &str = "estimate:wall";
 const FLEET_STATE: &str = "state";
+const DISK: &str = "disk";
 
 impl SourceId {
     /// The meter (or plug, or shared line) with configured id `id`.
@@ -91,6 +94,7 @@ impl SourceId {
             SourceId::Ups(name) => (UPS_PREFIX, name),
             SourceId::Estimate => (ESTIMATE, ""),
             SourceId::FleetState => (FLEET_STATE, ""),
+            SourceId::Disk => (DISK, ""),
             SourceId::Other(text) => (text, ""),
         }
     }
@@ -106,6 +110,7 @@ impl SourceId {
             SERVICES => SourceId::Services,
             ESTIMATE => SourceId::Estimate,
             FLEET_STATE => SourceId::FleetState,
+            DISK => SourceId::Disk,
             _ => {
                 if let Some(id) = text.strip_prefix(METER_PREFIX) {
                     SourceId::Meter(id.to_owned())

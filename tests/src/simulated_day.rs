@@ -1,8 +1,9 @@
 //! A compressed day of a host for calibration tests: a load script, the software-visible
 //! signals that follow it (RAPL package watts, the CPU's busy share and mean frequency),
 //! and the wall that a meter would read, related to them non-linearly:
-//! `wall = 1.12 x package + 23 W + a fan's 6 W above 60 % load + noise`. Written into a
-//! real database through the store's writer, a sample every 10 s.
+//! `wall = 1.12 x package + 23 W + a fan's 6 W above 60 % load + noise`, and where a test
+//! asks, a disk's 6 W while it is spun up. Written into a real database through the store's
+//! writer, a sample every 10 s.
 
 use std::path::Path;
 
@@ -96,6 +97,22 @@ pub fn write(
     script: &[Minute],
     with_meter: impl Fn(usize) -> bool,
 ) -> Written {
+    write_with_disk(db, host, script, with_meter, |_| None)
+}
+
+/// The watts a disk (`sda`) draws above standby while spun up.
+pub const DISK_W: f64 = 6.0;
+
+/// [`write`], and a disk `sda` that is spun up in the minutes `disk` says `Some(true)`:
+/// [`DISK_W`] more at the wall, and its spun-up share stored as wattson's daemon stores
+/// it (`disk/disk_spun_up/sda`; `None`: not followed that minute).
+pub fn write_with_disk(
+    db: &Path,
+    host: &str,
+    script: &[Minute],
+    with_meter: impl Fn(usize) -> bool,
+    disk: impl Fn(usize) -> Option<bool>,
+) -> Written {
     let opts = StoreOptions {
         host: host.into(),
         ..StoreOptions::default()
@@ -109,7 +126,18 @@ pub fn write(
         let per = MINUTE_MS / STEP_MS;
         for k in 0..per {
             let t = m.start_ms + k * STEP_MS;
-            let wall = wall_w(m.load) + 1.5 * rng.noise();
+            let up = disk(i);
+            let wall =
+                wall_w(m.load) + 1.5 * rng.noise() + if up == Some(true) { DISK_W } else { 0.0 };
+            if let Some(up) = up {
+                batch.push(Sample::new(
+                    t,
+                    "disk",
+                    Metric::DiskSpunUp,
+                    "sda",
+                    if up { 1.0 } else { 0.0 },
+                ));
+            }
             sum += wall;
             batch.push(Sample::new(
                 t,

@@ -6,8 +6,12 @@
 //! candidates: for each signal that varies, a straight line and calibrate tables of 4 and
 //! 8 segments (knots at its quantiles, which follow a fan's step or a turbo knee a line
 //! cannot); and straight lines over every power signal with the CPU's busy share, and over
-//! every signal. The best is fitted again on the whole history, and keeps the held-out
+//! every signal. Where a disk's spun-up share varies, each power signal's and the busy
+//! share's tables also come with a line in it (a disk's watts add to whatever the CPU
+//! draws), and the straight line over the power signals takes it in. The best is fitted again on the whole history, and keeps the held-out
 //! figures of its first fit: that is how well it did on minutes it had not seen.
+
+use wattson_collectors::Metric;
 
 use super::CalibrationError;
 use super::history::Table;
@@ -22,7 +26,12 @@ pub const MIN_HELDOUT_MINUTES: usize = 10;
 #[derive(Debug, Clone, PartialEq)]
 enum Candidate {
     Linear(Vec<usize>),
-    Table { column: usize, segments: usize },
+    /// A calibrate table over `column`, plus a line in each of the `plus` columns.
+    Table {
+        column: usize,
+        segments: usize,
+        plus: Vec<usize>,
+    },
 }
 
 /// The model chosen, how it did held out, the others considered (with their held-out rms,
@@ -78,23 +87,38 @@ pub fn choose(
     let mut candidates = Vec::new();
     for &j in &varying {
         candidates.push(Candidate::Linear(vec![j]));
-        candidates.push(Candidate::Table {
-            column: j,
-            segments: 4,
-        });
-        candidates.push(Candidate::Table {
-            column: j,
-            segments: 8,
-        });
+        for segments in [4, 8] {
+            candidates.push(Candidate::Table {
+                column: j,
+                segments,
+                plus: Vec::new(),
+            });
+        }
     }
+    let metric_is = |j: usize, m: Metric| features[j].metric == m;
     let power: Vec<usize> = varying
         .iter()
         .copied()
-        .filter(|&j| {
-            features[j].metric == wattson_collectors::Metric::Power
-                || features[j].metric == wattson_collectors::Metric::CpuBusy
-        })
+        .filter(|&j| metric_is(j, Metric::Power) || metric_is(j, Metric::CpuBusy))
         .collect();
+    // Disks spun up: watts that add to whatever the CPU draws, in every shape.
+    let disks: Vec<usize> = varying
+        .iter()
+        .copied()
+        .filter(|&j| metric_is(j, Metric::DiskSpunUp))
+        .collect();
+    if !disks.is_empty() {
+        for &j in &power {
+            for segments in [4, 8] {
+                candidates.push(Candidate::Table {
+                    column: j,
+                    segments,
+                    plus: disks.clone(),
+                });
+            }
+        }
+    }
+    let power = [power, disks].concat();
     if power.len() >= 2 {
         candidates.push(Candidate::Linear(power.clone()));
     }
@@ -151,7 +175,7 @@ pub fn choose(
 fn columns_of(c: &Candidate) -> Vec<usize> {
     match c {
         Candidate::Linear(cols) => cols.clone(),
-        Candidate::Table { column, .. } => vec![*column],
+        Candidate::Table { column, plus, .. } => [vec![*column], plus.clone()].concat(),
     }
 }
 
@@ -175,7 +199,11 @@ fn fit_candidate(t: &Table, features: &[Feature], c: &Candidate) -> Option<Model
                 },
             })
         }
-        Candidate::Table { column, segments } => {
+        Candidate::Table {
+            column,
+            segments,
+            plus,
+        } => {
             let x = &t.columns[*column];
             let knots = quantile_knots(x, *segments);
             if knots.len() < 3 {
@@ -189,7 +217,9 @@ fn fit_candidate(t: &Table, features: &[Feature], c: &Candidate) -> Option<Model
                 .collect();
             let mut cols: Vec<&[f64]> = vec![x.as_slice()];
             cols.extend(hinges.iter().map(Vec::as_slice));
+            cols.extend(plus.iter().map(|&j| t.columns[j].as_slice()));
             let beta = least_squares(&cols, &t.wall)?;
+            let inner = hinges.len();
             let at = |v: f64| {
                 beta[0]
                     + beta[1] * v
@@ -200,9 +230,13 @@ fn fit_candidate(t: &Table, features: &[Feature], c: &Candidate) -> Option<Model
                         .sum::<f64>()
             };
             Some(Model {
-                features: vec![features[*column].clone()],
+                features: std::iter::once(*column)
+                    .chain(plus.iter().copied())
+                    .map(|j| features[j].clone())
+                    .collect(),
                 shape: Shape::Table {
                     points: knots.iter().map(|&k| (k, at(k))).collect(),
+                    plus: beta[2 + inner..].to_vec(),
                 },
             })
         }
@@ -469,6 +503,55 @@ mod tests {
         assert!(matches!(model.shape, Shape::Table { .. }), "{considered:?}");
         assert!(score.energy_error_pct.abs() < 1.0, "{score:?}");
         assert!(considered.len() == 3, "{considered:?}");
+    }
+
+    #[test]
+    fn a_disk_spun_up_adds_its_watts_to_the_table_over_the_cpu() {
+        // The fan's step as above, and a disk that draws 6 W more while spun up, spun up
+        // for stretches that do not follow the load (a backup, a scrub).
+        let n = 600;
+        let load: Vec<f64> = (0..n).map(|i| (f64::from(i) * 0.37).sin().abs()).collect();
+        let pkg: Vec<f64> = load.iter().map(|l| 8.0 + 50.0 * l).collect();
+        let disk: Vec<f64> = (0..n)
+            .map(|i| match i % 97 {
+                0..40 => 1.0,
+                40 => 0.5,
+                _ => 0.0,
+            })
+            .collect();
+        let wall: Vec<f64> = (0..n as usize)
+            .map(|i| 23.0 + 1.12 * pkg[i] + if load[i] > 0.6 { 6.0 } else { 0.0 } + 6.0 * disk[i])
+            .collect();
+        let table = Table {
+            minutes: (0..i64::from(n)).map(|i| i * 60_000).collect(),
+            wall,
+            columns: vec![pkg, disk],
+        };
+        let f = [
+            Feature::parse("rapl/power/package-0").unwrap(),
+            Feature::parse("disk/disk_spun_up/sda").unwrap(),
+        ];
+        let Chosen {
+            model,
+            score,
+            considered,
+            ..
+        } = choose(&table, &f, 0.3).unwrap();
+        let Shape::Table { plus, .. } = &model.shape else {
+            panic!("{considered:?}");
+        };
+        assert_eq!(model.features.len(), 2, "{considered:?}");
+        assert!((plus[0] - 6.0).abs() < 0.5, "{plus:?}: {considered:?}");
+        assert!(score.energy_error_pct.abs() < 1.0, "{score:?}");
+        assert!(
+            model.describe().ends_with(" W x disk/disk_spun_up/sda"),
+            "{}",
+            model.describe()
+        );
+        model.check().unwrap();
+        // The disk alone: 6 W more at the same load.
+        let idle = model.predict(&[20.0, 0.0]);
+        assert!((model.predict(&[20.0, 1.0]) - idle - plus[0]).abs() < 1e-9);
     }
 
     #[test]

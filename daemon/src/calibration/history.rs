@@ -10,7 +10,7 @@ use crate::store::{MINUTE_MS, Series, Store, StoreError, floor_to};
 
 /// Whether a stored series is a signal a model may read: component power the host sees
 /// itself (RAPL, hwmon, GPUs, IPMI, a UPS), the CPU's busy share and mean frequency,
-/// package C-state residency, GPU utilisation.
+/// package C-state residency, GPU utilisation, each followed disk's spun-up share.
 fn is_signal(s: &Series) -> bool {
     let error = wattson_collectors::source::channel::ESTIMATE_ERROR;
     match s.metric {
@@ -26,7 +26,7 @@ fn is_signal(s: &Series) -> bool {
         }
         Metric::CpuBusy => s.channel == wattson_collectors::source::channel::ALL,
         Metric::CoreFrequency => s.channel == wattson_collectors::source::channel::MEAN,
-        Metric::PackageResidency | Metric::GpuUtilisation => true,
+        Metric::PackageResidency | Metric::GpuUtilisation | Metric::DiskSpunUp => true,
         _ => false,
     }
 }

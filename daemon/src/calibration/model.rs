@@ -40,7 +40,10 @@ impl Feature {
     /// The feature's unit as printed.
     pub fn unit(&self) -> &'static str {
         match self.metric {
-            Metric::CpuBusy | Metric::PackageResidency | Metric::IdleResidency => "share",
+            Metric::CpuBusy
+            | Metric::PackageResidency
+            | Metric::IdleResidency
+            | Metric::DiskSpunUp => "share",
             Metric::GpuUtilisation => "%",
             m => m.unit().symbol(),
         }
@@ -56,9 +59,15 @@ pub enum Shape {
         intercept_w: f64,
         coefficients: Vec<f64>,
     },
-    /// Over one feature: straight lines between `(value, W)` points in increasing value
-    /// (powercalc's calibrate table), the end segments continued a little past the ends.
-    Table { points: Vec<(f64, f64)> },
+    /// Over the first feature: straight lines between `(value, W)` points in increasing
+    /// value (powercalc's calibrate table), the end segments continued a little past the
+    /// ends; plus, for each further feature, `plus[i]` x its value (watts that add to
+    /// whatever the first draws: a disk spun up, by its share of the minute).
+    Table {
+        points: Vec<(f64, f64)>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        plus: Vec<f64>,
+    },
 }
 
 /// A model: features and the shape that maps them to the wall's watts.
@@ -76,12 +85,16 @@ impl Model {
                 intercept_w,
                 coefficients,
             } => intercept_w + coefficients.iter().zip(x).map(|(c, v)| c * v).sum::<f64>(),
-            Shape::Table { points } => interpolate(points, x[0]),
+            Shape::Table { points, plus } => {
+                interpolate(points, x[0])
+                    + plus.iter().zip(&x[1..]).map(|(c, v)| c * v).sum::<f64>()
+            }
         }
     }
 
     /// Whether the model is internally whole: as many coefficients as features, a table
-    /// over one feature with at least two points in increasing order, every number finite.
+    /// over one feature with at least two points in increasing order and a coefficient for
+    /// each feature added to it, every number finite.
     /// A model read from a database or a file is checked with this before it is used.
     pub fn check(&self) -> Result<(), String> {
         if self.features.is_empty() {
@@ -103,9 +116,16 @@ impl Model {
                     return Err("a coefficient is not a finite number".into());
                 }
             }
-            Shape::Table { points } => {
-                if self.features.len() != 1 {
-                    return Err("a calibrate table reads exactly one signal".into());
+            Shape::Table { points, plus } => {
+                if self.features.len() != 1 + plus.len() {
+                    return Err(format!(
+                        "a calibrate table reads one signal and {} added, not {}",
+                        plus.len(),
+                        self.features.len()
+                    ));
+                }
+                if !plus.iter().all(|c| c.is_finite()) {
+                    return Err("a coefficient is not a finite number".into());
                 }
                 if points.len() < 2 || points.len() > 64 {
                     return Err(format!("{} table points (2 to 64)", points.len()));
@@ -135,11 +155,18 @@ impl Model {
                 }
                 s
             }
-            Shape::Table { points } => format!(
-                "calibrate table over {} ({} points)",
-                self.features[0].name(),
-                points.len()
-            ),
+            Shape::Table { points, plus } => {
+                let mut s = format!(
+                    "calibrate table over {} ({} points)",
+                    self.features[0].name(),
+                    points.len()
+                );
+                for (c, f) in plus.iter().zip(&self.features[1..]) {
+                    let sign = if *c < 0.0 { '-' } else { '+' };
+                    let _ = write!(s, " {sign} {} W x {}", sig(c.abs()), f.name());
+                }
+                s
+            }
         }
     }
 }
@@ -184,7 +211,13 @@ impl Span {
     }
 
     pub fn holds(&self, v: f64) -> bool {
-        v >= self.min - self.slack() && v <= self.max + self.slack()
+        let (lo, hi) = self.bounds();
+        v >= lo && v <= hi
+    }
+
+    /// The least and most a value may be and still count as seen ([`Span::holds`]).
+    pub fn bounds(&self) -> (f64, f64) {
+        (self.min - self.slack(), self.max + self.slack())
     }
 }
 
@@ -368,7 +401,14 @@ mod tests {
             features: vec![Feature::parse("cpu/cpu_busy/all").unwrap()],
             shape: Shape::Table {
                 points: vec![(0.5, 1.0), (0.2, 2.0)],
+                plus: Vec::new(),
             },
+        };
+        assert!(m.check().is_err());
+        // A coefficient for a signal the model does not read.
+        m.shape = Shape::Table {
+            points: vec![(0.2, 1.0), (0.5, 2.0)],
+            plus: vec![6.0],
         };
         assert!(m.check().is_err());
         m.shape = Shape::Linear {

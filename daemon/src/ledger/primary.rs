@@ -76,7 +76,11 @@ pub fn scope_label(source: &SourceId) -> Option<&'static str> {
             Some("measured inside the box: part of the wall figure")
         }
         SourceId::Ipmi => Some("the whole server, from its BMC"),
-        SourceId::Cpu | SourceId::Services | SourceId::FleetState | SourceId::Other(_) => None,
+        SourceId::Cpu
+        | SourceId::Services
+        | SourceId::FleetState
+        | SourceId::Disk
+        | SourceId::Other(_) => None,
     }
 }
 

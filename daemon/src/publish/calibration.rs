@@ -31,7 +31,7 @@ fn entity(feature: &Feature) -> Option<(&'static str, f64)> {
 /// two ends of the range it saw.
 fn curve(model: &WallModel) -> Result<Vec<(f64, f64)>, CalibrationError> {
     match &model.model.shape {
-        Shape::Table { points } => Ok(points.clone()),
+        Shape::Table { points, plus } if plus.is_empty() => Ok(points.clone()),
         Shape::Linear { .. } if model.model.features.len() == 1 => {
             let s = model.feature_spans[0];
             Ok(vec![
@@ -39,7 +39,7 @@ fn curve(model: &WallModel) -> Result<Vec<(f64, f64)>, CalibrationError> {
                 (s.max, model.model.predict(&[s.max])),
             ])
         }
-        Shape::Linear { .. } => Err(CalibrationError::BadInput(format!(
+        Shape::Linear { .. } | Shape::Table { .. } => Err(CalibrationError::BadInput(format!(
             "powercalc reads one entity and this model reads {} signals ({}): fit one over the \
              CPU's utilisation for Home Assistant (`wattson calibration fit --feature \
              cpu/cpu_busy/all`)",
@@ -135,7 +135,9 @@ fn selector(feature: &Feature, host: &str) -> Option<(String, f64)> {
 
 /// A Prometheus rules file recording [`RULE_NAME`] for `host` from the model over wattson's
 /// own metrics (scraped or remote-written): a line's sum, or a table as a line and a
-/// `clamp_min` hinge at each inner point (the same straight lines between the points).
+/// `clamp_min` hinge at each inner point (the same straight lines between the points),
+/// kept only while every signal lies inside the range the model saw (`and` each signal's
+/// bounds: [`crate::calibration::model::Span::bounds`]), so it withholds where wattson does.
 pub fn prometheus_rule(model: &WallModel, host: &str) -> Result<String, CalibrationError> {
     let mut inputs = Vec::new();
     for f in &model.model.features {
@@ -164,7 +166,7 @@ pub fn prometheus_rule(model: &WallModel, host: &str) -> Result<String, Calibrat
             }
             e
         }
-        Shape::Table { points } => {
+        Shape::Table { points, plus } => {
             let x = &inputs[0];
             let slopes: Vec<f64> = points
                 .windows(2)
@@ -184,14 +186,28 @@ pub fn prometheus_rule(model: &WallModel, host: &str) -> Result<String, Calibrat
                     num(points[i].0)
                 );
             }
+            for (c, x) in plus.iter().zip(&inputs[1..]) {
+                let _ = write!(e, " + {} * {x}", num(*c));
+            }
             e
         }
     };
+    // Withheld, as wattson withholds it, where a signal lies outside what the model saw.
+    let mut expr = format!("({expr})");
+    for (span, x) in model.feature_spans.iter().zip(&inputs) {
+        let (lo, hi) = span.bounds();
+        let _ = write!(
+            expr,
+            "\n          and on (host) (({x} >= {}) <= {})",
+            num(lo),
+            num(hi)
+        );
+    }
     let date = model.provenance();
     Ok(format!(
         "# wattson: {host}'s wall power {date}.\n\
-         # The model: {}; it saw the wall at {:.1} to {:.1} W. Unlike wattson, the rule does\n\
-         # not withhold the minutes whose signals lie outside what the model saw.\n\
+         # The model: {}; it saw the wall at {:.1} to {:.1} W. As wattson does, the rule\n\
+         # records nothing while a signal lies outside what the model saw.\n\
          groups:\n  - name: wattson-calibration-{}\n    rules:\n      - record: {RULE_NAME}\n\
          \x20       expr: >-\n          {expr}\n        labels:\n          host: {}\n\
          \x20         source: estimate:wall\n",

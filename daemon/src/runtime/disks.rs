@@ -4,7 +4,9 @@
 //! and at each spin-up the control groups' I/O on the disk since it was last known down
 //! names who woke it. What a disk's readings added is stored on the store's thread
 //! ([`crate::idle::disk_hours::record`]) at each transition and at least every minute,
-//! without waiting for it.
+//! without waiting for it. Each reading also stores the share of the time since the one
+//! before that the disk was spun up, as the series `disk/disk_spun_up/<disk>`: a signal a
+//! calibration may read ([`crate::calibration`]).
 //!
 //! Self-cost: two or three small sysfs reads a disk a reading; the cgroup walk and each
 //! group's `io.stat` (without cgroup v2, every process's `io`) only when the disk goes down
@@ -15,9 +17,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use wattson_collectors::SysRoot;
 use wattson_collectors::cgroup::ContainerNames;
 use wattson_collectors::idle::disks::{self, Culprit, SpinSource};
+use wattson_collectors::{Metric, Sample, SourceId, SysRoot};
 
 use crate::config::{Config, DiskConfig};
 use crate::idle::disk_hours::{self, DiskKey, Pending};
@@ -49,11 +51,13 @@ impl Watch {
             .unwrap_or_else(|| disks::processes::process_ios(&self.root))
     }
 
-    /// One reading at `now_ms`; what to store, when it is time.
-    fn poll(&mut self, now_ms: i64) -> Result<Option<Pending>, String> {
+    /// One reading at `now_ms`: what to store, when it is time, and the share of the time
+    /// since the previous reading the disk was spun up (`None` while its state is unknown).
+    fn poll(&mut self, now_ms: i64) -> Result<(Option<Pending>, Option<f64>), String> {
         let reading = disks::read_disk(&self.root, &self.name)?;
         self.source = reading.source;
         let step = self.tracker.observe(now_ms, reading.observed);
+        let share = step.up_share();
         let mut spinup = None;
         if step.spun_up {
             let who = match self.baseline.take() {
@@ -72,9 +76,9 @@ impl Watch {
         if (self.due && !self.pending.is_empty()) || now_ms - self.last_flush_ms >= FLUSH_MS {
             self.due = false;
             self.last_flush_ms = now_ms;
-            return Ok(Some(std::mem::take(&mut self.pending)));
+            return Ok((Some(std::mem::take(&mut self.pending)), share));
         }
-        Ok(None)
+        Ok((None, share))
     }
 }
 
@@ -135,14 +139,22 @@ async fn follow(
             () = cancel.cancelled() => true,
             _ = tick.tick() => false,
         };
-        let w = watch.clone();
+        let (w, sink) = (watch.clone(), store.clone());
         let polled = tokio::task::spawn_blocking(move || {
             let mut w = w.lock().map_err(|_| "the disk's lock".to_owned())?;
             if last {
                 w.last_flush_ms = wattson_collectors::now_ms();
                 return Ok((Some(std::mem::take(&mut w.pending)), w.source));
             }
-            let got = w.poll(wattson_collectors::now_ms())?;
+            let now = wattson_collectors::now_ms();
+            let (got, share) = w.poll(now)?;
+            if let Some(share) = share {
+                // The spin state as a series (a signal a calibration may read).
+                let sample = Sample::new(now, SourceId::Disk, Metric::DiskSpunUp, &w.name, share);
+                if let Err(e) = sink.insert(vec![sample]) {
+                    tracing::debug!("disk {}: spin share not stored: {e}", w.name);
+                }
+            }
             Ok::<_, String>((got, w.source))
         })
         .await;
@@ -232,7 +244,10 @@ mod tests {
         }
         wake();
         disk(dir, 11);
-        w.poll(1300).unwrap().expect("a spin-up is stored at once")
+        w.poll(1300)
+            .unwrap()
+            .0
+            .expect("a spin-up is stored at once")
     }
 
     #[test]

@@ -180,6 +180,16 @@ pub fn power_source(
             let cpu = CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
             Ok(boxed(Box::new(cpu), config.cpu.interval))
         }
+        SourceId::Disk => {
+            let every = config.disks.iter().map(|d| d.interval).max();
+            match (
+                super::disk_spin::DiskSpinCollector::new(root.clone(), &config.disks),
+                every,
+            ) {
+                (Some(c), Some(every)) => Ok(boxed(Box::new(c), every)),
+                _ => Err("no [[disk]] is configured to follow".to_owned()),
+            }
+        }
         other => Err(format!("{other} is not a source inside the box")),
     }
 }

@@ -47,6 +47,7 @@ pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
         | Metric::GpuClock
         | Metric::PState
         | Metric::GpuProcesses
+        | Metric::DiskSpunUp
         | Metric::Rejected => (true, false),
         Metric::CpuBusy => (channel == channel::ALL, false),
         Metric::CoreFrequency => (channel == channel::MEAN, false),

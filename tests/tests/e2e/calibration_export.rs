@@ -14,7 +14,7 @@ use wattson::store::MINUTE_MS;
 use wattson_collectors::Metric;
 
 use super::calibration::{
-    DAY_MINUTES, Day, METER_OUT, day_of, fit_morning, json, ok, run, usual_day,
+    DAY_MINUTES, Day, METER_OUT, day_of, estimate, fit_morning, json, ok, run, usual_day,
 };
 
 /// Afternoon minutes inside the fitted range, a spread of them.
@@ -168,7 +168,10 @@ fn the_recording_rule_reproduces_the_estimate_within_1_percent_in_prometheus() {
 
     // The model's signals as wattson's /metrics exposes them, a minute apart, one minute of
     // the afternoon after another; the rule's value at each against wattson's estimate.
-    let minutes = afternoon_minutes(&day);
+    // The afternoon's minutes inside what the model saw, then the batch job's above it.
+    let mut minutes = afternoon_minutes(&day);
+    let inside = minutes.len();
+    minutes.extend([DAY_MINUTES - 40, DAY_MINUTES - 20]);
     let mut inputs = String::new();
     for f in model["model"]["features"].as_array().unwrap() {
         let (source, channel) = (
@@ -205,7 +208,18 @@ fn the_recording_rule_reproduces_the_estimate_within_1_percent_in_prometheus() {
         );
     }
     let mut tests = String::new();
-    for (k, &i) in minutes.iter().enumerate() {
+    for (k, &i) in minutes.iter().enumerate().skip(inside) {
+        // Withheld by wattson, and so by the rule: no sample.
+        let e = estimate(&day, i, i + 1);
+        assert_eq!(e["minutes"], 0, "{e:#}");
+        assert_eq!(e["withheld"][0]["minutes"], 1, "{e:#}");
+        let _ = writeln!(
+            tests,
+            "      - expr: 'wattson:estimated_wall_power_watts'\n\
+             \x20       eval_time: {k}m\n        exp_samples: []"
+        );
+    }
+    for (k, &i) in minutes.iter().enumerate().take(inside) {
         let want = estimate_w(&day, i);
         let _ = writeln!(
             tests,

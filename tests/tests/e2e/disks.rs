@@ -141,6 +141,21 @@ fn play(drive: &mut Drive, db: &Path, script: &[&'static str]) -> f64 {
     truth_up_s
 }
 
+/// sda's spun-up share as the daemon stored it, a reading each: `(ts, share)`.
+fn spun_up_series(db: &Path) -> Vec<(i64, f64)> {
+    let store = wattson_tests::open_db(db).unwrap();
+    let filter = wattson::store::SeriesFilter::all()
+        .source(&"disk".into())
+        .metric(wattson_collectors::Metric::DiskSpunUp)
+        .channel("sda");
+    store
+        .raw(&filter, 0, i64::MAX)
+        .unwrap()
+        .into_iter()
+        .flat_map(|(_, p)| p)
+        .collect()
+}
+
 /// The value of the first `/metrics` line starting with `prefix`.
 fn metric(exposition: &str, prefix: &str) -> Option<f64> {
     exposition
@@ -219,6 +234,23 @@ fn the_daemon_follows_a_disks_spin_ups_names_who_woke_it_and_prices_its_spun_up_
     assert!(
         (up_s - truth_up_s).abs() <= 0.1 * truth_up_s,
         "spun up {up_s:.2} s stored against {truth_up_s:.2} s simulated: {d}"
+    );
+    // The spin state as a series a calibration reads: each reading's share of the time
+    // since the one before, adding up to the time spun up.
+    let series = spun_up_series(&env.db);
+    assert!(
+        series.iter().all(|(_, v)| (0.0..=1.0).contains(v))
+            && series.iter().any(|(_, v)| *v == 1.0)
+            && series.iter().any(|(_, v)| *v == 0.0),
+        "{series:?}"
+    );
+    let series_up_s: f64 = series
+        .windows(2)
+        .map(|p| p[1].1 * (p[1].0 - p[0].0) as f64 / 1000.0)
+        .sum();
+    assert!(
+        (series_up_s - up_s).abs() <= 0.05 * up_s + 0.5,
+        "the series says {series_up_s:.2} s spun up, the disk's hours {up_s:.2} s"
     );
     let share = d["up_share"].as_f64().unwrap();
     assert!((share - up_s / d["covered_s"].as_f64().unwrap()).abs() < 1e-9);

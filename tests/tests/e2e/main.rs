@@ -20,6 +20,7 @@ mod advisories;
 mod annual;
 mod architecture;
 mod calibration;
+mod calibration_disks;
 mod calibration_export;
 mod calibration_live;
 mod candidates;

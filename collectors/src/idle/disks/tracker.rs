@@ -51,6 +51,21 @@ pub struct Step {
     pub went_down: bool,
 }
 
+impl Step {
+    /// The share of the time since the previous reading the disk was spun up, 0..1; `None`
+    /// while none of it is in a known state.
+    pub fn up_share(&self) -> Option<f64> {
+        let known: i64 = self.spans.iter().map(|s| s.to_ms - s.from_ms).sum();
+        let up: i64 = self
+            .spans
+            .iter()
+            .filter(|s| s.up)
+            .map(|s| s.to_ms - s.from_ms)
+            .sum();
+        (known > 0).then(|| up as f64 / known as f64)
+    }
+}
+
 /// Follows one disk's spin state.
 #[derive(Debug, Clone)]
 pub struct Tracker {
