@@ -42,6 +42,16 @@ pub fn rfc3339(ms: i64) -> String {
 
 /// The simulated day of `host` in a fresh database, the meter in where `with_meter` says.
 pub fn day_of(host: &str, with_meter: impl Fn(usize) -> bool) -> Day {
+    day_with_disk(host, with_meter, |_| None)
+}
+
+/// [`day_of`], with a disk `sda` spun up where `disk` says `Some(true)`
+/// ([`simulated_day::write_with_disk`]).
+pub fn day_with_disk(
+    host: &str,
+    with_meter: impl Fn(usize) -> bool,
+    disk: impl Fn(usize) -> Option<bool>,
+) -> Day {
     let env = TestEnv::new();
     let root = wattson_tests::kvm_fixture();
     let config = env.path("wattson.toml");
@@ -59,7 +69,7 @@ pub fn day_of(host: &str, with_meter: impl Fn(usize) -> bool) -> Day {
     let now = chrono::Utc::now().timestamp_millis();
     let t0 = (now / MINUTE_MS) * MINUTE_MS - HOUR_MS - DAY_MINUTES as i64 * MINUTE_MS;
     let script = simulated_day::script(t0, DAY_MINUTES, PEAK_MINUTES);
-    let written = simulated_day::write(&env.db, host, &script, with_meter);
+    let written = simulated_day::write_with_disk(&env.db, host, &script, with_meter, disk);
     Day {
         env,
         config,

@@ -8,45 +8,20 @@
 
 #![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
 
-use wattson::store::{HOUR_MS, MINUTE_MS};
 use wattson_tests::simulated_day;
 
 use super::calibration::{
-    DAY_MINUTES, Day, METER_BACK, METER_OUT, PEAK_MINUTES, estimate, fit_morning, truth_wh,
+    Day, METER_BACK, METER_OUT, day_with_disk, estimate, fit_morning, truth_wh,
 };
 
 /// The usual day (the meter in for the morning and back in the evening), with `sda` spun up
 /// 40 minutes in every 97.
 fn day_with_a_disk() -> Day {
-    let env = wattson_tests::TestEnv::new();
-    let root = wattson_tests::kvm_fixture();
-    let config = env.path("wattson.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[host]\nname = {}\nsysfs = {}\nprocfs = {}\n\n[storage]\npath = {}\n\n[cpu]\nenabled = false\n",
-            wattson_tests::q(wattson_tests::HOST),
-            wattson_tests::q(root.join("sys")),
-            wattson_tests::q(root.join("proc")),
-            wattson_tests::q(&env.db)
-        ),
-    )
-    .unwrap();
-    let now = chrono::Utc::now().timestamp_millis();
-    let t0 = (now / MINUTE_MS) * MINUTE_MS - HOUR_MS - DAY_MINUTES as i64 * MINUTE_MS;
-    let script = simulated_day::script(t0, DAY_MINUTES, PEAK_MINUTES);
-    let written = simulated_day::write_with_disk(
-        &env.db,
+    day_with_disk(
         wattson_tests::HOST,
-        &script,
         |i| i < METER_OUT || METER_BACK.contains(&i),
         |i| Some(i % 97 < 40),
-    );
-    Day {
-        env,
-        config,
-        minutes: written.minutes,
-    }
+    )
 }
 
 #[test]

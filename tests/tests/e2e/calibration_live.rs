@@ -90,6 +90,18 @@ pub fn estimates(db: &std::path::Path, channel: &str, after_ms: i64) -> Vec<(i64
         .collect()
 }
 
+/// The first three estimated wall samples stored after `started`: `(ts, W)`.
+fn three_estimates(daemon: &Child, db: &std::path::Path, started: i64) -> Vec<(i64, f64)> {
+    daemon.wait_for(
+        "three estimated wall samples",
+        Duration::from_secs(60),
+        || {
+            let s = estimates(db, "", started);
+            (s.len() >= 3).then_some(s)
+        },
+    )
+}
+
 #[test]
 fn without_the_meter_the_daemon_estimates_from_the_calibration_and_withholds_outside_it() {
     let day = day_of(wattson_tests::HOST, |i| i < METER_OUT);
@@ -124,14 +136,7 @@ fn without_the_meter_the_daemon_estimates_from_the_calibration_and_withholds_out
     .unwrap();
     let started = wattson_tests::now_ms();
     let mut daemon = Child::run_daemon(&config, &[]);
-    let watts = daemon.wait_for(
-        "three estimated wall samples",
-        Duration::from_secs(60),
-        || {
-            let s = estimates(&day.env.db, "", started);
-            (s.len() >= 3).then_some(s)
-        },
-    );
+    let watts = three_estimates(&daemon, &day.env.db, started);
     let want = at(30.0);
     for (_, w) in &watts[1..] {
         assert!(
@@ -464,14 +469,7 @@ fn without_the_meter_the_daemon_estimates_live_from_a_calibration_over_the_bmcs_
     write_config(true);
     let started = wattson_tests::now_ms();
     let mut daemon = Child::run_daemon(&config, &[]);
-    let watts = daemon.wait_for(
-        "three estimated wall samples",
-        Duration::from_secs(60),
-        || {
-            let s = estimates(&day.env.db, "", started);
-            (s.len() >= 3).then_some(s)
-        },
-    );
+    let watts = three_estimates(&daemon, &day.env.db, started);
     for (_, w) in &watts {
         assert!(
             (w - want).abs() <= 0.03 * want,
