@@ -101,31 +101,33 @@ fn power_sources(config: &Config, root: &SysRoot) -> Vec<WiredSource> {
             asked.push(source);
         }
     }
-    asked.extend(config.ups.iter().map(|u| SourceId::ups(&u.name)));
     let mut out = Vec::new();
     for source in asked {
         match power_source(config, root, &source) {
             Ok(w) => out.push(w),
-            // A [[ups]] was asked for by name: that it does not work is a warning.
-            Err(why) if matches!(source, SourceId::Ups(_)) => {
-                tracing::warn!("{source}: unavailable: {why}");
-            }
             Err(why) => tracing::info!("{source}: unavailable: {why}"),
+        }
+    }
+    // Each [[ups]] as configured (asked for by name: that it does not work is a warning).
+    for u in &config.ups {
+        match ups_source(u) {
+            Ok(w) => out.push(w),
+            Err(why) => tracing::warn!("ups {}: unavailable: {why}", u.id),
         }
     }
     out
 }
 
 /// The collector of one power source inside or around the box, as `[power]` and `[[ups]]`
-/// configure it (whether or not they turn it on), with its poll interval; `Err` says why it
-/// cannot work here. The sampler's sources and the calibration's signals
+/// configure it (whether or not they turn it on; a UPS: the first `[[ups]]` of that upsd
+/// name), with its poll interval; `Err` says why it cannot work here. The sampler's sources and the calibration's signals
 /// ([`super::calibrated_wall`]) are built here alike.
 pub fn power_source(
     config: &Config,
     root: &SysRoot,
     source: &SourceId,
 ) -> Result<WiredSource, String> {
-    use wattson_collectors::power::{hwmon, ipmi, nut, nvml, rapl};
+    use wattson_collectors::power::{hwmon, ipmi, nvml, rapl};
     let p = &config.power;
     let boxed = |c: Box<dyn Collector>, every: Duration| WiredSource::new(c, every);
     match source {
@@ -149,33 +151,10 @@ pub fn power_source(
                 .map(|c| boxed(Box::new(c), p.ipmi_interval))
                 .map_err(|e| e.to_string())
         }
-        SourceId::Ups(name) => {
-            let Some(u) = config.ups.iter().find(|u| u.name == *name) else {
-                return Err(format!("no [[ups]] named {name:?} is configured"));
-            };
-            let password = match &u.password_file {
-                None => None,
-                Some(f) => Some(
-                    std::fs::read_to_string(f)
-                        .map_err(|e| {
-                            format!(
-                                "cannot read password_file {}: {}",
-                                f.display(),
-                                wattson_collectors::ErrorChain(&e)
-                            )
-                        })?
-                        .trim()
-                        .to_owned(),
-                ),
-            };
-            let mut cfg = nut::NutConfig::new(u.host.clone(), u.name.clone());
-            cfg.port = u.port;
-            cfg.username.clone_from(&u.username);
-            cfg.password = password;
-            nut::NutCollector::new(cfg)
-                .map(|c| boxed(Box::new(c), u.interval))
-                .map_err(|e| e.to_string())
-        }
+        SourceId::Ups(name) => match config.ups.iter().find(|u| u.name == *name) {
+            Some(u) => ups_source(u),
+            None => Err(format!("no [[ups]] named {name:?} is configured")),
+        },
         SourceId::Cpu => {
             let cpu = CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
             Ok(boxed(Box::new(cpu), config.cpu.interval))
@@ -192,6 +171,33 @@ pub fn power_source(
         }
         other => Err(format!("{other} is not a source inside the box")),
     }
+}
+
+/// The collector of one `[[ups]]` (its password read from `password_file`), with its
+/// interval; `Err` says why it cannot work.
+fn ups_source(u: &crate::config::UpsConfig) -> Result<WiredSource, String> {
+    let password = match &u.password_file {
+        None => None,
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| {
+                    format!(
+                        "cannot read password_file {}: {}",
+                        f.display(),
+                        wattson_collectors::ErrorChain(&e)
+                    )
+                })?
+                .trim()
+                .to_owned(),
+        ),
+    };
+    let mut cfg = wattson_collectors::power::nut::NutConfig::new(u.host.clone(), u.name.clone());
+    cfg.port = u.port;
+    cfg.username.clone_from(&u.username);
+    cfg.password = password;
+    wattson_collectors::power::nut::NutCollector::new(cfg)
+        .map(|c| WiredSource::new(Box::new(c), u.interval))
+        .map_err(|e| e.to_string())
 }
 
 /// With no wall meter here (none configured and no smart plug, or every configured port
