@@ -16,7 +16,7 @@ use super::estimate::{self, SideBySide};
 use super::model::WallModel;
 use super::priced::{Priced, price};
 use crate::ledger::energy::power_series;
-use crate::store::{DAY_MS, HOUR_MS, MINUTE_MS, Store};
+use crate::store::{DAY_MS, HOUR_MS, MINUTE_MS, Store, floor_to};
 use crate::tariff::Tariff;
 
 /// The shortest stretch without the wall that counts as the meter away (shorter ones are
@@ -124,20 +124,30 @@ fn away(
     let Some(series) = power_series(store, host, wall)? else {
         return Ok(Vec::new());
     };
-    let covered = store
-        .minute_rollups(&series, from_ms, to_ms)?
-        .into_iter()
-        .filter(|m| m.covered_ms.is_some_and(|c| c > 0) || m.n > 0)
-        .map(|m| m.bucket_ms);
     let mut out = Vec::new();
+    // The end of the last minute the wall covered.
     let mut after = None::<i64>;
-    for minute in covered {
+    let mut covered = |from: i64, to: i64| {
         if let Some(end) = after
-            && minute - end >= MIN_AWAY_MS
+            && from - end >= MIN_AWAY_MS
         {
-            out.push((end, minute));
+            out.push((end, from));
         }
-        after = Some(minute + MINUTE_MS);
+        after = Some(after.map_or(to, |a| a.max(to)));
+    };
+    // An hour the wall covered whole needs none of its minutes read: over a year of a meter
+    // that stayed in, a few hours' minutes are read, not 8,760.
+    for hour in store.hour_rollups(&series, floor_to(from_ms, HOUR_MS), to_ms)? {
+        let end = hour.bucket_ms + HOUR_MS;
+        if hour.covered_ms == Some(HOUR_MS) && hour.bucket_ms >= from_ms && end <= to_ms {
+            covered(hour.bucket_ms, end);
+            continue;
+        }
+        for m in store.minute_rollups(&series, hour.bucket_ms.max(from_ms), end.min(to_ms))? {
+            if m.covered_ms.is_some_and(|c| c > 0) || m.n > 0 {
+                covered(m.bucket_ms, m.bucket_ms + MINUTE_MS);
+            }
+        }
     }
     if let Some(end) = after
         && to_ms - end >= MIN_AWAY_MS
@@ -189,4 +199,51 @@ pub fn lines(s: &StoodIn) -> Vec<String> {
         }
     });
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use wattson_collectors::{Metric, Sample};
+
+    use super::*;
+    use crate::store::{StoreOptions, Writer};
+
+    /// 2023-11-14T22:00:00Z, an hour boundary.
+    const T0: i64 = 1_700_000_000_000 - 1_700_000_000_000 % HOUR_MS;
+
+    #[test]
+    fn the_meter_is_away_where_the_wall_stored_nothing_for_an_hour_or_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = StoreOptions {
+            host: "h".to_owned(),
+            ..StoreOptions::default()
+        };
+        opts.spacing_ms.insert(SourceId::meter("wall"), 10_000);
+        let mut w = Writer::new(Store::open(&dir.path().join("a.db"), &opts).unwrap(), opts);
+        // The wall every 10 s: 00:00-02:30, 03:00-03:40 (a 30-minute gap: not away),
+        // 04:50-06:00; then nothing to the window's end at 08:00.
+        let stretches = [(0, 150), (180, 220), (290, 360)];
+        let at = |minute: i64| T0 + minute * MINUTE_MS;
+        for (a, b) in stretches {
+            let samples: Vec<Sample> = (0..=(b - a) * 6)
+                .map(|k| {
+                    Sample::new(
+                        at(a) + k * 10_000,
+                        SourceId::meter("wall"),
+                        Metric::Power,
+                        "",
+                        40.0,
+                    )
+                })
+                .collect();
+            w.push(None, samples);
+        }
+        w.flush().unwrap();
+        let wall = SourceId::meter("wall");
+        let found = away(w.store(), "h", &wall, T0, at(480)).unwrap();
+        assert_eq!(found, vec![(at(221), at(290)), (at(361), at(480))]);
+        // From inside an hour to inside another: the hours at either end read by the minute.
+        let found = away(w.store(), "h", &wall, at(95), at(300)).unwrap();
+        assert_eq!(found, vec![(at(221), at(290))]);
+    }
 }
