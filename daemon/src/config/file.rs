@@ -130,7 +130,7 @@ pub(super) struct FileUps {
     pub(super) id: Spanned<String>,
     pub(super) host: String,
     pub(super) port: Option<Spanned<u16>>,
-    pub(super) name: String,
+    pub(super) name: Spanned<String>,
     pub(super) username: Option<String>,
     pub(super) password_file: Option<PathBuf>,
     pub(super) interval: Option<Spanned<Written>>,

@@ -225,7 +225,8 @@ impl Validator<'_> {
         self.services(file.services, &mut config.services)?;
         self.wakeups(file.wakeups, &mut config.wakeups)?;
         for u in file.ups {
-            config.ups.push(self.ups(u)?);
+            let ups = self.ups(u, &config.ups)?;
+            config.ups.push(ups);
         }
         for pl in file.plug {
             let plug = self.plug(pl, &config)?;
@@ -367,8 +368,33 @@ impl Validator<'_> {
     }
 
     /// One `[[ups]]`.
-    fn ups(&self, u: FileUps) -> Result<UpsConfig, ConfigError> {
+    /// One `[[ups]]`: its id and its upsd name differ from every earlier one's (`before`):
+    /// a UPS's readings are stored by its name (`ups:NAME`), so two of one name would be one
+    /// series.
+    fn ups(&self, u: FileUps, before: &[UpsConfig]) -> Result<UpsConfig, ConfigError> {
         let id = self.identifier(&u.id, "ups.id")?;
+        if let Some(other) = before.iter().find(|o| o.id == id) {
+            return Err(self.err(
+                u.id.span(),
+                "ups.id",
+                format!(
+                    "{id:?} is already the id of another [[ups]] (upsd name {:?})",
+                    other.name
+                ),
+            ));
+        }
+        if let Some(other) = before.iter().find(|o| o.name == *u.name.get_ref()) {
+            return Err(self.err(
+                u.name.span(),
+                "ups.name",
+                format!(
+                    "{:?} is also [[ups]] {}'s upsd name: a UPS's readings are stored by that                      name (ups:{}), so two of one name would be one series; rename one in its                      upsd's ups.conf",
+                    u.name.get_ref(),
+                    other.id,
+                    u.name.get_ref()
+                ),
+            ));
+        }
         let port = match u.port {
             None => 3493,
             Some(p) if *p.get_ref() == 0 => {
@@ -380,7 +406,7 @@ impl Validator<'_> {
             id,
             host: u.host,
             port,
-            name: u.name,
+            name: u.name.into_inner(),
             username: u.username,
             password_file: u.password_file,
             interval: self.duration(

@@ -286,6 +286,14 @@ fn configs_run_refused_are_refused_by_config_check_with_78() {
             ),
             "meter.line.scale.power: 0 must be a finite, non-zero multiplier",
         ),
+        (
+            "\n[[ups]]\nid = \"rack\"\nhost = \"127.0.0.1\"\nname = \"ups\"\n\n[[ups]]\nid = \"desk\"\nhost = \"192.0.2.1\"\nname = \"ups\"\n".to_owned(),
+            "ups.name: \"ups\" is also [[ups]] rack's upsd name",
+        ),
+        (
+            "\n[[ups]]\nid = \"rack\"\nhost = \"127.0.0.1\"\nname = \"a\"\n\n[[ups]]\nid = \"rack\"\nhost = \"127.0.0.1\"\nname = \"b\"\n".to_owned(),
+            "ups.id: \"rack\" is already the id of another [[ups]]",
+        ),
     ];
     for (extra, needle) in cases {
         let config = env.config(&extra);
