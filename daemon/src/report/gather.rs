@@ -1,15 +1,13 @@
 //! What the database adds to a report: stored sweeps as configurations, this machine's
 //! measured history (through the ledger), price and carbon series, GPUs and idle history.
 
-use std::path::Path;
-
 use chrono::Utc;
 use wattson_collectors::SourceId;
 use wattson_collectors::source::channel;
 
 use super::ProduceError;
 use crate::report::{ConfigInput, GpuInput, GpuPoint, MeasuredInput};
-use crate::store::{HOUR_MS, floor_to};
+use crate::store::{HOUR_MS, Store, floor_to};
 
 /// What the database adds to a report: sweep configurations and this machine's measured
 /// history over `from_ms..to_ms`.
@@ -32,14 +30,14 @@ pub struct StoreData {
 }
 
 /// Reads sweeps, the wall source's energy (through the ledger), gaps and utilisation from
-/// the database at `db`. A missing database is not an error: the report then shows the
-/// config file's manual configurations only. `wall` names the configured wall source (see
+/// the database `store` (`None`: there is none, which is not an error: the report then
+/// shows the config file's manual configurations only). `wall` names the configured wall source (see
 /// [`crate::ledger::energy::wall_power_source`] for the default); `accuracy` is its
 /// meter's, where known. `split` says which hours a configured tariff (the report's, or
 /// one it compares) may change price or date in: those are read by their minutes, and
 /// every hour is where the database holds price or carbon series.
 pub fn gather_from_store(
-    db: &Path,
+    store: Option<&Store>,
     host: &str,
     wall: Option<&SourceId>,
     accuracy: Option<wattson_collectors::meter::Accuracy>,
@@ -48,33 +46,32 @@ pub fn gather_from_store(
 ) -> Result<StoreData, ProduceError> {
     use crate::ledger::energy;
 
-    if !crate::store::database_exists(db)? {
+    let Some(store) = store else {
         return Ok(StoreData::default());
-    }
-    let store = crate::store::open_database(db)?;
+    };
     let mut data = StoreData::default();
-    load_series(&store, &mut data)?;
+    load_series(store, &mut data)?;
     data.candidates = crate::candidate::store::list(store.conn())?;
-    for s in crate::sweep::persist::list(&store)? {
+    for s in crate::sweep::persist::list(store)? {
         data.configs.push(sweep_config_input(&s));
     }
-    data.regression = crate::sweep::regression::latest(&store, None)?;
+    data.regression = crate::sweep::regression::latest(store, None)?;
     // One wall source for the whole report: the measured history and the idle section's
     // watts alike.
     let source = energy::wall_power_source(
-        &store,
+        store,
         host,
         &crate::ledger::PrimaryPower::new(wall.cloned()),
     )?;
     data.idle = crate::report::idle::load(
-        &store,
+        store,
         host,
         source.as_ref(),
         from_ms.unwrap_or(0),
         to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
     )?;
     data.gpus = gather_gpus(
-        &store,
+        store,
         host,
         from_ms.unwrap_or(0),
         to_ms.unwrap_or_else(|| Utc::now().timestamp_millis()),
@@ -86,15 +83,15 @@ pub fn gather_from_store(
     // The window starts at `--since`, else at the source's first sample (its first stored
     // hour where the raw samples of that hour are gone), so a short history is not shown
     // as partly uncovered for the part of the hour before it began.
-    let since = energy::total(&store, host, &source)?.since_ms;
+    let since = energy::total(store, host, &source)?.since_ms;
     let Some(first) = (match from_ms {
         Some(f) => Some(f),
-        None => since.map(|hour| first_sample_ms(&store, host, &source, hour)),
+        None => since.map(|hour| first_sample_ms(store, host, &source, hour)),
     }) else {
         return Ok(data);
     };
     let series = !data.price_series.is_empty() || data.carbon.is_some();
-    data.measured = measured_input(&store, host, source, (first, to), accuracy, series, split)?;
+    data.measured = measured_input(store, host, source, (first, to), accuracy, series, split)?;
     Ok(data)
 }
 

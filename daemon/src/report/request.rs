@@ -191,15 +191,22 @@ pub fn produce(
     let (from_ms, to_ms) = window(config, args, now)?;
     // Without a database only the configurations measured by hand can be reported; with
     // none of those either there is nothing to report, which is an error, not an empty table.
-    if !crate::store::database_exists(&db)? && config.manual.is_empty() {
+    // The database, opened once for every part of the report.
+    let store = if crate::store::database_exists(&db)? {
+        Some(crate::store::open_database(&db)?)
+    } else if config.manual.is_empty() {
         return Err(ProduceError::NothingToReport { db });
-    }
+    } else {
+        None
+    };
     let host = args
         .host
         .clone()
         .unwrap_or_else(|| config.host.name.clone());
-    if host != config.host.name && crate::store::database_exists(&db)? {
-        crate::store::check_host(&crate::store::open_database(&db)?, &host, &config.host.name)?;
+    if host != config.host.name
+        && let Some(store) = &store
+    {
+        crate::store::check_host(store, &host, &config.host.name)?;
     }
     let own = host == config.host.name;
     let wall = own
@@ -210,31 +217,42 @@ pub fn produce(
         .and_then(|w| crate::ledger::costs::accuracy_of(config, w));
     let configured = configured_tariffs(config)?;
     let split = |start: i64, end: i64| configured.iter().any(|t| t.may_change_within(start, end));
-    let store = gather_from_store(
-        &db,
+    let data = gather_from_store(
+        store.as_ref(),
         &host,
         wall.as_ref(),
         accuracy,
         (from_ms, to_ms),
         &split,
     )?;
-    let input = input_from_config(config, store, args, now)?;
+    let input = input_from_config(config, data, args, now)?;
     let mut built = super::build(&input)?;
+    let Some(store) = store else {
+        return Ok(super::render(&built, args.format)?);
+    };
+    // With the price series, as the machine's own energy is priced.
+    let tariff =
+        crate::ledger::costs::tariff_with_series(&config.tariff, &store, now.timestamp_millis())?;
+    let context = Section {
+        store: &store,
+        db: &db,
+        host: &host,
+        tariff: &tariff,
+        now,
+    };
     built.services =
-        services_section(config, &db, &host, from_ms, to_ms, now).map_err(|source| {
-            ProduceError::Services {
-                db: db.clone(),
-                source: Box::new(source),
-            }
+        services_section(&context, from_ms, to_ms).map_err(|source| ProduceError::Services {
+            db: db.clone(),
+            source: Box::new(source),
         })?;
     if let Some(m) = &built.measured {
-        let (stood_in, why) = stand_in_section(config, &db, &host, m, now)?;
+        let (stood_in, why) = stand_in_section(&context, m)?;
         built.stood_in = stood_in;
         built.notes.extend(
             why.map(|w| format!("no estimate from the calibration while the meter was away: {w}")),
         );
     } else {
-        let (estimated, why) = estimated_section(config, &db, &host, (from_ms, to_ms), now)?;
+        let (estimated, why) = estimated_section(&context, (from_ms, to_ms))?;
         built.estimated = estimated;
         built
             .notes
@@ -243,33 +261,37 @@ pub fn produce(
     Ok(super::render(&built, args.format)?)
 }
 
-/// The stretches of the measured window the wall meter was away and a calibration of
-/// `host` stood in ([`crate::calibration::stand_in`]), or why none could.
-fn stand_in_section(
-    config: &Config,
-    db: &Path,
-    host: &str,
-    measured: &super::measured::MeasuredReport,
+/// What the sections after the built report read: the database, the host, the tariff with
+/// the database's price series, and now.
+struct Section<'a> {
+    store: &'a crate::store::Store,
+    db: &'a Path,
+    host: &'a str,
+    tariff: &'a crate::tariff::Tariff,
     now: DateTime<Utc>,
+}
+
+/// The stretches of the measured window the wall meter was away and a calibration of
+/// the host stood in ([`crate::calibration::stand_in`]), or why none could.
+fn stand_in_section(
+    s: &Section<'_>,
+    measured: &super::measured::MeasuredReport,
 ) -> Result<(Vec<crate::calibration::stand_in::StoodIn>, Option<String>), ProduceError> {
     let Some(wall) = &measured.source else {
         return Ok((Vec::new(), None));
     };
-    let store = crate::store::open_database(db)?;
-    let tariff =
-        crate::ledger::costs::tariff_with_series(&config.tariff, &store, now.timestamp_millis())?;
     let found = crate::calibration::stand_in::stretches(
-        &store,
-        host,
+        s.store,
+        s.host,
         wall,
-        &tariff,
+        s.tariff,
         (measured.from_ms, measured.to_ms),
-        now.timestamp_millis(),
+        s.now.timestamp_millis(),
     )
     .map(Some);
     let (stood_in, why) = crate::calibration::priced::unavailable(found).map_err(|source| {
         ProduceError::Calibration {
-            db: db.to_owned(),
+            db: s.db.to_owned(),
             source: Box::new(source),
         }
     })?;
@@ -279,24 +301,14 @@ fn stand_in_section(
 /// What each service costs over the report's window (the last 7 days by default), where
 /// the database holds CPU time per service for the host.
 fn services_section(
-    config: &Config,
-    db: &Path,
-    host: &str,
+    s: &Section<'_>,
     from_ms: Option<i64>,
     to_ms: Option<i64>,
-    now: DateTime<Utc>,
 ) -> Result<Option<crate::services::ServicesEstimate>, crate::services::ServicesError> {
     use crate::store::{DAY_MS, HOUR_MS, floor_to};
-    if !crate::store::database_exists(db)? {
-        return Ok(None);
-    }
-    let store = crate::store::open_database(db)?;
-    // With the price series, as the machine's own energy is priced.
-    let tariff =
-        crate::ledger::costs::tariff_with_series(&config.tariff, &store, now.timestamp_millis())?;
-    let to = floor_to(to_ms.unwrap_or_else(|| now.timestamp_millis()), HOUR_MS) + HOUR_MS;
+    let to = floor_to(to_ms.unwrap_or_else(|| s.now.timestamp_millis()), HOUR_MS) + HOUR_MS;
     let from = floor_to(from_ms.unwrap_or(to - 7 * DAY_MS), HOUR_MS);
-    let e = crate::services::estimate(&store, host, &tariff, from, to)?;
+    let e = crate::services::estimate(s.store, s.host, s.tariff, from, to)?;
     Ok((!e.is_empty()).then_some(e))
 }
 
@@ -304,31 +316,22 @@ fn services_section(
 /// last 7 days by default, as for the services), where the window has no measured wall
 /// energy and the host has a calibration.
 fn estimated_section(
-    config: &Config,
-    db: &Path,
-    host: &str,
+    s: &Section<'_>,
     (from_ms, to_ms): (Option<i64>, Option<i64>),
-    now: DateTime<Utc>,
 ) -> Result<(Option<crate::calibration::priced::Priced>, Option<String>), ProduceError> {
     use crate::store::DAY_MS;
-    if !crate::store::database_exists(db)? {
-        return Ok((None, None));
-    }
-    let store = crate::store::open_database(db)?;
     let failed = |source| ProduceError::Calibration {
-        db: db.to_owned(),
+        db: s.db.to_owned(),
         source: Box::new(source),
     };
-    let Some(model) = crate::calibration::persist::latest(&store, host).map_err(failed)? else {
+    let Some(model) = crate::calibration::persist::latest(s.store, s.host).map_err(failed)? else {
         return Ok((None, None));
     };
-    let tariff =
-        crate::ledger::costs::tariff_with_series(&config.tariff, &store, now.timestamp_millis())?;
-    let to = to_ms.unwrap_or_else(|| now.timestamp_millis());
+    let to = to_ms.unwrap_or_else(|| s.now.timestamp_millis());
     let from = from_ms.unwrap_or(to - 7 * DAY_MS);
     // A stored calibration whose signal this database lacks: said in the notes.
     crate::calibration::priced::unavailable(
-        crate::calibration::priced::priced(&store, host, &model, &tariff, from, to).map(Some),
+        crate::calibration::priced::priced(s.store, s.host, &model, s.tariff, from, to).map(Some),
     )
     .map_err(failed)
 }

@@ -93,8 +93,9 @@ fn report_over(samples: Vec<Sample>) -> Report {
     w.flush().unwrap();
     drop(w);
     let now: DateTime<Utc> = "2026-11-30T00:00:00Z".parse().unwrap();
+    let store = wattson::store::open_database(&db).unwrap();
     let data = gather_from_store(
-        &db,
+        Some(&store),
         HOST,
         None,
         None,

@@ -113,8 +113,9 @@ fn the_idle_section_links_package_states_to_watts_and_prices_each_setting() {
     drop(w);
 
     let now: DateTime<Utc> = "2026-11-02T00:00:00Z".parse().unwrap();
+    let store = wattson::store::open_database(&db).unwrap();
     let data = gather_from_store(
-        &db,
+        Some(&store),
         HOST,
         None,
         None,
