@@ -173,17 +173,7 @@ mod tests {
     }
 
     fn tariff() -> Tariff {
-        Tariff::new(
-            "GBP",
-            0.0,
-            vec![crate::tariff::TariffChange {
-                effective_from: chrono::NaiveDate::MIN,
-                price_per_kwh: 0.30,
-                periods: vec![],
-            }],
-            crate::zone::Zone::UTC,
-        )
-        .unwrap()
+        Tariff::simple("GBP", 0.30, 0.0, Vec::new(), crate::zone::Zone::UTC).unwrap()
     }
 
     fn at(s: i64) -> chrono::DateTime<chrono::Utc> {

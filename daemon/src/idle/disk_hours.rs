@@ -547,17 +547,9 @@ mod tests {
             ]
         );
         assert!((d.mean_watts.unwrap() - 1.5).abs() < 1e-12);
-        let tariff = crate::tariff::Tariff::new(
-            "GBP",
-            0.0,
-            vec![crate::tariff::TariffChange {
-                effective_from: chrono::NaiveDate::MIN,
-                price_per_kwh: 0.30,
-                periods: vec![],
-            }],
-            crate::zone::Zone::UTC,
-        )
-        .unwrap();
+        let tariff =
+            crate::tariff::Tariff::simple("GBP", 0.30, 0.0, Vec::new(), crate::zone::Zone::UTC)
+                .unwrap();
         price(
             &mut disks,
             &tariff,

@@ -307,17 +307,7 @@ mod tests {
             disks: Vec::new(),
             idle_wall: Vec::new(),
         };
-        let tariff = Tariff::new(
-            "GBP",
-            0.0,
-            vec![crate::tariff::TariffChange {
-                effective_from: chrono::NaiveDate::MIN,
-                price_per_kwh: 0.30,
-                periods: vec![],
-            }],
-            crate::zone::Zone::UTC,
-        )
-        .unwrap();
+        let tariff = Tariff::simple("GBP", 0.30, 0.0, Vec::new(), crate::zone::Zone::UTC).unwrap();
         let today = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
         let r = build(&input, &tariff, today).unwrap();
         assert_eq!(r.deepest_reached.as_deref(), Some("PC6"));
