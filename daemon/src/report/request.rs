@@ -233,7 +233,7 @@ pub fn produce(
     // With the price series, as the machine's own energy is priced.
     let tariff =
         crate::ledger::costs::tariff_with_series(&config.tariff, &store, now.timestamp_millis())?;
-    let context = Section {
+    let context = SectionInputs {
         store: &store,
         db: &db,
         host: &host,
@@ -263,7 +263,7 @@ pub fn produce(
 
 /// What the sections after the built report read: the database, the host, the tariff with
 /// the database's price series, and now.
-struct Section<'a> {
+struct SectionInputs<'a> {
     store: &'a crate::store::Store,
     db: &'a Path,
     host: &'a str,
@@ -274,7 +274,7 @@ struct Section<'a> {
 /// The stretches of the measured window the wall meter was away and a calibration of
 /// the host stood in ([`crate::calibration::stand_in`]), or why none could.
 fn stand_in_section(
-    s: &Section<'_>,
+    s: &SectionInputs<'_>,
     measured: &super::measured::MeasuredReport,
 ) -> Result<(Vec<crate::calibration::stand_in::StoodIn>, Option<String>), ProduceError> {
     let Some(wall) = &measured.source else {
@@ -301,7 +301,7 @@ fn stand_in_section(
 /// What each service costs over the report's window (the last 7 days by default), where
 /// the database holds CPU time per service for the host.
 fn services_section(
-    s: &Section<'_>,
+    s: &SectionInputs<'_>,
     from_ms: Option<i64>,
     to_ms: Option<i64>,
 ) -> Result<Option<crate::services::ServicesEstimate>, crate::services::ServicesError> {
@@ -316,7 +316,7 @@ fn services_section(
 /// last 7 days by default, as for the services), where the window has no measured wall
 /// energy and the host has a calibration.
 fn estimated_section(
-    s: &Section<'_>,
+    s: &SectionInputs<'_>,
     (from_ms, to_ms): (Option<i64>, Option<i64>),
 ) -> Result<(Option<crate::calibration::priced::Priced>, Option<String>), ProduceError> {
     use crate::store::DAY_MS;
