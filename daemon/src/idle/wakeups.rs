@@ -240,8 +240,8 @@ mod tests {
     fn process(pid: u32, comm: &str, group: &str, per_s: f64) -> ProcessRate {
         ProcessRate {
             pid,
-            comm: comm.to_owned(),
-            group: group.to_owned(),
+            comm: comm.into(),
+            group: group.into(),
             per_s,
         }
     }

@@ -20,6 +20,7 @@ pub mod tasks;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cgroup::ContainerNames;
@@ -27,7 +28,7 @@ use crate::counter::{Movement, movement};
 use crate::{CollectError, MonotonicClock, SysRoot};
 
 pub use interrupts::InterruptLine;
-pub use tasks::{Process, TaskScan};
+pub use tasks::{ScannedProcess, ScannedThread, TaskScan};
 
 /// `/proc/interrupts` prints each CPU's count as an unsigned int.
 const INTERRUPT_WRAP: u64 = 1 << 32;
@@ -36,9 +37,10 @@ const INTERRUPT_WRAP: u64 = 1 << 32;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProcessRate {
     pub pid: u32,
-    pub comm: String,
-    /// As [`Process::group`].
-    pub group: String,
+    /// As [`ScannedProcess::comm`], shared with the scan.
+    pub comm: Arc<str>,
+    /// As [`ScannedProcess::group`].
+    pub group: Arc<str>,
     /// Times its threads were given a CPU, per second.
     pub per_s: f64,
 }
@@ -82,7 +84,8 @@ struct Read {
 /// Reads the counters and, from the second read on, returns the rates since the previous.
 pub struct WakeupCollector {
     proc: PathBuf,
-    names: ContainerNames,
+    containers: ContainerNames,
+    names: tasks::Names,
     clock: MonotonicClock,
     prev: Option<Read>,
 }
@@ -105,7 +108,8 @@ impl WakeupCollector {
     pub fn with_clock(root: &SysRoot, docker_root: Option<PathBuf>, clock: MonotonicClock) -> Self {
         WakeupCollector {
             proc: root.proc.clone(),
-            names: ContainerNames::new(docker_root),
+            containers: ContainerNames::new(docker_root),
+            names: tasks::Names::default(),
             clock,
             prev: None,
         }
@@ -128,6 +132,7 @@ impl WakeupCollector {
         let at = (self.clock)();
         let tasks = tasks::scan(
             &self.proc,
+            &mut self.containers,
             &mut self.names,
             self.prev.as_ref().map(|r| &r.tasks),
         )
@@ -147,7 +152,10 @@ impl WakeupCollector {
         let Some(now) = self.prev.as_ref() else {
             return Ok(None);
         };
-        Ok(rates(&prev, now))
+        let rates = rates(&prev, now);
+        drop(prev);
+        self.names.retain_used();
+        Ok(rates)
     }
 }
 
@@ -156,27 +164,33 @@ fn rates(prev: &Read, now: &Read) -> Option<Wakeups> {
     if seconds <= 0.0 {
         return None;
     }
-    let mut per_pid: HashMap<u32, u64> = HashMap::new();
-    for (tid, &(pid, count)) in &now.tasks.threads {
-        let delta = match prev.tasks.threads.get(tid) {
-            Some(&(p, before)) if p == pid => match movement(before, count, None) {
-                Movement::Up(d) | Movement::Wrapped(d) => d,
-                Movement::Down => count,
-            },
-            // Started within the window (or its id was used again by another process).
-            _ => count,
-        };
-        *per_pid.entry(pid).or_default() += delta;
-    }
+    let before = prev.tasks.processes();
+    let mut next = 0;
     let processes = now
         .tasks
-        .processes
+        .processes()
         .iter()
-        .map(|(&pid, p)| ProcessRate {
-            pid,
-            comm: p.comm.clone(),
-            group: p.group.clone(),
-            per_s: per_pid.get(&pid).copied().unwrap_or(0) as f64 / seconds,
+        .map(|p| {
+            // Both sorted by pid: the process' entry in the scan before, where it had one.
+            while before.get(next).is_some_and(|b| b.pid < p.pid) {
+                next += 1;
+            }
+            let then = before
+                .get(next)
+                .filter(|b| b.pid == p.pid)
+                .map_or(&[][..], |b| prev.tasks.threads_of(b));
+            let count: u64 = now
+                .tasks
+                .threads_of(p)
+                .iter()
+                .map(|t| window_count(then, t))
+                .sum();
+            ProcessRate {
+                pid: p.pid,
+                comm: p.comm.clone(),
+                group: p.group.clone(),
+                per_s: count as f64 / seconds,
+            }
         })
         .collect();
     let (interrupts, interrupts_unavailable) = match (&prev.interrupts, &now.interrupts) {
@@ -186,11 +200,25 @@ fn rates(prev: &Read, now: &Read) -> Option<Wakeups> {
     Some(Wakeups {
         seconds,
         processes,
-        threads: now.tasks.threads.len(),
+        threads: now.tasks.thread_count(),
         truncated: now.tasks.truncated,
         interrupts,
         interrupts_unavailable,
     })
+}
+
+/// The times `thread` was given a CPU within the window, against `then`, its process' threads
+/// in the scan before (sorted by thread id). A thread not among them started within the window
+/// (or its id was used again by another process), and a count that went down belongs to a
+/// thread id used again: all its count is the window's.
+fn window_count(then: &[tasks::ScannedThread], thread: &tasks::ScannedThread) -> u64 {
+    match then.binary_search_by_key(&thread.tid, |t| t.tid) {
+        Ok(i) => match movement(then[i].count, thread.count, None) {
+            Movement::Up(d) | Movement::Wrapped(d) => d,
+            Movement::Down => thread.count,
+        },
+        Err(_) => thread.count,
+    }
 }
 
 fn interrupt_rates(
@@ -240,7 +268,7 @@ mod tests {
     }
 
     fn rate<'a>(w: &'a Wakeups, comm: &str) -> &'a ProcessRate {
-        w.processes.iter().find(|p| p.comm == comm).unwrap()
+        w.processes.iter().find(|p| &*p.comm == comm).unwrap()
     }
 
     #[test]
@@ -269,11 +297,11 @@ mod tests {
         assert!((w.seconds - 2.0).abs() < 1e-9);
         assert_eq!(w.threads, 6);
         assert!((rate(&w, "jellyfin").per_s - 600.0).abs() < 1e-9);
-        assert_eq!(rate(&w, "jellyfin").group, "service:jellyfin.service");
-        assert_eq!(rate(&w, "ffmpeg").group, "service:jellyfin.service");
+        assert_eq!(&*rate(&w, "jellyfin").group, "service:jellyfin.service");
+        assert_eq!(&*rate(&w, "ffmpeg").group, "service:jellyfin.service");
         assert!((rate(&w, "ffmpeg").per_s - 200.0).abs() < 1e-9);
         assert!((rate(&w, "sshd").per_s - 250.0).abs() < 1e-9);
-        assert_eq!(rate(&w, "kthreadd").group, "cgroup:/");
+        assert_eq!(&*rate(&w, "kthreadd").group, "cgroup:/");
         assert!(rate(&w, "kthreadd").per_s.abs() < 1e-9);
         let irq = |k: &str| w.interrupts.iter().find(|i| i.irq == k).unwrap();
         assert!((irq("LOC").per_s - 1000.0).abs() < 1e-9);
@@ -304,12 +332,56 @@ mod tests {
             .unwrap();
         proc.set_count(7, 7, 3).unwrap();
         let w = c.poll().unwrap().unwrap();
-        assert_eq!(rate(&w, "cron").group, "service:cron.service");
+        assert_eq!(&*rate(&w, "cron").group, "service:cron.service");
         // Pid 7 used again: its main thread counts from zero, so it is read anew.
         proc.set_count(7, 7, 1).unwrap();
         let w = c.poll().unwrap().unwrap();
-        assert_eq!(rate(&w, "renamed").group, "service:other.service");
+        assert_eq!(&*rate(&w, "renamed").group, "service:other.service");
         assert!((rate(&w, "renamed").per_s - 1.0).abs() < 1e-9);
+    }
+
+    /// Each distinct name is held once, shared by the processes and scans that have it, and
+    /// let go once no scan has it; a thread id that moved to another process counts whole there.
+    #[test]
+    fn names_are_held_once_and_let_go_and_a_moved_thread_counts_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = FixtureProc::new(&dir.path().join("proc")).unwrap();
+        for pid in [10, 20, 30] {
+            proc.add_process(pid, "php-fpm", "/system.slice/php.service", &[pid, pid + 1])
+                .unwrap();
+        }
+        proc.add_process(40, "cron", "/system.slice/cron.service", &[40])
+            .unwrap();
+        let root = SysRoot::new(dir.path().join("sys"), dir.path().join("proc"));
+        let mut c = WakeupCollector::with_clock(&root, None, stepped_clock(Duration::from_secs(1)));
+        assert_eq!(c.poll().unwrap(), None);
+        // php-fpm, cron and their two groups.
+        assert_eq!(c.names.len(), 4);
+        proc.set_count(20, 21, 5).unwrap();
+        let w = c.poll().unwrap().unwrap();
+        let php: Vec<_> = w
+            .processes
+            .iter()
+            .filter(|p| &*p.comm == "php-fpm")
+            .collect();
+        assert_eq!(php.len(), 3);
+        assert!(php.iter().all(|p| Arc::ptr_eq(&p.comm, &php[0].comm)));
+        assert!(php.iter().all(|p| Arc::ptr_eq(&p.group, &php[0].group)));
+        drop(php);
+        drop(w);
+
+        // cron ends; thread 21 now belongs to a new process 50.
+        std::fs::remove_dir_all(dir.path().join("proc/40")).unwrap();
+        std::fs::remove_dir_all(dir.path().join("proc/20/task/21")).unwrap();
+        proc.add_process(50, "backup", "/system.slice/php.service", &[50])
+            .unwrap();
+        proc.add_thread(50, 21, 7).unwrap();
+        let w = c.poll().unwrap().unwrap();
+        assert!((w.processes.iter().find(|p| p.pid == 50).unwrap().per_s - 7.0).abs() < 1e-9);
+        assert!(w.processes.iter().all(|p| &*p.comm != "cron"));
+        drop(w);
+        // cron and its group let go; backup held.
+        assert_eq!(c.names.len(), 3);
     }
 
     #[test]
