@@ -229,6 +229,7 @@ mod tests {
             settings: None,
             fit: None,
             levels,
+            set_aside: Vec::new(),
         }
     }
 

@@ -102,6 +102,9 @@ fn show(args: &SweepArgs, db: &Path) -> anyhow::Result<ExitCode> {
                 );
             }
         }
+        for why in &s.set_aside {
+            let _ = writeln!(out, "  warning: {why}");
+        }
     }
     crate::output::print(&out);
     Ok(ExitCode::SUCCESS)

@@ -27,6 +27,9 @@ pub struct StoreData {
     pub idle: crate::report::idle::IdleInput,
     /// Candidate machines (`wattson candidate`).
     pub candidates: Vec<crate::candidate::Candidate>,
+    /// What the database held that could not be used, each with its reason, for the
+    /// report's notes.
+    pub set_aside: Vec<String>,
 }
 
 /// Reads sweeps, the wall source's energy (through the ledger), gaps and utilisation from
@@ -54,6 +57,11 @@ pub fn gather_from_store(
     data.candidates = crate::candidate::store::list(store.conn())?;
     for s in crate::sweep::persist::list(store)? {
         data.configs.push(sweep_config_input(&s));
+        data.set_aside.extend(
+            s.set_aside
+                .iter()
+                .map(|why| format!("configuration \"{}\": {why}", s.name)),
+        );
     }
     data.regression = crate::sweep::regression::latest(store, None)?;
     // One wall source for the whole report: the measured history and the idle section's
@@ -208,7 +216,11 @@ fn load_series(store: &crate::store::Store, data: &mut StoreData) -> Result<(), 
     for i in infos.iter().filter(|i| i.kind == Kind::Price) {
         match prices::load(store, &i.source, now_ms) {
             Ok(s) => data.price_series.push((s, i.applied)),
-            Err(e) => tracing::warn!("price series {:?}: {e}", i.source),
+            Err(e) => crate::tariff::store::warn_once(format!(
+                "price series {:?}: {}",
+                i.source,
+                wattson_collectors::ErrorChain(&e)
+            )),
         }
     }
     let carbon = crate::tariff::carbon_series(store, now_ms)?;

@@ -217,7 +217,7 @@ pub fn produce(
         .and_then(|w| crate::ledger::costs::accuracy_of(config, w));
     let configured = configured_tariffs(config)?;
     let split = |start: i64, end: i64| configured.iter().any(|t| t.may_change_within(start, end));
-    let data = gather_from_store(
+    let mut data = gather_from_store(
         store.as_ref(),
         &host,
         wall.as_ref(),
@@ -225,8 +225,10 @@ pub fn produce(
         (from_ms, to_ms),
         &split,
     )?;
+    let set_aside = std::mem::take(&mut data.set_aside);
     let input = input_from_config(config, data, args, now)?;
     let mut built = super::build(&input)?;
+    built.notes.extend(set_aside);
     let Some(store) = store else {
         return Ok(super::render(&built, args.format)?);
     };
@@ -446,12 +448,10 @@ pub fn input_from_config(
                     // currency prices nothing.
                     let same = s.unit == config.tariff.currency;
                     if *applied && !same {
-                        tracing::warn!(
+                        crate::tariff::store::warn_once(format!(
                             "price series {:?} is in {}, the tariff in {}: it is left out",
-                            s.source,
-                            s.unit,
-                            config.tariff.currency
-                        );
+                            s.source, s.unit, config.tariff.currency
+                        ));
                     }
                     *applied && same
                 })

@@ -24,6 +24,7 @@ pub mod persist;
 pub mod record;
 pub mod regression;
 pub mod stopping;
+pub mod vouch;
 pub mod workload;
 
 pub use engine::{SweepPlan, run_sweep};

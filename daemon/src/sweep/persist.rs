@@ -25,6 +25,10 @@ pub struct StoredSweep {
     pub settings: Option<serde_json::Value>,
     pub fit: Option<serde_json::Value>,
     pub levels: Vec<StoredLevel>,
+    /// What was stored for this run but could not be used (a level or fit no sweep could
+    /// have written), each with the reason ([`super::vouch`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<String>,
 }
 
 /// One stored level.
@@ -198,13 +202,13 @@ pub fn load(store: &Store, name: &str) -> Result<Option<StoredSweep>, SweepError
         "SELECT kind, loops, n, mean_w, sd_w, ci95_w, min_w, max_w, mean_mhz, busy, residency, ops_per_s, joules_per_op, warnings
          FROM sweep_level WHERE run_id = ?1 ORDER BY kind, loops",
     )?;
-    let levels = stmt
+    let read = stmt
         .query_map([run_id], |r| {
             Ok(StoredLevel {
                 kind: r.get(0)?,
-                loops: r.get(1)?,
-                n: r.get(2)?,
-                mean_w: r.get(3)?,
+                loops: r.get::<_, Option<i64>>(1)?.unwrap_or(-1),
+                n: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
+                mean_w: r.get::<_, Option<f64>>(3)?.unwrap_or(f64::NAN),
                 sd_w: r.get(4)?,
                 ci95_w: r.get(5)?,
                 min_w: r.get(6)?,
@@ -220,6 +224,31 @@ pub fn load(store: &Store, name: &str) -> Result<Option<StoredSweep>, SweepError
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
+    let mut set_aside = Vec::new();
+    let mut levels = Vec::with_capacity(read.len());
+    for l in read {
+        match super::vouch::level(&l) {
+            Ok(()) => levels.push(l),
+            Err(why) => set_aside.push(format!(
+                "its stored {} level {} (run {run_id}) is set aside: {why}",
+                l.kind, l.loops
+            )),
+        }
+    }
+    let fit = fit
+        .map(|text| {
+            serde_json::from_str::<serde_json::Value>(&text)
+                .map_err(|e| format!("it is not JSON ({e})"))
+                .and_then(|f| super::vouch::fits(&f).map(|()| f))
+        })
+        .transpose()
+        .unwrap_or_else(|why| {
+            set_aside.push(format!(
+                "its stored fit (run {run_id}) is set aside, and its figures come from its \
+                 levels alone: {why}"
+            ));
+            None
+        });
     Ok(Some(StoredSweep {
         name,
         host,
@@ -231,8 +260,9 @@ pub fn load(store: &Store, name: &str) -> Result<Option<StoredSweep>, SweepError
         kinds,
         meter,
         settings: settings.and_then(|s| serde_json::from_str(&s).ok()),
-        fit: fit.and_then(|s| serde_json::from_str(&s).ok()),
+        fit,
         levels,
+        set_aside,
     }))
 }
 

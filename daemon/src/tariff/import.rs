@@ -205,6 +205,18 @@ fn check(p: &mut Parsed, opts: &Options) -> Result<(), ImportError> {
                 ),
             ));
         }
+        if !super::SLOT_RANGE_MS.contains(&s.start_ms) || s.end_ms > super::SLOT_RANGE_MS.end {
+            return Err(err(
+                line,
+                "start",
+                format!(
+                    "the slot {}..{} is outside the years 1970 to 2100 that price and carbon \
+                     series are taken for: check the file's dates",
+                    rfc3339(s.start_ms),
+                    rfc3339(s.end_ms),
+                ),
+            ));
+        }
         if s.end_ms - s.start_ms > super::MAX_SLOT_MS {
             return Err(err(
                 line,

@@ -35,6 +35,11 @@ use series::SeriesSet;
 /// 9999 would otherwise replace every slot it overlaps and price 8,000 years at one price.
 pub const MAX_SLOT_MS: i64 = 31 * 86_400_000;
 
+/// Where a price or carbon slot may lie, UTC ms: from 1970 to 2100. A slot in year 1 (or
+/// 9999) would stretch a series' window over millennia, and the year's mean price is
+/// worked out across that window.
+pub const SLOT_RANGE_MS: std::ops::Range<i64> = 0..4_102_444_800_000;
+
 /// The applied carbon-intensity series (empty when none was imported).
 pub fn carbon_series(store: &Store, now_ms: i64) -> Result<SeriesSet, store::PriceStoreError> {
     store::applied(store, store::Kind::Carbon, store::CARBON_UNIT, now_ms)

@@ -33,6 +33,14 @@ pub enum SlotError {
     },
     #[error("slot {index} has value {value}, which is not a finite number")]
     NotFinite { index: usize, value: f64 },
+    #[error(
+        "slot {index} ({start_ms}..{end_ms} ms) lies outside 1970..2100 or is longer than 31 days"
+    )]
+    OutOfRange {
+        index: usize,
+        start_ms: i64,
+        end_ms: i64,
+    },
     #[error("slots starting {first_ms} ms and {second_ms} ms overlap")]
     Overlap { first_ms: i64, second_ms: i64 },
 }
@@ -48,11 +56,22 @@ pub struct SlotSeries {
 }
 
 impl SlotSeries {
-    /// Sorts and checks the slots (each non-empty and finite, none overlapping).
+    /// Sorts and checks the slots (each non-empty, finite, within [`super::SLOT_RANGE_MS`] and
+    /// at most [`super::MAX_SLOT_MS`] long, none overlapping).
     pub fn new(source: &str, unit: &str, mut slots: Vec<Slot>) -> Result<Self, SlotError> {
         for (index, s) in slots.iter().enumerate() {
             if s.end_ms <= s.start_ms {
                 return Err(SlotError::Empty {
+                    index,
+                    start_ms: s.start_ms,
+                    end_ms: s.end_ms,
+                });
+            }
+            if !super::SLOT_RANGE_MS.contains(&s.start_ms)
+                || s.end_ms > super::SLOT_RANGE_MS.end
+                || s.end_ms - s.start_ms > super::MAX_SLOT_MS
+            {
+                return Err(SlotError::OutOfRange {
                     index,
                     start_ms: s.start_ms,
                     end_ms: s.end_ms,

@@ -99,6 +99,8 @@ pub enum PriceStoreError {
     NoSuchSeries(String),
     #[error("the price store")]
     Sql(#[from] rusqlite::Error),
+    #[error("its stored slots are not a series wattson wrote, so it is left out")]
+    BadSlots(#[source] super::series::SlotError),
 }
 
 fn series_id(conn: &Connection, s: &NewSeries<'_>, now_ms: i64) -> Result<i64, PriceStoreError> {
@@ -332,8 +334,22 @@ pub fn load(store: &Store, source: &str, now_ms: i64) -> Result<SlotSeries, Pric
         })
         .collect();
     // Slots were checked when written; a series that fails now is left out, not fatal.
-    SlotSeries::new(source, &unit, slots)
-        .map_err(|e| PriceStoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))
+    SlotSeries::new(source, &unit, slots).map_err(PriceStoreError::BadSlots)
+}
+
+/// Logs `warning` the first time this process meets it: a report reads the series more than
+/// once, and the daemon again whenever a series changes, but a series left out is said once.
+pub fn warn_once(warning: String) {
+    static SAID: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let Ok(mut said) = SAID.lock() else {
+        tracing::warn!("{warning}");
+        return;
+    };
+    if !said.contains(&warning) {
+        tracing::warn!("{warning}");
+        said.insert(warning);
+    }
 }
 
 /// The series that price (or weigh) the ledger's energy, in precedence order: the live
@@ -357,14 +373,17 @@ pub fn applied(
     let mut out = Vec::new();
     for (source, u, _) in names {
         if kind == Kind::Price && u != unit {
-            tracing::warn!(
+            warn_once(format!(
                 "price series {source:?} is in {u}, the tariff in {unit}: it is left out"
-            );
+            ));
             continue;
         }
         match load(store, &source, now_ms) {
             Ok(s) => out.push(s),
-            Err(e) => tracing::warn!("price series {source:?}: {e}"),
+            Err(e) => warn_once(format!(
+                "price series {source:?}: {}",
+                wattson_collectors::ErrorChain(&e)
+            )),
         }
     }
     Ok(SeriesSet::new(out))

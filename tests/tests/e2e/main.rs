@@ -61,6 +61,7 @@ mod services;
 mod slow_store;
 mod sources;
 mod storage_faults;
+mod stored_hostile;
 mod sweep;
 mod tariff;
 mod wakeups_stored;

@@ -96,6 +96,11 @@ pub fn watts_per_level(r: &Report) -> Result<Option<String>, RenderError> {
     let pts = || series.iter().flat_map(|s| s.points.iter());
     let x_max = pts().map(|p| p.0).fold(1.0, f64::max);
     let y_max = pts().map(|p| p.1 + p.2.unwrap_or(0.0)).fold(1.0, f64::max) * 1.15;
+    if !(x_max.is_finite() && y_max.is_finite()) {
+        // No axis holds it (the figures are checked as they are read; this is the chart's own
+        // guard, as an endless axis would never finish drawing).
+        return Ok(None);
+    }
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -236,7 +241,13 @@ fn money_bars(
 ) -> Result<String, RenderError> {
     let err = chart_err(chart);
     let n = costs.len() as u32;
-    let y_max = costs.iter().copied().fold(1.0, f64::max) * 1.2;
+    // A cost no axis holds is drawn as none (an endless axis would never finish drawing).
+    let y_max = costs
+        .iter()
+        .copied()
+        .filter(|c| c.is_finite())
+        .fold(1.0, f64::max)
+        * 1.2;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -341,6 +352,9 @@ pub fn per_day(r: &Report, kwh: bool) -> Result<Option<String>, RenderError> {
         .collect();
     let dates: Vec<String> = m.daily.iter().map(|d| d.date.clone()).collect();
     let y_max = values.iter().copied().fold(0.0, f64::max).max(1e-3) * 1.15;
+    if !y_max.is_finite() {
+        return Ok(None);
+    }
     let n = values.len() as f64;
     let (caption, unit) = if kwh {
         ("Energy per day (kWh)".to_string(), "kWh".to_string())

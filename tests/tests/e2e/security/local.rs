@@ -483,7 +483,7 @@ fn a_price_slot_spanning_millennia_is_refused() {
     );
     assert_ne!(code, Some(0), "{out}");
     assert!(
-        out.contains("line 3") && out.contains("at most 31 days"),
+        out.contains("line 3") && out.contains("outside the years 1970 to 2100"),
         "{out}"
     );
 }

@@ -1,0 +1,212 @@
+//! A database is input like any other: what a crafted one holds, through the real binary.
+//! A sweep level of infinite watts (the HTML report's chart of it never finished drawing) and
+//! a stored fit that is not one (every report failed with NaN energy) are set aside with the
+//! reason, in every format and in `sweep --show`; a price slot in year 1 (the year's mean
+//! price was worked out over 17,758,921 hours, 15 s a report) is refused at import and left
+//! out when found stored.
+
+// Test helpers fail loudly on a broken setup.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use wattson::store::{Store, StoreOptions};
+use wattson::sweep::outcome::{LevelResult, SweepOutcome, fit_kind};
+use wattson::sweep::workload::LoopKind;
+use wattson_tests::{HOST, kvm_fixture, output_within, wattson};
+
+/// Long enough for any report of these small databases; a report that hangs fails here.
+const WITHIN: Duration = Duration::from_secs(60);
+
+/// A database holding one sweep, `basket`: idle 40 W and 15 W a loop, levels 0 to 2.
+fn swept(db: &Path) {
+    let options = StoreOptions {
+        host: HOST.to_owned(),
+        ..StoreOptions::default()
+    };
+    let store = Store::open(db, &options).unwrap();
+    let level = |loops: usize| LevelResult {
+        kind: LoopKind::Spin,
+        loops,
+        started_ms: 1,
+        ended_ms: 2,
+        settle_s: 1.0,
+        n: 60,
+        mean_w: 40.0 + 15.0 * loops as f64,
+        sd_w: 1.0,
+        ci95_w: 0.4,
+        ci_method: "batch means".into(),
+        min_w: 38.0,
+        max_w: 72.0,
+        mean_mhz: Some(2000.0),
+        busy: Some(0.5),
+        busy_cpus: Some(1.0),
+        residency: BTreeMap::new(),
+        ops_per_s: 1e6,
+        joules_per_op: None,
+        components: BTreeMap::new(),
+        pinned: true,
+        smt_siblings: false,
+        warnings: Vec::new(),
+    };
+    let levels: Vec<LevelResult> = (0..=2).map(level).collect();
+    let fits = fit_kind(LoopKind::Spin, &levels, 2).into_iter().collect();
+    let outcome = SweepOutcome {
+        levels,
+        fits,
+        complete: true,
+        started_ms: 1,
+        ended_ms: 2,
+    };
+    let root =
+        wattson_collectors::SysRoot::new(kvm_fixture().join("sys"), kvm_fixture().join("proc"));
+    let fp = wattson::sweep::fingerprint::gather(&root, HOST, "pzem004t wall on /dev/ttyUSB0");
+    wattson::sweep::persist::save(&store, "basket", &fp, &outcome, &serde_json::json!({})).unwrap();
+}
+
+fn sql(db: &Path, statement: &str) {
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .execute_batch(statement)
+        .unwrap();
+}
+
+/// `wattson report --db DB --format FORMAT`, finished within [`WITHIN`]: (exit code, stderr,
+/// the report).
+fn report(db: &Path, format: &str) -> (Option<i32>, String, String) {
+    let out = db.with_extension(format);
+    let mut cmd = wattson();
+    cmd.arg("report")
+        .arg("--db")
+        .arg(db)
+        .args(["--format", format, "--out"])
+        .arg(&out);
+    let (code, stderr) = output_within(cmd, WITHIN);
+    (
+        code,
+        stderr,
+        std::fs::read_to_string(&out).unwrap_or_default(),
+    )
+}
+
+#[test]
+fn a_stored_level_of_infinite_watts_and_a_fit_that_is_not_one_are_set_aside_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("crafted.db");
+    swept(&db);
+    sql(
+        &db,
+        "UPDATE sweep_level SET mean_w = 9e999 WHERE loops = 1;
+         UPDATE sweep_run SET fit = '[1,2,3]';",
+    );
+    for format in ["table", "markdown", "csv", "json", "html"] {
+        let (code, stderr, text) = report(&db, format);
+        assert_eq!(code, Some(0), "{format}: {stderr}");
+        for why in [
+            "its stored spin level 1 (run 1) is set aside: its mean is inf W",
+            "its stored fit (run 1) is set aside, and its figures come from its levels alone: \
+             fit 1 names no loop kind",
+        ] {
+            if format != "csv" {
+                assert!(text.contains(why), "{format} lacks {why:?}:\n{text}");
+            }
+        }
+        assert!(
+            !text.contains("NaN") && !text.contains("inf ±"),
+            "{format}:\n{text}"
+        );
+    }
+    // What is left is used: the levels of 40 and 70 W, and the fit is gone.
+    let (_, _, json) = report(&db, "json");
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let levels: Vec<(u64, f64)> = r["configs"][0]["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["loops"].as_u64().unwrap(), l["mean_w"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(levels, [(0, 40.0), (2, 70.0)], "{json}");
+    assert!(r["configs"][0]["fit"].is_null(), "{json}");
+
+    let out = wattson()
+        .args(["sweep", "--show", "basket", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("warning: its stored spin level 1 (run 1) is set aside"),
+        "{text}"
+    );
+    assert!(
+        text.contains("warning: its stored fit (run 1) is set aside"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_price_slot_outside_1970_to_2100_is_refused_at_import_and_left_out_where_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("prices.db");
+    swept(&db);
+    let file = dir.path().join("prices.csv");
+    std::fs::write(
+        &file,
+        "start,end,price_per_kwh\n\
+         0001-01-01T00:00:00Z,0001-01-02T00:00:00Z,0.1\n\
+         2026-12-06T00:00:00Z,2026-12-06T01:00:00Z,0.2\n",
+    )
+    .unwrap();
+    let import = |file: &Path| {
+        wattson()
+            .args(["tariff", "import"])
+            .arg(file)
+            .arg("--db")
+            .arg(&db)
+            .args(["--name", "day-ahead"])
+            .output()
+            .unwrap()
+    };
+    let out = import(&file);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "line 2: start: the slot 0001-01-01T00:00:00Z..0001-01-02T00:00:00Z is outside \
+             the years 1970 to 2100"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing imported"), "{stderr}");
+
+    // Stored anyway, by a hand on the database: the series is left out with a warning, and
+    // the report finishes with the configured prices.
+    std::fs::write(
+        &file,
+        "start,end,price_per_kwh\n\
+         2026-12-05T00:00:00Z,2026-12-05T01:00:00Z,0.1\n\
+         2026-12-06T00:00:00Z,2026-12-06T01:00:00Z,0.2\n",
+    )
+    .unwrap();
+    assert!(import(&file).status.success());
+    sql(
+        &db,
+        "UPDATE price_slot SET start_ms = -62135596800000, end_ms = -62135510400000
+         WHERE start_ms = 1796428800000;",
+    );
+    let (code, stderr, text) = report(&db, "table");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("price series \"day-ahead\": ") && stderr.contains("outside 1970..2100"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("price series \"day-ahead\"").count(),
+        1,
+        "said once: {stderr}"
+    );
+    assert!(!text.contains("the price series over"), "{text}");
+}
