@@ -47,7 +47,7 @@ pub enum CalibrationError {
     /// The tariff the estimate is priced at.
     #[error(transparent)]
     Ledger(#[from] crate::ledger::LedgerError),
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Sqlite {
         path: String,
         #[source]

@@ -89,14 +89,16 @@ pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
 }
 
 /// The process exit status for an error: 78 for configuration problems, 74 for the
-/// database (cannot open or write it, another writer holds it, samples lost), 65 for input
-/// data that cannot be used (a hostile candidate file), 1 otherwise. Any error in the chain
-/// may say it; where several do, the first of 78, 74, 65 wins.
+/// database (cannot open or write it, another writer holds it, samples lost), 69 for a
+/// service that cannot be reached, 65 for input data that cannot be used (a hostile
+/// candidate file), 1 otherwise. Any error in the chain may say it; where several do, the
+/// first of 78, 74, 69, 65 wins.
 pub fn exit_code_for(e: &anyhow::Error) -> u8 {
     let said: Vec<u8> = e.chain().filter_map(exit_status_of).collect();
     [
         EXIT_CONFIG as u8,
         crate::store::EXIT_STORE,
+        crate::publish::remote_write::engine::EXIT_UNAVAILABLE,
         crate::candidate::EXIT_DATA,
     ]
     .into_iter()

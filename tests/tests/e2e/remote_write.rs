@@ -508,3 +508,46 @@ fn config_check_refuses_a_malformed_prometheus_section_with_its_key_and_line() {
         );
     }
 }
+
+/// `report --prometheus` at an address nothing listens on exits 69 (unavailable), as
+/// docs/http-prometheus.md says, and names the cause once.
+#[test]
+fn an_engine_that_cannot_be_reached_exits_69_and_says_why_once() {
+    // A port that was free a moment ago: nothing listens there now.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let env = TestEnv::new();
+    let out = wattson_tests::wattson()
+        .arg("--config")
+        .arg(env.config(""))
+        .args(["report", "--prometheus"])
+        .arg(format!("http://127.0.0.1:{port}"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot connect to http://127.0.0.1:{port} (is the engine running there?)"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("Connection refused").count(), 1, "{stderr}");
+
+    // Not a URL of an engine: the example is the engine's base, not remote write's endpoint.
+    let out = wattson_tests::wattson()
+        .arg("--config")
+        .arg(env.config(""))
+        .args(["report", "--prometheus", "ftp://prometheus.lan"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("must start with http:// (e.g. \"http://prometheus.lan:9090\")"),
+        "{stderr}"
+    );
+}

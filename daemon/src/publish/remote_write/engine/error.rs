@@ -2,6 +2,9 @@
 
 use crate::store::StoreError;
 
+/// Exit status where the engine cannot be reached or fails (sysexits' `EX_UNAVAILABLE`).
+pub const EXIT_UNAVAILABLE: u8 = 69;
+
 /// Why the engine's series could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -12,7 +15,7 @@ pub enum EngineError {
     #[error("{0}")]
     Credential(String),
     /// No connection.
-    #[error("cannot connect to {url}: {source}; is the engine running there?")]
+    #[error("cannot connect to {url} (is the engine running there?)")]
     Connect {
         url: String,
         #[source]
@@ -76,10 +79,10 @@ pub enum EngineError {
     )]
     OneHostOnly(&'static str),
     /// No directory for the samples read.
-    #[error("creating a temporary directory for the samples read: {0}")]
+    #[error("creating a temporary directory for the samples read")]
     TempDir(#[source] std::io::Error),
     /// No runtime for the requests.
-    #[error("starting the HTTP client: {0}")]
+    #[error("starting the HTTP client")]
     Runtime(#[source] std::io::Error),
     /// Writing the samples read.
     #[error(transparent)]
@@ -100,12 +103,12 @@ impl From<StoreError> for EngineError {
 
 impl EngineError {
     /// The exit status it stands for: 69 (unavailable) where the engine cannot be reached
-    /// or fails, 78 for a URL or credential the configuration gets wrong.
+    /// or fails, 78 for a credential the configuration gets wrong.
     pub fn exit_status(&self) -> Option<u8> {
         match self {
             EngineError::Connect { .. }
             | EngineError::Http { .. }
-            | EngineError::Timeout { .. } => Some(69),
+            | EngineError::Timeout { .. } => Some(EXIT_UNAVAILABLE),
             EngineError::Credential(_) => Some(crate::config::EXIT_CONFIG as u8),
             EngineError::Store(_) => Some(crate::store::EXIT_STORE),
             EngineError::Report(e) => e.exit_status(),

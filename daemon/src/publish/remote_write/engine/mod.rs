@@ -20,7 +20,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use wattson_collectors::{Metric, Sample, SourceId};
 
-pub use error::EngineError;
+pub use error::{EXIT_UNAVAILABLE, EngineError};
 use query::{Engine, selector};
 
 use super::queue::{FAMILIES, GAP_FAMILY, stored_series};
@@ -131,7 +131,13 @@ pub fn produce(
 /// The engine at `url`, with `[prometheus]`'s credentials where it is the remote-write
 /// endpoint's server (the same host and port), else none.
 fn engine(config: &Config, url: &str) -> Result<Engine, EngineError> {
-    let parsed = crate::config::parse_remote_write_url(url).map_err(EngineError::Url)?;
+    // The parse is remote write's, whose example is an endpoint; this wants the engine's base.
+    let parsed = crate::config::parse_remote_write_url(url).map_err(|why| {
+        EngineError::Url(why.replace(
+            "http://prometheus.lan:9090/api/v1/write",
+            "http://prometheus.lan:9090",
+        ))
+    })?;
     let auth = match &config.prometheus {
         Some(p) if p.remote_write.authority == parsed.authority => {
             super::auth(p).map_err(EngineError::Credential)?
