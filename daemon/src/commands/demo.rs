@@ -108,6 +108,19 @@ pub fn run(args: &DemoArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     say(&summary(&config, &db)?);
     if args.db.is_none() {
         say("(the database was temporary; pass --db PATH to keep it)");
+    } else {
+        // The progress bar read the database while the collecting closed it, so SQLite left
+        // the write-ahead log beside it: the file kept is to hold everything on its own.
+        let folded = crate::store::Store::open(&db, &crate::store::StoreOptions::default())
+            .is_ok_and(|s| s.fold_log());
+        if !folded {
+            tracing::warn!(
+                "{}: part of what the demo stored is still in {}-wal beside it: keep the two \
+                 together",
+                db.display(),
+                db.display()
+            );
+        }
     }
     say(&format!(
         "demo finished in {:.0} s",

@@ -9,6 +9,14 @@ use rusqlite::Connection;
 use super::{Store, StoreError, wal};
 
 impl Store {
+    /// Copies the write-ahead log into the database file and cuts the log to nothing, so
+    /// that the file alone holds everything stored (a database a command leaves for the
+    /// user to keep or copy). Whether it completed: a reader holding an old snapshot keeps
+    /// part of the log.
+    pub fn fold_log(&self) -> bool {
+        wal::truncate(&self.conn).unwrap_or(false)
+    }
+
     /// Closes a store whose file was deleted or replaced while open. SQLite neither
     /// checkpoints nor removes the write-ahead log of a moved file when it closes, and the
     /// log is named by path: a new file at the same path would take the old file's log for

@@ -223,8 +223,35 @@ fn the_demo_on_a_terminal_shows_progress_without_log_noise_and_keeps_its_duratio
         lines.iter().any(|l| l.starts_with("demo finished in")),
         "{raw}"
     );
-    // The database was kept, with the sweep in it.
+    // The database was kept, with the sweep in it, whole in its one file: a copy of it alone
+    // holds what was collected (the write-ahead log beside it is gone or empty).
     assert!(db.exists());
+    let wal = env.path("demo.db-wal");
+    assert!(
+        std::fs::metadata(&wal).map_or(true, |m| m.len() == 0),
+        "{} left with {:?} bytes",
+        wal.display(),
+        std::fs::metadata(&wal).map(|m| m.len())
+    );
+    let copy = env.path("copy.db");
+    std::fs::copy(&db, &copy).unwrap();
+    let out = wattson()
+        .args(["status", "--db"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{status}");
+    assert!(
+        status.contains("meter:demo"),
+        "the copy lacks the readings:\n{status}"
+    );
+    let out = wattson()
+        .args(["sweep", "--list", "--db"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("demo ("));
 }
 
 #[test]
