@@ -249,8 +249,16 @@ pub fn load(store: &Store, name: &str) -> Result<Option<StoredSweep>, SweepError
             ));
             None
         });
+    // A configuration's name is one line of printable text (config::names); one a hand
+    // wrote into the database with a line break would forge lines of every text report.
+    if name.chars().any(char::is_control) {
+        set_aside.push("its stored name holds control characters, shown as ?".to_owned());
+    }
     Ok(Some(StoredSweep {
-        name,
+        name: name
+            .chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect(),
         host,
         fingerprint: fp.and_then(|s| serde_json::from_str(&s).ok()),
         run_id,

@@ -3,7 +3,8 @@
 //! a stored fit that is not one (every report failed with NaN energy) are set aside with the
 //! reason, in every format and in `sweep --show`; a price slot in year 1 (the year's mean
 //! price was worked out over 17,758,921 hours, 15 s a report) is refused at import and left
-//! out when found stored.
+//! out when found stored; a name written with a terminal escape and a line break is shown as
+//! one line of printable text.
 
 // Test helpers fail loudly on a broken setup.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
@@ -209,4 +210,43 @@ fn a_price_slot_outside_1970_to_2100_is_refused_at_import_and_left_out_where_sto
         "said once: {stderr}"
     );
     assert!(!text.contains("the price series over"), "{text}");
+}
+
+#[test]
+fn a_stored_name_with_control_characters_reaches_no_terminal_or_file_with_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("names.db");
+    swept(&db);
+    sql(
+        &db,
+        "UPDATE configuration SET name = char(27) || '[31mRED' || char(10) || 'x' || char(13);",
+    );
+    let out = wattson()
+        .args(["report", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("?[31mRED?x?"), "{stdout}");
+    assert!(
+        stdout.contains("its stored name holds control characters, shown as ?"),
+        "{stdout}"
+    );
+    for format in ["table", "markdown", "csv"] {
+        let (code, stderr, text) = report(&db, format);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{format}: {text:?}"
+        );
+        assert!(text.contains("?[31mRED?x?"), "{format}: {text}");
+    }
+    let out = wattson()
+        .args(["sweep", "--list", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("?[31mRED?x? ("), "{stdout:?}");
 }

@@ -53,10 +53,13 @@ pub enum RenderError {
 
 /// Renders `report` in `format`.
 pub fn render(report: &Report, format: Format) -> Result<String, RenderError> {
+    // Names and notes come from the database, which a hand may have written: the plain-text
+    // formats carry no control character but the line break (JSON and HTML escape them).
+    let plain = |text: String| crate::output::without_controls(&text).into_owned();
     match format {
-        Format::Table => Ok(table::render(report)),
-        Format::Markdown => Ok(markdown::render(report)),
-        Format::Csv => Ok(csv::render(report)),
+        Format::Table => Ok(plain(table::render(report))),
+        Format::Markdown => Ok(plain(markdown::render(report))),
+        Format::Csv => Ok(plain(csv::render(report))),
         Format::Json => json::render(report),
         Format::Html => html::render(report),
     }
