@@ -84,12 +84,7 @@ impl Store {
         wal::apply(&conn, path).map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(sql)?;
-        MIGRATIONS
-            .to_latest(&mut conn)
-            .map_err(|source| StoreError::Migrate {
-                path: path.to_owned(),
-                source,
-            })?;
+        migrate(&mut conn, path)?;
         let identity = file::identity(path);
         let companions = ["-wal", "-shm"]
             .into_iter()
@@ -133,6 +128,33 @@ impl Store {
             identity: None,
             companions: Vec::new(),
         })
+    }
+}
+
+/// Brings the schema to the latest version. Two processes may open a new database at once
+/// (the daemon starting, and a command run beside it that finds the file before its tables):
+/// each reads the version before the other's migration commits, and the later one's first
+/// `CREATE TABLE` then fails on the tables the other made. Where the version is the latest
+/// after a failure, the other finished it; where it is not yet, try again.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let mut tries = 0;
+    loop {
+        let Err(source) = MIGRATIONS.to_latest(conn) else {
+            return Ok(());
+        };
+        tries += 1;
+        let now: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap_or(-1);
+        if now == MIGRATION_LIST.len() as i64 {
+            return Ok(());
+        }
+        if tries >= 3 {
+            return Err(StoreError::Migrate {
+                path: path.to_owned(),
+                source,
+            });
+        }
     }
 }
 

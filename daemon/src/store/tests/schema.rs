@@ -109,3 +109,28 @@ fn a_new_database_is_marked_versioned_and_in_wal_mode() {
     // Reopening is a no-op.
     Store::open(&path, &options()).unwrap();
 }
+
+/// Two processes opening a new database at once (the daemon, and a command run beside it):
+/// both open it, whichever migrates it. Each round starts both at a barrier on a new file.
+#[test]
+fn two_opening_a_new_database_at_once_both_open_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..20 {
+        let path = dir.path().join(format!("new-{round}.db"));
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let opened: Vec<_> = (0..2)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Store::open(&path, &StoreOptions::default()).map(drop)
+                })
+            })
+            .collect();
+        for t in opened {
+            t.join().unwrap().unwrap_or_else(|e| {
+                panic!("round {round}: {}", wattson_collectors::ErrorChain(&e))
+            });
+        }
+    }
+}
