@@ -203,9 +203,19 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     let price = Some(price_now(&tariff, wall.as_ref(), &readings, now_ms)?);
     let (cost, counter_today) = match wall {
         Some(source) => {
-            let accuracy = own_host
-                .then(|| costs::accuracy_of(&config, &source))
-                .flatten();
+            // This machine's meter as the database recorded its protocol; the configuration's
+            // word only for history from before it was recorded. Another host's meter is not
+            // known (as in `report`).
+            let accuracy = if own_host {
+                match crate::ledger::meter_protocols::stored_accuracy(
+                    &store, &host, &source, 0, now_ms,
+                )? {
+                    Some(stored) => stored,
+                    None => costs::accuracy_of(&config, &source),
+                }
+            } else {
+                None
+            };
             let summary = costs::summary(&store, &host, &source, accuracy, &tariff, now)?;
             let today = crate::ledger::energy::energy(
                 &store,

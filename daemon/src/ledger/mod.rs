@@ -31,6 +31,7 @@ pub mod energy;
 pub mod error;
 pub mod estimated_cost;
 pub mod interval;
+pub mod meter_protocols;
 pub mod primary;
 pub mod running;
 

@@ -36,7 +36,8 @@ pub struct StoreData {
 /// the database `store` (`None`: there is none, which is not an error: the report then
 /// shows the config file's manual configurations only). `wall` names the configured wall source (see
 /// [`crate::ledger::energy::wall_power_source`] for the default); `accuracy` is its
-/// meter's, where known. `split` says which hours a configured tariff (the report's, or
+/// meter's, where known; `own` says whether `host` is this machine (whose meter the
+/// database records). `split` says which hours a configured tariff (the report's, or
 /// one it compares) may change price or date in: those are read by their minutes, and
 /// every hour is where the database holds price or carbon series.
 pub fn gather_from_store(
@@ -44,6 +45,7 @@ pub fn gather_from_store(
     host: &str,
     wall: Option<&SourceId>,
     accuracy: Option<wattson_collectors::meter::Accuracy>,
+    own: bool,
     (from_ms, to_ms): (Option<i64>, Option<i64>),
     split: &dyn Fn(i64, i64) -> bool,
 ) -> Result<StoreData, ProduceError> {
@@ -97,6 +99,16 @@ pub fn gather_from_store(
         None => since.map(|hour| first_sample_ms(store, host, &source, hour)),
     }) else {
         return Ok(data);
+    };
+    // This machine's meter's accuracy as the database recorded it over the window; the
+    // configuration's only for history from before it was recorded. Another host's meter is
+    // not known on every path its history takes (remote write and the fleet collector do not
+    // carry it), so none is claimed for it, on any.
+    let accuracy = if own {
+        crate::ledger::meter_protocols::stored_accuracy(store, host, &source, first, to)?
+            .unwrap_or(accuracy)
+    } else {
+        None
     };
     let series = !data.price_series.is_empty() || data.carbon.is_some();
     data.measured = measured_input(store, host, source, (first, to), accuracy, series, split)?;

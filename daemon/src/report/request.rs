@@ -222,6 +222,7 @@ pub fn produce(
         &host,
         wall.as_ref(),
         accuracy,
+        own,
         (from_ms, to_ms),
         &split,
     )?;

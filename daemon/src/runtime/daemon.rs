@@ -223,6 +223,7 @@ fn open_store(
     let (store, store_thread) = StoreHandle::spawn(path, store_options(config))?;
     tracing::info!("storing into {}", path.display());
     record_downtime(&store, &config.host.name);
+    crate::ledger::meter_protocols::record_at_start(&store, config);
     Ok((store, store_thread))
 }
 

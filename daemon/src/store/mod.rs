@@ -113,6 +113,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!(
         "../../../schema/0018-minute-energy-micro-wh.sql"
     )),
+    M::up(include_str!("../../../schema/0019-meter-protocols.sql")),
 ];
 
 /// The schema migrations, in order.

@@ -99,6 +99,7 @@ fn report_over(samples: Vec<Sample>) -> Report {
         HOST,
         None,
         None,
+        true,
         (None, Some(now.timestamp_millis())),
         &|_, _| false,
     )

@@ -119,6 +119,7 @@ fn the_idle_section_links_package_states_to_watts_and_prices_each_setting() {
         HOST,
         None,
         None,
+        true,
         (None, Some(now.timestamp_millis())),
         &|_, _| false,
     )

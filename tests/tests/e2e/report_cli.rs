@@ -116,3 +116,65 @@ fn an_empty_or_future_window_is_refused_saying_why() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+/// The interval of a database's own history rests on the meter it was measured with, as the
+/// daemon recorded its protocol, not on the configuration that reads it: the demo's
+/// database (a simulated PZEM-004T, 0.5 % in the manual) reads the same interval, with its
+/// source, in `report` and `status`, under a config without the meter and under one that
+/// calls it a Watts Up? (+/- 1.5 % + 0.3 W).
+#[test]
+fn the_meters_accuracy_is_the_databases_whatever_the_config_reading_it_says() {
+    let env = TestEnv::new();
+    let out = wattson()
+        .arg("--config")
+        .arg(env.config(""))
+        .args(["demo", "--no-sweep", "--duration", "20s", "--db"])
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |extra: &str| {
+        let config = env.config(extra);
+        let report = wattson()
+            .arg("--config")
+            .arg(&config)
+            .args(["report", "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            report.status.success(),
+            "{}",
+            String::from_utf8_lossy(&report.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+        let status = wattson()
+            .arg("--config")
+            .arg(&config)
+            .args(["status", "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            status.status.success(),
+            "{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+        let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+        (
+            report["measured"]["accuracy_watts"].as_f64(),
+            report["measured"]["accuracy_source"].clone(),
+            status["cost"]["mean_watts_interval"]["accuracy_watts"].as_f64(),
+        )
+    };
+    let without = read("");
+    let (Some(watts), source, Some(status_watts)) = without.clone() else {
+        panic!("no accuracy for the demo's meter: {without:?}");
+    };
+    assert!(source.as_str().unwrap().contains("PZEM-004T"), "{source}");
+    assert!((watts - status_watts).abs() < 1e-9, "{without:?}");
+    let misnamed = read("[[meter]]\nid = \"demo\"\nprotocol = \"wattsup\"\nport = \"/dev/null\"\n");
+    assert_eq!(misnamed, without);
+}
