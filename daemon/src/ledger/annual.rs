@@ -70,8 +70,8 @@ pub fn projected(
         cost_ci95: ci_ratio.map(|r| cost * r.abs()),
         price_per_kwh: price,
         basis: format!(
-            "projected from {covered_hours:.1} h measured in {window}, at the prices of those \
-             hours ({})",
+            "projected from {} measured in {window}, at the prices of those hours ({})",
+            super::interval::hours_text(covered_hours),
             price_text(price, currency)
         ),
     })

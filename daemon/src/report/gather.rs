@@ -185,7 +185,8 @@ fn cpu_count(store: &crate::store::Store, host: &str) -> Result<u32, ProduceErro
 }
 
 /// The hourly busy CPUs (of `cpus`) over the hours from `first`'s to `to`: (start, end,
-/// busy CPUs).
+/// busy CPUs), each hour cut to `first..to` (the history does not reach before the first
+/// sample, and a window does not reach past its end).
 fn utilisation(
     store: &crate::store::Store,
     host: &str,
@@ -209,11 +210,12 @@ fn utilisation(
         .flat_map(|(_, r)| r)
         .map(|r| {
             (
-                r.bucket_ms,
-                r.bucket_ms + HOUR_MS,
+                r.bucket_ms.max(first),
+                (r.bucket_ms + HOUR_MS).min(to),
                 r.mean * f64::from(cpus.max(1)),
             )
         })
+        .filter(|(start, end, _)| end > start)
         .collect())
 }
 

@@ -334,8 +334,9 @@ fn modelled(
             p.kwh * scale,
             None,
             &format!(
-                "the sweep fit of {} over {hours:.1} h of utilisation",
-                c.name
+                "the sweep fit of {} over {} of utilisation",
+                c.name,
+                crate::ledger::interval::hours_text(hours)
             ),
             year.per_kwh,
             year.from,

@@ -177,4 +177,9 @@ fn the_meters_accuracy_is_the_databases_whatever_the_config_reading_it_says() {
     assert!((watts - status_watts).abs() < 1e-9, "{without:?}");
     let misnamed = read("[[meter]]\nid = \"demo\"\nprotocol = \"wattsup\"\nport = \"/dev/null\"\n");
     assert_eq!(misnamed, without);
+
+    // Under an hour of history is told in minutes or seconds, not as "0.0 h" or "0 h".
+    let text = report(&env, &[]);
+    assert!(text.contains(" s covered of "), "{text}");
+    assert!(!text.contains("0.0 h") && !text.contains(" 0 h"), "{text}");
 }

@@ -227,8 +227,9 @@ pub(super) fn candidates_report(
             let keep = measured.map(|m| measured_keep(m, opts, measured_in));
             (
                 format!(
-                    "this machine's utilisation over {hours:.1} h (mean {:.1} % of its maximum \
+                    "this machine's utilisation over {} (mean {:.1} % of its maximum \
                      throughput, {} CPUs), hour by hour",
+                    crate::ledger::interval::hours_text(hours),
                     mean * 100.0,
                     measured_in.map_or(1, |m| m.cpus)
                 ),

@@ -261,7 +261,7 @@ fn comparison_lines(c: &ComparisonReport, cur: &str) -> Vec<String> {
 fn measured_lines(m: &MeasuredReport, cur: &str) -> Vec<String> {
     let mut lines = vec![
         format!(
-            "measured {}{} to {}: {} over {} covered of {} h ({}%), {}, mean {}",
+            "measured {}{} to {}: {} over {} covered of {} ({}%), {}, mean {}",
             m.source
                 .as_ref()
                 .map_or_else(String::new, |s| format!("({s}) ")),
@@ -269,7 +269,7 @@ fn measured_lines(m: &MeasuredReport, cur: &str) -> Vec<String> {
             m.to,
             energy(m.kwh),
             crate::ledger::interval::hours_text(m.covered_hours),
-            num(m.window_hours, 1),
+            crate::ledger::interval::hours_text(m.window_hours),
             num(m.coverage_percent, 1),
             format_money(m.energy_cost, cur),
             watts(m.mean_watts, m.mean_watts_ci95)
