@@ -241,7 +241,7 @@ fn probe_identifies_each_simulated_meter() {
     for &(protocol, expect) in &probed {
         let sim = Sim::start(SimulatedMeter::constant(protocol, &[1], reading(60.0)));
         let found = probe(&sim.path, Duration::from_millis(1500))
-            .unwrap_or_else(|e| panic!("{protocol}: {e}"));
+            .unwrap_or_else(|e| panic!("{protocol}: {}", wattson_collectors::ErrorChain(&e)));
         assert_eq!(found.protocol, expect);
         let p = found.reading.and_then(|r| r.power_w).unwrap();
         assert!((p - 60.0).abs() < 0.2, "{protocol}: {p}");
