@@ -14,6 +14,7 @@ pub mod idle;
 pub mod ledger;
 pub mod scripted;
 pub mod simulated_day;
+pub mod sweep;
 
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _};

@@ -183,3 +183,36 @@ fn the_meters_accuracy_is_the_databases_whatever_the_config_reading_it_says() {
     assert!(text.contains(" s covered of "), "{text}");
     assert!(!text.contains("0.0 h") && !text.contains(" 0 h"), "{text}");
 }
+
+/// Each column says where its watts come from: a `[[config]]` typed in by hand, a sweep
+/// measured at the wall (with the meter it ran on); and a sweep's missing upgrade cost is
+/// asked for on the command line only (it has no `[[config]]` to carry one).
+#[test]
+fn each_configuration_says_where_its_watts_come_from() {
+    let env = TestEnv::new();
+    wattson_tests::sweep::basket(&env.db);
+    for format in [&["--format", "table"][..], &["--format", "markdown"]] {
+        let text = report(&env, format);
+        assert!(
+            text.contains("Configurations (where each column's watts come from)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "old box: typed in by hand ([[config]] in the configuration file): the watts \
+                 as given, with no interval"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("basket: measured at the wall, swept with pzem004t wall on /dev/ttyUSB0"),
+            "{text}"
+        );
+    }
+    let text = report(&env, &["--configs", "old box,basket"]);
+    assert!(
+        text.contains("old box -> basket")
+            && text.contains("no upgrade cost given (--upgrade-cost)"),
+        "{text}"
+    );
+}

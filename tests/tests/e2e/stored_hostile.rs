@@ -9,63 +9,13 @@
 // Test helpers fail loudly on a broken setup.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use wattson::store::{Store, StoreOptions};
-use wattson::sweep::outcome::{LevelResult, SweepOutcome, fit_kind};
-use wattson::sweep::workload::LoopKind;
-use wattson_tests::{HOST, kvm_fixture, output_within, wattson};
+use wattson_tests::{output_within, wattson};
 
 /// Long enough for any report of these small databases; a report that hangs fails here.
 const WITHIN: Duration = Duration::from_secs(60);
-
-/// A database holding one sweep, `basket`: idle 40 W and 15 W a loop, levels 0 to 2.
-fn swept(db: &Path) {
-    let options = StoreOptions {
-        host: HOST.to_owned(),
-        ..StoreOptions::default()
-    };
-    let store = Store::open(db, &options).unwrap();
-    let level = |loops: usize| LevelResult {
-        kind: LoopKind::Spin,
-        loops,
-        started_ms: 1,
-        ended_ms: 2,
-        settle_s: 1.0,
-        n: 60,
-        mean_w: 40.0 + 15.0 * loops as f64,
-        sd_w: 1.0,
-        ci95_w: 0.4,
-        ci_method: "batch means".into(),
-        min_w: 38.0,
-        max_w: 72.0,
-        mean_mhz: Some(2000.0),
-        busy: Some(0.5),
-        busy_cpus: Some(1.0),
-        residency: BTreeMap::new(),
-        ops_per_s: 1e6,
-        joules_per_op: None,
-        components: BTreeMap::new(),
-        pinned: true,
-        smt_siblings: false,
-        warnings: Vec::new(),
-    };
-    let levels: Vec<LevelResult> = (0..=2).map(level).collect();
-    let fits = fit_kind(LoopKind::Spin, &levels, 2).into_iter().collect();
-    let outcome = SweepOutcome {
-        levels,
-        fits,
-        complete: true,
-        started_ms: 1,
-        ended_ms: 2,
-    };
-    let root =
-        wattson_collectors::SysRoot::new(kvm_fixture().join("sys"), kvm_fixture().join("proc"));
-    let fp = wattson::sweep::fingerprint::gather(&root, HOST, "pzem004t wall on /dev/ttyUSB0");
-    wattson::sweep::persist::save(&store, "basket", &fp, &outcome, &serde_json::json!({})).unwrap();
-}
 
 fn sql(db: &Path, statement: &str) {
     rusqlite::Connection::open(db)
@@ -96,7 +46,7 @@ fn report(db: &Path, format: &str) -> (Option<i32>, String, String) {
 fn a_stored_level_of_infinite_watts_and_a_fit_that_is_not_one_are_set_aside_in_every_format() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("crafted.db");
-    swept(&db);
+    wattson_tests::sweep::basket(&db);
     sql(
         &db,
         "UPDATE sweep_level SET mean_w = 9e999 WHERE loops = 1;
@@ -152,7 +102,7 @@ fn a_stored_level_of_infinite_watts_and_a_fit_that_is_not_one_are_set_aside_in_e
 fn a_price_slot_outside_1970_to_2100_is_refused_at_import_and_left_out_where_stored() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("prices.db");
-    swept(&db);
+    wattson_tests::sweep::basket(&db);
     let file = dir.path().join("prices.csv");
     std::fs::write(
         &file,
@@ -216,7 +166,7 @@ fn a_price_slot_outside_1970_to_2100_is_refused_at_import_and_left_out_where_sto
 fn a_stored_name_with_control_characters_reaches_no_terminal_or_file_with_them() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("names.db");
-    swept(&db);
+    wattson_tests::sweep::basket(&db);
     sql(
         &db,
         "UPDATE configuration SET name = char(27) || '[31mRED' || char(10) || 'x' || char(13);",

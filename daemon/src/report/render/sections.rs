@@ -18,7 +18,8 @@ pub struct Section {
 /// regression, notes.
 pub fn sections(r: &Report) -> Vec<Section> {
     let cur = r.currency.as_str();
-    let mut out = vec![tariff_section(r)];
+    let mut out: Vec<Section> = configurations_section(r).into_iter().collect();
+    out.push(tariff_section(r));
     if let Some(t) = &r.tariffs {
         out.push(Section {
             title: "Real tariffs (price per slot, comparison, CO2 per slot)".into(),
@@ -177,13 +178,57 @@ fn comparisons_section(r: &Report) -> Option<Section> {
         lines: r
             .comparisons
             .iter()
-            .flat_map(|c| comparison_lines(c, cur))
+            .flat_map(|c| {
+                // A sweep's upgrade cost is given on the command line only; a [[config]]
+                // may also carry its own.
+                let manual = r
+                    .configs
+                    .iter()
+                    .any(|k| k.name == c.to && k.kind == crate::report::ConfigKind::Manual);
+                comparison_lines(c, cur, manual)
+            })
             .collect(),
     })
 }
 
+/// Where each configuration's watts come from: typed in by hand, or measured at the wall
+/// (how, and whether the sweep ran to its end). Shown before the figures' sections.
+fn configurations_section(r: &Report) -> Option<Section> {
+    use crate::report::{ConfigKind, ConfigStatus};
+    if r.configs.is_empty() {
+        return None;
+    }
+    let lines = r
+        .configs
+        .iter()
+        .map(|c| {
+            let how = c.description.as_deref().unwrap_or("a sweep");
+            let partial = if c.status == ConfigStatus::Partial {
+                " (partial: the sweep was stopped before its last level)"
+            } else {
+                ""
+            };
+            match c.kind {
+                ConfigKind::Manual => format!(
+                    "{}: typed in by hand ([[config]] in the configuration file): the watts as \
+                     given, with no interval",
+                    c.name
+                ),
+                ConfigKind::Sweep => format!("{}: measured at the wall, {how}{partial}", c.name),
+                ConfigKind::IdleMeasure => {
+                    format!("{}: measured at the wall at idle, {how}{partial}", c.name)
+                }
+            }
+        })
+        .collect();
+    Some(Section {
+        title: "Configurations (where each column's watts come from)".into(),
+        lines,
+    })
+}
+
 /// One comparison: the headline line, then the saving per mode where there is one.
-fn comparison_lines(c: &ComparisonReport, cur: &str) -> Vec<String> {
+fn comparison_lines(c: &ComparisonReport, cur: &str, manual_target: bool) -> Vec<String> {
     let saving = match c.annual_saving_ci95 {
         Some(ci) => format!("{} ± {}", format_money(c.annual_saving, cur), num(ci, 2)),
         None => format_money(c.annual_saving, cur),
@@ -231,11 +276,12 @@ fn comparison_lines(c: &ComparisonReport, cur: &str) -> Vec<String> {
             "; the upgrade ({}) never pays for itself: it saves nothing",
             format_money(u, cur)
         ),
-        (None, _) => write!(
+        (None, _) if manual_target => write!(
             head,
             "; no upgrade cost given (--upgrade-cost, or upgrade_cost in the [[config]] of {:?})",
             c.to
         ),
+        (None, _) => write!(head, "; no upgrade cost given (--upgrade-cost)"),
     };
     let mut v = vec![head];
     let per_mode: Vec<String> = c

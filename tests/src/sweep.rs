@@ -1,0 +1,58 @@
+//! A stored sweep for the tests that read one back: written through the library as
+//! `wattson sweep` stores it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use wattson::store::{Store, StoreOptions};
+use wattson::sweep::outcome::{LevelResult, SweepOutcome, fit_kind};
+use wattson::sweep::workload::LoopKind;
+
+use crate::{HOST, kvm_fixture};
+
+/// A database holding one sweep, `basket`: idle 40 W and 15 W a loop, levels 0 to 2.
+pub fn basket(db: &Path) {
+    let options = StoreOptions {
+        host: HOST.to_owned(),
+        ..StoreOptions::default()
+    };
+    let store = Store::open(db, &options).expect("storing the sweep");
+    let level = |loops: usize| LevelResult {
+        kind: LoopKind::Spin,
+        loops,
+        started_ms: 1,
+        ended_ms: 2,
+        settle_s: 1.0,
+        n: 60,
+        mean_w: 40.0 + 15.0 * loops as f64,
+        sd_w: 1.0,
+        ci95_w: 0.4,
+        ci_method: "batch means".into(),
+        min_w: 38.0,
+        max_w: 72.0,
+        mean_mhz: Some(2000.0),
+        busy: Some(0.5),
+        busy_cpus: Some(1.0),
+        residency: BTreeMap::new(),
+        ops_per_s: 1e6,
+        joules_per_op: None,
+        components: BTreeMap::new(),
+        pinned: true,
+        smt_siblings: false,
+        warnings: Vec::new(),
+    };
+    let levels: Vec<LevelResult> = (0..=2).map(level).collect();
+    let fits = fit_kind(LoopKind::Spin, &levels, 2).into_iter().collect();
+    let outcome = SweepOutcome {
+        levels,
+        fits,
+        complete: true,
+        started_ms: 1,
+        ended_ms: 2,
+    };
+    let root =
+        wattson_collectors::SysRoot::new(kvm_fixture().join("sys"), kvm_fixture().join("proc"));
+    let fp = wattson::sweep::fingerprint::gather(&root, HOST, "pzem004t wall on /dev/ttyUSB0");
+    wattson::sweep::persist::save(&store, "basket", &fp, &outcome, &serde_json::json!({}))
+        .expect("storing the sweep");
+}
