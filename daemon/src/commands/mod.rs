@@ -143,8 +143,16 @@ pub fn open_existing_database(
     db: Option<&std::path::Path>,
     config: &Config,
 ) -> anyhow::Result<(std::path::PathBuf, crate::store::Store)> {
+    let given = db.is_some();
     let db = db.map_or_else(|| config.storage.path.clone(), std::path::Path::to_path_buf);
     if !crate::store::database_exists(&db)? {
+        if given {
+            anyhow::bail!(
+                "no database at {} (--db): check the path; `wattson run` and `wattson demo --db \
+                 PATH` make one",
+                db.display()
+            );
+        }
         anyhow::bail!(
             "no database at {}: start the daemon (wattson run) or pass --db PATH",
             db.display()

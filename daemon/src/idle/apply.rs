@@ -365,8 +365,14 @@ pub fn remove_file(dir: &Path) -> Result<bool, ApplyError> {
             });
         }
     };
-    let ours = meta.is_file()
-        && std::fs::read_to_string(&target).is_ok_and(|t| t.lines().next() == Some(MARK));
+    if !meta.is_file() {
+        return Err(ApplyError::Refused(format!(
+            "{} is not a regular file (a symbolic link, or another kind of file), which \
+             `wattson idle --apply` never writes: left as it is",
+            target.display()
+        )));
+    }
+    let ours = std::fs::read_to_string(&target).is_ok_and(|t| t.lines().next() == Some(MARK));
     if !ours {
         return Err(ApplyError::Refused(format!(
             "{} was not written by `wattson idle --apply` (its first line is not {MARK:?}): \

@@ -451,12 +451,19 @@ fn log_recovery(db: &Path, waiting: &[Pending], out: &Recovery) {
         );
     }
     if !out.failed.is_empty() {
+        // As root already, running again would meet the same reasons.
+        let what_to_do = if nix::unistd::geteuid().is_root() {
+            "put them back by hand (each reason says which file and why)".to_owned()
+        } else {
+            format!(
+                "run any wattson command as root with this database ({}) to restore them",
+                db.display()
+            )
+        };
         tracing::error!(
             "`wattson idle --measure` started {when} left settings changed that this command \
-             could not restore ({}): run any wattson command as root with this database ({}) to \
-             restore them",
+             could not restore ({}): {what_to_do}",
             out.failed.join("; "),
-            db.display()
         );
     }
 }

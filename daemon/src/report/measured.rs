@@ -274,7 +274,8 @@ pub(super) fn measured_report(
         standing_charge: priced.standing_charge,
         annual_kwh,
         annual_cost,
-        gap_hours: gaps.iter().map(|g| g.hours).sum(),
+        // Folded from +0: an empty sum of f64 is -0, which JSON would print as -0.0.
+        gap_hours: gaps.iter().map(|g| g.hours).fold(0.0, |a, b| a + b),
         gaps,
         daily,
         difference_kwh_percent: modelled

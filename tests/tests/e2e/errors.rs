@@ -280,6 +280,17 @@ fn report_without_a_database_or_a_manual_configuration_fails() {
             && stderr.contains("wattson sweep"),
         "{stderr}"
     );
+    // A --db that names nothing is a path to check, not a database to pass.
+    let missing = env.path("none.db");
+    let (code, stdout, stderr) = run(&config, &["status", "--db", missing.to_str().unwrap()]);
+    assert_ne!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "no database at {} (--db): check the path",
+            missing.display()
+        )) && !stderr.contains("or pass --db"),
+        "{stderr}"
+    );
     // With a configuration measured by hand there is something to report.
     let config = env.config("\n[[config]]\nname = \"old box\"\nmodes = { idle = 240.0 }\n");
     let (code, stdout, stderr) = run(&config, &["report"]);

@@ -247,6 +247,18 @@ fn revert_leaves_every_file_as_found(
         "{stderr}"
     );
     assert!(file.exists());
+    // A link in its place, even to a file that starts as wattson's do, is left with the
+    // reason that it is a link.
+    let elsewhere = tmpfiles.join("elsewhere.conf");
+    std::fs::write(&elsewhere, "# Written by `wattson idle --apply`.\n").unwrap();
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &file).unwrap();
+    let (status, _, stderr) = run(config, &["idle", "--revert", "--tmpfiles-dir", dir]);
+    assert!(
+        !status.success() && stderr.contains("is not a regular file (a symbolic link"),
+        "{stderr}"
+    );
+    assert!(file.symlink_metadata().unwrap().file_type().is_symlink() && elsewhere.exists());
 }
 
 fn measured_nothing_is_refused(config: &Path, tmpfiles: &Path, env: &TestEnv) {

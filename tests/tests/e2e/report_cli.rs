@@ -150,6 +150,9 @@ fn the_meters_accuracy_is_the_databases_whatever_the_config_reading_it_says() {
             "{}",
             String::from_utf8_lossy(&report.stderr)
         );
+        // No figure is a negative zero (an empty sum of f64 is -0, printed as -0.0).
+        let text = String::from_utf8_lossy(&report.stdout);
+        assert!(!text.contains(": -0.0"), "{text}");
         let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
         let status = wattson()
             .arg("--config")
