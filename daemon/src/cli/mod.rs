@@ -195,6 +195,9 @@ pub struct NoSuchSubcommand {
 pub fn print_help(args: &HelpArgs) -> Result<(), NoSuchSubcommand> {
     use clap::CommandFactory as _;
     let mut cmd = Cli::command();
+    // Built, as parsing builds it: the global options (--config, --verbose, --version) reach
+    // every subcommand, so its help lists them as `wattson CMD --help` does.
+    cmd.build();
     let mut path = vec!["wattson".to_owned()];
     for name in &args.command {
         let Some(sub) = cmd.find_subcommand(name).cloned() else {

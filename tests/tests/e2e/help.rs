@@ -45,12 +45,17 @@ fn every_subcommand_help_ends_with_examples_of_itself() {
             examples.contains(&invocation) || *sub == ["config"] || *sub == ["meter"],
             "{sub:?}: no example of {invocation:?} in:\n{examples}"
         );
-        // `wattson help <sub>` prints the same long help.
+        // `wattson help <sub>` prints the same long help, the global options included.
         let mut help = vec!["help"];
         help.extend_from_slice(sub);
         let (code, via_help, stderr) = run(&help);
         assert_eq!(code, Some(0), "help {sub:?}: {stderr}");
-        assert!(via_help.contains("Examples:"), "help {sub:?}:\n{via_help}");
+        for global in ["-c, --config <PATH>", "-v, --verbose", "-V, --version"] {
+            assert!(
+                via_help.contains(global) && stdout.contains(global),
+                "help {sub:?} lacks {global}:\n{via_help}"
+            );
+        }
     }
     let (code, stdout, _) = run(&["--help"]);
     assert_eq!(code, Some(0));
