@@ -18,7 +18,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     if s.starts_with('-') {
         return Err(format!(
-            "{s:?} is negative: a duration is 0 or more; {HINT}"
+            "{s:?} is negative: a duration is more than 0; {HINT}"
         ));
     }
     let split = s
@@ -74,7 +74,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         ns = ns.saturating_add(u128::from(digit - b'0') * scale);
     }
     if ns == 0 {
-        return Err(format!("{s:?} must be a positive duration"));
+        return Err(format!("{s:?} is 0: a duration is more than 0; {HINT}"));
     }
     if ns > MAX_DURATION.as_nanos() {
         return Err(too_long());
@@ -203,6 +203,13 @@ mod tests {
     fn a_negative_duration_says_it_is_negative() {
         let e = parse_duration("-1s").unwrap_err();
         assert!(e.starts_with("\"-1s\" is negative"), "{e}");
+        // 0 and below are refused for the one reason, said the one way.
+        let zero = parse_duration("0d").unwrap_err();
+        assert!(
+            zero.starts_with("\"0d\" is 0: a duration is more than 0"),
+            "{zero}"
+        );
+        assert!(e.contains("a duration is more than 0"), "{e}");
     }
 
     #[test]
