@@ -24,7 +24,7 @@ pub enum StoreError {
     Migrate {
         path: PathBuf,
         #[source]
-        source: rusqlite_migration::Error,
+        source: MigrationFailed,
     },
     #[error(
         "{path} is not a wattson database (application_id {application_id:#010x}, expected {APPLICATION_ID:#010x})"
@@ -100,6 +100,36 @@ pub enum StoreError {
     },
     #[error("database {path}: {detail}")]
     Lost { path: PathBuf, detail: String },
+}
+
+/// Why a schema migration failed, with SQLite's reason but without the migration's whole
+/// SQL (which the migration crate's message, and SQLite's error for a batch, quote).
+#[derive(Debug)]
+pub struct MigrationFailed(pub rusqlite_migration::Error);
+
+impl std::fmt::Display for MigrationFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            rusqlite_migration::Error::RusqliteError { err, .. } => match err {
+                rusqlite::Error::SqliteFailure(_, Some(why))
+                | rusqlite::Error::SqlInputError { msg: why, .. } => {
+                    write!(f, "a step of the schema failed: {why}")
+                }
+                other => write!(f, "a step of the schema failed: {other}"),
+            },
+            other => write!(f, "{other}"),
+        }
+    }
+}
+
+impl std::error::Error for MigrationFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.0 {
+            // Said in full above.
+            rusqlite_migration::Error::RusqliteError { .. } => None,
+            other => std::error::Error::source(other),
+        }
+    }
 }
 
 /// An error and its causes on one line (SQLite's own reason, such as "database or disk is

@@ -152,7 +152,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         if tries >= 3 {
             return Err(StoreError::Migrate {
                 path: path.to_owned(),
-                source,
+                source: super::error::MigrationFailed(source),
             });
         }
     }

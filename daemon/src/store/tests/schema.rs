@@ -134,3 +134,25 @@ fn two_opening_a_new_database_at_once_both_open_it() {
         }
     }
 }
+
+/// A migration that fails says SQLite's reason, not the migration's whole SQL.
+#[test]
+fn a_failed_migration_says_why_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("half.db");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "PRAGMA application_id = 0x57617453; CREATE TABLE series (x INTEGER) STRICT;",
+    )
+    .unwrap();
+    drop(conn);
+    let e = Store::open(&path, &StoreOptions::default()).unwrap_err();
+    let text = wattson_collectors::ErrorChain(&e).to_string();
+    assert!(
+        text.contains("migrating database")
+            && text.contains("a step of the schema failed")
+            && text.contains("table series already exists"),
+        "{text}"
+    );
+    assert!(!text.contains("CREATE TABLE"), "{text}");
+}
