@@ -41,16 +41,13 @@ pub struct MeasuredReport {
     /// Mean W over covered time.
     pub mean_watts: f64,
     /// Its 95 % half-width, W: the meter's accuracy plus the sampling uncertainty (see
-    /// `accuracy_watts`, `sampling_watts`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `accuracy_watts`, `sampling_watts`). Each interval field is `null` where not known
+    /// (no meter accuracy, too little covered time), never left out.
     pub mean_watts_ci95: Option<f64>,
     /// The meter's stated accuracy at `mean_watts`, W, and where the figure comes from.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub accuracy_watts: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub accuracy_source: Option<String>,
     /// The sampling part of the interval, W.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub sampling_watts: Option<f64>,
     /// kWh and cost per price.
     pub bands: Vec<PriceBand>,
@@ -59,14 +56,12 @@ pub struct MeasuredReport {
     /// kWh per year: `kwh` x 8760 / `covered_hours`.
     pub annual_kwh: f64,
     /// Its 95 % half-width (`mean_watts_ci95` scaled the same way).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub annual_kwh_ci95: Option<f64>,
     /// Currency per year: `energy_cost` x 8760 / `covered_hours` (projected as measured,
     /// [`crate::ledger::annual::projected`]).
     pub annual_cost: f64,
     /// What the annual figure is and its price basis, as every surface words it.
     pub annual_basis: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub annual_cost_ci95: Option<f64>,
     /// The meter's own energy counter over the window against the integral (the energy of
     /// record), where the meter has one.

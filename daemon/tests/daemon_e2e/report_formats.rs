@@ -198,8 +198,11 @@ fn json_has_the_contract_fields() {
     assert!(close(&idle["watts"], 240.0));
     assert!(close(&idle["annual_kwh"], 2102.4));
     assert!(close(&idle["annual_cost"], 189.216));
-    // Measured by hand: no interval, no fit.
-    assert!(idle.get("ci95_watts").is_none());
+    // Measured by hand: no interval (there, null: not known), no fit.
+    assert!(
+        idle.get("ci95_watts")
+            .is_some_and(serde_json::Value::is_null)
+    );
     assert!(configs[0].get("fit").is_none());
     let c = &j["comparisons"][0];
     assert_eq!(

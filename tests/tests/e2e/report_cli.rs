@@ -212,6 +212,23 @@ fn each_configuration_says_where_its_watts_come_from() {
             "{text}"
         );
     }
+    // A mode typed in by hand has no interval, and says so: the fields are there, null.
+    let json: serde_json::Value =
+        serde_json::from_str(&report(&env, &["--format", "json"])).unwrap();
+    let old_box = json["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "old box")
+        .unwrap();
+    for key in ["ci95_watts", "annual_kwh_ci95", "annual_cost_ci95"] {
+        assert!(
+            old_box["modes"][0]
+                .get(key)
+                .is_some_and(serde_json::Value::is_null),
+            "{key}: {old_box}"
+        );
+    }
     let text = report(&env, &["--configs", "old box,basket"]);
     assert!(
         text.contains("old box -> basket")

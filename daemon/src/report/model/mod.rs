@@ -195,16 +195,13 @@ pub struct ModeReport {
     pub name: String,
     /// W.
     pub watts: f64,
-    /// W, where measured.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// W, where measured; `null` where not (a mode typed in by hand).
     pub ci95_watts: Option<f64>,
     /// kWh per year.
     pub annual_kwh: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub annual_kwh_ci95: Option<f64>,
     /// Currency per year, energy only.
     pub annual_cost: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub annual_cost_ci95: Option<f64>,
     /// kg CO2 per year, when a carbon intensity was given.
     #[serde(skip_serializing_if = "Option::is_none")]
