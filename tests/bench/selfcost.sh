@@ -33,6 +33,12 @@
 #                     database and simulated meter, with [prometheus] remote_write every 30 s
 #                     (the default) to a real Prometheus receiver (not measured), measured
 #                     side by side: what remote write adds is the difference of the two rows
+#        METERLESS=1  also run a second `wattson run`, the same but its own host name and
+#                     database and no meter: it estimates the wall live from a calibration over
+#                     the CPUs' busy share, imported from a file that CALIBRATION_FILE_BIN (default
+#                     the release `examples/calibration_file` beside WATTSON_BIN; `cargo build
+#                     --release -p wattson --example calibration_file`) writes for its [host];
+#                     measured side by side: what a machine the meter has moved on from costs
 #        REMOTE_WRITE_INTERVAL  its remote_write_interval instead of the default (e.g. 1s: thirty
 #                     times the requests, to measure what one costs above the noise)
 #        TASKS=N      point [host] procfs at a copy of /proc (symlinks) whose processes are N
@@ -230,7 +236,9 @@ start = "00:30"
 end = "07:30"
 price_per_kwh = 0.07
 EOF
+    # No pty: no meter (METERLESS=1's daemon, which estimates the wall instead).
     for m in $(seq 1 "$METERS"); do
+        [[ -n "$pty" ]] || break
         id=wall; [[ "$METERS" == 1 ]] || id="m$m"
         printf '[[meter]]\nid = "%s"\nprotocol = "pzem004t"\nport = "%s"\naddress = %d\ninterval = "1s"\n' \
             "$id" "$pty" "$m" >>"$conf"
@@ -279,6 +287,21 @@ if [[ "${REMOTE_WRITE:-0}" == 1 ]]; then
     "$WATTSON_BIN" --config "$tmp/selfcost-rw.toml" run >"$tmp/wattson-rw.log" 2>&1 &
     rw_pid=$!
     pids+=("$rw_pid")
+fi
+
+# --- the same without a meter (METERLESS=1), estimating the wall from a calibration ----------
+est_pid=""
+if [[ "${METERLESS:-0}" == 1 ]]; then
+    cal_bin="${CALIBRATION_FILE_BIN:-$(dirname "$WATTSON_BIN")/examples/calibration_file}"
+    [[ -x "$cal_bin" ]] || { echo "METERLESS=1 needs $cal_bin: cargo build --release -p wattson --example calibration_file" >&2; exit 1; }
+    wattson_config selfcost-est ""
+    "$cal_bin" "$tmp/selfcost-est.toml" "$tmp/est.calibration.json" \
+        || { echo "writing the calibration file failed" >&2; exit 1; }
+    "$WATTSON_BIN" --config "$tmp/selfcost-est.toml" calibration import "$tmp/est.calibration.json" \
+        >"$tmp/est-import.out" 2>&1 || { cat "$tmp/est-import.out" >&2; exit 1; }
+    "$WATTSON_BIN" --config "$tmp/selfcost-est.toml" run >"$tmp/wattson-est.log" 2>&1 &
+    est_pid=$!
+    pids+=("$est_pid")
 fi
 
 # --- Prometheus scraping wattson every 15 s (not measured) -----------------------------------
@@ -382,12 +405,14 @@ threads() { # tid name switches ns_on_cpu voluntary_switches, per thread of watt
 threads >"$tmp/threads0"
 w0="$(snapshot "$wattson_pid")"
 [[ -n "$rw_pid" ]] && r0="$(snapshot "$rw_pid")"
+[[ -n "$est_pid" ]] && e0="$(snapshot "$est_pid")"
 [[ -n "$collectd_pid" ]] && c0="$(snapshot "$collectd_pid")"
 [[ -n "$node_pid" ]] && n0="$(snapshot "$node_pid")"
 t0=$(date +%s.%N)
 sleep "$WINDOW_S"
 w1="$(snapshot "$wattson_pid")"
 [[ -n "$rw_pid" ]] && r1="$(snapshot "$rw_pid")"
+[[ -n "$est_pid" ]] && e1="$(snapshot "$est_pid")"
 threads >"$tmp/threads1"
 [[ -n "$collectd_pid" ]] && c1="$(snapshot "$collectd_pid")"
 [[ -n "$node_pid" ]] && n1="$(snapshot "$node_pid")"
@@ -438,6 +463,7 @@ echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s (volu
 echo "|---|---|---|---|---|---|---|---|---|"
 row "wattson run" "$w0" "$w1"
 [[ -n "$rw_pid" ]] && row "wattson run + remote write" "$r0" "$r1"
+[[ -n "$est_pid" ]] && row "wattson run, no meter (estimated)" "$e0" "$e1"
 [[ -n "$collectd_pid" ]] && row "collectd" "$c0" "$c1"
 [[ -n "$node_pid" ]] && row "node_exporter" "$n0" "$n1"
 echo "| budget (wattson) | <= 0.05 % | <= 0.05 % | <= 2 | <= 3 MB | reported | | | reported |"
@@ -501,6 +527,21 @@ EOF2
                 b, n, s, (n > 0 ? b / n : 0), b / s * 86400 / 1e6 }'
     fi
     echo "remote write log warnings+errors: $(grep -cE " (WARN|ERROR) " "$tmp/wattson-rw.log" || true)"
+fi
+if [[ -n "$est_pid" ]]; then
+    kill -0 "$est_pid" || { echo "wattson without a meter exited: $(tail -n 5 "$tmp/wattson-est.log")" >&2; exit 1; }
+    estimated="$(python3 - "$tmp/selfcost-est.db" <<'EOF2'
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+n = db.execute("SELECT coalesce(sum(n), 0) FROM (SELECT series_id, n FROM raw_chunk UNION ALL "
+               "SELECT series_id, n FROM raw_open) c JOIN series s ON s.id = c.series_id "
+               "WHERE s.source LIKE 'estimate%' AND s.metric = 'power' AND s.channel = ''").fetchone()[0]
+print(n)
+EOF2
+)"
+    echo "no meter: $(grep -m1 '^imported' "$tmp/est-import.out"); $estimated estimated power samples stored"
+    ((estimated > 0)) || { echo "the meterless daemon stored no estimate: $(tail -n 5 "$tmp/wattson-est.log")" >&2; exit 1; }
+    echo "no-meter log warnings+errors: $(grep -cE " (WARN|ERROR) " "$tmp/wattson-est.log" || true)"
 fi
 if [[ -n "${TASKS:-}" ]]; then
     woke="$(python3 - "$tmp/selfcost.db" <<'EOF2'
