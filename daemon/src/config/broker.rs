@@ -58,16 +58,27 @@ pub fn parse_url(url: &str) -> Result<Broker, BrokerUrlError> {
         let (h, after) = v6
             .split_once(']')
             .ok_or_else(|| err("unclosed '[' in host"))?;
+        if h.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(err("[...] holds an IPv6 address, such as [::1]"));
+        }
         match after.strip_prefix(':') {
             Some(p) => (h, Some(p)),
             None if after.is_empty() => (h, None),
             None => return Err(err("junk after ']'")),
         }
     } else {
-        match authority.rsplit_once(':') {
+        let (h, p) = match authority.rsplit_once(':') {
             Some((h, p)) => (h, Some(p)),
             None => (authority, None),
+        };
+        // A name or an IPv4 address: what else has a ':' or a bracket is no host (an IPv6
+        // address goes in brackets), and would not read back as the same broker.
+        if h.contains([':', '[', ']']) || h.contains(char::is_whitespace) {
+            return Err(err(
+                "the host is a name or an address (an IPv6 address in brackets, [::1])",
+            ));
         }
+        (h, p)
     };
     if host.is_empty() {
         return Err(err("no host"));
@@ -114,6 +125,24 @@ mod tests {
         assert!(parse_url("http://h").is_err());
         assert!(parse_url("mqtt://h:0").is_err());
         assert!(parse_url("mqtt://:1883").is_err());
+        // What would not print back as the same broker (found by the config fuzz test).
+        for bad in [
+            "mqtt://broker.lan:]:1883",
+            "mqtt://broker.lan:[:1883",
+            "mqtt://a:b:1883",
+            "mqtt://[broker.lan]:1883",
+            "mqtt://bro ker:1883",
+        ] {
+            assert!(parse_url(bad).is_err(), "{bad}");
+        }
+        for good in [
+            "mqtt://[fe80::1]:1883",
+            "mqtt://10.0.0.2:1883",
+            "mqtts://broker.lan",
+        ] {
+            let b = parse_url(good).unwrap();
+            assert_eq!(parse_url(&b.to_string()).unwrap(), b, "{good}");
+        }
     }
 
     #[test]
