@@ -10,14 +10,9 @@ use wattson::sweep::workload::LoopKind;
 
 use crate::{HOST, kvm_fixture};
 
-/// A database holding one sweep, `basket`: idle 40 W and 15 W a loop, levels 0 to 2.
-pub fn basket(db: &Path) {
-    let options = StoreOptions {
-        host: HOST.to_owned(),
-        ..StoreOptions::default()
-    };
-    let store = Store::open(db, &options).expect("storing the sweep");
-    let level = |loops: usize| LevelResult {
+/// A spin level of `basket`: 40 W + 15 W a loop, half busy, no C-state residency.
+pub fn level(loops: usize) -> LevelResult {
+    LevelResult {
         kind: LoopKind::Spin,
         loops,
         started_ms: 1,
@@ -40,8 +35,12 @@ pub fn basket(db: &Path) {
         pinned: true,
         smt_siblings: false,
         warnings: Vec::new(),
-    };
-    let levels: Vec<LevelResult> = (0..=2).map(level).collect();
+    }
+}
+
+/// Stores spin `levels` as the sweep `basket` of this host (on the KVM fixture, metered by
+/// `pzem004t wall on /dev/ttyUSB0`), fitted as `wattson sweep` fits them.
+pub fn save_basket(store: &Store, levels: Vec<LevelResult>) {
     let fits = fit_kind(LoopKind::Spin, &levels, 2).into_iter().collect();
     let outcome = SweepOutcome {
         levels,
@@ -53,6 +52,16 @@ pub fn basket(db: &Path) {
     let root =
         wattson_collectors::SysRoot::new(kvm_fixture().join("sys"), kvm_fixture().join("proc"));
     let fp = wattson::sweep::fingerprint::gather(&root, HOST, "pzem004t wall on /dev/ttyUSB0");
-    wattson::sweep::persist::save(&store, "basket", &fp, &outcome, &serde_json::json!({}))
+    wattson::sweep::persist::save(store, "basket", &fp, &outcome, &serde_json::json!({}))
         .expect("storing the sweep");
+}
+
+/// A database holding one sweep, `basket`: idle 40 W and 15 W a loop, levels 0 to 2.
+pub fn basket(db: &Path) {
+    let options = StoreOptions {
+        host: HOST.to_owned(),
+        ..StoreOptions::default()
+    };
+    let store = Store::open(db, &options).expect("opening the database");
+    save_basket(&store, (0..=2).map(level).collect());
 }

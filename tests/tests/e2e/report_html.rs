@@ -16,11 +16,10 @@ use std::path::Path;
 
 use serde_json::Value;
 use wattson::store::{Store, StoreOptions, Writer};
-use wattson::sweep::outcome::{LevelResult, SweepOutcome, fit_kind};
-use wattson::sweep::workload::LoopKind;
+use wattson::sweep::outcome::LevelResult;
 use wattson_collectors::{Metric, Sample};
 use wattson_tests::browser::{chromium, headless};
-use wattson_tests::{HOST, TestEnv, kvm_fixture, wattson};
+use wattson_tests::{HOST, TestEnv, wattson};
 
 const DAY_MS: i64 = 86_400_000;
 /// The history's sampling interval: 5 minutes keeps a year of it small.
@@ -33,49 +32,21 @@ fn today_ms() -> i64 {
 
 /// A sweep of this machine (idle 40 W, 15 W a loop) with C-state residency per level.
 fn store_sweep(store: &Store) {
-    let level = |loops: usize| {
-        let idle_share = 0.9 - 0.4 * loops as f64;
-        LevelResult {
-            kind: LoopKind::Spin,
-            loops,
-            started_ms: 1,
-            ended_ms: 2,
-            settle_s: 1.0,
-            n: 60,
-            mean_w: 40.0 + 15.0 * loops as f64,
-            sd_w: 1.0,
-            ci95_w: 0.4,
-            ci_method: "batch means".into(),
-            min_w: 38.0,
-            max_w: 72.0,
-            mean_mhz: Some(2000.0),
-            busy: Some(1.0 - idle_share),
-            busy_cpus: Some(2.0 * (1.0 - idle_share)),
-            residency: BTreeMap::from([
-                ("C1".to_owned(), idle_share * 0.2),
-                ("C6".to_owned(), idle_share * 0.8),
-            ]),
-            ops_per_s: 1e6,
-            joules_per_op: None,
-            components: BTreeMap::new(),
-            pinned: true,
-            smt_siblings: false,
-            warnings: Vec::new(),
-        }
-    };
-    let levels: Vec<LevelResult> = (0..=2).map(level).collect();
-    let fits = fit_kind(LoopKind::Spin, &levels, 2).into_iter().collect();
-    let outcome = SweepOutcome {
-        levels,
-        fits,
-        complete: true,
-        started_ms: 1,
-        ended_ms: 2,
-    };
-    let root =
-        wattson_collectors::SysRoot::new(kvm_fixture().join("sys"), kvm_fixture().join("proc"));
-    let fp = wattson::sweep::fingerprint::gather(&root, HOST, "pzem004t wall on /dev/ttyUSB0");
-    wattson::sweep::persist::save(store, "basket", &fp, &outcome, &serde_json::json!({})).unwrap();
+    let levels = (0..=2)
+        .map(|loops| {
+            let idle_share = 0.9 - 0.4 * loops as f64;
+            LevelResult {
+                busy: Some(1.0 - idle_share),
+                busy_cpus: Some(2.0 * (1.0 - idle_share)),
+                residency: BTreeMap::from([
+                    ("C1".to_owned(), idle_share * 0.2),
+                    ("C6".to_owned(), idle_share * 0.8),
+                ]),
+                ..wattson_tests::sweep::level(loops)
+            }
+        })
+        .collect();
+    wattson_tests::sweep::save_basket(store, levels);
 }
 
 /// A database holding `days` days of wall power and CPU utilisation up to today's UTC
