@@ -203,12 +203,18 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     let price = Some(price_now(&tariff, wall.as_ref(), &readings, now_ms)?);
     let (cost, counter_today) = match wall {
         Some(source) => {
-            // This machine's meter as the database recorded its protocol; the configuration's
-            // word only for history from before it was recorded. Another host's meter is not
-            // known (as in `report`).
+            // This machine's meter as the database recorded its protocol over the days the
+            // year is projected from; the configuration's word only for history from before
+            // it was recorded. Another host's meter is not known (as in `report`).
+            let projected_from =
+                now_ms - crate::ledger::annual::PROJECTION_DAYS as i64 * 24 * 3_600_000;
             let accuracy = if own_host {
                 match crate::ledger::meter_protocols::stored_accuracy(
-                    &store, &host, &source, 0, now_ms,
+                    &store,
+                    &host,
+                    &source,
+                    projected_from,
+                    now_ms,
                 )? {
                     Some(stored) => stored,
                     None => costs::accuracy_of(&config, &source),
