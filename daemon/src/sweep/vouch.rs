@@ -1,8 +1,9 @@
 //! What a stored sweep must hold to be used: a database is input like any other, and a level
 //! or fit that no sweep could have written (a mean of infinite watts, a fit that is not one)
-//! is set aside with the reason, never priced, charted or compared.
+//! is set aside with the reason, never priced, charted or compared. Watts are bounded as a
+//! reading is (`wattson_collectors::plausibility`): a level is a mean of readings.
 
-use crate::analysis::candidate::MAX_WATTS;
+use wattson_collectors::plausibility::MAX_POWER_W as MAX_WATTS;
 
 use super::persist::StoredLevel;
 
