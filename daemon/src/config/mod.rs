@@ -14,6 +14,7 @@ mod disk;
 mod duration;
 mod effective;
 mod file;
+mod key_lines;
 mod load;
 mod meter;
 mod mqtt;
@@ -36,6 +37,7 @@ use wattson_collectors::meter::{Parity, Protocol};
 pub use disk::{DiskConfig, MAX_SPUN_UP_WATTS, STANDBY_AFTER};
 pub use duration::{MAX_DURATION, Range, format_duration, parse_duration};
 pub use effective::redact_url;
+pub use key_lines::KeyLines;
 use load::line_of;
 use load::{parse_file, read_config_file};
 pub use prometheus::{
@@ -80,13 +82,23 @@ pub enum ConfigError {
         message: String,
     },
     /// Valid as written, but unusable on this machine as this user (a password file that
-    /// cannot be read, a credential that systemd did not pass).
-    #[error("{path}: {key}: {message}")]
+    /// cannot be read, a credential that systemd did not pass). `line` is where the key was
+    /// written, where the file has it.
+    #[error("{}: {key}: {message}", at(path, *line))]
     Unusable {
         path: PathBuf,
+        line: Option<usize>,
         key: String,
         message: String,
     },
+}
+
+/// `path:line`, or `path` where the line is not known.
+fn at(path: &Path, line: Option<usize>) -> String {
+    match line {
+        Some(line) => format!("{}:{line}", path.display()),
+        None => path.display().to_string(),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -415,6 +427,9 @@ pub struct MqttConfig {
     pub publish_interval: Duration,
     #[serde(serialize_with = "duration::serialize")]
     pub keepalive: Duration,
+    /// Where the file keys (password, TLS files) were written: they are read when used.
+    #[serde(skip)]
+    pub lines: KeyLines,
 }
 
 /// `[http]`: where `/metrics` (Prometheus), `/` (the live page), `/report.html`,

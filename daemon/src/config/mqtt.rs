@@ -1,19 +1,38 @@
 //! `[mqtt]`: the broker, its credentials and the topic prefixes, validated into
 //! [`MqttConfig`].
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use toml::Spanned;
 
 use super::file::FileMqtt;
+use super::load::line_of;
 use super::validate::{KEEPALIVE, PUBLISH, Validator};
-use super::{ConfigError, MqttConfig, redact_url};
+use super::{ConfigError, KeyLines, MqttConfig, redact_url};
 
 impl Validator<'_> {
     /// `[mqtt]`; `host_name` names the default client id.
     pub(super) fn mqtt(&self, m: FileMqtt, host_name: &str) -> Result<MqttConfig, ConfigError> {
         let broker = self.mqtt_url(&m.url)?;
         let password_credential = self.mqtt_credentials(&m)?;
+        let mut lines = KeyLines::default();
+        let mut file = |key: &'static str, value: Option<Spanned<PathBuf>>| {
+            value.map(|v| {
+                lines.set(key, line_of(self.text, v.span().start));
+                v.into_inner()
+            })
+        };
+        let password_file = file("mqtt.password_file", m.password_file);
+        let ca_file = file("mqtt.ca_file", m.ca_file);
+        let client_cert_file = file("mqtt.client_cert_file", m.client_cert_file);
+        let client_key_file = file("mqtt.client_key_file", m.client_key_file);
+        if let Some(c) = &m.password_credential {
+            lines.set(
+                "mqtt.password_credential",
+                line_of(self.text, c.span().start),
+            );
+        }
         Ok(MqttConfig {
             client_id: match &m.client_id {
                 Some(id) => self.name(id, "mqtt.client_id")?,
@@ -21,11 +40,11 @@ impl Validator<'_> {
             },
             broker,
             username: m.username,
-            password_file: m.password_file,
+            password_file,
             password_credential,
-            ca_file: m.ca_file,
-            client_cert_file: m.client_cert_file,
-            client_key_file: m.client_key_file,
+            ca_file,
+            client_cert_file,
+            client_key_file,
             insecure_skip_verify: m.insecure_skip_verify.unwrap_or(false),
             topic_prefix: self.topic_prefix(m.topic_prefix, "mqtt.topic_prefix", "wattson")?,
             discovery_prefix: self.topic_prefix(
@@ -46,6 +65,7 @@ impl Validator<'_> {
                 Duration::from_secs(30),
                 KEEPALIVE,
             )?,
+            lines,
         })
     }
 
@@ -88,9 +108,11 @@ impl Validator<'_> {
                 "set password_file or password_credential, not both",
             ));
         }
-        if m.username.is_none() && (m.password_file.is_some() || password_credential.is_some()) {
+        let password_span = (m.password_file.as_ref().map(Spanned::span))
+            .or_else(|| m.password_credential.as_ref().map(Spanned::span));
+        if let (None, Some(span)) = (&m.username, password_span) {
             return Err(self.err(
-                m.url.span(),
+                span,
                 "mqtt.username",
                 "a password is set but no username: add username = \"...\" to [mqtt]",
             ));

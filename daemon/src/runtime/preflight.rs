@@ -104,13 +104,14 @@ fn mqtt_unusable(config: &Config, e: &MqttError) -> ConfigError {
 }
 
 /// `key` of `config` is valid as written but unusable here (exit 78), naming the file it came
-/// from.
+/// from and the line the key is on.
 pub fn unusable(config: &Config, key: String, message: String) -> ConfigError {
     ConfigError::Unusable {
         path: config
             .source
             .clone()
             .unwrap_or_else(|| PathBuf::from("(built-in defaults)")),
+        line: config.mqtt.as_ref().and_then(|m| m.lines.line(&key)),
         key,
         message,
     }

@@ -38,6 +38,7 @@ fn cfg(url: &str, client_id: &str) -> MqttConfig {
         discovery: true,
         publish_interval: Duration::from_millis(300),
         keepalive: Duration::from_secs(5),
+        lines: wattson::config::KeyLines::default(),
     }
 }
 

@@ -107,6 +107,70 @@ fn the_mqtt_password_as_a_systemd_credential() {
     );
 }
 
+/// What a key names is read when used (a password file, a credential, a TLS file), and an
+/// error about it names the file, the line and the key as a bad value's does, in `config
+/// check` and `run` alike; a password without a username points at the password's line.
+#[test]
+fn a_file_a_key_names_that_cannot_be_used_is_refused_at_its_line() {
+    let env = TestEnv::new();
+    let missing = env.path("missing");
+    let line_of = |config: &Path, key: &str| {
+        let text = std::fs::read_to_string(config).unwrap();
+        1 + text
+            .lines()
+            .position(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("no {key} in {text}"))
+    };
+    let cases = [
+        (
+            format!(
+                "\n[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\nusername = \"u\"\n\npassword_file = {}\n",
+                q(&missing)
+            ),
+            "password_file",
+            "mqtt.password_file",
+            "No such file or directory",
+        ),
+        (
+            "\n[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\nusername = \"u\"\npassword_credential = \"mqtt-password\"\n"
+                .to_owned(),
+            "password_credential",
+            "mqtt.password_credential",
+            "$CREDENTIALS_DIRECTORY is not set",
+        ),
+        (
+            format!(
+                "\n[mqtt]\nurl = \"mqtts://127.0.0.1:1\"\n# the broker's own CA\nca_file = {}\n",
+                q(&missing)
+            ),
+            "ca_file",
+            "mqtt.ca_file",
+            "No such file or directory",
+        ),
+        (
+            format!(
+                "\n[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\n\npassword_file = {}\n",
+                q(&missing)
+            ),
+            "password_file",
+            "mqtt.username",
+            "a password is set but no username",
+        ),
+    ];
+    for (section, key, named, reason) in cases {
+        let config = env.config(&section);
+        let at = format!("{}:{}: {named}: ", config.display(), line_of(&config, key));
+        for args in [&["config", "check"][..], &["run", "--duration", "1s"]] {
+            let (code, stderr) = wattson_with(wattson(), &config, args);
+            assert_eq!(code, Some(78), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&at) && stderr.contains(reason),
+                "{args:?}: wanted {at:?} and {reason:?}: {stderr}"
+            );
+        }
+    }
+}
+
 /// The fleet collector without a broker to collect from is a configuration problem too.
 #[test]
 fn collect_without_an_mqtt_section_exits_78() {
