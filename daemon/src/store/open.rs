@@ -26,14 +26,18 @@ fn identify(conn: &Connection, path: &Path, new_allowed: bool) -> Result<Identit
         path: path.to_owned(),
         source,
     };
-    let application_id: i32 = conn
+    // Both read in one transaction: another process creating the database between two
+    // reads would otherwise show no application id and its tables (a new database that is
+    // not new), and this one would refuse a wattson database as not one.
+    let snapshot = conn.unchecked_transaction().map_err(sql)?;
+    let application_id: i32 = snapshot
         .query_row("PRAGMA application_id", [], |r| r.get(0))
         .map_err(sql)?;
     if application_id == APPLICATION_ID {
         return Ok(Identity::Wattson);
     }
     if new_allowed && application_id == 0 {
-        let objects: i64 = conn
+        let objects: i64 = snapshot
             .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
             .map_err(sql)?;
         if objects == 0 {
@@ -75,9 +79,7 @@ impl Store {
                 .map_err(sql)?;
         }
         check_version(&conn, path, false)?;
-        let _mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(sql)?;
+        write_ahead_log(&conn).map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
         // A log sized to the file system, so that it can never fill a small disk.
@@ -128,6 +130,29 @@ impl Store {
             identity: None,
             companions: Vec::new(),
         })
+    }
+}
+
+/// How long [`write_ahead_log`] tries while another connection holds the lock it needs.
+const WAL_SWITCH_WAIT: Duration = Duration::from_secs(5);
+
+/// `PRAGMA journal_mode = WAL`. Switching needs the file to itself, and SQLite answers "database
+/// is locked" at once, without the busy handler, while another connection holds it: a
+/// daemon and a command opening a new database together (the other one switching it, or
+/// migrating). Tried again until [`WAL_SWITCH_WAIT`], as the busy handler would.
+fn write_ahead_log(conn: &Connection) -> rusqlite::Result<()> {
+    let started = std::time::Instant::now();
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && started.elapsed() < WAL_SWITCH_WAIT =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
