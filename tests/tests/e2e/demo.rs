@@ -252,6 +252,49 @@ fn the_demo_on_a_terminal_shows_progress_without_log_noise_and_keeps_its_duratio
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("demo ("));
+
+    each_measured_warning_is_printed_once(&copy);
+}
+
+/// The kept demo database's report: the measured figure's warnings (a year from seconds) are
+/// printed once, under the figure, in the text formats; the JSON keeps them in `notes` too.
+fn each_measured_warning_is_printed_once(db: &std::path::Path) {
+    let report = |format: &str| {
+        let out = wattson()
+            .args(["report", "--format", format, "--db"])
+            .arg(db)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&report("json")).unwrap();
+    let warnings: Vec<&str> = json["measured"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w.contains("less than a day")),
+        "{warnings:?}"
+    );
+    let notes = json["notes"].to_string();
+    for format in ["table", "markdown"] {
+        let text = report(format);
+        for w in &warnings {
+            assert_eq!(
+                text.matches(w).count(),
+                1,
+                "{format}: {w:?} not once:\n{text}"
+            );
+            assert!(notes.contains(w), "the JSON's notes lack {w:?}: {notes}");
+        }
+    }
 }
 
 #[test]

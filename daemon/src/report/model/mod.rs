@@ -411,6 +411,12 @@ fn year_explanation(pricer: &Pricer, tariff: &Tariff, mean_price_from: &str) -> 
     )
 }
 
+/// A warning on the measured figure as the report's notes say it (the JSON's `notes`; the
+/// text formats show it under the figure instead).
+pub fn measured_note(warning: &str) -> String {
+    format!("measured: {warning}")
+}
+
 /// This machine's measured figures, where the input has a measured window; their warnings,
 /// gaps and why nothing was modelled (where it was not) added to `notes`.
 fn measured(
@@ -423,9 +429,7 @@ fn measured(
         return Ok(None);
     };
     let m = measured_report(mi, &input.tariff, year, configs, input.host.as_deref())?;
-    for w in &m.warnings {
-        notes.push(format!("measured: {w}"));
-    }
+    notes.extend(m.warnings.iter().map(|w| measured_note(w)));
     if !m.gaps.is_empty() {
         notes.push(format!(
             "{} meter gap(s) totalling {:.1} h are not interpolated; measured figures are \

@@ -72,10 +72,22 @@ pub fn sections(r: &Report) -> Vec<Section> {
             lines: crate::services::render::lines(e),
         });
     }
-    if !r.notes.is_empty() {
+    // The measured figure's warnings are printed under it; the notes say them for the JSON.
+    let under_the_figure: Vec<String> = (r.measured.iter())
+        .flat_map(|m| {
+            m.warnings
+                .iter()
+                .map(|w| crate::report::model::measured_note(w))
+        })
+        .collect();
+    let notes: Vec<String> = (r.notes.iter())
+        .filter(|n| !under_the_figure.contains(n))
+        .cloned()
+        .collect();
+    if !notes.is_empty() {
         out.push(Section {
             title: "Notes".into(),
-            lines: r.notes.clone(),
+            lines: notes,
         });
     }
     out
