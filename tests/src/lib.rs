@@ -90,6 +90,18 @@ pub fn wattson() -> Command {
     cmd
 }
 
+/// Runs `cmd` (a [`wattson`] command with its arguments) and returns what it printed on
+/// stdout; the test fails with its stderr where it did not succeed.
+pub fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("running wattson");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("stdout is UTF-8")
+}
+
 /// Poll `f` every 20 ms until it returns `Some`, or panic naming `what` after `within`.
 pub fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();

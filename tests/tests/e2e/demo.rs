@@ -11,7 +11,7 @@ use std::io::Read as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use wattson_tests::{TestEnv, wattson};
+use wattson_tests::{TestEnv, stdout_of, wattson};
 
 /// Runs `wattson demo ARGS` with stdout and stderr on a new 120x40 pseudo-terminal, and
 /// returns its exit code, everything it wrote to the terminal, and how long it took.
@@ -260,17 +260,11 @@ fn the_demo_on_a_terminal_shows_progress_without_log_noise_and_keeps_its_duratio
 /// printed once, under the figure, in the text formats; the JSON keeps them in `notes` too.
 fn each_measured_warning_is_printed_once(db: &std::path::Path) {
     let report = |format: &str| {
-        let out = wattson()
-            .args(["report", "--format", format, "--db"])
-            .arg(db)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        stdout_of(
+            wattson()
+                .args(["report", "--format", format, "--db"])
+                .arg(db),
+        )
     };
     let json: serde_json::Value = serde_json::from_str(&report("json")).unwrap();
     let warnings: Vec<&str> = json["measured"]["warnings"]

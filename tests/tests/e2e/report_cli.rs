@@ -1,7 +1,7 @@
 //! `wattson report` through the real binary: comparisons run from the costlier configuration
 //! to the cheaper one unless `--configs` gives the order, and use the target's upgrade cost.
 
-use wattson_tests::{TestEnv, wattson};
+use wattson_tests::{TestEnv, stdout_of, wattson};
 
 /// A cheaper box with an upgrade cost listed before the costlier one it would replace.
 const CONFIGS: &str = r#"
@@ -31,10 +31,13 @@ fn report_output(env: &TestEnv, args: &[&str]) -> std::process::Output {
 }
 
 fn report(env: &TestEnv, args: &[&str]) -> String {
-    let out = report_output(env, args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    stdout_of(
+        wattson()
+            .arg("--config")
+            .arg(env.config(CONFIGS))
+            .arg("report")
+            .args(args),
+    )
 }
 
 #[test]
@@ -125,47 +128,31 @@ fn an_empty_or_future_window_is_refused_saying_why() {
 #[test]
 fn the_meters_accuracy_is_the_databases_whatever_the_config_reading_it_says() {
     let env = TestEnv::new();
-    let out = wattson()
-        .arg("--config")
-        .arg(env.config(""))
-        .args(["demo", "--no-sweep", "--duration", "20s", "--db"])
-        .arg(&env.db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    stdout_of(
+        wattson()
+            .arg("--config")
+            .arg(env.config(""))
+            .args(["demo", "--no-sweep", "--duration", "20s", "--db"])
+            .arg(&env.db),
     );
     let read = |extra: &str| {
         let config = env.config(extra);
-        let report = wattson()
-            .arg("--config")
-            .arg(&config)
-            .args(["report", "--format", "json"])
-            .output()
-            .unwrap();
-        assert!(
-            report.status.success(),
-            "{}",
-            String::from_utf8_lossy(&report.stderr)
+        let text = stdout_of(
+            wattson()
+                .arg("--config")
+                .arg(&config)
+                .args(["report", "--format", "json"]),
         );
         // No figure is a negative zero (an empty sum of f64 is -0, printed as -0.0).
-        let text = String::from_utf8_lossy(&report.stdout);
         assert!(!text.contains(": -0.0"), "{text}");
-        let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
-        let status = wattson()
-            .arg("--config")
-            .arg(&config)
-            .args(["status", "--json"])
-            .output()
-            .unwrap();
-        assert!(
-            status.status.success(),
-            "{}",
-            String::from_utf8_lossy(&status.stderr)
+        let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let status = stdout_of(
+            wattson()
+                .arg("--config")
+                .arg(&config)
+                .args(["status", "--json"]),
         );
-        let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+        let status: serde_json::Value = serde_json::from_str(&status).unwrap();
         (
             report["measured"]["accuracy_watts"].as_f64(),
             report["measured"]["accuracy_source"].clone(),

@@ -19,7 +19,7 @@ use wattson::store::{Store, StoreOptions, Writer};
 use wattson::sweep::outcome::LevelResult;
 use wattson_collectors::{Metric, Sample};
 use wattson_tests::browser::{chromium, headless};
-use wattson_tests::{HOST, TestEnv, wattson};
+use wattson_tests::{HOST, TestEnv, stdout_of, wattson};
 
 const DAY_MS: i64 = 86_400_000;
 /// The history's sampling interval: 5 minutes keeps a year of it small.
@@ -121,19 +121,14 @@ fn render(chromium: &Path, env: &TestEnv, db: &Path, shot: &Path) -> Value {
     let config =
         env.config("\n[tariff]\ncurrency = \"EUR\"\nprice_per_kwh = 0.30\ntimezone = \"UTC\"\n");
     let html = env.path("report.html");
-    let out = wattson()
-        .arg("--config")
-        .arg(&config)
-        .args(["report", "--format", "html", "--db"])
-        .arg(db)
-        .arg("--out")
-        .arg(&html)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    stdout_of(
+        wattson()
+            .arg("--config")
+            .arg(&config)
+            .args(["report", "--format", "html", "--db"])
+            .arg(db)
+            .arg("--out")
+            .arg(&html),
     );
     let text = std::fs::read_to_string(&html).unwrap();
 
