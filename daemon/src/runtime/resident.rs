@@ -20,7 +20,7 @@
 //! The advice lowers the daemon's PSS, not its anonymous memory: what it lets go is mapped
 //! page cache. It pays with the link order (`daemon/build.rs`), which puts the code the steady
 //! state runs in one stretch, so that what is mapped again is that stretch rather than most
-//! of the text: PSS 4.7-5.0 MB with both, 8.3-9.0 with the advice alone, 9.8-9.9 with
+//! of the text: PSS 4.7-5.0 MB with both, 8.3-9.0 with the advice alone, 9.7-9.9 with
 //! neither (BENCHMARKS.md, run 15). Mapped code is also the page cache the kernel is slowest
 //! to take back under memory pressure. What is let go is logged at debug level.
 
