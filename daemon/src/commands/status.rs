@@ -206,8 +206,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
             // This machine's meter as the database recorded its protocol over the days the
             // year is projected from; the configuration's word only for history from before
             // it was recorded. Another host's meter is not known (as in `report`).
-            let projected_from =
-                now_ms - crate::ledger::annual::PROJECTION_DAYS as i64 * 24 * 3_600_000;
+            let projected_from = now_ms - crate::ledger::annual::PROJECTION_WINDOW_MS;
             let accuracy = if own_host {
                 match crate::ledger::meter_protocols::stored_accuracy(
                     &store,

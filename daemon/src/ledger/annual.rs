@@ -24,6 +24,8 @@ use crate::analysis::cost::HOURS_PER_YEAR;
 
 /// How far back the live outputs' projection looks, days.
 pub const PROJECTION_DAYS: f64 = 7.0;
+/// The same, ms: the window `status` and the live outputs project a year from.
+pub const PROJECTION_WINDOW_MS: i64 = PROJECTION_DAYS as i64 * 24 * crate::store::HOUR_MS;
 
 /// One annual figure and what it rests on.
 #[derive(Debug, Clone, PartialEq, Serialize)]

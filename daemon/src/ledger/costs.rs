@@ -14,17 +14,16 @@ use wattson_collectors::SourceId;
 use wattson_collectors::meter::{Accuracy, Protocol};
 
 use super::LedgerError;
+use super::annual::PROJECTION_WINDOW_MS;
 use super::energy::{self, Energy};
 use super::interval::{self, PowerInterval};
 use crate::analysis::cost::HOURS_PER_YEAR;
 use crate::config::{Config, TariffConfig};
-use crate::store::{HOUR_MS, Store};
+use crate::store::Store;
 use crate::tariff::{Tariff, TariffError};
 
 pub use super::running::{RunningPeriods, RunningTotal, TotalFigures};
 
-/// The projection looks back this far ([`super::annual::PROJECTION_DAYS`]).
-const PROJECTION_WINDOW_MS: i64 = super::annual::PROJECTION_DAYS as i64 * 24 * HOUR_MS;
 /// Less covered time than this gives no projection, ms (ten samples of a 1 s meter).
 const MIN_PROJECTION_MS: i64 = 10_000;
 
