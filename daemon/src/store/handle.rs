@@ -67,7 +67,12 @@ struct Shared {
 /// A cheap, cloneable handle to the writer thread.
 #[derive(Clone)]
 pub struct StoreHandle {
-    tx: SyncSender<Command>,
+    /// Boxed commands: the bounded channel allocates and writes every one of its
+    /// `queue_batches` slots (1,024 by default) when it is made, so a slot the size of the
+    /// largest command (about 100 bytes) would keep 104 KiB resident for the daemon's life to
+    /// hold what is nearly always one batch at a time; a pointer keeps 16 KiB. The box costs
+    /// one small allocation per batch.
+    tx: SyncSender<Box<Command>>,
     shared: Arc<Shared>,
 }
 
@@ -263,12 +268,12 @@ impl StoreHandle {
     /// Asks for a run of `id` now. Never waits: when the queue is full the request is
     /// dropped (the routine runs on its schedule).
     pub fn run_routine(&self, id: RoutineId) {
-        let _ = self.tx.try_send(Command::RunRoutine(id));
+        let _ = self.tx.try_send(Box::new(Command::RunRoutine(id)));
     }
 
     /// Removes `id`; it does not run again.
     pub fn remove_routine(&self, id: RoutineId) {
-        let _ = self.tx.try_send(Command::RemoveRoutine(id));
+        let _ = self.tx.try_send(Box::new(Command::RemoveRoutine(id)));
     }
 
     /// Flushes and stops the writer thread; join its `JoinHandle` afterwards.
@@ -308,7 +313,7 @@ impl StoreHandle {
     }
 
     fn send_batch(&self, command: Command) -> Result<(), StoreError> {
-        match self.tx.try_send(command) {
+        match self.tx.try_send(Box::new(command)) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(_)) => {
                 let dropped_batches = self.shared.board.dropped_batch();
@@ -322,7 +327,7 @@ impl StoreHandle {
     }
 
     fn send(&self, command: Command) -> Result<(), StoreError> {
-        self.tx.send(command).map_err(|_| self.closed())
+        self.tx.send(Box::new(command)).map_err(|_| self.closed())
     }
 
     fn closed(&self) -> StoreError {
@@ -332,7 +337,7 @@ impl StoreHandle {
     }
 }
 
-fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreError> {
+fn run(mut writer: Writer, rx: &mpsc::Receiver<Box<Command>>) -> Result<(), StoreError> {
     let interval = writer.options().flush_interval;
     let retry = writer
         .options()
@@ -350,12 +355,12 @@ fn run(mut writer: Writer, rx: &mpsc::Receiver<Command>) -> Result<(), StoreErro
         };
         let command = match wake {
             Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
-                Ok(c) => Some(c),
+                Ok(c) => Some(*c),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => break,
             },
             None => match rx.recv() {
-                Ok(c) => Some(c),
+                Ok(c) => Some(*c),
                 Err(_) => break,
             },
         };
