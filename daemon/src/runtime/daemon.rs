@@ -513,7 +513,7 @@ async fn serve(
             }
         })
     });
-    let resident = crate::runtime::resident::spawn(cancel.child_token());
+    let resident = crate::runtime::resident::spawn(cancel.child_token(), store.clone());
     let wakeups = super::wakeups::spawn(config, store.clone(), cancel.child_token());
     let _refit = super::calibration_refit::spawn(config, store);
     let sender = match &config.prometheus {

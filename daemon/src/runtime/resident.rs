@@ -13,6 +13,11 @@
 //!   and the relocated read-only data (`RELRO`, whose pages were written at start and would
 //!   lose their relocations), are left alone; so are shared libraries, which a `dlclose`
 //!   could unmap between the reading of the map and the advice.
+//! - the store's connection lets go of its compiled statements: the ones start-up alone ran
+//!   (opening, migrating, loading the open chunks) would otherwise keep their place in its
+//!   cache of 64 for the daemon's life; what runs on a schedule is compiled again at its
+//!   next run (about 40 KB less, 162 against 119 KB of statements in SQLite's own count,
+//!   `SQLITE_DBSTATUS_STMT_USED`; the hourly work is compiled again once an hour).
 //! - `malloc_trim(0)` hands the heap's free pages back to the kernel (glibc).
 //!
 //! And from the start, [`one_arena`]: the threads share one malloc arena.
@@ -28,6 +33,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::store::StoreHandle;
+
 /// The first pass, after start-up's one-off work (the first publish, scrape and minute's
 /// projection) is done.
 const FIRST: Duration = Duration::from_secs(60);
@@ -38,7 +45,7 @@ const EVERY: Duration = Duration::from_secs(3600);
 /// thread: a pass reads `/proc/self/smaps` (memory, not disk; about a millisecond for
 /// the daemon's hundred-odd mappings), and a thread of the blocking pool would add a malloc
 /// arena of its own to the memory this is for.
-pub fn spawn(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+pub fn spawn(cancel: CancellationToken, store: StoreHandle) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + FIRST, EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -46,6 +53,13 @@ pub fn spawn(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
             tokio::select! {
                 () = cancel.cancelled() => break,
                 _ = tick.tick() => {
+                    // Before the trim, which hands back what the statements held.
+                    if let Err(e) = store
+                        .query_async(|s| s.conn().flush_prepared_statement_cache())
+                        .await
+                    {
+                        tracing::debug!("the store kept its compiled statements: {e}");
+                    }
                     let started = std::time::Instant::now();
                     match release() {
                         Ok(r) => tracing::debug!(
