@@ -122,7 +122,10 @@ struct Status {
     /// The same in one line of words.
     #[serde(skip_serializing_if = "Option::is_none")]
     wattson_itself_text: Option<String>,
-    sources: Vec<SourceState>,
+    /// The power sources this machine offers; none for another host (a fleet collector's
+    /// database), whose sources are not this machine's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sources: Option<Vec<SourceState>>,
     /// `[prometheus] remote_write`, when configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     remote_write: Option<remote_write::RemoteWriteStatus>,
@@ -269,10 +272,12 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
             .flatten(),
         now_ms,
         host,
-        sources: source_states(
-            &SysRoot::new(&config.host.sysfs, &config.host.procfs),
-            &config,
-        ),
+        sources: own_host.then(|| {
+            source_states(
+                &SysRoot::new(&config.host.sysfs, &config.host.procfs),
+                &config,
+            )
+        }),
     };
     if args.json {
         crate::output::println(&serde_json::to_string_pretty(&status)?);

@@ -391,6 +391,58 @@ fn hostile_fleet_states_are_rejected_and_do_not_shut_out_later_ones() {
     assert!(t.contains(&("timestamp".to_owned(), 1)), "{t:?}");
 }
 
+/// `status` of another host on a fleet collector's database listed the power sources of the
+/// machine it ran on under that host's readings (its meters, RAPL, hwmon, as if the host's):
+/// they are shown for this machine's own host only.
+#[test]
+fn status_of_a_fleet_host_does_not_show_the_sources_of_the_machine_reading_it() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let dir = tempfile::tempdir().unwrap();
+    let (cdb, cconf, mut collect) = collector(dir.path(), &broker);
+    let host = "cupboard";
+    let now = now_ms();
+    let msgs = [now - 1000, now]
+        .iter()
+        .map(|ts| {
+            format!(r#"{{"ts":{ts},"interval_s":1,"series":[["meter:wall","power","",{WATTS}]]}}"#)
+        })
+        .collect();
+    rt.block_on(publish(
+        broker.port,
+        host,
+        &format!("wattson/{host}/state"),
+        msgs,
+        Duration::from_millis(50),
+    ));
+    collect.wait_for("the host's two states", Duration::from_secs(20), || {
+        (power_points(&cdb, host, "meter:wall").len() == 2).then_some(())
+    });
+    collect.signal(Signal::SIGTERM);
+    assert!(collect.wait_exit(Duration::from_secs(10)).is_some());
+    let db = cdb.to_str().unwrap();
+    let status = json(&run(
+        &cconf,
+        &["status", "--json", "--db", db, "--host", host],
+    ));
+    assert!(status.get("sources").is_none(), "{status}");
+    let text = run(&cconf, &["status", "--db", db, "--host", host]);
+    assert!(
+        text.contains(
+            "sources\n  cupboard's own: run `wattson status` there (this machine's are not its)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("available"), "{text}");
+    // The machine's own host still lists them.
+    let own = json(&run(&cconf, &["status", "--json", "--db", db]));
+    assert!(
+        own["sources"].as_array().is_some_and(|s| !s.is_empty()),
+        "{own}"
+    );
+}
+
 /// A host's states delivered out of order: each series is stored in time order, so a state
 /// older than one already stored cannot be; it was counted as stored all the same, and
 /// the store wrote a warning line per message. Now the collector counts it apart ("after a

@@ -109,7 +109,15 @@ pub(super) fn render(s: &Status) -> String {
     }
     render_store(&mut out, &s.store);
     let _ = writeln!(out, "\nsources");
-    for src in &s.sources {
+    let Some(sources) = &s.sources else {
+        let _ = writeln!(
+            out,
+            "  {}'s own: run `wattson status` there (this machine's are not its)",
+            s.host
+        );
+        return out;
+    };
+    for src in sources {
         let _ = writeln!(
             out,
             "  {:<16} {:<12} {}",
