@@ -88,9 +88,9 @@ pub fn watts(w: f64, ci95: Option<f64>) -> String {
     }
 }
 
-/// Energy measured over a window, to at least four significant digits: "2.400 kWh" from
-/// 1 kWh up, "833.3 Wh", "0.8333 Wh" below (a short window's energy would otherwise print as
-/// "0.001 kWh").
+/// Energy measured over a window, to four significant digits: "2.400 kWh" from 1 kWh up,
+/// "833.3 Wh", "0.8333 Wh", "0.01234 Wh" below (a short window's energy would otherwise print
+/// as "0.001 kWh", and a candidate's few seconds at a watt as "0.0000 Wh").
 pub fn energy(kwh: f64) -> String {
     let wh = kwh * 1000.0;
     if !kwh.is_finite() {
@@ -103,8 +103,13 @@ pub fn energy(kwh: f64) -> String {
         format!("{wh:.2} Wh")
     } else if wh.abs() >= 1.0 {
         format!("{wh:.3} Wh")
+    } else if wh == 0.0 {
+        "0 Wh".to_string()
     } else {
-        format!("{wh:.4} Wh")
+        // Three places after the first significant one (at most 12 places: a nanowatt-hour).
+        let first = -wh.abs().log10().floor() as i32;
+        let places = usize::try_from((first + 3).clamp(4, 12)).unwrap_or(12);
+        format!("{wh:.places$} Wh")
     }
 }
 
@@ -213,6 +218,10 @@ mod tests {
         assert_eq!(energy(0.8333), "833.3 Wh");
         assert_eq!(energy(0.000_833_33), "0.8333 Wh");
         assert_eq!(energy(0.012_345), "12.35 Wh");
+        assert_eq!(energy(0.000_012_34), "0.01234 Wh");
+        assert_eq!(energy(0.000_000_012_34), "0.00001234 Wh");
+        assert_eq!(energy(0.000_000_999_94), "0.0009999 Wh");
+        assert_eq!(energy(0.0), "0 Wh");
     }
 
     #[test]
