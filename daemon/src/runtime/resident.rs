@@ -13,11 +13,13 @@
 //!   and the relocated read-only data (`RELRO`, whose pages were written at start and would
 //!   lose their relocations), are left alone; so are shared libraries, which a `dlclose`
 //!   could unmap between the reading of the map and the advice.
-//! - the store's connection lets go of its compiled statements: the ones start-up alone ran
-//!   (opening, migrating, loading the open chunks) would otherwise keep their place in its
-//!   cache of 64 for the daemon's life; what runs on a schedule is compiled again at its
-//!   next run (about 40 KB less, 162 against 119 KB of statements in SQLite's own count,
-//!   `SQLITE_DBSTATUS_STMT_USED`; the hourly work is compiled again once an hour).
+//! - at the first pass only, the store's connection lets go of its compiled statements: the
+//!   ones start-up alone ran (opening, migrating, loading the open chunks) would otherwise
+//!   keep their place in its cache of 64 for the daemon's life; what runs on a schedule is
+//!   compiled again at its next run, once (about 40 KB less, 162 against 119 KB of
+//!   statements in SQLite's own count, `SQLITE_DBSTATUS_STMT_USED`). Not hourly: compiling
+//!   them again each hour would map SQLite's compiler, which the steady state never runs,
+//!   back in after every pass.
 //! - `malloc_trim(0)` hands the heap's free pages back to the kernel (glibc).
 //!
 //! And from the start, [`one_arena`]: the threads share one malloc arena.
@@ -49,14 +51,16 @@ pub fn spawn(cancel: CancellationToken, store: StoreHandle) -> tokio::task::Join
     tokio::spawn(async move {
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + FIRST, EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut first = true;
         loop {
             tokio::select! {
                 () = cancel.cancelled() => break,
                 _ = tick.tick() => {
                     // Before the trim, which hands back what the statements held.
-                    if let Err(e) = store
-                        .query_async(|s| s.conn().flush_prepared_statement_cache())
-                        .await
+                    if std::mem::take(&mut first)
+                        && let Err(e) = store
+                            .query_async(|s| s.conn().flush_prepared_statement_cache())
+                            .await
                     {
                         tracing::debug!("the store kept its compiled statements: {e}");
                     }
