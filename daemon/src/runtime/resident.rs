@@ -17,9 +17,8 @@
 //!   ones start-up alone ran (opening, migrating, loading the open chunks) would otherwise
 //!   keep their place in its cache of 64 for the daemon's life; what runs on a schedule is
 //!   compiled again at its next run, once (about 40 KB less, 162 against 119 KB of
-//!   statements in SQLite's own count, `SQLITE_DBSTATUS_STMT_USED`). Not hourly: compiling
-//!   them again each hour would map SQLite's compiler, which the steady state never runs,
-//!   back in after every pass.
+//!   statements in SQLite's own count, `SQLITE_DBSTATUS_STMT_USED`). Not hourly: what a
+//!   later pass would drop is what the next hour compiles again.
 //! - `malloc_trim(0)` hands the heap's free pages back to the kernel (glibc).
 //!
 //! And from the start, [`one_arena`]: the threads share one malloc arena.
