@@ -321,73 +321,80 @@ fn a_plug_reporting_negative_power_is_refused_and_costs_never_go_down() {
     only_good_readings_stored(&env, "negative", daemon);
 }
 
+/// A state message of `host`'s wall meter reading `watts` at `ts`.
+fn power_state(ts: i64, watts: f64) -> String {
+    format!(r#"{{"ts":{ts},"interval_s":1,"series":[["meter:wall","power","",{watts}]]}}"#)
+}
+
+/// What a fleet collector made of `host`'s state messages: its directory (kept while the
+/// test reads), database, config and log.
+struct Collected {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    config: PathBuf,
+    log: String,
+}
+
+/// A fleet collector on a broker of its own, `host`'s `states` published to it `pace` apart,
+/// the collector stopped (SIGTERM) once the state at `last_ts` is stored.
+fn collect_states(host: &str, states: Vec<String>, pace: Duration, last_ts: i64) -> Collected {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
+    let dir = tempfile::tempdir().unwrap();
+    let (db, config, mut collect) = collector(dir.path(), &broker);
+    rt.block_on(publish(
+        broker.port,
+        host,
+        &format!("wattson/{host}/state"),
+        states,
+        pace,
+    ));
+    collect.wait_for("the last state", Duration::from_secs(20), || {
+        (power_points(&db, host, "meter:wall").last().map(|p| p.0) == Some(last_ts)).then_some(())
+    });
+    collect.signal(Signal::SIGTERM);
+    assert!(collect.wait_exit(Duration::from_secs(10)).is_some());
+    Collected {
+        _dir: dir,
+        db,
+        config,
+        log: collect.stderr(),
+    }
+}
+
 /// Regression: fleet states with -1e12 W or 1e300 W were stored (`status` showed GBP
 /// 1,152,909,004), and one state in the year 9999 made every later state of its host "not
 /// after the newest stored".
 #[test]
 fn hostile_fleet_states_are_rejected_and_do_not_shut_out_later_ones() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let _rt = rt.enter();
-    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
-    let dir = tempfile::tempdir().unwrap();
-    let (cdb, cconf, mut collect) = collector(dir.path(), &broker);
     let host = "hostile-fleet";
-    let state = |ts: i64, w: f64| {
-        format!(r#"{{"ts":{ts},"interval_s":1,"series":[["meter:wall","power","",{w}]]}}"#)
-    };
     let now = now_ms();
     let msgs = vec![
-        state(now - 4000, WATTS),
-        state(now - 3000, -1e12),
-        state(now - 2000, 1e300),
-        state(253_402_300_799_000, WATTS),
-        state(now - 1000, WATTS),
-        state(now, WATTS),
+        power_state(now - 4000, WATTS),
+        power_state(now - 3000, -1e12),
+        power_state(now - 2000, 1e300),
+        power_state(253_402_300_799_000, WATTS),
+        power_state(now - 1000, WATTS),
+        power_state(now, WATTS),
     ];
-    rt.block_on(publish(
-        broker.port,
-        host,
-        &format!("wattson/{host}/state"),
-        msgs,
-        Duration::from_millis(50),
-    ));
-    collect.wait_for(
-        "the states after the year 9999 one",
-        Duration::from_secs(20),
-        || (power_points(&cdb, host, "meter:wall").last().map(|p| p.0) == Some(now)).then_some(()),
-    );
-    collect.signal(Signal::SIGTERM);
-    assert!(collect.wait_exit(Duration::from_secs(10)).is_some());
-    let p = power_points(&cdb, host, "meter:wall");
+    let c = collect_states(host, msgs, Duration::from_millis(50), now);
+    let p = power_points(&c.db, host, "meter:wall");
     assert_eq!(
         p,
         vec![(now - 4000, WATTS), (now - 1000, WATTS), (now, WATTS)]
     );
+    let db = c.db.to_str().unwrap();
     let status = json(&run(
-        &cconf,
-        &[
-            "status",
-            "--json",
-            "--db",
-            cdb.to_str().unwrap(),
-            "--host",
-            host,
-        ],
+        &c.config,
+        &["status", "--json", "--db", db, "--host", host],
     ));
     let cost = status["cost"]["total"]["cost"].as_f64().unwrap();
     // 50 W for 4 s at 50 per kWh: well under a penny.
     assert!((0.0..0.01).contains(&cost), "{status}");
-    let r = rejected(
-        &cconf,
-        &["--db", cdb.to_str().unwrap(), "--host", host],
-        "meter:wall",
-    );
+    let r = rejected(&c.config, &["--db", db, "--host", host], "meter:wall");
     assert!(r.contains(&("power".to_owned(), 2)), "{r:?}");
-    let t = rejected(
-        &cconf,
-        &["--db", cdb.to_str().unwrap(), "--host", host],
-        "state",
-    );
+    let t = rejected(&c.config, &["--db", db, "--host", host], "state");
     assert!(t.contains(&("timestamp".to_owned(), 1)), "{t:?}");
 }
 
@@ -396,38 +403,17 @@ fn hostile_fleet_states_are_rejected_and_do_not_shut_out_later_ones() {
 /// they are shown for this machine's own host only.
 #[test]
 fn status_of_a_fleet_host_does_not_show_the_sources_of_the_machine_reading_it() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let _rt = rt.enter();
-    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
-    let dir = tempfile::tempdir().unwrap();
-    let (cdb, cconf, mut collect) = collector(dir.path(), &broker);
     let host = "cupboard";
     let now = now_ms();
-    let msgs = [now - 1000, now]
-        .iter()
-        .map(|ts| {
-            format!(r#"{{"ts":{ts},"interval_s":1,"series":[["meter:wall","power","",{WATTS}]]}}"#)
-        })
-        .collect();
-    rt.block_on(publish(
-        broker.port,
-        host,
-        &format!("wattson/{host}/state"),
-        msgs,
-        Duration::from_millis(50),
-    ));
-    collect.wait_for("the host's two states", Duration::from_secs(20), || {
-        (power_points(&cdb, host, "meter:wall").len() == 2).then_some(())
-    });
-    collect.signal(Signal::SIGTERM);
-    assert!(collect.wait_exit(Duration::from_secs(10)).is_some());
-    let db = cdb.to_str().unwrap();
+    let msgs = vec![power_state(now - 1000, WATTS), power_state(now, WATTS)];
+    let c = collect_states(host, msgs, Duration::from_millis(50), now);
+    let db = c.db.to_str().unwrap();
     let status = json(&run(
-        &cconf,
+        &c.config,
         &["status", "--json", "--db", db, "--host", host],
     ));
     assert!(status.get("sources").is_none(), "{status}");
-    let text = run(&cconf, &["status", "--db", db, "--host", host]);
+    let text = run(&c.config, &["status", "--db", db, "--host", host]);
     assert!(
         text.contains(
             "sources\n  cupboard's own: run `wattson status` there (this machine's are not its)"
@@ -436,7 +422,7 @@ fn status_of_a_fleet_host_does_not_show_the_sources_of_the_machine_reading_it() 
     );
     assert!(!text.contains("available"), "{text}");
     // The machine's own host still lists them.
-    let own = json(&run(&cconf, &["status", "--json", "--db", db]));
+    let own = json(&run(&c.config, &["status", "--json", "--db", db]));
     assert!(
         own["sources"].as_array().is_some_and(|s| !s.is_empty()),
         "{own}"
@@ -449,15 +435,7 @@ fn status_of_a_fleet_host_does_not_show_the_sources_of_the_machine_reading_it() 
 /// later state of their host"), says so in a few lines, and stores the rest once.
 #[test]
 fn fleet_states_out_of_order_are_counted_apart_not_as_stored() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let _rt = rt.enter();
-    let broker = TestBroker::start(Kind::Rumqttd, &Options::default());
-    let dir = tempfile::tempdir().unwrap();
-    let (cdb, _cconf, mut collect) = collector(dir.path(), &broker);
     let host = "shuffled";
-    let state = |ts: i64| {
-        format!(r#"{{"ts":{ts},"interval_s":1,"series":[["meter:wall","power","",{WATTS}]]}}"#)
-    };
     let now = now_ms();
     // 0, 10, then 1..=9 (each older than 10), then 11: 3 stored, 9 late.
     let mut order = vec![0, 10];
@@ -465,23 +443,12 @@ fn fleet_states_out_of_order_are_counted_apart_not_as_stored() {
     order.push(11);
     let msgs: Vec<String> = order
         .iter()
-        .map(|k| state(now - 20_000 + k * 1000))
+        .map(|k| power_state(now - 20_000 + k * 1000, WATTS))
         .collect();
-    rt.block_on(publish(
-        broker.port,
-        host,
-        &format!("wattson/{host}/state"),
-        msgs,
-        Duration::from_millis(20),
-    ));
     let last = now - 20_000 + 11_000;
-    collect.wait_for("the last state", Duration::from_secs(20), || {
-        (power_points(&cdb, host, "meter:wall").last().map(|p| p.0) == Some(last)).then_some(())
-    });
-    collect.signal(Signal::SIGTERM);
-    assert!(collect.wait_exit(Duration::from_secs(10)).is_some());
-    let log = collect.stderr();
-    let p: Vec<i64> = power_points(&cdb, host, "meter:wall")
+    let c = collect_states(host, msgs, Duration::from_millis(20), last);
+    let (cdb, log) = (&c.db, &c.log);
+    let p: Vec<i64> = power_points(cdb, host, "meter:wall")
         .iter()
         .map(|p| p.0)
         .collect();
