@@ -109,15 +109,14 @@ pub(super) fn render(s: &Status) -> String {
     }
     render_store(&mut out, &s.store);
     let _ = writeln!(out, "\nsources");
-    let Some(sources) = &s.sources else {
+    if s.sources.is_none() {
         let _ = writeln!(
             out,
             "  {}'s own: run `wattson status` there (this machine's are not its)",
             s.host
         );
-        return out;
-    };
-    for src in sources {
+    }
+    for src in s.sources.iter().flatten() {
         let _ = writeln!(
             out,
             "  {:<16} {:<12} {}",
