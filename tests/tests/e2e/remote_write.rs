@@ -30,7 +30,7 @@ const SOURCE: &str = "meter:wall";
 
 /// `prometheus` on the PATH (or in /usr/bin), or `None` (a skip) where it is not installed
 /// and CI is not set.
-fn prometheus_bin() -> Option<PathBuf> {
+pub(crate) fn prometheus_bin() -> Option<PathBuf> {
     let found = std::env::var_os("PATH")
         .iter()
         .flat_map(std::env::split_paths)
@@ -49,7 +49,7 @@ fn prometheus_bin() -> Option<PathBuf> {
 
 /// A Prometheus receiving remote writes, storing in `dir/data`, on `port` (a free one when
 /// `None`; the same one again after a stop).
-fn start_receiver(bin: &Path, dir: &Path, port: Option<u16>) -> (Child, SocketAddr) {
+pub(crate) fn start_receiver(bin: &Path, dir: &Path, port: Option<u16>) -> (Child, SocketAddr) {
     let config = dir.join("prometheus.yml");
     std::fs::write(&config, "global:\n  scrape_interval: 1m\n").unwrap();
     for _ in 0..5 {
@@ -419,7 +419,12 @@ fn a_failed_request_is_sent_again_a_refused_one_skipped_and_the_token_sent_each_
             "Content-Type: application/x-protobuf",
             "X-Prometheus-Remote-Write-Version: 0.1.0",
         ] {
-            assert!(head.contains(line), "{line} not in {head}");
+            // Header names are case-insensitive (hyper sends them in lower case).
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains(&line.to_ascii_lowercase()),
+                "{line} not in {head}"
+            );
         }
     }
     // The batch the 503 failed is sent again as it was; the one refused is not.

@@ -1,10 +1,14 @@
-//! One remote-write request: a plain HTTP/1.1 POST over a tokio `TcpStream`, one request per
-//! connection (`Connection: close`), with the headers remote write 1.0 asks for. No TLS:
-//! `config check` refuses an `https://` endpoint.
+//! One remote-write request: an HTTP/1.1 POST through hyper's client over a tokio
+//! `TcpStream`, one request per connection (`Connection: close`), with the headers remote
+//! write 1.0 asks for. A response hyper cannot read whole (a status line or body cut short)
+//! is a failure, and the batch is sent again. No TLS: `config check` refuses an `https://`
+//! endpoint.
 
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use crate::config::RemoteWriteUrl;
@@ -86,56 +90,64 @@ async fn exchange(
     auth: &Auth,
     body: &[u8],
 ) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect((url.host.as_str(), url.port)).await?;
+    let stream = TcpStream::connect((url.host.as_str(), url.port)).await?;
     stream.set_nodelay(true)?;
-    stream
-        .write_all(head(url, auth, body.len()).as_bytes())
-        .await?;
-    stream.write_all(body).await?;
-    let mut response = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 || response.len() >= MAX_RESPONSE {
-            break;
+    let http = |e: hyper::Error| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(http)?;
+    let driver = tokio::spawn(connection);
+    let answer = async {
+        let response = sender
+            .send_request(request(url, auth, body)?)
+            .await
+            .map_err(http)?;
+        let status = response.status().as_u16();
+        // A receiver's error text is read for the log; a body cut short is a failed
+        // request, as is a status line cut short (hyper refuses both).
+        match Limited::new(response.into_body(), MAX_RESPONSE)
+            .collect()
+            .await
+        {
+            Ok(text) => Ok((
+                status,
+                String::from_utf8_lossy(&text.to_bytes()).into_owned(),
+            )),
+            // A whole status with a long text: the status decides.
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Ok((
+                status,
+                format!("(an answer longer than {} KiB)", MAX_RESPONSE / 1024),
+            )),
+            Err(e) => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
         }
-        response.extend_from_slice(&buf[..n]);
     }
-    parse_response(&response).ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "the receiver's answer is not an HTTP response",
+    .await;
+    driver.abort();
+    answer
+}
+
+/// The POST with the headers remote write 1.0 asks for.
+fn request(
+    url: &RemoteWriteUrl,
+    auth: &Auth,
+    body: &[u8],
+) -> std::io::Result<hyper::Request<Full<Bytes>>> {
+    let mut request = hyper::Request::post(&url.path)
+        .header(hyper::header::HOST, &url.authority)
+        .header(
+            hyper::header::USER_AGENT,
+            concat!("wattson/", env!("CARGO_PKG_VERSION")),
         )
-    })
-}
-
-/// The request line and headers.
-fn head(url: &RemoteWriteUrl, auth: &Auth, length: usize) -> String {
-    let authorization = auth
-        .header_value()
-        .map_or_else(String::new, |v| format!("Authorization: {v}\r\n"));
-    format!(
-        "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: wattson/{}\r\n\
-         Content-Type: application/x-protobuf\r\nContent-Encoding: snappy\r\n\
-         X-Prometheus-Remote-Write-Version: 0.1.0\r\n{authorization}\
-         Content-Length: {length}\r\nConnection: close\r\n\r\n",
-        url.path,
-        url.authority,
-        env!("CARGO_PKG_VERSION"),
-    )
-}
-
-/// The status code and the body's text (chunked bodies are shown as they came).
-fn parse_response(raw: &[u8]) -> Option<(u16, String)> {
-    let text = String::from_utf8_lossy(raw);
-    let status_line = text.lines().next()?;
-    let mut parts = status_line.split_whitespace();
-    if !parts.next()?.starts_with("HTTP/1.") {
-        return None;
+        .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
+        .header(hyper::header::CONTENT_ENCODING, "snappy")
+        .header("X-Prometheus-Remote-Write-Version", "0.1.0")
+        .header(hyper::header::CONNECTION, "close");
+    if let Some(value) = auth.header_value() {
+        request = request.header(hyper::header::AUTHORIZATION, value);
     }
-    let status = parts.next()?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    Some((status, body.to_owned()))
+    request
+        .body(Full::new(Bytes::copy_from_slice(body)))
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
 }
 
 /// Standard base64 with padding (RFC 4648), for basic auth.
@@ -191,17 +203,7 @@ mod tests {
     }
 
     #[test]
-    fn a_response_gives_its_status_and_text() {
-        let raw = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 19\r\n\r\nout of order sample";
-        assert_eq!(
-            parse_response(raw),
-            Some((400, "out of order sample".to_owned()))
-        );
-        assert_eq!(parse_response(b"SSH-2.0-OpenSSH"), None);
-    }
-
-    #[test]
-    fn the_head_carries_the_remote_write_headers_and_the_auth() {
+    fn the_request_carries_the_remote_write_headers_and_the_auth() {
         let url = RemoteWriteUrl {
             text: "http://prom:9090/api/v1/write".into(),
             host: "prom".into(),
@@ -209,17 +211,67 @@ mod tests {
             authority: "prom:9090".into(),
             path: "/api/v1/write".into(),
         };
-        let h = head(&url, &Auth::Bearer("t0k".into()), 42);
-        assert!(h.starts_with("POST /api/v1/write HTTP/1.1\r\nHost: prom:9090\r\n"));
-        for line in [
-            "Content-Encoding: snappy",
-            "Content-Type: application/x-protobuf",
-            "X-Prometheus-Remote-Write-Version: 0.1.0",
-            "Authorization: Bearer t0k",
-            "Content-Length: 42",
+        let r = request(&url, &Auth::Bearer("t0k".into()), b"body").unwrap();
+        assert_eq!(r.method(), hyper::Method::POST);
+        assert_eq!(r.uri(), "/api/v1/write");
+        for (name, value) in [
+            ("host", "prom:9090"),
+            ("content-encoding", "snappy"),
+            ("content-type", "application/x-protobuf"),
+            ("x-prometheus-remote-write-version", "0.1.0"),
+            ("authorization", "Bearer t0k"),
         ] {
-            assert!(h.contains(line), "{line}");
+            assert_eq!(r.headers()[name], value, "{name}");
         }
         assert_eq!(format!("{:?}", Auth::Bearer("t0k".into())), "bearer");
+    }
+
+    /// A receiver that closes mid-status-line (`HTTP/1.1 204 No Co`) did not answer: the
+    /// batch is sent again. So is one that sends no HTTP at all.
+    #[tokio::test]
+    async fn a_response_cut_short_or_not_http_is_a_failure() {
+        for (reply, accepted) in [
+            (&b"HTTP/1.1 204 No Content\r\n\r\n"[..], true),
+            (&b"HTTP/1.1 204 No Co"[..], false),
+            (
+                &b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort"[..],
+                false,
+            ),
+            (&b"SSH-2.0-OpenSSH\r\n"[..], false),
+            (&b""[..], false),
+        ] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let server = tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 65536];
+                let mut got = Vec::new();
+                while !got.ends_with(b"body") {
+                    let n = s.read(&mut buf).await.unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                }
+                s.write_all(reply).await.unwrap();
+                s.shutdown().await.unwrap();
+            });
+            let url = RemoteWriteUrl {
+                text: format!("http://127.0.0.1:{port}/api/v1/write"),
+                host: "127.0.0.1".into(),
+                port,
+                authority: format!("127.0.0.1:{port}"),
+                path: "/api/v1/write".into(),
+            };
+            let outcome = post(&url, &Auth::None, b"body").await;
+            assert_eq!(
+                outcome == Outcome::Accepted,
+                accepted,
+                "{:?}: {outcome:?}",
+                String::from_utf8_lossy(reply)
+            );
+            server.await.unwrap();
+        }
     }
 }
