@@ -5,6 +5,10 @@
 //! device also costs an inter-processor interrupt to the CPU read, which this cannot show.
 //! Run with `cargo run --release -p wattson-collectors --example package_poll_cost`.
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a benchmark making its own fixture files, never beside a database"
+)]
 
 use std::os::unix::fs::FileExt as _;
 use std::time::Instant;

@@ -126,6 +126,10 @@ impl SysFile {
         })
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a sysfs or procfs file under the configured root: never a database"
+    )]
     fn read_once(
         &mut self,
         buf: &mut Vec<u8>,

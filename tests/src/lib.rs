@@ -6,6 +6,10 @@
 
 // Test helpers: a failed expectation is a panic with a message, as in a #[test].
 #![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the tests open fixture files and databases in their own process, never beside a connection of the daemon's"
+)]
 
 pub mod broker;
 pub mod browser;
@@ -435,6 +439,21 @@ pub fn simulate(
         wattson_collectors::SysRoot::new(kvm_fixture().join("sys"), kvm_fixture().join("proc"));
     wattson::sources::meters::simulate(protocol, addresses, model, &root, 1)
         .expect("starting a simulator")
+}
+
+/// The deleted files process `pid` holds open whose path starts with `prefix` (a database's
+/// path: its WAL or shared-memory index pulled from under the process shows as
+/// `w.db-wal (deleted)` under `/proc/PID/fd`).
+pub fn deleted_files_of(pid: i32, prefix: &Path) -> Vec<String> {
+    let prefix = prefix.display().to_string();
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .map(|p| p.display().to_string())
+                .filter(|p| p.starts_with(&prefix) && p.ends_with("(deleted)"))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The database opened read-only, once it exists and is migrated.

@@ -121,6 +121,7 @@ impl ContainerNames {
         self.known.is_empty()
     }
 
+    #[allow(clippy::disallowed_methods, reason = "a cgroup file: never a database")]
     fn runtime_name(&self, runtime: Runtime, id: &str) -> Option<String> {
         use std::io::Read as _;
         if runtime != Runtime::Docker || !id.bytes().all(|b| b.is_ascii_hexdigit()) {

@@ -84,6 +84,10 @@ impl PortError {
 /// number's text but not the number, so a failed `open(2)` is repeated here (without
 /// becoming the controlling terminal, without waiting for the line) to get the OS's own
 /// error; a port another program holds is not touched again.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the meter's serial device: never a database"
+)]
 fn os_reason(path: &Path, e: serialport::Error) -> io::Error {
     use std::os::unix::fs::OpenOptionsExt as _;
     if e.kind() == serialport::ErrorKind::NoDevice {

@@ -4,6 +4,11 @@
 //!
 //! One file's tests: `cargo test -p wattson-collectors --test collectors_e2e cpu::`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the tests open fixture files and databases in their own process, never beside a connection of the daemon's"
+)]
+
 mod cgroup;
 mod common;
 mod cpu;

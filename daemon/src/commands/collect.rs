@@ -88,6 +88,10 @@ impl<W: Write + Send> FleetSink for JsonLines<W> {
     }
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the --jsonl output file: never a database"
+)]
 pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     // Its lock file says so: `wattson status` then does not look for a daemon's socket.
     crate::store::lock::serve_no_socket();

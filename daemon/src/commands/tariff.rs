@@ -67,6 +67,10 @@ fn open_for_writing(db: &Path) -> anyhow::Result<Store> {
 }
 
 /// Reads a file (or stdin) up to [`MAX_FILE_BYTES`].
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a price series to import: never a database"
+)]
 fn read_limited(path: &Path) -> anyhow::Result<String> {
     let mut bytes = Vec::new();
     let limit = MAX_FILE_BYTES + 1;

@@ -9,6 +9,10 @@ use super::{ConfigError, MAX_CONFIG_BYTES};
 
 /// Open `path` without blocking (a FIFO with no writer must not hang us), refuse anything
 /// that is not a regular file or is larger than [`MAX_CONFIG_BYTES`], and read it as UTF-8.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the configuration file: never a database"
+)]
 pub(super) fn read_config_file(path: &Path) -> Result<String, ConfigError> {
     use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
     let read_err = |source| ConfigError::Read {

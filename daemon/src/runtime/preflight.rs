@@ -15,6 +15,10 @@ use crate::publish::mqtt::MqttError;
 /// port that is not a character device, a password file every user can read, a UPS password
 /// file that cannot be read. A port that does not exist yet is [`missing_ports`]' warning:
 /// `run` leaves it to the meter's collector, which says so when it first tries to open it.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a UPS password file, read to check it: never a database"
+)]
 pub fn preflight(config: &Config) -> Result<Vec<String>, ConfigError> {
     let mut warnings = Vec::new();
     if let Some(mqtt) = &config.mqtt {

@@ -82,23 +82,35 @@ pub fn open_database(path: &Path) -> Result<Store, ExistingError> {
 }
 
 /// Whether the database at `path` is there to be read: `Ok(false)` when it does not exist,
-/// `Ok(true)` when it can be opened, and an error naming the path and the OS reason (a
+/// `Ok(true)` when this user may read it, and an error naming the path and the OS reason (a
 /// permission problem is not "no database") otherwise.
+///
+/// It never opens the file: closing any descriptor of a database releases every POSIX lock
+/// this process holds on it, so a connection of the same process (the daemon's writer
+/// beside its HTTP report) would next believe it is the last one and delete the WAL from
+/// under the others. `stat` and `access` take no descriptor.
 pub fn database_exists(path: &Path) -> Result<bool, ExistingError> {
-    match std::fs::File::open(path) {
-        Ok(_) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => {
-            Err(ExistingError::Denied {
+    let unreadable = |source: std::io::Error| {
+        if source.kind() == std::io::ErrorKind::PermissionDenied {
+            ExistingError::Denied {
                 path: path.to_path_buf(),
                 source,
-            })
+            }
+        } else {
+            ExistingError::Unreadable {
+                path: path.to_path_buf(),
+                source,
+            }
         }
-        Err(source) => Err(ExistingError::Unreadable {
-            path: path.to_path_buf(),
-            source,
-        }),
+    };
+    match std::fs::metadata(path) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(unreadable(e)),
     }
+    nix::unistd::access(path, nix::unistd::AccessFlags::R_OK)
+        .map_err(|errno| unreadable(std::io::Error::from(errno)))?;
+    Ok(true)
 }
 
 /// A host the database has nothing of (`--host`, or `host=` in an HTTP report query).

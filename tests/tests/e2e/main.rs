@@ -16,6 +16,11 @@
 //! a test that follows the test process's own CPU time, or changes a setting of the whole
 //! process, must not count on the other files' tests being idle.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the tests open fixture files and databases in their own process, never beside a connection of the daemon's"
+)]
+
 mod advisories;
 mod annual;
 mod architecture;
@@ -61,6 +66,7 @@ mod services;
 mod slow_store;
 mod sources;
 mod storage_faults;
+mod store_shared;
 mod stored_hostile;
 mod sweep;
 mod tariff;

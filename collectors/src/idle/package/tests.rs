@@ -2,6 +2,10 @@ use super::*;
 use crate::source::channel;
 use crate::sysroot::SysRoot;
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a fixture file: never a database"
+)]
 fn write_msr(path: &Path, values: &[(u64, u64)]) {
     use std::os::unix::fs::FileExt as _;
     let f = std::fs::OpenOptions::new()

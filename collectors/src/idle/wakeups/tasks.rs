@@ -203,6 +203,7 @@ fn number(name: &OsStr) -> Option<u32> {
     name.to_str()?.parse().ok()
 }
 
+#[allow(clippy::disallowed_methods, reason = "a procfs file: never a database")]
 fn read(path: &Path, buf: &mut String) -> Option<()> {
     use std::io::Read as _;
     buf.clear();

@@ -40,6 +40,10 @@ fn now_text() -> String {
 }
 
 /// `wattson idle --apply`.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the tmpfiles.d file: never a database"
+)]
 pub fn apply(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<ExitCode> {
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
     let store = open(config, db)?;
