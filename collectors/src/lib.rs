@@ -204,6 +204,9 @@ pub struct DeviceCounters {
     pub timeouts: u64,
     /// Frames that decoded but failed the plausibility filter.
     pub implausible: u64,
+    /// Modbus exception replies (0 for devices that have none).
+    #[serde(default)]
+    pub exceptions: u64,
     /// Readings rejected by the plausibility rules, by reason ([`plausibility::Reason`]):
     /// implausible frames and energy counters that moved more than the power allows.
     pub rejected: plausibility::Rejections,

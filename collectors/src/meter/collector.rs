@@ -365,6 +365,7 @@ impl Collector for MeterCollector {
                 crc_errors: c.crc_errors,
                 timeouts: c.timeouts,
                 implausible: c.implausible,
+                exceptions: c.exceptions,
             })
             .collect()
     }
@@ -465,5 +466,7 @@ impl Collector for MeterCollector {
     }
 }
 
+#[cfg(test)]
+mod fault_scripts;
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,8 @@
 //! [`protocol`] holds every protocol's settings in one table. [`session`] drives them over
 //! anything `Read + Write` through [`transport`] (the one read-with-timeout and request/reply
 //! exchange); [`port`] opens real serial ports; [`collector`] polls a session on one and
-//! implements [`crate::Collector`]; [`sim`] plays the device side.
+//! implements [`crate::Collector`]; [`sim`] plays the device side, healthy or through a
+//! script of [`faults`].
 //!
 //! Units everywhere: watts, volts, amperes, hertz, watt-hours; power factor as a 0..1 ratio.
 
@@ -15,6 +16,7 @@ pub mod codec;
 pub mod collector;
 pub mod counter;
 pub mod cse7766;
+pub mod faults;
 pub mod line;
 pub mod modbus;
 pub mod port;

@@ -31,6 +31,11 @@ pub enum Quantity {
 }
 
 impl Quantity {
+    /// Voltage and power: every model has them, so a reading fails without them.
+    pub fn is_essential(self) -> bool {
+        matches!(self, Quantity::Voltage | Quantity::Power)
+    }
+
     /// The quantities polled, in order.
     pub const POLLED: [Quantity; 7] = [
         Quantity::Voltage,
@@ -102,7 +107,8 @@ pub fn apply(reading: &mut MeterReading, quantity: Quantity, value: f32) {
 
 /// An Eastron meter as a [`PolledCodec`]: one read per quantity, in [`Quantity::POLLED`]
 /// order, skipping registers the meter lacks and the total energy once import energy is
-/// known. A timeout on any register but the voltage skips that value: a meter that does not
+/// known. Exception 0x02 for an optional register means the model lacks it; for the
+/// voltage or the power it fails the reading. A timeout on any register but the voltage skips that value: a meter that does not
 /// answer its voltage register is absent, and the reading fails at once rather than waiting
 /// out the timeout for every other register.
 #[derive(Debug)]
@@ -168,10 +174,12 @@ impl PolledCodec for SdmCodec {
                 apply(&mut self.reading, q, v);
                 Ok(Answer::Read)
             }
+            // Every Eastron model has a voltage and a power register: a refusal of either
+            // is the meter refusing (busy, misconfigured), not a register it lacks.
             Err(Missed::Frame(FrameError::Exception {
                 code: modbus::ILLEGAL_DATA_ADDRESS,
                 ..
-            })) => {
+            })) if !q.is_essential() => {
                 let reg = register(self.model, q);
                 self.lacks.push(reg);
                 Ok(Answer::Lacks(reg))

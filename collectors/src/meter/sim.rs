@@ -16,6 +16,7 @@ use crate::now_ms;
 
 use super::MeterReading;
 use super::cse7766::{Chip, CseEncoder, Hlw8032Constants};
+use super::faults::FaultScript;
 use super::line::LineFormat;
 use super::modbus::RequestParser;
 use super::protocol::Protocol;
@@ -67,6 +68,10 @@ pub struct SimulatedMeter {
     devices: Device,
     model: ReadingModel,
     line: LineFormat,
+    /// Faults played over the good frames, timed from when serving starts.
+    faults: FaultScript,
+    /// Garbage for the faults.
+    rng: u64,
     /// Requests answered (polled) or records sent (streaming).
     pub frames_sent: u64,
 }
@@ -101,7 +106,25 @@ impl SimulatedMeter {
             devices,
             model,
             line: LineFormat::default(),
+            faults: FaultScript::default(),
+            rng: 0x2545_f491_4f6c_dd1d,
             frames_sent: 0,
+        }
+    }
+
+    /// Play `faults` over the frames, from when [`SimulatedMeter::serve`] starts.
+    #[must_use]
+    pub fn with_faults(mut self, faults: FaultScript) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// `frame` as the device sends it `elapsed` after it started serving: through the
+    /// fault in force then, if any.
+    fn faulted(&mut self, frame: Vec<u8>, elapsed: Duration) -> Vec<u8> {
+        match self.faults.at(elapsed.as_millis() as u64) {
+            Some(fault) => fault.apply(&frame, &mut self.rng),
+            None => frame,
         }
     }
 
@@ -169,6 +192,9 @@ impl SimulatedMeter {
     }
 
     fn send(&mut self, io: &mut impl Write, bytes: &[u8]) -> Result<(), SimError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
         match io.write_all(bytes).and_then(|()| io.flush()) {
             Ok(()) => {
                 self.frames_sent += 1;
@@ -199,6 +225,7 @@ impl SimulatedMeter {
         };
         let mut parser = RequestParser::new(bare);
         let mut buf = [0u8; 256];
+        let started = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             let n = self.read_some(io, &mut buf)?;
             parser.push(&buf[..n]);
@@ -225,6 +252,7 @@ impl SimulatedMeter {
                     Device::Stream(_) => {}
                 }
                 if let Some(r) = reply {
+                    let r = self.faulted(r, started.elapsed());
                     self.send(io, &r)?;
                 }
             }
@@ -249,6 +277,7 @@ impl SimulatedMeter {
         let mut logging = !wattsup;
         let mut interval = period;
         let mut energy_offset = 0.0;
+        let started = Instant::now();
         let mut next = Instant::now();
         let mut last = Instant::now();
         let mut buf = [0u8; 256];
@@ -292,6 +321,7 @@ impl SimulatedMeter {
                 }
                 Encoder::Line => self.line.encode_line(&reading).into_bytes(),
             };
+            let bytes = self.faulted(bytes, started.elapsed());
             self.send(io, &bytes)?;
         }
         Ok(())

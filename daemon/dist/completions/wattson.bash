@@ -829,7 +829,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__meter__subcmd__simulate)
-            opts="-c -v -h -V --protocol --watts --follow-cpu --follow-pid --follow-demand --follow-threads --per-cpu --noise --ramp --curvature --address --duration --effect --seed --config --verbose --help --version"
+            opts="-c -v -h -V --protocol --watts --follow-cpu --follow-pid --follow-demand --follow-threads --per-cpu --noise --ramp --curvature --address --duration --effect --fault --fault-cycle --seed --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -876,6 +876,14 @@ _wattson() {
                     return 0
                     ;;
                 --effect)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --fault)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --fault-cycle)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

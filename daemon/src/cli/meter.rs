@@ -92,6 +92,19 @@ pub struct SimulateArgs {
     /// less with ASPM on, to try `wattson idle --measure` against a known answer.
     #[arg(long = "effect", value_name = "FILE=VALUE:W", value_parser = crate::sources::simulated_power::SettingEffect::parse, allow_hyphen_values = true)]
     pub effects: Vec<crate::sources::simulated_power::SettingEffect>,
+    /// Play a fault over the replies or records, KIND@START+LENGTH from when the
+    /// simulator starts (repeatable): exception:CODE (a Modbus exception reply in place of
+    /// every reply), silence, wrong-address, corrupt, truncated, overlong, garbage; e.g.
+    /// --fault exception:2@10s+3s. To try how wattson rides out a misbehaving meter.
+    #[arg(
+        long = "fault",
+        value_name = "KIND@START+LENGTH",
+        allow_hyphen_values = true
+    )]
+    pub faults: Vec<wattson_collectors::meter::faults::FaultWindow>,
+    /// With --fault: repeat the faults every this long (a script of one cycle).
+    #[arg(long, value_name = "DURATION", requires = "faults", value_parser = crate::parse::parse_duration_arg)]
+    pub fault_cycle: Option<Duration>,
     /// Random seed for the noise.
     #[arg(
         long,

@@ -87,6 +87,17 @@ fn simulate(args: &SimulateArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
     if !args.watts.is_finite() || args.watts < 0.0 || args.noise < 0.0 || args.ramp < 0.0 {
         anyhow::bail!("--watts, --noise and --ramp must be 0 or more");
     }
+    if let Some(w) = args
+        .faults
+        .iter()
+        .find(|w| !w.fault.applies(args.protocol.is_polled()))
+    {
+        anyhow::bail!(
+            "--fault {w}: a {} meter streams records; exception and wrong-address are faults \
+             of Modbus replies (pzem004t, pzem017, sdm120, sdm230, sdm630)",
+            args.protocol.as_str()
+        );
+    }
     let cfg = super::load_config(config)?;
     let root = SysRoot::new(&cfg.host.sysfs, &cfg.host.procfs);
     let model = PowerModel {
@@ -110,6 +121,10 @@ fn simulate(args: &SimulateArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         &root,
         args.seed,
         line,
+        meter::faults::FaultScript {
+            windows: args.faults.clone(),
+            cycle_ms: args.fault_cycle.map(|d| d.as_millis() as u64),
+        },
     )?;
     crate::output::println(&sim.path.display().to_string());
     tracing::info!(

@@ -36,6 +36,41 @@ struct Reading {
     age_s: f64,
 }
 
+/// A meter whose newest reading is older than three of its intervals, whatever its
+/// session believes: it has stopped answering (or the daemon stopped reading it).
+#[derive(Debug, Serialize)]
+struct StaleMeter {
+    source: SourceId,
+    /// Age of its newest reading, s.
+    age_s: f64,
+    /// How often it is read, s.
+    interval_s: f64,
+}
+
+/// The configured meters of this host that are stale in `readings` (taken at `now_ms`):
+/// newest reading older than three intervals (at least 3 s). A meter with no reading at all
+/// is reported by the readings' absence, not here.
+fn stale_meters(config: &crate::config::Config, readings: &[Reading]) -> Vec<StaleMeter> {
+    let mut out = Vec::new();
+    for m in &config.meters {
+        let source = SourceId::meter(&m.id);
+        let newest = readings
+            .iter()
+            .filter(|r| r.source == source)
+            .map(|r| r.age_s)
+            .fold(f64::INFINITY, f64::min);
+        let limit = (m.interval.as_secs_f64() * 3.0).max(3.0);
+        if newest.is_finite() && newest > limit {
+            out.push(StaleMeter {
+                source,
+                age_s: newest,
+                interval_s: m.interval.as_secs_f64(),
+            });
+        }
+    }
+    out
+}
+
 /// How the database is being written: by whom, whether it can, what was lost or set aside.
 #[derive(Debug, Serialize)]
 struct StoreStatus {
@@ -95,6 +130,8 @@ struct Status {
     daemon: Option<Daemon>,
     store: StoreStatus,
     readings: Vec<Reading>,
+    /// Meters of this host whose newest reading is older than three of their intervals.
+    stale_meters: Vec<StaleMeter>,
     per_core_series: usize,
     cost: Option<CostSummary>,
     /// With no wall meter's energy: today's and the last 7 days' energy and money estimated
@@ -258,6 +295,11 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         readings_from,
         daemon,
         store: store_status(&db, &store)?,
+        stale_meters: if own_host {
+            stale_meters(&config, &readings)
+        } else {
+            Vec::new()
+        },
         readings,
         per_core_series: per_core,
         cost,

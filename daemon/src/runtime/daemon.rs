@@ -121,7 +121,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<(), RuntimeError> {
     }
     let heartbeat: Heartbeat = Arc::new(AtomicI64::new(sampler::now_ms()));
     let (control_tx, control_rx) = mpsc::channel::<Control>();
-    let health = health(config, &heartbeat, &store);
+    let health = Health::for_daemon(config, &heartbeat, &store, &live);
     let feed = start_ledger_feed(config, &live, &store)?;
     let remote_write = crate::publish::remote_write::Stats::default();
     // Bound before READY=1, so a unit ordered after this one finds them.
@@ -265,23 +265,6 @@ fn collectors(
         tracing::warn!("nothing to collect: no [[meter]] configured and [cpu] disabled");
     }
     Ok(collectors)
-}
-
-/// Healthy: the sampler completed a pass within three of its longest intervals, and the
-/// store writes.
-fn health(config: &Config, heartbeat: &Heartbeat, store: &StoreHandle) -> Health {
-    let max_interval = config
-        .meters
-        .iter()
-        .map(|m| m.interval)
-        .chain(std::iter::once(config.cpu.interval))
-        .max()
-        .unwrap_or(Duration::from_secs(1));
-    Health::new(
-        heartbeat.clone(),
-        (max_interval * 3).max(Duration::from_secs(3)),
-        store.clone(),
-    )
 }
 
 /// Serve `[http]` on `listener` until `cancel`; called within the runtime.

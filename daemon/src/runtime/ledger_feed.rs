@@ -546,6 +546,7 @@ fn live_figures(
             crc_errors: c.crc_errors,
             timeouts: c.timeouts,
             implausible: c.implausible,
+            exceptions: c.exceptions,
         })
         .collect();
     if extras.annual_projection.is_none()

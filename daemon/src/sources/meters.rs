@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use serialport::SerialPort as _;
 use wattson_collectors::SysRoot;
 use wattson_collectors::cpu::stat::{CpuTimes, parse_stat};
+use wattson_collectors::meter::faults::FaultScript;
 use wattson_collectors::meter::line::LineFormat;
 use wattson_collectors::meter::{MeterCollector, MeterReading, Protocol, SimulatedMeter};
 
@@ -233,10 +234,19 @@ pub fn simulate(
     root: &SysRoot,
     seed: u64,
 ) -> Result<SimHandle, SourcesError> {
-    simulate_with(protocol, addresses, model, root, seed, None)
+    simulate_with(
+        protocol,
+        addresses,
+        model,
+        root,
+        seed,
+        None,
+        FaultScript::default(),
+    )
 }
 
-/// As [`simulate`], with a line format for `protocol = line`.
+/// As [`simulate`], with a line format for `protocol = line`, playing `faults` over the
+/// frames it sends.
 pub fn simulate_with(
     protocol: Protocol,
     addresses: &[u8],
@@ -244,6 +254,7 @@ pub fn simulate_with(
     root: &SysRoot,
     seed: u64,
     line: Option<LineFormat>,
+    faults: FaultScript,
 ) -> Result<SimHandle, SourcesError> {
     let (master, slave) = pty_pair().map_err(SourcesError::Pty)?;
     let path = slave
@@ -299,7 +310,7 @@ pub fn simulate_with(
             energy_wh: Some(energy_wh.floor()),
         }
     });
-    let mut sim = SimulatedMeter::new(protocol, addresses, reading_model);
+    let mut sim = SimulatedMeter::new(protocol, addresses, reading_model).with_faults(faults);
     if let Some(f) = line {
         sim = sim.with_line_format(f);
     }

@@ -30,6 +30,7 @@ use wattson_tests::wattson_bin;
 mod clock;
 mod disk;
 mod meter;
+mod scripted;
 
 // ---------------------------------------------------------------------------------------
 // Helpers (kept here: tests/src/lib.rs is shared).

@@ -68,6 +68,7 @@ fn exported() -> BTreeSet<String> {
             healthy: true,
             sampler: ok.clone(),
             store: ok,
+            wall: None,
             losses: Vec::new(),
         },
         process: ProcessStats::read(),

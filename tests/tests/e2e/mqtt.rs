@@ -66,6 +66,7 @@ fn extras() -> wattson::publish::mqtt::publisher::Extras {
             crc_errors: 1,
             timeouts: 2,
             implausible: 0,
+            exceptions: 0,
         }],
         idle_regression: None,
         services: Vec::new(),

@@ -273,7 +273,11 @@ impl<IO: Read + Write> MeterSession<IO> {
 }
 
 /// One reading of the meter at index `i` through its polled codec: each exchange the codec
-/// asks for, its discarded bytes counted, registers it lacks remembered in `state`.
+/// asks for, its discarded bytes counted. Registers the meter said it lacks (exception 0x02)
+/// are remembered in `state` only when the whole reading succeeds, so an episode of
+/// exception replies cannot teach the session that the meter lacks everything and leave it
+/// with nothing to ask: the next poll asks every register again. A reading with no power
+/// (nothing asked, or the power register unanswered) is an error, never an empty success.
 fn read_polled<IO: Read + Write>(
     io: &mut IO,
     state: &mut SessionState,
@@ -283,7 +287,9 @@ fn read_polled<IO: Read + Write>(
     i: usize,
 ) -> Result<MeterReading, SessionError> {
     let address = state.addresses[i].address;
+    state.addresses[i].forget_lacks_when_due();
     codec.begin(address, &state.addresses[i].unsupported);
+    let mut lacks = Vec::new();
     while let Some(mut exchange) = codec.next_request() {
         let early = sent_early.take();
         let r = transport::transact(
@@ -303,12 +309,20 @@ fn read_polled<IO: Read + Write>(
         match codec.answer(reply) {
             Ok(Answer::Read) => {}
             Ok(Answer::Lacks(register)) => {
-                tracing::debug!(address, register, "meter register not supported");
-                state.addresses[i].unsupported.push(register);
+                state.add_exception(address);
+                lacks.push(register);
             }
             Ok(Answer::Skipped) => state.addresses[i].counters.timeouts += 1,
             Err(missed) => return Err(state.error(address, timeout, missed.into())),
         }
     }
-    Ok(codec.reading())
+    let reading = codec.reading();
+    if reading.power_w.is_none() {
+        return Err(SessionError::NoPower { address });
+    }
+    for register in lacks {
+        tracing::debug!(address, register, "meter register not supported");
+        state.addresses[i].unsupported.push(register);
+    }
+    Ok(reading)
 }

@@ -24,6 +24,9 @@ pub struct MeterCounters {
     pub implausible: u64,
     /// Bytes skipped while resynchronising.
     pub bytes_discarded: u64,
+    /// Modbus exception replies (the meter refused a request: a register it lacks, or a
+    /// meter busy or misconfigured).
+    pub exceptions: u64,
 }
 
 /// Why one address's poll failed.
@@ -39,6 +42,11 @@ pub enum SessionError {
     },
     #[error("address {address}: implausible reading: {reason}")]
     Implausible { address: u8, reason: String },
+    #[error(
+        "address {address}: no power in the reply (its power register was refused or not \
+         asked)"
+    )]
+    NoPower { address: u8 },
     #[error("port gone")]
     Gone {
         #[source]
@@ -67,6 +75,26 @@ pub(super) struct AddressState {
     pub(super) counters: MeterCounters,
     pub(super) rejections: Rejections,
     pub(super) unsupported: Vec<u16>,
+    /// Readings since `unsupported` was last emptied ([`AddressState::forget_lacks_when_due`]).
+    pub(super) readings_since_lacks: u32,
+}
+
+/// Readings after which the registers a meter said it lacks are asked again: a meter that
+/// answered exception 0x02 for a while (busy, mid-configuration) is not believed to lack a
+/// register for the rest of the run. Once an hour at 1 s; one refused request each time on
+/// a meter that does lack it.
+pub const ASK_LACKS_AGAIN_EVERY: u32 = 3600;
+
+impl AddressState {
+    /// Empty the registers the meter is believed to lack once every
+    /// [`ASK_LACKS_AGAIN_EVERY`] readings, so they are asked again.
+    pub(super) fn forget_lacks_when_due(&mut self) {
+        self.readings_since_lacks += 1;
+        if self.readings_since_lacks >= ASK_LACKS_AGAIN_EVERY {
+            self.readings_since_lacks = 0;
+            self.unsupported.clear();
+        }
+    }
 }
 
 /// Per-address state that outlives a port (counters, rejections, registers known to be
@@ -92,6 +120,7 @@ impl SessionState {
                     counters: MeterCounters::default(),
                     rejections: Rejections::default(),
                     unsupported: Vec::new(),
+                    readings_since_lacks: 0,
                 })
                 .collect(),
         }
@@ -127,6 +156,13 @@ impl SessionState {
         }
     }
 
+    /// Count a Modbus exception reply from `address` that the reading went on without.
+    pub(super) fn add_exception(&mut self, address: u8) {
+        if let Some(c) = self.counters_mut(address) {
+            c.exceptions += 1;
+        }
+    }
+
     /// The error a failed exchange with `address` is, counted against it (a timeout, a
     /// corrupted frame). `timeout` is the one the exchange ran under.
     pub(super) fn error(&mut self, address: u8, timeout: Duration, e: TxError) -> SessionError {
@@ -142,10 +178,12 @@ impl SessionState {
                 }
             }
             TxError::Frame(source) => {
-                if let Some(c) = counters
-                    && source.is_corruption()
-                {
-                    c.crc_errors += 1;
+                if let Some(c) = counters {
+                    if source.is_corruption() {
+                        c.crc_errors += 1;
+                    } else if matches!(source, FrameError::Exception { .. }) {
+                        c.exceptions += 1;
+                    }
                 }
                 SessionError::Frame { address, source }
             }

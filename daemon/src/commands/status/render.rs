@@ -52,9 +52,20 @@ pub(super) fn render(s: &Status) -> String {
     }
     for (source, rs) in by_source {
         let newest = rs.iter().map(|r| r.age_s).fold(f64::INFINITY, f64::min);
+        let stale = s
+            .stale_meters
+            .iter()
+            .find(|m| m.source == *source)
+            .map_or_else(String::new, |m| {
+                format!(
+                    "; STALE: read every {} s: the meter is not answering (the daemon's log \
+                     says why)",
+                    m.interval_s
+                )
+            });
         let _ = writeln!(
             out,
-            "\n{source} ({}updated {})",
+            "\n{source} ({}updated {}{stale})",
             crate::ledger::scope_label(source).map_or_else(String::new, |l| format!("{l}; ")),
             age_text(newest)
         );

@@ -39,6 +39,7 @@
 
 mod disks;
 mod estimated;
+mod health;
 
 use std::sync::atomic::AtomicU64;
 
@@ -156,7 +157,7 @@ fn registry(s: &Snapshot) -> Registry {
     wakeup_families(&mut f, s);
     disks::disk_families(&mut f, s);
     estimated::estimated_families(&mut f, s);
-    health_families(&mut f, s);
+    health::families(&mut f, s);
     remote_write::families(&mut f, s);
     f.gauge(
         "build_info",
@@ -449,86 +450,6 @@ fn wakeup_families(f: &mut Families<'_>, s: &Snapshot) {
         "Wake-ups per second over the stored hours of the last two: kind task, the times the tasks of a service (or container, session, machine) were given a CPU (schedstat); kind interrupt, an interrupt line's interrupts; (other): the rest. Tasks and interrupts overlap and are never added",
         Some("per_second"),
         all,
-    );
-}
-
-/// Meter and daemon health, and the regression verdict.
-fn health_families(f: &mut Families<'_>, s: &Snapshot) {
-    let host = || ("host", s.host.clone());
-    let mut frames = Vec::new();
-    for c in &s.extras.meter_counters {
-        for (outcome, n) in [
-            ("good", c.good),
-            ("crc_error", c.crc_errors),
-            ("timeout", c.timeouts),
-            ("implausible", c.implausible),
-        ] {
-            frames.push((
-                vec![
-                    host(),
-                    ("meter", c.id.clone()),
-                    ("outcome", outcome.to_owned()),
-                ],
-                n as f64,
-            ));
-        }
-    }
-    f.counter(
-        "meter_frames",
-        "Each meter's replies since the daemon started, by outcome",
-        None,
-        frames,
-    );
-    f.counter(
-        "readings_rejected",
-        "Readings refused as implausible since the daemon started, by source and reason",
-        None,
-        s.readings
-            .iter()
-            .filter(|r| r.metric == Metric::Rejected)
-            .map(|r| {
-                (
-                    vec![
-                        host(),
-                        ("source", r.source.to_string()),
-                        ("reason", r.channel.clone()),
-                    ],
-                    r.value,
-                )
-            })
-            .collect(),
-    );
-    let regression = s.extras.idle_regression.as_ref();
-    let labels = |c: &crate::sweep::regression::Check| vec![host(), ("config", c.config.clone())];
-    f.gauge(
-        "idle_regression_detected",
-        "1 when the latest idle-power regression check found idle power above its baseline",
-        None,
-        regression
-            .map(|c| vec![(labels(c), f64::from(u8::from(c.verdict.detected)))])
-            .unwrap_or_default(),
-    );
-    f.gauge(
-        "idle_regression_delta",
-        "Latest idle power minus the baseline's, from the latest regression check",
-        Some("watts"),
-        regression
-            .map(|c| vec![(labels(c), c.verdict.delta_w)])
-            .unwrap_or_default(),
-    );
-    f.gauge(
-        "healthy",
-        "1 while the part does its job (the sampler completes its passes, the store writes), as /healthz",
-        None,
-        [("sampler", &s.health.sampler), ("store", &s.health.store)]
-            .into_iter()
-            .map(|(part, p)| {
-                (
-                    vec![host(), ("part", part.to_owned())],
-                    f64::from(u8::from(p.healthy)),
-                )
-            })
-            .collect(),
     );
 }
 

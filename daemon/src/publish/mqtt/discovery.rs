@@ -420,6 +420,7 @@ fn meter_counter_entities(state: &Value, out: &mut Vec<Entity>) {
                 ("crc_errors", "CRC errors"),
                 ("timeouts", "timeouts"),
                 ("implausible", "implausible readings"),
+                ("exceptions", "Modbus exceptions"),
             ] {
                 let mut e = Entity::new(
                     &format!("meter_{slug}_{counter}"),

@@ -23,7 +23,7 @@
 //! | `cstate_deepest`, `cstate_deepest_residency` | name, % | the deepest idle state and its share of the interval |
 //! | `package_cstate_deepest`, `package_cstate_deepest_residency` | name, % | the deepest package C-state (`PC2` .. `PC10`) holding at least 0.1 % of the interval, `none` when none did, and its share (where the package counters are read) |
 //! | `mode` | | the current mode (`idle`, `1 loop`, ...) |
-//! | `meters` | counts | per meter id: `good`, `crc_errors`, `timeouts`, `implausible` |
+//! | `meters` | counts | per meter id: `good`, `crc_errors`, `timeouts`, `implausible`, `exceptions` |
 //! | `idle_regression` | W, UTC | the latest idle-power regression check, once one is stored: `detected` (bool), `config`, `baseline_idle_w`, `baseline_ci95_w`, `latest_idle_w`, `latest_ci95_w`, `delta_w`, `delta_ci95_w`, `threshold_w`, `checked_at` (RFC 3339), `checked_ms` |
 //! | `estimated` | kWh, W, currency | no wall meter: the calibration's `basis`, `energy_today`, `cost_today`, the last 7 days' mean `power` and `power_ci95`, a year at that rate `cost_annual` and `cost_annual_ci95`, `minutes` estimated and `minutes_withheld` ([`EstimatedPayload`]) |
 //! | `series` | | every live series as `[source, metric, channel, value]` in the metric's unit (means; energy totals are the latest value) |
@@ -52,6 +52,8 @@ pub struct MeterCounters {
     pub crc_errors: u64,
     pub timeouts: u64,
     pub implausible: u64,
+    /// Modbus exception replies.
+    pub exceptions: u64,
 }
 
 /// One meter's counters as published under `meters.<id>`.
@@ -61,6 +63,9 @@ pub struct CountersPayload {
     pub crc_errors: u64,
     pub timeouts: u64,
     pub implausible: u64,
+    /// Absent from the state of an older wattson: 0.
+    #[serde(default)]
+    pub exceptions: u64,
 }
 
 /// Figures the daemon computes from its store and tariff (the ledger) and its live view,
@@ -306,6 +311,7 @@ pub fn build(
                 crc_errors: c.crc_errors,
                 timeouts: c.timeouts,
                 implausible: c.implausible,
+                exceptions: c.exceptions,
             };
             (c.id.clone(), counters)
         })

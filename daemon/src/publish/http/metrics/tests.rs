@@ -76,6 +76,7 @@ fn snapshot() -> Snapshot {
                 crc_errors: 1,
                 timeouts: 0,
                 implausible: 0,
+                exceptions: 0,
             }],
             ..StateExtras::default()
         },
@@ -86,6 +87,7 @@ fn snapshot() -> Snapshot {
                 healthy: false,
                 detail: "readonly".into(),
             },
+            wall: None,
             losses: Vec::new(),
         },
         process: super::super::process::ProcessStats {

@@ -76,9 +76,10 @@ fn every_field_becomes_one_sensor_with_a_deterministic_id() {
         .collect();
     assert!(ids.contains(&"sensor.wattson_basket_power".to_owned()));
     assert!(ids.contains(&"sensor.wattson_basket_meter_wall_crc_errors".to_owned()));
+    assert!(ids.contains(&"sensor.wattson_basket_meter_wall_exceptions".to_owned()));
     // 17 sensors (cost_total and the two package C-state ones among them), the
-    // idle-regression binary sensor, 4 meter counters.
-    assert_eq!(es.len(), 17 + 1 + 4);
+    // idle-regression binary sensor, 5 meter counters.
+    assert_eq!(es.len(), 17 + 1 + 5);
     let unique: BTreeSet<&String> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len());
 }

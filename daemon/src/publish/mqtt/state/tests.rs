@@ -36,6 +36,7 @@ fn extras() -> StateExtras {
             crc_errors: 1,
             timeouts: 2,
             implausible: 0,
+            exceptions: 0,
         }],
         idle_regression: None,
         services: Vec::new(),
