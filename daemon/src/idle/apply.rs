@@ -31,7 +31,7 @@ use wattson_collectors::SysRoot;
 use wattson_collectors::idle::errors::{Counter, Family};
 use wattson_collectors::idle::settings::{Setting, SettingKind};
 
-use super::candidates::{Catalogue, kernel_fs, kind_of};
+use super::candidates::{Catalogue, kind_of};
 use super::journal::{self, Original};
 use super::store::Effect;
 use crate::safe_open;
@@ -274,8 +274,7 @@ pub fn write_now(keeps: &[Keep], catalogue: &Catalogue) -> Vec<String> {
             failed.push(why.to_string());
             continue;
         }
-        let fs = kernel_fs(path, catalogue.root());
-        if let Err(e) = safe_open::write_setting(path, value.as_bytes(), fs) {
+        if let Err(e) = safe_open::write_setting(path, value.as_bytes(), catalogue.root()) {
             failed.push(format!("writing {value:?} to {}: {e}", path.display()));
         }
     }
@@ -405,7 +404,7 @@ pub fn put_back(
             failed.push(format!("refusing to restore: {why}"));
             continue;
         }
-        match journal::restore(o, kernel_fs(&o.path, catalogue.root())) {
+        match journal::restore(o, catalogue.root()) {
             Ok(()) => {
                 store
                     .conn()

@@ -14,8 +14,6 @@ use serde::Serialize;
 use wattson_collectors::SysRoot;
 use wattson_collectors::idle::settings::{STANDBY_DELAY_MS, Setting, SettingKind};
 
-use crate::safe_open::KernelFs;
-
 /// Kinds that may be changed for a measurement, in the order they are measured.
 const MEASURABLE: [SettingKind; 11] = [
     SettingKind::PcieAspm,
@@ -285,18 +283,6 @@ impl Allowlist {
 
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
-    }
-}
-
-/// The filesystem a setting's file must be on: sysfs or procfs under the real roots, any
-/// under a fixture tree the configuration names.
-pub fn kernel_fs(path: &Path, root: &SysRoot) -> KernelFs {
-    if root.sys == Path::new("/sys") && path.starts_with("/sys") {
-        KernelFs::Sysfs
-    } else if root.proc == Path::new("/proc") && path.starts_with("/proc") {
-        KernelFs::Procfs
-    } else {
-        KernelFs::Any
     }
 }
 

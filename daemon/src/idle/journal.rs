@@ -22,11 +22,12 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use rusqlite::params;
+use wattson_collectors::SysRoot;
 use wattson_collectors::idle::settings::current_of_list;
 
 use super::IdleError;
-use super::candidates::{Allowlist, Catalogue, kernel_fs};
-use crate::safe_open::{self, KernelFs};
+use super::candidates::{Allowlist, Catalogue};
+use crate::safe_open;
 use crate::store::{Store, StoreOptions};
 
 /// A file as found.
@@ -76,9 +77,9 @@ pub enum NotRestored {
 }
 
 /// Put one file back as it was; `Err` says what it reads instead, or the OS error.
-pub fn restore(o: &Original, fs: KernelFs) -> Result<(), NotRestored> {
+pub fn restore(o: &Original, root: &SysRoot) -> Result<(), NotRestored> {
     let reads_as_before = || std::fs::read(&o.path).is_ok_and(|now| now == o.content);
-    safe_open::write_setting(&o.path, o.value.as_bytes(), fs).map_err(|cause| {
+    safe_open::write_setting(&o.path, o.value.as_bytes(), root).map_err(|cause| {
         NotRestored::Write {
             value: o.value.clone(),
             path: o.path.clone(),
@@ -89,7 +90,7 @@ pub fn restore(o: &Original, fs: KernelFs) -> Result<(), NotRestored> {
         return Ok(());
     }
     // A plain file (a fixture) keeps what was written: put its bytes back.
-    if safe_open::write_setting(&o.path, &o.content, fs).is_ok() && reads_as_before() {
+    if safe_open::write_setting(&o.path, &o.content, root).is_ok() && reads_as_before() {
         return Ok(());
     }
     let now = std::fs::read(&o.path).unwrap_or_default();
@@ -144,11 +145,12 @@ impl Journal {
                 path: path.to_owned(),
             });
         }
-        let fs = kernel_fs(path, self.allow.root());
-        safe_open::write_setting(path, value.as_bytes(), fs).map_err(|source| IdleError::Write {
-            value: value.to_owned(),
-            path: path.to_owned(),
-            source,
+        safe_open::write_setting(path, value.as_bytes(), self.allow.root()).map_err(|source| {
+            IdleError::Write {
+                value: value.to_owned(),
+                path: path.to_owned(),
+                source,
+            }
         })
     }
 
@@ -161,7 +163,7 @@ impl Journal {
             if paths.is_some_and(|ps| !ps.contains(&o.path)) {
                 continue;
             }
-            match restore(o, kernel_fs(&o.path, self.allow.root())) {
+            match restore(o, self.allow.root()) {
                 Ok(()) => {
                     if let Err(e) = store.conn().execute(
                         "UPDATE idle_original SET restored_ms = ?3
@@ -258,7 +260,7 @@ fn restore_list(writer: Option<&Store>, waiting: &[Pending], catalogue: &Catalog
             out.refused.push(why.to_string());
             continue;
         }
-        match restore(o, kernel_fs(&o.path, catalogue.root())) {
+        match restore(o, catalogue.root()) {
             Ok(()) => {
                 out.restored.push(o.path.clone());
                 if let Some(w) = writer {
@@ -364,7 +366,7 @@ fn untrusted_owner(db: &Path) -> Option<String> {
 /// changed in `db`'s machine (the settings under `root`). Does nothing when there is no
 /// database, nothing pending, or a measurement is running now; as root, nothing from a
 /// database owned by another user (say so, and how to restore from it when it is yours).
-pub fn recover_at_start(db: &Path, root: &wattson_collectors::SysRoot) -> Recovery {
+pub fn recover_at_start(db: &Path, root: &SysRoot) -> Recovery {
     let mut out = Recovery::default();
     if !db.is_file() {
         return out;
@@ -498,27 +500,29 @@ mod tests {
     #[test]
     fn a_list_file_restores_its_bytes_and_a_plain_one_its_value() {
         let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::new(dir.path(), dir.path().join("proc"));
         let policy = dir.path().join("policy");
         std::fs::write(&policy, "default [performance] powersave powersupersave\n").unwrap();
         let o = Original::read(&policy).unwrap();
         assert_eq!(o.value, "performance");
-        safe_open::write_setting(&policy, b"powersave", KernelFs::Any).unwrap();
-        restore(&o, KernelFs::Any).unwrap();
+        safe_open::write_setting(&policy, b"powersave", &root).unwrap();
+        restore(&o, &root).unwrap();
         assert_eq!(std::fs::read(&policy).unwrap(), o.content);
 
         let nmi = dir.path().join("nmi_watchdog");
         std::fs::write(&nmi, "1\n").unwrap();
         let o = Original::read(&nmi).unwrap();
-        safe_open::write_setting(&nmi, b"0", KernelFs::Any).unwrap();
-        restore(&o, KernelFs::Any).unwrap();
+        safe_open::write_setting(&nmi, b"0", &root).unwrap();
+        restore(&o, &root).unwrap();
         assert_eq!(std::fs::read_to_string(&nmi).unwrap(), "1\n");
     }
 
     #[test]
     fn writing_never_creates_a_file() {
         let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::new(dir.path(), dir.path().join("proc"));
         let missing = dir.path().join("gone");
-        assert!(safe_open::write_setting(&missing, b"1", KernelFs::Any).is_err());
+        assert!(safe_open::write_setting(&missing, b"1", &root).is_err());
         assert!(!missing.exists());
     }
 

@@ -29,7 +29,7 @@ const EFFECTS: [(&str, &str, f64, bool); 5] = [
     ("runtime_pm_usb", "auto", -0.4, true),
 ];
 
-fn measured(db: &Path) {
+pub(crate) fn measured(db: &Path) {
     let store = Store::open(
         db,
         &StoreOptions {

@@ -57,16 +57,16 @@ pub fn apply(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Exit
         anyhow::bail!("nothing to apply on this machine now (see above)");
     }
     for (path, _) in keeps.iter().flat_map(|k| &k.writes) {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .with_context(|| {
-                format!(
+        if let Err(e) = crate::safe_open::open_setting(path, &root) {
+            if e.kind() == std::io::ErrorKind::PermissionDenied && e.raw_os_error().is_some() {
+                anyhow::bail!(
                     "wattson idle --apply changes power settings and cannot write {}: run it \
                      as root; nothing was changed",
                     path.display()
-                )
-            })?;
+                );
+            }
+            anyhow::bail!("cannot write {}: {e}; nothing was changed", path.display());
+        }
     }
     let before = errors::read_all(&root);
     apply::record(&store, &keeps, chrono::Utc::now().timestamp_millis())?;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use wattson_tests::idle::{bench, host_toml, intel_desktop, snapshot, touched};
 use wattson_tests::{Child, TestEnv, q, wattson};
 
+mod composed;
 mod counted;
 
 /// An unprivileged user for the tests that need a second one: created with `useradd` when
