@@ -56,7 +56,8 @@ pub struct IdleArgs {
     /// unsupported are never touched.
     #[arg(long, conflicts_with_all = ["measure", "restore", "json", "revert"])]
     pub apply: bool,
-    /// Undo --apply: remove its file and put back every value it changed, as found.
+    /// Undo --apply: put back every value it changed, as found, and take its lines out of
+    /// its file (lines added below them are kept; the file goes when nothing else is in it).
     #[arg(long, conflicts_with_all = ["measure", "restore", "json"])]
     pub revert: bool,
     /// With --apply: how long to watch the error counters afterwards (0: not at all).
@@ -71,7 +72,7 @@ pub struct IdleArgs {
     )]
     pub watch: Duration,
     /// With --apply or --revert: the directory of its tmpfiles.d file (wattson-idle.conf).
-    #[arg(long, value_name = "DIR", default_value = crate::idle::apply::DEFAULT_DIR)]
+    #[arg(long, value_name = "DIR", default_value = crate::idle::tmpfiles::DEFAULT_DIR)]
     pub tmpfiles_dir: PathBuf,
     /// With --measure or --apply: only these settings (comma-separated ids: pcie_aspm,
     /// sata_alpm, runtime_pm_pci, runtime_pm_ata, runtime_pm_usb, nmi_watchdog,

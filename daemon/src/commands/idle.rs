@@ -150,7 +150,7 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
     let store = Store::open(db, &crate::sources::wiring::store_options(config))
         .with_context(|| format!("opening the database {}", db.display()))?;
     let _lock = journal::lock(db)?;
-    let left = journal::restore_pending(&store, &candidates::Catalogue::of(&root));
+    let left = journal::restore_pending(&store, &crate::idle::catalogue::Catalogue::of(&root));
     if !left.is_empty() {
         anyhow::bail!(
             "an earlier measurement left settings changed that cannot be put back ({}): \

@@ -13,8 +13,14 @@
 //! procfs paths alike: `/etc/tmpfiles.d/wattson-idle.conf` unless told otherwise. Before
 //! anything is written, each file's content as found is stored (`idle_applied`,
 //! `schema/0012-idle-applied.sql`); `--revert` puts it back, checked against the catalogue
-//! as the idle journal is, and removes the file only when its first line says wattson
-//! wrote it.
+//! as the idle journal is, and takes wattson's lines out of the file only when its first
+//! line says wattson wrote it ([`super::tmpfiles`], which keeps an administrator's lines).
+//!
+//! The file is composed, never copied: each line is a `w` line for a catalogue file (the
+//! path the catalogue derived, as the running system names it) with the catalogue's own
+//! spelling of a value that file takes, under a comment with the catalogue's name for the
+//! setting; a database row only chooses among them, and its text (a setting's stored name)
+//! never reaches the file.
 //!
 //! After applying, the error counters such settings are known to raise are watched
 //! ([`wattson_collectors::idle::errors`]); a setting whose counters rise is put back and its
@@ -22,8 +28,6 @@
 //!
 //! Units: W, UTC ms.
 
-use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use rusqlite::params;
@@ -31,18 +35,13 @@ use wattson_collectors::SysRoot;
 use wattson_collectors::idle::errors::{Counter, Family};
 use wattson_collectors::idle::settings::{Setting, SettingKind};
 
-use super::candidates::{Catalogue, kind_of};
+use super::candidates::{kind_of, name_for};
+use super::catalogue::Catalogue;
 use super::journal::{self, Original};
 use super::store::Effect;
+use super::tmpfiles::{self, Lines};
 use crate::safe_open;
 use crate::store::Store;
-
-/// The file's name in its directory.
-pub const FILE_NAME: &str = "wattson-idle.conf";
-/// Where systemd-tmpfiles reads administrators' files.
-pub const DEFAULT_DIR: &str = "/etc/tmpfiles.d";
-/// The first line of the file: what `--revert` checks before removing it.
-const MARK: &str = "# Written by `wattson idle --apply`.";
 
 /// Why the settings cannot be applied or put back.
 #[derive(Debug, thiserror::Error)]
@@ -59,11 +58,8 @@ pub enum ApplyError {
     NotSaved(String),
     #[error("{0}")]
     Refused(String),
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Tmpfiles(#[from] tmpfiles::FileError),
     #[error("the database {path}: {source}")]
     Sql {
         path: PathBuf,
@@ -293,97 +289,46 @@ fn system_path(path: &Path, root: &SysRoot) -> PathBuf {
     }
 }
 
-/// The tmpfiles.d text for `kept`: only files the catalogue holds with values their
-/// settings take (the rows come from a database), grouped by setting with its saving.
-pub fn file_text(kept: &[Applied], catalogue: &Catalogue, host: &str, now: &str) -> String {
-    let mut text = format!(
-        "{MARK}\n# The power settings `wattson idle --measure` found to save at the wall on {host},\n\
-         # kept {now}. systemd-tmpfiles writes each value at boot (tmpfiles.d(5), type w).\n\
-         # `wattson idle --revert` removes this file and puts back what was found.\n"
-    );
-    let settings: BTreeSet<&str> = kept.iter().map(|a| a.setting.as_str()).collect();
-    for s in settings {
-        let rows: Vec<&Applied> = kept
-            .iter()
-            .filter(|a| a.setting == s)
-            .filter(|a| catalogue.vet_value(&a.path, &a.value).is_ok())
-            .collect();
-        let Some(first) = rows.first() else {
-            continue;
-        };
-        let _ = write!(
-            text,
-            "\n# {}: {:+.2} +/- {:.2} W at the wall\n",
-            first.name, first.delta_w, first.ci95_w
-        );
-        for a in rows {
-            let _ = writeln!(
-                text,
-                "w {} - - - - {}",
-                system_path(&a.path, catalogue.root()).display(),
-                a.value
-            );
-        }
-    }
-    text
-}
-
-/// Writes `text` as `dir/FILE_NAME`: a new file renamed over the old one, mode 0644.
-pub fn write_file(dir: &Path, text: &str) -> Result<PathBuf, ApplyError> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let io = |what: String| move |source| ApplyError::Io { what, source };
-    let target = dir.join(FILE_NAME);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".wattson-idle.")
-        .tempfile_in(dir)
-        .map_err(io(format!("creating a file in {}", dir.display())))?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes())
-        .and_then(|()| tmp.as_file().sync_all())
-        .and_then(|()| {
-            tmp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o644))
+/// wattson's lines of the tmpfiles.d file for `kept`: for each row whose file the catalogue
+/// holds with a value its setting takes, a `w` line of the catalogue's path and value,
+/// grouped by the catalogue's kind under its name for the setting and the saving measured
+/// (the rows come from a database: their names are never written).
+pub fn file_lines(
+    kept: &[Applied],
+    catalogue: &Catalogue,
+    host: &str,
+    now: &str,
+) -> Result<Lines, tmpfiles::LineError> {
+    let mut lines = Lines::new();
+    lines.comment(&format!(
+        "The power settings `wattson idle --measure` found to save at the wall on {host},"
+    ))?;
+    lines.comment(&format!(
+        "kept {now}. systemd-tmpfiles writes each value at boot (tmpfiles.d(5), type w)."
+    ))?;
+    lines.comment("`wattson idle --revert` takes these lines out and puts back what was found.")?;
+    let mut entries: Vec<(SettingKind, &Path, &str, &Applied)> = kept
+        .iter()
+        .filter_map(|a| {
+            let (path, kind, value) = catalogue.entry(&a.path, &a.value).ok()?;
+            Some((kind, path, value, a))
         })
-        .map_err(io(format!("writing {}", target.display())))?;
-    tmp.persist(&target)
-        .map_err(|e| e.error)
-        .map_err(io(format!("replacing {}", target.display())))?;
-    Ok(target)
-}
-
-/// Removes `dir/FILE_NAME` when its first line says wattson wrote it. Returns whether there
-/// was one.
-pub fn remove_file(dir: &Path) -> Result<bool, ApplyError> {
-    let target = dir.join(FILE_NAME);
-    let meta = match std::fs::symlink_metadata(&target) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(source) => {
-            return Err(ApplyError::Io {
-                what: format!("reading {}", target.display()),
-                source,
-            });
+        .collect();
+    entries.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    for group in entries.chunk_by(|a, b| a.0 == b.0) {
+        let (kind, _, value, first) = group[0];
+        lines.blank();
+        lines.comment(&format!(
+            "{}: {:+.2} +/- {:.2} W at the wall",
+            name_for(kind, value, group.len()),
+            first.delta_w,
+            first.ci95_w
+        ))?;
+        for (_, path, value, _) in group {
+            lines.write(&system_path(path, catalogue.root()), value)?;
         }
-    };
-    if !meta.is_file() {
-        return Err(ApplyError::Refused(format!(
-            "{} is not a regular file (a symbolic link, or another kind of file), which \
-             `wattson idle --apply` never writes: left as it is",
-            target.display()
-        )));
     }
-    let ours = std::fs::read_to_string(&target).is_ok_and(|t| t.lines().next() == Some(MARK));
-    if !ours {
-        return Err(ApplyError::Refused(format!(
-            "{} was not written by `wattson idle --apply` (its first line is not {MARK:?}): \
-             left as it is",
-            target.display()
-        )));
-    }
-    std::fs::remove_file(&target).map_err(|source| ApplyError::Io {
-        what: format!("removing {}", target.display()),
-        source,
-    })?;
-    Ok(true)
+    Ok(lines)
 }
 
 /// Puts back every file of `settings` (every setting when `None`) as found, checked against
@@ -515,7 +460,7 @@ mod tests {
     }
 
     #[test]
-    fn the_file_names_system_paths_and_is_removed_only_when_it_is_ours() {
+    fn the_file_names_system_paths_and_the_catalogues_names_only() {
         let dir = tempfile::tempdir().unwrap();
         let root = SysRoot::new(dir.path().join("sys"), dir.path().join("proc"));
         let policy = root.sys_path("module/pcie_aspm/parameters/policy");
@@ -531,8 +476,10 @@ mod tests {
             delta_w: -3.0,
             ci95_w: 0.4,
         }];
-        let text = file_text(&kept, &catalogue, "nas", "2026-12-04 21:00 UTC");
-        assert!(text.starts_with(MARK), "{text}");
+        let text = file_lines(&kept, &catalogue, "nas", "2026-12-04 21:00 UTC")
+            .unwrap()
+            .text()
+            .to_owned();
         assert!(
             text.contains("\nw /sys/module/pcie_aspm/parameters/policy - - - - powersave\n"),
             "{text}"
@@ -541,19 +488,24 @@ mod tests {
             text.contains("# ASPM powersave: -3.00 +/- 0.40 W"),
             "{text}"
         );
-        // A row whose file the catalogue does not hold never reaches the file.
+        // A row whose file the catalogue does not hold never reaches the file, and a row's
+        // own name never does: the catalogue's is written.
         let elsewhere = Applied {
             path: PathBuf::from("/etc/shadow"),
             ..kept[0].clone()
         };
-        assert!(!file_text(&[elsewhere], &catalogue, "nas", "now").contains("shadow"));
-        let etc = dir.path().join("tmpfiles.d");
-        std::fs::create_dir(&etc).unwrap();
-        let path = write_file(&etc, &text).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
-        assert!(remove_file(&etc).unwrap());
-        assert!(!remove_file(&etc).unwrap());
-        std::fs::write(etc.join(FILE_NAME), "w /sys/x - - - - 1\n").unwrap();
-        assert!(matches!(remove_file(&etc), Err(ApplyError::Refused(_))));
+        let lines = file_lines(&[elsewhere], &catalogue, "nas", "now").unwrap();
+        assert_eq!(lines.writes(), 0);
+        assert!(!lines.text().contains("shadow"));
+        let injected = Applied {
+            name: "ASPM\nf+ /etc/sudoers.d/x 0440 root root - x ALL=(ALL) ALL\n#".into(),
+            ..kept[0].clone()
+        };
+        let text = file_lines(&[injected], &catalogue, "nas", "now")
+            .unwrap()
+            .text()
+            .to_owned();
+        assert!(!text.contains("f+") && !text.contains("sudoers"), "{text}");
+        assert!(text.contains("# ASPM powersave: -3.00"), "{text}");
     }
 }

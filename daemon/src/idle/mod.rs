@@ -10,6 +10,8 @@
 //!   for `wattson idle` and the report;
 //! - [`candidates`]: the settings `--measure` may change, grouped one candidate per kind,
 //!   and the allowlist of files that follows from them;
+//! - [`catalogue`]: every file wattson could write on this machine and the values each
+//!   takes, against which a database's rows are vetted;
 //! - [`journal`]: the original value of every file, stored in the database before the first
 //!   write, restored after success, Ctrl-C, SIGTERM, and at the next start of any wattson
 //!   command after a crash;
@@ -18,6 +20,8 @@
 //! - [`keep_advice`]: the lines that make a setting that saved something permanent by hand;
 //! - [`apply`]: keeping the settings that saved (`--apply`: a tmpfiles.d file wattson owns,
 //!   applied now and watched against the error counters they can raise) and `--revert`;
+//! - [`tmpfiles`]: the one writer of the tmpfiles.d file `--apply` keeps: `w` lines and
+//!   comments only, an administrator's lines below wattson's kept;
 //! - [`store`]: the measured effects in the database, for `wattson idle` and `wattson report`;
 //! - [`wakeups`]: who wakes the CPUs over the sampled window, by service, process and
 //!   interrupt line;
@@ -33,6 +37,7 @@
 
 pub mod apply;
 pub mod candidates;
+pub mod catalogue;
 pub mod configs;
 pub mod disk_hours;
 pub mod error;
@@ -43,6 +48,7 @@ pub mod journal;
 pub mod keep_advice;
 pub mod measure;
 pub mod store;
+pub mod tmpfiles;
 pub mod wakeup_hours;
 pub mod wakeups;
 

@@ -15,9 +15,10 @@ use wattson_collectors::idle::settings;
 use super::super::signals::SignalWatch;
 use crate::cli::IdleArgs;
 use crate::config::Config;
-use crate::idle::apply::{self, Keep};
-use crate::idle::candidates::Catalogue;
+use crate::idle::apply::{self, ApplyError, Keep};
+use crate::idle::catalogue::Catalogue;
 use crate::idle::store as idle_store;
+use crate::idle::tmpfiles::{self, Existing, Outcome};
 use crate::store::Store;
 
 /// How often the error counters are read while watching.
@@ -68,11 +69,20 @@ pub fn apply(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Exit
             anyhow::bail!("cannot write {}: {e}; nothing was changed", path.display());
         }
     }
+    // A file of the same name that is not wattson's is refused before anything is stored.
+    Existing::read(&args.tmpfiles_dir).map_err(ApplyError::from)?;
     let before = errors::read_all(&root);
     apply::record(&store, &keeps, chrono::Utc::now().timestamp_millis())?;
-    let file = rewrite(&store, &catalogue, config, &args.tmpfiles_dir)?;
-    crate::output::println(&format!("wrote {}:\n", file.display()));
-    crate::output::print(&std::fs::read_to_string(&file).unwrap_or_default());
+    match rewrite(&store, &catalogue, config, &args.tmpfiles_dir)? {
+        Outcome::Written(file) => {
+            crate::output::println(&format!("wrote {}:\n", file.display()));
+            crate::output::print(&std::fs::read_to_string(&file).unwrap_or_default());
+        }
+        Outcome::Removed(file) | Outcome::Absent(file) => crate::output::println(&format!(
+            "no setting file of the catalogue to keep in {}",
+            file.display()
+        )),
+    }
     let failed = apply::write_now(&keeps, &catalogue);
     if !failed.is_empty() {
         anyhow::bail!(
@@ -93,21 +103,19 @@ pub fn apply(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes the tmpfiles.d file from what the database holds as kept, or removes it when
-/// nothing is.
+/// Writes wattson's lines of the tmpfiles.d file from what the database holds as kept,
+/// with the lines the file held below wattson's; removes the file when neither has one.
 fn rewrite(
     store: &Store,
     catalogue: &Catalogue,
     config: &Config,
     dir: &Path,
-) -> anyhow::Result<std::path::PathBuf> {
+) -> anyhow::Result<Outcome> {
+    let existing = Existing::read(dir).map_err(ApplyError::from)?;
     let kept = apply::applied(store)?;
-    if kept.is_empty() {
-        apply::remove_file(dir)?;
-        return Ok(dir.join(apply::FILE_NAME));
-    }
-    let text = apply::file_text(&kept, catalogue, &config.host.name, &now_text());
-    Ok(apply::write_file(dir, &text)?)
+    let lines = apply::file_lines(&kept, catalogue, &config.host.name, &now_text())
+        .map_err(|e| ApplyError::from(tmpfiles::FileError::from(e)))?;
+    Ok(tmpfiles::replace(dir, &lines, &existing).map_err(ApplyError::from)?)
 }
 
 /// Reads the error counters every [`WATCH_EVERY`] for `how_long` (until Ctrl-C), putting
@@ -194,13 +202,8 @@ pub fn revert(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Exi
     let store = open(config, db)?;
     let catalogue = Catalogue::of(&root);
     let (done, failed) = apply::put_back(&store, &catalogue, None)?;
-    let removed = if failed.is_empty() {
-        apply::remove_file(&args.tmpfiles_dir)?
-    } else {
-        rewrite(&store, &catalogue, config, &args.tmpfiles_dir)?;
-        false
-    };
-    let file = args.tmpfiles_dir.join(apply::FILE_NAME);
+    let outcome = rewrite(&store, &catalogue, config, &args.tmpfiles_dir)?;
+    let file = args.tmpfiles_dir.join(tmpfiles::FILE_NAME);
     crate::output::println(&format!(
         "put back {} setting file(s){}{}",
         done.len(),
@@ -215,10 +218,13 @@ pub fn revert(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Exi
                     .join(", ")
             )
         },
-        if removed {
-            format!("; removed {}", file.display())
-        } else {
-            String::new()
+        match &outcome {
+            Outcome::Removed(file) => format!("; removed {}", file.display()),
+            Outcome::Written(file) if failed.is_empty() => format!(
+                "; took wattson's lines out of {}, keeping the lines below them",
+                file.display()
+            ),
+            Outcome::Written(_) | Outcome::Absent(_) => String::new(),
         }
     ));
     if failed.is_empty() {
