@@ -49,6 +49,7 @@ mod http_hostile;
 mod idle;
 mod idle_apply;
 mod idle_gap;
+mod interleaved;
 mod ledger;
 mod lifecycle;
 mod live_page;
