@@ -100,6 +100,13 @@ pub enum StoreError {
     },
     #[error("database {path}: {detail}")]
     Lost { path: PathBuf, detail: String },
+    #[error(
+        "database {path} is a symbolic link (to {target}): wattson opens a database by its own \
+         name, never through a link (one planted in the database's directory would have \
+         wattson, perhaps as root, create or write the file it names); point [storage] path or \
+         --db at the database itself, or remove the link"
+    )]
+    Link { path: PathBuf, target: PathBuf },
 }
 
 /// Why a schema migration failed, with SQLite's reason but without the migration's whole

@@ -83,7 +83,8 @@ pub fn open_database(path: &Path) -> Result<Store, ExistingError> {
 
 /// Whether the database at `path` is there to be read: `Ok(false)` when it does not exist,
 /// `Ok(true)` when this user may read it, and an error naming the path and the OS reason (a
-/// permission problem is not "no database") otherwise.
+/// permission problem is not "no database") or the link it is ([`StoreError::Link`])
+/// otherwise.
 ///
 /// It never opens the file: closing any descriptor of a database releases every POSIX lock
 /// this process holds on it, so a connection of the same process (the daemon's writer
@@ -103,6 +104,8 @@ pub fn database_exists(path: &Path) -> Result<bool, ExistingError> {
             }
         }
     };
+    // A link there, dangling or not, is refused as opening it would be: it is no database.
+    super::open::unlinked(path)?;
     match std::fs::metadata(path) {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),

@@ -50,10 +50,44 @@ fn identify(conn: &Connection, path: &Path, new_allowed: bool) -> Result<Identit
     })
 }
 
+/// The name SQLite is given for the database at `path`: refused ([`StoreError::Link`]) when
+/// `path` itself is a symbolic link, else its directory resolved and its own name kept.
+///
+/// SQLite follows a link at the database's name, creating the file it names (root's `tariff
+/// import` through a dangling link the service user planted in its state directory made a
+/// root-owned database wherever the link led, and `-wal`/`-shm` beside it). The connection is
+/// opened with `SQLITE_OPEN_NOFOLLOW`, which refuses a link anywhere in the path, so the
+/// directories are resolved first: systemd's `/var/lib/<service>` is itself a link for a
+/// `DynamicUser` service. Asked with `lstat`, never by opening the file (closing a descriptor
+/// of a database releases the process's locks on it: [`super::database_exists`]).
+pub(super) fn unlinked(path: &Path) -> Result<PathBuf, StoreError> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(StoreError::Link {
+            path: path.to_owned(),
+            target: std::fs::read_link(path).unwrap_or_default(),
+        });
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(path.to_owned());
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    // A directory that cannot be resolved is left for SQLite to say so.
+    Ok(std::fs::canonicalize(dir).map_or_else(|_| path.to_owned(), |d| d.join(name)))
+}
+
 impl Store {
-    /// Opens (creating and migrating if needed) the database at `path` for writing.
+    /// Opens (creating and migrating if needed) the database at `path` for writing. A link
+    /// at `path` is refused, never followed ([`unlinked`]).
     pub fn open(path: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
-        let mut conn = Connection::open(path).map_err(|source| StoreError::Open {
+        let mut conn = Connection::open_with_flags(
+            unlinked(path)?,
+            OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+        )
+        .map_err(|source| StoreError::Open {
             path: path.to_owned(),
             source,
         })?;
@@ -107,11 +141,14 @@ impl Store {
         Ok(store)
     }
 
-    /// Opens an existing database for reading, alongside a daemon that writes it.
+    /// Opens an existing database for reading, alongside a daemon that writes it. A link
+    /// at `path` is refused, never followed ([`unlinked`]).
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            unlinked(path)?,
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_NOFOLLOW,
         )
         .map_err(|source| StoreError::Open {
             path: path.to_owned(),

@@ -13,6 +13,7 @@ use wattson_tests::{Child, TestEnv, q, wattson};
 
 mod composed;
 mod counted;
+mod opened;
 
 /// An unprivileged user for the tests that need a second one: created with `useradd` when
 /// missing. `None` where that cannot be done outside CI (not root); under `CI=true` the
