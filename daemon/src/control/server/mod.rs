@@ -149,24 +149,33 @@ pub fn start(
     })
 }
 
-/// Binds the socket inside a fresh 0700 directory beside `path`, sets its mode to 0660 there
-/// and only then renames it into place: whatever the umask, no other user can connect
-/// before the mode is right (SECURITY.md).
+/// Binds the socket inside a fresh 0700 directory beside `path` ([`staging_dir`]), sets its
+/// mode to 0660 there and only then renames it into place: whatever the umask, no other
+/// user can connect before the mode is right, or unlink it before it is in place
+/// (SECURITY.md).
 fn bind_private(path: &Path) -> Result<tokio::net::UnixListener, (&'static str, std::io::Error)> {
     let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let staging = tempfile::Builder::new()
-        .prefix(".wattson-sock-")
-        .tempdir_in(parent)
-        .map_err(|e| ("creating a private directory beside it", e))?;
+    let staging = staging_dir(parent).map_err(|e| ("creating a private directory beside it", e))?;
     let inside = staging.path().join("s");
     let listener = tokio::net::UnixListener::bind(&inside).map_err(|e| ("binding", e))?;
     std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o660))
         .map_err(|e| ("setting its mode to 0660", e))?;
     std::fs::rename(&inside, path).map_err(|e| ("moving it into place", e))?;
     Ok(listener)
+}
+
+/// A fresh directory in `parent` that only this user may enter, made with mode 0700 by
+/// `mkdir` itself: the umask can only narrow that. Made 0777 and left to the umask (as
+/// `tempfile` does by default), it was world-writable under `umask 000`, and another user
+/// unlinked the socket in it before it was moved into place.
+fn staging_dir(parent: &Path) -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(".wattson-sock-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(parent)
 }
 
 async fn accept(
@@ -211,4 +220,20 @@ async fn accept(
         }
     }
     connections.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 44: the staging directory is made 0700, not left to the umask (under the usual
+    /// 022 it was 0755, under 000 world-writable).
+    #[test]
+    fn the_staging_directory_is_made_private_by_mkdir_itself() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = staging_dir(parent.path()).unwrap();
+        let mode = std::fs::metadata(dir.path()).unwrap().mode() & 0o7777;
+        assert_eq!(mode & 0o077, 0, "{mode:o}");
+        assert_eq!(mode & 0o700, 0o700, "{mode:o}");
+    }
 }

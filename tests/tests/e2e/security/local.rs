@@ -401,11 +401,68 @@ fn negative_power_is_refused_unless_the_source_exports() {
     }
 }
 
-/// Row 5: under `umask 000` the control socket is never seen at any mode but 0660.
+/// Watches `dir` with inotify and stats every `.wattson-sock-*` directory made in it as soon
+/// as its creation is read; the modes seen (it lives only while the socket is bound, set
+/// and moved, so a start may show none) come back when `stop` is set.
+fn watch_staging(
+    dir: &Path,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<Vec<u32>> {
+    use std::os::fd::{AsFd as _, FromRawFd as _, OwnedFd};
+    use std::os::unix::ffi::OsStrExt as _;
+    let name = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: inotify_init1 and inotify_add_watch take no pointers but the path's, which
+    // outlives the call; the descriptor is owned from here on.
+    #[allow(unsafe_code)]
+    let fd = unsafe {
+        let fd = libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK);
+        assert!(fd >= 0, "inotify_init1");
+        assert!(libc::inotify_add_watch(fd, name.as_ptr(), libc::IN_CREATE) >= 0);
+        OwnedFd::from_raw_fd(fd)
+    };
+    let dir = dir.to_owned();
+    std::thread::spawn(move || {
+        use nix::poll::{PollFd, PollFlags, poll};
+        let mut modes = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            let stopping = stop.load(std::sync::atomic::Ordering::SeqCst);
+            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+            let _ = poll(&mut fds, 50u16);
+            let Ok(n) = nix::unistd::read(&fd, &mut buf) else {
+                if stopping {
+                    return modes;
+                }
+                continue;
+            };
+            // struct inotify_event: wd, mask, cookie, len (4 bytes each), then len bytes of
+            // name padded with NULs.
+            let mut at = 0;
+            while at + 16 <= n {
+                let len = u32::from_ne_bytes(buf[at + 12..at + 16].try_into().unwrap()) as usize;
+                let raw = &buf[at + 16..at + 16 + len];
+                let name = String::from_utf8_lossy(raw.split(|b| *b == 0).next().unwrap());
+                if name.starts_with(".wattson-sock-")
+                    && let Ok(m) = std::fs::symlink_metadata(dir.join(&*name))
+                {
+                    modes.push(m.mode() & 0o7777);
+                }
+                at += 16 + len;
+            }
+        }
+    })
+}
+
+/// Row 5: under `umask 000` the control socket is never seen at any mode but 0660, and the
+/// directory it is bound in never at any but 0700 (issue 44: it was made 0777, and another
+/// user unlinked the socket in it before it was moved into place).
 #[test]
 fn the_control_socket_is_never_world_writable_under_umask_000() {
+    let mut staged = Vec::new();
     for start in 0..3 {
         let env = TestEnv::new();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watch = watch_staging(env.dir.path(), stop.clone());
         let meter = wattson_tests::simulate("pzem004t", &[1], 50.0);
         let config = env.config(&wattson_tests::meter_toml(
             "wall",
@@ -458,7 +515,15 @@ fn the_control_socket_is_never_world_writable_under_umask_000() {
         assert!(left.is_empty(), "{left:?}");
         daemon.stop_cleanly();
         drop(meter);
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        staged.extend(watch.join().unwrap());
     }
+    let shown: Vec<String> = staged.iter().map(|m| format!("{m:o}")).collect();
+    eprintln!("staging directories caught: {shown:?}");
+    assert!(
+        staged.iter().all(|m| *m == 0o700),
+        "a staging directory was seen at {shown:?}"
+    );
 }
 
 /// Row 8: a price slot from year 1 to 9999 is refused with its line and the bound.
