@@ -4,8 +4,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use wattson_collectors::Metric;
+use wattson_collectors::plausibility::{Limits, MAX_POWER_W};
+
 use super::CalibrationError;
-use super::model::{Hardware, WallModel};
+use super::model::{Hardware, Shape, WallModel};
+use crate::config::names::{check_label, check_name, check_text};
 
 /// The file `export --format file` writes and `import` reads.
 #[derive(Debug, Serialize, Deserialize)]
@@ -46,6 +50,7 @@ pub fn import(text: &str, host: &str, here: &Hardware) -> Result<WallModel, Cali
     let mut m = f.model;
     m.check()
         .map_err(|e| bad(format!("the model in it is not whole: {e}")))?;
+    vet(&m).map_err(|e| bad(format!("refused: {e}")))?;
     if let Some(why) = m.hardware.differs_from(here) {
         return Err(bad(format!(
             "fitted on {} with {why}: a model is only lent to the same hardware (fit one here \
@@ -58,4 +63,82 @@ pub fn import(text: &str, host: &str, here: &Hardware) -> Result<WallModel, Cali
     }
     host.clone_into(&mut m.host);
     Ok(m)
+}
+
+/// What a file's model must hold beyond being whole ([`WallModel::check`]), said as the
+/// reason it is refused: its names pass the one rule for names (they reach the comments of
+/// the exported YAML, labels and pages), its curve and the wall it saw are watts a meter
+/// could read (finite, 0 to 16 kW: [`Limits::check`]), and a line's every term stays within
+/// 16 kW over the range its signal was seen in.
+fn vet(m: &WallModel) -> Result<(), String> {
+    let name = |what: &str, value: &str, rule: fn(&str) -> Result<(), String>| {
+        rule(value).map_err(|e| format!("{what} {value:?} {e}"))
+    };
+    name("host", &m.host, check_name)?;
+    if let Some(h) = &m.borrowed_from {
+        name("borrowed_from", h, check_name)?;
+    }
+    name("wall_source", &m.wall_source, check_label)?;
+    for f in &m.model.features {
+        name("a signal's source", &f.source.to_string(), check_label)?;
+        if !f.channel.is_empty() {
+            name("a signal's channel", &f.channel, check_label)?;
+        }
+    }
+    for (described, _) in &m.considered {
+        name("a model considered", described, check_text)?;
+    }
+    let limits = Limits::default();
+    // Said as a meter's reading would be, a huge figure in powers of ten (not 309 digits).
+    let watts = |what: &str, w: f64| {
+        limits.check(Metric::Power, w).map_err(|_| {
+            let shown = if w.abs() < 1e6 {
+                format!("{w}")
+            } else {
+                format!("{w:e}")
+            };
+            format!(
+                "{what} is {shown} W, which no meter reads: watts are finite, from 0 to under \
+                 {MAX_POWER_W} W"
+            )
+        })
+    };
+    watts("the wall's least", m.wall_span.min)?;
+    watts("the wall's most", m.wall_span.max)?;
+    let terms = |coefficients: &[f64], features: usize| -> Result<(), String> {
+        for ((c, span), f) in coefficients
+            .iter()
+            .zip(&m.feature_spans[features..])
+            .zip(&m.model.features[features..])
+        {
+            let most = (c * span.min).abs().max((c * span.max).abs());
+            if !most.is_finite() || most >= MAX_POWER_W {
+                return Err(format!(
+                    "the term of {} reaches {most:e} W over the range the model saw: watts are \
+                     finite, under {MAX_POWER_W} W",
+                    f.name()
+                ));
+            }
+        }
+        Ok(())
+    };
+    match &m.model.shape {
+        Shape::Table { points, plus } => {
+            for (x, w) in points {
+                watts(&format!("the table's point at {x}"), *w)?;
+            }
+            terms(plus, 1)
+        }
+        Shape::Linear {
+            intercept_w,
+            coefficients,
+        } => {
+            if intercept_w.abs() >= MAX_POWER_W {
+                return Err(format!(
+                    "the intercept is {intercept_w:e} W: watts are finite, under {MAX_POWER_W} W"
+                ));
+            }
+            terms(coefficients, 0)
+        }
+    }
 }

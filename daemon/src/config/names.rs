@@ -15,9 +15,10 @@ pub const MAX_NAME_CHARS: usize = 64;
 pub const MAX_TOPIC_CHARS: usize = 256;
 
 /// Characters that change how the rest of a line reads without showing: bidirectional
-/// overrides and isolates, zero-width marks, the byte order mark.
+/// overrides and isolates, zero-width marks, the byte order mark, and the line and paragraph
+/// separators (YAML 1.1 readers, PyYAML among them, break a line there).
 fn is_invisible(c: char) -> bool {
-    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// The first character of `s` that no name or topic may hold, in words.
@@ -79,6 +80,15 @@ pub fn check_topic(topic: &str, wildcards: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether free text of any length (a model's description kept with it) is printable: no
+/// control or invisible characters, as in a name.
+pub fn check_text(text: &str) -> Result<(), String> {
+    match unprintable(text) {
+        Some(what) => Err(format!("holds {what}: text must be printable")),
+        None => Ok(()),
+    }
+}
+
 /// `check_label` for a clap value parser (trimmed).
 pub fn parse_label(s: &str) -> Result<String, String> {
     check_label(s.trim())?;
@@ -101,6 +111,7 @@ mod tests {
             "a+b",
             "a#b",
             "rtl\u{202E}x",
+            "line\u{2028}separator",
         ] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }

@@ -88,16 +88,21 @@ pub fn powercalc(model: &WallModel, host: &str) -> Result<String, CalibrationErr
         k
     };
     let entity_id = super::mqtt::discovery::entity_id(host, object_id);
-    let mut out = format!(
-        "# wattson: {host}'s wall power from {entity_id}, {}.\n\
-         # Fitted on {} minutes with the meter in; withheld by wattson outside {} to {} of\n\
-         # the entity, which powercalc instead holds at the table's ends.\n\
-         powercalc:\n  sensors:\n    - entity_id: {entity_id}\n      name: {}\n\
+    let mut out = comments(&[
+        format!(
+            "wattson: {host}'s wall power from {entity_id}, {}.",
+            model.provenance()
+        ),
+        format!(
+            "Fitted on {} minutes with the meter in; withheld by wattson outside {lo} to {hi} of",
+            model.minutes
+        ),
+        "the entity, which powercalc instead holds at the table's ends.".to_owned(),
+    ]);
+    let _ = write!(
+        out,
+        "powercalc:\n  sensors:\n    - entity_id: {entity_id}\n      name: {}\n\
          \x20     unique_id: {}_estimated_wall_power\n      linear:\n        calibrate:\n",
-        model.provenance(),
-        model.minutes,
-        lo,
-        hi,
         // A JSON string is a YAML double-quoted scalar: any host name stays one value.
         serde_json::to_string(&format!("{host} estimated wall power")).unwrap_or_default(),
         super::mqtt::discovery::node_id(host),
@@ -123,14 +128,11 @@ fn selector(feature: &Feature, host: &str) -> Option<(String, f64)> {
         spacing_ms: None,
     };
     let (name, labels, scale) = super::remote_write::queue::family(&series)?;
-    let labels: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
-        .collect();
-    Some((
-        format!("sum by (host) ({name}{{{}}})", labels.join(",")),
-        scale,
-    ))
+    let selector = super::remote_write::engine::query::selector(
+        name,
+        labels.iter().map(|(k, v)| (*k, v.as_str())),
+    );
+    Some((format!("sum by (host) ({selector})"), scale))
 }
 
 /// A Prometheus rules file recording [`RULE_NAME`] for `host` from the model over wattson's
@@ -204,17 +206,62 @@ pub fn prometheus_rule(model: &WallModel, host: &str) -> Result<String, Calibrat
         );
     }
     let date = model.provenance();
-    Ok(format!(
-        "# wattson: {host}'s wall power {date}.\n\
-         # The model: {}; it saw the wall at {:.1} to {:.1} W. As wattson does, the rule\n\
-         # records nothing while a signal lies outside what the model saw.\n\
-         groups:\n  - name: wattson-calibration-{}\n    rules:\n      - record: {RULE_NAME}\n\
+    let mut out = comments(&[
+        format!("wattson: {host}'s wall power {date}."),
+        format!(
+            "The model: {}; it saw the wall at {:.1} to {:.1} W. As wattson does, the rule",
+            model.model.describe(),
+            model.wall_span.min,
+            model.wall_span.max,
+        ),
+        "records nothing while a signal lies outside what the model saw.".to_owned(),
+    ]);
+    let _ = write!(
+        out,
+        "groups:\n  - name: wattson-calibration-{}\n    rules:\n      - record: {RULE_NAME}\n\
          \x20       expr: >-\n          {expr}\n        labels:\n          host: {}\n\
          \x20         source: estimate:wall\n",
-        model.model.describe(),
-        model.wall_span.min,
-        model.wall_span.max,
         super::mqtt::discovery::node_id(host),
         serde_json::to_string(host).unwrap_or_default(),
-    ))
+    );
+    Ok(out)
+}
+
+/// `lines` as YAML comment lines (`# ` and the line). A line holds text from a stored or
+/// imported model (a host it was borrowed from, a signal's channel), so every control
+/// character and line separator in it is written as an escape (`\u{a}`): YAML ends a comment
+/// at a line break (PyYAML, which Home Assistant reads with, also at U+0085, U+2028 and
+/// U+2029), and the rest of the line would be read as keys.
+fn comments(lines: &[String]) -> String {
+    let mut out = String::new();
+    for line in lines {
+        out.push_str("# ");
+        for c in line.chars() {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            } else {
+                out.push(c);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::comments;
+
+    #[test]
+    fn a_comment_stays_one_line_whatever_it_holds() {
+        let text = comments(&[
+            "borrowed from nas\ngroups:\n  - name: pwned".to_owned(),
+            "a\r\u{85}\u{2028}\u{2029}\tb".to_owned(),
+        ]);
+        assert_eq!(
+            text,
+            "# borrowed from nas\\u{a}groups:\\u{a}  - name: pwned\n\
+             # a\\u{d}\\u{85}\\u{2028}\\u{2029}\\u{9}b\n"
+        );
+    }
 }

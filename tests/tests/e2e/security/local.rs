@@ -13,6 +13,7 @@ use wattson_tests::{Child, TestEnv, q, wattson};
 
 mod composed;
 mod counted;
+mod imported;
 mod opened;
 
 /// An unprivileged user for the tests that need a second one: created with `useradd` when

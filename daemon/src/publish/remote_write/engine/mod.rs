@@ -12,7 +12,7 @@
 //! engine: the report prices under the configured tariffs.
 
 mod error;
-mod query;
+pub(crate) mod query;
 
 use std::collections::BTreeMap;
 use std::path::Path;

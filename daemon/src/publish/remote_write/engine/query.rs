@@ -196,19 +196,36 @@ fn matrix(data: &Value, query: &str) -> Result<Vec<Series>, EngineError> {
     Ok(out)
 }
 
-/// `name{label="value",...}`: a selector of exactly those labels, values escaped.
+/// `name{label="value",...}`: a selector of exactly those labels, values escaped
+/// ([`string`]).
 pub fn selector<'a>(name: &str, labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let matchers: Vec<String> = labels
         .into_iter()
-        .map(|(k, v)| {
-            let v = v
-                .replace('\\', "\\\\")
-                .replace('"', "\\\"")
-                .replace('\n', "\\n");
-            format!("{k}=\"{v}\"")
-        })
+        .map(|(k, v)| format!("{k}=\"{}\"", string(v)))
         .collect();
     format!("{name}{{{}}}", matchers.join(","))
+}
+
+/// `value` as the inside of a PromQL double-quoted string (Go's escapes): backslash and
+/// quote escaped, and every control character and line separator written as an escape, so
+/// that the string is one line wherever it goes (a query, a rules file's YAML block).
+pub fn string(value: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -227,6 +244,10 @@ mod tests {
         assert_eq!(
             selector("m", [("host", "a\"b\\c"), ("channel", "x")]),
             r#"m{host="a\"b\\c",channel="x"}"#
+        );
+        assert_eq!(
+            string("a\nb\r\u{85}\u{2028}\u{1b}[0m"),
+            r"a\nb\r\u0085\u2028\u001b[0m"
         );
     }
 
