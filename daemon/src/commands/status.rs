@@ -82,6 +82,9 @@ struct StoreStatus {
     problem: Option<String>,
     /// What the running writer lost or set aside since it started.
     losses: Vec<String>,
+    /// What it recovered from without losing anything.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    recovered: Vec<String>,
     /// Rows set aside into the `quarantine` table, newest first.
     quarantined: Vec<crate::store::Quarantined>,
 }
@@ -185,6 +188,7 @@ fn store_status(db: &Path, store: &crate::store::Store) -> anyhow::Result<StoreS
                 writer: holder.map(|h| h.describe()),
                 problem: health.problem(),
                 losses: health.losses(),
+                recovered: health.recoveries(),
                 quarantined,
             }
         }
@@ -193,6 +197,7 @@ fn store_status(db: &Path, store: &crate::store::Store) -> anyhow::Result<StoreS
             writer: holder.map(|h| format!("last: pid {} ({})", h.pid, h.command)),
             problem: None,
             losses: Vec::new(),
+            recovered: Vec::new(),
             quarantined,
         },
         WriterState::Never => StoreStatus {
@@ -200,6 +205,7 @@ fn store_status(db: &Path, store: &crate::store::Store) -> anyhow::Result<StoreS
             writer: None,
             problem: None,
             losses: Vec::new(),
+            recovered: Vec::new(),
             quarantined,
         },
     })

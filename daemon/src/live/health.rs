@@ -58,6 +58,9 @@ pub struct HealthReport {
     pub wall: Option<PartHealth>,
     /// What was lost or set aside since the start; it does not make the daemon unhealthy.
     pub losses: Vec<String>,
+    /// What the store recovered from without losing anything.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recovered: Vec<String>,
 }
 
 impl HealthReport {
@@ -237,6 +240,7 @@ impl Health {
             store,
             wall: self.wall(now_ms()),
             losses: health.losses(),
+            recovered: health.recoveries(),
         }
     }
 }

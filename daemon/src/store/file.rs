@@ -8,6 +8,10 @@ use rusqlite::Connection;
 
 use super::{Store, StoreError, wal};
 
+/// What [`Store::path_changed`] says when the database file is still the one at its path
+/// but its write-ahead log (or shared-memory index) was deleted from under the connection.
+pub const LOG_DELETED: &str = "left without its write-ahead log (deleted by another process)";
+
 impl Store {
     /// Copies the write-ahead log into the database file and cuts the log to nothing, so
     /// that the file alone holds everything stored (a database a command leaves for the
@@ -33,11 +37,37 @@ impl Store {
         }
     }
 
+    /// Closes a store whose write-ahead log was deleted from under it ([`LOG_DELETED`]),
+    /// without copying that log into the file: its pages may be older than what other
+    /// connections wrote since, through the log now at the path, and copying them would
+    /// undo their writes. Nothing only in it is lost: the writer checks before and after
+    /// each commit, so a batch that went into the orphaned log is written again.
+    pub(super) fn close_orphaned(self) {
+        let _ = self.conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        );
+        drop(self);
+    }
+
     /// How the path no longer leads to the file this store writes: `Some("deleted")` (the
-    /// file or its directory is gone) or `Some("replaced by another file")`; `None` while it
-    /// does, or when it cannot be told.
+    /// file or its directory is gone), `Some("replaced by another file")`, or
+    /// [`LOG_DELETED`] (the file is there but its write-ahead log or shared-memory index is
+    /// not the one this connection writes: another process closed its connection as if it
+    /// were the last and deleted them); `None` while it does, or when it cannot be told.
     pub fn path_changed(&self) -> Option<&'static str> {
         let opened = self.identity?;
+        let changed = self.file_changed(opened);
+        if changed.is_some() {
+            return changed;
+        }
+        self.companions
+            .iter()
+            .any(|(path, id)| identity(path) != Some(*id))
+            .then_some(LOG_DELETED)
+    }
+
+    fn file_changed(&self, opened: (u64, u64)) -> Option<&'static str> {
         match std::fs::metadata(&self.path) {
             Err(e)
                 if matches!(

@@ -80,6 +80,25 @@ impl StoreHealth {
         ))
     }
 
+    /// What the writer recovered from without losing anything, for `status` and
+    /// `/healthz` beside [`StoreHealth::losses`]: a write-ahead log deleted from under it.
+    pub fn recoveries(&self) -> Vec<String> {
+        self.reopened
+            .as_ref()
+            .filter(|r| r.what == super::file::LOG_DELETED)
+            .map(|r| {
+                format!(
+                    "the database's write-ahead log was deleted from under the writer by \
+                     another process (last at {}; {} times): the database was opened anew \
+                     and the samples held written again",
+                    utc_text(r.at_ms),
+                    r.times
+                )
+            })
+            .into_iter()
+            .collect()
+    }
+
     /// What was lost or set aside since the writer started, if anything: it stays true
     /// after the store recovers.
     pub fn losses(&self) -> Vec<String> {
@@ -97,7 +116,11 @@ impl StoreHealth {
                 self.dropped_batches
             ));
         }
-        if let Some(r) = &self.reopened {
+        if let Some(r) = self
+            .reopened
+            .as_ref()
+            .filter(|r| r.what != super::file::LOG_DELETED)
+        {
             out.push(format!(
                 "the database file was {} while in use (last at {}; {} times): what it held \
                  before is not in the file now at its path",

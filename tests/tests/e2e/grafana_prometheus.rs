@@ -70,6 +70,7 @@ fn exported() -> BTreeSet<String> {
             store: ok,
             wall: None,
             losses: Vec::new(),
+            recovered: Vec::new(),
         },
         process: ProcessStats::read(),
         started_ms: 0,

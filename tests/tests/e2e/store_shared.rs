@@ -87,3 +87,67 @@ fn reports_and_writing_commands_beside_the_daemon_take_nothing_from_under_it() {
     );
     assert_eq!(integrity_check(&env.db), "ok");
 }
+
+/// A write-ahead log deleted from under the daemon (as a process that took itself for the
+/// last connection would) is noticed at the next flush: the database is opened anew, the
+/// samples held are written again, and the store keeps growing where other processes read
+/// it; `status` says what happened.
+#[test]
+fn a_write_ahead_log_deleted_from_under_the_daemon_is_noticed_and_the_store_reopened() {
+    let env = TestEnv::new();
+    let HttpDaemon {
+        meter: _meter,
+        config,
+        mut daemon,
+        addr: _,
+    } = HttpDaemon::start(&env, HOST, 100.0);
+    let pid = daemon.pid().as_raw();
+    daemon.wait_for("the first samples stored", Duration::from_secs(20), || {
+        (!stored(&env.db).is_empty()).then_some(())
+    });
+    let mut wal = env.db.as_os_str().to_owned();
+    wal.push("-wal");
+    let mut shm = env.db.as_os_str().to_owned();
+    shm.push("-shm");
+    std::fs::remove_file(&wal).unwrap();
+    std::fs::remove_file(&shm).unwrap();
+    let deleted_at = wattson_tests::now_ms();
+    daemon.wait_for_log("left without its write-ahead log", Duration::from_secs(10));
+    // Samples taken after the deletion reach the file other processes read.
+    wait_for(
+        "samples after the deletion",
+        Duration::from_secs(10),
+        || {
+            stored(&env.db)
+                .iter()
+                .any(|p| p.0 > deleted_at + 1_000)
+                .then_some(())
+        },
+    );
+    assert!(
+        wattson_tests::deleted_files_of(pid, &env.db).is_empty(),
+        "{:?}",
+        wattson_tests::deleted_files_of(pid, &env.db)
+    );
+    let status = run(&config, &["status"]);
+    assert!(
+        status.contains(
+            "recovered    the database's write-ahead log was deleted from under the writer"
+        ),
+        "{status}"
+    );
+    daemon.stop_cleanly();
+    let points = stored(&env.db);
+    let (first, last) = (points[0].0, points[points.len() - 1].0);
+    let expected = (last - first) / 250 + 1;
+    println!(
+        "WAL deleted under the daemon: {} of {expected} samples between the first and last stored",
+        points.len()
+    );
+    assert!(
+        points.len() as i64 >= expected - 1,
+        "{} of {expected}",
+        points.len()
+    );
+    assert_eq!(integrity_check(&env.db), "ok");
+}

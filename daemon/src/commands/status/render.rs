@@ -254,6 +254,9 @@ fn render_store(out: &mut String, s: &StoreStatus) {
     for loss in &s.losses {
         let _ = writeln!(out, "  {:<12} {loss}", "lost");
     }
+    for recovery in &s.recovered {
+        let _ = writeln!(out, "  {:<12} {recovery}", "recovered");
+    }
     if let Some(newest) = s.quarantined.first() {
         let _ = writeln!(
             out,

@@ -140,17 +140,30 @@ impl Writer {
         let path = self.store.path().to_owned();
         if !self.reopening {
             self.reopening = true;
-            tracing::error!(
-                "database {} was {what} while in use: opening it anew at its path; what the \
-                 old file held is not in the new one",
-                path.display()
-            );
+            if what == super::super::file::LOG_DELETED {
+                tracing::error!(
+                    "database {} was {what} while in use: opening it anew at its path; the \
+                     samples held are written again",
+                    path.display()
+                );
+            } else {
+                tracing::error!(
+                    "database {} was {what} while in use: opening it anew at its path; what \
+                     the old file held is not in the new one",
+                    path.display()
+                );
+            }
         }
         // The old connection is closed first, and its log removed: SQLite names the
         // write-ahead log by the database's path, and a new connection would take the old
         // file's log for its own.
         let detached = Store::detached(&path)?;
-        std::mem::replace(&mut self.store, detached).close_moved();
+        let old = std::mem::replace(&mut self.store, detached);
+        if what == super::super::file::LOG_DELETED {
+            old.close_orphaned();
+        } else {
+            old.close_moved();
+        }
         self.forget_state();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Reopen {

@@ -89,6 +89,7 @@ fn snapshot() -> Snapshot {
             },
             wall: None,
             losses: Vec::new(),
+            recovered: Vec::new(),
         },
         process: super::super::process::ProcessStats {
             cpu_seconds: Some(1.5),
