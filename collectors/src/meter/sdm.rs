@@ -108,9 +108,9 @@ pub fn apply(reading: &mut MeterReading, quantity: Quantity, value: f32) {
 /// An Eastron meter as a [`PolledCodec`]: one read per quantity, in [`Quantity::POLLED`]
 /// order, skipping registers the meter lacks and the total energy once import energy is
 /// known. Exception 0x02 for an optional register means the model lacks it; for the
-/// voltage or the power it fails the reading. A timeout on any register but the voltage skips that value: a meter that does not
-/// answer its voltage register is absent, and the reading fails at once rather than waiting
-/// out the timeout for every other register.
+/// voltage or the power it fails the reading. A timeout on any register but the voltage
+/// skips that value: a meter that does not answer its voltage register is absent, and the
+/// reading fails at once rather than waiting out the timeout for every other register.
 #[derive(Debug)]
 pub struct SdmCodec {
     model: SdmModel,

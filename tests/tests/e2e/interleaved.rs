@@ -11,7 +11,7 @@
 // Test helpers fail loudly on a broken setup; the test prints its figures.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::print_stdout)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -53,14 +53,15 @@ fn in_fault(t: i64, spawned: i64, printed: i64) -> bool {
 
 /// What users do, in a loop for `seconds`: every command that opens the database and an
 /// HTTP report or page after each; the daemon never holds a deleted file of its database.
-/// Returns the commands run, those refused (with why), and the requests made.
+/// Returns the commands run, those refused (how often, and the last reason), and the
+/// requests made.
 fn users(
     env: &TestEnv,
     config: &std::path::Path,
     addr: std::net::SocketAddr,
     pid: i32,
     seconds: u64,
-) -> (usize, BTreeSet<String>, usize) {
+) -> (usize, BTreeMap<String, (usize, String)>, usize) {
     let prices = env.path("prices.csv");
     let day = now_ms().div_euclid(86_400_000) * 86_400_000;
     let iso = |ms: i64| {
@@ -102,7 +103,7 @@ fn users(
         "/live.json",
     ];
     let started = Instant::now();
-    let (mut ran, mut failed, mut requests) = (0, BTreeSet::new(), 0);
+    let (mut ran, mut failed, mut requests) = (0, BTreeMap::new(), 0);
     while started.elapsed() < Duration::from_secs(seconds) {
         for cmd in &commands {
             let out = wattson()
@@ -122,7 +123,10 @@ fn users(
                 // The reason without the log line's time stamp and level.
                 let why = err.lines().next().unwrap_or("");
                 let why = why.split_once(" ERROR ").map_or(why, |(_, w)| w);
-                failed.insert(format!("{cmd:?}: {why}"));
+                let seen = failed
+                    .entry(cmd.join(" "))
+                    .or_insert((0_usize, String::new()));
+                *seen = (seen.0 + 1, why.to_owned());
             }
             let page = pages[ran % pages.len()];
             let r = get(addr, page, &[]).unwrap();
