@@ -356,7 +356,10 @@ impl FakeReceiver {
                         raw.drain(..end + 4);
                         let length = head
                             .lines()
-                            .find_map(|l| l.strip_prefix("Content-Length: "))
+                            .find_map(|l| {
+                                let (name, value) = l.split_once(':')?;
+                                name.eq_ignore_ascii_case("content-length").then_some(value)
+                            })
                             .and_then(|v| v.trim().parse().ok())
                             .unwrap_or(0);
                         break (head, length);
@@ -370,6 +373,12 @@ impl FakeReceiver {
                     raw.extend_from_slice(&buf[..n]);
                 }
                 let status = script.get(i).copied().unwrap_or("204 No Content");
+                if status.starts_with("HTTP/") {
+                    // A raw answer, written as it is and cut there.
+                    let _ = conn.write_all(status.as_bytes());
+                    seen.lock().unwrap().push((head, raw));
+                    continue;
+                }
                 let body = if status.starts_with("400") {
                     "out of order sample"
                 } else {
@@ -389,6 +398,34 @@ impl FakeReceiver {
     fn requests(&self) -> Vec<Request> {
         self.requests.lock().unwrap().clone()
     }
+}
+
+/// Issue 43's row: a receiver that closes mid-status-line did not answer: the batch is sent
+/// again, as it was.
+#[test]
+fn an_answer_cut_mid_status_line_is_a_failure_and_the_batch_is_sent_again() {
+    let receiver = FakeReceiver::start(&["HTTP/1.1 204 No Co"]);
+    let env = TestEnv::new();
+    let meter = wattson_tests::simulate("pzem004t", &[1], 60.0);
+    let extra = format!(
+        "{}\n[prometheus]\nremote_write = \"http://{}/api/v1/write\"\nremote_write_interval = \"1s\"\n",
+        meter_toml(&meter.path, "500ms"),
+        receiver.addr,
+    );
+    let config = config_for(env.dir.path(), "rw-cut", &env.db, &extra);
+    let mut daemon = Child::run_daemon(&config, &[]);
+    daemon.wait_for("two requests", Duration::from_secs(60), || {
+        (receiver.requests().len() >= 2).then_some(())
+    });
+    daemon.stop_cleanly();
+    let requests = receiver.requests();
+    assert_eq!(requests[1].1, requests[0].1, "the failed batch, sent again");
+    let status = json(&run(&config, &["status", "--json"]));
+    assert_eq!(
+        status["remote_write"]["failed_requests"].as_u64(),
+        Some(1),
+        "{status}"
+    );
 }
 
 #[test]
