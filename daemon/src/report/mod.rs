@@ -25,4 +25,6 @@ pub use input::{
 };
 pub use model::{Report, ReportError, build};
 pub use render::{Format, RenderError, render};
-pub use request::{ReportRequest, When, input_from_config, parse_when, produce, resolve_when};
+pub use request::{
+    ReportRequest, When, input_from_config, parse_when, produce, produce_noting, resolve_when,
+};

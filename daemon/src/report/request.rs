@@ -178,6 +178,16 @@ pub fn produce(
     args: &ReportRequest,
     now: DateTime<Utc>,
 ) -> Result<String, ProduceError> {
+    produce_noting(config, args, now, Vec::new())
+}
+
+/// As [`produce`], with `noted` among the report's notes (what was set aside on the way in).
+pub fn produce_noting(
+    config: &Config,
+    args: &ReportRequest,
+    now: DateTime<Utc>,
+    noted: Vec<String>,
+) -> Result<String, ProduceError> {
     if let Some(c) = args.upgrade_cost.filter(|c| !c.is_finite() || *c < 0.0) {
         return Err(ProduceError::UpgradeCost(c));
     }
@@ -230,6 +240,7 @@ pub fn produce(
     let input = input_from_config(config, data, args, now)?;
     let mut built = super::build(&input)?;
     built.notes.extend(set_aside);
+    built.notes.extend(noted);
     let Some(store) = store else {
         return Ok(super::render(&built, args.format)?);
     };

@@ -13,6 +13,7 @@ use wattson_tests::{Child, TestEnv, q, wattson};
 
 mod composed;
 mod counted;
+mod engine;
 mod imported;
 mod opened;
 

@@ -27,6 +27,44 @@ pub enum EngineError {
     /// No answer in time.
     #[error("{url} did not answer within {seconds} s")]
     Timeout { url: String, seconds: u64 },
+    /// The report's queries together took longer than they may.
+    #[error(
+        "the report's queries to {url} did not finish within {seconds} s, the deadline of a \
+         whole report (the engine answers too slowly; a shorter --since asks less)"
+    )]
+    Deadline { url: String, seconds: u64 },
+    /// An answer larger than a report reads.
+    #[error(
+        "{url}'s answer to {query} is larger than {mib} MiB, more than a report reads (a day \
+         of one series at 1 Hz is about 3 MB); refused"
+    )]
+    TooLarge {
+        url: String,
+        query: String,
+        mib: usize,
+    },
+    /// An answer of more series than one host has.
+    #[error(
+        "{url} answered {query} with {count} series, more than one host's (at most {max}: one \
+         a source, core or GPU); refused"
+    )]
+    TooManySeries {
+        url: String,
+        query: String,
+        count: usize,
+        max: usize,
+    },
+    /// A series with more samples in a day than a meter gives.
+    #[error(
+        "{url} holds {count} samples of {series} in one day, more than a meter gives (at most \
+         {max}, 10 a second); refused"
+    )]
+    TooManySamples {
+        url: String,
+        series: String,
+        count: u64,
+        max: u64,
+    },
     /// The answer is not the query API's JSON.
     #[error(
         "{url} answered HTTP {status} with something that is not Prometheus' query API \
@@ -61,13 +99,16 @@ pub enum EngineError {
     },
     /// Nothing of the host in the window.
     #[error(
-        "{url} holds no wattson series of host {host:?} in the window; hosts it has: {}",
+        "{url} holds no wattson series of host {host:?} in the window{}; hosts it has: {}",
+        if set_aside.is_empty() { String::new() } else { format!(" that a meter could read ({})", set_aside.join("; ")) },
         if hosts.is_empty() { "none".to_owned() } else { hosts.join(", ") }
     )]
     NoSeries {
         url: String,
         host: String,
         hosts: Vec<String>,
+        /// What was read and set aside, in words.
+        set_aside: Vec<String>,
     },
     /// `--host` names no host.
     #[error("--host names no host: give one, or several separated by commas")]
@@ -108,7 +149,8 @@ impl EngineError {
         match self {
             EngineError::Connect { .. }
             | EngineError::Http { .. }
-            | EngineError::Timeout { .. } => Some(EXIT_UNAVAILABLE),
+            | EngineError::Timeout { .. }
+            | EngineError::Deadline { .. } => Some(EXIT_UNAVAILABLE),
             EngineError::Credential(_) => Some(crate::config::EXIT_CONFIG as u8),
             EngineError::Store(_) => Some(crate::store::EXIT_STORE),
             EngineError::Report(e) => e.exit_status(),

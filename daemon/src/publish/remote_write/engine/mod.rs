@@ -10,6 +10,14 @@
 //! Where the engine has no samples the report has none either, and shows the time as not
 //! covered. Price series imported into a database (`wattson tariff import`) are not in an
 //! engine: the report prices under the configured tariffs.
+//!
+//! An engine is read as a meter is: each sample passes the plausibility rules of a meter's
+//! reading ([`wattson_collectors::plausibility::Limits`]; wattson sends a bidirectional
+//! source's export as a positive series of its own, so no power it sends is negative), and
+//! what is set aside is counted and said in the report's notes. Answers are bounded (
+//! [`query::MAX_ANSWER`], [`query::MAX_SERIES`], [`MAX_DAY_SAMPLES`]), read a series-day at a
+//! time into the store, and all the report's queries end by one deadline
+//! ([`query::DEADLINE`]).
 
 mod error;
 pub(crate) mod query;
@@ -18,6 +26,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
+use wattson_collectors::plausibility::{Limits, Reason, Rejection};
 use wattson_collectors::{Metric, Sample, SourceId};
 
 pub use error::{EXIT_UNAVAILABLE, EngineError};
@@ -35,6 +44,9 @@ const LOOKBACK_MS: i64 = 10 * 366 * DAY_MS;
 const EDGE_MS: i64 = crate::store::HOUR_MS;
 /// Samples handed to the writer at once.
 const BATCH: usize = 10_000;
+/// The most samples a series may hold in a day: ten a second, where wattson samples at
+/// most once a second.
+pub const MAX_DAY_SAMPLES: u64 = 864_000;
 
 /// What was read from the engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,17 +57,13 @@ pub struct Fetched {
     pub samples: usize,
     /// The first and last sample read, UTC ms.
     pub span: Option<(i64, i64)>,
+    /// What was set aside, one line a reason, for the report's notes.
+    pub set_aside: Vec<String>,
 }
 
 impl Fetched {
     /// One line for the terminal: what the report was made from.
     pub fn summary(&self) -> String {
-        let at = |ms: i64| {
-            DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(
-                || format!("{ms} ms"),
-                |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-            )
-        };
         let span = self
             .span
             .map_or_else(String::new, |(a, b)| format!(", {} to {}", at(a), at(b)));
@@ -115,8 +123,9 @@ pub fn produce(
             host: Some(host),
             ..args.clone()
         };
+        let noted = read.last().map_or_else(Vec::new, |f| f.set_aside.clone());
         texts.push(
-            crate::report::produce(config, &request, now)
+            crate::report::produce_noting(config, &request, now, noted)
                 .map_err(|e| EngineError::Report(Box::new(e)))?,
         );
     }
@@ -150,18 +159,16 @@ fn engine(config: &Config, url: &str) -> Result<Engine, EngineError> {
 /// An engine series' labels.
 type Labels = BTreeMap<String, String>;
 
-/// Samples by time, UTC ms.
-type Points = BTreeMap<i64, f64>;
-
 /// A stored series' identity.
 type Key = (Metric, SourceId, String);
 
-/// Reads `host`'s series over `[from_ms, to_ms]` into a new database at `db`.
+/// Reads `host`'s series over `[from_ms, to_ms]` into a new database at `db`. The writer
+/// is stopped before an error is returned too (the database's directory goes with it).
 fn fetch(
     options: crate::store::StoreOptions,
     engine: &Engine,
     host: &str,
-    (from_ms, to_ms): (i64, i64),
+    range: (i64, i64),
     db: &Path,
 ) -> Result<Fetched, EngineError> {
     let options = crate::store::StoreOptions {
@@ -171,28 +178,68 @@ fn fetch(
         ..options
     };
     let (store, writer) = StoreHandle::spawn(db, options)?;
-    let range = (from_ms, to_ms);
-    let mut fetched = Fetched {
-        url: engine.url().to_owned(),
-        host: host.to_owned(),
-        series: 0,
-        samples: 0,
-        span: None,
+    let filled = fill(&store, engine, host, range);
+    let closed = store.close();
+    let written = writer.join().map_err(|_| EngineError::WriterPanicked)?;
+    let (fetched, aside) = filled?;
+    closed?;
+    written?;
+    let set_aside = notes(&aside);
+    if fetched.series == 0 {
+        let hosts = engine.label_values("host", "{__name__=~\"wattson_.+\"}")?;
+        return Err(EngineError::NoSeries {
+            url: engine.url().to_owned(),
+            host: host.to_owned(),
+            hosts,
+            set_aside,
+        });
+    }
+    Ok(Fetched {
+        set_aside,
+        ..fetched
+    })
+}
+
+/// What was set aside, by series and reason.
+type SetAside = BTreeMap<(String, Reason), Aside>;
+
+/// What was read of `host`'s series into `store`, and what was set aside.
+fn fill(
+    store: &StoreHandle,
+    engine: &Engine,
+    host: &str,
+    range: (i64, i64),
+) -> Result<(Fetched, SetAside), EngineError> {
+    let mut sink = Sink {
+        store,
+        host,
+        pending: Vec::new(),
+        fetched: Fetched {
+            url: engine.url().to_owned(),
+            host: host.to_owned(),
+            series: 0,
+            samples: 0,
+            span: None,
+            set_aside: Vec::new(),
+        },
+        aside: BTreeMap::new(),
     };
     // The gaps the host recorded first: the writer judges each pair of samples by them.
-    for (labels, points) in read_family(engine, GAP_FAMILY, host, range)? {
+    for (labels, days) in listing(engine, GAP_FAMILY, host, range)? {
         let source = SourceId::from(labels.get("source").map_or("", String::as_str));
         let reason = labels.get("reason").map_or("", String::as_str);
-        for (start_ms, end_s) in points {
-            let end_ms = (end_s * 1000.0).round() as i64;
-            if end_ms >= start_ms {
-                store.record_gap_for_host(host, &source, (start_ms, end_ms), reason)?;
+        for day in days {
+            for (start_ms, end_s) in day_samples(engine, GAP_FAMILY, &labels, day, range)? {
+                let end_ms = (end_s * 1000.0).round() as i64;
+                if end_s.is_finite() && end_ms >= start_ms {
+                    store.record_gap_for_host(host, &source, (start_ms, end_ms), reason)?;
+                }
             }
         }
     }
     let mut seen: BTreeMap<Key, Labels> = BTreeMap::new();
     for (name, _, _) in FAMILIES {
-        for (labels, points) in read_family(engine, name, host, range)? {
+        for (labels, days) in listing(engine, name, host, range)? {
             let Some((metric, source, channel, scale)) =
                 stored_series(name, |k| labels.get(k).cloned())
             else {
@@ -206,53 +253,136 @@ fn fetch(
                     second: describe(&labels),
                 });
             }
-            let (Some((&first, _)), Some((&last, _))) =
-                (points.first_key_value(), points.last_key_value())
-            else {
-                continue;
-            };
-            fetched.series += 1;
-            fetched.samples += points.len();
-            fetched.span = Some(
-                fetched
-                    .span
-                    .map_or((first, last), |(a, b)| (a.min(first), b.max(last))),
-            );
-            let samples: Vec<Sample> = points
-                .into_iter()
-                .map(|(ts, v)| Sample::new(ts, source.clone(), metric, channel.clone(), v / scale))
-                .collect();
-            for batch in samples.chunks(BATCH) {
-                store.insert_for_host(host, batch.to_vec())?;
-                store.flush()?;
+            let mut kept = 0;
+            let mut last = i64::MIN;
+            for day in days {
+                for (ts, v) in day_samples(engine, name, &labels, day, range)? {
+                    // A sample on a day's boundary is in both days' answers.
+                    if ts > last {
+                        last = ts;
+                        let sample =
+                            Sample::new(ts, source.clone(), metric, channel.clone(), v / scale);
+                        kept += usize::from(sink.take(sample, name, &labels)?);
+                    }
+                }
             }
+            sink.fetched.series += usize::from(kept > 0);
+            sink.fetched.samples += kept;
         }
     }
-    store.close()?;
-    writer
-        .join()
-        .map_err(|_| EngineError::WriterPanicked)?
-        .map_err(EngineError::from)?;
-    if fetched.series == 0 {
-        let hosts = engine.label_values("host", "{__name__=~\"wattson_.+\"}")?;
-        return Err(EngineError::NoSeries {
-            url: engine.url().to_owned(),
-            host: host.to_owned(),
-            hosts,
-        });
-    }
-    Ok(fetched)
+    sink.flush()?;
+    Ok((sink.fetched, sink.aside))
 }
 
-/// The samples of each of `host`'s series named `name` in `[from_ms, to_ms]`: which days
-/// hold any (`count_over_time` a day at a time, one range query), then those days' raw
-/// samples, in time order, each once.
-fn read_family(
+/// Where the samples read go: vetted, then to the store a batch at a time.
+struct Sink<'a> {
+    store: &'a StoreHandle,
+    host: &'a str,
+    pending: Vec<Sample>,
+    fetched: Fetched,
+    aside: SetAside,
+}
+
+/// Samples of one series set aside for one reason.
+struct Aside {
+    count: u64,
+    /// The least and greatest value (NaN where one was).
+    range: (f64, f64),
+    /// The first, in words.
+    first: String,
+}
+
+impl Sink<'_> {
+    /// Keeps `sample` of the engine's series `name{labels}` where a meter's reading of it
+    /// would be kept (true), else counts it set aside.
+    fn take(&mut self, sample: Sample, name: &str, labels: &Labels) -> Result<bool, EngineError> {
+        let (ts, v) = (sample.ts_ms, sample.value);
+        if let Err(Rejection { reason, detail }) = Limits::default().check(sample.metric, v) {
+            let series = format!("{name}{}", describe(labels));
+            let new = || Aside {
+                count: 0,
+                range: (v, v),
+                first: format!("at {}: {detail}", at(ts)),
+            };
+            let a = self.aside.entry((series, reason)).or_insert_with(new);
+            a.count += 1;
+            let (lo, hi) = a.range;
+            a.range = if v.is_nan() || lo.is_nan() {
+                (f64::NAN, f64::NAN)
+            } else {
+                (lo.min(v), hi.max(v))
+            };
+            return Ok(false);
+        }
+        self.fetched.span = Some(
+            self.fetched
+                .span
+                .map_or((ts, ts), |(a, b)| (a.min(ts), b.max(ts))),
+        );
+        self.pending.push(sample);
+        if self.pending.len() >= BATCH {
+            self.flush()?;
+        }
+        Ok(true)
+    }
+
+    fn flush(&mut self) -> Result<(), EngineError> {
+        if !self.pending.is_empty() {
+            self.store
+                .insert_for_host(self.host, std::mem::take(&mut self.pending))?;
+            self.store.flush()?;
+        }
+        Ok(())
+    }
+}
+
+/// The report's notes on what was set aside, one a series and reason.
+fn notes(aside: &SetAside) -> Vec<String> {
+    // A value as the engine might have written it: 1e308, not 309 digits.
+    let shown = |v: f64| {
+        if v.is_finite() && v.abs() >= 1e6 {
+            format!("{v:e}")
+        } else {
+            format!("{v}")
+        }
+    };
+    aside
+        .iter()
+        .map(|((series, reason), a)| {
+            let values = if a.range.0 == a.range.1 || a.range.0.is_nan() {
+                shown(a.range.0)
+            } else {
+                format!("{} to {}", shown(a.range.0), shown(a.range.1))
+            };
+            format!(
+                "{} sample{} of {series} from the engine set aside, as a meter's readings would \
+                 be ({}: {values}); the first {}",
+                a.count,
+                if a.count == 1 { "" } else { "s" },
+                reason.as_str().replace('_', " "),
+                a.first
+            )
+        })
+        .collect()
+}
+
+/// `ms` as a UTC time for a note or a line.
+fn at(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(
+        || format!("{ms} ms"),
+        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
+}
+
+/// Each of `host`'s series named `name` with samples in `[from_ms, to_ms]`, and the ends of
+/// the days that hold any (`count_over_time` a day at a time, one range query); a day of
+/// more than [`MAX_DAY_SAMPLES`] is refused.
+fn listing(
     engine: &Engine,
     name: &str,
     host: &str,
     (from_ms, to_ms): (i64, i64),
-) -> Result<Vec<(Labels, Points)>, EngineError> {
+) -> Result<Vec<(Labels, Vec<i64>)>, EngineError> {
     let days = ((to_ms - from_ms).max(1) + DAY_MS - 1) / DAY_MS;
     let start_ms = to_ms - days * DAY_MS;
     let counted = selector(name, [("host", host)]);
@@ -264,20 +394,42 @@ fn read_family(
     )?;
     let mut out = Vec::new();
     for (labels, days) in day_counts {
-        // `count_over_time` drops the name; the labels left pick the one series.
-        let exact = selector(name, labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let mut points = BTreeMap::new();
+        let mut ends = Vec::new();
         for (day_end, count) in days {
+            if count > MAX_DAY_SAMPLES as f64 {
+                return Err(EngineError::TooManySamples {
+                    url: engine.url().to_owned(),
+                    series: format!("{name}{}", describe(&labels)),
+                    count: count.min(u64::MAX as f64) as u64,
+                    max: MAX_DAY_SAMPLES,
+                });
+            }
             if count > 0.0 {
-                for (_, raw) in engine.instant(&format!("{exact}[1d]"), day_end)? {
-                    points.extend(
-                        raw.into_iter()
-                            .filter(|(ts, _)| (from_ms..=to_ms).contains(ts)),
-                    );
-                }
+                ends.push(day_end);
             }
         }
-        out.push((labels, points));
+        out.push((labels, ends));
+    }
+    Ok(out)
+}
+
+/// The raw samples of the series `name{labels}` in the day ending at `day_end`, within
+/// `[from_ms, to_ms]`, in time order.
+fn day_samples(
+    engine: &Engine,
+    name: &str,
+    labels: &Labels,
+    day_end: i64,
+    (from_ms, to_ms): (i64, i64),
+) -> Result<Vec<(i64, f64)>, EngineError> {
+    // `count_over_time` drops the name; the labels left pick the one series.
+    let exact = selector(name, labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let mut out = Vec::new();
+    for (_, raw) in engine.instant(&format!("{exact}[1d]"), day_end)? {
+        out.extend(
+            raw.into_iter()
+                .filter(|(ts, _)| (from_ms..=to_ms).contains(ts)),
+        );
     }
     Ok(out)
 }

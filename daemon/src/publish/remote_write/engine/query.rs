@@ -3,12 +3,13 @@
 //! over HTTP/1.1 (hyper's client), one connection a request, each answer's `data` as JSON.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt as _, Empty, Limited};
+use http_body_util::{BodyExt as _, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use serde_json::Value;
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::{Deserialize, Deserializer};
 
 use super::EngineError;
 use crate::config::RemoteWriteUrl;
@@ -16,11 +17,20 @@ use crate::publish::remote_write::Auth;
 
 /// How long one request may take, connection included.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
-/// The largest answer read: a day of one series at 1 Hz is about 3 MB of JSON.
-const MAX_ANSWER: usize = 256 * 1024 * 1024;
+/// How long all of a report's queries may take together: a year of a dozen series is a
+/// few thousand queries, each a few milliseconds on an engine that answers.
+pub const DEADLINE: Duration = Duration::from_secs(300);
+/// Seconds that replace [`DEADLINE`] where set (tests of an engine that never finishes).
+const DEADLINE_ENV: &str = "WATTSON_PROMETHEUS_DEADLINE_S";
+/// The largest answer read: a day of one series at 1 Hz is about 3 MB of JSON, ten years
+/// of a day's counts of a hundred series about 30 MB.
+pub const MAX_ANSWER: usize = 32 * 1024 * 1024;
+/// The most series one answer may hold: one a source, core or GPU of one host, of one
+/// name. More is not one host's series.
+pub const MAX_SERIES: usize = 4096;
 
 /// A series' labels (without `__name__` where a function dropped it) and its points,
-/// `(ts_ms, value)` in time order.
+/// `(ts_ms, value)` in time order, every value as the engine gave it.
 pub type Series = (BTreeMap<String, String>, Vec<(i64, f64)>);
 
 /// An engine's query API at a base URL (`http://HOST:PORT[/PREFIX]`).
@@ -28,6 +38,10 @@ pub struct Engine {
     url: RemoteWriteUrl,
     auth: Auth,
     runtime: tokio::runtime::Runtime,
+    /// When every query must have been answered ([`DEADLINE`] after the engine was made).
+    deadline: Instant,
+    /// The time allowed, for the error.
+    allowed: Duration,
 }
 
 impl Engine {
@@ -37,7 +51,17 @@ impl Engine {
             .enable_all()
             .build()
             .map_err(EngineError::Runtime)?;
-        Ok(Engine { url, auth, runtime })
+        let allowed = std::env::var(DEADLINE_ENV)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .map_or(DEADLINE, Duration::from_secs);
+        Ok(Engine {
+            url,
+            auth,
+            runtime,
+            deadline: Instant::now() + allowed,
+            allowed,
+        })
     }
 
     /// The URL as given.
@@ -47,11 +71,11 @@ impl Engine {
 
     /// `query` evaluated at `at_ms`: a range selector's raw samples, per series.
     pub fn instant(&self, query: &str, at_ms: i64) -> Result<Vec<Series>, EngineError> {
-        let data = self.get(
+        let data: Matrix = self.get(
             "/api/v1/query",
             &[("query", query), ("time", &seconds(at_ms))],
         )?;
-        matrix(&data, query)
+        data.series(self.url(), query)
     }
 
     /// `query` evaluated from `start_ms` to `end_ms` every `step_ms`, per series.
@@ -62,7 +86,7 @@ impl Engine {
         end_ms: i64,
         step_ms: i64,
     ) -> Result<Vec<Series>, EngineError> {
-        let data = self.get(
+        let data: Matrix = self.get(
             "/api/v1/query_range",
             &[
                 ("query", query),
@@ -71,57 +95,84 @@ impl Engine {
                 ("step", &seconds(step_ms)),
             ],
         )?;
-        matrix(&data, query)
+        data.series(self.url(), query)
     }
 
     /// The values label `name` takes on the series `matcher` picks.
     pub fn label_values(&self, name: &str, matcher: &str) -> Result<Vec<String>, EngineError> {
-        let data = self.get(
+        let data: Bounded<Option<String>> = self.get(
             &format!("/api/v1/label/{name}/values"),
             &[("match[]", matcher)],
         )?;
-        Ok(data
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default())
+        Ok(data.kept.into_iter().flatten().collect())
     }
 
     /// GETs `path` with `params` under the base URL; the answer's `data`, or the engine's
-    /// error.
-    fn get(&self, path: &str, params: &[(&str, &str)]) -> Result<Value, EngineError> {
+    /// error. The whole exchange ends by the engine's deadline.
+    fn get<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        params: &[(&str, &str)],
+    ) -> Result<T, EngineError> {
         let query: String = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(params)
             .finish();
         let target = format!("{}{path}?{query}", self.url.path.trim_end_matches('/'));
-        let exchange = self.exchange(&target);
+        let what = params.first().map_or(path, |(_, v)| *v);
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let limit = left.min(REQUEST_TIMEOUT);
+        let exchange = self.exchange(&target, what);
         let (status, body) = self
             .runtime
-            .block_on(async { tokio::time::timeout(REQUEST_TIMEOUT, exchange).await })
-            .map_err(|_| EngineError::Timeout {
-                url: self.url.text.clone(),
-                seconds: REQUEST_TIMEOUT.as_secs(),
+            .block_on(async { tokio::time::timeout(limit, exchange).await })
+            .map_err(|_| {
+                if limit < REQUEST_TIMEOUT {
+                    EngineError::Deadline {
+                        url: self.url.text.clone(),
+                        seconds: self.allowed.as_secs(),
+                    }
+                } else {
+                    EngineError::Timeout {
+                        url: self.url.text.clone(),
+                        seconds: REQUEST_TIMEOUT.as_secs(),
+                    }
+                }
             })??;
-        let answer: Value = serde_json::from_slice(&body).map_err(|_| EngineError::NotTheApi {
-            url: self.url.text.clone(),
-            status,
-            text: String::from_utf8_lossy(&body).chars().take(200).collect(),
-        })?;
-        if answer["status"] != "success" {
-            return Err(EngineError::Refused {
-                url: self.url.text.clone(),
-                status,
-                kind: answer["errorType"].as_str().unwrap_or("").to_owned(),
-                error: answer["error"].as_str().unwrap_or("").to_owned(),
-            });
+        match serde_json::from_slice::<Answer<T>>(&body) {
+            Ok(a) if a.status == "success" => a.data.ok_or_else(|| EngineError::Malformed {
+                query: what.to_owned(),
+            }),
+            Ok(a) => Err(self.refused(status, a.error_type, a.error)),
+            // Read again without the data: the API's answer of another shape, or not the API.
+            Err(_) => match serde_json::from_slice::<Answer<IgnoredAny>>(&body) {
+                Ok(a) if a.status == "success" => Err(EngineError::Malformed {
+                    query: what.to_owned(),
+                }),
+                Ok(a) => Err(self.refused(status, a.error_type, a.error)),
+                Err(_) => Err(EngineError::NotTheApi {
+                    url: self.url.text.clone(),
+                    status,
+                    text: String::from_utf8_lossy(&body[..body.len().min(800)])
+                        .chars()
+                        .take(200)
+                        .collect(),
+                }),
+            },
         }
-        Ok(answer["data"].clone())
     }
 
-    async fn exchange(&self, target: &str) -> Result<(u16, Bytes), EngineError> {
+    fn refused(&self, status: u16, kind: String, error: String) -> EngineError {
+        EngineError::Refused {
+            url: self.url.text.clone(),
+            status,
+            kind,
+            error,
+        }
+    }
+
+    /// The status and body of a GET of `target` (asking `what`), the body read frame by
+    /// frame into one buffer of at most [`MAX_ANSWER`] bytes.
+    async fn exchange(&self, target: &str, what: &str) -> Result<(u16, Vec<u8>), EngineError> {
         let connect = |source| EngineError::Connect {
             url: self.url.text.clone(),
             source,
@@ -149,11 +200,28 @@ impl Engine {
         let request = request.body(Empty::<Bytes>::new()).map_err(|e| http(&e))?;
         let response = sender.send_request(request).await.map_err(|e| http(&e))?;
         let status = response.status().as_u16();
-        let body = Limited::new(response.into_body(), MAX_ANSWER)
-            .collect()
-            .await
-            .map_err(|e| http(&*e))?
-            .to_bytes();
+        let too_large = || EngineError::TooLarge {
+            url: self.url.text.clone(),
+            query: what.to_owned(),
+            mib: MAX_ANSWER / (1024 * 1024),
+        };
+        let declared = response
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > MAX_ANSWER) {
+            return Err(too_large());
+        }
+        let mut body = Vec::with_capacity(declared.unwrap_or(0));
+        let mut stream = response.into_body();
+        while let Some(frame) = stream.frame().await {
+            if let Ok(data) = frame.map_err(|e| http(&e))?.into_data() {
+                if body.len() + data.len() > MAX_ANSWER {
+                    return Err(too_large());
+                }
+                body.extend_from_slice(&data);
+            }
+        }
         driver.abort();
         Ok((status, body))
     }
@@ -164,36 +232,112 @@ fn seconds(ms: i64) -> String {
     format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
 }
 
-/// A `matrix` answer's series; non-finite values are left out (wattson never sends them).
-fn matrix(data: &Value, query: &str) -> Result<Vec<Series>, EngineError> {
-    let malformed = || EngineError::Malformed {
-        query: query.to_owned(),
-    };
-    if data["resultType"] != "matrix" {
-        return Err(malformed());
+/// The API's answer: `data` where `status` is `success`, else the engine's error.
+#[derive(Deserialize)]
+struct Answer<T> {
+    status: String,
+    data: Option<T>,
+    #[serde(default, rename = "errorType")]
+    error_type: String,
+    #[serde(default)]
+    error: String,
+}
+
+/// A `matrix` answer's series, the first [`MAX_SERIES`] of them kept.
+#[derive(Deserialize)]
+struct Matrix {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    result: Bounded<RawSeries>,
+}
+
+#[derive(Deserialize)]
+struct RawSeries {
+    metric: BTreeMap<String, Option<String>>,
+    values: Vec<Point>,
+}
+
+/// `[ts_s, "value"]`.
+struct Point(i64, f64);
+
+impl<'de> Deserialize<'de> for Point {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (ts, value): (f64, std::borrow::Cow<'de, str>) = Deserialize::deserialize(d)?;
+        let value = value.parse::<f64>().map_err(serde::de::Error::custom)?;
+        Ok(Point((ts * 1000.0).round() as i64, value))
     }
-    let mut out = Vec::new();
-    for s in data["result"].as_array().ok_or_else(malformed)? {
-        let labels = s["metric"]
-            .as_object()
-            .ok_or_else(malformed)?
-            .iter()
-            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-            .collect();
-        let mut points = Vec::new();
-        for p in s["values"].as_array().ok_or_else(malformed)? {
-            let ts = p[0].as_f64().ok_or_else(malformed)?;
-            let value = p[1]
-                .as_str()
-                .and_then(|v| v.parse::<f64>().ok())
-                .ok_or_else(malformed)?;
-            if value.is_finite() {
-                points.push(((ts * 1000.0).round() as i64, value));
+}
+
+/// The first [`MAX_SERIES`] elements of a list and how many it held: the rest are read
+/// past, never kept.
+struct Bounded<T> {
+    kept: Vec<T>,
+    total: usize,
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Bounded<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = Bounded<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Bounded<T>, A::Error> {
+                let mut out = Bounded {
+                    kept: Vec::new(),
+                    total: 0,
+                };
+                while out.total < MAX_SERIES {
+                    let Some(t) = seq.next_element()? else {
+                        return Ok(out);
+                    };
+                    out.kept.push(t);
+                    out.total += 1;
+                }
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    out.total += 1;
+                }
+                Ok(out)
             }
         }
-        out.push((labels, points));
+        d.deserialize_seq(Visit(std::marker::PhantomData))
     }
-    Ok(out)
+}
+
+impl Matrix {
+    /// The series, or why they are not a report's: another shape, or more than a host has.
+    fn series(self, url: &str, query: &str) -> Result<Vec<Series>, EngineError> {
+        if self.result_type != "matrix" {
+            return Err(EngineError::Malformed {
+                query: query.to_owned(),
+            });
+        }
+        if self.result.total > MAX_SERIES {
+            return Err(EngineError::TooManySeries {
+                url: url.to_owned(),
+                query: query.to_owned(),
+                count: self.result.total,
+                max: MAX_SERIES,
+            });
+        }
+        Ok(self
+            .result
+            .kept
+            .into_iter()
+            .map(|s| {
+                let labels = s
+                    .metric
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k, v?)))
+                    .collect();
+                (labels, s.values.into_iter().map(|p| (p.0, p.1)).collect())
+            })
+            .collect())
+    }
 }
 
 /// `name{label="value",...}`: a selector of exactly those labels, values escaped
@@ -252,23 +396,36 @@ mod tests {
     }
 
     #[test]
-    fn a_matrix_gives_its_series_and_leaves_out_what_is_not_a_number() {
-        let data: Value = serde_json::from_str(
+    fn a_matrix_gives_its_series_every_value_as_given_and_counts_past_its_bound() {
+        let m: Matrix = serde_json::from_str(
             r#"{"resultType":"matrix","result":[{"metric":{"host":"a"},
-                "values":[[1700000000.5,"40.25"],[1700000001,"NaN"],[1700000002,"41"]]}]}"#,
+                "values":[[1700000000.5,"40.25"],[1700000001,"NaN"],[1700000002,"-5"]]}]}"#,
         )
         .unwrap();
-        let m = matrix(&data, "q").unwrap();
+        let m = m.series("u", "q").unwrap();
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].0["host"], "a");
-        assert_eq!(
-            m[0].1,
-            vec![(1_700_000_000_500, 40.25), (1_700_000_002_000, 41.0)]
-        );
-        let vector: Value = serde_json::from_str(r#"{"resultType":"vector","result":[]}"#).unwrap();
+        assert_eq!(m[0].1[0], (1_700_000_000_500, 40.25));
+        assert!(m[0].1[1].1.is_nan());
+        assert_eq!(m[0].1[2], (1_700_000_002_000, -5.0));
+        let vector: Matrix =
+            serde_json::from_str(r#"{"resultType":"vector","result":[]}"#).unwrap();
         assert!(matches!(
-            matrix(&vector, "q"),
+            vector.series("u", "q"),
             Err(EngineError::Malformed { .. })
+        ));
+        let many = format!(
+            r#"{{"resultType":"matrix","result":[{}]}}"#,
+            vec![r#"{"metric":{},"values":[]}"#; MAX_SERIES + 3].join(",")
+        );
+        let m: Matrix = serde_json::from_str(&many).unwrap();
+        assert_eq!(
+            (m.result.kept.len(), m.result.total),
+            (MAX_SERIES, MAX_SERIES + 3)
+        );
+        assert!(matches!(
+            m.series("u", "q"),
+            Err(EngineError::TooManySeries { count, .. }) if count == MAX_SERIES + 3
         ));
     }
 }
