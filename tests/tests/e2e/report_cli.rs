@@ -181,17 +181,21 @@ fn the_meters_accuracy_is_the_databases_whatever_the_config_reading_it_says() {
 fn each_configuration_says_where_its_watts_come_from() {
     let env = TestEnv::new();
     wattson_tests::sweep::basket(&env.db);
-    for format in [&["--format", "table"][..], &["--format", "markdown"]] {
+    // Markdown escapes the brackets (they read as themselves when rendered).
+    for (format, config) in [
+        (&["--format", "table"][..], "[[config]]"),
+        (&["--format", "markdown"], "\\[\\[config\\]\\]"),
+    ] {
         let text = report(&env, format);
         assert!(
             text.contains("Configurations (where each column's watts come from)"),
             "{text}"
         );
         assert!(
-            text.contains(
-                "old box: typed in by hand ([[config]] in the configuration file): the watts \
+            text.contains(&format!(
+                "old box: typed in by hand ({config} in the configuration file): the watts \
                  as given, with no interval"
-            ),
+            )),
             "{text}"
         );
         assert!(

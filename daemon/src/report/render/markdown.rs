@@ -6,12 +6,26 @@ use std::fmt::Write as _;
 use super::{cell, grid, sections, title};
 use crate::report::model::Report;
 
-/// Escapes the characters that would break a table cell or start emphasis.
+/// `s` as Markdown text that reads as itself: `&`, `<` and `>` as entities (no HTML tag,
+/// comment or autolink), a backslash before what would break a table cell or start
+/// emphasis, code, strikethrough or a link, and a control character as `?` (a name never
+/// ends a line or a row).
 fn md(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('|', "\\|")
-        .replace('*', "\\*")
-        .replace('_', "\\_")
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '|' | '*' | '_' | '`' | '[' | ']' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The report as a Markdown document.
@@ -43,4 +57,18 @@ pub fn render(r: &Report) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::md;
+
+    #[test]
+    fn html_and_markdown_in_a_name_read_as_text() {
+        assert_eq!(
+            md("<img src=x onerror=alert(1)> [a](http://x) `c` *b* a|b ~~s~~ &lt;\nx"),
+            "&lt;img src=x onerror=alert(1)&gt; \\[a\\](http://x) \\`c\\` \\*b\\* a\\|b \\~\\~s\\~\\~ \
+             &amp;lt;?x"
+        );
+    }
 }

@@ -16,6 +16,7 @@ mod counted;
 mod engine;
 mod imported;
 mod opened;
+mod reported;
 
 /// An unprivileged user for the tests that need a second one: created with `useradd` when
 /// missing. `None` where that cannot be done outside CI (not root); under `CI=true` the
