@@ -71,7 +71,11 @@ pub enum CurveError {
         percent = .0 * 100.0
     )]
     Load(f64),
-    #[error("{watts} W at {percent} % is not a power between 0 and {MAX_WATTS} W", percent = load * 100.0)]
+    #[error(
+        "{watts} W at {percent} % is not a power a machine draws: above 0 W (a running machine draws \
+         some even at idle) and at most {MAX_WATTS} W",
+        percent = load * 100.0
+    )]
     Watts { load: f64, watts: f64 },
     #[error("{ops} ssj_ops at {percent} % is not a throughput (finite, 0 or more)", percent = load * 100.0)]
     Ops { load: f64, ops: f64 },
@@ -91,14 +95,15 @@ pub struct Curve {
 }
 
 impl Curve {
-    /// A checked curve: every load in `0..=1` once, finite watts in `0..=MAX_WATTS`, idle
+    /// A checked curve: every load in `0..=1` once, finite watts above 0 and at most
+    /// `MAX_WATTS` (a curve of 0 W was ranked first, saving all this machine costs), idle
     /// and 100 % present.
     pub fn new(mut points: Vec<CurvePoint>, kind: CurveKind) -> Result<Curve, CurveError> {
         for p in &points {
             if !p.load.is_finite() || !(0.0..=1.0).contains(&p.load) {
                 return Err(CurveError::Load(p.load));
             }
-            if !p.watts.is_finite() || !(0.0..=MAX_WATTS).contains(&p.watts) {
+            if !p.watts.is_finite() || p.watts <= 0.0 || p.watts > MAX_WATTS {
                 return Err(CurveError::Watts {
                     load: p.load,
                     watts: p.watts,

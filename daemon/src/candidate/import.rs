@@ -318,12 +318,12 @@ fn candidate_row(
             vec![
                 CurvePoint {
                     load: 0.0,
-                    watts: 0.0,
+                    watts: 1.0,
                     ssj_ops: None,
                 },
                 CurvePoint {
                     load: 1.0,
-                    watts: 0.0,
+                    watts: 1.0,
                     ssj_ops: None,
                 },
             ],
@@ -397,11 +397,14 @@ fn set_field(
         Col::Watts(l) => {
             let w = num("watts")?
                 .ok_or_else(|| err(line, Some(h), "no watts: every load needs its figure"))?;
-            if !(0.0..=MAX_WATTS).contains(&w) {
+            if w <= 0.0 || w > MAX_WATTS {
                 return Err(err(
                     line,
                     Some(h),
-                    format!("{w} W is not a power between 0 and {MAX_WATTS} W"),
+                    format!(
+                        "{w} W is not a power a machine draws: above 0 W (a running machine draws \
+                         some even at idle) and at most {MAX_WATTS} W"
+                    ),
                 ));
             }
             if let Some(p) = points.iter_mut().find(|p| p.load == f64::from(l) / 100.0) {

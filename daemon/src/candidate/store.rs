@@ -82,12 +82,12 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Candidate, String, String)> {
         vec![
             CurvePoint {
                 load: 0.0,
-                watts: 0.0,
+                watts: 1.0,
                 ssj_ops: None,
             },
             CurvePoint {
                 load: 1.0,
-                watts: 0.0,
+                watts: 1.0,
                 ssj_ops: None,
             },
         ],

@@ -56,6 +56,7 @@ fn hostile_files_are_refused_whole_with_line_and_reason() {
         (format!("{two}a,100,50\nb,NaN,50\n"), 3, "not watts"),
         (format!("{two}a,100,50\nb,-5,50\n"), 3, "not a power"),
         (format!("{two}a,100,50\nb,1e9,50\n"), 3, "not a power"),
+        (format!("{two}a,100,50\nb,0,0\n"), 3, "above 0 W"),
         (format!("{two}a,100\n"), 2, "2 fields, the header has 3"),
         (format!("{two}a,100,\n"), 2, "no watts"),
         (format!("{two}\"a,100,50\n"), 2, "never closed"),

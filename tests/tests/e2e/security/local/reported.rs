@@ -1,5 +1,5 @@
-//! What a report prints of a candidate's name (issue 44): HTML and Markdown in a name are
-//! text in `--format markdown`.
+//! What a report prints of a candidate's name and figures (issue 44): HTML and Markdown in
+//! a name are text in `--format markdown`, and a curve of 0 W is no candidate at all.
 
 use std::path::{Path, PathBuf};
 
@@ -83,4 +83,91 @@ fn html_in_a_candidates_name_is_text_in_markdown() {
             "no candidate line for {escaped}: {md}"
         );
     }
+}
+
+#[test]
+fn a_candidate_of_0_w_is_refused_at_add_import_and_set() {
+    let env = TestEnv::new();
+    let cfg = measured(&env);
+    let reason = "is not a power a machine draws: above 0 W";
+    let (code, out) = run(
+        &cfg,
+        &[
+            "candidate",
+            "add",
+            "nothing",
+            "--idle",
+            "0",
+            "--at",
+            "100%=0",
+        ],
+    );
+    assert_eq!(code, Some(65), "{out}");
+    assert!(out.contains("0 W at 0 %") && out.contains(reason), "{out}");
+    let (code, out) = run(
+        &cfg,
+        &[
+            "candidate",
+            "add",
+            "idle-free",
+            "--idle",
+            "0",
+            "--at",
+            "100%=80",
+        ],
+    );
+    assert_eq!(code, Some(65), "{out}");
+    assert!(out.contains(reason), "{out}");
+    let csv = env.path("two-point.csv");
+    std::fs::write(
+        &csv,
+        "System,Hardware Vendor,avg. watts @ 100%,avg. watts @ active idle,overall ssj_ops/watt\n\
+         Void V0,Void,0,0,5210\n",
+    )
+    .unwrap();
+    let (code, out) = run(&cfg, &["candidate", "import", csv.to_str().unwrap()]);
+    assert_eq!(code, Some(65), "{out}");
+    assert!(out.contains("0 W") && out.contains(reason), "{out}");
+    let list = ok(&cfg, &["candidate", "list", "--json"]);
+    assert!(
+        !list.contains("nothing") && !list.contains("Void"),
+        "{list}"
+    );
+    // One stored as 0 W by another hand (the service user's database): `set` refuses it,
+    // naming it and why, and changes nothing.
+    ok(
+        &cfg,
+        &[
+            "candidate",
+            "add",
+            "planted",
+            "--idle",
+            "40",
+            "--at",
+            "100%=120",
+        ],
+    );
+    let conn = rusqlite::Connection::open(&env.db).unwrap();
+    let zero = r#"[{"load":0.0,"watts":0.0},{"load":1.0,"watts":0.0}]"#;
+    conn.execute(
+        "UPDATE candidate SET curve = ?1 WHERE name = 'planted'",
+        [zero],
+    )
+    .unwrap();
+    let (code, out) = run(&cfg, &["candidate", "set", "planted", "--price", "1"]);
+    assert_ne!(code, Some(0), "{out}");
+    assert!(out.contains("\"planted\"") && out.contains(reason), "{out}");
+    let price: Option<f64> = conn
+        .query_row(
+            "SELECT price FROM candidate WHERE name = 'planted'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(price, None);
+    // Nor is it ranked first in a report: the report names it and why instead.
+    let (code, out) = run(&cfg, &["report"]);
+    assert_ne!(code, Some(0), "{out}");
+    assert!(!out.contains("#1 planted"), "{out}");
+    assert!(out.contains("\"planted\"") && out.contains(reason), "{out}");
 }
