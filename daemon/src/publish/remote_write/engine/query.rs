@@ -254,6 +254,8 @@ struct Matrix {
 #[derive(Deserialize)]
 struct RawSeries {
     metric: BTreeMap<String, Option<String>>,
+    /// Absent where the series holds only histograms, which wattson never sends.
+    #[serde(default)]
     values: Vec<Point>,
 }
 
@@ -399,7 +401,8 @@ mod tests {
     fn a_matrix_gives_its_series_every_value_as_given_and_counts_past_its_bound() {
         let m: Matrix = serde_json::from_str(
             r#"{"resultType":"matrix","result":[{"metric":{"host":"a"},
-                "values":[[1700000000.5,"40.25"],[1700000001,"NaN"],[1700000002,"-5"]]}]}"#,
+                "values":[[1700000000.5,"40.25"],[1700000001,"NaN"],[1700000002,"-5"],
+                [1700000003,"+Inf"]]}]}"#,
         )
         .unwrap();
         let m = m.series("u", "q").unwrap();
@@ -408,6 +411,7 @@ mod tests {
         assert_eq!(m[0].1[0], (1_700_000_000_500, 40.25));
         assert!(m[0].1[1].1.is_nan());
         assert_eq!(m[0].1[2], (1_700_000_002_000, -5.0));
+        assert_eq!(m[0].1[3], (1_700_000_003_000, f64::INFINITY));
         let vector: Matrix =
             serde_json::from_str(r#"{"resultType":"vector","result":[]}"#).unwrap();
         assert!(matches!(
