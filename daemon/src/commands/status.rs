@@ -59,7 +59,7 @@ fn stale_meters(config: &crate::config::Config, readings: &[Reading]) -> Vec<Sta
             .filter(|r| r.source == source)
             .map(|r| r.age_s)
             .fold(f64::INFINITY, f64::min);
-        let limit = (m.interval.as_secs_f64() * 3.0).max(3.0);
+        let limit = crate::live::health::Health::meter_stale_after(m.interval).as_secs_f64();
         if newest.is_finite() && newest > limit {
             out.push(StaleMeter {
                 source,

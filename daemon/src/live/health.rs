@@ -139,6 +139,13 @@ impl Health {
         }
     }
 
+    /// How old a meter read every `interval` may let its newest reading grow before it is
+    /// stale, whatever its session believes: three intervals, at least 3 s. `status` and
+    /// `/healthz` both judge by it.
+    pub fn meter_stale_after(interval: Duration) -> Duration {
+        (interval * 3).max(Duration::from_secs(3))
+    }
+
     /// Also watch the wall meter `source`, read every `interval` into `live`: stale once its
     /// newest reading is older than three intervals (at least 3 s).
     #[must_use]
@@ -148,7 +155,7 @@ impl Health {
         live: Arc<LiveState>,
         interval: Duration,
     ) -> Health {
-        let limit = (interval.as_millis() as i64 * 3).max(3_000);
+        let limit = Self::meter_stale_after(interval).as_millis() as i64;
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.wall = Some((source, live, limit));
         }
