@@ -258,3 +258,45 @@ fn a_time_of_use_boundary_inside_an_hour_prices_the_energy_used_on_each_side() {
         .unwrap();
     assert!((figures.cost - want).abs() < 1e-5, "{figures:?} vs {want}");
 }
+
+/// A machine started at 00:48:52 on a tariff whose night rate began at 00:30: read at
+/// 00:51, today's energy was all used at the night rate, whether priced by `status` (from
+/// midnight), by the running total the live outputs keep, or by a report of the minutes
+/// it ran. Before, the open stretch's energy was spread from midnight to the moment of
+/// reading and priced at that span's mean price (0.2167 where 0.10 is right).
+#[test]
+fn energy_in_an_open_hour_is_priced_when_it_was_used() {
+    use crate::ledger::running::RunningTotal;
+    let dir = tempfile::tempdir().unwrap();
+    let midnight = chrono::DateTime::parse_from_rfc3339("2025-01-15T00:00:00Z")
+        .unwrap()
+        .timestamp_millis();
+    let start = midnight + (48 * 60 + 52) * 1000;
+    let now = midnight + 51 * 60 * 1000;
+    let (w, wall) = wall_at_1_hz(dir.path(), start, (now - start) / 1000, |_| 100.0);
+    let store = w.store();
+    let cfg = crate::config::TariffConfig {
+        price_per_kwh: 0.30,
+        timezone: Some(crate::zone::Zone::named("Europe/London").unwrap()),
+        periods: vec![crate::config::PeriodConfig {
+            start: chrono::NaiveTime::from_hms_opt(0, 30, 0).unwrap(),
+            end: chrono::NaiveTime::from_hms_opt(7, 30, 0).unwrap(),
+            price_per_kwh: 0.10,
+        }],
+        ..crate::config::TariffConfig::default()
+    };
+    let tariff = crate::ledger::costs::tariff_from_config(&cfg).unwrap();
+    let want = 100.0 * (now - start) as f64 / 3_600_000.0 / 1000.0 * 0.10;
+    for from in [midnight, start, midnight + 30 * 60 * 1000] {
+        let e = energy::energy(store, "h", &wall, from, now).unwrap();
+        let c = e.cost_in(store, &tariff).unwrap();
+        assert!(
+            (c.energy_cost - want).abs() < 1e-9,
+            "from {from}: {} vs {want}",
+            c.energy_cost
+        );
+    }
+    let mut total = RunningTotal::since(midnight);
+    let figures = total.refresh(store, "h", &wall, &tariff, now).unwrap();
+    assert!((figures.cost - want).abs() < 1e-9, "{figures:?} vs {want}");
+}
