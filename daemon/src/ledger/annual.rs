@@ -1,26 +1,32 @@
 //! The annual figures, named once. Every surface (`wattson status`, the MQTT state,
-//! `/metrics`, the live page, every report format) shows one of these two and words its
-//! basis with [`Annual::basis`], so "what does this box cost a year" has one answer per
-//! name:
+//! `/metrics`, the live page, every report format) shows one of these and words its basis
+//! with [`Annual::basis`], so "what does this box cost a year" has one answer per name:
 //!
-//! - **projected as measured** ([`projected`]): a window's energy priced at the prices of
-//!   its own hours (its duty cycle by time of day, the price series' slots it holds), scaled
-//!   to a year by the time the meter covered: what a year costs if it goes on as that window
-//!   did. The live outputs use the last 7 days ([`PROJECTION_DAYS`]); a report uses its
-//!   window.
+//! - **a year on your tariff** ([`on_tariff`]): this machine's measured load by hour of the
+//!   week ([`super::load_shape`]; the measured mean in hours not measured, said so) priced
+//!   over the 365 days from today at the tariff in force each hour (its periods, changes
+//!   and price series; where a series ends, a stated assumption). The live outputs shape
+//!   the load from the last 7 days ([`PROJECTION_DAYS`]); a report from its window;
+//!   `report --tariffs` prices the same shape under each tariff. The standing charge is
+//!   its own figure beside it, and the all-in figure adds it.
 //! - **modelled** ([`modelled`]): kWh from modes times hours (a sweep fit over the
 //!   utilisation history, a configuration's modes and duty cycle), at the year's mean price
 //!   of the tariff (a modelled load has no hours of its own to price).
 //! - **a candidate on this load** ([`candidate`]): another machine's power curve at the
-//!   load this machine's utilisation history asks of it, hour by hour, priced at the prices
-//!   of those hours and scaled to a year by the hours of history, exactly as the projection
-//!   is (see [`super::candidate`]).
+//!   load this machine's utilisation history asks of it, hour by hour, shaped by hour of
+//!   the week as this machine's own is, a year on the tariff (see [`super::candidate`]).
 //!
 //! Units: kWh, the tariff's currency, hours.
 
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Timelike};
 use serde::Serialize;
 
-use crate::analysis::cost::HOURS_PER_YEAR;
+use super::load_shape::{LoadShape, WEEK_HOURS, hour_of_week};
+use crate::analysis::cost::{CostError, MIN_SERIES_WINDOW_MS, cost_of_energy};
+use crate::store::HOUR_MS;
+use crate::tariff::{Tariff, TariffError};
 
 /// How far back the live outputs' projection looks, days.
 pub const PROJECTION_DAYS: f64 = 7.0;
@@ -48,37 +54,6 @@ pub fn price_text(price: f64, currency: &str) -> String {
     format!("{price:.4} {currency}/kWh")
 }
 
-/// `window_kwh` costing `window_cost` over `covered_hours` of `window` (words: "the last
-/// 7 days", "2026-11-01 to 2026-12-01"), projected to a year; `ci_ratio` is the relative
-/// 95 % half-width of its mean power. `None` without covered time.
-pub fn projected(
-    window_kwh: f64,
-    window_cost: f64,
-    covered_hours: f64,
-    ci_ratio: Option<f64>,
-    window: &str,
-    currency: &str,
-) -> Option<Annual> {
-    if covered_hours.is_nan() || covered_hours <= 0.0 {
-        return None;
-    }
-    let scale = HOURS_PER_YEAR / covered_hours;
-    let (kwh, cost) = (window_kwh * scale, window_cost * scale);
-    let price = if kwh > 0.0 { cost / kwh } else { 0.0 };
-    Some(Annual {
-        kwh,
-        kwh_ci95: ci_ratio.map(|r| kwh * r.abs()),
-        cost,
-        cost_ci95: ci_ratio.map(|r| cost * r.abs()),
-        price_per_kwh: price,
-        basis: format!(
-            "projected from {} measured in {window}, at the prices of those hours ({})",
-            super::interval::hours_text(covered_hours),
-            price_text(price, currency)
-        ),
-    })
-}
-
 /// `kwh` a year (its half-width `kwh_ci95`) modelled from `what` ("the sweep fit of
 /// basket over the utilisation history"), at `year_price` (`price_from`: where it comes
 /// from, "the configured prices over the year from 2026-12-04").
@@ -103,50 +78,287 @@ pub fn modelled(
     }
 }
 
-/// What candidate `name` would use (`window_kwh`) and cost (`window_cost`) over `hours` of
-/// this machine's utilisation history, projected to a year. `None` without hours.
+/// What candidate `name` would cost a year on this machine's load: its power by hour of
+/// the week over `hours` of this machine's utilisation history (`shape`), a year on the
+/// tariff from the day of `day_ms` ([`on_tariff`]). `None` without hours.
 pub fn candidate(
-    window_kwh: f64,
-    window_cost: f64,
+    shape: &LoadShape,
+    tariff: &Tariff,
+    day_ms: i64,
     hours: f64,
     name: &str,
-    currency: &str,
-) -> Option<Annual> {
-    let mut a = projected(window_kwh, window_cost, hours, None, "", currency)?;
+) -> Result<Option<Annual>, CostError> {
+    let Some(mut a) = on_tariff(shape, tariff, day_ms, None, "")? else {
+        return Ok(None);
+    };
+    let priced = a.basis.find(", priced over").map_or("", |i| &a.basis[i..]);
     a.basis = format!(
         "a candidate on this load: {name}'s curve at the load this machine's utilisation \
-         asked for over {hours:.1} h, at the prices of those hours ({})",
-        price_text(a.price_per_kwh, currency)
+         asked for over {hours:.1} h, in each hour of the week{priced}"
     );
-    Some(a)
+    Ok(Some(a))
+}
+
+/// The days a year on the tariff spans.
+const YEAR_DAYS: i64 = 365;
+
+/// What a year on the tariff costs this machine: its load `shape` (mean power by hour of
+/// the week where measured, the measured mean elsewhere) over the 365 days from the local
+/// day of `day_ms`, each hour priced by the tariff in force then (its periods, its changes,
+/// its price series; where a series ends, each hour at the series' mean price for its hour
+/// of day, or the configured prices when the series holds under a day). `power_ci_ratio`
+/// is the relative 95 % half-width of the measured mean power; the interval adds the
+/// spread of the measured hours for the share of the week not measured (no interval
+/// without the power's). `window` names
+/// what was measured ("the last 7 days"). `None` with nothing measured.
+pub fn on_tariff(
+    shape: &LoadShape,
+    tariff: &Tariff,
+    day_ms: i64,
+    power_ci_ratio: Option<f64>,
+    window: &str,
+) -> Result<Option<Annual>, CostError> {
+    let Some(mean) = shape.mean_watts() else {
+        return Ok(None);
+    };
+    let tz = tariff.tz();
+    let date = DateTime::from_timestamp_millis(day_ms)
+        .ok_or(TariffError::Timestamp(day_ms))?
+        .with_timezone(&tz)
+        .date_naive();
+    let start = tz.start_of_day(date).timestamp_millis();
+    let year: Vec<(i64, i64, f64)> = (0..YEAR_DAYS * 24)
+        .map(|i| {
+            let t = start + i * HOUR_MS;
+            let h = hour_of_week(t, tz).unwrap_or(0);
+            (t, t + HOUR_MS, shape.assumed_watts(h).unwrap_or(mean))
+        })
+        .collect();
+    let (kwh, cost, assumption) = price_year(tariff, &year)?;
+    let measured = shape.measured_hours();
+    let unmeasured = 1.0 - measured as f64 / WEEK_HOURS as f64;
+    let shape_ratio = shape.spread_ratio().map(|r| r * unmeasured);
+    // Without the power's interval there is none to give (the shape's alone would claim
+    // a certainty the meter never stated).
+    let ci_ratio = power_ci_ratio
+        .filter(|r| r.is_finite())
+        .map(|a| a.abs().hypot(shape_ratio.unwrap_or(0.0)));
+    let price = if kwh > 0.0 { cost / kwh } else { 0.0 };
+    let covered = shape.covered_hours();
+    let mut basis = String::new();
+    if covered < 24.0 {
+        basis.push_str("under a day measured: ");
+    }
+    let _ = write!(
+        basis,
+        "a year on your tariff: this machine's load in each hour of the week, from {} measured \
+         in {window}",
+        super::interval::hours_text(covered)
+    );
+    if measured < WEEK_HOURS {
+        let _ = write!(
+            basis,
+            " ({measured} of the week's {WEEK_HOURS} hours; the others at its mean, {mean:.1} W)"
+        );
+    }
+    let _ = write!(
+        basis,
+        ", priced over the {YEAR_DAYS} days from {date} ({} on average{})",
+        price_text(price, tariff.currency()),
+        assumption.map(|a| format!("; {a}")).unwrap_or_default()
+    );
+    Ok(Some(Annual {
+        kwh,
+        kwh_ci95: ci_ratio.map(|r| kwh * r),
+        cost,
+        cost_ci95: ci_ratio.map(|r| cost * r),
+        price_per_kwh: price,
+        basis,
+    }))
+}
+
+/// kWh and cost of a year of hourly `(start, end, W)`, and what was assumed where the
+/// tariff's price series ends within it.
+fn price_year(
+    tariff: &Tariff,
+    year: &[(i64, i64, f64)],
+) -> Result<(f64, f64, Option<String>), CostError> {
+    let wh = |&(a, b, w): &(i64, i64, f64)| (a, b, w * (b - a) as f64 / 3_600_000.0);
+    let end = year.last().map_or(0, |b| b.1);
+    let series = tariff
+        .series()
+        .and_then(|s| s.window().map(|w| (s.sources().join(", "), w)));
+    let Some((names, (from, to))) = series.filter(|(_, (_, to))| *to < end) else {
+        let buckets: Vec<_> = year.iter().map(wh).collect();
+        let c = cost_of_energy(tariff, &buckets)?;
+        return Ok((c.kwh, c.energy_cost, None));
+    };
+    let day = |ms: i64| {
+        DateTime::from_timestamp_millis(ms)
+            .map(|d| {
+                d.with_timezone(&tariff.tz())
+                    .format("%Y-%m-%d %H:%M")
+                    .to_string()
+            })
+            .unwrap_or_default()
+    };
+    // Before the series ends, the tariff as it is; after, a price per hour of the day.
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    for &(a, b, w) in year {
+        if a < to {
+            before.push(wh(&(a, b.min(to), w)));
+        }
+        if b > to {
+            after.push((a.max(to), b, w));
+        }
+    }
+    let c = cost_of_energy(tariff, &before)?;
+    let (mut kwh, mut cost) = (c.kwh, c.energy_cost);
+    if to - from < MIN_SERIES_WINDOW_MS {
+        let c = cost_of_energy(tariff, &after.iter().map(wh).collect::<Vec<_>>())?;
+        return Ok((
+            kwh + c.kwh,
+            cost + c.energy_cost,
+            Some(format!(
+                "after the price series ({names}) ends at {}, under a day long, the configured \
+                 prices",
+                day(to)
+            )),
+        ));
+    }
+    let profile = hour_of_day_prices(tariff, from, to)?;
+    for piece in &after {
+        let (a, _, e) = wh(piece);
+        let local = DateTime::from_timestamp_millis(a)
+            .ok_or(TariffError::Timestamp(a))?
+            .with_timezone(&tariff.tz());
+        kwh += e / 1000.0;
+        cost += e / 1000.0 * profile[local.hour() as usize];
+    }
+    Ok((
+        kwh,
+        cost,
+        Some(format!(
+            "after the price series ({names}) ends at {}, each hour at its hour of the day's \
+             mean price in the series",
+            day(to)
+        )),
+    ))
+}
+
+/// The time-weighted mean price of each local hour of the day over `[from, to)`.
+fn hour_of_day_prices(tariff: &Tariff, from: i64, to: i64) -> Result<[f64; 24], CostError> {
+    let mut sum = [(0.0, 0_i64); 24];
+    let mut t = from;
+    while t < to {
+        let (price, next) = tariff.segment(t)?;
+        let until = next
+            .min(to)
+            .min(crate::store::floor_to(t, HOUR_MS) + HOUR_MS);
+        let local = DateTime::from_timestamp_millis(t)
+            .ok_or(TariffError::Timestamp(t))?
+            .with_timezone(&tariff.tz());
+        let bin = &mut sum[local.hour() as usize];
+        bin.0 += price * (until - t) as f64;
+        bin.1 += until - t;
+        t = until;
+    }
+    let overall = tariff.mean_price(from, to)?;
+    Ok(sum.map(|(p, ms)| if ms > 0 { p / ms as f64 } else { overall }))
 }
 
 #[cfg(test)]
-mod tests {
+mod on_tariff_tests {
     use super::*;
+    use crate::config::{PeriodConfig, TariffConfig};
+    use chrono::NaiveTime;
 
+    fn economy(standing: f64) -> Tariff {
+        let at = |h, m| NaiveTime::from_hms_opt(h, m, 0).unwrap();
+        TariffConfig {
+            currency: "GBP".into(),
+            price_per_kwh: 0.30,
+            standing_charge_per_day: standing,
+            timezone: Some(crate::zone::Zone::named("Europe/London").unwrap()),
+            periods: vec![
+                PeriodConfig {
+                    start: at(0, 30),
+                    end: at(7, 30),
+                    price_per_kwh: 0.10,
+                },
+                PeriodConfig {
+                    start: at(16, 0),
+                    end: at(19, 0),
+                    price_per_kwh: 0.40,
+                },
+            ],
+            ..TariffConfig::default()
+        }
+        .build()
+        .unwrap()
+    }
+
+    /// The issue's box: a steady 100 W measured for 13 minutes of a cheap night is a year
+    /// of 100 W at every hour's price, GBP 222.65, not a year of night prices (GBP 87.60);
+    /// and it says that under a day was measured.
     #[test]
-    fn a_projection_scales_energy_and_its_own_prices_to_a_year() {
-        let a = projected(2.4, 0.48, 24.0, Some(0.1), "the last 7 days", "GBP").unwrap();
-        assert!((a.kwh - 876.0).abs() < 1e-9);
-        assert!((a.cost - 175.2).abs() < 1e-9);
-        assert!((a.price_per_kwh - 0.2).abs() < 1e-12);
-        assert_eq!(a.cost_ci95.map(|c| (c * 100.0).round()), Some(1752.0));
-        assert_eq!(
-            a.basis,
-            "projected from 24.0 h measured in the last 7 days, at the prices of those hours \
-             (0.2000 GBP/kWh)"
+    fn minutes_at_night_price_a_whole_year_of_the_tariff() {
+        let tariff = economy(0.5);
+        let t0 = chrono::DateTime::parse_from_rfc3339("2026-12-07T00:48:52Z")
+            .unwrap()
+            .timestamp_millis();
+        let ms = 12 * 60_000;
+        let shape = LoadShape::new([(t0, t0 + ms, 100.0 * ms as f64 / 3.6e6, ms)], tariff.tz());
+        let a = on_tariff(&shape, &tariff, t0, Some(0.01), "the last 7 days")
+            .unwrap()
+            .unwrap();
+        assert!((a.kwh - 876.0).abs() < 1e-6, "{a:?}");
+        assert_eq!((a.cost * 100.0).round(), 22265.0, "{a:?}");
+        assert!(
+            a.basis
+                .starts_with("under a day measured: a year on your tariff"),
+            "{}",
+            a.basis
         );
-        assert!(projected(1.0, 1.0, 0.0, None, "x", "GBP").is_none());
-        let m = modelled(
-            100.0,
-            None,
-            "its modes",
-            0.245,
-            "the configured prices",
-            "GBP",
-        );
-        assert!((m.cost - 24.5).abs() < 1e-9);
-        assert!(m.basis.contains("0.2450 GBP/kWh"), "{}", m.basis);
+        assert!(a.basis.contains("1 of the week's 168 hours"), "{}", a.basis);
+        // Measured in one hour only: no spread to add, the power's interval alone.
+        assert!((a.cost_ci95.unwrap() - a.cost * 0.01).abs() < 1e-9);
+    }
+
+    /// A load that runs at night only pays night prices; the unmeasured hours take its
+    /// mean, and the interval grows with the share of the week not measured.
+    #[test]
+    fn each_hour_of_the_week_is_priced_at_its_own_prices() {
+        let tariff = economy(0.0);
+        let hour = HOUR_MS;
+        // Monday 2025-01-13 (London = UTC): 02:00-05:00 at 1000 W, 12:00-15:00 at 0 W.
+        let mon = 1_736_726_400_000;
+        let mut buckets = Vec::new();
+        for week in 0..2 {
+            for h in 0..24 {
+                let t = mon + week * 7 * 24 * hour + h * hour;
+                let w = if (2..5).contains(&h) { 1000.0 } else { 100.0 };
+                buckets.push((t, t + hour, w, hour));
+            }
+        }
+        let shape = LoadShape::new(buckets, tariff.tz());
+        assert_eq!(shape.measured_hours(), 24);
+        let a = on_tariff(&shape, &tariff, mon, Some(0.01), "two Mondays")
+            .unwrap()
+            .unwrap();
+        // The other six days at the mean (212.5 W); Mondays at their own hours.
+        let monday = 3.0 * 1.0 * 0.10 + 4.0 * 0.1 * 0.10 + 3.0 * 0.1 * 0.40 + 14.0 * 0.1 * 0.30;
+        let mean = (3.0 * 1000.0 + 21.0 * 100.0) / 24.0 / 1000.0;
+        let other = mean * (7.0 * 0.10 + 3.0 * 0.40 + 14.0 * 0.30);
+        // 365 days from a Monday: 53 Mondays, 312 other days.
+        let want = 53.0 * monday + 312.0 * other;
+        assert!((a.cost - want).abs() < 1e-6, "{} vs {want}", a.cost);
+        assert!(!a.basis.starts_with("under a day"), "{}", a.basis);
+        // The power's interval and the spread of the measured hours over the share of the
+        // week not measured.
+        let r = 0.01_f64.hypot(shape.spread_ratio().unwrap() * (1.0 - 24.0 / 168.0));
+        assert!((a.cost_ci95.unwrap() - a.cost * r).abs() < 1e-9);
+        let none = on_tariff(&shape, &tariff, mon, None, "").unwrap().unwrap();
+        assert_eq!(none.cost_ci95, None);
     }
 }

@@ -5,11 +5,9 @@
 //! `u / perf_ratio` of its own maximum (`perf_ratio`: its throughput over this machine's),
 //! capped at 100 %: an hour that would need more is an hour the candidate cannot carry,
 //! counted and said, and priced at 100 % (so its cost is understated, never overstated).
-//! Its watts in that hour come from its curve; the hours' energy is priced by
-//! [`cost_of_energy`] with this host's tariff and price series, the one function that
-//! prices this host's own measured energy, and scaled to a year by the hours of history
-//! ([`super::annual::candidate`], as [`super::annual::projected`] scales the measured
-//! figure).
+//! Its watts in that hour come from its curve; those hours, by hour of the week, are a
+//! year on this host's tariff and price series exactly as this host's own measured load is
+//! ([`super::annual::candidate`] through [`super::annual::on_tariff`]).
 //!
 //! Without a utilisation history the candidate is priced at a constant load (active idle,
 //! where a home server spends most of its time) at the year's mean price, as every modelled
@@ -21,8 +19,9 @@
 use serde::Serialize;
 
 use super::annual::{self, Annual};
+use super::load_shape::LoadShape;
 use crate::analysis::candidate::Curve;
-use crate::analysis::cost::{CostError, HOURS_PER_YEAR, cost_of_energy};
+use crate::analysis::cost::{CostError, HOURS_PER_YEAR};
 use crate::tariff::Tariff;
 
 const MS_PER_HOUR: f64 = 3_600_000.0;
@@ -88,15 +87,13 @@ pub fn on_history(
     if ms <= 0.0 {
         return Ok(None);
     }
-    let priced = cost_of_energy(tariff, &energy)?;
     let hours = ms / MS_PER_HOUR;
-    let Some(annual) = annual::candidate(
-        priced.kwh,
-        priced.energy_cost,
-        hours,
-        name,
-        tariff.currency(),
-    ) else {
+    let by_hour = LoadShape::new(
+        energy.iter().map(|&(s, e, wh)| (s, e, wh, e - s)),
+        tariff.tz(),
+    );
+    let last = energy.iter().map(|b| b.1).max().unwrap_or(0);
+    let Some(annual) = annual::candidate(&by_hour, tariff, last, hours, name)? else {
         return Ok(None);
     };
     Ok(Some(CandidateYear {

@@ -137,7 +137,10 @@ pub struct CostSummary {
     pub annual_cost_ci95: Option<f64>,
     /// The annual figure's name and price basis ([`super::annual::Annual::basis`]).
     pub annual_basis: Option<String>,
-    /// Standing charge per year: reported apart, it is not a running cost of the machine.
+    /// The annual cost with the standing charge: what the bill for this machine's energy
+    /// comes to in a year.
+    pub annual_cost_all_in: Option<f64>,
+    /// Standing charge per year: its own figure, paid whether or not the machine runs.
     pub standing_charge_per_year: f64,
     /// What weakens these figures, in words.
     pub warnings: Vec<String>,
@@ -220,6 +223,7 @@ pub fn summary_with_total(
         annual_cost: None,
         annual_cost_ci95: None,
         annual_basis: None,
+        annual_cost_all_in: None,
         standing_charge_per_year: tariff.standing_charge_per_day() * HOURS_PER_YEAR / 24.0,
         warnings,
     };
@@ -229,21 +233,20 @@ pub fn summary_with_total(
     {
         let (blocks, block) = energy::blocks(store, &recent)?;
         let iv = interval::power_interval(w, recent.covered_ms, &blocks, block, accuracy);
-        // Projected as measured: the window's energy at the prices of its own hours.
-        let priced = PeriodCost::of(store, &recent, tariff)?;
-        let fig = super::annual::projected(
-            priced.kwh,
-            priced.cost,
-            recent.covered_hours(),
+        // A year on the tariff: the window's load by hour of the week, priced over a year.
+        let fig = super::annual::on_tariff(
+            &super::load_shape::LoadShape::of(&recent, tariff.tz()),
+            tariff,
+            now_ms,
             iv.ci95_watts.map(|c| c / w).filter(|r| r.is_finite()),
             &format!("the last {} days", super::annual::PROJECTION_DAYS),
-            tariff.currency(),
-        );
+        )?;
         out.mean_watts = Some(w);
         if let Some(fig) = fig {
             out.annual_kwh = Some(fig.kwh);
             out.annual_kwh_ci95 = fig.kwh_ci95;
             out.annual_cost = Some(fig.cost);
+            out.annual_cost_all_in = Some(fig.cost + out.standing_charge_per_year);
             out.annual_cost_ci95 = fig.cost_ci95;
             out.annual_basis = Some(fig.basis);
         }

@@ -9,6 +9,8 @@
 //!   uncertainty, and what projecting it to a year assumes).
 //! - [`annual`]: the two annual figures, named once (projected as measured, modelled),
 //!   and the phrase every surface prints for their price basis.
+//! - [`load_shape`]: this machine's mean power by local hour of the week, which a year
+//!   on a tariff is priced over.
 //! - [`candidate`]: what another machine would cost a year on this machine's measured load
 //!   (its power curve at the share of its throughput that load needs).
 //! - [`costs`]: the configured tariff, the wall source, today's / this month's / all-time
@@ -31,6 +33,7 @@ pub mod energy;
 pub mod error;
 pub mod estimated_cost;
 pub mod interval;
+pub mod load_shape;
 pub mod meter_protocols;
 pub mod primary;
 pub mod running;

@@ -200,6 +200,31 @@ pub struct MeasuredInput {
     pub approximate_hours: u64,
 }
 
+impl MeasuredInput {
+    /// The load by hour of the week a year on the tariff is priced over: the covered
+    /// buckets, else the energy's buckets taken as covered whole.
+    pub fn load_shape(&self, tariff: &Tariff) -> crate::ledger::load_shape::LoadShape {
+        let buckets: Vec<(i64, i64, f64, i64)> = if self.covered.is_empty() {
+            self.energy
+                .iter()
+                .map(|&(a, b, wh)| (a, b, wh, b - a))
+                .collect()
+        } else {
+            self.covered.clone()
+        };
+        crate::ledger::load_shape::LoadShape::new(buckets, tariff.tz())
+    }
+
+    /// The window in words, for the annual figure's basis ("2026-12-01 to 2026-12-07").
+    pub fn window_words(&self, tariff: &Tariff) -> String {
+        format!(
+            "{} to {}",
+            crate::report::model::local_day(self.from_ms, tariff),
+            crate::report::model::local_day(self.to_ms, tariff)
+        )
+    }
+}
+
 /// One GPU's stored samples over the report window, joined by poll time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuInput {

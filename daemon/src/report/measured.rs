@@ -205,35 +205,27 @@ pub(super) fn measured_report(
     let daily = daily(&m.energy, tariff)?;
 
     let modelled = modelled(m, tariff, year, configs, host)?;
-    // Projected as measured, by the one function every surface's projection uses.
-    let projected = crate::ledger::annual::projected(
-        priced.kwh,
-        priced.energy_cost,
-        covered_hours,
-        None,
-        &format!(
-            "{} to {}",
-            crate::report::model::local_day(m.from_ms, tariff),
-            crate::report::model::local_day(m.to_ms, tariff)
-        ),
-        tariff.currency(),
-    );
-    let (annual_kwh, annual_cost, annual_basis) = projected.map_or_else(
-        || (0.0, 0.0, "nothing measured to project".to_owned()),
-        |a| (a.kwh, a.cost, a.basis),
-    );
-    let pct = |modelled: f64, measured: f64| {
-        (measured > 0.0).then(|| (modelled - measured) / measured * 100.0)
-    };
     let mean_watts = if covered_hours > 0.0 {
         priced.kwh * 1000.0 / covered_hours
     } else {
         0.0
     };
     let ci = m.power.as_ref().and_then(|p| p.ci95_watts);
-    let scale_ci = |annual: f64| {
-        ci.filter(|_| mean_watts > 0.0)
-            .map(|c| annual * c / mean_watts)
+    // A year on the tariff, by the one function every surface's annual figure uses.
+    let year = crate::ledger::annual::on_tariff(
+        &m.load_shape(tariff),
+        tariff,
+        m.to_ms,
+        ci.filter(|_| mean_watts > 0.0).map(|c| c / mean_watts),
+        &m.window_words(tariff),
+    )
+    .map_err(cost_err("a year of the measured load"))?;
+    let (annual_kwh, annual_cost, annual_basis) = year.as_ref().map_or_else(
+        || (0.0, 0.0, "nothing measured to project".to_owned()),
+        |a| (a.kwh, a.cost, a.basis.clone()),
+    );
+    let pct = |modelled: f64, measured: f64| {
+        (measured > 0.0).then(|| (modelled - measured) / measured * 100.0)
     };
     let warnings = warnings(m);
     Ok(MeasuredReport {
@@ -245,8 +237,8 @@ pub(super) fn measured_report(
             .as_ref()
             .and_then(|p| p.accuracy_source.map(str::to_owned)),
         sampling_watts: m.power.as_ref().and_then(|p| p.sampling_watts),
-        annual_kwh_ci95: scale_ci(annual_kwh),
-        annual_cost_ci95: scale_ci(annual_cost),
+        annual_kwh_ci95: year.as_ref().and_then(|a| a.kwh_ci95),
+        annual_cost_ci95: year.as_ref().and_then(|a| a.cost_ci95),
         annual_basis,
         counter: m.counter.clone(),
         approximate_hours: m.approximate_hours,

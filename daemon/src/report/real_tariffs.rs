@@ -1,11 +1,13 @@
 //! The report's real-tariff section: how the measured energy was priced (per price series
 //! slot, and how much fell back to the configured price), the annual cost of the measured
-//! duty cycle by time of day against the series' price by time of day, the same measured
-//! energy priced under each tariff `--tariffs` names with what the cheapest would save, and
-//! CO2 per carbon-intensity slot.
+//! duty cycle by time of day against the series' price by time of day, the measured energy
+//! and a year of the measured load ([`crate::ledger::annual::on_tariff`], as the measured
+//! section's) under each tariff `--tariffs` names, with the cheapest named only where its
+//! saving is larger than its interval and a day or more was measured, and CO2 per
+//! carbon-intensity slot.
 //!
-//! Units: kWh, W, the tariff's currency, kg CO2; annual figures scale the measured window's
-//! covered time to [`HOURS_PER_YEAR`] hours, as the measured section does.
+//! Units: kWh, W, the tariff's currency, kg CO2; the CO2 and time-of-day figures scale the
+//! measured window's covered time to [`HOURS_PER_YEAR`] hours.
 
 use std::fmt::Write as _;
 
@@ -49,11 +51,18 @@ pub struct TariffReport {
     /// The measured energy under each tariff asked for, in the order asked.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub comparison: Vec<TariffRow>,
-    /// The cheapest of `comparison` and what moving to it from the first saves per year.
+    /// The cheapest of `comparison` and what moving to it from the first saves per year,
+    /// only where the saving is larger than its interval and a day or more was measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cheapest: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cheapest_saving_per_year: Option<f64>,
+    /// Its 95 % half-width.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cheapest_saving_ci95: Option<f64>,
+    /// Why no tariff is named cheapest, where none is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_verdict: Option<String>,
     /// CO2 per carbon-intensity slot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub carbon: Option<CarbonReport>,
@@ -70,8 +79,14 @@ pub struct TariffRow {
     pub cost: f64,
     /// kWh the tariff's series had no slot for, priced at its configured price.
     pub fallback_kwh: f64,
-    /// `cost` x 8760 / covered hours.
+    /// A year under this tariff at the measured load by hour of the week
+    /// ([`crate::ledger::annual::on_tariff`]), the standing charge apart.
     pub annual_cost: f64,
+    /// Its 95 % half-width, where the measured power's is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annual_cost_ci95: Option<f64>,
+    /// `annual_cost` with this tariff's standing charge.
+    pub annual_cost_all_in: f64,
     /// The first tariff's annual cost minus this one's (positive: this one is cheaper).
     pub annual_saving_vs_first: f64,
     /// Reported apart, never in a cost or saving.
@@ -132,6 +147,8 @@ pub fn tariff_report(
         comparison: Vec::new(),
         cheapest: None,
         cheapest_saving_per_year: None,
+        cheapest_saving_ci95: None,
+        no_verdict: None,
         carbon: None,
         notes: Vec::new(),
     };
@@ -165,46 +182,7 @@ pub fn tariff_report(
     if tariff.series().is_some() {
         out.time_of_day = time_of_day(tariff, m)?;
     }
-    for t in compare {
-        let c = cost_of_energy(&t.tariff, &m.energy)
-            .map_err(cost_err(format!("the measured energy under {}", t.name)))?;
-        out.comparison.push(TariffRow {
-            name: t.name.clone(),
-            origin: t.origin.clone(),
-            kwh: c.kwh,
-            cost: c.energy_cost,
-            fallback_kwh: c.fallback_kwh,
-            annual_cost: c.energy_cost * per_year,
-            annual_saving_vs_first: 0.0,
-            standing_charge_per_year: t.tariff.standing_charge_per_day() * HOURS_PER_YEAR / 24.0,
-        });
-    }
-    if let Some(first) = out.comparison.first().map(|r| r.annual_cost) {
-        for r in &mut out.comparison {
-            r.annual_saving_vs_first = first - r.annual_cost;
-        }
-        if let Some(best) = out
-            .comparison
-            .iter()
-            .min_by(|a, b| a.annual_cost.total_cmp(&b.annual_cost))
-        {
-            out.cheapest = Some(best.name.clone());
-            out.cheapest_saving_per_year = Some(first - best.annual_cost);
-        }
-        if out.comparison.iter().any(|r| r.fallback_kwh > 0.0) {
-            out.notes.push(
-                "a tariff's fallback kWh had no slot of its series and are priced at the \
-                 configured price: import more of that series to compare it fully"
-                    .to_owned(),
-            );
-        }
-        if covered_hours < 24.0 * 7.0 {
-            out.notes.push(format!(
-                "the tariffs are compared on {covered_hours:.1} h of measured energy; the \
-                 annual figures assume those hours are typical"
-            ));
-        }
-    }
+    compare_tariffs(&mut out, tariff, m, compare, covered_hours)?;
     if let Some(set) = carbon {
         let f = carbon_of_energy(set, co2_fallback, &m.energy);
         if f.fallback_kwh > 0.0 {
@@ -226,6 +204,93 @@ pub fn tariff_report(
         });
     }
     Ok(Some(out))
+}
+
+/// Each tariff of `compare` on the measured energy and a year of the measured load, and
+/// the cheapest where the measurements can name one.
+fn compare_tariffs(
+    out: &mut TariffReport,
+    tariff: &Tariff,
+    m: &MeasuredInput,
+    compare: &[NamedTariff],
+    covered_hours: f64,
+) -> Result<(), ReportError> {
+    let cost_err = |what: String| move |source| ReportError::Cost { what, source };
+    let shape = m.load_shape(tariff);
+    let ci_ratio = m
+        .power
+        .as_ref()
+        .and_then(|p| p.ci95_watts.map(|c| c / p.mean_watts));
+    for t in compare {
+        let what = || format!("the measured energy under {}", t.name);
+        let c = cost_of_energy(&t.tariff, &m.energy).map_err(cost_err(what()))?;
+        let year = crate::ledger::annual::on_tariff(&shape, &t.tariff, m.to_ms, ci_ratio, "")
+            .map_err(cost_err(what()))?;
+        let standing = t.tariff.standing_charge_per_day() * HOURS_PER_YEAR / 24.0;
+        let annual = year.as_ref().map_or(0.0, |y| y.cost);
+        out.comparison.push(TariffRow {
+            name: t.name.clone(),
+            origin: t.origin.clone(),
+            kwh: c.kwh,
+            cost: c.energy_cost,
+            fallback_kwh: c.fallback_kwh,
+            annual_cost: annual,
+            annual_cost_ci95: year.and_then(|y| y.cost_ci95),
+            annual_cost_all_in: annual + standing,
+            annual_saving_vs_first: 0.0,
+            standing_charge_per_year: standing,
+        });
+    }
+    if let Some(first) = out.comparison.first().cloned() {
+        for r in &mut out.comparison {
+            r.annual_saving_vs_first = first.annual_cost - r.annual_cost;
+        }
+        if let Some(best) = out
+            .comparison
+            .iter()
+            .min_by(|a, b| a.annual_cost.total_cmp(&b.annual_cost))
+        {
+            let saving = first.annual_cost - best.annual_cost;
+            // Both rows rest on the same measured load, taken as independent: wider than
+            // it is, never narrower.
+            let ci = first
+                .annual_cost_ci95
+                .unwrap_or(0.0)
+                .hypot(best.annual_cost_ci95.unwrap_or(0.0));
+            if covered_hours < 24.0 {
+                out.no_verdict = Some(format!(
+                    "under a day measured ({covered_hours:.1} h): which tariff is cheapest for \
+                     this machine turns on the hours not yet measured"
+                ));
+            } else if saving > 0.0 && saving <= ci {
+                out.no_verdict = Some(format!(
+                    "{} would save {saving:.2} ± {ci:.2} a year against {}: within the \
+                     interval, so no tariff is named cheapest",
+                    best.name, first.name
+                ));
+            } else {
+                out.cheapest = Some(best.name.clone());
+                out.cheapest_saving_per_year = Some(saving);
+                out.cheapest_saving_ci95 = (ci > 0.0).then_some(ci);
+            }
+        }
+        if out.comparison.iter().any(|r| r.fallback_kwh > 0.0) {
+            out.notes.push(
+                "a tariff's fallback kWh had no slot of its series and are priced at the \
+                 configured price: import more of that series to compare it fully"
+                    .to_owned(),
+            );
+        }
+        let measured = shape.measured_hours();
+        if measured < crate::ledger::load_shape::WEEK_HOURS {
+            out.notes.push(format!(
+                "each tariff prices a year of this machine's load in each hour of the week \
+                 from {covered_hours:.1} h measured: {measured} of the week's 168 hours, the \
+                 others at the measured mean"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The local hour of day of `ms` in the tariff's zone.
@@ -381,11 +446,15 @@ pub fn lines(r: &TariffReport, currency: &str) -> Vec<String> {
     }
     for row in &r.comparison {
         let mut l = format!(
-            "{:<12} {} over {:.3} kWh measured, {} per year",
+            "{:<12} {} over {:.3} kWh measured, {}{} per year",
             row.name,
             money(row.cost),
             row.kwh,
-            money(row.annual_cost)
+            money(row.annual_cost),
+            row.annual_cost_ci95
+                .filter(|c| *c >= 0.005)
+                .map(|c| format!(" ± {}", money(c)))
+                .unwrap_or_default()
         );
         if row.annual_saving_vs_first != 0.0 {
             let _ = write!(
@@ -410,12 +479,16 @@ pub fn lines(r: &TariffReport, currency: &str) -> Vec<String> {
         if row.standing_charge_per_year > 0.0 {
             let _ = write!(
                 l,
-                "; standing charge {} per year apart",
-                money(row.standing_charge_per_year)
+                "; standing charge {} per year, {} with it",
+                money(row.standing_charge_per_year),
+                money(row.annual_cost_all_in)
             );
         }
         let _ = write!(l, " [{}]", row.origin);
         out.push(l);
+    }
+    if let Some(why) = &r.no_verdict {
+        out.push(format!("no tariff named cheapest: {why}"));
     }
     if let (Some(best), Some(saving), Some(first)) = (
         &r.cheapest,
@@ -424,8 +497,12 @@ pub fn lines(r: &TariffReport, currency: &str) -> Vec<String> {
     ) {
         out.push(if saving > 0.0 {
             format!(
-                "cheapest for this machine: {best}, saving {} per year against {}",
+                "cheapest for this machine: {best}, saving {}{} per year against {}",
                 money(saving),
+                r.cheapest_saving_ci95
+                    .filter(|c| *c >= 0.005)
+                    .map(|c| format!(" ± {}", money(c)))
+                    .unwrap_or_default(),
                 first.name
             )
         } else {

@@ -21,15 +21,18 @@ use wattson_collectors::Metric;
 
 use crate::calibration::running::RunningEstimate;
 use crate::config::Config;
-use crate::ledger::costs::{self, PeriodCost};
-use crate::ledger::running::{PeriodFigures, RunningPeriods};
+use crate::ledger::costs;
+use crate::ledger::running::RunningPeriods;
 use crate::live::LiveState;
 use crate::publish::http::Refresher;
 use crate::publish::mqtt::StateExtras;
 use crate::publish::mqtt::state::{EstimatedPayload, MeterCounters, ServiceState};
 use crate::store::{Routine, RoutineId, StoreHandle};
-use crate::tariff::store::Kind;
 use crate::tariff::{PriceSource, Tariff};
+
+mod figures;
+
+use figures::{PROJECTION_RETRY, Projection, apply, read_figures, with_series};
 
 /// How often the idle-power regression headline is read.
 const REGRESSION_EVERY: Duration = Duration::from_secs(60);
@@ -56,58 +59,6 @@ impl Drop for LedgerFeed {
     fn drop(&mut self) {
         self.store.remove_routine(self.routine);
     }
-}
-
-/// What one store read says.
-#[derive(Debug, Clone, Default)]
-struct StoreFigures {
-    periods: Option<PeriodFigures>,
-    /// The annual figure projected as measured, and its basis phrase.
-    annual_cost: Option<(f64, String)>,
-    newest_ms: Option<i64>,
-    /// The price now (currency per kWh) and its source.
-    price_now: Option<(f64, String)>,
-}
-
-/// The configured tariff with the store's price series, loaded again only when their
-/// revision changed; a change starts the running totals again, whose closed hours were
-/// priced by the old slots.
-fn with_series<'a>(
-    s: &crate::store::Store,
-    base: &'a Tariff,
-    cached: &'a mut Option<((i64, i64), Tariff)>,
-    running: &mut RunningPeriods,
-) -> &'a Tariff {
-    let rev = crate::tariff::store::revision(s).ok().map(|rev| {
-        // A live price's open slot holds until "now plus an hour" as loaded: reload hourly.
-        let hour = chrono::Utc::now().timestamp_millis() / crate::store::HOUR_MS;
-        (rev.0 * 1_000_003 + rev.1, hour)
-    });
-    let fresh = match (rev, cached.as_ref()) {
-        (Some(rev), Some((r, _))) => *r == rev,
-        // The revision cannot be read: keep what was loaded.
-        (None, Some(_)) => true,
-        (_, None) => false,
-    };
-    if !fresh {
-        let now_ms = chrono::Utc::now().timestamp_millis();
-        let t = match crate::tariff::store::applied(s, Kind::Price, base.currency(), now_ms) {
-            Ok(set) => base.clone().with_series(set),
-            Err(e) => {
-                tracing::warn!(
-                    "reading the price series: {}",
-                    wattson_collectors::ErrorChain(&e)
-                );
-                base.clone()
-            }
-        };
-        let rev = rev.unwrap_or_default();
-        if cached.as_ref().is_some_and(|c| c.0.0 != rev.0) {
-            *running = RunningPeriods::default();
-        }
-        *cached = Some((rev, t));
-    }
-    cached.as_ref().map_or(base, |c| &c.1)
 }
 
 /// How often the figures are read unasked: the publisher and the HTTP server ask for them.
@@ -140,6 +91,12 @@ pub fn spawn(
             .collect(),
         primary,
         ..StateExtras::default()
+    };
+    let base = StateExtras {
+        standing_charge_annual: tariff
+            .as_ref()
+            .map(|t| t.standing_charge_per_day() * crate::analysis::cost::HOURS_PER_YEAR / 24.0),
+        ..base
     };
     let (tx, rx) = watch::channel(base.clone());
     let feed = Feed {
@@ -186,7 +143,7 @@ struct Feed {
     running: RunningPeriods,
     /// The annual projection and when it was computed: it rests on the last 7 days and a
     /// year of the tariff, so it is computed at most every [`PROJECTION_EVERY`].
-    projection: (Option<Instant>, Option<(f64, String)>),
+    projection: Projection,
     regression: (Option<Instant>, Option<crate::sweep::regression::Check>),
     last_energy: Option<f64>,
     services: (Option<Instant>, ServiceStates),
@@ -224,7 +181,13 @@ impl Routine for Feed {
         let mut extras = self.base.clone();
         extras.publishes = self.live.publishes();
         if let (Some(base), Some(source)) = (&self.tariff, &self.wall) {
-            let t = with_series(s, base, &mut self.priced, &mut self.running);
+            let t = with_series(
+                s,
+                base,
+                &mut self.priced,
+                &mut self.running,
+                &mut self.projection,
+            );
             let mut figures = read_figures(
                 s,
                 &self.host,
@@ -265,7 +228,14 @@ impl Routine for Feed {
                 .is_none_or(|at| at.elapsed() >= REGRESSION_EVERY)
         {
             // Priced as the machine's own energy is: with the price series.
-            let t = with_series(s, base, &mut self.priced, &mut self.running).clone();
+            let t = with_series(
+                s,
+                base,
+                &mut self.priced,
+                &mut self.running,
+                &mut self.projection,
+            )
+            .clone();
             self.services = (Some(Instant::now()), service_states(s, &self.host, &t));
         }
         let every = if self.wakeups.1.is_some() {
@@ -339,7 +309,14 @@ impl Feed {
         if self.estimated.0.is_some_and(|at| at.elapsed() < every) {
             return;
         }
-        let t = with_series(s, base, &mut self.priced, &mut self.running).clone();
+        let t = with_series(
+            s,
+            base,
+            &mut self.priced,
+            &mut self.running,
+            &mut self.projection,
+        )
+        .clone();
         let now = chrono::Utc::now();
         let oldest_ms = now.timestamp_millis().saturating_sub(self.raw_retention_ms);
         let figures = self
@@ -442,84 +419,6 @@ fn service_states(
     )
 }
 
-/// How often the annual projection is computed again.
-const PROJECTION_EVERY: Duration = Duration::from_secs(60);
-/// How often it is tried while there is none yet.
-const PROJECTION_RETRY: Duration = Duration::from_secs(5);
-
-/// On the store's thread: today's, this month's and all-time figures (running totals, so a
-/// read prices only the last two hours), the projection when it is due, and the newest
-/// sample.
-fn read_figures(
-    s: &crate::store::Store,
-    host: &str,
-    source: &SourceId,
-    accuracy: Option<wattson_collectors::meter::Accuracy>,
-    tariff: &Tariff,
-    running: &mut RunningPeriods,
-    projection: &mut (Option<Instant>, Option<(f64, String)>),
-) -> StoreFigures {
-    let now = chrono::Utc::now();
-    let periods = running
-        .refresh(s, host, source, tariff, now)
-        .map_err(|e| tracing::debug!("ledger totals: {}", wattson_collectors::ErrorChain(&e)))
-        .ok();
-    // Until there is a projection, a read tries every few seconds (so it appears soon
-    // after there is enough history, not a minute later, and a daemon whose meter never
-    // answers does not price its history on every publish); then once a minute.
-    let every = if projection.1.is_none() {
-        PROJECTION_RETRY
-    } else {
-        PROJECTION_EVERY
-    };
-    if projection.0.is_none_or(|at| at.elapsed() >= every) {
-        let total = periods.map(|p| PeriodCost {
-            from_ms: 0,
-            to_ms: now.timestamp_millis(),
-            kwh: p.total.kwh,
-            cost: p.total.cost,
-            covered_hours: p.total.covered_hours,
-            mean_watts: None,
-            gaps: 0,
-            approximate_hours: 0,
-        });
-        let annual = costs::summary_with_total(s, host, source, accuracy, tariff, now, total)
-            .map_err(|e| {
-                tracing::debug!("ledger projection: {}", wattson_collectors::ErrorChain(&e));
-            })
-            .ok()
-            .and_then(|summary| summary.annual_cost.zip(summary.annual_basis));
-        *projection = (Some(Instant::now()), annual);
-    }
-    let newest_ms = crate::ledger::energy::power_series(s, host, source)
-        .ok()
-        .flatten()
-        .and_then(|series| s.newest_ms(&series).ok().flatten());
-    StoreFigures {
-        periods,
-        annual_cost: projection.1.clone(),
-        newest_ms,
-        price_now: None,
-    }
-}
-
-/// The store's figures into the state; the published energy never goes down in a run.
-fn apply(extras: &mut StateExtras, f: &StoreFigures, last_energy: &mut Option<f64>) {
-    extras.price_now.clone_from(&f.price_now);
-    let Some(p) = &f.periods else { return };
-    // `+ 0.0` turns a -0.0 from rounding into 0.0.
-    let energy = last_energy.map_or(p.total.kwh, |l| l.max(p.total.kwh)) + 0.0;
-    *last_energy = Some(energy);
-    extras.energy_total_kwh = Some(energy);
-    extras.energy_ts_ms = f.newest_ms;
-    extras.energy_today_kwh = Some(p.today.kwh + 0.0);
-    extras.cost_today = Some(p.today.cost + 0.0);
-    extras.cost_month = Some(p.month.cost + 0.0);
-    extras.cost_total = Some(p.total.cost + 0.0);
-    extras.annual_projection = f.annual_cost.as_ref().map(|a| a.0);
-    extras.annual_basis = f.annual_cost.as_ref().map(|a| a.1.clone());
-}
-
 /// Mode and meter counters from the live view, and, until the store holds enough history
 /// for a projection, a projection of the current draw (so the entity exists from the start).
 fn live_figures(
@@ -555,15 +454,16 @@ fn live_figures(
             .iter()
             .find(|r| r.source == *source && r.metric == Metric::Power && r.channel.is_empty())
     {
-        let today = chrono::Utc::now().with_timezone(&t.tz()).date_naive();
-        if let Ok(f) = crate::analysis::cost::annual_cost(w.value, None, t, today) {
+        let flat = crate::ledger::load_shape::LoadShape::flat(w.value);
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        if let Ok(Some(f)) = crate::ledger::annual::on_tariff(&flat, t, now_ms, None, "") {
             extras.annual_projection = Some(f.cost);
             extras.annual_basis = Some(format!(
-                "the current draw of {:.1} W for a year, until the last {} days have history \
-                 ({})",
+                "the current draw of {:.1} W for a year on your tariff, until the last {} days \
+                 have history ({} on average)",
                 w.value,
                 crate::ledger::annual::PROJECTION_DAYS,
-                crate::ledger::annual::price_text(f.mean_price_per_kwh, &f.currency)
+                crate::ledger::annual::price_text(f.price_per_kwh, t.currency())
             ));
         }
     }

@@ -399,7 +399,7 @@ fn measured_history_adds_daily_charts_and_the_modelled_cost() {
     assert_self_contained(&html);
     let t = report::render(&r, Format::Table).unwrap();
     assert!(
-        t.contains("at the prices of those hours (0.0900 GBP/kWh): 876 kWh, GBP 78.84/yr"),
+        t.contains("(0.0900 GBP/kWh on average): 876 kWh, GBP 78.84/yr"),
         "{t}"
     );
     assert!(t.contains("meter unplugged"), "{t}");

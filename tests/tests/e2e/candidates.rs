@@ -267,10 +267,13 @@ fn priced_on_the_profile_in_every_format(cfg: &Path) -> String {
             (kwh - want).abs() / want < 0.001,
             "{name}: {kwh} kWh, hand {want}"
         );
+        // A flat price: the year's cost is its kWh at that price. (The kWh are a year of
+        // the load by hour of the week, 365 days from the history's last day, so they sit
+        // within a day's share of the hand mean x 8760 h.)
         let cost = x["annual_cost"].as_f64().unwrap();
         assert_eq!(
             format!("{cost:.2}"),
-            format!("{:.2}", want * PRICE),
+            format!("{:.2}", kwh * PRICE),
             "{name}: cost"
         );
         let payback = x["payback_years"].as_f64().unwrap();

@@ -34,7 +34,7 @@ fn announced(check: Option<Check>) -> BTreeSet<String> {
         cost_month: Some(1.0),
         cost_total: Some(2.0),
         annual_projection: Some(100.0),
-        annual_basis: Some("projected from 168.0 h measured in the last 7 days".into()),
+        annual_basis: Some("a year on your tariff: this machine's load in each hour of the week, from 168.0 h measured in the last 7 days".into()),
         energy_today_kwh: Some(1.0),
         energy_total_kwh: Some(10.0),
         mode: Some("idle".into()),

@@ -234,8 +234,11 @@ fn cost_lines(c: &CostSummary, counter: Option<&CounterCheck>) -> String {
     if c.standing_charge_per_year > 0.0 {
         let _ = writeln!(
             out,
-            "  standing charge {} per year, not included (it is not a running cost of the machine)",
-            money(c.standing_charge_per_year)
+            "  standing charge {} per year (paid whether or not the machine runs){}",
+            money(c.standing_charge_per_year),
+            c.annual_cost_all_in
+                .map(|a| format!("; a year with it {}", money(a)))
+                .unwrap_or_default()
         );
     }
     out

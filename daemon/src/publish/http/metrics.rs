@@ -14,7 +14,8 @@
 //! | `energy_today_joules{host,source}` | gauge | the ledger's energy since local midnight |
 //! | `cost_total{host,source,currency}` | counter | the ledger's energy priced by the tariff, since the first sample |
 //! | `cost_today{host,source,currency}` | gauge | the same since local midnight |
-//! | `annual_cost_projection{host,source,currency}` | gauge | the year's cost projected as measured (the last 7 days at the prices of their hours) |
+//! | `annual_cost_projection{host,source,currency}` | gauge | a year on the tariff at this machine's load (its mean power by hour of the week over the last 7 days, priced over the 365 days from today) |
+//! | `annual_standing_charge{host,source,currency}`, `annual_cost_all_in{host,source,currency}` | gauge | the tariff's standing charge for a year, and the projection with it |
 //! | `tariff_price_per_kwh{host,currency,series}` | gauge | the price in force now, per kWh, and the series it comes from: `tariff` (the configured price), an imported series' name, or `mqtt` (`[tariff] price_topic`) |
 //! | `cpu_utilisation_ratio{host,channel}` | gauge | busy share, `all` and per `cpuN` |
 //! | `cpu_frequency_hertz{host,channel}` | gauge | `mean` and per `cpuN` |
@@ -358,9 +359,25 @@ fn ledger_families(f: &mut Families<'_>, s: &Snapshot) {
     );
     f.gauge(
         "annual_cost_projection",
-        "A year's running cost projected as measured: the last 7 days' energy at the prices of those hours, scaled to a year by the time covered (the current draw until there is history); as wattson status and the report's measured section",
+        "A year on the tariff at this machine's load: its mean power in each hour of the week over the last 7 days (the measured mean in hours not measured) priced over the 365 days from today; the standing charge is not in it; as wattson status and the report's measured section",
         None,
         one(e.annual_projection, priced()),
+    );
+    f.gauge(
+        "annual_standing_charge",
+        "The tariff's standing charge for a year: paid whether or not the machine runs",
+        None,
+        one(e.standing_charge_annual, priced()),
+    );
+    f.gauge(
+        "annual_cost_all_in",
+        "wattson_annual_cost_projection plus the standing charge",
+        None,
+        one(
+            e.annual_projection
+                .map(|a| a + e.standing_charge_annual.unwrap_or(0.0)),
+            priced(),
+        ),
     );
 }
 

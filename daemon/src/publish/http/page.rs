@@ -36,6 +36,9 @@ pub struct Live {
     /// A year's cost at the recent duty cycle.
     pub annual_projection: Option<f64>,
     pub annual_projection_text: String,
+    /// The tariff's standing charge for a year and the projection with it, in words; empty
+    /// without a standing charge.
+    pub standing_charge_text: String,
     /// What the figure is and its price basis ([`crate::ledger::annual::Annual::basis`]).
     pub annual_basis: String,
     /// With no wall meter: the calibration's estimate, which the texts above then show,
@@ -54,6 +57,22 @@ pub struct Live {
     pub healthy: bool,
     /// `ok`, or why the daemon is unhealthy.
     pub health: String,
+}
+
+/// The standing charge for a year, and the year with it, as the page words them; empty
+/// without one.
+fn standing_charge_text(extras: &StateExtras) -> String {
+    match extras.standing_charge_annual.filter(|s| *s > 0.0) {
+        Some(s) => {
+            let money = |v: f64| format_money(v, &extras.currency);
+            let all_in = extras
+                .annual_projection
+                .map(|a| format!("; a year with it {}", money(a + s)))
+                .unwrap_or_default();
+            format!("standing charge {} a year{all_in}", money(s))
+        }
+        None => String::new(),
+    }
 }
 
 /// The host's power now.
@@ -148,6 +167,7 @@ impl Live {
                 |c| format!("{}/yr", format_money(c, &extras.currency)),
             ),
             annual_basis: extras.annual_basis.clone().unwrap_or_default(),
+            standing_charge_text: standing_charge_text(extras),
             mode: extras.mode.clone(),
             idle_states,
             package_states,
@@ -281,7 +301,7 @@ iframe { width: 100%; border: 0; min-height: 30rem; }
 <div class="card"><div class="label">Power now</div><div class="value" id="watts">-</div><div class="note" id="power-source"></div></div>
 <div class="card"><div class="label">Energy today</div><div class="value" id="energy-today">-</div></div>
 <div class="card"><div class="label">Cost today</div><div class="value" id="cost-today">-</div></div>
-<div class="card"><div class="label">A year at this rate</div><div class="value" id="projection">-</div><div class="note" id="projection-basis"></div><div class="note" id="mode"></div></div>
+<div class="card"><div class="label">A year on your tariff</div><div class="value" id="projection">-</div><div class="note" id="projection-basis"></div><div class="note" id="standing-charge"></div><div class="note" id="mode"></div></div>
 <div class="card"><div class="label">Deepest idle states (cores)</div><ul class="states" id="idle-states"><li>-</li></ul></div>
 <div class="card"><div class="label">Package C-states</div><ul class="states" id="package-states"><li>-</li></ul><div class="note" id="package-deepest"></div></div>
 </div>
@@ -301,6 +321,7 @@ iframe { width: 100%; border: 0; min-height: 30rem; }
     $('cost-today').textContent = d.cost_today_text;
     $('projection').textContent = d.annual_projection_text;
     $('projection-basis').textContent = d.annual_basis;
+    $('standing-charge').textContent = d.standing_charge_text;
     $('mode').textContent = d.mode ? 'mode: ' + d.mode : '';
     function states(id, all, shown, none) {
       const list = $(id);

@@ -245,6 +245,16 @@ fn cost_entities(state: &Value, extras: &StateExtras, out: &mut Vec<Entity>) {
             "cost_annual_projection",
             "Annual cost projection",
         ),
+        (
+            "cost_annual_standing_charge",
+            "cost_annual_standing_charge",
+            "Annual standing charge",
+        ),
+        (
+            "cost_annual_all_in",
+            "cost_annual_all_in",
+            "Annual cost with standing charge",
+        ),
     ] {
         if has(field) && !currency.is_empty() {
             // Monetary sensors allow only the `total` state class, which would book the

@@ -16,6 +16,8 @@
 //! | `energy_today` | kWh | energy since local midnight |
 //! | `voltage`, `current`, `power_factor`, `frequency` | V, A, 0..1, Hz | interval means, primary meter |
 //! | `currency`, `cost_today`, `cost_month`, `cost_total`, `cost_annual_projection` | currency | the ledger's energy priced by the tariff; `cost_total` since the first sample (monotonic while prices are positive) |
+//! | `cost_annual_standing_charge` | currency | the tariff's standing charge for a year: its own figure, not in `cost_annual_projection` |
+//! | `cost_annual_all_in` | currency | `cost_annual_projection` plus the standing charge: the year's bill for this machine's energy |
 //! | `cost_annual_basis` | text | what `cost_annual_projection` is and its price basis, as `wattson status` and the report word it |
 //! | `price`, `price_source` | currency per kWh | the price now and where it comes from: a price series (`mqtt` for `[tariff] price_topic`, an import's name) or `tariff` (the configured prices) |
 //! | `cpu_utilisation` | % | mean busy share of all CPUs |
@@ -81,8 +83,12 @@ pub struct StateExtras {
     pub cost_month: Option<f64>,
     /// Cost since the wall meter's first stored sample, in `currency`.
     pub cost_total: Option<f64>,
-    /// Projected annual cost at the recent duty cycle, in `currency`.
+    /// A year on the tariff at this machine's measured load, in `currency`; the standing
+    /// charge is not in it.
     pub annual_projection: Option<f64>,
+    /// The tariff's standing charge for a year, in `currency`: its own figure, paid whether
+    /// or not the machine runs.
+    pub standing_charge_annual: Option<f64>,
     /// What that figure is and its price basis, in the words every surface uses
     /// ([`crate::ledger::annual::Annual::basis`]).
     pub annual_basis: Option<String>,
@@ -208,6 +214,10 @@ pub struct StatePayload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_annual_basis: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_annual_standing_charge: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_annual_all_in: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price_source: Option<String>,
@@ -248,40 +258,6 @@ pub struct StateSnapshot {
     pub payload: StatePayload,
     /// `payload` as JSON (what discovery inspects and what is sent).
     pub json: Value,
-}
-
-/// The ledger's figures brought up to the newest sample: the energy the live trail
-/// integrated after the sample they count (`energy_ts_ms`) is added to the energy totals,
-/// and priced at the price now in the cost totals, so every read of a counter includes
-/// every sample so far, flushed or not. The total never goes down between reads.
-pub fn with_live_energy(extras: &StateExtras, live: &crate::live::LiveState) -> StateExtras {
-    let mut x = extras.clone();
-    let Some(total) = x.energy_total_kwh else {
-        return x;
-    };
-    // No stored sample yet: only while nothing is stored may the whole trail be added.
-    if x.energy_ts_ms.is_none() && total > 0.0 {
-        return x;
-    }
-    let Some((added, newest)) = live
-        .energy_since(x.energy_ts_ms)
-        .filter(|(wh, _)| wh.is_finite() && *wh >= 0.0)
-        .map(|(wh, newest)| (wh / 1000.0, newest))
-    else {
-        return x;
-    };
-    let served = live.never_less(total + added);
-    let added = served - total;
-    x.energy_total_kwh = Some(served);
-    x.energy_ts_ms = Some(newest);
-    x.energy_today_kwh = x.energy_today_kwh.map(|t| t + added);
-    if let Some((price, _)) = x.price_now.as_ref().filter(|p| p.0.is_finite()) {
-        let cost = added * price;
-        x.cost_total = x.cost_total.map(|c| c + cost);
-        x.cost_today = x.cost_today.map(|c| c + cost);
-        x.cost_month = x.cost_month.map(|c| c + cost);
-    }
-    x
 }
 
 /// Build the state from the interval means and the latest readings. `None` when no sample
@@ -382,24 +358,6 @@ fn primary_figures(p: &mut StatePayload, means: &[LiveReading], extras: &StateEx
         p.current = mean(means, src, Metric::Current, "");
         p.power_factor = mean(means, src, Metric::PowerFactor, "");
         p.frequency = mean(means, src, Metric::Frequency, "");
-    }
-}
-
-/// The ledger's energy and cost figures and the price now.
-fn ledger_figures(p: &mut StatePayload, extras: &StateExtras) {
-    p.energy = extras.energy_total_kwh.and_then(finite);
-    p.energy_ts = extras.energy_ts_ms.filter(|_| p.energy.is_some());
-    p.energy_today = extras.energy_today_kwh.and_then(finite);
-    p.currency = (!extras.currency.is_empty()).then(|| extras.currency.clone());
-    p.cost_today = extras.cost_today.and_then(finite);
-    p.cost_month = extras.cost_month.and_then(finite);
-    p.cost_total = extras.cost_total.and_then(finite);
-    p.cost_annual_projection = extras.annual_projection.and_then(finite);
-    p.cost_annual_basis = p.cost_annual_projection.and(extras.annual_basis.clone());
-    p.estimated.clone_from(&extras.estimated);
-    if let Some((price, source)) = &extras.price_now {
-        p.price = finite(*price);
-        p.price_source = p.price.map(|_| source.clone());
     }
 }
 
@@ -593,7 +551,10 @@ impl StatePayload {
 }
 
 mod estimated;
+mod ledger;
 pub use estimated::EstimatedPayload;
+use ledger::ledger_figures;
+pub use ledger::with_live_energy;
 
 #[cfg(test)]
 mod tests;

@@ -173,7 +173,14 @@ fn measured_energy_is_priced_by_time_of_day() {
     let mr = r.measured.unwrap();
     assert!(close(mr.energy_cost, 0.25));
     assert_eq!(mr.bands.len(), 2);
-    assert!(close(mr.annual_cost, 0.25 * 4380.0));
+    // A year on the tariff: the two measured hours at their own prices each week, the
+    // others at the measured mean (1 kW), so in effect 1 kW all year at the tariff's mean
+    // price (6 h at 0.05, 18 h at 0.20), not the two hours' prices scaled up.
+    assert!(
+        close(mr.annual_cost, 8760.0 * (6.0 * 0.05 + 18.0 * 0.20) / 24.0),
+        "{}",
+        mr.annual_cost
+    );
     assert!(mr.modelled.is_none());
 }
 

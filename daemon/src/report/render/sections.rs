@@ -333,7 +333,7 @@ fn measured_lines(m: &MeasuredReport, cur: &str) -> Vec<String> {
             watts(m.mean_watts, m.mean_watts_ci95)
         ),
         format!(
-            "a year, {}: {}, {}",
+            "{}: {}, {}",
             m.annual_basis,
             kwh(m.annual_kwh, m.annual_kwh_ci95),
             money_per_year(m.annual_cost, m.annual_cost_ci95, cur)

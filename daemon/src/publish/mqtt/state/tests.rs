@@ -21,7 +21,12 @@ fn extras() -> StateExtras {
         cost_month: Some(7.25),
         cost_total: Some(12.5),
         annual_projection: Some(189.22),
-        annual_basis: Some("projected from 168.0 h measured in the last 7 days".into()),
+        annual_basis: Some(
+            "a year on your tariff: this machine's load in each hour of the week, from \
+             168.0 h measured in the last 7 days"
+                .into(),
+        ),
+        standing_charge_annual: Some(182.5),
         price_now: Some((0.2451, "mqtt".into())),
         energy_today_kwh: Some(2.4),
         energy_total_kwh: Some(1.2345),
@@ -134,6 +139,8 @@ fn state_carries_means_energy_cost_and_cpu() {
     assert_eq!(j["cstate_deepest"], "C6");
     assert_eq!(j["cstate_deepest_residency"], 60.0);
     assert_eq!(j["cost_annual_projection"], 189.22);
+    assert_eq!(j["cost_annual_standing_charge"], 182.5);
+    assert_eq!(j["cost_annual_all_in"], 371.72);
     assert_eq!(j["price"], 0.2451);
     assert_eq!(j["price_source"], "mqtt");
     assert_eq!(j["meters"]["wall"]["timeouts"], 2);
