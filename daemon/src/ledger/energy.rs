@@ -350,8 +350,10 @@ fn ragged(
     if end <= start {
         return Ok(None);
     }
-    let spacing = series.spacing_ms.unwrap_or(1000);
-    let max_pair = integrate::max_pair_ms(spacing);
+    // The series' own rule: a pair that reaches into the stretch starts at most this
+    // long before it.
+    let rule = series.rule();
+    let max_pair = rule.max_ms;
     let hour = floor_to(start, HOUR_MS);
     let raw_from = raw_complete_from(store, series)?;
     let open_hour = start == hour && store.newest_ms(series)?.is_some_and(|t| t < end);
@@ -366,11 +368,8 @@ fn ragged(
             None => (0.0, 0, false),
         }
     } else if raw_from.is_some_and(|f| f <= start.saturating_sub(max_pair)) {
-        let points = store.raw_points(
-            series,
-            start.saturating_sub(max_pair),
-            end.saturating_add(max_pair),
-        )?;
+        let span = (start.saturating_sub(max_pair), end.saturating_add(max_pair));
+        let points = points_for(store, series, rule, span, end)?;
         let gaps: Vec<(i64, i64)> = store
             .gaps(
                 &series.host,
@@ -381,7 +380,7 @@ fn ragged(
             .filter(|g| g.source == series.source)
             .map(|g| (g.start_ms, g.end_ms))
             .collect();
-        let (wh, ms) = integrate::series_wh(&points, start, end, max_pair, &gaps);
+        let (wh, ms) = integrate::series_wh(&points, start, end, rule, &gaps);
         (wh, ms, false)
     } else {
         // Raw samples expired: whole minutes only.
@@ -419,12 +418,13 @@ fn raw_minutes(
     start: i64,
     end: i64,
 ) -> Result<Option<Vec<(i64, f64)>>, StoreError> {
-    let max_pair = integrate::max_pair_ms(series.spacing_ms.unwrap_or(1000));
+    let rule = series.rule();
+    let max_pair = rule.max_ms;
     let (lo, hi) = (start.saturating_sub(max_pair), end.saturating_add(max_pair));
     if raw_complete_from(store, series)?.is_none_or(|f| f > lo) {
         return Ok(None);
     }
-    let points = store.raw_points(series, lo, hi)?;
+    let points = points_for(store, series, rule, (lo, hi), end)?;
     let gaps: Vec<(i64, i64)> = store
         .gaps(&series.host, lo, hi)?
         .into_iter()
@@ -434,19 +434,34 @@ fn raw_minutes(
     let mut out = Vec::new();
     let mut m = floor_to(start, MINUTE_MS);
     while m < end {
-        let (wh, _) = integrate::series_wh(
-            &points,
-            m.max(start),
-            (m + MINUTE_MS).min(end),
-            max_pair,
-            &gaps,
-        );
+        let (wh, _) =
+            integrate::series_wh(&points, m.max(start), (m + MINUTE_MS).min(end), rule, &gaps);
         if wh != 0.0 {
             out.push((m, wh));
         }
         m += MINUTE_MS;
     }
     Ok(Some(out))
+}
+
+/// The raw samples in `[lo, hi)` that a stretch ending at `end` integrates under `rule`: for
+/// held readings also the first sample after them, however much later (a held reading
+/// stands until the next).
+fn points_for(
+    store: &Store,
+    series: &Series,
+    rule: integrate::Rule,
+    (lo, hi): (i64, i64),
+    end: i64,
+) -> Result<Vec<(i64, f64)>, StoreError> {
+    let mut points = store.raw_points(series, lo, hi)?;
+    if rule.readings == integrate::Readings::Hold
+        && let Some(&(last, _)) = points.last()
+        && last < end
+    {
+        points.extend(store.first_point_after(series, last)?);
+    }
+    Ok(points)
 }
 
 /// Blocks' `(mean W, covered ms)` and the blocks' name (`hour`, `minute`).

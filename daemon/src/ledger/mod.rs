@@ -42,4 +42,6 @@ pub use error::LedgerError;
 pub use primary::{PrimaryPower, scope_label};
 
 #[cfg(test)]
+mod held_tests;
+#[cfg(test)]
 mod tests;

@@ -126,6 +126,8 @@ fn selector(feature: &Feature, host: &str) -> Option<(String, f64)> {
         channel: feature.channel.clone(),
         unit: feature.metric.unit(),
         spacing_ms: None,
+        readings: crate::store::integrate::Readings::Sampled,
+        max_hold_ms: None,
     };
     let (name, labels, scale) = super::remote_write::queue::family(&series)?;
     let selector = super::remote_write::engine::query::selector(

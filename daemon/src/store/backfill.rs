@@ -104,7 +104,8 @@ fn from_raw(
     mut h: HourRollup,
     spacing: i64,
 ) -> Result<HourRollup, StoreError> {
-    let max_pair = integrate::max_pair_ms(spacing);
+    let rule = integrate::Rule::of(series.readings, series.max_hold_ms, Some(spacing));
+    let max_pair = rule.max_ms;
     let (from, to) = (h.hour_ms, h.hour_ms + HOUR_MS);
     let points = store.raw_points(series, from - max_pair, to + max_pair)?;
     let gaps: Vec<(i64, i64)> = store
@@ -129,14 +130,16 @@ fn from_raw(
         .collect();
     let (mut wh, mut ms) = (0.0, 0);
     for w in points.windows(2) {
-        let ((t0, v0), (t1, v1)) = (w[0], w[1]);
-        if !integrate::continuous(t0, t1, max_pair, &gaps) {
+        if w[1].0 <= w[0].0 {
             continue;
         }
-        let mut m = floor_to(t0.max(from), MINUTE_MS);
-        while m < t1.min(to) {
-            let e = integrate::clipped_wh(t0, v0, t1, v1, m, m + MINUTE_MS);
-            let c = integrate::clipped_ms(t0, t1, m, m + MINUTE_MS);
+        let Some(piece) = rule.piece(w[0], w[1], &gaps) else {
+            continue;
+        };
+        let mut m = floor_to(piece.t0.max(from), MINUTE_MS);
+        while m < piece.t1.min(to) {
+            let e = piece.wh_in(m, m + MINUTE_MS);
+            let c = piece.ms_in(m, m + MINUTE_MS);
             let minute = ((m - from) / MINUTE_MS) as u8;
             let entry = minutes.entry(minute).or_insert_with(|| MinuteRollup {
                 minute,

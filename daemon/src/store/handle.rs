@@ -179,6 +179,24 @@ impl StoreHandle {
         }))
     }
 
+    /// Declares how `host`'s `source` power readings stand and for how long at most, ms
+    /// (a fleet host's state says so): stored with its power series, which the writer
+    /// integrates by that rule from then on. Waits only while the queue is full.
+    pub fn declare_readings_for_host(
+        &self,
+        host: &str,
+        source: &SourceId,
+        readings: super::integrate::Readings,
+        max_hold_ms: Option<i64>,
+    ) -> Result<(), StoreError> {
+        self.send(Command::Queue(Pending::Readings {
+            host: Some(host.to_owned()),
+            source: source.clone(),
+            readings,
+            max_hold_ms,
+        }))
+    }
+
     /// Records that `source` (of the configured host) produced nothing in
     /// `[start_ms, end_ms]`. Waits only while the queue is full.
     pub fn record_gap(

@@ -18,14 +18,18 @@
 //!   Their closed chunks live in their own table, so that pruning them frees whole pages.
 //! - hourly rollups (count, mean, min, max; energy for power) are kept forever for series
 //!   worth rolling up ([`rollup_kind`]): every meter metric, RAPL/hwmon/GPU power, and the
-//!   CPU's aggregate channels (`all`, `all/<x>`, `mean`). Per-core channels are raw only.
+//!   CPU's aggregate channels (`all`, `all/<x>`, `interval_mean`). Per-core channels are raw only.
 //! - per-minute rollups are kept forever for power series only, packed per hour in the hour
 //!   row: they answer energy at minute precision. Other metrics have minute detail in raw
 //!   data for the retention period. This keeps a host-year near its size budget.
 //! - power rollups store the energy they integrated and the time it covers ([`integrate`]):
 //!   pairs of samples are judged by the series' own spacing ([`Series::spacing_ms`]: the
 //!   configured interval, the spacing a fleet host states, or the spacing observed in the
-//!   data), so no reader derives energy or covered time from sample counts. Rollups written
+//!   data), so no reader derives energy or covered time from sample counts. How a
+//!   series' readings stand between them is its own rule, stored with it
+//!   ([`Series::readings`]: `sampled`, or `hold` for a plug that reports on change, each
+//!   reading standing until the next for at most its `max_hold`, the rest of a longer
+//!   silence recorded as a gap), and every reader integrates it by that rule. Rollups written
 //!   before covered time existed are recomputed from raw samples at the first open where
 //!   those are kept, and marked approximate where not ([`backfill`]).
 //!
@@ -114,6 +118,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
         "../../../schema/0018-minute-energy-micro-wh.sql"
     )),
     M::up(include_str!("../../../schema/0019-meter-protocols.sql")),
+    M::up(include_str!("../../../schema/0020-held-readings.sql")),
 ];
 
 /// The schema migrations, in order.
@@ -141,6 +146,11 @@ pub struct StoreOptions {
     /// it. Sources not named here (smart plugs, fleet hosts that state no interval) have
     /// their spacing learned from the data.
     pub spacing_ms: std::collections::HashMap<SourceId, i64>,
+    /// How the power readings of this host's sources stand ([`integrate::Readings`]) and,
+    /// for `hold`, their `max_hold`, ms, where the configuration says (smart plugs): stored
+    /// with each power series. A source not named keeps what its series stores (`sampled`
+    /// unless declared otherwise).
+    pub readings: std::collections::HashMap<SourceId, (integrate::Readings, Option<i64>)>,
     /// How often expired raw chunks are deleted (default 10 min).
     pub prune_interval: Duration,
     /// Memory for samples whose flush failed, kept for the next attempt (default 8 MiB,
@@ -165,6 +175,7 @@ impl Default for StoreOptions {
             max_batch_samples: 50_000,
             queue_batches: 1024,
             spacing_ms: std::collections::HashMap::new(),
+            readings: std::collections::HashMap::new(),
             prune_interval: Duration::from_mins(10),
             max_held_bytes: 8 * 1024 * 1024,
             hold_failed: true,

@@ -17,6 +17,14 @@ pub(super) enum Pending {
         end_ms: i64,
         reason: String,
     },
+    /// How `host`'s (the configured host's if `None`) `source` says its power readings
+    /// stand, and for how long at most, ms (a fleet host's state declares it).
+    Readings {
+        host: Option<String>,
+        source: SourceId,
+        readings: super::integrate::Readings,
+        max_hold_ms: Option<i64>,
+    },
 }
 
 impl Pending {
@@ -24,7 +32,7 @@ impl Pending {
     fn count(&self) -> usize {
         match self {
             Pending::Samples(_, samples) => samples.len(),
-            Pending::Gap { .. } => 1,
+            Pending::Gap { .. } | Pending::Readings { .. } => 1,
         }
     }
 
@@ -51,6 +59,9 @@ impl Pending {
                 reason,
                 ..
             } => std::mem::size_of::<Self>() + text(host) + source.heap_bytes() + reason.capacity(),
+            Pending::Readings { host, source, .. } => {
+                std::mem::size_of::<Self>() + text(host) + source.heap_bytes()
+            }
         }
     }
 
@@ -59,6 +70,7 @@ impl Pending {
         match self {
             Pending::Samples(_, samples) => samples.iter().map(|s| s.ts_ms).min(),
             Pending::Gap { start_ms, .. } => Some(*start_ms),
+            Pending::Readings { .. } => None,
         }
     }
 }

@@ -8,6 +8,7 @@ use wattson_collectors::Metric;
 use wattson_collectors::SourceId;
 
 use super::codec::{self, Order};
+use super::integrate::Readings;
 use super::{
     CHUNK_MS, HOUR_MS, MINUTE_MS, Series, Store, StoreError, dequantise, floor_to, resolution,
 };
@@ -147,7 +148,8 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT id, host, source, metric, channel, spacing_ms FROM series ORDER BY id",
+                "SELECT id, host, source, metric, channel, spacing_ms, readings, max_hold_ms
+                 FROM series ORDER BY id",
             )
             .map_err(|e| self.sql(e))?;
         let rows = stmt
@@ -159,27 +161,33 @@ impl Store {
                     r.get::<_, String>(3)?,
                     r.get::<_, String>(4)?,
                     r.get::<_, Option<i64>>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, Option<i64>>(7)?,
                 ))
             })
             .and_then(Iterator::collect::<Result<Vec<_>, _>>)
             .map_err(|e| self.sql(e))?;
         rows.into_iter()
-            .map(|(id, host, source, metric, channel, spacing_ms)| {
-                let m = Metric::parse(&metric).ok_or_else(|| StoreError::UnknownMetric {
-                    path: self.path.clone(),
-                    series_id: id,
-                    metric: metric.clone(),
-                })?;
-                Ok(Series {
-                    id,
-                    host,
-                    source: SourceId::from_text(&source),
-                    metric: m,
-                    channel,
-                    unit: m.unit(),
-                    spacing_ms,
-                })
-            })
+            .map(
+                |(id, host, source, metric, channel, spacing_ms, readings, max_hold_ms)| {
+                    let m = Metric::parse(&metric).ok_or_else(|| StoreError::UnknownMetric {
+                        path: self.path.clone(),
+                        series_id: id,
+                        metric: metric.clone(),
+                    })?;
+                    Ok(Series {
+                        id,
+                        host,
+                        source: SourceId::from_text(&source),
+                        metric: m,
+                        channel,
+                        unit: m.unit(),
+                        spacing_ms,
+                        readings: Readings::parse(&readings).unwrap_or_default(),
+                        max_hold_ms,
+                    })
+                },
+            )
             .collect()
     }
 
@@ -273,6 +281,41 @@ impl Store {
         }
         points.sort_by_key(|p| p.0);
         Ok(points)
+    }
+
+    /// The series' first raw sample after `ts_ms`, if kept: a held reading before it stands
+    /// until then ([`super::integrate::Readings::Hold`]), however long after.
+    pub fn first_point_after(
+        &self,
+        series: &Series,
+        ts_ms: i64,
+    ) -> Result<Option<(i64, f64)>, StoreError> {
+        let starts: Vec<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT start_ms FROM (
+                   SELECT start_ms FROM raw_chunk WHERE series_id = ?1 AND start_ms >= ?2
+                   UNION ALL
+                   SELECT start_ms FROM raw_detail_chunk WHERE series_id = ?1 AND start_ms >= ?2
+                   UNION ALL
+                   SELECT start_ms FROM raw_open WHERE series_id = ?1 AND start_ms >= ?2)
+                 ORDER BY start_ms LIMIT 2",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![series.id, floor_to(ts_ms, CHUNK_MS)], |r| r.get(0))
+                    .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            })
+            .map_err(|e| self.sql(e))?;
+        for start in starts {
+            let after = self
+                .raw_points(series, start, start.saturating_add(CHUNK_MS))?
+                .into_iter()
+                .find(|p| p.0 > ts_ms);
+            if after.is_some() {
+                return Ok(after);
+            }
+        }
+        Ok(None)
     }
 
     /// Decoded chunks of a series that may hold samples in `[from_ms, to_ms)`.

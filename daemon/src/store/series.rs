@@ -5,6 +5,7 @@ use rusqlite::params;
 use wattson_collectors::source::channel;
 use wattson_collectors::{Metric, SourceId, Unit};
 
+use super::integrate::{Readings, Rule};
 use super::{Store, StoreError};
 
 /// Values per unit stored: a value `v` is kept as `round(v * resolution(unit))`.
@@ -33,7 +34,7 @@ pub fn dequantise(q: i64, scale: f64) -> f64 {
 /// Which rollups a series gets: `(hourly, per_minute)`.
 ///
 /// Every meter metric and every power source is rolled up hourly; power also per minute.
-/// CPU metrics are rolled up for their aggregate channels only (`all`, `all/<x>`, `mean`).
+/// CPU metrics are rolled up for their aggregate channels only (`all`, `all/<x>`, `interval_mean`).
 pub fn rollup_kind(metric: Metric, channel: &str) -> (bool, bool) {
     match metric {
         Metric::Power => (true, true),
@@ -67,7 +68,7 @@ pub fn is_detail(metric: Metric, channel: &str) -> bool {
 }
 
 /// Whether a series is per-core CPU detail: a CPU metric on channel `cpuN` or `cpuN/<x>`
-/// (the CPU collector's per-CPU channels). Aggregate channels (`all`, `all/<x>`, `mean`),
+/// (the CPU collector's per-CPU channels). Aggregate channels (`all`, `all/<x>`, `interval_mean`),
 /// meters and power sources are not.
 pub fn is_per_core(metric: Metric, channel: &str) -> bool {
     let cpu_metric = matches!(
@@ -89,6 +90,17 @@ pub struct Series {
     /// The series' own sample spacing, ms, as the writer last judged pairs by it; `None`
     /// until known.
     pub spacing_ms: Option<i64>,
+    /// How its readings stand between them (power series; `sampled` for every other).
+    pub readings: Readings,
+    /// The longest a `hold` reading stands, or a `interval_mean` value covers, ms.
+    pub max_hold_ms: Option<i64>,
+}
+
+impl Series {
+    /// The rule its pairs of readings are integrated by ([`Rule::of`]).
+    pub fn rule(&self) -> Rule {
+        Rule::of(self.readings, self.max_hold_ms, self.spacing_ms)
+    }
 }
 
 impl Store {
@@ -138,10 +150,10 @@ impl Store {
                 )
             })
             .map_err(|e| self.sql(e))?;
-        let spacing_ms: Option<i64> = self
+        let (spacing_ms, readings, max_hold_ms): (Option<i64>, String, Option<i64>) = self
             .conn
-            .prepare_cached("SELECT spacing_ms FROM series WHERE id = ?1")
-            .and_then(|mut s| s.query_row([id], |r| r.get(0)))
+            .prepare_cached("SELECT spacing_ms, readings, max_hold_ms FROM series WHERE id = ?1")
+            .and_then(|mut s| s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))))
             .map_err(|e| self.sql(e))?;
         Ok(Series {
             id,
@@ -151,7 +163,27 @@ impl Store {
             channel: channel.to_owned(),
             unit,
             spacing_ms,
+            readings: Readings::parse(&readings).unwrap_or_default(),
+            max_hold_ms,
         })
+    }
+
+    /// Records how the series' readings stand ([`Readings`]) and, for `hold` and `interval_mean`,
+    /// for how long at most, ms.
+    pub fn set_readings(
+        &self,
+        series_id: i64,
+        readings: Readings,
+        max_hold_ms: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let max = max_hold_ms
+            .filter(|_| readings != Readings::Sampled)
+            .map(|m| m.max(1));
+        self.conn
+            .prepare_cached("UPDATE series SET readings = ?2, max_hold_ms = ?3 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![series_id, readings.as_str(), max]))
+            .map_err(|e| self.sql(e))?;
+        Ok(())
     }
 
     /// Records the spacing the writer judges the series' pairs by, ms.

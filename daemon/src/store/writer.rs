@@ -8,7 +8,10 @@
 //! it was flushing. Chunks that close are appended to `raw_chunk` (`raw_detail_chunk` for
 //! per-core CPU series, which are pruned sooner).
 //!
-//! A pair of power samples is continuous when no recorded gap overlaps it and it is no
+//! A pair of power samples is integrated by the series' rule ([`super::integrate::Rule`]):
+//! a held reading (`hold`) stands until the next for at most its `max_hold`, and a longer
+//! silence ends in a gap the writer records; a `sampled` pair is continuous when no
+//! recorded gap overlaps it and it is no
 //! longer than [`super::integrate::max_pair_ms`] of the series' spacing: the one configured
 //! for its source ([`StoreOptions::spacing_ms`]), else the one its batch states (a fleet
 //! host's publish interval), else the median of the series' last few sample intervals. The
@@ -40,6 +43,7 @@ use rusqlite::params;
 use wattson_collectors::{Metric, Sample};
 
 use super::health::HealthBoard;
+use super::integrate::{Readings, Rule};
 use super::lock::WriterLock;
 use super::pending::{Pending, PendingQueue};
 use super::quarantine::Quarantined;
@@ -50,6 +54,7 @@ use super::{
 };
 
 mod chunks;
+mod declared;
 mod hours;
 mod recovery;
 
@@ -85,10 +90,27 @@ struct SeriesState {
     /// The newest sample, the start of the next pair.
     prev: Option<(i64, f64)>,
     spacing: Spacing,
+    /// How its readings stand, and for how long at most (ms), as stored with the series.
+    readings: Readings,
+    max_hold_ms: Option<i64>,
     hour: Option<HourAcc>,
 }
 
 impl SeriesState {
+    /// The rule its next pair is integrated by: `sampled` by its spacing as judged now,
+    /// `hold` and `interval_mean` by their stored limit.
+    fn rule(&self) -> Rule {
+        match (self.readings, self.max_hold_ms) {
+            (Readings::Hold | Readings::Mean, Some(_)) => {
+                Rule::of(self.readings, self.max_hold_ms, None)
+            }
+            _ => Rule {
+                readings: Readings::Sampled,
+                max_ms: self.spacing.max_pair_ms(),
+            },
+        }
+    }
+
     /// Whether a sample at `ts` is known to be stored: the newest, or one in the open
     /// chunk (older closed chunks are not searched).
     fn holds(&self, ts: i64) -> bool {
@@ -111,6 +133,9 @@ pub struct Writer {
     index: SeriesIndex,
     states: Vec<SeriesState>,
     gaps: HashMap<(String, SourceId), Vec<(i64, i64)>>,
+    /// How each source's power readings stand where declared (this host's from the
+    /// configuration, a fleet host's from its states), by host and source.
+    declared: HashMap<(String, SourceId), (Readings, Option<i64>)>,
     newest_ms: i64,
     /// Series-flushes that dropped samples as not after the newest stored (for the log).
     stale_flushes: u64,
@@ -138,7 +163,13 @@ impl std::fmt::Debug for Writer {
 
 impl Writer {
     pub fn new(store: Store, options: StoreOptions) -> Writer {
+        let declared = options
+            .readings
+            .iter()
+            .map(|(source, r)| ((options.host.clone(), source.clone()), *r))
+            .collect();
         Writer {
+            declared,
             store,
             options,
             pending: PendingQueue::default(),
@@ -192,7 +223,7 @@ impl Writer {
                 end_ms: end_ms.max(start_ms),
                 reason,
             },
-            samples @ Pending::Samples(..) => samples,
+            other => other,
         };
         self.pending.push(item);
         self.hold_within_bound();
@@ -287,26 +318,19 @@ impl Writer {
                 reason,
             } = p
             {
-                let host = host.as_deref().unwrap_or(&self.options.host);
-                self.store
-                    .conn
-                    .prepare_cached(
-                        "INSERT INTO gap (host, source, start_ms, end_ms, reason)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                    )
-                    .and_then(|mut s| {
-                        s.execute(params![host, source.to_string(), start_ms, end_ms, reason])
-                    })
-                    .map_err(|e| self.store.sql(e))?;
-                // Kept once, though a failed flush brings the same gap again.
-                let known = self
-                    .gaps
-                    .entry((host.to_owned(), source.clone()))
-                    .or_default();
-                if !known.contains(&(*start_ms, *end_ms)) {
-                    known.push((*start_ms, *end_ms));
-                }
+                let host = host.as_deref().unwrap_or(&self.options.host).to_owned();
+                self.insert_gap(&host, source, (*start_ms, *end_ms), reason)?;
                 stats.gaps += 1;
+            }
+            if let Pending::Readings {
+                host,
+                source,
+                readings,
+                max_hold_ms,
+            } = p
+            {
+                let host = host.as_deref().unwrap_or(&self.options.host).to_owned();
+                self.declare(host, source, *readings, *max_hold_ms)?;
             }
         }
         for p in pending.iter() {
@@ -385,7 +409,7 @@ impl Writer {
         {
             return Ok(i);
         }
-        let series =
+        let mut series =
             self.store
                 .ensure_series(host, &sample.source, sample.metric, &sample.channel)?;
         let open = self.load_open(&series)?;
@@ -395,6 +419,18 @@ impl Writer {
             None => self.newest_closed(series.id)?,
         };
         let (hourly, minutes) = rollup_kind(series.metric, &series.channel);
+        let declared = self
+            .declared
+            .get(&(host.to_owned(), sample.source.clone()))
+            .copied()
+            .filter(|_| minutes);
+        if let Some((readings, max_hold_ms)) = declared
+            && (readings, max_hold_ms) != (series.readings, series.max_hold_ms)
+        {
+            self.store.set_readings(series.id, readings, max_hold_ms)?;
+            series.readings = readings;
+            series.max_hold_ms = max_hold_ms;
+        }
         if minutes && let Some((ts, _)) = newest {
             // Gaps recorded before this writer started that the next pair may straddle.
             let key = (host.to_owned(), sample.source.clone());
@@ -419,6 +455,7 @@ impl Writer {
             recent: series.spacing_ms.into_iter().collect(),
             stored: series.spacing_ms,
         };
+        let (readings, max_hold_ms) = (series.readings, series.max_hold_ms);
         let i = self.states.len();
         self.states.push(SeriesState {
             scale,
@@ -430,6 +467,8 @@ impl Writer {
             newest_ms: newest.map(|n| n.0),
             prev: newest,
             spacing,
+            readings,
+            max_hold_ms,
             hour: None,
         });
         self.index

@@ -183,9 +183,11 @@ impl Host {
             .filter(|g| g.source == source)
             .map(|g| (g.start_ms, g.end_ms))
             .collect();
-        let max_pair = spacing.map_or(i64::MAX, wattson::store::integrate::max_pair_ms);
-        let (wh, _) =
-            wattson::store::integrate::series_wh(points, i64::MIN, i64::MAX, max_pair, &gaps);
+        let rule = wattson::store::integrate::Rule {
+            readings: wattson::store::integrate::Readings::Sampled,
+            max_ms: spacing.map_or(i64::MAX, wattson::store::integrate::max_pair_ms),
+        };
+        let (wh, _) = wattson::store::integrate::series_wh(points, i64::MIN, i64::MAX, rule, &gaps);
         wh * 3600.0
     }
 }

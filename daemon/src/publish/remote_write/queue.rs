@@ -327,7 +327,14 @@ fn energy_samples(
     points: &[(i64, f64)],
     out: &mut Outgoing,
 ) -> Result<Vec<Sample>, StoreError> {
-    let max_pair = series.spacing_ms.map_or(i64::MAX, integrate::max_pair_ms);
+    // A series of unknown spacing bridges every pair, as before its spacing was stored.
+    let rule = match series.spacing_ms {
+        None if series.readings == integrate::Readings::Sampled => integrate::Rule {
+            readings: integrate::Readings::Sampled,
+            max_ms: i64::MAX,
+        },
+        _ => series.rule(),
+    };
     let first = cur.map_or(points[0].0, |c| c.sent_ts_ms);
     let last = points[points.len() - 1].0;
     let gaps: Vec<(i64, i64)> = store
@@ -341,9 +348,10 @@ fn energy_samples(
     let mut samples = Vec::with_capacity(points.len());
     for &(t, w) in points {
         if let Some((t0, w0)) = prev
-            && integrate::continuous(t0, t, max_pair, &gaps)
+            && t > t0
+            && let Some(piece) = rule.piece((t0, w0), (t, w), &gaps)
         {
-            joules += integrate::clipped_wh(t0, w0, t, w, t0, t) * J_PER_WH;
+            joules += piece.wh_in(t0, t) * J_PER_WH;
         }
         samples.push(Sample {
             value: joules,

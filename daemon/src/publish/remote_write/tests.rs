@@ -211,6 +211,8 @@ fn every_family_sent_reads_back_as_the_series_it_came_from() {
                 channel: channel.to_owned(),
                 unit: metric.unit(),
                 spacing_ms: None,
+                readings: crate::store::integrate::Readings::Sampled,
+                max_hold_ms: None,
             };
             let (sent_as, labels, sent_scale) = queue::family(&series).unwrap();
             assert_eq!((sent_as, sent_scale), (name, scale));

@@ -2,11 +2,10 @@
 //! pair it ends integrated per minute, and hours other than the open one read and written
 //! back.
 
+use super::super::integrate::{Readings, Rule};
 use super::super::quarantine::{Kind, Quarantined};
 use super::super::rollup::HourAcc;
-use super::super::{
-    HOUR_MS, HourRollup, MINUTE_MS, Series, Store, StoreError, floor_to, integrate,
-};
+use super::super::{HOUR_MS, HourRollup, MINUTE_MS, Series, Store, StoreError, floor_to};
 use super::Writer;
 
 impl Writer {
@@ -14,25 +13,33 @@ impl Writer {
         let state = &mut self.states[i];
         // (minute start, Wh, covered ms) of the pair that ends at this sample.
         let mut pieces: Vec<(i64, f64, i64)> = Vec::new();
+        let mut overrun = None;
         if state.minutes
             && let Some((t0, v0)) = state.prev
             && ts > t0
         {
             let key = (state.series.host.clone(), state.series.source.clone());
             let gaps = self.gaps.get(&key).map_or(&[][..], Vec::as_slice);
-            if integrate::continuous(t0, ts, state.spacing.max_pair_ms(), gaps) {
-                let mut m = floor_to(t0, MINUTE_MS);
-                while m < ts {
+            let rule = state.rule();
+            if let Some(piece) = rule.piece((t0, v0), (ts, value), gaps) {
+                let mut m = floor_to(piece.t0, MINUTE_MS);
+                while m < piece.t1 {
                     let end = m + MINUTE_MS;
-                    pieces.push((
-                        m,
-                        integrate::clipped_wh(t0, v0, ts, value, m, end),
-                        integrate::clipped_ms(t0, ts, m, end),
-                    ));
+                    pieces.push((m, piece.wh_in(m, end), piece.ms_in(m, end)));
                     m = end;
                 }
             }
+            // A held reading (or a fleet host's mean) that stood longer than its limit ends
+            // in a gap, so that what the coverage leaves out is listed.
+            if rule.readings != Readings::Sampled {
+                overrun = rule
+                    .overrun(t0, ts, gaps)
+                    .map(|span| (key, span, overrun_reason(rule, ts - t0)));
+            }
             state.spacing.observe(ts - t0);
+        }
+        if let Some(((host, source), span, reason)) = overrun {
+            self.insert_gap(&host, &source, span, &reason)?;
         }
         for (minute_ms, wh, ms) in pieces {
             self.with_hour(i, minute_ms, |h| h.integrate(minute_of(minute_ms), wh, ms))?;
@@ -105,6 +112,23 @@ fn stored_hour(
             Ok(None)
         }
         other => other,
+    }
+}
+
+/// Why a pair of `rule`'s readings `span_ms` apart ends in a gap.
+fn overrun_reason(rule: Rule, span_ms: i64) -> String {
+    let s = |ms: i64| format!("{:.0} s", ms as f64 / 1000.0);
+    match rule.readings {
+        Readings::Hold => format!(
+            "no reading for {} (a reading stands at most max_hold, {})",
+            s(span_ms),
+            s(rule.max_ms)
+        ),
+        Readings::Mean | Readings::Sampled => format!(
+            "no state for {} (longer than the {} a mean of its host covers)",
+            s(span_ms),
+            s(rule.max_ms)
+        ),
     }
 }
 
