@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
-use wattson_collectors::Sample;
+use wattson_collectors::{Sample, SourceId};
 
 use crate::cli::CollectArgs;
 use crate::sources::FleetSink;
@@ -24,6 +24,9 @@ use crate::sources::fleet::{self, CollectorOptions, Committed, FleetStats, SinkE
 /// message is delivered again too, and the store drops the second copy as not newer.
 struct StoreSink {
     store: crate::store::StoreHandle,
+    /// What each host's held sources were last declared with, so that a state repeating
+    /// it queues nothing.
+    held: std::collections::HashMap<(String, SourceId), i64>,
 }
 
 impl FleetSink for StoreSink {
@@ -48,6 +51,23 @@ impl FleetSink for StoreSink {
         Ok(Committed {
             late: flushed.stale,
         })
+    }
+
+    fn held_means(&mut self, host: &str, source: &SourceId, max_ms: i64) -> Result<(), SinkError> {
+        let key = (host.to_owned(), source.clone());
+        if self.held.get(&key) == Some(&max_ms) {
+            return Ok(());
+        }
+        self.store
+            .declare_readings_for_host(
+                host,
+                source,
+                crate::store::integrate::Readings::Mean,
+                Some(max_ms),
+            )
+            .map_err(|e| SinkError(wattson_collectors::ErrorChain(&e).to_string()))?;
+        self.held.insert(key, max_ms);
+        Ok(())
     }
 
     fn known_hosts(&mut self) -> Vec<String> {
@@ -140,6 +160,8 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 // collected here (this config's own host name among them) states its
                 // publish interval in its states, or has its spacing learned.
                 spacing_ms: std::collections::HashMap::new(),
+                // Likewise how readings stand: each host's states declare it.
+                readings: std::collections::HashMap::new(),
                 // A message not committed is not acknowledged: the broker delivers it again.
                 hold_failed: false,
                 ..crate::sources::wiring::store_options(&cfg)
@@ -147,7 +169,10 @@ pub fn run(args: &CollectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
             let (handle, thread) = crate::store::StoreHandle::spawn(&db, options)?;
             tracing::info!("collecting every host's samples into {}", db.display());
             store_thread = Some((handle.clone(), thread));
-            Box::new(StoreSink { store: handle })
+            Box::new(StoreSink {
+                store: handle,
+                held: std::collections::HashMap::new(),
+            })
         }
     };
     // Two workers: the sink's commits block one (`block_in_place`) while the MQTT driver

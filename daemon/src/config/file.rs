@@ -14,7 +14,6 @@ use toml::Spanned;
 use wattson_collectors::meter::line::Field;
 use wattson_collectors::meter::{Parity, Protocol};
 
-use super::PlugKind;
 use super::duration::Written;
 
 /// A name read into its domain type `T` through `T::from_str`, trimmed and in lower case
@@ -84,7 +83,7 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub(super) ups: Vec<FileUps>,
     #[serde(default)]
-    pub(super) plug: Vec<FilePlug>,
+    pub(super) plug: Vec<super::plug::FilePlug>,
     #[serde(default)]
     pub(super) services: FileServices,
     #[serde(default)]
@@ -134,15 +133,6 @@ pub(super) struct FileUps {
     pub(super) username: Option<String>,
     pub(super) password_file: Option<PathBuf>,
     pub(super) interval: Option<Spanned<Written>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FilePlug {
-    pub(super) id: Spanned<String>,
-    pub(super) kind: Spanned<Named<PlugKind>>,
-    pub(super) topic: Spanned<String>,
-    pub(super) bidirectional: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -19,13 +19,13 @@ mod load;
 mod meter;
 mod mqtt;
 pub mod names;
+mod plug;
 mod prometheus;
 mod serial_lines;
 mod tariff_section;
 mod validate;
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -40,6 +40,7 @@ pub use effective::redact_url;
 pub use key_lines::KeyLines;
 use load::line_of;
 use load::{parse_file, read_config_file};
+pub use plug::{MAX_HOLD, PlugConfig, PlugKind, PlugReadings};
 pub use prometheus::{
     PrometheusConfig, REMOTE_WRITE_INTERVAL, RemoteWriteUrl, parse_remote_write_url,
 };
@@ -204,40 +205,6 @@ pub struct UpsConfig {
     pub password_file: Option<PathBuf>,
     #[serde(serialize_with = "duration::serialize")]
     pub interval: Duration,
-}
-
-/// Which firmware a smart plug runs (`kind = "tasmota"` or `"shelly"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PlugKind {
-    /// Tasmota: `tele/<topic>/SENSOR`.
-    Tasmota,
-    /// Shelly Gen2+: `<topic>/status/switch:0`.
-    Shelly,
-}
-
-impl FromStr for PlugKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "tasmota" => Ok(PlugKind::Tasmota),
-            "shelly" => Ok(PlugKind::Shelly),
-            other => Err(format!(
-                "{other:?} is not a plug kind: use \"tasmota\" or \"shelly\""
-            )),
-        }
-    }
-}
-
-/// A smart plug reporting over MQTT, used as a wall meter (`[[plug]]`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PlugConfig {
-    pub id: String,
-    pub kind: PlugKind,
-    pub topic: String,
-    /// Negative power is export (solar), kept apart from consumption; otherwise refused.
-    pub bidirectional: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -14,12 +14,12 @@ use toml::Spanned;
 
 use super::duration::{Range, Written};
 use super::file::{
-    FileConfig, FileCpu, FileHost, FileManual, FilePlug, FilePower, FileServices, FileStorage,
-    FileUps, FileWakeups,
+    FileConfig, FileCpu, FileHost, FileManual, FilePower, FileServices, FileStorage, FileUps,
+    FileWakeups,
 };
 use super::{
-    Config, ConfigError, CpuConfig, HostConfig, ManualConfig, PlugConfig, PowerConfig,
-    ServicesConfig, StorageConfig, UpsConfig, WakeupsConfig, line_of,
+    Config, ConfigError, CpuConfig, HostConfig, ManualConfig, PowerConfig, ServicesConfig,
+    StorageConfig, UpsConfig, WakeupsConfig, line_of,
 };
 
 const fn ms(n: u64) -> Duration {
@@ -415,31 +415,6 @@ impl Validator<'_> {
                 Duration::from_secs(5),
                 SAMPLING,
             )?,
-        })
-    }
-
-    /// One `[[plug]]`: its id differs from every meter's in `config`, whose `[mqtt]` it needs.
-    fn plug(&self, pl: FilePlug, config: &Config) -> Result<PlugConfig, ConfigError> {
-        let id = self.name(&pl.id, "plug.id")?;
-        if config.meters.iter().any(|m| m.id == id) {
-            return Err(self.err(
-                pl.id.span(),
-                "plug.id",
-                format!("{id:?} must be non-empty and differ from every meter id"),
-            ));
-        }
-        if config.mqtt.is_none() {
-            return Err(self.err(
-                pl.id.span(),
-                "plug",
-                "smart plugs report over MQTT: add an [mqtt] section with the broker they publish to",
-            ));
-        }
-        Ok(PlugConfig {
-            id,
-            kind: pl.kind.into_inner().0,
-            topic: self.topic(&pl.topic, "plug.topic", true)?,
-            bidirectional: pl.bidirectional.unwrap_or(false),
         })
     }
 

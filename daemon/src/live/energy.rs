@@ -5,7 +5,8 @@
 //!
 //! The sampler feeds every wall power sample; the trail integrates them as the store does
 //! (trapezoids between consecutive samples, a pair longer than
-//! [`crate::store::integrate::max_pair_ms`] of the spacing before it is a gap) and keeps
+//! [`crate::store::integrate::max_pair_ms`] of the spacing before it is a gap; for a source
+//! whose readings are held, each reading standing until the next, at most `max_hold`) and keeps
 //! the running integral at each sample for as long as the store may take to flush them
 //! ([`EnergyTrail::keep_for`]: twice the flush interval and a minute). The ledger's figures
 //! say up to which sample they count (`energy_ts_ms`); [`EnergyTrail::since`] is what came
@@ -34,6 +35,8 @@ pub struct EnergyTrail {
     spacing_ms: Option<i64>,
     /// How long points are kept, ms (`None`: [`DEFAULT_KEEP_MS`]).
     keep_ms: Option<i64>,
+    /// `max_hold`, ms, where each reading stands until the next (`hold`).
+    hold_ms: Option<i64>,
 }
 
 impl EnergyTrail {
@@ -41,6 +44,12 @@ impl EnergyTrail {
     /// count them: twice the interval, and a minute.
     pub fn keep_for(&mut self, flush_interval: std::time::Duration) {
         self.keep_ms = Some(2 * flush_interval.as_millis() as i64 + 60_000);
+    }
+
+    /// Each reading stands until the next, at most `max_hold_ms` (`Some`), or readings are
+    /// sampled (`None`, the default).
+    pub fn hold_for(&mut self, max_hold_ms: Option<i64>) {
+        self.hold_ms = max_hold_ms;
     }
 
     /// Add one sample of the series (in time order; an older one is ignored).
@@ -51,6 +60,10 @@ impl EnergyTrail {
         let cum = self.points.back().map_or(0.0, |p| p.1);
         let step = match self.prev {
             Some((t0, _)) if ts_ms <= t0 => return,
+            Some((t0, w0)) if self.hold_ms.is_some() => {
+                let max = self.hold_ms.unwrap_or(i64::MAX);
+                w0 * (ts_ms - t0).min(max) as f64 / 3_600_000.0
+            }
             Some((t0, w0)) => {
                 let dt = ts_ms - t0;
                 let bridged = self
@@ -124,5 +137,19 @@ mod tests {
         // A pause longer than the pair limit is a gap, as in the store.
         t.observe(1_060_000, 36.0);
         assert!((t.since(Some(1_010_000)).unwrap().0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_held_reading_counts_until_the_next_at_most_max_hold() {
+        let mut t = EnergyTrail::default();
+        t.hold_for(Some(30_000));
+        t.observe(1_000_000, 3600.0);
+        // 3600 W stands 10 s: 10 Wh; 360 W reported next is followed 50 s later by the
+        // next report, and stands 30 s of them: 3 Wh.
+        t.observe(1_010_000, 0.0);
+        t.observe(1_020_000, 360.0);
+        t.observe(1_070_000, 0.0);
+        let (wh, _) = t.since(None).unwrap();
+        assert!((wh - (10.0 + 360.0 * 30.0 / 3600.0)).abs() < 1e-9, "{wh}");
     }
 }

@@ -70,13 +70,19 @@ struct Inner {
     newest_ms: i64,
     /// The wall source's energy, sample by sample ([`energy`]).
     energy: energy::EnergyTrail,
+    /// Sources whose readings stand until the next (`hold`), with their `max_hold`, ms.
+    held: BTreeMap<SourceId, i64>,
 }
 
 /// One series' latest reading and, since the last `take_means`, its sum and count and its
 /// time-weighted sum: each reading stands for the time since the one before it (within the
-/// interval), so a plug that reports on change is not weighed by how often it reported.
+/// interval), or, for a source whose readings are held (`hold`: a plug that reports on
+/// change), until the next one for at most its `max_hold`; so a plug that reports on change
+/// is not weighed by how often it reported.
 #[derive(Debug, Default, Clone, Copy)]
 struct Series {
+    /// `max_hold`, ms, where its readings are held.
+    hold_ms: Option<i64>,
     /// 0 before the first reading.
     ts_ms: i64,
     value: f64,
@@ -88,6 +94,20 @@ struct Series {
 }
 
 impl Series {
+    /// Counts the latest reading as standing from `from` (or its own time) until `until`,
+    /// at most `max_hold_ms` after its time.
+    fn stand_until(&mut self, until: i64, max_hold_ms: i64, from: i64) {
+        let end = until.min(self.ts_ms.saturating_add(max_hold_ms));
+        let ms = (end - self.ts_ms.max(from)).max(0);
+        self.weighted += self.value * ms as f64;
+        self.weighted_ms += ms;
+    }
+
+    /// Whether it has a mean for the interval: a reading in it, or a held one standing.
+    fn has_mean(&self) -> bool {
+        self.n > 0 || (self.hold_ms.is_some() && self.weighted_ms > 0)
+    }
+
     /// The interval's mean: time-weighted where readings span time, else the plain mean
     /// (a single first reading).
     fn mean(&self) -> f64 {
@@ -101,13 +121,20 @@ impl Series {
 
 impl Inner {
     fn series_mut(&mut self, s: &Sample) -> &mut Series {
+        let hold_ms = self.held.get(&s.source).copied();
         if !self.series.contains_key(&s.source) {
             self.series.insert(s.source.clone(), BTreeMap::new());
         }
         let metrics = self.series.get_mut(&s.source).expect("inserted above");
         let channels = metrics.entry(s.metric).or_default();
         if !channels.contains_key(s.channel.as_str()) {
-            channels.insert(s.channel.clone(), Series::default());
+            channels.insert(
+                s.channel.clone(),
+                Series {
+                    hold_ms,
+                    ..Series::default()
+                },
+            );
         }
         channels
             .get_mut(s.channel.as_str())
@@ -281,9 +308,14 @@ impl LiveState {
             inner.newest_ms = inner.newest_ms.max(s.ts_ms);
             let series = inner.series_mut(s);
             if series.ts_ms > 0 {
-                let held = (s.ts_ms - series.ts_ms.max(from)).max(0);
-                series.weighted += s.value * held as f64;
-                series.weighted_ms += held;
+                if let Some(max) = series.hold_ms {
+                    // The reading before stands until this one, at most max_hold.
+                    series.stand_until(s.ts_ms, max, from);
+                } else {
+                    let held = (s.ts_ms - series.ts_ms.max(from)).max(0);
+                    series.weighted += s.value * held as f64;
+                    series.weighted_ms += held;
+                }
             }
             series.sum += s.value;
             series.n += 1;
@@ -354,12 +386,33 @@ impl LiveState {
             .collect()
     }
 
+    /// The sources whose readings stand until the next (`hold`), each with its `max_hold`,
+    /// ms: their means (and the wall's live energy) weigh each reading by the time it
+    /// stood. Set before the first samples.
+    pub fn hold_readings_of(&self, held: impl IntoIterator<Item = (SourceId, i64)>) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.held.extend(held);
+        }
+    }
+
+    /// The sources whose readings are held, with their `max_hold`, ms.
+    pub fn held(&self) -> Vec<(SourceId, i64)> {
+        self.inner.lock().map_or_else(
+            |_| Vec::new(),
+            |i| i.held.iter().map(|(s, ms)| (s.clone(), *ms)).collect(),
+        )
+    }
+
     /// Integrate `source`'s power live, so the outputs' energy counters include the samples
     /// the store has not flushed yet ([`LiveState::energy_since`]), keeping as much of it
-    /// as a store flushing every `flush_interval` may hold back. Set once.
+    /// as a store flushing every `flush_interval` may hold back, by the source's rule (its
+    /// readings held, at most `held_ms`, where [`LiveState::hold_readings_of`] says). Set
+    /// once.
     pub fn count_energy_of(&self, source: SourceId, flush_interval: Duration) {
         if let Ok(mut inner) = self.inner.lock() {
             inner.energy.keep_for(flush_interval);
+            let held = inner.held.get(&source).copied();
+            inner.energy.hold_for(held);
         }
         let _ = self.wall.set(source);
     }
@@ -388,9 +441,23 @@ impl LiveState {
         let Ok(mut inner) = self.inner.lock() else {
             return Vec::new();
         };
+        // A held reading stands on to the end of the interval (the newest sample), within
+        // its max_hold; the next interval counts it from there.
+        let (from, newest) = (inner.means_from_ms, inner.newest_ms);
+        for series in inner
+            .series
+            .values_mut()
+            .flat_map(BTreeMap::values_mut)
+            .flat_map(BTreeMap::values_mut)
+            .filter(|s| s.ts_ms > 0)
+        {
+            if let Some(max) = series.hold_ms {
+                series.stand_until(newest, max, from);
+            }
+        }
         let means = inner
             .each()
-            .filter(|(.., s)| s.n > 0)
+            .filter(|(.., s)| s.has_mean())
             .map(|(source, metric, channel, s)| LiveReading {
                 source: source.clone(),
                 metric,

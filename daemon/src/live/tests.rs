@@ -36,6 +36,41 @@ fn means_are_weighed_by_time_not_by_how_often_a_source_reports() {
     assert_eq!(live.take_means()[0].value, 150.0);
 }
 
+/// The same plug declared `hold`: each reading stands until the next (at most max_hold),
+/// so the 1000 W reported at 10 s stands until the 50 W report at 60 s; a held reading goes
+/// on standing into the next interval without a new report, and not past max_hold.
+#[test]
+fn held_readings_stand_until_the_next_in_the_means() {
+    let live = LiveState::default();
+    live.hold_readings_of([(SourceId::meter("plug"), 30_000)]);
+    power(&live, 0, 50.0);
+    let _ = live.take_means();
+    for i in 1..=10 {
+        power(&live, i * 1000, 1000.0);
+    }
+    power(&live, 45_000, 50.0);
+    // 50 W for 1 s, 1000 W from 1 s to 40 s (max_hold after the report at 10 s), then
+    // nothing until the 50 W report.
+    let mean = live.take_means()[0].value;
+    let truth = (50.0 + 1000.0 * 39.0) / 40.0;
+    assert!((mean - truth).abs() < 1e-9, "{mean} W, truth {truth} W");
+    // Another source's samples end the next interval: the held 50 W stood through it.
+    let _ = live.observe(&[Sample::new(
+        1_700_000_000_000 + 55_000,
+        SourceId::Rapl,
+        Metric::Power,
+        "",
+        7.0,
+    )]);
+    let means = live.take_means();
+    let plug = means
+        .iter()
+        .find(|r| r.source == SourceId::meter("plug"))
+        .unwrap();
+    assert_eq!((plug.value, plug.ts_ms), (50.0, 1_700_000_045_000));
+    assert_eq!(live.held(), [(SourceId::meter("plug"), 30_000)]);
+}
+
 #[test]
 fn means_cover_the_interval_not_the_last_sample() {
     let live = LiveState::default();

@@ -116,6 +116,12 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<(), RuntimeError> {
         .collect::<Vec<_>>()
         .join(", ");
     let live = Arc::new(LiveState::default());
+    live.hold_readings_of(
+        config
+            .plugs
+            .iter()
+            .filter_map(|p| Some((SourceId::meter(&p.id), p.held_ms()?))),
+    );
     if let Some(wall) = crate::ledger::PrimaryPower::from_config(config).wall() {
         live.count_energy_of(wall.clone(), config.storage.flush_interval);
     }

@@ -73,6 +73,14 @@ pub trait FleetSink: Send {
     /// means none of them is vouched for: the message will be delivered again.
     fn store(&mut self, host: &str, batch: Vec<Sample>) -> Result<Committed, SinkError>;
 
+    /// `host`'s `source` holds its readings: each of its power means stands for the time
+    /// since the state before, for at most `max_ms`
+    /// ([`crate::store::integrate::Readings::Mean`]). Said before the state's samples.
+    fn held_means(&mut self, host: &str, source: &SourceId, max_ms: i64) -> Result<(), SinkError> {
+        let _ = (host, source, max_ms);
+        Ok(())
+    }
+
     /// Hosts already stored: they are taken first under the host limit.
     fn known_hosts(&mut self) -> Vec<String> {
         Vec::new()
@@ -336,6 +344,12 @@ impl Intake {
             Err(outcome) => return outcome,
         };
         let kept = self.within_series_bound(host, samples, stats);
+        for (source, max_ms) in payload.held_means() {
+            if let Err(e) = sink.held_means(host, &source, max_ms) {
+                stats.not_stored.fetch_add(1, Ordering::Relaxed);
+                return Outcome::NotStored(e);
+            }
+        }
         self.store(host, ts, kept, sink, stats)
     }
 

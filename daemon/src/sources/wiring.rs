@@ -296,7 +296,8 @@ pub fn plug_collectors(
 }
 
 /// Store options from the config: each source's spacing is its configured interval (smart
-/// plugs report when they do: theirs is learned from the data).
+/// plugs report when they do: theirs is learned from the data), and how each plug's
+/// readings stand (`[[plug]] readings`, `max_hold`).
 pub fn store_options(config: &Config) -> StoreOptions {
     let ms = |d: Duration| d.as_millis() as i64;
     let mut spacing: std::collections::HashMap<SourceId, i64> = config
@@ -317,8 +318,16 @@ pub fn store_options(config: &Config) -> StoreOptions {
     for u in &config.ups {
         spacing.insert(SourceId::ups(&u.name), ms(u.interval));
     }
+    // Every plug's rule is stated, `sampled` ones too, so that a plug changed back from
+    // `hold` is stored as sampled again.
+    let readings = config
+        .plugs
+        .iter()
+        .map(|p| (SourceId::meter(&p.id), p.store_readings()))
+        .collect();
     StoreOptions {
         host: config.host.name.clone(),
+        readings,
         raw_retention_ms: config.storage.raw_retention.as_millis() as i64,
         detail_retention_ms: config.storage.detail_retention.as_millis() as i64,
         spacing_ms: spacing,

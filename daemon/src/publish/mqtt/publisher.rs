@@ -292,6 +292,7 @@ impl Task {
         let Some(snapshot) = state::build(&means, &latest, &extras, interval.as_secs_f64()) else {
             return;
         };
+        let snapshot = state::with_held(snapshot, &self.live.held());
         if self.cfg.discovery {
             let mut changed = false;
             for e in discovery::entities(&snapshot.json, &extras) {

@@ -29,14 +29,14 @@
 //! | `idle_regression` | W, UTC | the latest idle-power regression check, once one is stored: `detected` (bool), `config`, `baseline_idle_w`, `baseline_ci95_w`, `latest_idle_w`, `latest_ci95_w`, `delta_w`, `delta_ci95_w`, `threshold_w`, `checked_at` (RFC 3339), `checked_ms` |
 //! | `estimated` | kWh, W, currency | no wall meter: the calibration's `basis`, `energy_today`, `cost_today`, the last 7 days' mean `power` and `power_ci95`, a year at that rate `cost_annual` and `cost_annual_ci95`, `minutes` estimated and `minutes_withheld` ([`EstimatedPayload`]) |
 //! | `series` | | every live series as `[source, metric, channel, value]` in the metric's unit (means; energy totals are the latest value) |
+//! | `held` | s | the sources whose readings stand until the next (`[[plug]] readings = "hold"`), each with its `max_hold`: their means weigh each reading by the time it stood, and a fleet collector stores each as standing for the time since the state before ([`crate::store::integrate::Readings::Mean`]) |
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use wattson_collectors::plausibility::{Limits, Rejection};
 use wattson_collectors::source::channel;
-use wattson_collectors::{Metric, Sample, SourceId};
+use wattson_collectors::{Metric, SourceId};
 
 use crate::ledger::PrimaryPower;
 use crate::live::LiveReading;
@@ -248,6 +248,8 @@ pub struct StatePayload {
     pub estimated: Option<EstimatedPayload>,
     #[serde(default)]
     pub series: Vec<SeriesEntry>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub held: BTreeMap<SourceId, f64>,
 }
 
 /// A built state payload.
@@ -465,90 +467,8 @@ pub fn deepest_package_state(means: &[LiveReading]) -> Option<(String, f64)> {
     )
 }
 
-/// Why a state payload was dropped by the collector.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum StateParseError {
-    #[error("payload of {0} bytes exceeds {MAX_STATE_BYTES}")]
-    TooLarge(usize),
-    #[error("not a state payload: {0}")]
-    Json(String),
-    #[error("missing or invalid `ts` (UTC ms)")]
-    Ts,
-    #[error("`series` entry {0} is not [source, metric, channel, number]")]
-    Series(usize),
-}
-
-/// Read a state payload. Fields a newer publisher adds are ignored; anything malformed is
-/// an error.
-pub fn parse(payload: &[u8]) -> Result<(i64, Vec<Sample>), StateParseError> {
-    let p = parse_payload(payload)?;
-    Ok((p.ts, p.samples()))
-}
-
-/// [`parse`], keeping the typed payload.
-pub fn parse_payload(payload: &[u8]) -> Result<StatePayload, StateParseError> {
-    if payload.len() > MAX_STATE_BYTES {
-        return Err(StateParseError::TooLarge(payload.len()));
-    }
-    let v: Value =
-        serde_json::from_slice(payload).map_err(|e| StateParseError::Json(e.to_string()))?;
-    v.get("ts")
-        .and_then(Value::as_i64)
-        .filter(|t| *t > 0)
-        .ok_or(StateParseError::Ts)?;
-    if let Some(series) = v.get("series") {
-        let series = series.as_array().ok_or(StateParseError::Series(0))?;
-        for (i, e) in series.iter().enumerate() {
-            let ok = e.as_array().filter(|a| a.len() == 4).is_some_and(|a| {
-                a[0].as_str().is_some_and(|s| !s.is_empty())
-                    && a[1].is_string()
-                    && a[2].is_string()
-                    && a[3].as_f64().is_some_and(f64::is_finite)
-            });
-            if !ok {
-                return Err(StateParseError::Series(i));
-            }
-        }
-    }
-    serde_json::from_value(v).map_err(|e| StateParseError::Json(e.to_string()))
-}
-
-/// The samples kept, and `(source, why)` of those rejected.
-pub type CheckedSamples = (Vec<Sample>, Vec<(SourceId, Rejection)>);
-
-impl StatePayload {
-    /// The series as samples stamped with `ts`. Metrics this version does not know are
-    /// skipped (a newer publisher).
-    pub fn samples(&self) -> Vec<Sample> {
-        self.series
-            .iter()
-            .filter_map(|SeriesEntry(source, metric, channel, value)| {
-                Metric::parse(metric)
-                    .map(|m| Sample::new(self.ts, source.clone(), m, channel.as_str(), *value))
-            })
-            .collect()
-    }
-
-    /// The samples that pass the plausibility rules, and the rejections of those that do
-    /// not; `Err` when the message's own timestamp is implausible (every sample is then
-    /// dropped: a host whose clock says 9999 must not shut out its later states).
-    pub fn checked_samples(
-        &self,
-        received_ms: i64,
-        limits: &Limits,
-    ) -> Result<CheckedSamples, Rejection> {
-        limits.check_timestamp(self.ts, received_ms)?;
-        let mut kept = Vec::new();
-        let mut rejected = Vec::new();
-        for s in self.samples() {
-            match limits.check(s.metric, s.value) {
-                Ok(()) => kept.push(s),
-                Err(r) => rejected.push((s.source, r)),
-            }
-        }
-        Ok((kept, rejected))
-    }
-}
+mod parse;
+pub use parse::{CheckedSamples, StateParseError, parse, parse_payload, with_held};
 
 mod estimated;
 mod ledger;

@@ -1,4 +1,5 @@
 use super::*;
+use wattson_collectors::plausibility::Limits;
 
 fn r(source: &SourceId, metric: Metric, channel: &str, ts: i64, value: f64) -> LiveReading {
     LiveReading {
