@@ -41,6 +41,7 @@ mod errors;
 mod faults;
 mod grafana;
 mod grafana_prometheus;
+mod held_readings;
 mod help;
 mod home_assistant;
 mod hostile;
