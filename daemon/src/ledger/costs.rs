@@ -85,6 +85,9 @@ pub struct PeriodCost {
     pub mean_watts: Option<f64>,
     /// Recorded gaps in the period.
     pub gaps: usize,
+    /// kWh over gaps that the meter's own counter counted, not sampled (in `kwh`).
+    #[serde(skip_serializing_if = "is_zero_kwh")]
+    pub counted_kwh: f64,
     /// Hours whose figures are estimates (rollups from before covered time was stored).
     #[serde(skip_serializing_if = "is_zero")]
     pub approximate_hours: u64,
@@ -93,6 +96,11 @@ pub struct PeriodCost {
 #[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero_kwh(k: &f64) -> bool {
+    *k == 0.0
 }
 
 impl PeriodCost {
@@ -109,6 +117,7 @@ impl PeriodCost {
             covered_hours: e.covered_hours(),
             mean_watts: e.mean_watts(),
             gaps: e.gaps.len(),
+            counted_kwh: e.counted_wh / 1000.0,
             approximate_hours: e.approximate_hours,
         })
     }

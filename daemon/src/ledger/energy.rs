@@ -11,17 +11,16 @@
 //! Units: Wh, ms (UTC), W. Every figure is of the source's power series with channel `""`
 //! (the source as a whole).
 
+mod pieces;
+
 use serde::Serialize;
 use wattson_collectors::Metric;
 use wattson_collectors::SourceId;
 
-use super::LedgerError;
 use super::PrimaryPower;
-use crate::analysis::cost::{CostBreakdown, cost_of_energy};
 use crate::store::{
     HOUR_MS, MINUTE_MS, Series, SeriesFilter, Store, StoreError, ceil_to, floor_to, integrate,
 };
-use crate::tariff::Tariff;
 
 /// ms per hour, as a float.
 pub const MS_PER_HOUR: f64 = 3_600_000.0;
@@ -39,16 +38,37 @@ pub struct Bucket {
     /// The figures are estimates (rollups from before covered time was stored).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub approximate: bool,
+    /// Energy over a recorded gap that the meter's own counter counted, not sampled: its
+    /// share of the gap in this window, spread evenly over it (`covered_ms` is 0).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub counted: bool,
 }
 
 /// A recorded gap of the source: a period it produced nothing (meter unplugged, daemon
 /// stopped).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GapSpan {
     /// UTC ms.
     pub start_ms: i64,
     pub end_ms: i64,
     pub reason: String,
+    /// What the meter's own counter says of the gap (its Wh in this window, where it
+    /// counted it), once settled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counted: Option<CountedSpan>,
+}
+
+/// A gap's energy by the meter's counter, within a window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CountedSpan {
+    /// Wh in the window (the gap's counted Wh times its share in the window); `None`
+    /// where the counter cannot say.
+    pub wh: Option<f64>,
+    /// The whole gap's Wh and the counter's resolution, Wh: its interval.
+    pub gap_wh: Option<f64>,
+    pub step_wh: Option<f64>,
+    /// "counted by the meter, not sampled", or why not.
+    pub note: String,
 }
 
 /// The energy of one source over `[from_ms, to_ms)`.
@@ -59,8 +79,11 @@ pub struct Energy {
     pub source: SourceId,
     pub from_ms: i64,
     pub to_ms: i64,
-    /// Wh.
+    /// Wh sampled (the integral of power).
     pub wh: f64,
+    /// Wh over recorded gaps that the meter's own counter counted (not sampled; in
+    /// [`Energy::kwh`], priced, never in the mean power).
+    pub counted_wh: f64,
     /// ms of the window the energy covers.
     pub covered_ms: i64,
     /// The spacing the series' samples were judged by, ms.
@@ -82,6 +105,7 @@ impl Energy {
             from_ms,
             to_ms,
             wh: 0.0,
+            counted_wh: 0.0,
             covered_ms: 0,
             spacing_ms: None,
             buckets: Vec::new(),
@@ -90,9 +114,9 @@ impl Energy {
         }
     }
 
-    /// kWh.
+    /// kWh: sampled and counted over gaps.
     pub fn kwh(&self) -> f64 {
-        self.wh / 1000.0
+        (self.wh + self.counted_wh) / 1000.0
     }
 
     /// Hours covered.
@@ -111,99 +135,6 @@ impl Energy {
             .iter()
             .map(|b| (b.start_ms, b.end_ms, b.wh))
             .collect()
-    }
-
-    /// The buckets as `(start, end, Wh)` with each whole stored hour split into its
-    /// minutes (their stored energy, scaled to sum to the hour's), so that prices in slots
-    /// shorter than an hour (Agile half-hours, a live price that changed mid-hour) price
-    /// the energy that was used in them, not an even share of the hour. A stretch shorter
-    /// than an hour (a window's ragged end: today so far, the open hour) is cut at its
-    /// minutes from its raw samples. Hours without minute rollups, and stretches whose raw
-    /// samples have expired, stay whole.
-    pub fn minute_buckets(&self, store: &Store) -> Result<Vec<(i64, i64, f64)>, StoreError> {
-        self.minute_buckets_where(store, |_, _| true)
-    }
-
-    /// [`Energy::minute_buckets`], splitting only the stretches `(start, end)` for which
-    /// `split` says so (those in which a price or the local date may change, see
-    /// [`Tariff::may_change_within`]); the others stay whole, and their minutes are not read.
-    /// This is the one way energy meets a price: every surface prices these pieces with
-    /// [`cost_of_energy`].
-    pub fn minute_buckets_where(
-        &self,
-        store: &Store,
-        split: impl Fn(i64, i64) -> bool,
-    ) -> Result<Vec<(i64, i64, f64)>, StoreError> {
-        let whole = |b: &Bucket| b.end_ms - b.start_ms == HOUR_MS && b.start_ms % HOUR_MS == 0;
-        let hours: Vec<i64> = self
-            .buckets
-            .iter()
-            .filter(|b| whole(b) && b.wh > 0.0 && split(b.start_ms, b.end_ms))
-            .map(|b| b.start_ms)
-            .collect();
-        let ragged_split = self
-            .buckets
-            .iter()
-            .any(|b| !whole(b) && b.wh > 0.0 && split(b.start_ms, b.end_ms));
-        if hours.is_empty() && !ragged_split {
-            return Ok(self.priced_buckets());
-        }
-        let Some(series) = power_series(store, &self.host, &self.source)? else {
-            return Ok(self.priced_buckets());
-        };
-        let mut minutes: std::collections::HashMap<i64, Vec<(i64, f64)>> =
-            std::collections::HashMap::new();
-        // One read per run of consecutive hours.
-        let mut i = 0;
-        while i < hours.len() {
-            let mut j = i + 1;
-            while j < hours.len() && hours[j] == hours[j - 1] + HOUR_MS {
-                j += 1;
-            }
-            for r in store.minute_rollups(&series, hours[i], hours[j - 1] + HOUR_MS)? {
-                if let Some(wh) = r.energy_wh.filter(|w| w.is_finite()) {
-                    minutes
-                        .entry(floor_to(r.bucket_ms, HOUR_MS))
-                        .or_default()
-                        .push((r.bucket_ms, wh));
-                }
-            }
-            i = j;
-        }
-        let mut out = Vec::with_capacity(self.buckets.len());
-        for b in &self.buckets {
-            let parts = match minutes.get(&b.start_ms).filter(|_| whole(b)) {
-                Some(p) => Some(p.clone()),
-                // A stretch shorter than an hour (today so far, the hour now open) is cut
-                // at its minutes from its raw samples, so that energy used in the last few
-                // minutes is not priced as if spread since the stretch began.
-                None if !whole(b) && b.wh > 0.0 && split(b.start_ms, b.end_ms) => {
-                    raw_minutes(store, &series, b.start_ms, b.end_ms)?
-                }
-                None => None,
-            };
-            let sum: f64 = parts.as_ref().map_or(0.0, |p| p.iter().map(|m| m.1).sum());
-            match parts {
-                // Scaled to sum to the bucket's energy, so every cut gives the same kWh.
-                Some(p) if sum > 0.0 && b.wh > 0.0 => out.extend(p.iter().map(|&(t, wh)| {
-                    (
-                        t.max(b.start_ms),
-                        (t + MINUTE_MS).min(b.end_ms),
-                        wh * b.wh / sum,
-                    )
-                })),
-                _ => out.push((b.start_ms, b.end_ms, b.wh)),
-            }
-        }
-        Ok(out)
-    }
-
-    /// The energy priced by the tariff, each bucket at the prices of its own time, and the
-    /// hours in which a price may change minute by minute (their stored minutes).
-    pub fn cost_in(&self, store: &Store, tariff: &Tariff) -> Result<CostBreakdown, LedgerError> {
-        let buckets =
-            self.minute_buckets_where(store, |start, end| tariff.may_change_within(start, end))?;
-        Ok(cost_of_energy(tariff, &buckets)?)
     }
 }
 
@@ -278,6 +209,7 @@ pub fn energy(
                     wh,
                     covered_ms: covered,
                     approximate: r.approximate,
+                    counted: false,
                 });
             }
         }
@@ -290,13 +222,72 @@ pub fn energy(
         .gaps(host, from_ms, to_ms)?
         .into_iter()
         .filter(|g| g.source == *source)
-        .map(|g| GapSpan {
-            start_ms: g.start_ms.max(from_ms),
-            end_ms: g.end_ms.min(to_ms),
-            reason: g.reason,
+        .map(|g| {
+            let (start_ms, end_ms) = (g.start_ms.max(from_ms), g.end_ms.min(to_ms));
+            let share = if g.end_ms > g.start_ms {
+                (end_ms - start_ms).max(0) as f64 / (g.end_ms - g.start_ms) as f64
+            } else {
+                0.0
+            };
+            GapSpan {
+                start_ms,
+                end_ms,
+                reason: g.reason,
+                counted: g.counted.map(|c| CountedSpan {
+                    wh: c.wh.map(|w| w * share),
+                    gap_wh: c.wh,
+                    step_wh: c.step_wh,
+                    note: c.note,
+                }),
+            }
         })
         .collect();
+    // The counter's energy over each gap, in buckets of its own, one per UTC hour it
+    // touches (as every other bucket lies in one hour): priced where it fell (spread
+    // evenly over the gap), never in the covered time or the mean power.
+    for g in &out.gaps {
+        let Some(wh) = g.counted.as_ref().and_then(|c| c.wh).filter(|w| *w > 0.0) else {
+            continue;
+        };
+        let span = (g.end_ms - g.start_ms).max(1) as f64;
+        let mut t = g.start_ms;
+        while t < g.end_ms {
+            let end = (floor_to(t, HOUR_MS) + HOUR_MS).min(g.end_ms);
+            out.buckets.push(Bucket {
+                start_ms: t,
+                end_ms: end,
+                wh: wh * (end - t) as f64 / span,
+                covered_ms: 0,
+                approximate: false,
+                counted: true,
+            });
+            t = end;
+        }
+        out.counted_wh += wh;
+    }
+    out.buckets.sort_by_key(|b| b.start_ms);
     Ok(out)
+}
+
+/// Wh the meter's own counter counted over recorded gaps of `source` within
+/// `[from_ms, to_ms)` (each gap's share in the window).
+pub fn counted_wh(
+    store: &Store,
+    host: &str,
+    source: &SourceId,
+    from_ms: i64,
+    to_ms: i64,
+) -> Result<f64, StoreError> {
+    Ok(store
+        .gaps(host, from_ms, to_ms)?
+        .into_iter()
+        .filter(|g| g.source == *source && g.end_ms > g.start_ms)
+        .filter_map(|g| {
+            let wh = g.counted?.wh?;
+            let overlap = (g.end_ms.min(to_ms) - g.start_ms.max(from_ms)).max(0);
+            Some(wh * overlap as f64 / (g.end_ms - g.start_ms) as f64)
+        })
+        .sum())
 }
 
 /// Everything a source has stored: Wh and ms covered, from the hour rollups in one query.
@@ -326,7 +317,7 @@ pub fn total(store: &Store, host: &str, source: &SourceId) -> Result<Total, Stor
 
 /// From when a series' raw samples are all there, UTC ms: from its oldest raw chunk when
 /// older ones were pruned (hour rollups exist before it), else from the beginning.
-fn raw_complete_from(store: &Store, series: &Series) -> Result<Option<i64>, StoreError> {
+pub(super) fn raw_complete_from(store: &Store, series: &Series) -> Result<Option<i64>, StoreError> {
     let Some(raw_from) = store.raw_from_ms(series)? else {
         return Ok(None);
     };
@@ -406,48 +397,14 @@ fn ragged(
         wh,
         covered_ms: covered,
         approximate,
+        counted: false,
     }))
-}
-
-/// The energy of `[start, end)` in each minute it touches, `(minute start, Wh)`, from raw
-/// samples read once and integrated by the same rule as [`ragged`]'s; `None` where raw
-/// samples of the stretch have expired (it is then priced whole).
-fn raw_minutes(
-    store: &Store,
-    series: &Series,
-    start: i64,
-    end: i64,
-) -> Result<Option<Vec<(i64, f64)>>, StoreError> {
-    let rule = series.rule();
-    let max_pair = rule.max_ms;
-    let (lo, hi) = (start.saturating_sub(max_pair), end.saturating_add(max_pair));
-    if raw_complete_from(store, series)?.is_none_or(|f| f > lo) {
-        return Ok(None);
-    }
-    let points = points_for(store, series, rule, (lo, hi), end)?;
-    let gaps: Vec<(i64, i64)> = store
-        .gaps(&series.host, lo, hi)?
-        .into_iter()
-        .filter(|g| g.source == series.source)
-        .map(|g| (g.start_ms, g.end_ms))
-        .collect();
-    let mut out = Vec::new();
-    let mut m = floor_to(start, MINUTE_MS);
-    while m < end {
-        let (wh, _) =
-            integrate::series_wh(&points, m.max(start), (m + MINUTE_MS).min(end), rule, &gaps);
-        if wh != 0.0 {
-            out.push((m, wh));
-        }
-        m += MINUTE_MS;
-    }
-    Ok(Some(out))
 }
 
 /// The raw samples in `[lo, hi)` that a stretch ending at `end` integrates under `rule`: for
 /// held readings also the first sample after them, however much later (a held reading
 /// stands until the next).
-fn points_for(
+pub(super) fn points_for(
     store: &Store,
     series: &Series,
     rule: integrate::Rule,

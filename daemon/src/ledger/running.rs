@@ -129,7 +129,9 @@ impl RunningTotal {
         let Some(series) = energy::power_series(store, host, source)? else {
             return Ok(());
         };
-        let stored_kwh = store.hour_sums(&series, start, until)?.energy_wh / 1000.0;
+        let stored_kwh = (store.hour_sums(&series, start, until)?.energy_wh
+            + energy::counted_wh(store, host, source, start, until)?)
+            / 1000.0;
         if (stored_kwh - self.closed.kwh).abs() > 1e-6 {
             tracing::info!(
                 "{source}: {:.6} kWh stored in hours already counted ({:.6} kWh when they \

@@ -162,6 +162,11 @@ fn measured_input(
             .iter()
             .map(|g| (g.start_ms, g.end_ms, g.reason.clone()))
             .collect(),
+        counted: e
+            .gaps
+            .iter()
+            .filter_map(|g| Some((g.start_ms, g.end_ms, g.counted.clone()?)))
+            .collect(),
         utilisation,
         cpus: cpus.max(1),
         config: None,

@@ -181,6 +181,10 @@ pub struct MeasuredInput {
     pub covered: Vec<(i64, i64, f64, i64)>,
     /// Meter outages: `(start UTC ms, end UTC ms, reason)`.
     pub gaps: Vec<(i64, i64, String)>,
+    /// What the meter's own counter says of each outage that it settled, by the outage's
+    /// `(start, end)`: its Wh in the window (in `energy`, not in `covered`'s time), or why
+    /// not.
+    pub counted: Vec<(i64, i64, crate::ledger::energy::CountedSpan)>,
     /// Utilisation history: `(start UTC ms, end UTC ms, mean busy CPUs)`, busy CPUs being
     /// utilisation (`0..=1`) times `cpus`.
     pub utilisation: Vec<(i64, i64, f64)>,

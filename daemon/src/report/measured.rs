@@ -97,6 +97,16 @@ pub struct GapReport {
     pub to_ms: i64,
     pub hours: f64,
     pub reason: String,
+    /// The energy the meter's own counter counted over the gap within the window, Wh:
+    /// priced with the rest, not sampled; absent where it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counted_wh: Option<f64>,
+    /// Its 95 % half-width: the counter's resolution at each end of the gap, Wh.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counted_ci95_wh: Option<f64>,
+    /// "counted by the meter, not sampled", or why the gap's energy is not known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counted: Option<String>,
 }
 
 /// Energy and cost on one local day.
@@ -205,8 +215,10 @@ pub(super) fn measured_report(
     let daily = daily(&m.energy, tariff)?;
 
     let modelled = modelled(m, tariff, year, configs, host)?;
+    // Over the covered time: the energy the counter counted over gaps is not in it.
+    let counted_kwh: f64 = m.counted.iter().filter_map(|c| c.2.wh).sum::<f64>() / 1000.0;
     let mean_watts = if covered_hours > 0.0 {
-        priced.kwh * 1000.0 / covered_hours
+        (priced.kwh - counted_kwh) * 1000.0 / covered_hours
     } else {
         0.0
     };
@@ -279,13 +291,25 @@ pub(super) fn measured_report(
 fn gaps(m: &MeasuredInput, tariff: &Tariff) -> Vec<GapReport> {
     m.gaps
         .iter()
-        .map(|(s, e, reason)| GapReport {
-            from: rfc3339_in(*s, tariff.tz()),
-            to: rfc3339_in(*e, tariff.tz()),
-            from_ms: *s,
-            to_ms: *e,
-            hours: (e - s).max(0) as f64 / MS_PER_HOUR,
-            reason: reason.clone(),
+        .map(|(s, e, reason)| {
+            let counted = m
+                .counted
+                .iter()
+                .find(|c| (c.0, c.1) == (*s, *e))
+                .map(|c| &c.2);
+            GapReport {
+                from: rfc3339_in(*s, tariff.tz()),
+                to: rfc3339_in(*e, tariff.tz()),
+                from_ms: *s,
+                to_ms: *e,
+                hours: (e - s).max(0) as f64 / MS_PER_HOUR,
+                reason: reason.clone(),
+                counted_wh: counted.and_then(|c| c.wh),
+                counted_ci95_wh: counted
+                    .and_then(|c| c.wh.and(c.step_wh))
+                    .map(|step| 2.0 * step),
+                counted: counted.map(|c| c.note.clone()),
+            }
         })
         .collect()
 }

@@ -74,7 +74,7 @@ pub use handle::{FlushStats, StoreHandle};
 pub use health::StoreHealth;
 pub use hour_rollup::{HourRollup, MinuteRollup};
 pub use quarantine::Quarantined;
-pub use read::{Gap, HourSums, Latest, RawSeries, Resolution, Rollup, SeriesFilter};
+pub use read::{CountedGap, Gap, HourSums, Latest, RawSeries, Resolution, Rollup, SeriesFilter};
 pub use routine::{Routine, RoutineId};
 pub use series::{Series, dequantise, is_detail, is_per_core, quantise, resolution, rollup_kind};
 pub use writer::Writer;
@@ -119,6 +119,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     )),
     M::up(include_str!("../../../schema/0019-meter-protocols.sql")),
     M::up(include_str!("../../../schema/0020-held-readings.sql")),
+    M::up(include_str!("../../../schema/0021-counted-gaps.sql")),
 ];
 
 /// The schema migrations, in order.

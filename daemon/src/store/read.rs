@@ -111,7 +111,7 @@ pub struct HourSums {
 }
 
 /// A period without data from one source.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Gap {
     pub host: String,
     pub source: SourceId,
@@ -120,6 +120,21 @@ pub struct Gap {
     /// UTC ms.
     pub end_ms: i64,
     pub reason: String,
+    /// What the source's own counter says of the gap, once settled (the writer reads it at
+    /// the first counter reading after the gap): `None` until then, and for sources with
+    /// no counter.
+    pub counted: Option<CountedGap>,
+}
+
+/// A gap's energy as the source's own counter moved over it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CountedGap {
+    /// Wh; `None` where the counter cannot say (`note` says why).
+    pub wh: Option<f64>,
+    /// The counter's resolution as its readings show it, Wh.
+    pub step_wh: Option<f64>,
+    /// "counted by the meter, not sampled", or why it is not counted.
+    pub note: String,
 }
 
 /// Raw samples `(ts_ms, value)` of each selected series.
@@ -534,7 +549,8 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT host, source, start_ms, end_ms, reason FROM gap
+                "SELECT host, source, start_ms, end_ms, reason,
+                        counted_wh, counted_step_wh, counted_note FROM gap
                  WHERE host = ?1 AND end_ms >= ?2 AND start_ms < ?3 ORDER BY start_ms",
             )
             .map_err(|e| self.sql(e))?;
@@ -545,6 +561,19 @@ impl Store {
                 start_ms: r.get(2)?,
                 end_ms: r.get(3)?,
                 reason: r.get(4)?,
+                counted: r.get::<_, Option<String>>(7)?.map(|note| CountedGap {
+                    wh: r
+                        .get::<_, Option<f64>>(5)
+                        .ok()
+                        .flatten()
+                        .filter(|w| w.is_finite()),
+                    step_wh: r
+                        .get::<_, Option<f64>>(6)
+                        .ok()
+                        .flatten()
+                        .filter(|w| w.is_finite()),
+                    note,
+                }),
             })
         })
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)

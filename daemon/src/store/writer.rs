@@ -54,6 +54,7 @@ use super::{
 };
 
 mod chunks;
+mod counted;
 mod declared;
 mod hours;
 mod recovery;
@@ -136,6 +137,9 @@ pub struct Writer {
     /// How each source's power readings stand where declared (this host's from the
     /// configuration, a fleet host's from its states), by host and source.
     declared: HashMap<(String, SourceId), (Readings, Option<i64>)>,
+    /// Sources whose recorded gaps are all settled against their counter
+    /// ([`counted`]), by host and source: not asked again until a gap is recorded.
+    counted_settled: std::collections::HashSet<(String, SourceId)>,
     newest_ms: i64,
     /// Series-flushes that dropped samples as not after the newest stored (for the log).
     stale_flushes: u64,
@@ -176,6 +180,7 @@ impl Writer {
             index: HashMap::new(),
             states: Vec::new(),
             gaps: HashMap::new(),
+            counted_settled: std::collections::HashSet::new(),
             newest_ms: i64::MIN,
             stale_flushes: 0,
             last_prune: None,
@@ -308,6 +313,7 @@ impl Writer {
     fn write_in_transaction(&mut self, pending: &PendingQueue) -> Result<FlushStats, StoreError> {
         let mut stats = FlushStats::default();
         let mut stale: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut counters = std::collections::HashSet::new();
         // Gaps first, so that samples after a gap in the same flush are not integrated.
         for p in pending.iter() {
             if let Pending::Gap {
@@ -344,6 +350,9 @@ impl Writer {
                     let i = self.state_index(&host, sample)?;
                     if self.ingest(i, sample.ts_ms, sample.value)? {
                         stats.samples += 1;
+                        if sample.metric == Metric::EnergyCounter && sample.channel.is_empty() {
+                            counters.insert(i);
+                        }
                     } else if self.states[i].holds(sample.ts_ms) {
                         // A sample of this instant is stored already (a redelivery, a
                         // retried batch).
@@ -355,6 +364,8 @@ impl Writer {
                 }
             }
         }
+        // A counter reading after a recorded gap settles the gap's counted energy.
+        self.settle_counted_gaps(&counters)?;
         for (i, n) in stale {
             // Once per flush at first, then at powers of two: a fleet host replaying its
             // states out of order would otherwise write a line per message.

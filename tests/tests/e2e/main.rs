@@ -34,6 +34,7 @@ mod cli;
 mod config;
 mod config_generated;
 mod control;
+mod counted_gaps;
 mod dashboards;
 mod demo;
 mod disks;

@@ -183,6 +183,13 @@ fn cost_lines(c: &CostSummary, counter: Option<&CounterCheck>) -> String {
         if p.gaps > 0 {
             let _ = write!(t, ", {} gap(s)", p.gaps);
         }
+        if p.counted_kwh > 0.0 {
+            let _ = write!(
+                t,
+                "; {} over gaps counted by the meter, not sampled",
+                crate::report::render::energy(p.counted_kwh)
+            );
+        }
         t
     };
     let _ = writeln!(out, "\nenergy and cost ({})", c.source);

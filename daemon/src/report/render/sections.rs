@@ -383,8 +383,18 @@ fn measured_lines(m: &MeasuredReport, cur: &str) -> Vec<String> {
         ));
     }
     for g in &m.gaps {
+        let counted = match (&g.counted, g.counted_wh) {
+            (Some(note), Some(wh)) => format!(
+                "; {wh:.0}{} Wh {note} (priced)",
+                g.counted_ci95_wh
+                    .map(|c| format!(" \u{b1} {c:.0}"))
+                    .unwrap_or_default()
+            ),
+            (Some(note), None) => format!("; {note}"),
+            (None, _) => String::new(),
+        };
         lines.push(format!(
-            "gap {} to {} ({} h): {}",
+            "gap {} to {} ({} h): {}{counted}",
             g.from,
             g.to,
             num(g.hours, 2),

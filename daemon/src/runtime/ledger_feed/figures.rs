@@ -115,6 +115,7 @@ pub(super) fn read_figures(
             covered_hours: p.total.covered_hours,
             mean_watts: None,
             gaps: 0,
+            counted_kwh: 0.0,
             approximate_hours: 0,
         });
         let annual = costs::summary_with_total(s, host, source, accuracy, tariff, now, total)

@@ -27,6 +27,9 @@ impl Writer {
                 s.execute(params![host, source.to_string(), start_ms, end_ms, reason])
             })
             .map_err(|e| self.store.sql(e))?;
+        // Its counter is read against it at the source's next counter reading.
+        self.counted_settled
+            .remove(&(host.to_owned(), source.clone()));
         // Kept once, though a failed flush brings the same gap again.
         let known = self
             .gaps

@@ -130,6 +130,7 @@ impl Writer {
     fn forget_state(&mut self) {
         self.index.clear();
         self.states.clear();
+        self.counted_settled.clear();
     }
 
     /// Opens the database anew at its path after the file was `what` ("deleted",
