@@ -160,6 +160,8 @@ pub struct RunningPeriods {
     day: Option<(i64, RunningTotal)>,
     month: Option<(i64, RunningTotal)>,
     all: RunningTotal,
+    /// The figures of the last refresh that succeeded.
+    last: Option<PeriodFigures>,
 }
 
 /// What [`RunningPeriods::refresh`] gives.
@@ -194,10 +196,17 @@ impl RunningPeriods {
                 None => Ok(TotalFigures::default()),
             }
         };
-        Ok(PeriodFigures {
+        let figures = PeriodFigures {
             today: period(&mut self.day, day_start)?,
             month: period(&mut self.month, month_start)?,
             total: self.all.refresh(store, host, source, tariff, now_ms)?,
-        })
+        };
+        self.last = Some(figures);
+        Ok(figures)
+    }
+
+    /// The figures of the last refresh that succeeded.
+    pub fn last(&self) -> Option<PeriodFigures> {
+        self.last
     }
 }

@@ -87,10 +87,19 @@ pub(super) fn read_figures(
     projection: &mut Projection,
 ) -> StoreFigures {
     let now = chrono::Utc::now();
-    let periods = running
-        .refresh(s, host, source, tariff, now)
-        .map_err(|e| tracing::debug!("ledger totals: {}", wattson_collectors::ErrorChain(&e)))
-        .ok();
+    // A read that fails (the database busy with another writer's commit) serves the last
+    // figures read, never none: a publish without them would blank today's cost, and its
+    // year would fall back to the current draw's.
+    let periods = match running.refresh(s, host, source, tariff, now) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!(
+                "ledger totals (the last ones are served): {}",
+                wattson_collectors::ErrorChain(&e)
+            );
+            running.last()
+        }
+    };
     // Until there is a projection, a read tries every few seconds (so it appears soon
     // after there is enough history, not a minute later, and a daemon whose meter never
     // answers does not price its history on every publish); then once a minute.
@@ -118,12 +127,17 @@ pub(super) fn read_figures(
             counted_kwh: 0.0,
             approximate_hours: 0,
         });
-        let annual = costs::summary_with_total(s, host, source, accuracy, tariff, now, total)
-            .map_err(|e| {
-                tracing::debug!("ledger projection: {}", wattson_collectors::ErrorChain(&e));
-            })
-            .ok()
-            .and_then(|summary| summary.annual_cost.zip(summary.annual_basis));
+        let annual = match costs::summary_with_total(s, host, source, accuracy, tariff, now, total)
+        {
+            Ok(summary) => summary.annual_cost.zip(summary.annual_basis),
+            Err(e) => {
+                tracing::warn!(
+                    "ledger projection (the last one is served): {}",
+                    wattson_collectors::ErrorChain(&e)
+                );
+                projection.1.clone()
+            }
+        };
         *projection = (Some((Instant::now(), hour)), annual);
     }
     let newest_ms = crate::ledger::energy::power_series(s, host, source)

@@ -44,13 +44,24 @@ pub struct Counted {
     pub note: String,
 }
 
-/// The counter's movement from `before` to `after` (`(ts, Wh)`) over a gap of `ms`, with
-/// the counter's `step`: counted when it went up by no more than any plausible load could
-/// use in that time, else not counted, with why.
-pub fn counted(before: (i64, f64), after: (i64, f64), step: Option<f64>) -> Counted {
+/// The counter's movement from `before` to `after` (`(ts, Wh)`), less `sampled` Wh (what
+/// the integral has of that time), with the counter's `step`: counted when it went up by no
+/// more than any plausible load could use in that time, else not counted, with why.
+pub fn counted(before: (i64, f64), after: (i64, f64), sampled: f64, step: Option<f64>) -> Counted {
     let ms = (after.0 - before.0).max(0);
     let bound = MAX_POWER_W * ms as f64 / 3_600_000.0 + step.unwrap_or(0.0);
-    match movement(before.1, after.1, None) {
+    if after.1 < before.1 {
+        return Counted {
+            wh: None,
+            step_wh: step,
+            note: format!(
+                "not counted: the meter's counter went back over the gap ({:.0} to {:.0} Wh: \
+                 reset or wrapped), so its energy is not known",
+                before.1, after.1
+            ),
+        };
+    }
+    match movement(before.1, (after.1 - sampled).max(before.1), None) {
         Movement::Up(wh) if wh <= bound => Counted {
             wh: Some(wh),
             step_wh: step,
@@ -127,7 +138,7 @@ impl Writer {
                     None => 0.0,
                 };
                 let c = match (before, after) {
-                    (Some(&b), Some(&(t, a))) => counted(b, (t, a - sampled), step),
+                    (Some(&b), Some(&a)) => counted(b, a, sampled, step),
                     _ => Counted {
                         wh: None,
                         step_wh: step,
@@ -222,14 +233,23 @@ mod tests {
 
     #[test]
     fn a_counter_that_moved_up_counts_and_one_that_went_back_does_not() {
-        let c = counted((0, 1000.0), (600_000, 1500.0), Some(1.0));
+        let c = counted((0, 1000.0), (600_000, 1500.0), 0.0, Some(1.0));
         assert_eq!(c.wh, Some(500.0));
         assert_eq!(c.note, "counted by the meter, not sampled");
-        let reset = counted((0, 1000.0), (600_000, 3.0), Some(1.0));
+        // What the integral has of the time after the gap is taken off, never below 0.
+        assert_eq!(
+            counted((0, 1000.0), (600_000, 1500.0), 20.0, None).wh,
+            Some(480.0)
+        );
+        assert_eq!(
+            counted((0, 1000.0), (600_000, 1001.0), 3.0, None).wh,
+            Some(0.0)
+        );
+        let reset = counted((0, 1000.0), (600_000, 3.0), 0.0, Some(1.0));
         assert_eq!(reset.wh, None);
         assert!(reset.note.contains("went back"), "{}", reset.note);
         // 10 minutes can hold at most 16 kW x 1/6 h = 2667 Wh (+ a step).
-        let jump = counted((0, 0.0), (600_000, 5000.0), Some(1.0));
+        let jump = counted((0, 0.0), (600_000, 5000.0), 0.0, Some(1.0));
         assert_eq!(jump.wh, None);
         assert!(jump.note.contains("more than"), "{}", jump.note);
         assert_eq!(
