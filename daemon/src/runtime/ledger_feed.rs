@@ -190,12 +190,12 @@ impl Routine for Feed {
             );
             let mut figures = read_figures(
                 s,
-                &self.host,
-                source,
+                (&self.host, source),
                 self.accuracy,
                 t,
                 &mut self.running,
                 &mut self.projection,
+                chrono::Utc::now(),
             );
             let now_ms = chrono::Utc::now().timestamp_millis();
             let (price, _, from) =

@@ -79,14 +79,13 @@ pub(super) const PROJECTION_RETRY: Duration = Duration::from_secs(5);
 /// sample.
 pub(super) fn read_figures(
     s: &crate::store::Store,
-    host: &str,
-    source: &SourceId,
+    (host, source): (&str, &SourceId),
     accuracy: Option<wattson_collectors::meter::Accuracy>,
     tariff: &Tariff,
     running: &mut RunningPeriods,
     projection: &mut Projection,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> StoreFigures {
-    let now = chrono::Utc::now();
     // A read that fails (the database busy with another writer's commit) serves the last
     // figures read, never none: a publish without them would blank today's cost, and its
     // year would fall back to the current draw's.
@@ -167,4 +166,65 @@ pub(super) fn apply(extras: &mut StateExtras, f: &StoreFigures, last_energy: &mu
     extras.cost_total = Some(p.total.cost + 0.0);
     extras.annual_projection = f.annual_cost.as_ref().map(|a| a.0);
     extras.annual_basis = f.annual_cost.as_ref().map(|a| a.1.clone());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{HOUR_MS, Store, StoreOptions, Writer};
+    use wattson_collectors::{Metric, Sample};
+
+    /// The year is priced again as soon as an hour closes, not up to a minute later: at
+    /// 01:00:00, 30 s after the figure read at 00:59:30, the hour that just closed is in it.
+    #[test]
+    fn the_year_is_read_again_when_an_hour_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let wall = SourceId::meter("wall");
+        let mut opts = StoreOptions {
+            host: "h".into(),
+            ..StoreOptions::default()
+        };
+        opts.spacing_ms.insert(wall.clone(), 1000);
+        let mut w = Writer::new(
+            Store::open(&dir.path().join("f.db"), &opts).unwrap(),
+            opts.clone(),
+        );
+        // Monday 2025-01-13 00:00 UTC: 100 W to 00:59:30, then 5 kW to 01:00:00.
+        let t0 = 1_736_726_400_000;
+        let push = |w: &mut Writer, from_s: i64, to_s: i64, watts: f64| {
+            let samples: Vec<Sample> = (from_s..=to_s)
+                .map(|s| Sample::new(t0 + s * 1000, wall.clone(), Metric::Power, "", watts))
+                .collect();
+            w.push(None, samples);
+            w.flush().unwrap();
+        };
+        push(&mut w, 0, 3570, 100.0);
+        let tariff = crate::ledger::costs::tariff(&crate::config::TariffConfig::default()).unwrap();
+        let (mut running, mut projection) = (RunningPeriods::default(), (None, None));
+        let at = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).unwrap();
+        let first = read_figures(
+            w.store(),
+            ("h", &wall),
+            None,
+            &tariff,
+            &mut running,
+            &mut projection,
+            at(t0 + 3_570_000),
+        );
+        push(&mut w, 3571, 3600, 5000.0);
+        let next = read_figures(
+            w.store(),
+            ("h", &wall),
+            None,
+            &tariff,
+            &mut running,
+            &mut projection,
+            at(t0 + HOUR_MS),
+        );
+        let (a, b) = (first.annual_cost.unwrap().0, next.annual_cost.unwrap().0);
+        assert!(
+            b > a * 1.01,
+            "{a} then {b}: the closed hour's 5 kW is not in it"
+        );
+    }
 }
