@@ -65,12 +65,18 @@ pub fn import(text: &str, host: &str, here: &Hardware) -> Result<WallModel, Cali
     Ok(m)
 }
 
-/// What a file's model must hold beyond being whole ([`WallModel::check`]), said as the
-/// reason it is refused: its names pass the one rule for names (they reach the comments of
-/// the exported YAML, labels and pages), its curve and the wall it saw are watts a meter
-/// could read (finite, 0 to 16 kW: [`Limits::check`]), and a line's every term stays within
-/// 16 kW over the range its signal was seen in.
-fn vet(m: &WallModel) -> Result<(), String> {
+/// The largest a signal a model reads may be, either side of 0: a share is at most 1, a
+/// utilisation 100 %, a frequency some thousands of MHz, a power under 16 kW.
+pub const MAX_SIGNAL: f64 = 1e6;
+
+/// What a model must hold beyond being whole ([`WallModel::check`]), said as the reason it
+/// is refused, at import and when read back from a database
+/// ([`super::persist`]: the service user writes it): its names pass the one rule for names
+/// (they reach the comments of the exported YAML, labels and pages), its curve and the wall
+/// it saw are watts a meter could read (finite, 0 to 16 kW: [`Limits::check`]), the values
+/// of a signal it saw are within [`MAX_SIGNAL`], and a line's every term stays within 16 kW
+/// over the range its signal was seen in.
+pub fn vet(m: &WallModel) -> Result<(), String> {
     let name = |what: &str, value: &str, rule: fn(&str) -> Result<(), String>| {
         rule(value).map_err(|e| format!("{what} {value:?} {e}"))
     };
@@ -103,6 +109,10 @@ fn vet(m: &WallModel) -> Result<(), String> {
             )
         })
     };
+    for (span, f) in m.feature_spans.iter().zip(&m.model.features) {
+        signal(&f.name(), span.min)?;
+        signal(&f.name(), span.max)?;
+    }
     watts("the wall's least", m.wall_span.min)?;
     watts("the wall's most", m.wall_span.max)?;
     let terms = |coefficients: &[f64], features: usize| -> Result<(), String> {
@@ -125,6 +135,7 @@ fn vet(m: &WallModel) -> Result<(), String> {
     match &m.model.shape {
         Shape::Table { points, plus } => {
             for (x, w) in points {
+                signal(&m.model.features[0].name(), *x)?;
                 watts(&format!("the table's point at {x}"), *w)?;
             }
             terms(plus, 1)
@@ -140,5 +151,17 @@ fn vet(m: &WallModel) -> Result<(), String> {
             }
             terms(coefficients, 0)
         }
+    }
+}
+
+/// Refuses a value of the signal `name` no signal reads ([`MAX_SIGNAL`]).
+fn signal(name: &str, v: f64) -> Result<(), String> {
+    if v.abs() < MAX_SIGNAL {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name} is seen at {v:e} in it, which no signal reads: a signal's values are \
+             finite, within {MAX_SIGNAL:e} of 0"
+        ))
     }
 }

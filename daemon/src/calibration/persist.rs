@@ -62,15 +62,21 @@ fn newest_first(
         .filter_map(move |(id, text)| match parse(&text) {
             Ok(m) => Some(m),
             Err(why) => {
-                tracing::warn!("wall model {id} of {host} in the database skipped: {why}");
+                tracing::warn!(
+                    "wall model {id} of {host} in the database refused, not used: {why}; fit \
+                     one again (`wattson calibration fit`) or import a file"
+                );
                 None
             }
         }))
 }
 
-/// A model from its JSON, checked whole.
+/// A model from its JSON, checked whole and vetted as an imported one is
+/// ([`super::export::vet`]: names, watts, signal values), since whoever may write the
+/// database (the service user, as root reads it) may have written it.
 pub fn parse(text: &str) -> Result<WallModel, String> {
     let m: WallModel = serde_json::from_str(text).map_err(|e| e.to_string())?;
     m.check()?;
+    super::export::vet(&m)?;
     Ok(m)
 }

@@ -5,7 +5,9 @@
 
 use std::fmt::Write as _;
 
+use serde::Serialize;
 use wattson_collectors::Metric;
+use wattson_collectors::plausibility::MAX_POWER_W;
 
 use crate::calibration::CalibrationError;
 use crate::calibration::model::{Feature, Shape, WallModel, interpolate};
@@ -49,12 +51,48 @@ fn curve(model: &WallModel) -> Result<Vec<(f64, f64)>, CalibrationError> {
     }
 }
 
+/// The powercalc profile's YAML body: `powercalc: sensors:` and the one sensor.
+#[derive(Debug, Serialize)]
+struct PowercalcFile {
+    powercalc: PowercalcSensors,
+}
+
+#[derive(Debug, Serialize)]
+struct PowercalcSensors {
+    sensors: [PowercalcSensor; 1],
+}
+
+#[derive(Debug, Serialize)]
+struct PowercalcSensor {
+    entity_id: String,
+    name: String,
+    unique_id: String,
+    linear: Linear,
+}
+
+/// powercalc's `linear` strategy: a calibrate table of `STATE -> WATTS` entries.
+#[derive(Debug, Serialize)]
+struct Linear {
+    calibrate: Vec<String>,
+}
+
+/// Refuses a model that is not whole, or whose names or watts would be refused at import
+/// ([`crate::calibration::export::vet`]): what is exported is what could be imported.
+fn vetted(model: &WallModel) -> Result<(), CalibrationError> {
+    model
+        .check()
+        .and_then(|()| crate::calibration::export::vet(model))
+        .map_err(|e| CalibrationError::BadInput(format!("the model is refused: {e}")))
+}
+
 /// A powercalc virtual power sensor (`powercalc: sensors:`) over the entity wattson
 /// publishes for the model's one signal. powercalc reads a calibrate table's values as
 /// whole numbers, so the curve is written at every whole number of the entity's state it
 /// saw (or at its points, rounded, where there are over 200 of them): powercalc's straight
-/// lines between them are the model's to within the rounding.
+/// lines between them are the model's to within the rounding. The YAML is written by a
+/// YAML serializer; only the comments above it are composed here ([`comments`]).
 pub fn powercalc(model: &WallModel, host: &str) -> Result<String, CalibrationError> {
+    vetted(model)?;
     let feature = &model.model.features[0];
     let (object_id, factor) = entity(feature)
         .filter(|_| model.model.features.len() == 1)
@@ -77,7 +115,7 @@ pub fn powercalc(model: &WallModel, host: &str) -> Result<String, CalibrationErr
         (points[0].0 * factor).floor() as i64,
         (points[points.len() - 1].0 * factor).ceil() as i64,
     );
-    let keys: Vec<i64> = if hi - lo <= 200 {
+    let keys: Vec<i64> = if hi.saturating_sub(lo) <= 200 {
         (lo..=hi).collect()
     } else {
         let mut k: Vec<i64> = points
@@ -87,6 +125,17 @@ pub fn powercalc(model: &WallModel, host: &str) -> Result<String, CalibrationErr
         k.dedup();
         k
     };
+    let mut calibrate = Vec::with_capacity(keys.len());
+    for k in keys {
+        let w = interpolate(&points, k as f64 / factor).max(0.0);
+        if !w.is_finite() || w >= MAX_POWER_W {
+            return Err(CalibrationError::BadInput(format!(
+                "the model's curve reaches {w:e} W at {k} (the entity's state) between its \
+                 points: watts are finite, under {MAX_POWER_W} W; fit it again"
+            )));
+        }
+        calibrate.push(format!("{k} -> {w:.2}"));
+    }
     let entity_id = super::mqtt::discovery::entity_id(host, object_id);
     let mut out = comments(&[
         format!(
@@ -99,19 +148,27 @@ pub fn powercalc(model: &WallModel, host: &str) -> Result<String, CalibrationErr
         ),
         "the entity, which powercalc instead holds at the table's ends.".to_owned(),
     ]);
-    let _ = write!(
-        out,
-        "powercalc:\n  sensors:\n    - entity_id: {entity_id}\n      name: {}\n\
-         \x20     unique_id: {}_estimated_wall_power\n      linear:\n        calibrate:\n",
-        // A JSON string is a YAML double-quoted scalar: any host name stays one value.
-        serde_json::to_string(&format!("{host} estimated wall power")).unwrap_or_default(),
-        super::mqtt::discovery::node_id(host),
-    );
-    for k in keys {
-        let w = interpolate(&points, k as f64 / factor).max(0.0);
-        let _ = writeln!(out, "          - {k} -> {w:.2}");
-    }
+    let body = PowercalcFile {
+        powercalc: PowercalcSensors {
+            sensors: [PowercalcSensor {
+                entity_id,
+                name: format!("{host} estimated wall power"),
+                unique_id: format!(
+                    "{}_estimated_wall_power",
+                    super::mqtt::discovery::node_id(host)
+                ),
+                linear: Linear { calibrate },
+            }],
+        },
+    };
+    out.push_str(&yaml(&body)?);
     Ok(out)
+}
+
+/// `value` as a YAML document (no `---`), by the serializer.
+fn yaml<T: Serialize>(value: &T) -> Result<String, CalibrationError> {
+    serde_norway::to_string(value)
+        .map_err(|e| CalibrationError::BadInput(format!("writing the YAML: {e}")))
 }
 
 /// The `/metrics` selector of `feature` on `host`, summed to one series per host, and the
@@ -137,12 +194,82 @@ fn selector(feature: &Feature, host: &str) -> Option<(String, f64)> {
     Some((format!("sum by (host) ({selector})"), scale))
 }
 
+/// A Prometheus rules file: one group of one recording rule.
+#[derive(Debug, Serialize)]
+struct RulesFile {
+    groups: [RuleGroup; 1],
+}
+
+#[derive(Debug, Serialize)]
+struct RuleGroup {
+    name: String,
+    rules: [RecordingRule; 1],
+}
+
+#[derive(Debug, Serialize)]
+struct RecordingRule {
+    record: &'static str,
+    expr: String,
+    labels: RuleLabels,
+}
+
+#[derive(Debug, Serialize)]
+struct RuleLabels {
+    host: String,
+    /// [`wattson_collectors::SourceId::Estimate`], as the daemon's own estimate is labelled.
+    source: String,
+}
+
+/// The name of the rule group for `host`.
+pub fn rule_group(host: &str) -> String {
+    format!(
+        "wattson-calibration-{}",
+        super::mqtt::discovery::node_id(host)
+    )
+}
+
 /// A Prometheus rules file recording [`RULE_NAME`] for `host` from the model over wattson's
-/// own metrics (scraped or remote-written): a line's sum, or a table as a line and a
-/// `clamp_min` hinge at each inner point (the same straight lines between the points),
-/// kept only while every signal lies inside the range the model saw (`and` each signal's
-/// bounds: [`crate::calibration::model::Span::bounds`]), so it withholds where wattson does.
+/// own metrics (scraped or remote-written): [`rule_expression`], labelled with the host
+/// and the source of wattson's own estimate. The YAML is written by a YAML serializer; only the comments above
+/// it are composed here ([`comments`]).
 pub fn prometheus_rule(model: &WallModel, host: &str) -> Result<String, CalibrationError> {
+    let expr = rule_expression(model, host)?;
+    let date = model.provenance();
+    let mut out = comments(&[
+        format!("wattson: {host}'s wall power {date}."),
+        format!(
+            "The model: {}; it saw the wall at {:.1} to {:.1} W. As wattson does, the rule",
+            model.model.describe(),
+            model.wall_span.min,
+            model.wall_span.max,
+        ),
+        "records nothing while a signal lies outside what the model saw.".to_owned(),
+    ]);
+    let body = RulesFile {
+        groups: [RuleGroup {
+            name: rule_group(host),
+            rules: [RecordingRule {
+                record: RULE_NAME,
+                expr,
+                labels: RuleLabels {
+                    host: host.to_owned(),
+                    source: wattson_collectors::SourceId::Estimate.to_string(),
+                },
+            }],
+        }],
+    };
+    out.push_str(&yaml(&body)?);
+    Ok(out)
+}
+
+/// The PromQL the rule records for `host`: a line's sum, or a table as a line and a
+/// `clamp_min` hinge at each inner point (the same straight lines between the points), kept
+/// only while every signal lies inside the range the model saw (`and` each signal's
+/// bounds: [`crate::calibration::model::Span::bounds`]), so it withholds where wattson does.
+/// Refused for a model that is not whole or would not be imported ([`vetted`]), or one
+/// whose slopes are not finite numbers (table points too close together).
+pub fn rule_expression(model: &WallModel, host: &str) -> Result<String, CalibrationError> {
+    vetted(model)?;
     let mut inputs = Vec::new();
     for f in &model.model.features {
         let (sel, scale) = selector(f, host).ok_or_else(|| {
@@ -158,7 +285,11 @@ pub fn prometheus_rule(model: &WallModel, host: &str) -> Result<String, Calibrat
             format!("({sel} / {scale:e})")
         });
     }
-    let num = |v: f64| format!("{v:e}");
+    let mut numbers = Vec::new();
+    let mut num = |v: f64| {
+        numbers.push(v);
+        format!("{v:e}")
+    };
     let expr = match &model.model.shape {
         Shape::Linear {
             intercept_w,
@@ -202,31 +333,18 @@ pub fn prometheus_rule(model: &WallModel, host: &str) -> Result<String, Calibrat
         let (lo, hi) = span.bounds();
         let _ = write!(
             expr,
-            "\n          and on (host) (({x} >= {}) <= {})",
+            "\n  and on (host) (({x} >= {}) <= {})",
             num(lo),
             num(hi)
         );
     }
-    let date = model.provenance();
-    let mut out = comments(&[
-        format!("wattson: {host}'s wall power {date}."),
-        format!(
-            "The model: {}; it saw the wall at {:.1} to {:.1} W. As wattson does, the rule",
-            model.model.describe(),
-            model.wall_span.min,
-            model.wall_span.max,
-        ),
-        "records nothing while a signal lies outside what the model saw.".to_owned(),
-    ]);
-    let _ = write!(
-        out,
-        "groups:\n  - name: wattson-calibration-{}\n    rules:\n      - record: {RULE_NAME}\n\
-         \x20       expr: >-\n          {expr}\n        labels:\n          host: {}\n\
-         \x20         source: estimate:wall\n",
-        super::mqtt::discovery::node_id(host),
-        serde_json::to_string(host).unwrap_or_default(),
-    );
-    Ok(out)
+    if let Some(v) = numbers.iter().find(|v| !v.is_finite()) {
+        return Err(CalibrationError::BadInput(format!(
+            "the rule would hold {v}: the model's table points are too close together for \
+             a slope between them; fit it again"
+        )));
+    }
+    Ok(expr)
 }
 
 /// `lines` as YAML comment lines (`# ` and the line). A line holds text from a stored or

@@ -80,20 +80,19 @@ fn the_powercalc_profile_reproduces_the_estimate_within_1_percent() {
         &day.config,
         &["calibration", "export", "--format", "powercalc"],
     );
-    assert!(
-        yaml.contains(
-            "powercalc:\n  sensors:\n    - entity_id: sensor.wattson_e2e_cpu_utilisation\n"
-        ),
+    // Read as Home Assistant reads it: a YAML document of one sensor.
+    let doc: serde_norway::Value = serde_norway::from_str(&yaml).unwrap();
+    let sensor = &doc["powercalc"]["sensors"][0];
+    assert_eq!(
+        sensor["entity_id"].as_str(),
+        Some("sensor.wattson_e2e_cpu_utilisation"),
         "{yaml}"
     );
-    assert!(
-        yaml.contains("      linear:\n        calibrate:\n"),
-        "{yaml}"
-    );
-    let table: Vec<(i64, f64)> = yaml
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("- "))
-        .filter_map(|l| l.split_once(" -> "))
+    let table: Vec<(i64, f64)> = sensor["linear"]["calibrate"]
+        .as_sequence()
+        .unwrap_or_else(|| panic!("no calibrate table in {yaml}"))
+        .iter()
+        .filter_map(|p| p.as_str()?.split_once(" -> "))
         .map(|(k, w)| (k.parse().unwrap(), w.parse().unwrap()))
         .collect();
     assert!(table.len() >= 10, "{yaml}");
