@@ -218,12 +218,19 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<(), RuntimeError> {
 fn open_store(
     config: &Config,
 ) -> Result<(StoreHandle, JoinHandle<Result<(), StoreError>>), RuntimeError> {
+    use std::os::unix::fs::DirBuilderExt as _;
     let path = &config.storage.path;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| RuntimeError::DatabaseDir {
-            dir: dir.to_owned(),
-            source,
-        })?;
+        // Made writable by its owner alone, as the database's directory must be
+        // (`store::directory`), whatever the umask.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(|source| RuntimeError::DatabaseDir {
+                dir: dir.to_owned(),
+                source,
+            })?;
     }
     // Its errors name the database (and the other writer, or why it is read-only).
     let (store, store_thread) = StoreHandle::spawn(path, store_options(config))?;

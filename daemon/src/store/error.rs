@@ -107,6 +107,26 @@ pub enum StoreError {
          --db at the database itself, or remove the link"
     )]
     Link { path: PathBuf, target: PathBuf },
+    #[error(
+        "the database's directory {dir} {why}: whoever may write it may replace the database \
+         or plant a link where wattson, perhaps as root, opens or creates a file, so wattson \
+         opens nothing in it (as ssh's StrictModes); make it root's or wattson's user's and \
+         writable by its owner alone (`chmod go-w {dir}`), or give [storage] path or --db a \
+         directory of its own"
+    )]
+    Directory { dir: PathBuf, why: String },
+    #[error(
+        "the database's directory {dir} is a symbolic link (to {target}) made by {owner}: \
+         wattson follows a link to a database's directory only when root or the user it runs \
+         as ({me}) made it, as another user may point it anywhere; point [storage] path or \
+         --db at the directory it leads to, or have root make the link"
+    )]
+    DirectoryLink {
+        dir: PathBuf,
+        target: PathBuf,
+        owner: String,
+        me: String,
+    },
 }
 
 /// Why a schema migration failed, with SQLite's reason but without the migration's whole

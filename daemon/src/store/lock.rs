@@ -122,6 +122,8 @@ impl WriterLock {
             uid: nix::unistd::geteuid().as_raw(),
             source,
         };
+        // Nothing is created in a directory another user may write (SECURITY.md).
+        super::open::unlinked(db)?;
         // Never through a link another user planted at the name (SECURITY.md).
         let file = crate::safe_open::lock_file(&path).map_err(|e| lock_error(&path, e))?;
         let started = Instant::now();

@@ -38,6 +38,7 @@
 
 mod backfill;
 pub mod codec;
+mod directory;
 mod error;
 mod existing;
 mod file;

@@ -51,7 +51,9 @@ fn identify(conn: &Connection, path: &Path, new_allowed: bool) -> Result<Identit
 }
 
 /// The name SQLite is given for the database at `path`: refused ([`StoreError::Link`]) when
-/// `path` itself is a symbolic link, else its directory resolved and its own name kept.
+/// `path` itself is a symbolic link, and when its directory is one another user made or
+/// another user may write ([`super::directory::check`]), else its directory resolved and its
+/// own name kept.
 ///
 /// SQLite follows a link at the database's name, creating the file it names (root's `tariff
 /// import` through a dangling link the service user planted in its state directory made a
@@ -76,7 +78,11 @@ pub(super) fn unlinked(path: &Path) -> Result<PathBuf, StoreError> {
         dir
     };
     // A directory that cannot be resolved is left for SQLite to say so.
-    Ok(std::fs::canonicalize(dir).map_or_else(|_| path.to_owned(), |d| d.join(name)))
+    let Ok(resolved) = std::fs::canonicalize(dir) else {
+        return Ok(path.to_owned());
+    };
+    super::directory::check(dir, &resolved, path)?;
+    Ok(resolved.join(name))
 }
 
 impl Store {

@@ -27,7 +27,7 @@ fn full_disk(seconds: u64, cycles: u32) {
     let mnt = dir.path().join("small");
     std::fs::create_dir(&mnt).unwrap();
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=8m,mode=0755", "tmpfs"])
         .arg(&mnt)
         .output();
     let why = match mounted {

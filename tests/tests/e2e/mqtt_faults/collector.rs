@@ -23,7 +23,7 @@ impl SmallDisk {
         let mnt = dir.path().join("small");
         std::fs::create_dir(&mnt).unwrap();
         let out = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
+            .args(["-t", "tmpfs", "-o", "size=8m,mode=0755", "tmpfs"])
             .arg(&mnt)
             .output();
         match out {

@@ -47,12 +47,18 @@ fn second_user() -> Option<(u32, u32)> {
     }
 }
 
-/// A directory anyone may write, as /tmp is (mode 1777).
-fn shared_dir(env: &TestEnv) -> PathBuf {
-    let dir = env.path("shared");
+/// The second user's own directory (mode 0755), as the service's state directory is the
+/// service user's, holding an empty database file of that user's: root may open what is
+/// in it (`store::directory`), and that user may plant anything there.
+fn service_dir(env: &TestEnv, (uid, gid): (u32, u32)) -> PathBuf {
+    let dir = env.path("state");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&env.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
+    let db = dir.join("w.db");
+    std::fs::write(&db, b"").unwrap();
+    std::os::unix::fs::chown(&db, Some(uid), Some(gid)).unwrap();
     dir
 }
 
@@ -194,7 +200,7 @@ fn a_database_naming_any_path_makes_root_write_nothing_there() {
 fn a_database_another_user_wrote_is_restored_from_only_when_asked() {
     let Some(user) = second_user() else { return };
     let env = TestEnv::new();
-    let dir = shared_dir(&env);
+    let dir = service_dir(&env, user);
     let db = dir.join("w.db");
     let (root, config) = machine(&env, &db);
     let victim = env.path("passwd");
@@ -234,13 +240,14 @@ fn a_database_another_user_wrote_is_restored_from_only_when_asked() {
     assert_eq!(unrestored(&db), vec![victim.display().to_string()]);
 }
 
-/// Row 2: another user's `w.db.lock -> victim` in a shared directory: root's `run` refuses
-/// the lock and leaves the victim as it was; so does `idle --measure` with `.idle-lock`.
+/// Row 2: another user's `w.db.lock -> victim` in that user's directory, beside that user's
+/// database: root's `run` refuses the lock and leaves the victim as it was; so does
+/// `idle --measure` with `.idle-lock`.
 #[test]
 fn lock_files_planted_as_links_are_never_followed() {
     let Some(user) = second_user() else { return };
     let env = TestEnv::new();
-    let dir = shared_dir(&env);
+    let dir = service_dir(&env, user);
     let db = dir.join("w.db");
     let victim = env.path("victim");
     std::fs::write(&victim, "keep\n").unwrap();

@@ -111,8 +111,9 @@ fn a_database_read_only_for_the_daemons_user_is_refused_at_start() {
     // The files are root's, 0644: the lock file is the first thing the daemon cannot open.
     let locked_out = run_as_nobody(&config);
     let lock_err = String::from_utf8_lossy(&locked_out.stderr).into_owned();
-    // A directory it may write, but the database file still root's and 0644.
-    std::fs::set_permissions(env.dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // A directory it may write (its own: one any user may write is refused before the
+    // database is looked at), but the database file still root's and 0644.
+    std::os::unix::fs::chown(env.dir.path(), Some(65_534), Some(65_534)).unwrap();
     std::fs::remove_file(env.path("wattson.db.lock")).unwrap();
     let read_only = run_as_nobody(&config);
     let ro_err = String::from_utf8_lossy(&read_only.stderr).into_owned();
