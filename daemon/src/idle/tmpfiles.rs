@@ -140,6 +140,67 @@ impl Lines {
     }
 }
 
+/// What to add to [`Lines`]: a comment, or a `w` line of a path and a value.
+#[cfg(any(test, feature = "fuzz"))]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Comment(String),
+    Write(String, String),
+}
+
+/// The property of [`Lines`] that its fuzz target (`tests/fuzz`, `tmpfiles_line`) and
+/// property test check: after `ops` (each taken or refused), the text, read line by line as
+/// systemd-tmpfiles reads it (a line ends at `\n`, `\r` or NUL), is exactly the comments and
+/// `w` lines taken, in order: a comment one line of `# ` and its text, every other line a
+/// `w` line of seven fields for the path and value given. `Err` says what broke it. Built
+/// for tests and with the `fuzz` feature only.
+#[cfg(any(test, feature = "fuzz"))]
+pub fn holds_only_what_was_taken(ops: &[Op]) -> Result<(), String> {
+    let mut lines = Lines::new();
+    let mut taken = Vec::new();
+    for op in ops {
+        let ok = match op {
+            Op::Comment(text) => lines.comment(text).is_ok(),
+            Op::Write(path, value) => lines.write(Path::new(path), value).is_ok(),
+        };
+        if ok {
+            taken.push(op);
+        }
+    }
+    let text = lines.text();
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err(format!("the text does not end a line: {text:?}"));
+    }
+    let read: Vec<&str> = text
+        .split(['\n', '\r', '\0'])
+        .filter(|l| !l.is_empty())
+        .collect();
+    if read.len() != taken.len() {
+        return Err(format!(
+            "{} lines read for {} taken: {text:?}",
+            read.len(),
+            taken.len()
+        ));
+    }
+    for (line, op) in read.iter().zip(&taken) {
+        let fine = match op {
+            Op::Comment(c) => line.strip_prefix("# ") == Some(c.as_str()),
+            Op::Write(path, value) => {
+                line.split_ascii_whitespace().collect::<Vec<_>>()
+                    == ["w", path.as_str(), "-", "-", "-", "-", value.as_str()]
+                    && !line.contains(['%', '\\'])
+            }
+        };
+        if !fine {
+            return Err(format!("{line:?} is not what was taken: {op:?}"));
+        }
+    }
+    if lines.writes() != taken.iter().filter(|o| matches!(o, Op::Write(..))).count() {
+        return Err("the count of `w` lines is not the count taken".into());
+    }
+    Ok(())
+}
+
 /// An absolute path of plain components, each printable ASCII without whitespace or what
 /// tmpfiles.d would read as a specifier, an escape or a quote.
 fn plain_path(path: &Path) -> bool {
@@ -369,6 +430,45 @@ mod tests {
              w /sys/module/pcie_aspm/parameters/policy - - - - powersave\n\
              w /sys/devices/pci0000:00/0000:00:1c.0/power/control - - - - auto\n"
         );
+    }
+
+    /// Text as it may reach [`Lines`]: anything, printable ASCII, a path-like string with
+    /// what tmpfiles.d reads as specifiers, escapes and quotes, and a line break with a
+    /// line of another type after it.
+    fn hostile() -> impl proptest::strategy::Strategy<Value = String> {
+        proptest::prop_oneof![
+            proptest::prelude::any::<String>(),
+            "[ -~]{0,40}",
+            "/sys/[a-z0-9_:./%\\\\\"' -]{0,30}",
+            "[a-z0-9_.:-]{1,70}",
+            "[a-z ]{0,8}[\n\r\u{0}\u{85}\u{2028}\u{2029}]f\\+ /etc/sudoers.d/x 0440 root root - x",
+        ]
+    }
+
+    proptest::proptest! {
+        // 2,000 cases; more: PROPTEST_CASES=20000 cargo test -p wattson --lib tmpfiles::tests::fuzz
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000)
+        ))]
+
+        /// Hostile comments, paths and values: what [`Lines`] takes, read back line by line
+        /// as systemd-tmpfiles reads it (a line ends at `\n`, `\r` or NUL), is exactly the
+        /// comments and `w` lines taken, in order, each `w` line the path and value given.
+        #[test]
+        fn fuzz_every_line_is_a_comment_or_a_w_line_for_the_path_given(
+            ops in proptest::collection::vec(
+                (proptest::prelude::any::<bool>(), hostile(), hostile()),
+                0..8,
+            )
+        ) {
+            let ops: Vec<Op> = ops
+                .into_iter()
+                .map(|(comment, a, b)| if comment { Op::Comment(a) } else { Op::Write(a, b) })
+                .collect();
+            if let Err(e) = holds_only_what_was_taken(&ops) {
+                proptest::prop_assert!(false, "{e}");
+            }
+        }
     }
 
     #[test]

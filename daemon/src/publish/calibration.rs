@@ -368,9 +368,44 @@ fn comments(lines: &[String]) -> String {
     out
 }
 
+#[cfg(any(test, feature = "fuzz"))]
+pub mod properties;
+
 #[cfg(test)]
 mod tests {
     use super::comments;
+    use super::properties::{model_from_bytes, powercalc_holds, prometheus_rule_holds};
+
+    proptest::proptest! {
+        // 2,000 cases; more: PROPTEST_CASES=20000 cargo test -p wattson --lib publish::calibration::tests::fuzz
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000)
+        ))]
+
+        /// A model from arbitrary bytes (hostile names, NaN, infinities, 1e308 among the
+        /// numbers): refused with a reason, or a powercalc profile of exactly the keys and
+        /// values meant.
+        #[test]
+        fn fuzz_the_powercalc_yaml_has_exactly_the_structure_meant(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)
+        ) {
+            let (model, host) = model_from_bytes(&bytes);
+            if let Err(e) = powercalc_holds(&model, &host) {
+                proptest::prop_assert!(false, "{e}");
+            }
+        }
+
+        /// The same for the Prometheus rules file.
+        #[test]
+        fn fuzz_the_prometheus_rule_has_exactly_the_structure_meant(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)
+        ) {
+            let (model, host) = model_from_bytes(&bytes);
+            if let Err(e) = prometheus_rule_holds(&model, &host) {
+                proptest::prop_assert!(false, "{e}");
+            }
+        }
+    }
 
     #[test]
     fn a_comment_stays_one_line_whatever_it_holds() {
