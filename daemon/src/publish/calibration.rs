@@ -348,19 +348,25 @@ pub fn rule_expression(model: &WallModel, host: &str) -> Result<String, Calibrat
 }
 
 /// `lines` as YAML comment lines (`# ` and the line). A line holds text from a stored or
-/// imported model (a host it was borrowed from, a signal's channel), so every control
-/// character and line separator in it is written as an escape (`\u{a}`): YAML ends a comment
-/// at a line break (PyYAML, which Home Assistant reads with, also at U+0085, U+2028 and
-/// U+2029), and the rest of the line would be read as keys.
+/// imported model (a host it was borrowed from, a signal's channel) and the configured host
+/// name, so every character but those a YAML reader takes in a comment as text is written
+/// as an escape (`\u{a}`): YAML ends a comment at a line break (PyYAML, which Home
+/// Assistant reads with, also at U+0085, U+2028 and U+2029), and the rest of the line would
+/// be read as keys; and a reader refuses the whole file for a character outside YAML's
+/// printable set (U+FFFE, U+FFFF, and for libyaml's readers a byte order mark inside it).
 fn comments(lines: &[String]) -> String {
+    let kept = |c: char| {
+        matches!(c, ' '..='~' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fefe}' | '\u{ff00}'..='\u{fffd}' | '\u{10000}'..)
+            && !matches!(c, '\u{2028}' | '\u{2029}')
+    };
     let mut out = String::new();
     for line in lines {
         out.push_str("# ");
         for c in line.chars() {
-            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
-                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-            } else {
+            if kept(c) {
                 out.push(c);
+            } else {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
             }
         }
         out.push('\n');
@@ -405,6 +411,40 @@ mod tests {
                 proptest::prop_assert!(false, "{e}");
             }
         }
+    }
+
+    /// Regression: the first findings of the fuzz targets `powercalc_yaml` and
+    /// `prometheus_rule` (2026-12-07), a host name holding U+FFFF, which a YAML reader
+    /// refuses anywhere in a file, comments too: the export could not be read.
+    const FOUND: [&[u8]; 2] = [
+        &[
+            0xf2, 0x3, 0x21, 0x3, 0x1, 0x0, 0x72, 0x27, 0xb, 0x0, 0xef, 0xbf, 0xbf, 0xbd, 0xef,
+            0xbf, 0xbd, 0xef, 0xbf, 0xbd, 0x5c, 0x78, 0x30, 0x31, 0x7b, 0x7b, 0x5c, 0x30, 0x5c,
+            0x30, 0x5c, 0x30, 0x5c, 0x30, 0x5c, 0x30, 0x5c, 0x30, 0x5c, 0x30, 0x5c, 0x30, 0x7b,
+            0x5c, 0x30, 0x7b, 0x2c, 0x5c, 0x30, 0x20, 0x65, 0x73, 0x74, 0x69, 0x6d, 0x61, 0x74,
+            0x65, 0x64, 0x20, 0x77, 0x61, 0x6c, 0x6c, 0x20, 0x70, 0x6f, 0x77, 0x65, 0x72, 0xd,
+            0x20, 0x65, 0x25, 0xf2, 0x3, 0xf2, 0x1, 0x3,
+        ],
+        &[
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1, 0xff, 0x29, 0x74, 0xff, 0xff, 0xff, 0xff,
+            0xbf, 0xbd, 0xef, 0xbf, 0xbd, 0xef, 0xbf, 0xbd, 0x90, 0x5c, 0x30, 0x5c, 0x30, 0xef,
+            0xbd, 0xef, 0xbf, 0xbf, 0xbd, 0x8, 0x8, 0x8, 0x8, 0x8, 0x8, 0x8, 0x8, 0x8, 0x8, 0x8,
+            0x8, 0x8, 0xef, 0xbf, 0xbd, 0x8, 0x8, 0xfe, 0x8, 0x8, 0x8, 0x8, 0x8, 0x60, 0x8, 0x9,
+            0xe, 0xff,
+        ],
+    ];
+
+    #[test]
+    fn the_fuzz_targets_findings_export_as_yaml_a_reader_takes() {
+        for bytes in FOUND {
+            let (model, host) = model_from_bytes(bytes);
+            assert!(host.contains('\u{ffff}'), "{host:?}");
+            powercalc_holds(&model, &host).unwrap();
+            prometheus_rule_holds(&model, &host).unwrap();
+        }
+        let text = comments(&["nas\u{fffe}\u{ffff}\u{feff}\u{fffd}\u{e9}".to_owned()]);
+        assert_eq!(text, "# nas\\u{fffe}\\u{ffff}\\u{feff}\u{fffd}\u{e9}\n");
+        serde_norway::from_str::<serde_norway::Value>(&text).unwrap();
     }
 
     #[test]

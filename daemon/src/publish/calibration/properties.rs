@@ -12,8 +12,9 @@ use crate::calibration::model::{Feature, Hardware, Model, Shape, Span, WallModel
 use crate::publish::mqtt::discovery::{entity_id, node_id};
 
 /// Names as they may reach a model: a newline and keys after it, YAML's own signs, the
-/// line separators PyYAML breaks at, the words YAML reads as something other than text.
-const NAMES: [&str; 14] = [
+/// line separators PyYAML breaks at, the words YAML reads as something other than text,
+/// the characters a YAML reader refuses anywhere in a file.
+const NAMES: [&str; 15] = [
     "nas\ngroups:\n  - name: pwned",
     "all\"}\n  - name: pwned",
     channel::ALL,
@@ -28,6 +29,7 @@ const NAMES: [&str; 14] = [
     "# x",
     "x: y",
     "&a *a !!str |>",
+    "x\u{fffe}\u{ffff}\u{feff}y",
 ];
 
 /// Numbers as they may reach a model: not finite, the largest and smallest, and the edges
