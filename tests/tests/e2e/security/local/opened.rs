@@ -36,6 +36,19 @@ fn commands(db: &Path, prices: &Path) -> Vec<Vec<String>> {
     .collect()
 }
 
+/// A test environment, its config with a tariff, and a price file for `tariff import`.
+fn with_a_tariff() -> (TestEnv, PathBuf, PathBuf) {
+    let env = TestEnv::new();
+    let config = env.config("[tariff]\ncurrency = \"GBP\"\nprice_per_kwh = 0.30\n");
+    let prices = env.path("prices.csv");
+    std::fs::write(
+        &prices,
+        "start,end,price_per_kwh\n2026-01-01T00:00:00Z,2026-01-01T00:30:00Z,0.2\n",
+    )
+    .unwrap();
+    (env, config, prices)
+}
+
 /// Every command refused naming the link and where it leads, and saying what to do.
 fn refused_everywhere(config: &Path, db: &Path, prices: &Path, target: &Path) {
     for args in commands(db, prices) {
@@ -60,14 +73,7 @@ fn refused_everywhere(config: &Path, db: &Path, prices: &Path, target: &Path) {
 /// existing database is refused the same way and the database is left as it was.
 #[test]
 fn a_database_reached_through_a_link_is_refused_and_nothing_is_created_where_it_leads() {
-    let env = TestEnv::new();
-    let config = env.config("[tariff]\ncurrency = \"GBP\"\nprice_per_kwh = 0.30\n");
-    let prices = env.path("prices.csv");
-    std::fs::write(
-        &prices,
-        "start,end,price_per_kwh\n2026-01-01T00:00:00Z,2026-01-01T00:30:00Z,0.2\n",
-    )
-    .unwrap();
+    let (env, config, prices) = with_a_tariff();
     let target = env.path("target.db");
     std::os::unix::fs::symlink(&target, &env.db).unwrap();
 
@@ -162,14 +168,7 @@ fn refused_for_the_directory(config: &Path, dir: &Path, prices: &Path, says: &st
 fn a_database_directory_another_user_may_write_or_has_linked_is_refused() {
     use std::os::unix::fs::PermissionsExt as _;
     use std::os::unix::process::CommandExt as _;
-    let env = TestEnv::new();
-    let config = env.config("[tariff]\ncurrency = \"GBP\"\nprice_per_kwh = 0.30\n");
-    let prices = env.path("prices.csv");
-    std::fs::write(
-        &prices,
-        "start,end,price_per_kwh\n2026-01-01T00:00:00Z,2026-01-01T00:30:00Z,0.2\n",
-    )
-    .unwrap();
+    let (env, config, prices) = with_a_tariff();
     let mode = |dir: &Path, mode: u32| {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
     };
