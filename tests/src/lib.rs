@@ -441,6 +441,21 @@ pub fn simulate(
         .expect("starting a simulator")
 }
 
+/// Stops a simulated meter while a daemon still reads its port, keeping the port's number:
+/// the returned handle holds the pseudo-terminal's slave open, so the kernel does not give
+/// the number (`/dev/pts/N`) to another test's simulator, which the daemon would then find
+/// and read as its meter come back. Keep it until the daemon has stopped.
+pub fn stop_meter_keeping_its_port(meter: wattson::sources::meters::SimHandle) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+        .open(&meter.path)
+        .expect("opening the simulated meter's port");
+    drop(meter);
+    held
+}
+
 /// The deleted files process `pid` holds open whose path starts with `prefix` (a database's
 /// path: its WAL or shared-memory index pulled from under the process shows as
 /// `w.db-wal (deleted)` under `/proc/PID/fd`).

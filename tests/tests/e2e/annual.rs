@@ -154,7 +154,7 @@ fn every_surface(chromium: &Path, watts: f64, tou: &Tou, tiers: [f64; 2]) {
         Duration::from_secs(120),
         || (energy_ts()? > tou.start_ms + 5000).then_some(()),
     );
-    drop(meter);
+    let _port = wattson_tests::stop_meter_keeping_its_port(meter);
     daemon.wait_for("the meter stale", Duration::from_secs(30), || {
         run(&config, &["status"]).contains("STALE").then_some(())
     });
@@ -212,7 +212,7 @@ fn every_surface(chromium: &Path, watts: f64, tou: &Tou, tiers: [f64; 2]) {
             (cents(v["cost_annual_projection"].as_f64()?) != cents(before)).then_some(())
         },
     );
-    drop(meter);
+    let _port = wattson_tests::stop_meter_keeping_its_port(meter);
     daemon.wait_for("the meter stale", Duration::from_secs(30), || {
         run(&config, &["status"]).contains("STALE").then_some(())
     });
