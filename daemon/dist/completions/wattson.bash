@@ -907,7 +907,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__report)
-            opts="-c -v -h -V --format --out --configs --since --until --mode --upgrade-cost --co2 --tariffs --db --prometheus --host --candidates --candidates-top --this-ssj-ops --config --verbose --help --version"
+            opts="-c -v -h -V --format --out --configs --since --until --mode --upgrade-cost --co2 --tariffs --db --prometheus --host --candidates --candidates-top --this-ssj-ops --schedule --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -970,6 +970,10 @@ _wattson() {
                     return 0
                     ;;
                 --this-ssj-ops)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --schedule)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

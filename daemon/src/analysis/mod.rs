@@ -14,4 +14,5 @@ pub mod cost;
 pub mod fit;
 pub mod gpu_idle;
 pub mod modes;
+pub mod schedule;
 pub mod stats;

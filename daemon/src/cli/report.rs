@@ -79,6 +79,12 @@ pub struct ReportArgs {
     /// over this as its perf ratio.
     #[arg(long, value_name = "OPS", value_parser = crate::parse::parse_positive)]
     pub this_ssj_ops: Option<f64>,
+    /// Price each configuration's modes on a week's schedule, hour by hour at the tariff in
+    /// force: entries separated by `;`, each MODE [DAYS] [HH:MM-HH:MM], one with neither
+    /// days nor times being the mode at all other times, later entries winning, e.g.
+    /// "standby 00:00-07:00; idle; 2 loops sun 02:00-03:00".
+    #[arg(long, value_name = "SCHEDULE")]
+    pub schedule: Option<crate::analysis::schedule::Schedule>,
 }
 
 impl ReportArgs {
@@ -98,6 +104,7 @@ impl ReportArgs {
             candidates: self.candidates.clone(),
             candidates_top: Some(self.candidates_top),
             this_ssj_ops: self.this_ssj_ops,
+            schedule: self.schedule.clone(),
         }
     }
 }

@@ -20,11 +20,12 @@
 
 use std::fmt::Write as _;
 
-use chrono::{DateTime, Timelike};
+use chrono::{DateTime, Datelike, TimeZone, Timelike};
 use serde::Serialize;
 
 use super::load_shape::{LoadShape, WEEK_HOURS, hour_of_week};
 use crate::analysis::cost::{CostError, MIN_SERIES_WINDOW_MS, cost_of_energy};
+use crate::analysis::schedule::Schedule;
 use crate::store::HOUR_MS;
 use crate::tariff::{Tariff, TariffError};
 
@@ -177,8 +178,70 @@ pub fn on_tariff(
     }))
 }
 
-/// kWh and cost of a year of hourly `(start, end, W)`, and what was assumed where the
-/// tariff's price series ends within it.
+/// A year on the tariff of a machine that follows `schedule`, drawing `watts(mode)` in each
+/// mode: each run of a mode on each of the 365 local days from the day of `day_ms`, priced at
+/// the tariff in force then ([`price_year`], as [`on_tariff`] prices a measured load). `what`
+/// names whose modes they are. `Err` names a mode of the schedule that has no watts.
+pub fn on_schedule(
+    schedule: &Schedule,
+    watts: &dyn Fn(&str) -> Option<f64>,
+    tariff: &Tariff,
+    day_ms: i64,
+    what: &str,
+) -> Result<Result<Annual, String>, CostError> {
+    if let Some(m) = schedule.modes().iter().find(|m| watts(m).is_none()) {
+        return Ok(Err(m.clone()));
+    }
+    let tz = tariff.tz();
+    let first = DateTime::from_timestamp_millis(day_ms)
+        .ok_or(TariffError::Timestamp(day_ms))?
+        .with_timezone(&tz)
+        .date_naive();
+    let runs = schedule.runs();
+    let mut year: Vec<(i64, i64, f64)> = Vec::with_capacity(runs.len() * 53);
+    for date in first.iter_days().take(YEAR_DAYS as usize) {
+        let midnight = tz.start_of_day(date).timestamp_millis();
+        let utc = |minute: usize| -> i64 {
+            let local =
+                date.and_time(chrono::NaiveTime::MIN) + chrono::Duration::minutes(minute as i64);
+            tz.from_local_datetime(&local)
+                .earliest()
+                .map_or(midnight + minute as i64 * 60_000, |t| t.timestamp_millis())
+        };
+        let day0 = date.weekday().num_days_from_monday() as usize * 24 * 60;
+        for &(start, len, mode) in &runs {
+            let (a, b) = (start.max(day0), (start + len).min(day0 + 24 * 60));
+            if a < b {
+                let w = watts(mode).unwrap_or(0.0);
+                year.push((utc(a - day0), utc(b - day0), w));
+            }
+        }
+    }
+    let (kwh, cost, assumption) = price_year(tariff, &year)?;
+    let price = if kwh > 0.0 { cost / kwh } else { 0.0 };
+    let hours = schedule
+        .hours_a_week()
+        .iter()
+        .map(|(m, h)| format!("{m} {h:.0} h"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(Ok(Annual {
+        kwh,
+        kwh_ci95: None,
+        cost,
+        cost_ci95: None,
+        price_per_kwh: price,
+        basis: format!(
+            "a year on your tariff on the schedule \"{schedule}\" ({hours} a week) of {what}'s \
+             modes, priced over the {YEAR_DAYS} days from {first} ({} on average{})",
+            price_text(price, tariff.currency()),
+            assumption.map(|a| format!("; {a}")).unwrap_or_default()
+        ),
+    }))
+}
+
+/// kWh and cost of a year of `(start, end, W)` (hours of a load shape, runs of a schedule),
+/// and what was assumed where the tariff's price series ends within it.
 fn price_year(
     tariff: &Tariff,
     year: &[(i64, i64, f64)],

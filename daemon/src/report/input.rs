@@ -269,6 +269,8 @@ pub struct ReportOptions {
     /// This machine's own ssj_ops at 100 % (`--this-ssj-ops`, given by the user): a
     /// candidate's perf ratio is its ssj_ops at 100 % over this where none is given.
     pub this_ssj_ops: Option<f64>,
+    /// A week's schedule of modes to price each configuration on (`--schedule`).
+    pub schedule: Option<crate::analysis::schedule::Schedule>,
 }
 
 impl ReportOptions {
@@ -287,6 +289,7 @@ impl ReportOptions {
             candidates: Vec::new(),
             candidates_top: None,
             this_ssj_ops: None,
+            schedule: None,
         }
     }
 }

@@ -64,6 +64,7 @@ mod regression;
 mod remote_write;
 mod report_cli;
 mod report_html;
+mod schedule;
 mod security;
 mod services;
 mod slow_store;

@@ -32,6 +32,7 @@ use crate::tariff::Tariff;
 mod candidates;
 mod compare;
 mod configs;
+mod schedule;
 mod sections;
 mod select;
 #[cfg(test)]
@@ -144,9 +145,14 @@ pub struct Report {
     /// "Keep this box or buy another": candidate machines on this machine's load.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidates: Option<CandidatesReport>,
+    /// Each configuration on a week's schedule of modes (`--schedule`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<schedule::ScheduleReport>,
     /// Plain-words caveats.
     pub notes: Vec<String>,
 }
+
+pub use schedule::{ScheduleReport, lines as schedule_lines};
 
 /// How the comparisons' baseline was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -355,6 +361,17 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
             notes.push(format!("candidates: {n}"));
         }
     }
+    let schedule = opts
+        .schedule
+        .as_ref()
+        .map(|s| {
+            let day = tariff
+                .tz()
+                .start_of_day(opts.reference_date)
+                .timestamp_millis();
+            schedule::schedule_report(s, &reports, tariff, day)
+        })
+        .transpose()?;
     let base = tariff.change_for(opts.reference_date);
     Ok(Report {
         generated_at: input.generated_at.to_rfc3339(),
@@ -382,6 +399,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         tariffs,
         idle: super::idle::build(&input.idle, tariff, opts.reference_date),
         candidates,
+        schedule,
         notes,
     })
 }

@@ -26,6 +26,12 @@ pub fn sections(r: &Report) -> Vec<Section> {
             lines: crate::report::real_tariffs::lines(t, cur),
         });
     }
+    if let Some(s) = &r.schedule {
+        out.push(Section {
+            title: "On a schedule: each configuration's modes, hour by hour".into(),
+            lines: crate::report::model::schedule_lines(s, cur),
+        });
+    }
     out.extend(fits_section(r));
     out.extend(warnings_section(r));
     out.extend(comparisons_section(r));

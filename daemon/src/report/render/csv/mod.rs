@@ -50,6 +50,9 @@
 //! (config = its name, mode `idle`) whose watts, kWh and cost are the change against idle as
 //! found (negative saves), with their 95 % half-widths; the saving columns are the same
 //! change with the sign turned.
+//! A schedule (`--schedule`) adds a row of kind `schedule` per configuration (mode
+//! `schedule`): its year on the schedule, hour by hour at the tariff; `warnings` holds the
+//! basis and the schedule, or why it has no figure (a mode the configuration lacks).
 //! Candidate machines (`wattson candidate`) add rows of kind `candidate`: first keeping this
 //! machine (config = "this machine (measured)" or the baseline configuration, mode `keep`),
 //! then each candidate (mode `on this load`, or `active idle` without a utilisation
@@ -62,6 +65,7 @@
 //! own CO2).
 
 mod estimates;
+mod schedule;
 
 use std::fmt::Write as _;
 
@@ -120,6 +124,7 @@ pub fn render(r: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", HEADER.join(","));
     config_rows(&mut out, r);
+    schedule::schedule_rows(&mut out, r);
     if let Some(m) = &r.measured {
         measured_row(&mut out, m, r);
     }
