@@ -20,7 +20,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod control;
-pub mod csv_line;
+pub mod csv_records;
 pub mod idle;
 pub mod ledger;
 pub mod live;

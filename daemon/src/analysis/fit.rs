@@ -145,50 +145,35 @@ fn line(x: &[f64], y: &[f64], w: &[f64], known_variance: bool) -> Result<LinearF
     if n < 2 {
         return Err(FitError::TooFewPoints { need: 2, got: n });
     }
-    let sw: f64 = w.iter().sum();
-    let xm = x.iter().zip(w).map(|(x, w)| w * x).sum::<f64>() / sw;
-    let ym = y.iter().zip(w).map(|(y, w)| w * y).sum::<f64>() / sw;
-    let mut sxx = 0.0;
-    let mut sxy = 0.0;
-    let mut syy = 0.0;
-    for i in 0..n {
-        let dx = x[i] - xm;
-        let dy = y[i] - ym;
-        sxx += w[i] * dx * dx;
-        sxy += w[i] * dx * dy;
-        syy += w[i] * dy * dy;
-    }
-    let x_scale = x.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1.0);
-    if sxx <= 1e-24 * sw * x_scale * x_scale {
-        return Err(FitError::NoSpread { x: x[0] });
-    }
-    let slope = sxy / sxx;
-    let intercept = ym - slope * xm;
+    let s = super::least_squares::solve(&[x], y, Some(w)).ok_or(FitError::NoSpread { x: x[0] })?;
+    let (intercept, slope) = (s.beta[0], s.beta[1]);
     let residuals: Vec<f64> = x
         .iter()
         .zip(y)
         .map(|(x, y)| y - (intercept + slope * x))
         .collect();
-    let sse: f64 = residuals.iter().zip(w).map(|(r, w)| w * r * r).sum();
-    let r2 = if syy > 0.0 { 1.0 - sse / syy } else { 1.0 };
+    let sw: f64 = w.iter().sum();
+    let ym = y.iter().zip(w).map(|(y, w)| w * y).sum::<f64>() / sw;
+    let syy: f64 = y.iter().zip(w).map(|(y, w)| w * (y - ym).powi(2)).sum();
+    let r2 = if syy > 0.0 { 1.0 - s.sse / syy } else { 1.0 };
     let df = n - 2;
     // Variance multiplier for (X'WX)^-1, and the quantile for the intervals.
     let scale = if known_variance {
-        let reduced = if df > 0 { sse / df as f64 } else { 0.0 };
+        let reduced = if df > 0 { s.sse / df as f64 } else { 0.0 };
         if reduced > 1.0 {
             Some((reduced, t_975(df)))
         } else {
             Some((1.0, Z_975))
         }
     } else if df > 0 {
-        Some((sse / df as f64, t_975(df)))
+        Some((s.sse / df as f64, t_975(df)))
     } else {
         None
     };
     let (slope_se, intercept_se, q) = match scale {
         Some((s2, q)) => (
-            Some((s2 / sxx).sqrt()),
-            Some((s2 * (1.0 / sw + xm * xm / sxx)).sqrt()),
+            Some((s2 * s.inverse[1][1]).max(0.0).sqrt()),
+            Some((s2 * s.inverse[0][0]).max(0.0).sqrt()),
             q,
         ),
         None => (None, None, f64::NAN),

@@ -2,17 +2,15 @@
 //!
 //! - [`stats`]: means, standard deviations, t quantiles and confidence intervals (watts).
 //! - [`fit`]: watts against loops or utilisation, and plain-words non-linearity checks.
-//! - [`cost`]: energy and annual running cost (priced by a [`crate::tariff::Tariff`]),
-//!   comparisons, payback, money formatting.
 //! - [`gpu_idle`]: GPU samples classified busy / idle with a resident process / idle bare.
 //! - [`candidate`]: a candidate machine's power curve (watts against its share of maximum
 //!   throughput).
 //! - [`modes`]: the names of operating modes (`standby`, `idle`, `1 loop`, ...).
 
 pub mod candidate;
-pub mod cost;
 pub mod fit;
 pub mod gpu_idle;
+pub mod least_squares;
 pub mod modes;
 pub mod schedule;
 pub mod stats;

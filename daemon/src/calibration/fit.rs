@@ -325,94 +325,14 @@ fn interval_pct(
     band.max(energy_error_pct.abs())
 }
 
-/// Ordinary least squares of `wall` on an intercept and `columns`: the coefficients,
-/// intercept first. Columns are centred and scaled first (MHz beside busy shares); `None`
-/// when they are collinear or `wall` is short.
+/// Ordinary least squares of `wall` on an intercept and `columns`
+/// ([`crate::analysis::least_squares`]): the coefficients, intercept first; `None` when they
+/// are collinear or `wall` is short.
 pub fn least_squares(columns: &[&[f64]], wall: &[f64]) -> Option<Vec<f64>> {
-    let rows = wall.len();
-    let width = columns.len();
-    if rows <= width + 1 {
+    if wall.len() <= columns.len() + 1 {
         return None;
     }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let means: Vec<f64> = columns.iter().map(|c| mean(c)).collect();
-    let sds: Vec<f64> = columns
-        .iter()
-        .zip(&means)
-        .map(|(c, m)| (c.iter().map(|v| (v - m).powi(2)).sum::<f64>() / rows as f64).sqrt())
-        .collect();
-    if sds
-        .iter()
-        .any(|sd| sd.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || !sd.is_finite())
-    {
-        return None;
-    }
-    let wall_mean = mean(wall);
-    // The standardised columns, and the normal equations (Z'Z) b = Z'y as an augmented
-    // matrix.
-    let z: Vec<Vec<f64>> = columns
-        .iter()
-        .zip(means.iter().zip(&sds))
-        .map(|(c, (m, sd))| c.iter().map(|v| (v - m) / sd).collect())
-        .collect();
-    let augmented: Vec<Vec<f64>> = z
-        .iter()
-        .map(|zr| {
-            let mut row: Vec<f64> = z
-                .iter()
-                .map(|zc| zr.iter().zip(zc).map(|(a, b)| a * b).sum())
-                .collect();
-            row.push(zr.iter().zip(wall).map(|(a, y)| a * (y - wall_mean)).sum());
-            row
-        })
-        .collect();
-    let standardised = solve(augmented)?;
-    let coefficients: Vec<f64> = standardised
-        .iter()
-        .zip(&sds)
-        .map(|(b, sd)| b / sd)
-        .collect();
-    let intercept = wall_mean
-        - coefficients
-            .iter()
-            .zip(&means)
-            .map(|(c, m)| c * m)
-            .sum::<f64>();
-    let mut out = vec![intercept];
-    out.extend(coefficients);
-    out.iter().all(|v| v.is_finite()).then_some(out)
-}
-
-/// Gaussian elimination with partial pivoting of `rows` (an augmented matrix: each row its
-/// coefficients and then its right-hand side); `None` when singular.
-fn solve(mut rows: Vec<Vec<f64>>) -> Option<Vec<f64>> {
-    let size = rows.len();
-    let scale = rows
-        .iter()
-        .flat_map(|r| r[..size].iter())
-        .fold(0.0f64, |m, v| m.max(v.abs()));
-    for col in 0..size {
-        let pivot =
-            (col..size).max_by(|&i, &j| rows[i][col].abs().total_cmp(&rows[j][col].abs()))?;
-        if rows[pivot][col].abs() <= 1e-10 * scale {
-            return None;
-        }
-        rows.swap(col, pivot);
-        let (done, rest) = rows.split_at_mut(col + 1);
-        let head = &done[col];
-        for row in rest {
-            let f = row[col] / head[col];
-            for (v, h) in row[col..].iter_mut().zip(&head[col..]) {
-                *v -= f * h;
-            }
-        }
-    }
-    let mut solution = vec![0.0; size];
-    for r in (0..size).rev() {
-        let known: f64 = (r + 1..size).map(|c| rows[r][c] * solution[c]).sum();
-        solution[r] = (rows[r][size] - known) / rows[r][r];
-    }
-    Some(solution)
+    crate::analysis::least_squares::solve(columns, wall, None).map(|s| s.beta)
 }
 
 /// The stored calibration of `host` from `table` (wall and `features`), chosen with

@@ -58,7 +58,7 @@ pub fn price(estimate: Estimated, tariff: &Tariff) -> Result<Priced, Calibration
 /// report print it; `None` when nothing was estimated.
 pub fn cost_line(p: &Priced) -> Option<String> {
     let c = p.cost.as_ref()?;
-    let money = |v: f64| crate::analysis::cost::format_money(v, &p.currency);
+    let money = |v: f64| crate::ledger::price::format_money(v, &p.currency);
     Some(format!(
         "{} of energy over those minutes; a year at this rate: {:.0} kWh, {}{} (estimated, not \
          measured)",

@@ -125,14 +125,6 @@ fn column_of(header: &str) -> Option<Col> {
     })
 }
 
-/// One CSV line's fields: commas outside double quotes separate them, `""` is a quote.
-fn fields(line: &str) -> Result<Vec<String>, &'static str> {
-    if !crate::csv_line::quotes_closed(line) {
-        return Err("a quote is opened and never closed");
-    }
-    Ok(crate::csv_line::fields(line, ','))
-}
-
 /// A number as SPEC's tables write it: `1,234,567` (thousands separators) or `123.4`.
 fn number(s: &str) -> Option<f64> {
     let t: String = s.chars().filter(|c| *c != ',' && *c != '_').collect();
@@ -160,20 +152,21 @@ fn text(line: usize, column: &str, s: &str) -> Result<Option<String>, ImportErro
 /// The candidates of a SPECpower CSV file, named `origin` (the file's name) in their
 /// `origin` field; all or none.
 pub fn parse(text_in: &str, origin: &str) -> Result<Vec<Candidate>, ImportError> {
-    let mut lines = text_in
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l))
-        .filter(|(_, l)| !l.trim().is_empty());
-    let Some((hline, header)) = lines.next() else {
+    let records =
+        crate::csv_records::records(text_in, b',', false).map_err(|(l, m)| err(l, None, m))?;
+    let mut lines = records.into_iter();
+    let Some(crate::csv_records::Record {
+        line: hline,
+        fields: header,
+    }) = lines.next()
+    else {
         return Err(err(1, None, "the file is empty: no header, no rows"));
     };
-    let header = fields(header).map_err(|m| err(hline, None, m))?;
     let columns = header_columns(hline, &header)?;
 
     let mut out: Vec<Candidate> = Vec::new();
     let mut names: HashMap<String, usize> = HashMap::new();
-    for (line, raw) in lines {
+    for crate::csv_records::Record { line, fields: row } in lines {
         if out.len() >= MAX_ROWS {
             return Err(err(
                 line,
@@ -181,7 +174,7 @@ pub fn parse(text_in: &str, origin: &str) -> Result<Vec<Candidate>, ImportError>
                 format!("more than {MAX_ROWS} rows: no result list is that long"),
             ));
         }
-        let mut c = candidate_row(line, raw, header.len(), &columns, origin)?;
+        let mut c = candidate_row(line, &row, header.len(), &columns, origin)?;
         let seen = names.entry(c.name.clone()).or_insert(0);
         *seen += 1;
         if *seen > 1 {
@@ -281,7 +274,7 @@ fn header_columns(hline: usize, header: &[String]) -> Result<Columns<'_>, Import
 /// header's loads.
 fn candidate_row(
     line: usize,
-    raw: &str,
+    row: &[String],
     width: usize,
     columns: &Columns<'_>,
     origin: &str,
@@ -292,7 +285,6 @@ fn candidate_row(
         kind,
     } = columns;
     let kind = *kind;
-    let row = fields(raw).map_err(|m| err(line, None, m))?;
     if row.len() != width {
         return Err(err(
             line,

@@ -19,12 +19,12 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::analysis::candidate::{Curve, CurveKind, CurvePoint};
-use crate::analysis::cost::format_money;
 use crate::candidate::{BadInput, Candidate, check_name, import, store as candidates};
 use crate::cli::CandidateCommand;
 use crate::cli::candidate::{CandidateAddArgs, CandidateFromSweepArgs, CandidateSetArgs};
 use crate::config::Config;
 use crate::ledger::candidate::{StatedCheck, stated_check};
+use crate::ledger::price::format_money;
 use crate::store::Store;
 
 pub fn run(cmd: &CandidateCommand, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {

@@ -16,10 +16,10 @@ use anyhow::Context as _;
 use wattson_collectors::meter::Protocol;
 use wattson_collectors::{Metric, SysRoot};
 
-use crate::analysis::cost::{annual_cost, format_money};
 use crate::cli::{DemoArgs, SweepArgs};
 use crate::commands::sweep::sweep_with_config;
 use crate::config::{Config, MeterConfig};
+use crate::ledger::price::{annual_cost, format_money};
 use crate::runtime::daemon::{self, RunOptions};
 use crate::sources::simulated_power::PowerModel;
 use crate::sweep::workload::LoopKind;

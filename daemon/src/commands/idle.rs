@@ -18,7 +18,7 @@ mod render;
 use render::effect_line;
 pub use render::render;
 
-use super::signals::SignalWatch;
+use super::interrupt::SignalWatch;
 use crate::cli::IdleArgs;
 use crate::config::Config;
 use crate::control::MeterLink;

@@ -12,7 +12,7 @@ use wattson_collectors::cpu::CpuCollector;
 use wattson_collectors::cpu::topology::{pin_order, read_topology};
 use wattson_collectors::{Collector, SysRoot};
 
-use super::signals::SignalWatch;
+use super::interrupt::SignalWatch;
 use crate::cli::SweepArgs;
 use crate::config::Config;
 use crate::control::MeterLink;

@@ -33,69 +33,58 @@ impl std::fmt::Display for Broker {
     }
 }
 
-/// Parse `mqtt://host[:port]` or `mqtts://host[:port]` (IPv6 literals in brackets).
-pub fn parse_url(url: &str) -> Result<Broker, BrokerUrlError> {
+/// Parse `mqtt://host[:port]` or `mqtts://host[:port]` (IPv6 literals in brackets; `tcp://`
+/// and `ssl://` as their synonyms), by the `url` crate.
+pub fn parse_url(text: &str) -> Result<Broker, BrokerUrlError> {
     let err = |reason: &str| BrokerUrlError {
-        url: url.to_owned(),
+        url: text.to_owned(),
         reason: reason.to_owned(),
     };
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| err("must start with mqtt:// or mqtts://"))?;
-    let tls = match scheme {
+    let url = url::Url::parse(text).map_err(|e| match e {
+        url::ParseError::RelativeUrlWithoutBase => err("must start with mqtt:// or mqtts://"),
+        url::ParseError::InvalidPort => err("port must be a number from 1 to 65535"),
+        url::ParseError::EmptyHost => err("no host"),
+        e => err(&format!(
+            "{e} (the host is a name or an address, an IPv6 address in brackets, [::1])"
+        )),
+    })?;
+    let tls = match url.scheme() {
         "mqtt" | "tcp" => false,
         "mqtts" | "ssl" => true,
         _ => return Err(err("must start with mqtt:// or mqtts://")),
     };
-    let authority = rest.split('/').next().unwrap_or_default();
-    if authority.contains('@') {
+    if !url.username().is_empty() || url.password().is_some() {
         return Err(err(
             "put the user in mqtt.username and the password in mqtt.password_file",
         ));
     }
-    let default_port = if tls { 8883 } else { 1883 };
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let (h, after) = v6
-            .split_once(']')
-            .ok_or_else(|| err("unclosed '[' in host"))?;
-        if h.parse::<std::net::Ipv6Addr>().is_err() {
-            return Err(err("[...] holds an IPv6 address, such as [::1]"));
+    let host = match url.host() {
+        Some(url::Host::Domain(name)) if !name.is_empty() => {
+            // An opaque host (these schemes are not the web's): what is not a name or an
+            // IPv4 address would not read back as the same broker.
+            if name.contains(['[', ']', ':', '%']) {
+                return Err(err(
+                    "the host is a name or an address (an IPv6 address in brackets, [::1])",
+                ));
+            }
+            name.to_owned()
         }
-        match after.strip_prefix(':') {
-            Some(p) => (h, Some(p)),
-            None if after.is_empty() => (h, None),
-            None => return Err(err("junk after ']'")),
-        }
-    } else {
-        let (h, p) = match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        };
-        // A name or an IPv4 address: what else has a ':' or a bracket is no host (an IPv6
-        // address goes in brackets), and would not read back as the same broker.
-        if h.contains([':', '[', ']']) || h.contains(char::is_whitespace) {
-            return Err(err(
-                "the host is a name or an address (an IPv6 address in brackets, [::1])",
-            ));
-        }
-        (h, p)
+        Some(url::Host::Ipv4(a)) => a.to_string(),
+        Some(url::Host::Ipv6(a)) => a.to_string(),
+        _ => return Err(err("no host")),
     };
-    if host.is_empty() {
-        return Err(err("no host"));
-    }
-    let port = match port {
-        None => default_port,
-        Some(p) => p
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| err("port must be a number from 1 to 65535"))?,
+    let port = match url.port() {
+        None => {
+            if tls {
+                8883
+            } else {
+                1883
+            }
+        }
+        Some(0) => return Err(err("port must be a number from 1 to 65535")),
+        Some(p) => p,
     };
-    Ok(Broker {
-        host: host.to_owned(),
-        port,
-        tls,
-    })
+    Ok(Broker { host, port, tls })
 }
 
 /// As the effective config prints it: the URL the broker parses back from.

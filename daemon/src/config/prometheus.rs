@@ -73,59 +73,61 @@ impl Serialize for RemoteWriteUrl {
     }
 }
 
-/// `text` as a remote-write URL, or why it is not one.
+/// `text` as a remote-write URL, or why it is not one (parsed by the `url` crate).
 pub fn parse_remote_write_url(text: &str) -> Result<RemoteWriteUrl, String> {
     let text = text.trim();
-    if text.starts_with("https://") {
-        return Err(format!(
-            "{text}: https is not supported yet: use http:// to a receiver on this machine \
-             or a trusted network (or a local TLS-terminating relay)"
-        ));
-    }
-    let Some(rest) = text.strip_prefix("http://") else {
-        return Err(format!(
+    let url = url::Url::parse(text).map_err(|e| match e {
+        url::ParseError::RelativeUrlWithoutBase => format!(
             "{text:?} must start with http:// (e.g. \"http://prometheus.lan:9090/api/v1/write\")"
-        ));
-    };
-    let (authority, path) = match rest.find(['/', '?']) {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    if authority.contains('@') {
+        ),
+        url::ParseError::InvalidPort => format!("{text}: not a port from 1 to 65535"),
+        url::ParseError::EmptyHost => format!("{text}: no host in the URL"),
+        e => format!("{text}: {e}"),
+    })?;
+    match url.scheme() {
+        "http" => {}
+        "https" => {
+            return Err(format!(
+                "{text}: https is not supported yet: use http:// to a receiver on this machine \
+                 or a trusted network (or a local TLS-terminating relay)"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "{text:?} must start with http:// (e.g. \"http://prometheus.lan:9090/api/v1/write\")"
+            ));
+        }
+    }
+    if !url.username().is_empty() || url.password().is_some() {
         return Err(
             "put the user in prometheus.basic_auth_username and the password in password_file, \
              not in the URL"
                 .to_owned(),
         );
     }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
-            let port = p
-                .parse::<u16>()
-                .ok()
-                .filter(|p| *p > 0)
-                .ok_or_else(|| format!("{text}: {p:?} is not a port from 1 to 65535"))?;
-            (h, port)
-        }
-        _ => (authority, 80),
+    let host = match url.host() {
+        Some(url::Host::Domain(name)) if !name.is_empty() => name.to_owned(),
+        Some(url::Host::Ipv4(a)) => a.to_string(),
+        Some(url::Host::Ipv6(a)) => a.to_string(),
+        _ => return Err(format!("{text}: no host in the URL")),
     };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() || host.contains(char::is_whitespace) {
-        return Err(format!("{text}: no host in the URL"));
-    }
-    let path = if path.starts_with('?') {
-        format!("/{path}")
-    } else {
-        path.to_owned()
+    let port = match url.port_or_known_default() {
+        Some(0) | None => return Err(format!("{text}: not a port from 1 to 65535")),
+        Some(p) => p,
     };
-    if path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("{text}: the path has spaces or control characters"));
-    }
+    let authority = match url.port() {
+        Some(p) => format!("{}:{p}", url.host_str().unwrap_or_default()),
+        None => url.host_str().unwrap_or_default().to_owned(),
+    };
+    let path = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    };
     Ok(RemoteWriteUrl {
         text: text.to_owned(),
-        host: host.to_owned(),
+        host,
         port,
-        authority: authority.to_owned(),
+        authority,
         path,
     })
 }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use wattson_collectors::idle::disks::SpinSource;
 use wattson_collectors::idle::disks::tracker::Step;
 
-use crate::analysis::cost::{annual_cost, format_money};
+use crate::ledger::price::{annual_cost, format_money};
 use crate::store::{HOUR_MS, Store, StoreError};
 use crate::tariff::Tariff;
 

@@ -15,7 +15,7 @@ use wattson_collectors::idle::settings::Setting;
 
 use super::candidates::kind_of;
 use super::store::Effect;
-use crate::analysis::cost::annual_cost;
+use crate::ledger::price::annual_cost;
 use crate::tariff::Tariff;
 
 /// One idle hour: its start, UTC ms, and its mean wall power, W.
@@ -221,7 +221,7 @@ pub fn for_idle(
 
 /// The gap in lines, for `wattson idle` and the report.
 pub fn lines(g: &Gap, currency: &str) -> Vec<String> {
-    use crate::analysis::cost::format_money;
+    use crate::ledger::price::format_money;
     let mut out = vec![format!(
         "idle now {:.1} W (the hour from {}) against the best idle seen {:.1} W (the hour from \
          {}): {:.1} W more, {} a year",

@@ -24,8 +24,8 @@ use chrono::{DateTime, Datelike, TimeZone, Timelike};
 use serde::Serialize;
 
 use super::load_shape::{LoadShape, WEEK_HOURS, hour_of_week};
-use crate::analysis::cost::{CostError, MIN_SERIES_WINDOW_MS, cost_of_energy};
 use crate::analysis::schedule::Schedule;
+use crate::ledger::price::{CostError, MIN_SERIES_WINDOW_MS, cost_of_energy};
 use crate::store::HOUR_MS;
 use crate::tariff::{Tariff, TariffError};
 

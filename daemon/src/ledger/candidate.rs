@@ -21,7 +21,7 @@ use serde::Serialize;
 use super::annual::{self, Annual};
 use super::load_shape::LoadShape;
 use crate::analysis::candidate::Curve;
-use crate::analysis::cost::{CostError, HOURS_PER_YEAR};
+use crate::ledger::price::{CostError, HOURS_PER_YEAR};
 use crate::tariff::Tariff;
 
 const MS_PER_HOUR: f64 = 3_600_000.0;
@@ -180,7 +180,7 @@ pub fn stated_check(watts: f64, stated_cost: f64, stated_price: Option<f64>) -> 
 mod tests {
     use super::*;
     use crate::analysis::candidate::{CurveKind, CurvePoint};
-    use crate::analysis::cost::{format_money, round_money};
+    use crate::ledger::price::{format_money, round_money};
 
     fn curve(points: &[(f64, f64)], kind: CurveKind) -> Curve {
         Curve::new(

@@ -17,8 +17,8 @@ use super::LedgerError;
 use super::annual::PROJECTION_WINDOW_MS;
 use super::energy::{self, Energy};
 use super::interval::{self, PowerInterval};
-use crate::analysis::cost::HOURS_PER_YEAR;
 use crate::config::{Config, TariffConfig};
+use crate::ledger::price::HOURS_PER_YEAR;
 use crate::store::Store;
 use crate::tariff::{Tariff, TariffError};
 

@@ -1,6 +1,6 @@
 //! Why a ledger figure could not be made ([`LedgerError`]).
 
-use crate::analysis::cost::CostError;
+use crate::ledger::price::CostError;
 use crate::store::StoreError;
 use crate::tariff::TariffError;
 use crate::tariff::store::PriceStoreError;

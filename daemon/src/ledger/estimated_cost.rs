@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 use super::LedgerError;
-use crate::analysis::cost::{HOURS_PER_YEAR, cost_of_energy};
+use crate::ledger::price::{HOURS_PER_YEAR, cost_of_energy};
 use crate::store::HOUR_MS;
 use crate::tariff::Tariff;
 

@@ -3,6 +3,9 @@
 //! and Home Assistant entities, the fleet collector's data) comes from here, over the store's
 //! rollups and raw samples (`ledger -> store`, never the other way).
 //!
+//! - [`price`]: energy into money, once: the cost of energy buckets at the prices in force
+//!   over each (periods, changes, price series), a constant load's year at the year's mean
+//!   price, comparisons and payback, and money as every surface prints it.
 //! - [`energy`]: energy, covered time and gaps of a source over any window, and its stored
 //!   total.
 //! - [`interval`]: how sure a measured mean power is (the meter's accuracy, the sampling
@@ -35,6 +38,7 @@ pub mod estimated_cost;
 pub mod interval;
 pub mod load_shape;
 pub mod meter_protocols;
+pub mod price;
 pub mod primary;
 pub mod running;
 

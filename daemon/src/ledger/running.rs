@@ -14,7 +14,7 @@ use wattson_collectors::SourceId;
 use super::LedgerError;
 use super::costs::local_midnight;
 use super::energy::{self, MS_PER_HOUR};
-use crate::analysis::cost;
+use crate::ledger::price;
 use crate::store::{HOUR_MS, Store, floor_to};
 use crate::tariff::Tariff;
 
@@ -75,7 +75,7 @@ impl RunningTotal {
                 .filter(|m| (m.1 <= boundary) == closed)
                 .copied()
                 .collect();
-            Ok(cost::cost_of_energy(tariff, &v)?.energy_cost)
+            Ok(price::cost_of_energy(tariff, &v)?.energy_cost)
         };
         let sum = |bs: &[&energy::Bucket], closed: bool| -> Result<TotalFigures, LedgerError> {
             Ok(TotalFigures {

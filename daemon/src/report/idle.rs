@@ -13,9 +13,9 @@
 
 use serde::Serialize;
 
-use crate::analysis::cost::annual_cost;
 use crate::idle::explain::REACHED;
 pub use crate::idle::history::{HoursGroup, IDLE_BUSY, IdleHour, IdleInput, hour_groups, load};
+use crate::ledger::price::annual_cost;
 use crate::tariff::Tariff;
 
 /// A package state's share of the window.
@@ -151,7 +151,7 @@ pub fn build(
 
 /// The section's lines for the text formats.
 pub fn lines(r: &IdleReport, currency: &str) -> Vec<String> {
-    use crate::analysis::cost::format_money;
+    use crate::ledger::price::format_money;
     let mut out = Vec::new();
     if r.residency.is_empty() {
         out.push(

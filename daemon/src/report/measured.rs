@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::input::{ConfigInput, FitInput, MeasuredInput};
 use super::model::{ReportError, over_history, rfc3339_in};
-use crate::analysis::cost::{CostError, HOURS_PER_YEAR, PriceBand, cost_of_energy};
+use crate::ledger::price::{CostError, HOURS_PER_YEAR, PriceBand, cost_of_energy};
 use crate::tariff::Tariff;
 
 const MS_PER_HOUR: f64 = 3_600_000.0;

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::input::MeasuredInput;
 use super::model::ReportError;
-use crate::analysis::cost::{
+use crate::ledger::price::{
     HOURS_PER_YEAR, PriceBasis, SourceShare, cost_of_energy, series_mean_price,
 };
 use crate::tariff::Tariff;
@@ -412,7 +412,7 @@ fn time_of_day(tariff: &Tariff, m: &MeasuredInput) -> Result<Option<TimeOfDayCos
 
 /// The section as prose, for the table, Markdown and HTML formats.
 pub fn lines(r: &TariffReport, currency: &str) -> Vec<String> {
-    use crate::analysis::cost::format_money;
+    use crate::ledger::price::format_money;
     let money = |x: f64| format_money(x, currency);
     let mut out = Vec::new();
     if !r.priced_by.is_empty() {

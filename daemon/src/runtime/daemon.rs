@@ -89,7 +89,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(6);
 /// Run the daemon until a stop signal (or `opts.duration`). Returns when everything has
 /// drained.
 pub fn run(config: &Config, opts: &RunOptions) -> Result<(), RuntimeError> {
-    super::resident::one_arena();
+    super::heap::one_arena();
     let notifier = Notifier::from_env();
     let path = &config.storage.path;
     let (store, store_thread) = open_store(config)?;
@@ -509,7 +509,7 @@ async fn serve(
             }
         })
     });
-    let resident = crate::runtime::resident::spawn(cancel.child_token(), store.clone());
+    let heap = crate::runtime::heap::spawn(cancel.child_token(), store.clone());
     let wakeups = super::wakeups::spawn(config, store.clone(), cancel.child_token());
     let _refit = super::calibration_refit::spawn(config, store);
     let sender = match &config.prometheus {
@@ -548,7 +548,7 @@ async fn serve(
     if let Some(t) = watchdog_task {
         let _ = t.await;
     }
-    let _ = resident.await;
+    let _ = heap.await;
     if let Some(w) = wakeups {
         let _ = w.await;
     }

@@ -95,7 +95,7 @@ pub fn spawn(
     let base = StateExtras {
         standing_charge_annual: tariff
             .as_ref()
-            .map(|t| t.standing_charge_per_day() * crate::analysis::cost::HOURS_PER_YEAR / 24.0),
+            .map(|t| t.standing_charge_per_day() * crate::ledger::price::HOURS_PER_YEAR / 24.0),
         ..base
     };
     let (tx, rx) = watch::channel(base.clone());

@@ -6,8 +6,8 @@
 use std::fmt::Write as _;
 
 use super::attribution::{GroupFigure, ServicesEstimate};
-use crate::analysis::cost::format_money;
 use crate::ledger::estimated_cost::EstimatedCost;
+use crate::ledger::price::format_money;
 
 fn pm(value: Option<f64>, ci: Option<f64>, unit: &str) -> String {
     match (value, ci) {

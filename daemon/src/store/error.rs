@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::{APPLICATION_ID, codec};
+use super::{APPLICATION_ID, chunk_codec};
 
 /// Why a store operation failed. Each variant names the database file.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +52,7 @@ pub enum StoreError {
         series_id: i64,
         start_ms: i64,
         #[source]
-        source: codec::DecodeError,
+        source: chunk_codec::DecodeError,
     },
     #[error("database {path}: unknown metric {metric:?} in series {series_id}")]
     UnknownMetric {

@@ -104,15 +104,16 @@ impl StoreHandle {
         // A service writer touches few pages (the open chunks, the latest rollups): a 256 KiB
         // page cache (sixteen 16 KiB pages) instead of SQLite's 2 MiB keeps the daemon's
         // memory flat; the pages it drops come back from the OS page cache. Against 1 MiB,
-        // side by side (BENCHMARKS.md, run 11): RssAnon 2.9 against 3.3 MB after nine
-        // minutes, the store thread's CPU the same, the ingest benchmark ~13 % slower.
+        // side by side (BENCHMARKS.md at d5da645, run 11): RssAnon 2.9 against 3.3 MB after
+        // nine minutes, the store thread's CPU the same, the ingest benchmark ~13 % slower.
         store
             .conn
             .pragma_update(None, "cache_size", -256)
             .map_err(sql)?;
         // The migrations ran on this connection before that limit, and creating the tables
         // left their pages in its cache, which the limit does not free: about 0.5 MB of
-        // anonymous memory kept for the daemon's life (BENCHMARKS.md, run 14). Hand it back.
+        // anonymous memory kept for the daemon's life (BENCHMARKS.md at d5da645, run 14).
+        // Hand it back.
         store
             .conn
             .execute_batch("PRAGMA shrink_memory")

@@ -1,10 +1,10 @@
 //! Hour rollups as stored: one `rollup_hour` row per series and hour, with the power
-//! series' minutes packed into it by [`super::codec`].
+//! series' minutes packed into it by [`super::chunk_codec`].
 
 use rusqlite::{OptionalExtension, params};
 
 use super::{
-    HOUR_MS, MINUTE_MS, Series, Store, StoreError, codec, dequantise, quantise, resolution,
+    HOUR_MS, MINUTE_MS, Series, Store, StoreError, chunk_codec, dequantise, quantise, resolution,
 };
 
 /// One hour of one series, as stored.
@@ -140,7 +140,7 @@ impl Store {
     }
 }
 
-const MINUTE_ORDERS: [codec::Order; 8] = [codec::Order::Delta; 8];
+const MINUTE_ORDERS: [chunk_codec::Order; 8] = [chunk_codec::Order::Delta; 8];
 
 /// Packs minute rollups: minute index, n, mean, min, max (at `scale`), energy (mWh), covered
 /// time (ms), and the energy's µWh beyond its mWh (so that a minute only partly covered
@@ -161,15 +161,15 @@ pub(super) fn encode_minutes(minutes: &[MinuteRollup], scale: f64) -> Vec<u8> {
         .collect();
     // -1: not known (a minute stored before covered time was).
     let covered = col(&|m| m.covered_ms.unwrap_or(-1));
-    codec::encode(&[
-        (&index, codec::Order::Delta),
-        (&n, codec::Order::Delta),
-        (&mean, codec::Order::Delta),
-        (&min, codec::Order::Delta),
-        (&max, codec::Order::Delta),
-        (&energy, codec::Order::Delta),
-        (&covered, codec::Order::Delta),
-        (&below_mwh, codec::Order::Delta),
+    chunk_codec::encode(&[
+        (&index, chunk_codec::Order::Delta),
+        (&n, chunk_codec::Order::Delta),
+        (&mean, chunk_codec::Order::Delta),
+        (&min, chunk_codec::Order::Delta),
+        (&max, chunk_codec::Order::Delta),
+        (&energy, chunk_codec::Order::Delta),
+        (&covered, chunk_codec::Order::Delta),
+        (&below_mwh, chunk_codec::Order::Delta),
     ])
 }
 
@@ -178,11 +178,11 @@ pub(super) fn encode_minutes(minutes: &[MinuteRollup], scale: f64) -> Vec<u8> {
 pub(super) fn decode_minutes(
     blob: &[u8],
     scale: f64,
-) -> Result<Vec<MinuteRollup>, codec::DecodeError> {
-    let mut decoded = codec::decode(blob, &MINUTE_ORDERS);
+) -> Result<Vec<MinuteRollup>, chunk_codec::DecodeError> {
+    let mut decoded = chunk_codec::decode(blob, &MINUTE_ORDERS);
     for older in [7, 6] {
         if decoded.is_err()
-            && let Ok(c) = codec::decode(blob, &MINUTE_ORDERS[..older])
+            && let Ok(c) = chunk_codec::decode(blob, &MINUTE_ORDERS[..older])
         {
             decoded = Ok(c);
         }

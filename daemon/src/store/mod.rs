@@ -6,7 +6,7 @@
 //! their metric ([`Metric::unit`]); energy is in Wh.
 //!
 //! Layout (see `schema/0001-initial.sql`):
-//! - raw samples live in chunks of [`CHUNK_MS`] per series, encoded by [`codec`]: values are
+//! - raw samples live in chunks of [`CHUNK_MS`] per series, encoded by [`chunk_codec`]: values are
 //!   quantised to the resolution of their unit ([`resolution`]), lossless at meter resolution.
 //!   Raw chunks are kept for the raw retention (default 30 days), except detail
 //!   ([`is_detail`]): per-core CPU series, which are most of the raw data and have no
@@ -37,7 +37,7 @@
 //! another process, open the file with [`Store::open_read_only`].
 
 mod backfill;
-pub mod codec;
+pub mod chunk_codec;
 mod directory;
 mod error;
 mod existing;
@@ -237,7 +237,12 @@ impl Store {
         }
     }
 
-    fn corrupt(&self, series_id: i64, start_ms: i64, source: codec::DecodeError) -> StoreError {
+    fn corrupt(
+        &self,
+        series_id: i64,
+        start_ms: i64,
+        source: chunk_codec::DecodeError,
+    ) -> StoreError {
         StoreError::Corrupt {
             path: self.path.clone(),
             series_id,

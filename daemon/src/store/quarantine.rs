@@ -11,7 +11,7 @@
 use rusqlite::params;
 use serde::Serialize;
 
-use super::codec::{self, Order};
+use super::chunk_codec::{self, Order};
 use super::{Series, Store, StoreError};
 
 /// Where a quarantined row came from.
@@ -83,7 +83,7 @@ impl Store {
         kind: Kind,
         series: &Series,
         start_ms: i64,
-        error: &codec::DecodeError,
+        error: &chunk_codec::DecodeError,
     ) -> Result<Quarantined, StoreError> {
         let now = super::health::now_ms();
         let reason = format!("undecodable: {error}");
@@ -135,10 +135,10 @@ impl Store {
                     .collect()
             })
             .map_err(|e| self.sql(e))?;
-        let bad: Vec<(i64, i64, codec::DecodeError)> = rows
+        let bad: Vec<(i64, i64, chunk_codec::DecodeError)> = rows
             .into_iter()
             .filter_map(|(id, start, data)| {
-                codec::decode(&data, &[Order::DeltaOfDelta, Order::Delta])
+                chunk_codec::decode(&data, &[Order::DeltaOfDelta, Order::Delta])
                     .err()
                     .map(|e| (id, start, e))
             })

@@ -7,7 +7,7 @@ use rusqlite::{OptionalExtension, params};
 use wattson_collectors::Metric;
 use wattson_collectors::SourceId;
 
-use super::codec::{self, Order};
+use super::chunk_codec::{self, Order};
 use super::integrate::Readings;
 use super::{
     CHUNK_MS, HOUR_MS, MINUTE_MS, Series, Store, StoreError, dequantise, floor_to, resolution,
@@ -381,7 +381,7 @@ impl Store {
         start_ms: i64,
         data: &[u8],
     ) -> Result<Chunk, StoreError> {
-        let mut cols = codec::decode(data, &[Order::DeltaOfDelta, Order::Delta])
+        let mut cols = chunk_codec::decode(data, &[Order::DeltaOfDelta, Order::Delta])
             .map_err(|e| self.corrupt(series_id, start_ms, e))?;
         let q = cols.pop().unwrap_or_default();
         let ts = cols

@@ -271,7 +271,7 @@ impl Surfaces {
             cents(s.annual),
             "--tariffs: {self:#?}"
         );
-        let money = |x: f64| wattson::analysis::cost::format_money(x, "GBP");
+        let money = |x: f64| wattson::ledger::price::format_money(x, "GBP");
         assert!(
             self.page.0.contains(&money(s.today)),
             "page today: {self:#?}"

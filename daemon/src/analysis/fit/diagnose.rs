@@ -157,35 +157,13 @@ fn curvature(lv: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
         .iter()
         .map(|l| if known { (Z_975 / l.2).powi(2) } else { 1.0 })
         .collect();
-    let sw: f64 = w.iter().sum();
-    let xm = lv.iter().zip(&w).map(|(l, w)| w * l.0).sum::<f64>() / sw;
-    // Normal equations for the basis [1, d, d^2] with d = x - xm (centred for conditioning;
-    // the quadratic coefficient does not depend on the centre).
-    let mut m = [[0.0f64; 3]; 3];
-    let mut v = [0.0f64; 3];
-    for (l, wi) in lv.iter().zip(&w) {
-        let d = l.0 - xm;
-        let basis = [1.0, d, d * d];
-        for r in 0..3 {
-            v[r] += wi * basis[r] * l.1;
-            for c in 0..3 {
-                m[r][c] += wi * basis[r] * basis[c];
-            }
-        }
-    }
-    let inv = invert3(&m)?;
-    let beta: Vec<f64> = (0..3)
-        .map(|r| (0..3).map(|c| inv[r][c] * v[c]).sum())
-        .collect();
-    let sse: f64 = lv
-        .iter()
-        .zip(&w)
-        .map(|(l, wi)| {
-            let d = l.0 - xm;
-            let r = l.1 - (beta[0] + beta[1] * d + beta[2] * d * d);
-            wi * r * r
-        })
-        .sum();
+    // The quadratic coefficient does not depend on where x is centred; the solve centres
+    // and scales its columns itself.
+    let x: Vec<f64> = lv.iter().map(|l| l.0).collect();
+    let x2: Vec<f64> = x.iter().map(|x| x * x).collect();
+    let y: Vec<f64> = lv.iter().map(|l| l.1).collect();
+    let s = crate::analysis::least_squares::solve(&[&x, &x2], &y, Some(&w))?;
+    let sse = s.sse;
     let df = n - 3;
     let (s2, q) = if known {
         let reduced = if df > 0 { sse / df as f64 } else { 0.0 };
@@ -199,21 +177,5 @@ fn curvature(lv: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
     } else {
         return None;
     };
-    Some((beta[2], q * (s2 * inv[2][2]).max(0.0).sqrt()))
-}
-
-fn invert3(m: &[[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
-    let cof =
-        |r0: usize, r1: usize, c0: usize, c1: usize| m[r0][c0] * m[r1][c1] - m[r0][c1] * m[r1][c0];
-    let adj = [
-        [cof(1, 2, 1, 2), -cof(0, 2, 1, 2), cof(0, 1, 1, 2)],
-        [-cof(1, 2, 0, 2), cof(0, 2, 0, 2), -cof(0, 1, 0, 2)],
-        [cof(1, 2, 0, 1), -cof(0, 2, 0, 1), cof(0, 1, 0, 1)],
-    ];
-    let det = m[0][0] * adj[0][0] + m[0][1] * adj[1][0] + m[0][2] * adj[2][0];
-    let scale = m.iter().flatten().fold(0.0f64, |a, v| a.max(v.abs()));
-    if !det.is_finite() || det.abs() <= 1e-12 * scale.powi(3) {
-        return None;
-    }
-    Some(adj.map(|row| row.map(|v| v / det)))
+    Some((s.beta[2], q * (s2 * s.inverse[2][2]).max(0.0).sqrt()))
 }

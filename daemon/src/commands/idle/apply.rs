@@ -12,7 +12,7 @@ use wattson_collectors::SysRoot;
 use wattson_collectors::idle::errors;
 use wattson_collectors::idle::settings;
 
-use super::super::signals::SignalWatch;
+use super::super::interrupt::SignalWatch;
 use crate::cli::IdleArgs;
 use crate::config::Config;
 use crate::idle::apply::{self, ApplyError, Keep};

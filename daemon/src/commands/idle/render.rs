@@ -4,13 +4,13 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::analysis::cost::{annual_cost, format_money};
 use crate::config::Config;
 use crate::idle::candidates::Candidate;
 use crate::idle::explain::IdleReport;
 use crate::idle::measure::Plan;
 use crate::idle::store::{Effect, describe_delta};
 use crate::idle::wakeups::WakeupsView;
+use crate::ledger::price::{annual_cost, format_money};
 use wattson_collectors::idle::settings::SettingKind;
 
 fn pct(share: f64) -> String {
@@ -310,7 +310,7 @@ fn yearly(delta_w: f64, ci95_w: f64, config: &Config) -> String {
         ),
         None => format!(
             "{verb} {:.1} kWh a year{more}",
-            crate::analysis::cost::annual_kwh(delta_w.abs())
+            crate::ledger::price::annual_kwh(delta_w.abs())
         ),
     }
 }

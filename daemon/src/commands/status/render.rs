@@ -171,7 +171,7 @@ fn price_line(p: &PriceNow) -> String {
 /// The energy and cost section.
 fn cost_lines(c: &CostSummary, counter: Option<&CounterCheck>) -> String {
     let mut out = String::new();
-    let money = |x: f64| crate::analysis::cost::format_money(x, &c.currency);
+    let money = |x: f64| crate::ledger::price::format_money(x, &c.currency);
     let covered = |p: &costs::PeriodCost| {
         let mut t = format!(
             "{} covered",
@@ -317,7 +317,7 @@ fn estimated_lines(e: &crate::calibration::priced::EstimatedFigures) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "\nenergy and cost (no wall meter: {})", e.provenance);
     let today = &e.today;
-    let money = |x: f64| crate::analysis::cost::format_money(x, &today.currency);
+    let money = |x: f64| crate::ledger::price::format_money(x, &today.currency);
     let _ = writeln!(
         out,
         "  today        {:.3} kWh  {}  ({} minutes estimated{})",

@@ -4,8 +4,8 @@
 //! every surface prices with.
 
 use super::{Bucket, Energy, points_for, power_series, raw_complete_from};
-use crate::analysis::cost::{CostBreakdown, cost_of_energy};
 use crate::ledger::LedgerError;
+use crate::ledger::price::{CostBreakdown, cost_of_energy};
 use crate::store::{HOUR_MS, MINUTE_MS, Series, Store, StoreError, floor_to, integrate};
 use crate::tariff::Tariff;
 

@@ -12,7 +12,7 @@ use wattson_collectors::source::channel;
 use wattson_collectors::{Metric, SourceId};
 
 use super::Shared;
-use crate::analysis::cost::format_money;
+use crate::ledger::price::format_money;
 use crate::publish::mqtt::StateExtras;
 use crate::report::{Format, ReportRequest, parse_when};
 

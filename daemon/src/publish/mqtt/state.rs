@@ -29,6 +29,7 @@
 //! | `idle_regression` | W, UTC | the latest idle-power regression check, once one is stored: `detected` (bool), `config`, `baseline_idle_w`, `baseline_ci95_w`, `latest_idle_w`, `latest_ci95_w`, `delta_w`, `delta_ci95_w`, `threshold_w`, `checked_at` (RFC 3339), `checked_ms` |
 //! | `estimated` | kWh, W, currency | no wall meter: the calibration's `basis`, `energy_today`, `cost_today`, the last 7 days' mean `power` and `power_ci95`, a year at that rate `cost_annual` and `cost_annual_ci95`, `minutes` estimated and `minutes_withheld` ([`EstimatedPayload`]) |
 //! | `series` | | every live series as `[source, metric, channel, value]` in the metric's unit (means; energy totals are the latest value) |
+//! | `sleep` | h, W, currency | what sleeping when idle would save, from the last 28 days (the report's section, hourly): the proposed `windows`, `hours_a_week`, `annual_saving` and, where a resume's energy is known, `annual_net_saving`, `standby_watts` and `standby_from`, what it would `interrupted` (by service), and its `basis` or why there is none ([`SleepPayload`]) |
 //! | `held` | s | the sources whose readings stand until the next (`[[plug]] readings = "hold"`), each with its `max_hold`: their means weigh each reading by the time it stood, and a fleet collector stores each as standing for the time since the state before ([`crate::store::integrate::Readings::Mean`]) |
 
 use std::collections::BTreeMap;

@@ -15,9 +15,9 @@
 use serde::Serialize;
 
 use super::{ConfigReport, ReportError};
-use crate::analysis::cost::HOURS_PER_YEAR;
 use crate::candidate::Candidate;
 use crate::ledger::candidate::{CandidateYear, at_constant_load, on_history};
+use crate::ledger::price::HOURS_PER_YEAR;
 use crate::report::input::{MeasuredInput, ReportOptions};
 use crate::report::measured::MeasuredReport;
 use crate::tariff::Tariff;

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::{Baseline, ConfigReport, DUTY_CYCLE, ModeReport, Pricer, ReportError};
-use crate::analysis::cost::compare;
+use crate::ledger::price::compare;
 use crate::report::input::{ConfigKind, Paired, ReportOptions};
 
 /// Moving from one configuration to another.
@@ -238,7 +238,7 @@ fn paired_comparison(
 }
 
 fn comparison_report(
-    c: crate::analysis::cost::Comparison,
+    c: crate::ledger::price::Comparison,
     mode: &str,
     from_watts: f64,
     to_watts: f64,

@@ -26,7 +26,7 @@ use thiserror::Error;
 use super::input::{ConfigInput, ConfigKind, ConfigStatus, Paired, ReportInput};
 pub use super::measured::{DayFigure, GapReport, MeasuredReport, ModelledReport};
 use super::measured::{measured_report, why_not_modelled};
-use crate::analysis::cost::{AnnualFigure, CostError, HOURS_PER_YEAR, annual_cost, annual_kwh};
+use crate::ledger::price::{AnnualFigure, CostError, HOURS_PER_YEAR, annual_cost, annual_kwh};
 use crate::tariff::Tariff;
 
 mod candidates;
@@ -345,7 +345,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
     if let Some(b) = &pricer.unit.price_basis {
         notes.push(format!("annual costs are at {}", b.text));
     }
-    notes.extend(crate::analysis::cost::series_too_short(tariff));
+    notes.extend(crate::ledger::price::series_too_short(tariff));
     let candidates = candidates::candidates_report(
         &input.candidates,
         opts,

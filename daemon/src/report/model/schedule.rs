@@ -95,7 +95,7 @@ pub fn schedule_report(
 
 /// The section's lines, as the text, Markdown and HTML reports print them.
 pub fn lines(s: &ScheduleReport, currency: &str) -> Vec<String> {
-    let money = |x: f64| crate::analysis::cost::format_money(x, currency);
+    let money = |x: f64| crate::ledger::price::format_money(x, currency);
     let hours: Vec<String> = s
         .hours_a_week
         .iter()

@@ -2,7 +2,7 @@ use super::*;
 use crate::tariff::Period;
 use std::collections::BTreeMap;
 
-use crate::analysis::cost::round_money;
+use crate::ledger::price::round_money;
 use crate::report::input::{FitInput, LevelInput, MeasuredInput, ModeInput, ReportOptions};
 use chrono::NaiveTime;
 

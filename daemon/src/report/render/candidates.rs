@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{energy, num};
-use crate::analysis::cost::format_money;
+use crate::ledger::price::format_money;
 
 /// The candidates' section: what they are priced on, keeping this machine, then each
 /// candidate (cheapest that carries the load first) with its saving and payback.

@@ -13,8 +13,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::RenderError;
-use crate::analysis::cost::format_money;
 use crate::analysis::modes::level_loops;
+use crate::ledger::price::format_money;
 use crate::report::model::{DUTY_CYCLE, Report};
 
 /// Colour of the 95 % error bars (distinct from every series colour, so a reader and a

@@ -19,8 +19,8 @@ pub use candidates::candidate_lines;
 pub use sections::{Section, gpu_lines, sections};
 
 use super::model::{DUTY_CYCLE, ModeReport, Report};
-use crate::analysis::cost::format_money;
 use crate::analysis::modes::mode_rank;
+use crate::ledger::price::format_money;
 
 /// Output formats of `wattson report --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{energy, kwh, money_per_year, num, watts};
-use crate::analysis::cost::format_money;
+use crate::ledger::price::format_money;
 use crate::report::measured::MeasuredReport;
 use crate::report::model::{ComparisonReport, RegressionStatus, Report};
 

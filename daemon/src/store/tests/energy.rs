@@ -362,13 +362,13 @@ fn minute_blobs_from_before_covered_time_still_decode() {
         energy_wh: 0.833,
         covered_ms: None,
     }];
-    let old = codec::encode(&[
-        (&[3][..], codec::Order::Delta),
-        (&[60][..], codec::Order::Delta),
-        (&[5000][..], codec::Order::Delta),
-        (&[4900][..], codec::Order::Delta),
-        (&[5100][..], codec::Order::Delta),
-        (&[833][..], codec::Order::Delta),
+    let old = chunk_codec::encode(&[
+        (&[3][..], chunk_codec::Order::Delta),
+        (&[60][..], chunk_codec::Order::Delta),
+        (&[5000][..], chunk_codec::Order::Delta),
+        (&[4900][..], chunk_codec::Order::Delta),
+        (&[5100][..], chunk_codec::Order::Delta),
+        (&[833][..], chunk_codec::Order::Delta),
     ]);
     assert_eq!(decode_minutes(&old, 100.0).unwrap(), minutes);
     let new = encode_minutes(&minutes, 100.0);

@@ -3,7 +3,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::super::codec::{self, Order};
+use super::super::chunk_codec::{self, Order};
 use super::super::quarantine::Kind;
 use super::super::{Series, Store, StoreError, dequantise};
 use super::Writer;
@@ -171,7 +171,7 @@ fn encode_chunk(chunk: &OpenChunk, scale: f64) -> (Vec<u8>, i64, f64) {
         .iter()
         .map(|t| t.wrapping_sub(chunk.start_ms))
         .collect();
-    let data = codec::encode(&[(&rel, Order::DeltaOfDelta), (&chunk.q, Order::Delta)]);
+    let data = chunk_codec::encode(&[(&rel, Order::DeltaOfDelta), (&chunk.q, Order::Delta)]);
     let last_ts = chunk.ts.last().copied().unwrap_or(chunk.start_ms);
     let last_value = chunk.q.last().map_or(0.0, |&q| dequantise(q, scale));
     (data, last_ts, last_value)

@@ -7,7 +7,7 @@ use chrono::{LocalResult, NaiveDateTime, TimeZone};
 use crate::tariff::series::Slot;
 
 use super::{Format, ImportError, Options, Parsed, err, utc_time};
-use crate::csv_line::fields;
+use crate::csv_records::{Record, records};
 
 /// A number as day-ahead exports write it (`86.52`, or `86,52` in `;`-separated files).
 fn number(s: &str, decimal_comma: bool) -> Option<f64> {
@@ -97,19 +97,13 @@ struct Columns {
 }
 
 impl Columns {
-    /// The header at `line` (its delimiter the commoner of `;` and `,`).
+    /// The header at `line`, its fields `names` split on `delim`.
     fn read(
         line: usize,
-        header_line: &str,
+        (names, delim): (Vec<String>, char),
         format: Format,
         opts: &Options,
     ) -> Result<Self, ImportError> {
-        let delim = if header_line.matches(';').count() > header_line.matches(',').count() {
-            ';'
-        } else {
-            ','
-        };
-        let names = fields(header_line, delim);
         let lower: Vec<String> = names.iter().map(|h| h.to_ascii_lowercase()).collect();
         let find = |pred: &dyn Fn(&str) -> bool| lower.iter().position(|h| pred(h));
         let (start, end) = if format == Format::Entsoe {
@@ -252,15 +246,28 @@ fn price_column(
 }
 
 pub(super) fn day_ahead(text: &str, format: Format, opts: &Options) -> Result<Parsed, ImportError> {
-    let mut lines = text
+    // The delimiter is the header's commoner of `;` and `,`.
+    let header_line = text
         .trim_start_matches('\u{feff}')
         .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
-    let Some((h_index, header_line)) = lines.next() else {
+        .find(|l| !l.trim().is_empty())
+        .ok_or_else(|| err(0, "header", "the file is empty"))?;
+    let delim = if header_line.matches(';').count() > header_line.matches(',').count() {
+        ';'
+    } else {
+        ','
+    };
+    let mut lines = records(text, delim as u8, false)
+        .map_err(|(line, why)| err(line, "line", why))?
+        .into_iter();
+    let Some(Record {
+        line: h_line,
+        fields: names,
+    }) = lines.next()
+    else {
         return Err(err(0, "header", "the file is empty"));
     };
-    let cols = Columns::read(h_index + 1, header_line, format, opts)?;
+    let cols = Columns::read(h_line, (names, delim), format, opts)?;
     let header = &cols.names;
     let price_col = cols.price;
     let per_mwh = !header[price_col].to_ascii_lowercase().contains("kwh");
@@ -273,9 +280,7 @@ pub(super) fn day_ahead(text: &str, format: Format, opts: &Options) -> Result<Pa
     };
     let mut skipped = 0;
     let mut previous_end: Option<i64> = None;
-    for (i, line) in lines {
-        let n = i + 1;
-        let f = fields(line, cols.delim);
+    for Record { line: n, fields: f } in lines {
         let (start_ms, end_ms) = cols.times(n, &f, previous_end)?;
         let price_text = cols.get(&f, n, price_col)?;
         let marker = price_text.trim().to_ascii_lowercase();
@@ -386,13 +391,8 @@ pub(super) fn plain_csv(text: &str, format: Format, opts: &Options) -> Result<Pa
         notes: Vec::new(),
         lines: Vec::new(),
     };
-    for (i, line) in text.trim_start_matches('\u{feff}').lines().enumerate() {
-        let n = i + 1;
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let f = fields(line, ',');
+    let rows = records(text, b',', true).map_err(|(line, why)| err(line, "line", why))?;
+    for Record { line: n, fields: f } in rows {
         if out.slots.is_empty() && f.first().is_some_and(|s| s.eq_ignore_ascii_case("start")) {
             header(n, &f, value_name)?;
             continue;

@@ -9,8 +9,12 @@ use std::path::Path;
 use super::{rust_files, workspace};
 
 /// Dependencies used without their name in the code (through a feature, or by another
-/// crate's macros): (member, dependency, why). None today.
-const USED_WITHOUT_A_PATH: &[(&str, &str, &str)] = &[];
+/// crate's macros, or to choose another crate's back end): (member, dependency, why).
+const USED_WITHOUT_A_PATH: &[(&str, &str, &str)] = &[(
+    "daemon",
+    "idna_adapter",
+    "chooses idna's stub back end for url: ASCII host names, no Unicode tables compiled in",
+)];
 
 /// The dependency names of one table (`[dependencies]`, ...) of a Cargo.toml, as written.
 fn declared(manifest: &str) -> Vec<(String, String)> {

@@ -70,7 +70,7 @@ mod schedule;
 use std::fmt::Write as _;
 
 use super::num;
-use crate::analysis::cost::round_money;
+use crate::ledger::price::round_money;
 use crate::report::idle::IdleSetting;
 use crate::report::model::{GpuIdleReport, MeasuredReport, Report};
 use crate::services::ServicesEstimate;
@@ -97,8 +97,32 @@ pub const HEADER: [&str; 18] = [
     "warnings",
 ];
 
-/// Quotes a field when it holds a comma, quote or line break.
-pub use crate::csv_line::field;
+/// `s` as one field of a `,`-separated line: quoted where it holds a comma, a quote or a
+/// line break.
+pub fn field(s: &str) -> String {
+    // A record of one empty field is written `""` (to tell it from no record); in a row it
+    // is nothing between two commas.
+    if s.is_empty() {
+        return String::new();
+    }
+    let mut writer = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    if writer.write_record([s]).is_err() {
+        return s.to_owned();
+    }
+    writer
+        .into_inner()
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .map_or_else(
+            || s.to_owned(),
+            |mut line| {
+                line.pop(); // the record's terminator
+                line
+            },
+        )
+}
 
 /// The price a row's annual cost works out at, currency per kWh: what priced that row (the
 /// measured window's own hours, the year's mean, a service's estimate), never one price
