@@ -9,6 +9,7 @@ pub mod cgroup;
 pub mod counter;
 pub mod cpu;
 pub mod idle;
+pub mod kernel_clock;
 pub mod meter;
 pub mod plausibility;
 pub mod power;

@@ -21,6 +21,17 @@ use wattson::tariff::{Period, Tariff};
 
 const HOUR_MS: i64 = 3_600_000;
 
+/// A configuration measured by hand, with an upgrade cost.
+fn manual(name: &str, modes: &[(&str, f64)]) -> ConfigInput {
+    ConfigInput::from_manual(&ManualConfig {
+        name: name.into(),
+        description: None,
+        modes: modes.iter().map(|(m, w)| ((*m).to_string(), *w)).collect(),
+        upgrade_cost: Some(300.0),
+        schedule: None,
+    })
+}
+
 fn input() -> ReportInput {
     let night = Period {
         start: NaiveTime::from_hms_opt(0, 30, 0).unwrap(),
@@ -61,14 +72,6 @@ fn input() -> ReportInput {
     let utilisation = (0..8760)
         .map(|i| (t0 + i * HOUR_MS, t0 + (i + 1) * HOUR_MS, busy(i)))
         .collect();
-    let manual = |name: &str, modes: &[(&str, f64)]| {
-        ConfigInput::from_manual(&ManualConfig {
-            name: name.into(),
-            description: None,
-            modes: modes.iter().map(|(m, w)| ((*m).to_string(), *w)).collect(),
-            upgrade_cost: Some(300.0),
-        })
-    };
     let levels = (0..=4)
         .map(|n| LevelInput {
             kind: "spin".into(),

@@ -15,7 +15,13 @@ use tracing_subscriber::registry::LookupSpan;
 /// Install the global subscriber. `verbose` raises the default level to debug.
 /// `RUST_LOG` overrides both (e.g. `RUST_LOG=wattson=trace`).
 pub fn init(verbose: bool) {
-    init_with_default(if verbose { "debug" } else { "info" });
+    // The schema migration's "Database migrated to version N" is the store's business, not
+    // a command's output (`candidate add` printed it); `-v` shows it.
+    init_with_default(if verbose {
+        "debug"
+    } else {
+        "info,rusqlite_migration=warn"
+    });
 }
 
 /// As [`init`], with `default` as the level when `RUST_LOG` is not set (`wattson demo` on a

@@ -11,6 +11,7 @@
     reason = "the tests open fixture files and databases in their own process, never beside a connection of the daemon's"
 )]
 
+pub mod away;
 pub mod broker;
 pub mod browser;
 pub mod http;
@@ -428,11 +429,23 @@ pub fn simulate(
     addresses: &[u8],
     watts: f64,
 ) -> wattson::sources::meters::SimHandle {
+    simulate_counted(protocol, addresses, watts, 0.0)
+}
+
+/// [`simulate`] whose energy counter starts at `counted_wh` (a meter that counted on while
+/// the daemon was away).
+pub fn simulate_counted(
+    protocol: &str,
+    addresses: &[u8],
+    watts: f64,
+    counted_wh: f64,
+) -> wattson::sources::meters::SimHandle {
     let protocol = protocol.parse().expect("protocol name");
     let model = wattson::sources::simulated_power::PowerModel {
         idle_w: watts,
         noise_sd_w: 0.0,
         ramp_s: 0.0,
+        energy_wh: counted_wh,
         ..wattson::sources::simulated_power::PowerModel::default()
     };
     let root =

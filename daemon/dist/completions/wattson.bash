@@ -829,7 +829,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__meter__subcmd__simulate)
-            opts="-c -v -h -V --protocol --watts --follow-cpu --follow-pid --follow-demand --follow-threads --per-cpu --noise --ramp --curvature --address --duration --effect --fault --fault-cycle --seed --config --verbose --help --version"
+            opts="-c -v -h -V --protocol --watts --follow-cpu --follow-pid --follow-demand --follow-threads --per-cpu --noise --ramp --curvature --address --duration --effect --fault --fault-cycle --energy-wh --seed --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -887,6 +887,10 @@ _wattson() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --energy-wh)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --seed)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -907,7 +911,7 @@ _wattson() {
             return 0
             ;;
         wattson__subcmd__report)
-            opts="-c -v -h -V --format --out --configs --since --until --mode --upgrade-cost --co2 --tariffs --db --prometheus --host --candidates --candidates-top --this-ssj-ops --schedule --config --verbose --help --version"
+            opts="-c -v -h -V --format --out --configs --since --until --mode --upgrade-cost --co2 --tariffs --db --prometheus --host --candidates --candidates-top --this-ssj-ops --schedule --standby-watts --config --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -974,6 +978,10 @@ _wattson() {
                     return 0
                     ;;
                 --schedule)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --standby-watts)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

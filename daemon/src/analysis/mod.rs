@@ -6,6 +6,8 @@
 //! - [`candidate`]: a candidate machine's power curve (watts against its share of maximum
 //!   throughput).
 //! - [`modes`]: the names of operating modes (`standby`, `idle`, `1 loop`, ...).
+//! - [`schedule`]: a week's schedule of modes; [`sleep`]: the hours of the week idle enough
+//!   to sleep, the nightly window they propose and what it would interrupt.
 
 pub mod candidate;
 pub mod fit;
@@ -13,4 +15,5 @@ pub mod gpu_idle;
 pub mod least_squares;
 pub mod modes;
 pub mod schedule;
+pub mod sleep;
 pub mod stats;

@@ -3,6 +3,10 @@
 //! Sweep levels are named like manual modes so that a swept configuration and one read off
 //! a meter's display by hand line up in the same table.
 
+/// The mode a sleeping machine is in (suspended to RAM or idle): what `[[config]]` modes
+/// call its power asleep.
+pub const STANDBY: &str = "standby";
+
 /// The mode name for a sweep level of `loops` busy loops (0 is `idle`).
 pub fn level_name(loops: u32) -> String {
     match loops {
@@ -23,7 +27,7 @@ pub fn level_loops(mode: &str) -> Option<u32> {
 
 /// Sort key: standby, idle, 1 loop, 2 loops, ..., then anything else.
 pub fn mode_rank(mode: &str) -> (u32, u32, String) {
-    if mode == "standby" {
+    if mode == STANDBY {
         return (0, 0, String::new());
     }
     match level_loops(mode) {

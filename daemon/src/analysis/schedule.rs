@@ -200,6 +200,13 @@ impl Schedule {
     }
 }
 
+/// As its text, as the effective configuration prints it.
+impl serde::Serialize for Schedule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
 impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)

@@ -40,12 +40,14 @@ pub fn priced(
 /// An estimate priced at `tariff`.
 pub fn price(estimate: Estimated, tariff: &Tariff) -> Result<Priced, CalibrationError> {
     let covered_hours = estimate.minutes as f64 / 60.0;
-    let cost = project(
-        tariff,
-        &estimate.hours,
-        covered_hours,
-        Some(estimate.interval_wh),
-    )?;
+    // The estimate keeps its minutes in all, not hour by hour: each hour its share.
+    let share_ms = estimate.minutes as f64 * 60_000.0 / estimate.hours.len().max(1) as f64;
+    let hours: Vec<(i64, f64, f64)> = estimate
+        .hours
+        .iter()
+        .map(|&(h, wh)| (h, wh, share_ms))
+        .collect();
+    let cost = project(tariff, &hours, Some(estimate.interval_wh))?;
     Ok(Priced {
         window_cost: cost.as_ref().map(|c| c.cost_per_day * covered_hours / 24.0),
         currency: tariff.currency().to_owned(),

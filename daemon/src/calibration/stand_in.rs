@@ -166,10 +166,12 @@ pub fn lines(s: &StoodIn) -> Vec<String> {
             .unwrap_or_default()
     };
     let mut out = vec![format!(
-        "the meter was away from {} to {} ({:.1} h)",
+        "the meter was away from {} to {} ({})",
         at(s.away_from_ms),
         at(s.away_to_ms),
-        (s.away_to_ms - s.away_from_ms) as f64 / HOUR_MS as f64
+        crate::ledger::interval::hours_text(
+            (s.away_to_ms - s.away_from_ms) as f64 / HOUR_MS as f64
+        )
     )];
     out.extend(super::priced::lines(&s.estimate));
     out.push(match &s.on_return {

@@ -105,6 +105,11 @@ pub struct SimulateArgs {
     /// With --fault: repeat the faults every this long (a script of one cycle).
     #[arg(long, value_name = "DURATION", requires = "faults", value_parser = crate::parse::parse_duration_arg)]
     pub fault_cycle: Option<Duration>,
+    /// Start the meter's energy counter at this many Wh, as a meter that has counted
+    /// before: start a simulator again with its counter moved on by the energy of a time
+    /// away (e.g. 28 for 7 h at 4 W) to try how wattson measures standby at the wall.
+    #[arg(long, value_name = "WH", default_value_t = 0.0, value_parser = non_negative_wh)]
+    pub energy_wh: f64,
     /// Random seed for the noise.
     #[arg(
         long,
@@ -113,4 +118,14 @@ pub struct SimulateArgs {
         allow_hyphen_values = true
     )]
     pub seed: u64,
+}
+
+/// A counter start: a finite number of Wh, not negative.
+fn non_negative_wh(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(wh) if wh.is_finite() && wh >= 0.0 => Ok(wh),
+        _ => Err(format!(
+            "{s:?} is not a number of Wh at or above 0, e.g. 28"
+        )),
+    }
 }

@@ -85,6 +85,11 @@ pub struct ReportArgs {
     /// "standby 00:00-07:00; idle; 2 loops sun 02:00-03:00".
     #[arg(long, value_name = "SCHEDULE")]
     pub schedule: Option<crate::analysis::schedule::Schedule>,
+    /// This machine's power asleep at the wall, W, for what sleeping when idle would save
+    /// [default: `[sleep] standby_watts`, else the `standby` mode of this host's
+    /// `[[config]]`]. The thresholds of an hour idle enough to sleep are `[sleep]`'s.
+    #[arg(long, value_name = "W", value_parser = crate::parse::parse_non_negative)]
+    pub standby_watts: Option<f64>,
 }
 
 impl ReportArgs {
@@ -105,6 +110,7 @@ impl ReportArgs {
             candidates_top: Some(self.candidates_top),
             this_ssj_ops: self.this_ssj_ops,
             schedule: self.schedule.clone(),
+            standby_watts: self.standby_watts,
         }
     }
 }

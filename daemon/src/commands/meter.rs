@@ -111,6 +111,7 @@ fn simulate(args: &SimulateArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         ramp_s: args.ramp,
         curvature_w: args.curvature,
         effects: args.effects.clone(),
+        energy_wh: args.energy_wh,
         ..PowerModel::default()
     };
     let line = (args.protocol == Protocol::Line).then(meter::line::LineFormat::default);

@@ -169,6 +169,9 @@ struct Status {
     /// `[prometheus] remote_write`, when configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     remote_write: Option<remote_write::RemoteWriteStatus>,
+    /// What sleeping when idle would save, from the last 28 days (as the report's section).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sleep: Option<crate::report::sleep::SleepReport>,
     #[serde(skip)]
     now_ms: i64,
 }
@@ -294,7 +297,9 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         let tariff = crate::ledger::costs::tariff_with_series(&config.tariff, &store, now_ms)?;
         crate::services::estimate(&store, &host, &tariff, to - 7 * DAY_MS, to)?
     };
+    let sleep = sleep_section(&store, &config, &tariff, (&host, own_host), now_ms)?;
     let status = Status {
+        sleep,
         wattson_itself_text: crate::services::render::wattson_line(&wattson_cost),
         wattson_itself: wattson_cost.wattson,
         database: db.display().to_string(),
@@ -333,6 +338,30 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         crate::output::print(&render(&status));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What sleeping when idle would save, as the report's section says it over the last 28
+/// days of `host` (`own`: this machine, whose configured wall and standby figure apply).
+fn sleep_section(
+    store: &crate::store::Store,
+    config: &crate::config::Config,
+    tariff: &crate::tariff::Tariff,
+    (host, own): (&str, bool),
+    now_ms: i64,
+) -> Result<Option<crate::report::sleep::SleepReport>, crate::report::ProduceError> {
+    let wall = own.then(|| costs::wall_source(config)).flatten();
+    crate::report::sleep::gather::section(
+        store,
+        tariff,
+        &crate::report::sleep::gather::Asked {
+            host,
+            wall: wall.as_ref(),
+            since: None,
+            until: None,
+            now_ms,
+            settings: &crate::report::sleep::gather::Settings::of(config, own, None),
+        },
+    )
 }
 
 /// The newest stored reading of each of `host`'s series (per-core series and rejection

@@ -90,6 +90,8 @@ pub(super) struct FileConfig {
     pub(super) wakeups: FileWakeups,
     #[serde(default)]
     pub(super) disk: Vec<super::disk::FileDisk>,
+    #[serde(default)]
+    pub(super) sleep: super::sleep::FileSleep,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -269,4 +271,6 @@ pub(super) struct FileManual {
     pub(super) upgrade_cost: Option<Spanned<f64>>,
     #[serde(default)]
     pub(super) description: Option<String>,
+    /// A week's schedule of its modes ("standby 00:00-07:00; idle").
+    pub(super) schedule: Option<Spanned<String>>,
 }

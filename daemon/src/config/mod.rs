@@ -22,6 +22,7 @@ pub mod names;
 mod plug;
 mod prometheus;
 mod serial_lines;
+mod sleep;
 mod tariff_section;
 mod validate;
 
@@ -45,6 +46,7 @@ pub use prometheus::{
     PrometheusConfig, REMOTE_WRITE_INTERVAL, RemoteWriteUrl, parse_remote_write_url,
 };
 pub use serial_lines::{LineError, SerialLine, collector_names, serial_lines};
+pub use sleep::{MAX_STANDBY_WATTS, SleepConfig};
 use validate::Validator;
 pub use validate::{FLUSH, KEEPALIVE, METER_TIMEOUT, PUBLISH, RETENTION, SAMPLING};
 
@@ -139,6 +141,8 @@ pub struct Config {
     /// `[[disk]]`: the disks whose spin state `wattson run` follows.
     #[serde(rename = "disk", skip_serializing_if = "Vec::is_empty")]
     pub disks: Vec<DiskConfig>,
+    /// `[sleep]`: what counts as idle enough to sleep, and the standby watts by hand.
+    pub sleep: SleepConfig,
 }
 
 /// Who wakes the CPUs, stored hourly by `wattson run` (`[wakeups]`, see
@@ -419,6 +423,9 @@ pub struct ManualConfig {
     /// Mode name -> watts, in file order where the modes are standard ones.
     #[serde(serialize_with = "effective::modes")]
     pub modes: Vec<(String, f64)>,
+    /// A week's schedule of its modes, which `wattson report` prices it on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::analysis::schedule::Schedule>,
 }
 
 impl MqttConfig {
@@ -505,6 +512,7 @@ impl Config {
             },
             plugs: Vec::new(),
             disks: Vec::new(),
+            sleep: SleepConfig::default(),
             wakeups: WakeupsConfig {
                 enabled: true,
                 interval: Duration::from_secs(300),

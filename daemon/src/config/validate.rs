@@ -234,6 +234,7 @@ impl Validator<'_> {
         }
         config.manual = self.manual(file.config)?;
         config.disks = self.disks(file.disk)?;
+        config.sleep = self.sleep(file.sleep, &config.manual)?;
         if let (Some(span), None) = (price_topic_span, &config.mqtt) {
             return Err(self.err(
                 span,
@@ -433,10 +434,16 @@ impl Validator<'_> {
                     format!("{name:?} must be unique"),
                 ));
             }
+            let modes = self.modes(c.modes)?;
+            let schedule = c
+                .schedule
+                .map(|text| self.schedule(&text, &modes))
+                .transpose()?;
             out.push(ManualConfig {
                 name,
                 description: c.description,
-                modes: self.modes(c.modes)?,
+                modes,
+                schedule,
                 upgrade_cost: c
                     .upgrade_cost
                     .map(|u| self.price(&u, "config.upgrade_cost"))
@@ -444,6 +451,41 @@ impl Validator<'_> {
             });
         }
         Ok(out)
+    }
+
+    /// `config.schedule`: a week's schedule of the configuration's own `modes`.
+    fn schedule(
+        &self,
+        text: &Spanned<String>,
+        modes: &[(String, f64)],
+    ) -> Result<crate::analysis::schedule::Schedule, ConfigError> {
+        let schedule: crate::analysis::schedule::Schedule =
+            text.get_ref()
+                .parse()
+                .map_err(|e: crate::analysis::schedule::ScheduleError| {
+                    self.err(text.span(), "config.schedule", e.to_string())
+                })?;
+        if let Some(m) = schedule
+            .modes()
+            .iter()
+            .find(|m| !modes.iter().any(|(name, _)| name == *m))
+        {
+            let known: Vec<&str> = modes.iter().map(|(name, _)| name.as_str()).collect();
+            return Err(self.err(
+                text.span(),
+                "config.schedule",
+                format!(
+                    "it names mode {m:?}, which this configuration's modes do not give \
+                     (they are: {}); add `{m} = W` to its modes",
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        }
+        Ok(schedule)
     }
 
     /// `config.modes`: a plausible power in watts per mode, in the modes' order.

@@ -31,10 +31,13 @@
 //!   the report, `/metrics` and `wattson idle`;
 //! - [`disk_hours`]: each disk's spin state per hour as `wattson run` stores it (`[[disk]]`),
 //!   with who woke it at each spin-up, read back as spin-ups and spun-up hours per day and
-//!   priced at its datasheet watts.
+//!   priced at its datasheet watts;
+//! - [`activity_hours`]: those wake-ups by service and disk spin-ups hour by hour, for the
+//!   hours idle enough to sleep (`crate::analysis::sleep`).
 //!
 //! Units: shares 0..1 (printed as %), watts (W), UTC milliseconds.
 
+pub mod activity_hours;
 pub mod apply;
 pub mod candidates;
 pub mod catalogue;

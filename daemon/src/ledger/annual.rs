@@ -101,7 +101,7 @@ pub fn candidate(
 }
 
 /// The days a year on the tariff spans.
-const YEAR_DAYS: i64 = 365;
+pub const YEAR_DAYS: i64 = 365;
 
 /// What a year on the tariff costs this machine: its load `shape` (mean power by hour of
 /// the week where measured, the measured mean elsewhere) over the 365 days from the local
@@ -192,31 +192,12 @@ pub fn on_schedule(
     if let Some(m) = schedule.modes().iter().find(|m| watts(m).is_none()) {
         return Ok(Err(m.clone()));
     }
-    let tz = tariff.tz();
-    let first = DateTime::from_timestamp_millis(day_ms)
-        .ok_or(TariffError::Timestamp(day_ms))?
-        .with_timezone(&tz)
-        .date_naive();
-    let runs = schedule.runs();
-    let mut year: Vec<(i64, i64, f64)> = Vec::with_capacity(runs.len() * 53);
-    for date in first.iter_days().take(YEAR_DAYS as usize) {
-        let midnight = tz.start_of_day(date).timestamp_millis();
-        let utc = |minute: usize| -> i64 {
-            let local =
-                date.and_time(chrono::NaiveTime::MIN) + chrono::Duration::minutes(minute as i64);
-            tz.from_local_datetime(&local)
-                .earliest()
-                .map_or(midnight + minute as i64 * 60_000, |t| t.timestamp_millis())
-        };
-        let day0 = date.weekday().num_days_from_monday() as usize * 24 * 60;
-        for &(start, len, mode) in &runs {
-            let (a, b) = (start.max(day0), (start + len).min(day0 + 24 * 60));
-            if a < b {
-                let w = watts(mode).unwrap_or(0.0);
-                year.push((utc(a - day0), utc(b - day0), w));
-            }
-        }
-    }
+    let runs: Vec<(usize, usize, f64)> = schedule
+        .runs()
+        .into_iter()
+        .map(|(start, len, mode)| (start, len, watts(mode).unwrap_or(0.0)))
+        .collect();
+    let (year, first) = year_of_runs(&runs, tariff, day_ms)?;
     let (kwh, cost, assumption) = price_year(tariff, &year)?;
     let price = if kwh > 0.0 { cost / kwh } else { 0.0 };
     let hours = schedule
@@ -238,6 +219,70 @@ pub fn on_schedule(
             assumption.map(|a| format!("; {a}")).unwrap_or_default()
         ),
     }))
+}
+
+/// Pieces of a year's load: `(start, end, W)`, UTC ms.
+type Year = Vec<(i64, i64, f64)>;
+
+/// A week of runs `(first local minute of the week, minutes, W)` as the 365 local days from
+/// the day of `day_ms` hold them: `(start, end, W)` UTC ms, and that first day.
+fn year_of_runs(
+    runs: &[(usize, usize, f64)],
+    tariff: &Tariff,
+    day_ms: i64,
+) -> Result<(Year, chrono::NaiveDate), CostError> {
+    let tz = tariff.tz();
+    let first = DateTime::from_timestamp_millis(day_ms)
+        .ok_or(TariffError::Timestamp(day_ms))?
+        .with_timezone(&tz)
+        .date_naive();
+    let mut year: Year = Vec::with_capacity(runs.len() * 53);
+    for date in first.iter_days().take(YEAR_DAYS as usize) {
+        let midnight = tz.start_of_day(date).timestamp_millis();
+        let utc = |minute: usize| -> i64 {
+            let local =
+                date.and_time(chrono::NaiveTime::MIN) + chrono::Duration::minutes(minute as i64);
+            tz.from_local_datetime(&local)
+                .earliest()
+                .map_or(midnight + minute as i64 * 60_000, |t| t.timestamp_millis())
+        };
+        let day0 = date.weekday().num_days_from_monday() as usize * 24 * 60;
+        for &(start, len, w) in runs {
+            let (a, b) = (start.max(day0), (start + len).min(day0 + 24 * 60));
+            if a < b {
+                year.push((utc(a - day0), utc(b - day0), w));
+            }
+        }
+    }
+    Ok((year, first))
+}
+
+/// A year on the tariff of a week's runs of power `(first local minute of the week,
+/// minutes, W)`, over the 365 local days from the day of `day_ms`, each run priced at the
+/// tariff in force then, by the same year pricing as [`on_schedule`] and [`on_tariff`]
+/// (what sleeping would not draw, [`crate::analysis::sleep`]; the energy of each resume).
+/// `what` is the basis's opening words. Runs may not overlap or cross a day's end.
+pub fn on_week(
+    runs: &[(usize, usize, f64)],
+    tariff: &Tariff,
+    day_ms: i64,
+    what: &str,
+) -> Result<Annual, CostError> {
+    let (year, first) = year_of_runs(runs, tariff, day_ms)?;
+    let (kwh, cost, assumption) = price_year(tariff, &year)?;
+    let price = if kwh.abs() > 0.0 { cost / kwh } else { 0.0 };
+    Ok(Annual {
+        kwh,
+        kwh_ci95: None,
+        cost,
+        cost_ci95: None,
+        price_per_kwh: price,
+        basis: format!(
+            "{what}, priced over the {YEAR_DAYS} days from {first} ({} on average{})",
+            price_text(price, tariff.currency()),
+            assumption.map(|a| format!("; {a}")).unwrap_or_default()
+        ),
+    })
 }
 
 /// kWh and cost of a year of `(start, end, W)` (hours of a load shape, runs of a schedule),

@@ -151,6 +151,10 @@ pub struct CostSummary {
     pub annual_cost_all_in: Option<f64>,
     /// Standing charge per year: its own figure, paid whether or not the machine runs.
     pub standing_charge_per_year: f64,
+    /// Standby (asleep) and off, measured at the wall over every time the host was away
+    /// ([`super::standby`]); empty until the meter's counter has settled one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub away: Vec<super::standby::AwayFigure>,
     /// What weakens these figures, in words.
     pub warnings: Vec<String>,
 }
@@ -234,6 +238,7 @@ pub fn summary_with_total(
         annual_basis: None,
         annual_cost_all_in: None,
         standing_charge_per_year: tariff.standing_charge_per_day() * HOURS_PER_YEAR / 24.0,
+        away: super::standby::measured(store, host, source, (0, now_ms + 1), tariff)?,
         warnings,
     };
     if let Some(w) = recent

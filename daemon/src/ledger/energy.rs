@@ -56,6 +56,9 @@ pub struct GapSpan {
     /// counted it), once settled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub counted: Option<CountedSpan>,
+    /// Where the host was away over it (asleep, off), as the kernel told it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub away: Option<crate::store::Away>,
 }
 
 /// A gap's energy by the meter's counter, within a window.
@@ -233,6 +236,7 @@ pub fn energy(
                 start_ms,
                 end_ms,
                 reason: g.reason,
+                away: g.away,
                 counted: g.counted.map(|c| CountedSpan {
                     wh: c.wh.map(|w| w * share),
                     gap_wh: c.wh,

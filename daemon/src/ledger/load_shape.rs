@@ -22,7 +22,7 @@ const MIN_HOUR_MS: i64 = 60_000;
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadShape {
     /// Wh and covered ms in each hour of the week, Monday 00:00 local first.
-    hours: Vec<(f64, i64)>,
+    hours: Vec<(f64, f64)>,
 }
 
 impl LoadShape {
@@ -31,24 +31,35 @@ impl LoadShape {
     /// UTC hours and the ends of a window, so a bucket lies in one local hour wherever the
     /// zone's offset is a whole number of hours.
     pub fn new(buckets: impl IntoIterator<Item = (i64, i64, f64, i64)>, tz: Zone) -> LoadShape {
-        let mut hours = vec![(0.0, 0); WEEK_HOURS];
-        for (start, _, wh, covered) in buckets {
-            if covered <= 0 || !wh.is_finite() {
+        LoadShape::of_hours(
+            buckets
+                .into_iter()
+                .map(|(start, _, wh, covered)| (start, wh, covered as f64)),
+            tz,
+        )
+    }
+
+    /// The shape of `(start UTC ms, Wh, covered ms)`: an estimate's hours, whose covered
+    /// time is a fraction of a millisecond as often as not (a share of metered seconds).
+    pub fn of_hours(hours: impl IntoIterator<Item = (i64, f64, f64)>, tz: Zone) -> LoadShape {
+        let mut out = vec![(0.0, 0.0); WEEK_HOURS];
+        for (start, wh, covered) in hours {
+            if covered <= 0.0 || !covered.is_finite() || !wh.is_finite() {
                 continue;
             }
             if let Some(h) = hour_of_week(start, tz) {
-                hours[h].0 += wh;
-                hours[h].1 += covered;
+                out[h].0 += wh;
+                out[h].1 += covered;
             }
         }
-        LoadShape { hours }
+        LoadShape { hours: out }
     }
 
     /// A constant `watts` in every hour of the week (the current draw, before there is
     /// history).
     pub fn flat(watts: f64) -> LoadShape {
         LoadShape {
-            hours: vec![(watts, HOUR_MS); WEEK_HOURS],
+            hours: vec![(watts, HOUR_MS as f64); WEEK_HOURS],
         }
     }
 
@@ -65,7 +76,7 @@ impl LoadShape {
     /// Mean power in hour of the week `h`, W; `None` where it was not measured.
     pub fn watts(&self, h: usize) -> Option<f64> {
         let (wh, ms) = *self.hours.get(h)?;
-        (ms >= MIN_HOUR_MS).then(|| wh * MS_PER_HOUR / ms as f64)
+        (ms >= MIN_HOUR_MS as f64).then(|| wh * MS_PER_HOUR / ms)
     }
 
     /// Mean power over all covered time, W; `None` with nothing covered.
@@ -73,8 +84,8 @@ impl LoadShape {
         let (wh, ms) = self
             .hours
             .iter()
-            .fold((0.0, 0), |(w, m), &(wh, ms)| (w + wh, m + ms));
-        (ms > 0).then(|| wh * MS_PER_HOUR / ms as f64)
+            .fold((0.0, 0.0), |(w, m), &(wh, ms)| (w + wh, m + ms));
+        (ms > 0.0).then(|| wh * MS_PER_HOUR / ms)
     }
 
     /// How many of the week's hours were measured.
@@ -84,7 +95,7 @@ impl LoadShape {
 
     /// Hours of covered time in all.
     pub fn covered_hours(&self) -> f64 {
-        self.hours.iter().map(|h| h.1).sum::<i64>() as f64 / MS_PER_HOUR
+        self.hours.iter().map(|h| h.1).sum::<f64>() / MS_PER_HOUR
     }
 
     /// The power of hour `h` as the projection takes it: measured, else the mean.

@@ -24,6 +24,8 @@
 //!   rejected as implausible.
 //! - [`primary`]: which source's power is the host's, decided once from the config, and what
 //!   a source's watts stand for.
+//! - [`standby`]: standby and off measured at the wall, from the meter's counter over the
+//!   gaps the kernel says the host was asleep or off in.
 //! - [`estimated_cost`]: money for estimated energy (what each service costs), kept apart
 //!   from measured energy.
 //! - [`error`]: why a figure could not be made ([`LedgerError`]).
@@ -41,6 +43,7 @@ pub mod meter_protocols;
 pub mod price;
 pub mod primary;
 pub mod running;
+pub mod standby;
 
 pub use error::LedgerError;
 pub use primary::{PrimaryPower, scope_label};

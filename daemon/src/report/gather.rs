@@ -152,9 +152,12 @@ fn measured_input(
             e.minute_buckets_where(store, split)?
         },
         covered_ms: e.covered_ms,
+        // Sampled buckets only: what the counter counted over gaps covers no time, so it
+        // would raise any mean over covered time (it is in `energy`).
         covered: e
             .buckets
             .iter()
+            .filter(|b| !b.counted)
             .map(|b| (b.start_ms, b.end_ms, b.wh, b.covered_ms))
             .collect(),
         gaps: e
@@ -174,6 +177,7 @@ fn measured_input(
         power,
         counter,
         approximate_hours: e.approximate_hours,
+        away: crate::ledger::standby::spans_in_window(&e.gaps),
     }))
 }
 
@@ -381,6 +385,7 @@ fn sweep_config_input(s: &crate::sweep::persist::StoredSweep) -> ConfigInput {
         fit,
         levels,
         upgrade_cost: None,
+        schedule: None,
         status: if s.status == "complete" {
             ConfigStatus::Complete
         } else {

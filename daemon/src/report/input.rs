@@ -89,6 +89,9 @@ pub struct ConfigInput {
     /// Measured against another configuration in alternating phases (`wattson idle
     /// --measure`): compared with that one by the difference measured directly.
     pub paired: Option<Paired>,
+    /// Its own week's schedule of modes (`[[config]] schedule`), which the report prices it
+    /// on in place of `--schedule`.
+    pub schedule: Option<crate::analysis::schedule::Schedule>,
 }
 
 /// A configuration's idle measured against another's in alternating phases (A B A ...):
@@ -202,6 +205,9 @@ pub struct MeasuredInput {
     pub counter: Option<crate::ledger::counter::CounterCheck>,
     /// Hours whose energy and covered time are estimates.
     pub approximate_hours: u64,
+    /// The outages in which the host was away (asleep, off), settled by the meter's
+    /// counter: its standby and off, measured at the wall.
+    pub away: Vec<crate::ledger::standby::AwaySpan>,
 }
 
 impl MeasuredInput {
@@ -318,6 +324,7 @@ impl ConfigInput {
             upgrade_cost: m.upgrade_cost,
             status: ConfigStatus::Complete,
             paired: None,
+            schedule: m.schedule.clone(),
         }
     }
 }
@@ -336,6 +343,7 @@ mod tests {
             description: Some("old".into()),
             modes: vec![("idle".into(), 78.0)],
             upgrade_cost: Some(300.0),
+            schedule: None,
         };
         let c = ConfigInput::from_manual(&m);
         assert_eq!(c.kind, ConfigKind::Manual);

@@ -73,6 +73,10 @@ pub struct MeasuredReport {
     /// What weakens these figures, in words (also in the report's `notes`).
     pub warnings: Vec<String>,
     pub gaps: Vec<GapReport>,
+    /// Standby (the host asleep) and off, measured at the wall: the meter's counter over
+    /// the gaps the kernel says the host was away in ([`crate::ledger::standby`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub away: Vec<crate::ledger::standby::AwayFigure>,
     /// Hours of gaps.
     pub gap_hours: f64,
     /// Per local day of the tariff's zone.
@@ -240,7 +244,10 @@ pub(super) fn measured_report(
         (measured > 0.0).then(|| (modelled - measured) / measured * 100.0)
     };
     let warnings = warnings(m);
+    let away = crate::ledger::standby::figures(&m.away, tariff)
+        .map_err(|e| cost_err("the time away")(e.into()))?;
     Ok(MeasuredReport {
+        away,
         source: m.source.clone(),
         mean_watts_ci95: ci,
         accuracy_watts: m.power.as_ref().and_then(|p| p.accuracy_watts),

@@ -17,6 +17,7 @@ pub mod model;
 pub mod real_tariffs;
 pub mod render;
 pub mod request;
+pub mod sleep;
 
 pub use error::ProduceError;
 pub use input::{

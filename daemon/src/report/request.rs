@@ -44,6 +44,8 @@ pub struct ReportRequest {
     pub this_ssj_ops: Option<f64>,
     /// A week's schedule of modes to price each configuration on.
     pub schedule: Option<crate::analysis::schedule::Schedule>,
+    /// This machine's standby power, W, for what sleeping when idle would save.
+    pub standby_watts: Option<f64>,
 }
 
 impl ReportRequest {
@@ -64,6 +66,7 @@ impl ReportRequest {
             candidates_top: None,
             this_ssj_ops: None,
             schedule: None,
+            standby_watts: None,
         }
     }
 }
@@ -257,6 +260,18 @@ pub fn produce_noting(
         tariff: &tariff,
         now,
     };
+    built.sleep = super::sleep::gather::section(
+        &store,
+        &tariff,
+        &super::sleep::gather::Asked {
+            host: &host,
+            wall: wall.as_ref(),
+            since: from_ms,
+            until: to_ms,
+            now_ms: now.timestamp_millis(),
+            settings: &super::sleep::gather::Settings::of(config, own, args.standby_watts),
+        },
+    )?;
     built.services =
         services_section(&context, from_ms, to_ms).map_err(|source| ProduceError::Services {
             db: db.clone(),

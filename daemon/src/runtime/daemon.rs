@@ -35,50 +35,47 @@ pub struct RunOptions {
 
 /// The store as the sampler's sink; the services collector's samples go to their own
 /// tables instead.
-struct StoreSink(StoreHandle, super::services_sink::ServicesSink);
+struct StoreSink {
+    store: StoreHandle,
+    services: super::services_sink::ServicesSink,
+    host: String,
+    /// This boot's id, where the kernel tells it: stored with the time asleep on waking.
+    boot_id: Option<String>,
+}
 
 impl SampleSink for StoreSink {
     fn samples(&mut self, mut batch: Vec<wattson_collectors::Sample>) {
-        self.1.take(&mut batch);
-        if let Err(e) = self.0.insert(batch) {
+        self.services.take(&mut batch);
+        if let Err(e) = self.store.insert(batch) {
             tracing::warn!("samples not stored: {}", wattson_collectors::ErrorChain(&e));
         }
     }
 
     fn gap(&mut self, source: &SourceId, start_ms: i64, end_ms: i64, reason: &str) {
-        if let Err(e) = self.0.record_gap(source, start_ms, end_ms, reason) {
+        if let Err(e) = self.store.record_gap(source, start_ms, end_ms, reason) {
             tracing::warn!("gap not recorded: {}", wattson_collectors::ErrorChain(&e));
         }
     }
-}
 
-/// Records, for each source of `host` with stored samples, the time since its newest one as
-/// a gap: the daemon was not running, so nothing is known of it (and no energy is integrated
-/// across it, however short).
-fn record_downtime(store: &StoreHandle, host: &str) {
-    let host = host.to_owned();
-    let newest = store.query(move |s| {
-        s.latest(&host).map(|latest| {
-            let mut by_source: std::collections::BTreeMap<SourceId, i64> =
-                std::collections::BTreeMap::new();
-            for l in latest {
-                let t = by_source.entry(l.series.source.clone()).or_insert(l.ts_ms);
-                *t = (*t).max(l.ts_ms);
-            }
-            by_source
-        })
-    });
-    let now = sampler::now_ms();
-    match newest {
-        Ok(Ok(sources)) => {
-            for (source, since) in sources.into_iter().filter(|(_, t)| *t < now) {
-                if let Err(e) = store.record_gap(&source, since, now, "wattson was not running") {
-                    tracing::warn!("recording the downtime of {source}: {e}");
-                }
-            }
+    fn asleep(&mut self, source: &SourceId, start_ms: i64, end_ms: i64, reason: &str) {
+        let away = crate::store::Away::Asleep;
+        if let Err(e) = self
+            .store
+            .record_away(source, (start_ms, end_ms), away, reason)
+        {
+            tracing::warn!("gap not recorded: {}", wattson_collectors::ErrorChain(&e));
         }
-        Ok(Err(e)) => tracing::warn!("reading the newest samples to record the downtime: {e}"),
-        Err(e) => tracing::warn!("reading the newest samples to record the downtime: {e}"),
+    }
+
+    fn woke(&mut self, at_ms: i64, slept_ms: i64) {
+        if let Some(boot_id) = &self.boot_id {
+            let clock = wattson_collectors::kernel_clock::BootClock {
+                boot_id: boot_id.clone(),
+                slept_ms,
+                since_boot_ms: 0,
+            };
+            super::downtime::record_clock(&self.store, &self.host, at_ms, &clock);
+        }
     }
 }
 
@@ -235,7 +232,13 @@ fn open_store(
     // Its errors name the database (and the other writer, or why it is read-only).
     let (store, store_thread) = StoreHandle::spawn(path, store_options(config))?;
     tracing::info!("storing into {}", path.display());
-    record_downtime(&store, &config.host.name);
+    let root = wattson_collectors::SysRoot::new(&config.host.sysfs, &config.host.procfs);
+    let clock = wattson_collectors::kernel_clock::read(&root)
+        .inspect_err(|e| {
+            tracing::debug!("the kernel's clocks: {e}; time asleep or off not recorded");
+        })
+        .ok();
+    super::downtime::record(&store, &config.host.name, clock.as_ref());
     crate::ledger::meter_protocols::record_at_start(&store, config);
     Ok((store, store_thread))
 }
@@ -329,10 +332,13 @@ impl SamplerThread {
         let live = live.clone();
         let heartbeat = heartbeat.clone();
         let polling = in_poll.clone();
-        let sink = Box::new(StoreSink(
-            store.clone(),
-            super::services_sink::ServicesSink::new(config, store.clone()),
-        ));
+        let root = wattson_collectors::SysRoot::new(&config.host.sysfs, &config.host.procfs);
+        let sink = Box::new(StoreSink {
+            store: store.clone(),
+            services: super::services_sink::ServicesSink::new(config, store.clone()),
+            host: config.host.name.clone(),
+            boot_id: wattson_collectors::kernel_clock::boot_id(&root).ok(),
+        });
         let flush = config.storage.flush_interval;
         let thread = std::thread::Builder::new()
             .name("wattson-sampler".to_owned())

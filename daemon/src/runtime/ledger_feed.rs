@@ -31,6 +31,7 @@ use crate::store::{Routine, RoutineId, StoreHandle};
 use crate::tariff::{PriceSource, Tariff};
 
 mod figures;
+mod sleep;
 
 use figures::{PROJECTION_RETRY, Projection, apply, read_figures, with_series};
 
@@ -124,6 +125,11 @@ pub fn spawn(
         estimated: (None, RunningEstimate::default(), None),
         raw_retention_ms: i64::try_from(config.storage.raw_retention.as_millis())
             .unwrap_or(i64::MAX),
+        sleep: (
+            None,
+            crate::report::sleep::gather::Settings::of(config, true, None),
+            None,
+        ),
     };
     let routine = store.add_routine(Box::new(feed), UNASKED_PERIOD)?;
     Ok((rx, LedgerFeed { store, routine }))
@@ -167,6 +173,12 @@ struct Feed {
     estimated: (Option<Instant>, RunningEstimate, Option<EstimatedPayload>),
     /// `[storage] raw_retention`: the estimate's kept hours go when their samples do.
     raw_retention_ms: i64,
+    /// What sleeping when idle would save: when last read, how, and the figure.
+    sleep: (
+        Option<Instant>,
+        crate::report::sleep::gather::Settings,
+        Option<crate::publish::mqtt::state::SleepPayload>,
+    ),
 }
 
 impl Routine for Feed {
@@ -278,6 +290,8 @@ impl Routine for Feed {
         extras.disks.clone_from(&self.disks.2);
         self.estimate(s);
         extras.estimated.clone_from(&self.estimated.2);
+        self.sleep(s);
+        extras.sleep.clone_from(&self.sleep.2);
         extras.services.clone_from(&self.services.1.0);
         extras.wattson_itself.clone_from(&self.services.1.1);
         live_figures(

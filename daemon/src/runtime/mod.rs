@@ -5,6 +5,7 @@
 pub mod calibration_refit;
 pub mod daemon;
 pub mod disks;
+pub mod downtime;
 pub mod error;
 pub mod heap;
 pub mod ledger_feed;

@@ -22,6 +22,13 @@ pub trait SampleSink: Send {
     fn samples(&mut self, batch: Vec<Sample>);
     /// A period in which `source` produced nothing (device gone, errors).
     fn gap(&mut self, source: &SourceId, start_ms: i64, end_ms: i64, reason: &str);
+    /// Records that the host slept over `[start_ms, end_ms]` of `source` (the kernel's
+    /// clocks say so): a gap whose energy the meter's counter is the host's standby.
+    fn asleep(&mut self, source: &SourceId, start_ms: i64, end_ms: i64, reason: &str) {
+        self.gap(source, start_ms, end_ms, reason);
+    }
+    /// The host woke at `at_ms` having slept `slept_ms` since it booted, all told.
+    fn woke(&mut self, _at_ms: i64, _slept_ms: i64) {}
 }
 
 /// Messages to the sampling thread.
@@ -128,6 +135,9 @@ pub trait Clock {
     fn now(&self) -> Instant;
     /// Wall-clock now, UTC ms.
     fn now_ms(&self) -> i64;
+    /// How long the host has slept since it booted, ms (the kernel's `CLOCK_BOOTTIME` less
+    /// `CLOCK_MONOTONIC`); `None` where it cannot be read.
+    fn slept_ms(&self) -> Option<i64>;
     /// The next control message, waiting for it until `deadline` at most.
     fn wait(
         &mut self,
@@ -147,6 +157,10 @@ impl Clock for SystemClock {
 
     fn now_ms(&self) -> i64 {
         now_ms()
+    }
+
+    fn slept_ms(&self) -> Option<i64> {
+        wattson_collectors::kernel_clock::slept_ms().ok()
     }
 
     fn wait(
@@ -206,6 +220,7 @@ pub fn run_with_clock(
     } = *outputs;
     let mut buffer: Vec<Sample> = Vec::with_capacity(256);
     let mut next_flush = clock.now() + flush_interval;
+    let mut slept = clock.slept_ms();
     loop {
         let next_poll = collectors
             .iter()
@@ -245,6 +260,7 @@ pub fn run_with_clock(
             }
             Err(RecvTimeoutError::Timeout) => {}
         }
+        slept = notice_sleep(&mut collectors, &mut *sink, clock, slept);
         // Sources due within a few ms of each other share one wake-up: their schedules are
         // on the same wall-clock grid but were started microseconds apart.
         let now = clock.now() + SAME_TICK;
@@ -298,6 +314,47 @@ pub fn run_with_clock(
     for c in &collectors {
         close_gap_on_exit(c, &mut *sink, clock.now_ms());
     }
+}
+
+/// The least time asleep recorded as such, ms.
+const SLEPT_AT_LEAST_MS: i64 = 1_000;
+
+/// Where the kernel's clocks say the host slept since the last look (`before`, ms asleep
+/// since boot), records the time since each source's last good poll as a gap the host was
+/// asleep in, ending where its next poll is stamped, and tells the sink the host woke. The
+/// time asleep now.
+fn notice_sleep(
+    collectors: &mut [Scheduled],
+    sink: &mut dyn SampleSink,
+    clock: &dyn Clock,
+    before: Option<i64>,
+) -> Option<i64> {
+    let now = clock.slept_ms();
+    let (Some(before), Some(after)) = (before, now) else {
+        return now.or(before);
+    };
+    if after - before < SLEPT_AT_LEAST_MS {
+        return Some(after.max(before));
+    }
+    let now_ms = clock.now_ms();
+    let reason = format!(
+        "the host was asleep for {} (the kernel's clocks)",
+        crate::ledger::interval::hours_text((after - before) as f64 / 3_600_000.0)
+    );
+    for c in collectors.iter_mut().filter(|c| !c.stopped) {
+        let Some(since) = c.last_good_ms else {
+            continue;
+        };
+        let end = grid_ms(now_ms, c.interval).max(since);
+        sink.asleep(c.source(), since, end, &reason);
+        // The time asleep is this gap, not part of an outage still to end.
+        c.last_good_ms = Some(end);
+        c.failing_since = None;
+        c.device_lost = false;
+    }
+    tracing::info!("{reason}");
+    sink.woke(now_ms, after);
+    Some(after)
 }
 
 fn close_gap_on_exit(c: &Scheduled, sink: &mut dyn SampleSink, now_ms: i64) {

@@ -259,15 +259,10 @@ impl Shares<'_> {
     /// Energy per hour priced and projected over the metered hours.
     fn priced(
         &self,
-        hours: &[(i64, f64)],
+        hours: &[(i64, f64, f64)],
         ci_wh: Option<f64>,
     ) -> Result<Option<EstimatedCost>, ServicesError> {
-        Ok(project(
-            self.tariff,
-            hours,
-            self.sums.metered_s / 3600.0,
-            ci_wh,
-        )?)
+        Ok(project(self.tariff, hours, ci_wh)?)
     }
 
     /// The idle floor's cost and the cost of the wall above it; none without a floor or
@@ -278,16 +273,16 @@ impl Shares<'_> {
         let sums = self.sums;
         Ok(match self.floor {
             Some((p0, ci)) if sums.metered_s > 0.0 => {
-                let idle: Vec<(i64, f64)> = sums
+                let idle: Vec<(i64, f64, f64)> = sums
                     .hours
                     .iter()
-                    .map(|&(h, s, _)| (h, p0 * s / 3600.0))
+                    .map(|&(h, s, _)| (h, p0 * s / 3600.0, metered_ms(s)))
                     .collect();
                 let metered_hours = sums.metered_s / 3600.0;
                 let ci_wh = ci.map(|c| c * metered_hours);
                 (
                     self.priced(&idle, ci_wh)?,
-                    self.priced(&dynamic_hours(p0, &sums.hours), ci_wh)?,
+                    self.priced(&dynamic_hours(p0, &sums.hours, &sums.hours), ci_wh)?,
                 )
             }
             _ => (None, None),
@@ -301,7 +296,7 @@ impl Shares<'_> {
         let busy = sums.busy_cpu_s.max(f64::MIN_POSITIVE);
         let cost = match self.floor {
             Some((p0, ci)) if sums.metered_s > 0.0 => self.priced(
-                &dynamic_hours(p0, &g.hours),
+                &dynamic_hours(p0, &g.hours, &sums.hours),
                 ci.map(|c| c * g.metered_share_s / 3600.0),
             )?,
             _ => None,
@@ -345,11 +340,29 @@ impl Shares<'_> {
 }
 
 /// The wall above the floor `p0`, hour by hour (energy, Wh), from rows of (hour, metered
-/// seconds, watt-seconds).
-fn dynamic_hours(p0: f64, rows: &[(i64, f64, f64)]) -> Vec<(i64, f64)> {
-    rows.iter()
-        .map(|&(h, s, ws)| (h, ((ws - p0 * s) / 3600.0).max(0.0)))
+/// seconds, watt-seconds): in every hour of the host's (`host`, its rows) with the host's
+/// metered time in it, the time its energy is spread over. A group's rows hold its share of
+/// that time, and it has none for an hour it did not run in: that hour's energy is 0, not
+/// unknown.
+fn dynamic_hours(
+    p0: f64,
+    rows: &[(i64, f64, f64)],
+    host: &[(i64, f64, f64)],
+) -> Vec<(i64, f64, f64)> {
+    host.iter()
+        .map(|&(h, metered, _)| {
+            let wh = rows
+                .iter()
+                .find(|r| r.0 == h)
+                .map_or(0.0, |&(_, s, ws)| ((ws - p0 * s) / 3600.0).max(0.0));
+            (h, wh, metered_ms(metered))
+        })
         .collect()
+}
+
+/// Metered seconds as ms.
+fn metered_ms(s: f64) -> f64 {
+    s * 1000.0
 }
 
 /// What the estimate rests on, in words; what weakens it added to `warnings`: no sweep, no

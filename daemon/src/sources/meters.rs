@@ -268,6 +268,7 @@ pub fn simulate_with(
     let threads_later = follow_threads.clone();
     let volts = model.volts;
     let pf = model.power_factor;
+    let mut energy_wh = model.energy_wh;
     let mut state = ModelState::new(model, seed);
     let mut busy = match follow_pid {
         Some(pid) if follow_demand => BusyCpus::for_process_demand(root, pid, follow_threads),
@@ -276,7 +277,6 @@ pub fn simulate_with(
     };
     let follow_later = Arc::new(AtomicU32::new(0));
     let (later, mut following, root_later) = (follow_later.clone(), 0u32, root.clone());
-    let mut energy_wh = 0.0;
     let mut last_ms: Option<i64> = None;
     let mut last_busy_ms = 0i64;
     let mut busy_now = 0.0;

@@ -41,6 +41,8 @@ pub struct PowerModel {
     pub power_factor: f64,
     /// Watts added while a file holds a value (a setting's effect on the idle draw).
     pub effects: Vec<SettingEffect>,
+    /// Where the meter's energy counter starts, Wh (a meter that has counted before).
+    pub energy_wh: f64,
 }
 
 /// `delta_w` watts more (negative: fewer) while `path` holds `value`: its bracketed entry
@@ -97,6 +99,7 @@ impl Default for PowerModel {
             volts: 230.0,
             power_factor: 0.95,
             effects: Vec::new(),
+            energy_wh: 0.0,
         }
     }
 }

@@ -177,6 +177,7 @@ impl StoreHandle {
             start_ms,
             end_ms,
             reason: reason.to_owned(),
+            away: None,
         }))
     }
 
@@ -207,12 +208,36 @@ impl StoreHandle {
         end_ms: i64,
         reason: &str,
     ) -> Result<(), StoreError> {
+        self.queue_gap(source, (start_ms, end_ms), None, reason)
+    }
+
+    /// Records that the host was `away` (asleep, or off, as the kernel told it) over
+    /// `[start_ms, end_ms]` of `source` (of the configured host): a gap whose counted energy
+    /// is the host's standby or off energy. Waits only while the queue is full.
+    pub fn record_away(
+        &self,
+        source: &SourceId,
+        (start_ms, end_ms): (i64, i64),
+        away: super::Away,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        self.queue_gap(source, (start_ms, end_ms), Some(away), reason)
+    }
+
+    fn queue_gap(
+        &self,
+        source: &SourceId,
+        (start_ms, end_ms): (i64, i64),
+        away: Option<super::Away>,
+        reason: &str,
+    ) -> Result<(), StoreError> {
         self.send(Command::Queue(Pending::Gap {
             host: None,
             source: source.clone(),
             start_ms,
             end_ms,
             reason: reason.to_owned(),
+            away,
         }))
     }
 

@@ -36,12 +36,14 @@
 //! One thread owns the writing connection ([`StoreHandle`]); readers, in the daemon or in
 //! another process, open the file with [`Store::open_read_only`].
 
+mod away;
 mod backfill;
 pub mod chunk_codec;
 mod directory;
 mod error;
 mod existing;
 mod file;
+mod gaps;
 mod handle;
 pub mod health;
 mod hour_rollup;
@@ -69,13 +71,15 @@ use wattson_collectors::{Metric, SourceId};
 use rusqlite::Connection;
 use rusqlite_migration::{M, Migrations};
 
+pub use away::{Away, KernelClockRow};
 pub use error::{StoreError, error_chain};
 pub use existing::{ExistingError, UnknownHost, check_host, database_exists, open_database};
+pub use gaps::{CountedGap, Gap};
 pub use handle::{FlushStats, StoreHandle};
 pub use health::StoreHealth;
 pub use hour_rollup::{HourRollup, MinuteRollup};
 pub use quarantine::Quarantined;
-pub use read::{CountedGap, Gap, HourSums, Latest, RawSeries, Resolution, Rollup, SeriesFilter};
+pub use read::{HourSums, Latest, RawSeries, Resolution, Rollup, SeriesFilter};
 pub use routine::{Routine, RoutineId};
 pub use series::{Series, dequantise, is_detail, is_per_core, quantise, resolution, rollup_kind};
 pub use writer::Writer;
@@ -121,6 +125,7 @@ const MIGRATION_LIST: &[M<'static>] = &[
     M::up(include_str!("../../../schema/0019-meter-protocols.sql")),
     M::up(include_str!("../../../schema/0020-held-readings.sql")),
     M::up(include_str!("../../../schema/0021-counted-gaps.sql")),
+    M::up(include_str!("../../../schema/0022-host-asleep.sql")),
 ];
 
 /// The schema migrations, in order.

@@ -16,6 +16,8 @@ pub(super) enum Pending {
         start_ms: i64,
         end_ms: i64,
         reason: String,
+        /// Where the host was away over it (asleep, off), as the kernel told it.
+        away: Option<super::Away>,
     },
     /// How `host`'s (the configured host's if `None`) `source` says its power readings
     /// stand, and for how long at most, ms (a fleet host's state declares it).

@@ -110,33 +110,6 @@ pub struct HourSums {
     pub last_hour_ms: Option<i64>,
 }
 
-/// A period without data from one source.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Gap {
-    pub host: String,
-    pub source: SourceId,
-    /// UTC ms.
-    pub start_ms: i64,
-    /// UTC ms.
-    pub end_ms: i64,
-    pub reason: String,
-    /// What the source's own counter says of the gap, once settled (the writer reads it at
-    /// the first counter reading after the gap): `None` until then, and for sources with
-    /// no counter.
-    pub counted: Option<CountedGap>,
-}
-
-/// A gap's energy as the source's own counter moved over it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CountedGap {
-    /// Wh; `None` where the counter cannot say (`note` says why).
-    pub wh: Option<f64>,
-    /// The counter's resolution as its readings show it, Wh.
-    pub step_wh: Option<f64>,
-    /// "counted by the meter, not sampled", or why it is not counted.
-    pub note: String,
-}
-
 /// Raw samples `(ts_ms, value)` of each selected series.
 pub type RawSeries = Vec<(Series, Vec<(i64, f64)>)>;
 
@@ -542,41 +515,5 @@ impl Store {
             )
             .and_then(|mut s| s.query_row([series.id], |r| r.get(0)))
             .map_err(|e| self.sql(e))
-    }
-
-    /// Gaps of `host` that overlap `[from_ms, to_ms)`, by start.
-    pub fn gaps(&self, host: &str, from_ms: i64, to_ms: i64) -> Result<Vec<Gap>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT host, source, start_ms, end_ms, reason,
-                        counted_wh, counted_step_wh, counted_note FROM gap
-                 WHERE host = ?1 AND end_ms >= ?2 AND start_ms < ?3 ORDER BY start_ms",
-            )
-            .map_err(|e| self.sql(e))?;
-        stmt.query_map(params![host, from_ms, to_ms], |r| {
-            Ok(Gap {
-                host: r.get(0)?,
-                source: SourceId::from_text(&r.get::<_, String>(1)?),
-                start_ms: r.get(2)?,
-                end_ms: r.get(3)?,
-                reason: r.get(4)?,
-                counted: r.get::<_, Option<String>>(7)?.map(|note| CountedGap {
-                    wh: r
-                        .get::<_, Option<f64>>(5)
-                        .ok()
-                        .flatten()
-                        .filter(|w| w.is_finite()),
-                    step_wh: r
-                        .get::<_, Option<f64>>(6)
-                        .ok()
-                        .flatten()
-                        .filter(|w| w.is_finite()),
-                    note,
-                }),
-            })
-        })
-        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-        .map_err(|e| self.sql(e))
     }
 }

@@ -221,12 +221,14 @@ impl Writer {
                 start_ms,
                 end_ms,
                 reason,
+                away,
             } => Pending::Gap {
                 host,
                 source,
                 start_ms: start_ms.min(end_ms),
                 end_ms: end_ms.max(start_ms),
                 reason,
+                away,
             },
             other => other,
         };
@@ -249,6 +251,26 @@ impl Writer {
             start_ms,
             end_ms,
             reason: reason.to_owned(),
+            away: None,
+        });
+    }
+
+    /// Queues a gap `[start_ms, end_ms]` of `source` (configured host) over which the host
+    /// was `away` (asleep, or off), as the kernel told it.
+    pub fn record_away(
+        &mut self,
+        source: &SourceId,
+        (start_ms, end_ms): (i64, i64),
+        away: super::Away,
+        reason: &str,
+    ) {
+        self.queue(Pending::Gap {
+            host: None,
+            source: source.clone(),
+            start_ms,
+            end_ms,
+            reason: reason.to_owned(),
+            away: Some(away),
         });
     }
 
@@ -322,10 +344,11 @@ impl Writer {
                 start_ms,
                 end_ms,
                 reason,
+                away,
             } = p
             {
                 let host = host.as_deref().unwrap_or(&self.options.host).to_owned();
-                self.insert_gap(&host, source, (*start_ms, *end_ms), reason)?;
+                self.insert_gap(&host, source, (*start_ms, *end_ms), reason, *away)?;
                 stats.gaps += 1;
             }
             if let Pending::Readings {

@@ -263,6 +263,9 @@ fn html_is_self_contained_with_charts_and_the_json() {
     }
     assert!(html.contains("2.35 years"));
     assert_self_contained(&html);
+    // Phone-ready: the viewport is the device's, and the wide table scrolls in its box.
+    assert!(html.contains("<meta name=\"viewport\" content=\"width=device-width"));
+    assert!(html.contains("<div class=\"scroll\">\n<table>"));
     // Watts per level and annual cost per configuration.
     assert_eq!(html.matches("<svg").count(), 2);
     assert!(
@@ -321,6 +324,7 @@ fn sweep() -> ConfigInput {
         upgrade_cost: None,
         status: ConfigStatus::Partial,
         paired: None,
+        schedule: None,
     }
 }
 

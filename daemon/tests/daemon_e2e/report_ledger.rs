@@ -63,6 +63,7 @@ fn swept() -> ConfigInput {
         upgrade_cost: None,
         status: ConfigStatus::Complete,
         paired: None,
+        schedule: None,
     }
 }
 
@@ -84,6 +85,7 @@ fn manual() -> ConfigInput {
         upgrade_cost: None,
         status: ConfigStatus::Complete,
         paired: None,
+        schedule: None,
     }
 }
 

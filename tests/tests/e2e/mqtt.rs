@@ -52,6 +52,7 @@ fn extras() -> wattson::publish::mqtt::publisher::Extras {
         annual_basis: Some("a year on your tariff: this machine's load in each hour of the week, from 168.0 h measured in the last 7 days".into()),
         standing_charge_annual: Some(182.5),
         price_now: None,
+        standby_watts: None,
         energy_today_kwh: Some(1.5),
         energy_total_kwh: Some(125.0),
         energy_ts_ms: None,
@@ -75,6 +76,7 @@ fn extras() -> wattson::publish::mqtt::publisher::Extras {
         wakeups: None,
         disks: Vec::new(),
         estimated: None,
+        sleep: None,
     })
     .1
 }

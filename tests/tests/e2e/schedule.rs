@@ -130,3 +130,90 @@ fn a_mode_a_machine_lacks_and_a_schedule_that_cannot_be_read_are_named() {
         "{err}"
     );
 }
+
+/// A configuration's own schedule in the file (`[[config]] schedule`): priced on it with no
+/// `--schedule`, and in place of `--schedule` when one is given; the other machines on
+/// `--schedule`. A schedule naming a mode the configuration does not give is refused when
+/// the file is read, with the line and the modes it has.
+#[test]
+fn a_configuration_with_its_own_schedule_is_priced_on_it() {
+    let env = TestEnv::new();
+    let own = MACHINES.replace(
+        "name = \"N100 mini PC\"\n",
+        "name = \"N100 mini PC\"\nschedule = \"standby mon-fri 09:00-17:00; idle\"\n",
+    );
+    let config = env.config(&format!("{NINE_P}{own}"));
+    let run = |args: &[&str]| {
+        let out = wattson()
+            .arg("--config")
+            .arg(&config)
+            .args(["report", "--format", "json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    // Standby 8 h of each weekday at 1 W, idle the rest at 8 W, over the 365 days from
+    // today.
+    let weekdays = chrono::Utc::now()
+        .date_naive()
+        .iter_days()
+        .take(365)
+        .filter(|d| chrono::Datelike::weekday(d).num_days_from_monday() < 5)
+        .count() as f64;
+    let standby_h = 8.0 * weekdays;
+    let n100 = (standby_h * 1.0 + (365.0 * 24.0 - standby_h) * 8.0) / 1000.0 * 0.09;
+    let json = run(&[]);
+    let s = &json["schedule"];
+    assert!(s.get("schedule").is_none(), "{s}");
+    let configs = s["configs"].as_array().unwrap();
+    assert_eq!(configs.len(), 1, "{s}");
+    assert_eq!(configs[0]["config"], "N100 mini PC");
+    assert_eq!(configs[0]["own_schedule"], true);
+    assert_eq!(configs[0]["schedule"], "standby mon-fri 09:00-17:00; idle");
+    let got = configs[0]["annual_cost"].as_f64().unwrap();
+    assert_eq!(format!("{got:.2}"), format!("{n100:.2}"), "{s}");
+
+    let json = run(&["--schedule", NIGHTS]);
+    let s = &json["schedule"];
+    assert_eq!(s["schedule"], NIGHTS, "{s}");
+    let cost = |name: &str| {
+        s["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["config"] == name)
+            .and_then(|c| c["annual_cost"].as_f64())
+            .unwrap()
+    };
+    assert_eq!(format!("{:.2}", cost("N100 mini PC")), format!("{n100:.2}"));
+    assert_eq!(
+        format!("{:.2}", cost("2x Opteron 2.2 GHz, 6 disks")),
+        "143.23"
+    );
+
+    let bad = MACHINES.replace(
+        "name = \"N100 mini PC\"\n",
+        "name = \"N100 mini PC\"\nschedule = \"standby 00:00-07:00; 2 loops\"\n",
+    );
+    let config = env.config(&format!("{NINE_P}{bad}"));
+    let out = wattson()
+        .arg("--config")
+        .arg(&config)
+        .arg("report")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config.schedule")
+            && err.contains("\"2 loops\"")
+            && err.contains("they are: standby, idle"),
+        "{err}"
+    );
+}

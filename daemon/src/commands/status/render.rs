@@ -104,6 +104,16 @@ pub(super) fn render(s: &Status) -> String {
     if let Some(p) = &s.price {
         out.push_str(&price_line(p));
     }
+    if let Some(sl) = &s.sleep {
+        let currency = s.price.as_ref().map_or("", |p| p.currency.as_str());
+        let _ = writeln!(
+            out,
+            "\nsleeping when idle (the report's section, last 28 days)"
+        );
+        for line in crate::report::sleep::lines(sl, currency) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     if !s.rejected.is_empty() {
         let _ = writeln!(out, "\nrejected readings (implausible, never stored)");
         for r in &s.rejected {
@@ -225,6 +235,16 @@ fn cost_lines(c: &CostSummary, counter: Option<&CounterCheck>) -> String {
         _ => {
             let _ = writeln!(out, "  per year     not enough data yet for a projection");
         }
+    }
+    for a in &c.away {
+        let _ = writeln!(
+            out,
+            "  {:<12} {}; {} {}",
+            a.mode,
+            crate::ledger::standby::phrase(a),
+            crate::report::render::energy(a.wh / 1000.0),
+            money(a.cost),
+        );
     }
     if let Some(k) = counter {
         let _ = writeln!(

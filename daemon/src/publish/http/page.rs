@@ -98,6 +98,20 @@ pub struct IdleState {
     pub residency: f64,
 }
 
+/// The mode as the page may say it: `sweep` is the one mode a source could state (none sets
+/// it in the live state today: its `mode` is a guess from the CPU's busy share); anything
+/// else is the CPU's busy share, said to be no mode (a steady 100 W meter at 32 % busy is
+/// not "1 loop").
+fn mode_text(mode: Option<&str>, latest: &[crate::live::LiveReading]) -> Option<String> {
+    if let Some(m) = mode.filter(|m| *m == "sweep") {
+        return Some(m.to_owned());
+    }
+    let busy = latest.iter().find(|r| {
+        r.metric == Metric::CpuBusy && r.channel == wattson_collectors::source::channel::ALL
+    })?;
+    Some(format!("unknown (CPU {:.0} % busy)", busy.value * 100.0))
+}
+
 impl Live {
     pub(super) fn gather(shared: &Shared, extras: &StateExtras) -> Live {
         let ctx = &shared.ctx;
@@ -168,7 +182,7 @@ impl Live {
             ),
             annual_basis: extras.annual_basis.clone().unwrap_or_default(),
             standing_charge_text: standing_charge_text(extras),
-            mode: extras.mode.clone(),
+            mode: mode_text(extras.mode.as_deref(), &latest),
             idle_states,
             package_states,
             package_deepest_reached,
@@ -369,6 +383,24 @@ pub fn page() -> String {
 mod tests {
     use super::*;
     use crate::report::When;
+
+    /// A box at 32 % busy is not "1 loop": the page says the mode is not known, and why.
+    #[test]
+    fn a_mode_guessed_from_the_cpu_is_said_to_be_unknown() {
+        let busy = crate::live::LiveReading {
+            source: wattson_collectors::SourceId::Cpu,
+            metric: Metric::CpuBusy,
+            channel: wattson_collectors::source::channel::ALL.to_owned(),
+            ts_ms: 0,
+            value: 0.32,
+        };
+        assert_eq!(
+            mode_text(Some("1 loop"), std::slice::from_ref(&busy)).as_deref(),
+            Some("unknown (CPU 32 % busy)")
+        );
+        assert_eq!(mode_text(Some("sweep"), &[busy]).as_deref(), Some("sweep"));
+        assert_eq!(mode_text(Some("idle"), &[]), None);
+    }
 
     #[test]
     fn a_report_query_takes_the_cli_options_and_refuses_the_rest() {

@@ -181,6 +181,7 @@ pub fn entities(state: &Value, extras: &StateExtras) -> Vec<Entity> {
     energy_entities(state, &mut out);
     cost_entities(state, extras, &mut out);
     estimated_entities(state, extras, &mut out);
+    sleep_entity(state, extras, &mut out);
     electrical_entities(state, &mut out);
     cpu_entities(state, &mut out);
     if state.get("mode").is_some() {
@@ -200,6 +201,14 @@ fn energy_entities(state: &Value, out: &mut Vec<Entity>) {
                 .class("power", "W")
                 .state("measurement")
                 .precision(1),
+        );
+    }
+    if has("standby_power") {
+        out.push(
+            Entity::new("standby_power", "Standby power (measured)", "standby_power")
+                .class("power", "W")
+                .state("measurement")
+                .precision(2),
         );
     }
     if has("energy") {
@@ -303,6 +312,28 @@ fn estimated_entities(state: &Value, extras: &StateExtras, out: &mut Vec<Entity>
         .precision(2);
         cost.attributes_template = Some(ESTIMATED_ATTRIBUTES.to_owned());
         out.push(cost);
+    }
+}
+
+/// What sleeping when idle would save a year, with the whole `sleep` object (the windows,
+/// the standby figure and where it came from, what it would interrupt, the basis) as
+/// attributes; once the state carries a saving.
+fn sleep_entity(state: &Value, extras: &StateExtras, out: &mut Vec<Entity>) {
+    let currency = state
+        .get("currency")
+        .and_then(Value::as_str)
+        .unwrap_or(&extras.currency)
+        .to_owned();
+    if state.pointer("/sleep/annual_saving").is_some() && !currency.is_empty() {
+        let mut e = Entity::new(
+            "sleep_saving_annual",
+            "Annual saving from sleeping when idle",
+            "sleep.annual_saving",
+        )
+        .class("monetary", &currency)
+        .precision(2);
+        e.attributes_template = Some("{{ value_json.sleep | default({}) | tojson }}".to_owned());
+        out.push(e);
     }
 }
 

@@ -19,6 +19,7 @@
 //! | `cost_annual_standing_charge` | currency | the tariff's standing charge for a year: its own figure, not in `cost_annual_projection` |
 //! | `cost_annual_all_in` | currency | `cost_annual_projection` plus the standing charge: the year's bill for this machine's energy |
 //! | `cost_annual_basis` | text | what `cost_annual_projection` is and its price basis, as `wattson status` and the report word it |
+//! | `standby_power`, `standby_power_ci95` | W | standby measured at the wall: the meter's counter over every time the kernel says the host slept, over that time; and the counter's step at each end over it ([`crate::ledger::standby`]) |
 //! | `price`, `price_source` | currency per kWh | the price now and where it comes from: a price series (`mqtt` for `[tariff] price_topic`, an import's name) or `tariff` (the configured prices) |
 //! | `cpu_utilisation` | % | mean busy share of all CPUs |
 //! | `cpu_frequency` | MHz | mean core frequency |
@@ -28,8 +29,8 @@
 //! | `meters` | counts | per meter id: `good`, `crc_errors`, `timeouts`, `implausible`, `exceptions` |
 //! | `idle_regression` | W, UTC | the latest idle-power regression check, once one is stored: `detected` (bool), `config`, `baseline_idle_w`, `baseline_ci95_w`, `latest_idle_w`, `latest_ci95_w`, `delta_w`, `delta_ci95_w`, `threshold_w`, `checked_at` (RFC 3339), `checked_ms` |
 //! | `estimated` | kWh, W, currency | no wall meter: the calibration's `basis`, `energy_today`, `cost_today`, the last 7 days' mean `power` and `power_ci95`, a year at that rate `cost_annual` and `cost_annual_ci95`, `minutes` estimated and `minutes_withheld` ([`EstimatedPayload`]) |
-//! | `series` | | every live series as `[source, metric, channel, value]` in the metric's unit (means; energy totals are the latest value) |
 //! | `sleep` | h, W, currency | what sleeping when idle would save, from the last 28 days (the report's section, hourly): the proposed `windows`, `hours_a_week`, `annual_saving` and, where a resume's energy is known, `annual_net_saving`, `standby_watts` and `standby_from`, what it would `interrupted` (by service), and its `basis` or why there is none ([`SleepPayload`]) |
+//! | `series` | | every live series as `[source, metric, channel, value]` in the metric's unit (means; energy totals are the latest value) |
 //! | `held` | s | the sources whose readings stand until the next (`[[plug]] readings = "hold"`), each with its `max_hold`: their means weigh each reading by the time it stood, and a fleet collector stores each as standing for the time since the state before ([`crate::store::integrate::Readings::Mean`]) |
 
 use std::collections::BTreeMap;
@@ -96,6 +97,9 @@ pub struct StateExtras {
     /// The price now, currency per kWh, and where it comes from (a series' name, or
     /// `tariff`).
     pub price_now: Option<(f64, String)>,
+    /// Standby (the host asleep) measured at the wall, W, and its 95 % band
+    /// ([`crate::ledger::standby`]).
+    pub standby_watts: Option<(f64, Option<f64>)>,
     /// Energy since local midnight, kWh.
     pub energy_today_kwh: Option<f64>,
     /// The wall meter's stored energy total, kWh.
@@ -129,6 +133,8 @@ pub struct StateExtras {
     pub disks: Vec<crate::idle::disk_hours::StoredDisk>,
     /// With no wall meter: the calibration's estimate (`None` without one).
     pub estimated: Option<EstimatedPayload>,
+    /// What sleeping when idle would save (the report's section, hourly).
+    pub sleep: Option<SleepPayload>,
 }
 
 /// One group of what each service costs, as published: estimates over the last 7 days
@@ -219,6 +225,10 @@ pub struct StatePayload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_annual_all_in: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_power: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_power_ci95: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price_source: Option<String>,
@@ -247,6 +257,8 @@ pub struct StatePayload {
     pub wattson_itself: Option<ServiceState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated: Option<EstimatedPayload>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleep: Option<SleepPayload>,
     #[serde(default)]
     pub series: Vec<SeriesEntry>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -298,6 +310,7 @@ pub fn build(
     p.idle_regression = extras.idle_regression.as_ref().map(regression_payload);
     p.services.clone_from(&extras.services);
     p.wattson_itself.clone_from(&extras.wattson_itself);
+    p.sleep.clone_from(&extras.sleep);
     p.series = series(means, latest);
     for v in [
         &mut p.power,
@@ -473,9 +486,11 @@ pub use parse::{CheckedSamples, StateParseError, parse, parse_payload, with_held
 
 mod estimated;
 mod ledger;
+mod sleep;
 pub use estimated::EstimatedPayload;
 use ledger::ledger_figures;
 pub use ledger::with_live_energy;
+pub use sleep::SleepPayload;
 
 #[cfg(test)]
 mod tests;

@@ -145,9 +145,13 @@ pub struct Report {
     /// "Keep this box or buy another": candidate machines on this machine's load.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidates: Option<CandidatesReport>,
-    /// Each configuration on a week's schedule of modes (`--schedule`).
+    /// Each configuration on a week's schedule of modes (its own `[[config]] schedule`, else
+    /// `--schedule`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<schedule::ScheduleReport>,
+    /// What sleeping when idle would save, from this machine's stored week.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sleep: Option<crate::report::sleep::SleepReport>,
     /// Plain-words caveats.
     pub notes: Vec<String>,
 }
@@ -309,6 +313,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         .iter()
         .map(|c| config_report(c, &pricer, utilisation, &mut notes))
         .collect();
+    measured_standby(input, &pricer, &mut reports, &mut notes)?;
     let headline = headline_mode(&reports, opts.mode.as_ref())?;
     let baseline = order_by_cost(&mut reports, &headline, opts);
     let comparisons = comparisons(&reports, &headline, &pricer, opts, &mut notes);
@@ -361,17 +366,23 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
             notes.push(format!("candidates: {n}"));
         }
     }
-    let schedule = opts
-        .schedule
-        .as_ref()
-        .map(|s| {
-            let day = tariff
-                .tz()
-                .start_of_day(opts.reference_date)
-                .timestamp_millis();
-            schedule::schedule_report(s, &reports, tariff, day)
-        })
-        .transpose()?;
+    let own = |name: &str| {
+        input
+            .configs
+            .iter()
+            .find(|c| c.name == name)
+            .and_then(|c| c.schedule.clone())
+    };
+    let schedule = schedule::schedule_report(
+        opts.schedule.as_ref(),
+        &own,
+        &reports,
+        tariff,
+        tariff
+            .tz()
+            .start_of_day(opts.reference_date)
+            .timestamp_millis(),
+    )?;
     let base = tariff.change_for(opts.reference_date);
     Ok(Report {
         generated_at: input.generated_at.to_rfc3339(),
@@ -400,6 +411,7 @@ pub fn build(input: &ReportInput) -> Result<Report, ReportError> {
         idle: super::idle::build(&input.idle, tariff, opts.reference_date),
         candidates,
         schedule,
+        sleep: None,
         notes,
     })
 }
@@ -461,6 +473,41 @@ fn measured(
         notes.push(why_not_modelled(mi, configs, input.host.as_deref()));
     }
     Ok(Some(m))
+}
+
+/// This machine's standby measured at the wall as the `standby` mode of its configurations
+/// (those measured on this host) that have none: the seed's first row, beside idle and the
+/// loops.
+fn measured_standby(
+    input: &ReportInput,
+    pricer: &Pricer,
+    reports: &mut [ConfigReport],
+    notes: &mut Vec<String>,
+) -> Result<(), ReportError> {
+    let (Some(m), Some(host)) = (&input.measured, input.host.as_deref()) else {
+        return Ok(());
+    };
+    let figures =
+        crate::ledger::standby::figures(&m.away, &input.tariff).map_err(|e| ReportError::Cost {
+            what: "the time away".to_owned(),
+            source: e.into(),
+        })?;
+    let Some(f) = figures.iter().find(|f| f.mode == "standby") else {
+        return Ok(());
+    };
+    for r in reports
+        .iter_mut()
+        .filter(|r| r.host.as_deref() == Some(host) && !r.modes.iter().any(|m| m.name == "standby"))
+    {
+        r.modes
+            .insert(0, pricer.mode("standby", f.watts, f.ci95_watts));
+        notes.push(format!(
+            "{}'s standby is {}",
+            r.name,
+            crate::ledger::standby::phrase(f)
+        ));
+    }
+    Ok(())
 }
 
 /// What every figure rests on: comparisons at the measured duty cycle, a standing charge

@@ -11,11 +11,13 @@ use crate::tariff::Tariff;
 /// The section.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScheduleReport {
-    /// The schedule as read.
-    pub schedule: String,
-    /// Hours a week in each mode, in the order the schedule names them.
+    /// `--schedule` as read: the schedule of every configuration without one of its own;
+    /// absent where only configurations' own schedules (`[[config]] schedule`) are priced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// Hours a week in each mode of `schedule`, in the order it names them.
     pub hours_a_week: Vec<ModeHours>,
-    /// Each configuration on it, in the report's order.
+    /// Each configuration on its schedule, in the report's order.
     pub configs: Vec<ScheduledConfig>,
 }
 
@@ -25,10 +27,14 @@ pub struct ModeHours {
     pub hours: f64,
 }
 
-/// One configuration on the schedule.
+/// One configuration on its schedule.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScheduledConfig {
     pub config: String,
+    /// The schedule it is priced on: its own, else `--schedule`.
+    pub schedule: String,
+    /// Whether that is its own (`[[config]] schedule`).
+    pub own_schedule: bool,
     /// kWh a year; absent where a mode of the schedule has no watts for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub annual_kwh: Option<f64>,
@@ -42,55 +48,70 @@ pub struct ScheduledConfig {
     pub basis: String,
 }
 
-/// The section for `schedule` over `configs`, from the local day `day_ms` falls in.
+fn mode_hours(schedule: &Schedule) -> Vec<ModeHours> {
+    schedule
+        .hours_a_week()
+        .into_iter()
+        .map(|(m, h)| ModeHours {
+            mode: m.to_owned(),
+            hours: h,
+        })
+        .collect()
+}
+
+/// The section for each of `configs` on its own schedule (`own(name)`), else on `default`
+/// (`--schedule`), from the local day `day_ms` falls in; `None` where none has a schedule.
 pub fn schedule_report(
-    schedule: &Schedule,
+    default: Option<&Schedule>,
+    own: &dyn Fn(&str) -> Option<Schedule>,
     configs: &[ConfigReport],
     tariff: &Tariff,
     day_ms: i64,
-) -> Result<ScheduleReport, ReportError> {
+) -> Result<Option<ScheduleReport>, ReportError> {
     let standing = tariff.standing_charge_per_day() * 365.0;
     let mut out = Vec::with_capacity(configs.len());
     for c in configs {
+        let mine = own(&c.name);
+        let Some(schedule) = mine.as_ref().or(default) else {
+            continue;
+        };
         let watts = |mode: &str| c.modes.iter().find(|m| m.name == mode).map(|m| m.watts);
         let year = crate::ledger::annual::on_schedule(schedule, &watts, tariff, day_ms, &c.name)
             .map_err(|source| ReportError::Cost {
                 what: format!("{} on the schedule", c.name),
                 source,
             })?;
-        out.push(match year {
-            Ok(a) => ScheduledConfig {
-                config: c.name.clone(),
-                annual_kwh: Some(a.kwh),
-                annual_cost: Some(a.cost),
-                annual_cost_all_in: Some(a.cost + standing),
-                basis: a.basis,
-            },
-            Err(mode) => ScheduledConfig {
-                config: c.name.clone(),
-                annual_kwh: None,
-                annual_cost: None,
-                annual_cost_all_in: None,
-                basis: format!(
+        let (annual_kwh, annual_cost, annual_cost_all_in, basis) = match year {
+            Ok(a) => (Some(a.kwh), Some(a.cost), Some(a.cost + standing), a.basis),
+            Err(mode) => (
+                None,
+                None,
+                None,
+                format!(
                     "no {mode} measured or entered for {}: give it in its modes (`[[config]] \
                      modes = {{ {mode} = W, ... }}`) to price it on this schedule",
                     c.name
                 ),
-            },
+            ),
+        };
+        out.push(ScheduledConfig {
+            config: c.name.clone(),
+            schedule: schedule.to_string(),
+            own_schedule: mine.is_some(),
+            annual_kwh,
+            annual_cost,
+            annual_cost_all_in,
+            basis,
         });
     }
-    Ok(ScheduleReport {
-        schedule: schedule.to_string(),
-        hours_a_week: schedule
-            .hours_a_week()
-            .into_iter()
-            .map(|(m, h)| ModeHours {
-                mode: m.to_owned(),
-                hours: h,
-            })
-            .collect(),
+    if out.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(ScheduleReport {
+        schedule: default.map(ToString::to_string),
+        hours_a_week: default.map(mode_hours).unwrap_or_default(),
         configs: out,
-    })
+    }))
 }
 
 /// The section's lines, as the text, Markdown and HTML reports print them.
@@ -101,16 +122,24 @@ pub fn lines(s: &ScheduleReport, currency: &str) -> Vec<String> {
         .iter()
         .map(|m| format!("{} {:.0} h", m.mode, m.hours))
         .collect();
-    let mut out = vec![format!(
-        "schedule \"{}\": {} a week",
-        s.schedule,
-        hours.join(", ")
-    )];
+    let mut out = Vec::new();
+    if let Some(schedule) = &s.schedule {
+        out.push(format!(
+            "schedule \"{schedule}\": {} a week",
+            hours.join(", ")
+        ));
+    }
     for c in &s.configs {
+        // A configuration on its own schedule says which.
+        let name = if c.own_schedule {
+            format!("{} on its schedule \"{}\"", c.config, c.schedule)
+        } else {
+            c.config.clone()
+        };
         out.push(match (c.annual_kwh, c.annual_cost, c.annual_cost_all_in) {
             (Some(kwh), Some(cost), Some(all_in)) => format!(
                 "{}: {} kWh, {} a year{}{}",
-                c.config,
+                name,
                 crate::report::render::num(kwh, 2),
                 money(cost),
                 if all_in > cost {
@@ -123,7 +152,7 @@ pub fn lines(s: &ScheduleReport, currency: &str) -> Vec<String> {
                     .find(", priced over")
                     .map_or(String::new(), |i| format!(";{}", &c.basis[i + 1..]))
             ),
-            _ => format!("{}: {}", c.config, c.basis),
+            _ => format!("{name}: {}", c.basis),
         });
     }
     out

@@ -37,6 +37,7 @@ fn manual(name: &str, modes: &[(&str, f64)]) -> ConfigInput {
         upgrade_cost: None,
         status: ConfigStatus::Complete,
         paired: None,
+        schedule: None,
     }
 }
 

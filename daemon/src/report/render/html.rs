@@ -20,6 +20,8 @@ th { background: #f3f3f3; }
 td { font-variant-numeric: tabular-nums; white-space: nowrap; }
 .meta { color: #555; }
 figure { margin: 1.5rem 0; } figure svg { max-width: 100%; height: auto; }
+.scroll { overflow-x: auto; }
+li { overflow-wrap: anywhere; }
 ";
 
 /// Escapes text for HTML element content and attribute values.
@@ -44,7 +46,7 @@ pub fn render(r: &Report) -> Result<String, RenderError> {
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n\
          <p class=\"meta\">Generated {}{}.</p>\n",
         esc(&title(r)),
         esc(&title(r)),
@@ -54,7 +56,11 @@ pub fn render(r: &Report) -> Result<String, RenderError> {
             .map_or_else(String::new, |h| format!(" on {}", esc(h)))
     );
     if !r.configs.is_empty() {
-        out.push_str("<h2>Annual running cost by mode and configuration</h2>\n<table>\n<tr><th>Mode \\ Config</th>");
+        // On a phone the table scrolls sideways in its own box; its figures never wrap.
+        out.push_str(
+            "<h2>Annual running cost by mode and configuration</h2>\n<div class=\"scroll\">\n\
+             <table>\n<tr><th>Mode \\ Config</th>",
+        );
         for c in &r.configs {
             let _ = write!(out, "<th>{}</th>", esc(&c.name));
         }
@@ -67,7 +73,7 @@ pub fn render(r: &Report) -> Result<String, RenderError> {
             }
             out.push_str("</tr>\n");
         }
-        out.push_str("</table>\n");
+        out.push_str("</table>\n</div>\n");
     }
     for s in sections(r) {
         let _ = writeln!(out, "<h2>{}</h2>\n<ul>", esc(&s.title));

@@ -41,6 +41,12 @@ pub fn sections(r: &Report) -> Vec<Section> {
             lines: measured_lines(m, cur),
         });
     }
+    if let Some(s) = &r.sleep {
+        out.push(Section {
+            title: "Sleeping when idle: what a suspend schedule would save".into(),
+            lines: crate::report::sleep::lines(s, cur),
+        });
+    }
     if let Some(p) = &r.estimated {
         out.push(Section {
             title: "This machine: estimated from its calibration (no meter at the wall)".into(),
@@ -388,6 +394,15 @@ fn measured_lines(m: &MeasuredReport, cur: &str) -> Vec<String> {
             "modelled differs from measured by {k:+.1}% in energy and {c:+.1}% in cost"
         ));
     }
+    for a in &m.away {
+        lines.push(format!(
+            "{}: {}; {}, {}",
+            a.mode,
+            crate::ledger::standby::phrase(a),
+            energy(a.wh / 1000.0),
+            format_money(a.cost, cur)
+        ));
+    }
     for g in &m.gaps {
         let counted = match (&g.counted, g.counted_wh) {
             (Some(note), Some(wh)) => format!(
@@ -400,10 +415,10 @@ fn measured_lines(m: &MeasuredReport, cur: &str) -> Vec<String> {
             (None, _) => String::new(),
         };
         lines.push(format!(
-            "gap {} to {} ({} h): {}{counted}",
+            "gap {} to {} ({}): {}{counted}",
             g.from,
             g.to,
-            num(g.hours, 2),
+            crate::ledger::interval::hours_text(g.hours),
             g.reason
         ));
     }

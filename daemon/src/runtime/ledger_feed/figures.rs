@@ -20,6 +20,18 @@ pub(super) struct StoreFigures {
     pub(super) newest_ms: Option<i64>,
     /// The price now (currency per kWh) and its source.
     pub(super) price_now: Option<(f64, String)>,
+    /// Standby measured at the wall, W, and its 95 % band.
+    pub(super) standby: StandbyRead,
+}
+
+/// What the read says of standby measured at the wall.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) enum StandbyRead {
+    /// W and its 95 % band; `None` where the host has not slept with the meter in.
+    Read(Option<(f64, Option<f64>)>),
+    /// The read failed: the last one read is served.
+    #[default]
+    Unread,
 }
 
 /// The configured tariff with the store's price series, loaded again only when their
@@ -139,6 +151,19 @@ pub(super) fn read_figures(
         };
         *projection = (Some((Instant::now(), hour)), annual);
     }
+    // A few rows (the gaps the host was away in): read at every publish, so a sleep's
+    // standby shows as soon as the meter's counter settles it.
+    let standby =
+        crate::ledger::standby::measured(s, host, source, (0, now.timestamp_millis() + 1), tariff)
+            .inspect_err(|e| tracing::debug!("standby: {}", wattson_collectors::ErrorChain(e)))
+            .map_or(StandbyRead::Unread, |figures| {
+                StandbyRead::Read(
+                    figures
+                        .into_iter()
+                        .find(|f| f.away == crate::store::Away::Asleep)
+                        .map(|f| (f.watts, f.ci95_watts)),
+                )
+            });
     let newest_ms = crate::ledger::energy::power_series(s, host, source)
         .ok()
         .flatten()
@@ -148,12 +173,16 @@ pub(super) fn read_figures(
         annual_cost: projection.1.clone(),
         newest_ms,
         price_now: None,
+        standby,
     }
 }
 
 /// The store's figures into the state; the published energy never goes down in a run.
 pub(super) fn apply(extras: &mut StateExtras, f: &StoreFigures, last_energy: &mut Option<f64>) {
     extras.price_now.clone_from(&f.price_now);
+    if let StandbyRead::Read(standby) = f.standby {
+        extras.standby_watts = standby;
+    }
     let Some(p) = &f.periods else { return };
     // `+ 0.0` turns a -0.0 from rounding into 0.0.
     let energy = last_energy.map_or(p.total.kwh, |l| l.max(p.total.kwh)) + 0.0;

@@ -137,6 +137,9 @@ struct ManualClock {
     base: Instant,
     offset: Duration,
     wall0_ms: i64,
+    /// How long the host has slept, ms: the wall clock runs on over it, the monotonic one
+    /// does not (as `CLOCK_MONOTONIC` does not count a suspend).
+    slept: Arc<AtomicI64>,
 }
 
 impl Clock for ManualClock {
@@ -144,7 +147,10 @@ impl Clock for ManualClock {
         self.base + self.offset
     }
     fn now_ms(&self) -> i64 {
-        self.wall0_ms + self.offset.as_millis() as i64
+        self.wall0_ms + self.offset.as_millis() as i64 + self.slept.load(Ordering::SeqCst)
+    }
+    fn slept_ms(&self) -> Option<i64> {
+        Some(self.slept.load(Ordering::SeqCst))
     }
     fn wait(
         &mut self,
@@ -204,6 +210,7 @@ fn scripted_run(
         base: Instant::now(),
         offset: Duration::ZERO,
         wall0_ms: T0,
+        slept: Arc::new(AtomicI64::new(0)),
     };
     let (tx, rx) = mpsc::channel();
     let mut scheduled = Scheduled::new(
@@ -282,5 +289,130 @@ fn a_lost_poll_or_two_is_bridged_not_a_gap() {
             ts.windows(2)
                 .all(|w| w[1] - w[0] <= crate::store::integrate::max_pair_ms(1000))
         );
+    }
+}
+
+/// Sleeps the host for `slept_ms` after poll `at` (the kernel's clocks move on, the
+/// monotonic one does not).
+struct Sleeper {
+    polls: usize,
+    at: usize,
+    slept_ms: i64,
+    slept: Arc<AtomicI64>,
+    stop_after: usize,
+    stop: mpsc::Sender<Control>,
+    fail_from: usize,
+}
+
+impl Collector for Sleeper {
+    fn source(&self) -> &SourceId {
+        &TEST
+    }
+    fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
+        let n = self.polls;
+        self.polls += 1;
+        if n == self.at {
+            self.slept.fetch_add(self.slept_ms, Ordering::SeqCst);
+        }
+        if self.polls == self.stop_after {
+            let _ = self.stop.send(Control::Stop);
+        }
+        if n >= self.fail_from && n <= self.at {
+            return Err(timed_out());
+        }
+        Ok(vec![reading(now_ms)])
+    }
+}
+
+#[derive(Default, Clone)]
+struct AwayRecorder {
+    inner: Recorder,
+    asleep: Arc<Mutex<Vec<(i64, i64, String)>>>,
+    woke: Arc<Mutex<Vec<(i64, i64)>>>,
+}
+
+impl SampleSink for AwayRecorder {
+    fn samples(&mut self, batch: Vec<Sample>) {
+        self.inner.samples(batch);
+    }
+    fn gap(&mut self, source: &SourceId, start_ms: i64, end_ms: i64, reason: &str) {
+        self.inner.gap(source, start_ms, end_ms, reason);
+    }
+    fn asleep(&mut self, _source: &SourceId, start_ms: i64, end_ms: i64, reason: &str) {
+        self.asleep
+            .lock()
+            .unwrap()
+            .push((start_ms, end_ms, reason.to_owned()));
+    }
+    fn woke(&mut self, at_ms: i64, slept_ms: i64) {
+        self.woke.lock().unwrap().push((at_ms, slept_ms));
+    }
+}
+
+/// A suspend between two polls: the kernel's clocks say the host slept 7 h; the time from
+/// the last poll before it to the first after is one gap the host was asleep in, to the
+/// millisecond, and no other gap, even where polls were failing when it went to sleep.
+#[test]
+fn a_suspend_between_polls_is_one_gap_the_host_slept_in() {
+    const SLEPT: i64 = 7 * 3_600_000;
+    for fail_from in [usize::MAX, 1] {
+        let slept = Arc::new(AtomicI64::new(0));
+        let mut clock = ManualClock {
+            base: Instant::now(),
+            offset: Duration::ZERO,
+            wall0_ms: T0,
+            slept: slept.clone(),
+        };
+        let (tx, rx) = mpsc::channel();
+        let mut scheduled = Scheduled::new(
+            Box::new(Sleeper {
+                polls: 0,
+                at: 2,
+                slept_ms: SLEPT,
+                slept,
+                stop_after: 6,
+                stop: tx,
+                fail_from,
+            }),
+            Duration::from_secs(1),
+        );
+        scheduled.next_due = clock.now();
+        let rec = AwayRecorder::default();
+        let live = LiveState::default();
+        let outputs = Outputs {
+            live: &live,
+            heartbeat: &Arc::new(AtomicI64::new(0)),
+            in_poll: &InPoll::default(),
+        };
+        run_with_clock(
+            vec![scheduled],
+            Box::new(rec.clone()),
+            &rx,
+            Duration::from_secs(2),
+            &outputs,
+            &mut clock,
+        );
+        let last_good = if fail_from == 1 { T0 } else { T0 + 2000 };
+        let asleep = rec.asleep.lock().unwrap().clone();
+        assert_eq!(
+            asleep,
+            [(
+                last_good,
+                T0 + 3000 + SLEPT,
+                "the host was asleep for 7.0 h (the kernel's clocks)".to_owned()
+            )],
+            "fail_from {fail_from}"
+        );
+        assert_eq!(*rec.woke.lock().unwrap(), [(T0 + 3000 + SLEPT, SLEPT)]);
+        assert_eq!(*rec.inner.gaps.lock().unwrap(), [], "fail_from {fail_from}");
+        let ts: Vec<i64> = rec
+            .inner
+            .samples
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.ts_ms)
+            .collect();
+        assert_eq!(ts.last(), Some(&(T0 + 5000 + SLEPT)), "{ts:?}");
     }
 }

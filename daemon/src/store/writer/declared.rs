@@ -4,8 +4,8 @@
 use rusqlite::params;
 use wattson_collectors::SourceId;
 
-use super::super::StoreError;
 use super::super::integrate::Readings;
+use super::super::{Away, StoreError};
 use super::Writer;
 
 impl Writer {
@@ -16,15 +16,23 @@ impl Writer {
         source: &SourceId,
         (start_ms, end_ms): (i64, i64),
         reason: &str,
+        away: Option<Away>,
     ) -> Result<(), StoreError> {
         self.store
             .conn
             .prepare_cached(
-                "INSERT INTO gap (host, source, start_ms, end_ms, reason)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO gap (host, source, start_ms, end_ms, reason, away)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .and_then(|mut s| {
-                s.execute(params![host, source.to_string(), start_ms, end_ms, reason])
+                s.execute(params![
+                    host,
+                    source.to_string(),
+                    start_ms,
+                    end_ms,
+                    reason,
+                    away.map(Away::as_str)
+                ])
             })
             .map_err(|e| self.store.sql(e))?;
         // Its counter is read against it at the source's next counter reading.

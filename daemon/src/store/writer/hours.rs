@@ -39,7 +39,7 @@ impl Writer {
             state.spacing.observe(ts - t0);
         }
         if let Some(((host, source), span, reason)) = overrun {
-            self.insert_gap(&host, &source, span, &reason)?;
+            self.insert_gap(&host, &source, span, &reason, None)?;
         }
         for (minute_ms, wh, ms) in pieces {
             self.with_hour(i, minute_ms, |h| h.integrate(minute_of(minute_ms), wh, ms))?;

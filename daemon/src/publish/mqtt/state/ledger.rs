@@ -54,6 +54,10 @@ pub(super) fn ledger_figures(p: &mut StatePayload, extras: &StateExtras) {
         .cost_annual_projection
         .map(|a| a + p.cost_annual_standing_charge.unwrap_or(0.0))
         .and_then(finite);
+    if let Some((w, ci95)) = extras.standby_watts {
+        p.standby_power = finite(w);
+        p.standby_power_ci95 = ci95.and_then(finite).filter(|_| p.standby_power.is_some());
+    }
     p.estimated.clone_from(&extras.estimated);
     if let Some((price, source)) = &extras.price_now {
         p.price = finite(*price);

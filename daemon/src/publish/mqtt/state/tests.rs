@@ -29,6 +29,7 @@ fn extras() -> StateExtras {
         ),
         standing_charge_annual: Some(182.5),
         price_now: Some((0.2451, "mqtt".into())),
+        standby_watts: Some((4.02, Some(0.29))),
         energy_today_kwh: Some(2.4),
         energy_total_kwh: Some(1.2345),
         energy_ts_ms: Some(1000),
@@ -50,6 +51,7 @@ fn extras() -> StateExtras {
         wakeups: None,
         disks: Vec::new(),
         estimated: None,
+        sleep: None,
     }
 }
 

@@ -2,14 +2,12 @@
 //! window's estimate on a host with no wall meter's energy (kind `estimated`), and each
 //! stretch the wall meter was away (kind `stood_in`).
 
-use std::fmt::Write as _;
-
-use super::{HEADER, field, money, num, opt, price_of};
+use super::{HEADER, Rows, money, num, opt, price_of};
 use crate::report::model::Report;
 
 /// The calibration's estimate as one row of kind `estimated` (see the module
 /// documentation).
-pub(super) fn estimated_row(out: &mut String, p: &crate::calibration::priced::Priced, r: &Report) {
+pub(super) fn estimated_row(out: &mut Rows, p: &crate::calibration::priced::Priced, r: &Report) {
     priced_row(
         out,
         p,
@@ -21,11 +19,7 @@ pub(super) fn estimated_row(out: &mut String, p: &crate::calibration::priced::Pr
 
 /// A stretch the meter was away as one row of kind `stood_in` (see the module
 /// documentation).
-pub(super) fn stood_in_row(
-    out: &mut String,
-    s: &crate::calibration::stand_in::StoodIn,
-    r: &Report,
-) {
+pub(super) fn stood_in_row(out: &mut Rows, s: &crate::calibration::stand_in::StoodIn, r: &Report) {
     let at = |ms: i64| {
         chrono::DateTime::from_timestamp_millis(ms)
             .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
@@ -61,12 +55,12 @@ pub(super) fn stood_in_row(
         let mut row = vec![
             wattson_collectors::SourceId::Estimate.to_string(),
             "stood_in".to_owned(),
-            field(&mode),
+            String::from(&mode),
         ];
         row.resize(HEADER.len(), String::new());
-        row[9] = field(&r.currency);
-        row[HEADER.len() - 1] = field(&warnings);
-        let _ = writeln!(out, "{}", row.join(","));
+        row[9] = String::from(&r.currency);
+        row[HEADER.len() - 1] = String::from(&warnings);
+        out.row(row);
         return;
     }
     priced_row(out, &s.estimate, r, ("stood_in", &mode), &warnings);
@@ -74,7 +68,7 @@ pub(super) fn stood_in_row(
 
 /// A calibration's priced estimate as one row of `kind` and `mode`.
 fn priced_row(
-    out: &mut String,
+    out: &mut Rows,
     p: &crate::calibration::priced::Priced,
     r: &Report,
     (kind, mode): (&str, &str),
@@ -88,14 +82,14 @@ fn priced_row(
     let row = [
         wattson_collectors::SourceId::Estimate.to_string(),
         kind.to_owned(),
-        field(mode),
+        String::from(mode),
         num(c.watts, 3),
         opt(c.watts_ci95, 3),
         num(c.kwh_per_year, 3),
         opt(kwh_ci, 3),
         money(c.cost_per_year),
         c.cost_per_year_ci95.map_or_else(String::new, money),
-        field(&r.currency),
+        String::from(&r.currency),
         num(price_of(c.kwh_per_year, c.cost_per_year, r), 6),
         String::new(),
         String::new(),
@@ -103,7 +97,7 @@ fn priced_row(
         String::new(),
         String::new(),
         String::new(),
-        field(warnings),
+        String::from(warnings),
     ];
-    let _ = writeln!(out, "{}", row.join(","));
+    out.row(row);
 }

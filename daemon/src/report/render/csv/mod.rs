@@ -53,6 +53,20 @@
 //! A schedule (`--schedule`) adds a row of kind `schedule` per configuration (mode
 //! `schedule`): its year on the schedule, hour by hour at the tariff; `warnings` holds the
 //! basis and the schedule, or why it has no figure (a mode the configuration lacks).
+//! Standby and off measured at the wall (the meter's counter over the times the kernel says
+//! the host was asleep or off) add a row of kind `away` each (config = the wall source,
+//! mode `standby` or `off`): the watts and their 95 % band, the mean price its energy was
+//! priced at, and in `warnings` the basis, the energy and its cost.
+//!
+//! What sleeping when idle would save adds rows of kind `sleep` (config = the proposed
+//! nightly windows, `01:00-07:00 every night`): mode `saving` with the watts sleeping would
+//! not draw (idle less standby, the standby's 95 % half-width where measured), the kWh and
+//! money a year at the prices of the slept hours, `warnings` holding the history read, the
+//! schedule, the standby figure's source, the basis and the thresholds; mode `wake` with the
+//! resumes' kWh and cost a year where the energy of one is known (`warnings` says where
+//! from, or that it is not measured); one row of mode `interrupted` per thing the windows
+//! would have slept through (`warnings`: "backup.service at 03:00 on Sundays").
+//!
 //! Candidate machines (`wattson candidate`) add rows of kind `candidate`: first keeping this
 //! machine (config = "this machine (measured)" or the baseline configuration, mode `keep`),
 //! then each candidate (mode `on this load`, or `active idle` without a utilisation
@@ -66,8 +80,7 @@
 
 mod estimates;
 mod schedule;
-
-use std::fmt::Write as _;
+mod sleep;
 
 use super::num;
 use crate::ledger::price::round_money;
@@ -97,31 +110,32 @@ pub const HEADER: [&str; 18] = [
     "warnings",
 ];
 
-/// `s` as one field of a `,`-separated line: quoted where it holds a comma, a quote or a
-/// line break.
-pub fn field(s: &str) -> String {
-    // A record of one empty field is written `""` (to tell it from no record); in a row it
-    // is nothing between two commas.
-    if s.is_empty() {
-        return String::new();
-    }
-    let mut writer = csv::WriterBuilder::new()
-        .terminator(csv::Terminator::Any(b'\n'))
-        .from_writer(Vec::new());
-    if writer.write_record([s]).is_err() {
-        return s.to_owned();
-    }
-    writer
-        .into_inner()
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .map_or_else(
-            || s.to_owned(),
-            |mut line| {
-                line.pop(); // the record's terminator
-                line
-            },
+/// The document's rows, written by one `csv` writer: a field is quoted where it holds a
+/// comma, a quote or a line break (RFC 4180), lines end in `\n`.
+pub(super) struct Rows(csv::Writer<Vec<u8>>);
+
+impl Rows {
+    fn new() -> Rows {
+        Rows(
+            csv::WriterBuilder::new()
+                .terminator(csv::Terminator::Any(b'\n'))
+                .from_writer(Vec::new()),
         )
+    }
+
+    /// One row of the [`HEADER`]'s columns.
+    pub(super) fn row(&mut self, fields: impl IntoIterator<Item = String>) {
+        // Into memory: writing cannot fail.
+        let _ = self.0.write_record(fields);
+    }
+
+    fn finish(self) -> String {
+        self.0
+            .into_inner()
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// The price a row's annual cost works out at, currency per kWh: what priced that row (the
@@ -145,10 +159,12 @@ fn money(x: f64) -> String {
 
 /// The report as CSV with CRLF-free `\n` line ends.
 pub fn render(r: &Report) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{}", HEADER.join(","));
+    let mut out = Rows::new();
+    out.row(HEADER.map(str::to_owned));
     config_rows(&mut out, r);
     schedule::schedule_rows(&mut out, r);
+    schedule::away_rows(&mut out, r);
+    sleep::sleep_rows(&mut out, r);
     if let Some(m) = &r.measured {
         measured_row(&mut out, m, r);
     }
@@ -173,12 +189,12 @@ pub fn render(r: &Report) -> String {
     for s in r.idle.iter().flat_map(|i| &i.settings) {
         idle_setting_row(&mut out, s, r);
     }
-    out
+    out.finish()
 }
 
 /// One row per configuration and mode (and duty cycle), with the saving against the
 /// baseline (or the configuration measured against) and the newest regression check.
-fn config_rows(out: &mut String, r: &Report) {
+fn config_rows(out: &mut Rows, r: &Report) {
     let base = r.configs.first();
     for (i, c) in r.configs.iter().enumerate() {
         let comparison = r.comparisons.iter().find(|x| x.to == c.name);
@@ -206,16 +222,16 @@ fn config_rows(out: &mut String, r: &Report) {
                 .filter(|x| x.mode == m.name)
                 .and_then(|x| x.payback_years);
             let row = [
-                field(&c.name),
+                String::from(&c.name),
                 kind.clone(),
-                field(&m.name),
+                String::from(&m.name),
                 num(m.watts, 3),
                 opt(m.ci95_watts, 3),
                 num(m.annual_kwh, 3),
                 opt(m.annual_kwh_ci95, 3),
                 money(m.annual_cost),
                 m.annual_cost_ci95.map_or_else(String::new, money),
-                field(&r.currency),
+                String::from(&r.currency),
                 num(price_of(m.annual_kwh, m.annual_cost, r), 6),
                 opt(vs.map(|v| v.0), 3),
                 vs.map_or_else(String::new, |v| money(v.1)),
@@ -225,17 +241,17 @@ fn config_rows(out: &mut String, r: &Report) {
                 }),
                 opt(check.map(|x| x.delta_watts), 3),
                 opt(check.map(|x| x.delta_ci95_watts), 3),
-                field(&m.warnings.join("; ")),
+                String::from(&m.warnings.join("; ")),
             ];
-            let _ = writeln!(out, "{}", row.join(","));
+            out.row(row);
         }
     }
 }
 
 /// This machine's measured row (see the module documentation).
-fn measured_row(out: &mut String, m: &MeasuredReport, r: &Report) {
+fn measured_row(out: &mut Rows, m: &MeasuredReport, r: &Report) {
     let row = [
-        field(
+        String::from(
             &m.source
                 .as_ref()
                 .map_or_else(|| "measured".to_owned(), ToString::to_string),
@@ -248,7 +264,7 @@ fn measured_row(out: &mut String, m: &MeasuredReport, r: &Report) {
         opt(m.annual_kwh_ci95, 3),
         money(m.annual_cost),
         m.annual_cost_ci95.map_or_else(String::new, money),
-        field(&r.currency),
+        String::from(&r.currency),
         num(price_of(m.annual_kwh, m.annual_cost, r), 6),
         String::new(),
         String::new(),
@@ -256,14 +272,14 @@ fn measured_row(out: &mut String, m: &MeasuredReport, r: &Report) {
         String::new(),
         String::new(),
         String::new(),
-        field(&m.warnings.join("; ")),
+        String::from(&m.warnings.join("; ")),
     ];
-    let _ = writeln!(out, "{}", row.join(","));
+    out.row(row);
 }
 
 /// One GPU's rows: its states, then what a resident process costs (see the module
 /// documentation).
-fn gpu_rows(out: &mut String, g: &GpuIdleReport, r: &Report) {
+fn gpu_rows(out: &mut Rows, g: &GpuIdleReport, r: &Report) {
     let y = r.year_hours / 1000.0;
     let share = g.idle_resident_share;
     let rows = [
@@ -280,16 +296,16 @@ fn gpu_rows(out: &mut String, g: &GpuIdleReport, r: &Report) {
         let Some(w) = w else { continue };
         let kwh = w * y;
         let row = [
-            field(&g.channel),
+            String::from(&g.channel),
             wattson_collectors::SourceId::Gpu.to_string(),
-            field(mode),
+            String::from(mode),
             num(w, 3),
             String::new(),
             num(kwh, 3),
             String::new(),
             money(kwh * r.mean_price_per_kwh),
             String::new(),
-            field(&r.currency),
+            String::from(&r.currency),
             num(r.mean_price_per_kwh, 6),
             String::new(),
             String::new(),
@@ -299,17 +315,17 @@ fn gpu_rows(out: &mut String, g: &GpuIdleReport, r: &Report) {
             String::new(),
             String::new(),
         ];
-        let _ = writeln!(out, "{}", row.join(","));
+        out.row(row);
     }
 }
 
 /// One row per service group, its estimated watts and year (see the module documentation).
-fn service_rows(out: &mut String, e: &ServicesEstimate, r: &Report) {
+fn service_rows(out: &mut Rows, e: &ServicesEstimate, r: &Report) {
     for (config, mode, cost) in crate::services::render::priced_rows(e) {
         let row = [
-            field(&config),
+            String::from(&config),
             "service".to_string(),
-            field(&mode),
+            String::from(&mode),
             opt(cost.map(|c| c.watts), 3),
             opt(cost.and_then(|c| c.watts_ci95), 3),
             opt(cost.map(|c| c.kwh_per_year), 3),
@@ -317,7 +333,7 @@ fn service_rows(out: &mut String, e: &ServicesEstimate, r: &Report) {
             cost.map_or_else(String::new, |c| money(c.cost_per_year)),
             cost.and_then(|c| c.cost_per_year_ci95)
                 .map_or_else(String::new, money),
-            field(&r.currency),
+            String::from(&r.currency),
             num(
                 cost.map_or(r.mean_price_per_kwh, |c| {
                     price_of(c.kwh_per_year, c.cost_per_year, r)
@@ -330,16 +346,16 @@ fn service_rows(out: &mut String, e: &ServicesEstimate, r: &Report) {
             String::new(),
             String::new(),
             String::new(),
-            field(&format!("estimate: {}", e.basis)), // not a source
+            String::from(&format!("estimate: {}", e.basis)), // not a source
         ];
-        let _ = writeln!(out, "{}", row.join(","));
+        out.row(row);
     }
 }
 
 /// One idle setting's row: the change against idle as found (see the module documentation).
-fn idle_setting_row(out: &mut String, s: &IdleSetting, r: &Report) {
+fn idle_setting_row(out: &mut Rows, s: &IdleSetting, r: &Report) {
     let row: [String; HEADER.len()] = [
-        field(&s.name),
+        String::from(&s.name),
         "idle_setting".to_string(),
         "idle".to_string(),
         num(s.delta_watts, 3),
@@ -348,7 +364,7 @@ fn idle_setting_row(out: &mut String, s: &IdleSetting, r: &Report) {
         num(s.annual_kwh_change_ci95, 3),
         money(s.annual_cost_change),
         money(s.annual_cost_change_ci95),
-        field(&r.currency),
+        String::from(&r.currency),
         num(price_of(s.annual_kwh_change, s.annual_cost_change, r), 6),
         num(-s.annual_kwh_change, 3),
         money(-s.annual_cost_change),
@@ -359,16 +375,16 @@ fn idle_setting_row(out: &mut String, s: &IdleSetting, r: &Report) {
         // No warnings: the interval is the measurement's own.
         String::new(),
     ];
-    let _ = writeln!(out, "{}", row.join(","));
+    out.row(row);
 }
 
 /// The candidate-machine rows (see the module documentation).
-fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, r: &Report) {
+fn candidate_rows(out: &mut Rows, c: &crate::report::model::CandidatesReport, r: &Report) {
     let blank = String::new;
     let mut rows: Vec<[String; 18]> = Vec::new();
     if let Some(k) = &c.keep {
         rows.push([
-            field(&k.name),
+            String::from(&k.name),
             "candidate".to_string(),
             "keep".to_string(),
             num(k.annual_kwh * 1000.0 / r.year_hours, 2),
@@ -377,7 +393,7 @@ fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, 
             blank(),
             money(k.annual_cost),
             blank(),
-            field(&r.currency),
+            String::from(&r.currency),
             num(price_of(k.annual_kwh, k.annual_cost, r), 6),
             blank(),
             blank(),
@@ -385,7 +401,7 @@ fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, 
             blank(),
             blank(),
             blank(),
-            field(&match k.annual_co2_kg {
+            String::from(&match k.annual_co2_kg {
                 Some(c) => format!("{}; CO2 {} kg a year", k.basis, num(c, 1)),
                 None => k.basis.clone(),
             }),
@@ -418,7 +434,7 @@ fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, 
             });
         }
         rows.push([
-            field(&x.name),
+            String::from(&x.name),
             "candidate".to_string(),
             mode.to_string(),
             num(x.mean_watts, 2),
@@ -427,7 +443,7 @@ fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, 
             blank(),
             money(x.annual_cost),
             blank(),
-            field(&r.currency),
+            String::from(&r.currency),
             num(price_of(x.annual_kwh, x.annual_cost, r), 6),
             opt(x.annual_kwh_saved, 3),
             x.annual_saving.map_or_else(String::new, money),
@@ -435,16 +451,16 @@ fn candidate_rows(out: &mut String, c: &crate::report::model::CandidatesReport, 
             blank(),
             blank(),
             blank(),
-            field(&notes.join("; ")),
+            String::from(&notes.join("; ")),
         ]);
     }
     for row in rows {
-        let _ = writeln!(out, "{}", row.join(","));
+        out.row(row);
     }
 }
 
 /// The real-tariff rows (see the module documentation).
-fn tariff_rows(out: &mut String, t: &crate::report::real_tariffs::TariffReport, r: &Report) {
+fn tariff_rows(out: &mut Rows, t: &crate::report::real_tariffs::TariffReport, r: &Report) {
     let per_year = r
         .measured
         .as_ref()
@@ -463,7 +479,7 @@ fn tariff_rows(out: &mut String, t: &crate::report::real_tariffs::TariffReport, 
             blank(),
             money(d.annual_cost),
             blank(),
-            field(&r.currency),
+            String::from(&r.currency),
             num(d.annual_cost / d.annual_kwh.max(f64::MIN_POSITIVE), 6),
             blank(),
             blank(),
@@ -471,7 +487,7 @@ fn tariff_rows(out: &mut String, t: &crate::report::real_tariffs::TariffReport, 
             blank(),
             blank(),
             blank(),
-            field(&d.basis),
+            String::from(&d.basis),
         ]);
     }
     for row in &t.comparison {
@@ -483,7 +499,7 @@ fn tariff_rows(out: &mut String, t: &crate::report::real_tariffs::TariffReport, 
             ));
         }
         rows.push([
-            field(&row.name),
+            String::from(&row.name),
             "tariff".to_string(),
             "measured".to_string(),
             blank(),
@@ -492,7 +508,7 @@ fn tariff_rows(out: &mut String, t: &crate::report::real_tariffs::TariffReport, 
             blank(),
             money(row.annual_cost),
             blank(),
-            field(&r.currency),
+            String::from(&r.currency),
             num(row.cost / row.kwh.max(f64::MIN_POSITIVE), 6),
             blank(),
             money(row.annual_saving_vs_first),
@@ -500,12 +516,12 @@ fn tariff_rows(out: &mut String, t: &crate::report::real_tariffs::TariffReport, 
             blank(),
             blank(),
             blank(),
-            field(&notes.join("; ")),
+            String::from(&notes.join("; ")),
         ]);
     }
     if let Some(c) = &t.carbon {
         rows.push([
-            field(&c.figure.sources.join(" ")),
+            String::from(&c.figure.sources.join(" ")),
             "co2".to_string(),
             "measured".to_string(),
             blank(),
@@ -522,7 +538,7 @@ fn tariff_rows(out: &mut String, t: &crate::report::real_tariffs::TariffReport, 
             blank(),
             blank(),
             blank(),
-            field(&format!(
+            String::from(&format!(
                 "{} kg CO2 per year per slot ({} kg over the window)",
                 num(c.annual_co2_kg, 3),
                 num(c.figure.co2_kg, 3)
@@ -530,6 +546,6 @@ fn tariff_rows(out: &mut String, t: &crate::report::real_tariffs::TariffReport, 
         ]);
     }
     for row in rows {
-        let _ = writeln!(out, "{}", row.join(","));
+        out.row(row);
     }
 }
