@@ -21,15 +21,28 @@ pub fn run(args: &ServicesArgs, config_path: Option<&Path>) -> anyhow::Result<Ex
     let now = chrono::Utc::now().timestamp_millis();
     let to = floor_to(now, HOUR_MS) + HOUR_MS;
     let from = to - i64::from(args.days) * DAY_MS;
-    let e = estimate(&store, &host, &tariff, from, to)?;
+    let mut e = estimate(&store, &host, &tariff, from, to)?;
+    // With nothing stored for this machine, say why where the machine cannot record it (a
+    // cgroup v1 host never will), and what would make it work.
+    let unrecordable = (e.is_empty() && config.services.enabled && host == config.host.name)
+        .then(|| {
+            let root = wattson_collectors::SysRoot::new(&config.host.sysfs, &config.host.procfs);
+            wattson_collectors::cgroup::availability(&root).err()
+        })
+        .flatten();
     if args.json {
+        if let Some(why) = &unrecordable {
+            e.warnings.push(format!(
+                "per-service CPU time is not recorded on this machine: {why}"
+            ));
+        }
         crate::output::println(&serde_json::to_string_pretty(&e)?);
     } else {
         let mut text = format!(
             "What each service costs on {host} (last {} days)\n",
             args.days
         );
-        text.push_str(&render::text(&e));
+        text.push_str(&render::text(&e, unrecordable.as_deref()));
         if e.is_empty() && !config.services.enabled {
             text.push_str("[services] enabled = false in the config: the daemon records no CPU time per service\n");
         }

@@ -113,17 +113,28 @@ fn footer(e: &ServicesEstimate) -> Vec<String> {
     lines
 }
 
-/// The plain-text table.
-pub fn text(e: &ServicesEstimate) -> String {
+/// The plain-text table; with no groups, `unrecordable` says why this machine records none
+/// (where it cannot), else that none is recorded yet.
+pub fn text(e: &ServicesEstimate, unrecordable: Option<&str>) -> String {
     let mut out = String::new();
     for l in heading(e) {
         let _ = writeln!(out, "{l}");
     }
     if e.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nno CPU time per service recorded yet (the daemon records it with [services] on cgroup v2)"
-        );
+        match unrecordable {
+            Some(why) => {
+                let _ = writeln!(
+                    out,
+                    "\nno CPU time per service is recorded on this machine, and none will be: {why}"
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "\nno CPU time per service recorded yet (the daemon records it with [services] on cgroup v2)"
+                );
+            }
+        }
     } else {
         let rows: Vec<[String; 10]> = e.groups.iter().map(|g| row(g, &e.currency)).collect();
         let mut width = HEADER.map(str::len);

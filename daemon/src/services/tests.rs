@@ -119,7 +119,7 @@ fn half_a_cpu_of_fifteen_watts_above_a_forty_watt_floor_is_seven_and_a_half_watt
         "{:?}",
         e.warnings
     );
-    let text = super::render::text(&e);
+    let text = super::render::text(&e, None);
     assert!(text.contains("The box being on"), "{text}");
     assert!(text.contains("~7.50 +/- 0.20 W"), "{text}");
     assert!(
