@@ -12,21 +12,32 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-/// Install the global subscriber. `verbose` raises the default level to debug.
-/// `RUST_LOG` overrides both (e.g. `RUST_LOG=wattson=trace`).
-pub fn init(verbose: bool) {
-    // The schema migration's "Database migrated to version N" is the store's business, not
-    // a command's output (`candidate add` printed it); `-v` shows it.
-    init_with_default(if verbose {
-        "debug"
-    } else {
-        "info,rusqlite_migration=warn"
+/// How much is logged when `RUST_LOG` does not say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verbosity {
+    /// Warnings and errors: a command's output is what it prints, its log only what went
+    /// wrong.
+    Warnings,
+    /// What a long-running process does (the daemon, the collector, a sweep, a simulated
+    /// meter), without the schema migration's "Database migrated to version N" (the
+    /// store's business).
+    Progress,
+    /// Everything down to debug (`-v`).
+    Debug,
+}
+
+/// Install the global subscriber at `verbosity`. `RUST_LOG` overrides it (e.g.
+/// `RUST_LOG=wattson=trace`).
+pub fn init(verbosity: Verbosity) {
+    init_with_default(match verbosity {
+        Verbosity::Warnings => "warn",
+        Verbosity::Progress => "info,rusqlite_migration=warn",
+        Verbosity::Debug => "debug",
     });
 }
 
-/// As [`init`], with `default` as the level when `RUST_LOG` is not set (`wattson demo` on a
-/// terminal logs warnings only: its own progress says what happens).
-pub fn init_with_default(default: &str) {
+/// As [`init`], with `default` as the level when `RUST_LOG` is not set.
+fn init_with_default(default: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

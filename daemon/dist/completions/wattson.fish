@@ -25,7 +25,7 @@ function __fish_wattson_using_subcommand
 end
 
 complete -c wattson -n "__fish_wattson_needs_command" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_needs_command" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_needs_command" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c wattson -n "__fish_wattson_needs_command" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_needs_command" -f -a "run" -d 'The daemon: collect, store and publish until stopped (systemd Type=notify)'
@@ -45,21 +45,21 @@ complete -c wattson -n "__fish_wattson_needs_command" -f -a "help" -d 'Print the
 complete -c wattson -n "__fish_wattson_using_subcommand run" -l db -d 'Store into this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand run" -l duration -d 'Stop after this long (e.g. `60s`) instead of running until SIGTERM' -r
 complete -c wattson -n "__fish_wattson_using_subcommand run" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand run" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand run" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand run" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand run" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand demo" -l duration -d 'How long to run the whole demo, 20 s or more (kept to within 5 %)' -r
 complete -c wattson -n "__fish_wattson_using_subcommand demo" -l db -d 'Keep the database here instead of a temporary file' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand demo" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand demo" -l no-sweep -d 'Skip the short workload sweep'
-complete -c wattson -n "__fish_wattson_using_subcommand demo" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand demo" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand demo" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand demo" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand status" -l db -d 'Read this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand status" -l host -d 'Show this host\'s figures (a fleet collector\'s database holds several) [default: `[host] name`]' -r
 complete -c wattson -n "__fish_wattson_using_subcommand status" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand status" -l json -d 'Print JSON instead of a table'
-complete -c wattson -n "__fish_wattson_using_subcommand status" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand status" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand status" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand status" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l name -d 'Name of the configuration to store the results under (e.g. "basket, powersave"); required, except with --list or --show' -r
@@ -78,7 +78,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s c -l config -d
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l regression-check -d 'Compare idle with the baseline (the newest complete sweep of --name that was not a regression) and store the verdict for the daemon and `wattson report`'
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l list -d 'List the stored sweeps'
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -l json -d 'Print --list/--show as JSON'
-complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c wattson -n "__fish_wattson_using_subcommand sweep" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l format -d 'Output format' -r -f -a "table\t'Aligned text for a terminal'
@@ -103,18 +103,18 @@ complete -c wattson -n "__fish_wattson_using_subcommand report" -l this-ssj-ops 
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l schedule -d 'Price each configuration\'s modes on a week\'s schedule, hour by hour at the tariff in force: entries separated by `;`, each MODE [DAYS] [HH:MM-HH:MM], one with neither days nor times being the mode at all other times, later entries winning, e.g. "standby 00:00-07:00; idle; 2 loops sun 02:00-03:00"' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -l standby-watts -d 'This machine\'s power asleep at the wall, W, for what sleeping when idle would save [default: `[sleep] standby_watts`, else the `standby` mode of this host\'s `[[config]]`]. The thresholds of an hour idle enough to sleep are `[sleep]`\'s' -r
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand report" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand report" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c wattson -n "__fish_wattson_using_subcommand report" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -f -a "probe" -d 'Identify which supported meter answers on PORT'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and not __fish_seen_subcommand_from probe simulate" -f -a "simulate" -d 'Simulate a meter on a new pseudo-terminal and print its path'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -l timeout -d 'How long to wait for each protocol\'s answer' -r
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from probe" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l protocol -d 'Protocol to simulate' -r -f -a "pzem004t\t''
@@ -143,16 +143,16 @@ complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_s
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l follow-cpu -d 'Follow this machine\'s CPU load: watts = --watts + --per-cpu x busy CPUs'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -l follow-demand -d 'With --follow-pid, count the time its threads waited for a CPU as busy too: the CPUs the process asks for, so its loops read as whole CPUs on a machine shared with other work (benchmarks of the sweep\'s statistics on a loaded machine)'
-complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand meter; and __fish_seen_subcommand_from simulate" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand config; and not __fish_seen_subcommand_from check" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand config; and not __fish_seen_subcommand_from check" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand config; and not __fish_seen_subcommand_from check" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand config; and not __fish_seen_subcommand_from check" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand config; and not __fish_seen_subcommand_from check" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand config; and not __fish_seen_subcommand_from check" -f -a "check" -d 'Validate the configuration and print the effective config (secrets redacted)'
 complete -c wattson -n "__fish_wattson_using_subcommand config; and __fish_seen_subcommand_from check" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand config; and __fish_seen_subcommand_from check" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand config; and __fish_seen_subcommand_from check" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand config; and __fish_seen_subcommand_from check" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand config; and __fish_seen_subcommand_from check" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -l client-id -d 'MQTT client id; fixed so the broker keeps this collector\'s session (and queues messages) while it is down [default: wattson-collect-<host>]' -r
@@ -160,7 +160,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand collect" -l jsonl -d 'Ap
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -l db -d 'Store into this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -l max-hosts -d 'Most hosts taken (those already in the database first); messages of further hosts are acknowledged, counted and logged as refused' -r
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand collect" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand collect" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand collect" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand services" -l db -d 'Read this database instead of `[storage] path`' -r -F
@@ -168,11 +168,11 @@ complete -c wattson -n "__fish_wattson_using_subcommand services" -l host -d 'Sh
 complete -c wattson -n "__fish_wattson_using_subcommand services" -l days -d 'How many days back the figures look, 1 to the raw retention (hours are kept that long)' -r
 complete -c wattson -n "__fish_wattson_using_subcommand services" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand services" -l json -d 'Print JSON instead of a table'
-complete -c wattson -n "__fish_wattson_using_subcommand services" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand services" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand services" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c wattson -n "__fish_wattson_using_subcommand services" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and not __fish_seen_subcommand_from import list remove" -f -a "import" -d 'Import price or carbon-intensity slots from files (all or nothing)'
@@ -195,22 +195,22 @@ complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l exc-vat -d 'Octopus: the price without VAT (value_exc_vat) [default: with VAT, value_inc_vat]'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l compare-only -d 'Keep the series to compare against (`report --tariffs`) without pricing the ledger\'s energy by it'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -l json -d 'Print the result as JSON'
-complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from import" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -l db -d 'Read this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -l json -d 'Print JSON'
-complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -l db -d 'Write into this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand tariff; and __fish_seen_subcommand_from remove" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fish_seen_subcommand_from import add from-sweep set list show remove" -f -a "import" -d 'Import SPECpower_ssj2008 results (CSV, one row per result) as candidates'
@@ -223,7 +223,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand candidate; and not __fis
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -l db -d 'Write into this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -l json -d 'Print the result as JSON'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from import" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -l idle -d 'Watts at active idle' -r
@@ -235,7 +235,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_se
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -l db -d 'Write into this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -l json -d 'Print the candidate as JSON'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from add" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -l configuration -d 'The swept configuration, as `wattson sweep --list` names it' -r
@@ -247,35 +247,35 @@ complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_se
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -l db -d 'Write into this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -l json -d 'Print the candidate as JSON'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from from-sweep" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -l price -d 'What buying it costs, in the tariff\'s currency' -r
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -l perf-ratio -d 'Its throughput over this machine\'s' -r
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -l db -d 'Write into this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from set" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -l db -d 'Read this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -l json -d 'Print JSON'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -l db -d 'Read this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -l json -d 'Print JSON'
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from show" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -l db -d 'Write into this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand candidate; and __fish_seen_subcommand_from remove" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and not __fish_seen_subcommand_from fit show estimate export import" -f -a "fit" -d 'Fit the wall meter\'s watts against the signals this host stores, and keep the best'
@@ -291,13 +291,13 @@ complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -l db -d 'Read and write this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -l json -d 'Print the stored calibration as JSON'
-complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from fit" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -l db -d 'Read this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -l json -d 'Print JSON'
-complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from show" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -l since -d 'Start of the stretch estimated [default: a day ago]' -r
@@ -305,7 +305,7 @@ complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -l db -d 'Read this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -l json -d 'Print JSON'
-complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from estimate" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -l format -d 'What to write' -r -f -a "powercalc\t''
@@ -313,12 +313,12 @@ prometheus\t''
 file\t''"
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -l db -d 'Read this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from export" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from import" -l db -d 'Write into this database instead of `[storage] path`' -r -F
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from import" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from import" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from import" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from import" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand calibration; and __fish_seen_subcommand_from import" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l db -d 'Database to read history from and store measurements in [default: [storage] path]' -r -F
@@ -337,10 +337,10 @@ complete -c wattson -n "__fish_wattson_using_subcommand idle" -l measure -d 'Mea
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l restore -d 'Restore the settings an interrupted `--measure` left changed, as the database records them. Every command does this by itself, except as root from a database owned by another user; this asks for it. Only files of wattson\'s settings catalogue under [host] sysfs and procfs are written, with values their settings take'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l apply -d 'Keep the settings --measure found to save at the wall (root): write them into one file wattson owns, a tmpfiles.d file that systemd applies at every boot, print it, apply it now, then watch the error counters such settings can raise (PCIe AER, NIC errors and link drops, disk I/O errors) for --watch and put back any setting whose counters rise. USB input devices and devices whose driver reports runtime PM unsupported are never touched'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -l revert -d 'Undo --apply: put back every value it changed, as found, and take its lines out of its file (lines added below them are kept; the file goes when nothing else is in it)'
-complete -c wattson -n "__fish_wattson_using_subcommand idle" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand idle" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand idle" -s V -l version -d 'Print version'
 complete -c wattson -n "__fish_wattson_using_subcommand help" -s c -l config -d 'Configuration file [default: $WATTSON_CONFIG, else /etc/wattson/wattson.toml if it exists, else built-in defaults]' -r -F
-complete -c wattson -n "__fish_wattson_using_subcommand help" -s v -l verbose -d 'Log debug detail (RUST_LOG overrides)'
+complete -c wattson -n "__fish_wattson_using_subcommand help" -s v -l verbose -d 'Log debug detail. Without it, commands log only warnings; the daemon, the fleet collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides)'
 complete -c wattson -n "__fish_wattson_using_subcommand help" -s h -l help -d 'Print help'
 complete -c wattson -n "__fish_wattson_using_subcommand help" -s V -l version -d 'Print version'

@@ -16,6 +16,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::logging::Verbosity;
+
 pub use calibration::CalibrationCommand;
 pub use candidate::CandidateCommand;
 pub use collect::CollectArgs;
@@ -47,12 +49,46 @@ pub struct Cli {
     #[arg(long, short = 'c', global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
-    /// Log debug detail (RUST_LOG overrides).
+    /// Log debug detail. Without it, commands log only warnings; the daemon, the fleet
+    /// collector, a sweep and a simulated meter also log what they do (RUST_LOG overrides).
     #[arg(long, short = 'v', global = true)]
     pub verbose: bool,
 
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// How much this invocation logs when `RUST_LOG` does not say: debug with `-v`; what a
+    /// long-running process does for the daemon, the collector, a sweep and a simulated
+    /// meter (and the demo when its output is not a terminal, where its own progress would
+    /// say it); warnings only for every other command, whose output is what it prints.
+    pub fn verbosity(&self) -> Verbosity {
+        let long_running = match &self.command {
+            Command::Run(_)
+            | Command::Collect(_)
+            | Command::Sweep(_)
+            | Command::Meter(MeterCommand::Simulate(_)) => true,
+            Command::Demo(_) => !std::io::IsTerminal::is_terminal(&std::io::stdout()),
+            Command::Status(_)
+            | Command::Report(_)
+            | Command::Meter(MeterCommand::Probe(_))
+            | Command::Config(_)
+            | Command::Services(_)
+            | Command::Tariff(_)
+            | Command::Candidate(_)
+            | Command::Calibration(_)
+            | Command::Idle(_)
+            | Command::Help(_) => false,
+        };
+        if self.verbose {
+            Verbosity::Debug
+        } else if long_running {
+            Verbosity::Progress
+        } else {
+            Verbosity::Warnings
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
