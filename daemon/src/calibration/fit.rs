@@ -22,6 +22,16 @@ use crate::store::HOUR_MS;
 pub const MIN_FIT_MINUTES: usize = 30;
 pub const MIN_HELDOUT_MINUTES: usize = 10;
 
+/// Where `n` minutes split into fitted and held out: the later `holdout` share held out,
+/// moved so that at least [`MIN_FIT_MINUTES`] are fitted and [`MIN_HELDOUT_MINUTES`] held
+/// out; `None` under their sum. The refusal says exactly this.
+fn split_at(n: usize, holdout: f64) -> Option<usize> {
+    (n >= MIN_FIT_MINUTES + MIN_HELDOUT_MINUTES).then(|| {
+        let share = ((n as f64) * (1.0 - holdout)).round() as usize;
+        share.clamp(MIN_FIT_MINUTES, n - MIN_HELDOUT_MINUTES)
+    })
+}
+
 /// A candidate: which columns of the table, and the shape to fit.
 #[derive(Debug, Clone, PartialEq)]
 enum Candidate {
@@ -62,14 +72,14 @@ pub fn choose(
     holdout: f64,
 ) -> Result<Chosen, CalibrationError> {
     let n = table.len();
-    let split = ((n as f64) * (1.0 - holdout)).round() as usize;
-    if split < MIN_FIT_MINUTES || n - split < MIN_HELDOUT_MINUTES {
+    let Some(split) = split_at(n, holdout) else {
         return Err(CalibrationError::NotEnough(format!(
-            "{n} minutes with the wall meter and the signals both stored: a calibration fits \
-             at least {MIN_FIT_MINUTES} and holds out at least {MIN_HELDOUT_MINUTES} (leave \
-             the meter in longer, or widen --since/--until)"
+            "{n} minutes with the wall meter and the signals both stored: a calibration needs \
+             at least {}, {MIN_FIT_MINUTES} to fit and {MIN_HELDOUT_MINUTES} held out (leave \
+             the meter in longer, or widen --since/--until)",
+            MIN_FIT_MINUTES + MIN_HELDOUT_MINUTES
         )));
-    }
+    };
     let (fit, held) = (table.slice(0..split), table.slice(split..n));
     let varying: Vec<usize> = (0..features.len())
         .filter(|&j| {
@@ -376,6 +386,17 @@ pub fn calibrate(
 
 #[cfg(test)]
 mod tests {
+    /// The refusal's rule and the split agree: 30 fitted and 10 held out at the least.
+    #[test]
+    fn the_split_keeps_the_minimums_its_refusal_names() {
+        use super::split_at;
+        assert_eq!(split_at(39, 0.3), None);
+        assert_eq!(split_at(40, 0.3), Some(30));
+        assert_eq!(split_at(41, 0.3), Some(30));
+        assert_eq!(split_at(100, 0.3), Some(70));
+        assert_eq!(split_at(41, 0.05), Some(31));
+    }
+
     use super::*;
 
     #[test]
@@ -488,6 +509,9 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("2 minutes") && e.contains("at least 30"), "{e}");
+        assert!(
+            e.contains("2 minutes") && e.contains("needs at least 40, 30 to fit and 10 held out"),
+            "{e}"
+        );
     }
 }

@@ -358,9 +358,29 @@ fn what_the_history_cannot_support_exits_65_saying_what_is_missing() {
     );
     assert_eq!(code, 65, "{err}");
     assert!(
-        err.contains("10 minutes") && err.contains("at least 30"),
+        err.contains("10 minutes") && err.contains("needs at least 40, 30 to fit and 10 held out"),
         "{err}"
     );
+    // Seen: 41 minutes refused by a message that asked for 30 and 10. The message is the
+    // rule: 39 refused, 41 fitted (the held-out share moves to leave 30 to fit).
+    let window = |until: usize| {
+        run(
+            &day.config,
+            &[
+                "calibration",
+                "fit",
+                "--since",
+                &day.t(0),
+                "--until",
+                &day.t(until),
+            ],
+        )
+    };
+    let (code, _, err) = window(39);
+    assert_eq!(code, 65, "{err}");
+    assert!(err.contains("39 minutes"), "{err}");
+    let (code, out, err) = window(41);
+    assert_eq!(code, 0, "41 minutes: {err}{out}");
     // A signal the host does not store, and one that is no signal's name.
     let (code, _, err) = run(
         &day.config,
