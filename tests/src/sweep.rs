@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use wattson::store::{Store, StoreOptions};
-use wattson::sweep::outcome::{LevelResult, SweepOutcome, fit_kind};
+use wattson::sweep::outcome::{LevelResult, SweepOutcome, fits};
 use wattson::sweep::workload::LoopKind;
 
 use crate::{HOST, kvm_fixture};
@@ -40,8 +40,8 @@ pub fn level(loops: usize) -> LevelResult {
 
 /// Stores spin `levels` as the sweep `basket` of this host (on the KVM fixture, metered by
 /// `pzem004t wall on /dev/ttyUSB0`), fitted as `wattson sweep` fits them.
-pub fn save_basket(store: &Store, levels: Vec<LevelResult>) {
-    let fits = fit_kind(LoopKind::Spin, &levels, 2).into_iter().collect();
+pub fn save_basket(store: &Store, mut levels: Vec<LevelResult>) {
+    let fits = fits(&[LoopKind::Spin], &mut levels, 2);
     let outcome = SweepOutcome {
         levels,
         fits,

@@ -360,6 +360,19 @@ fn sweep_config_input(s: &crate::sweep::persist::StoredSweep) -> ConfigInput {
                 })
                 .unwrap_or_default(),
         })
+        .map(|mut l: LevelInput| {
+            // A sweep stored before levels were vetted against the step carries it here.
+            let step = fit
+                .as_ref()
+                .filter(|f| f.kind == l.kind)
+                .map_or(f64::NAN, |f| f.watts_per_loop.abs());
+            if let Some(w) = crate::sweep::outcome::wider_than_step(l.ci95_w, step)
+                && !l.warnings.contains(&w)
+            {
+                l.warnings.push(w);
+            }
+            l
+        })
         .collect();
     let pairing = crate::idle::configs::Pairing::of_settings(s.settings.as_ref());
     let idle_measure = crate::idle::configs::describe(s.settings.as_ref(), &s.meter);

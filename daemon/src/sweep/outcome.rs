@@ -89,6 +89,50 @@ pub struct SweepOutcome {
     pub ended_ms: i64,
 }
 
+/// Each kind's fit of `levels`, and the warning on every level whose 95 % interval is wider
+/// than the step it measures (the fit's watts per loop): such a level cannot be told from
+/// its neighbours, and every output that shows the level (the sweep's lines, the stored
+/// record, the report in each format) carries the warning; the fit names those levels too.
+pub fn fits(kinds: &[LoopKind], levels: &mut [LevelResult], physical_cores: usize) -> Vec<KindFit> {
+    let mut fits: Vec<KindFit> = kinds
+        .iter()
+        .filter_map(|&k| fit_kind(k, levels, physical_cores))
+        .collect();
+    for f in &mut fits {
+        let step = f.loops.slope.abs();
+        let mut wide = Vec::new();
+        for l in levels.iter_mut().filter(|l| l.kind == f.kind) {
+            if let Some(w) = wider_than_step(l.ci95_w, step) {
+                wide.push(crate::analysis::modes::level_name(l.loops as u32));
+                if !l.warnings.contains(&w) {
+                    l.warnings.push(w);
+                }
+            }
+        }
+        if !wide.is_empty() {
+            f.notes.push(format!(
+                "{} measured with an interval wider than the {step:.2} W step between levels: \
+                 they cannot be told from their neighbours (measure longer, or on a quieter \
+                 machine)",
+                wide.join(", ")
+            ));
+        }
+    }
+    fits
+}
+
+/// The warning for a level whose 95 % interval (`ci95_w`, W) is wider than `step` (W per
+/// loop); `None` where it is narrower, or the step is not known. The report applies it to
+/// stored sweeps too.
+pub fn wider_than_step(ci95_w: f64, step: f64) -> Option<String> {
+    (step.is_finite() && step > 0.0 && ci95_w > step).then(|| {
+        format!(
+            "its interval (+/- {ci95_w:.2} W) is wider than the {step:.2} W step between \
+             levels it measures: it cannot be told from its neighbours"
+        )
+    })
+}
+
 /// Fit one kind's levels: watts against loops (weighted by each level's interval where
 /// possible), and against utilisation.
 pub fn fit_kind(kind: LoopKind, results: &[LevelResult], physical_cores: usize) -> Option<KindFit> {
@@ -248,5 +292,42 @@ mod tests {
         ];
         let fit = fit_kind(LoopKind::Spin, &quiet, 4).unwrap();
         assert!(fit.loops.weighted && fit.loops.r2 > 0.99, "{:?}", fit.loops);
+    }
+
+    /// Seen: idle at 48.38 +/- 46.35 W printed no warning in the sweep, the CSV or the
+    /// report, though its interval was wider than the 6 W step between levels.
+    #[test]
+    fn a_level_wider_than_the_step_is_warned_on_the_level_and_in_the_fit() {
+        let mut levels = [
+            level(0, 48.38, 46.35, &[]),
+            level(1, 46.0, 0.5, &[]),
+            level(2, 52.0, 0.5, &[]),
+            level(3, 58.0, 0.5, &[]),
+        ];
+        let fits = fits(&[LoopKind::Spin], &mut levels, 4);
+        let step = fits[0].loops.slope;
+        assert!(step > 0.5 && step < 46.35, "step {step}");
+        assert_eq!(
+            levels[0].warnings,
+            [format!(
+                "its interval (+/- 46.35 W) is wider than the {step:.2} W step between levels it \
+                 measures: it cannot be told from its neighbours"
+            )]
+        );
+        assert!(levels[1..].iter().all(|l| l.warnings.is_empty()));
+        assert!(
+            fits[0]
+                .notes
+                .iter()
+                .any(|n| n.starts_with("idle measured with an interval wider")),
+            "{:?}",
+            fits[0].notes
+        );
+        // Vetting again (the daemon's record of a sweep it ran) adds nothing twice.
+        let again = super::fits(&[LoopKind::Spin], &mut levels, 4);
+        assert_eq!(levels[0].warnings.len(), 1, "{:?}", levels[0].warnings);
+        assert_eq!(again.len(), 1);
+        assert_eq!(wider_than_step(0.4, 6.0), None);
+        assert_eq!(wider_than_step(10.0, f64::NAN), None);
     }
 }

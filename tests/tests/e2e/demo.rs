@@ -94,11 +94,13 @@ fn screen_lines(raw: &str) -> Vec<String> {
 /// cause: on a quiet machine none of them is printed. The demo prints a level's warnings a
 /// line for each part between "; ", so "power was still changing after 4.0 s; measured
 /// anyway (the last 5 of 9 readings)" is two lines.
-const LOAD_WARNINGS: [&str; 4] = [
+const LOAD_WARNINGS: [&str; 6] = [
     "time cap of ",
     "other load present before idle",
     "power was still changing",
     "measured anyway",
+    "other load while measuring",
+    "its interval (+/- ",
 ];
 
 /// The screen's lines holding a log line (`<RFC 3339 time> <LEVEL> ...`, as `tracing`

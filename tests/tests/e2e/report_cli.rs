@@ -227,3 +227,26 @@ fn each_configuration_says_where_its_watts_come_from() {
         "{text}"
     );
 }
+
+/// Seen: an idle level of 48.38 W +/- 46.35 printed no warning in the sweep, the CSV or the
+/// report. A stored level whose interval is wider than the 15 W step between levels carries
+/// the warning in every format that shows it.
+#[test]
+fn a_level_wider_than_the_step_it_measures_is_warned_in_every_format() {
+    let env = TestEnv::new();
+    let options = wattson::store::StoreOptions {
+        host: wattson_tests::HOST.to_owned(),
+        ..wattson::store::StoreOptions::default()
+    };
+    let store = wattson::store::Store::open(&env.db, &options).unwrap();
+    let mut levels: Vec<_> = (0..=2).map(wattson_tests::sweep::level).collect();
+    levels[0].ci95_w = 20.0;
+    wattson_tests::sweep::save_basket(&store, levels);
+    drop(store);
+    let warning = "its interval (+/- 20.00 W) is wider than the 15.00 W step between levels it \
+                   measures: it cannot be told from its neighbours";
+    for format in ["table", "markdown", "csv", "json"] {
+        let out = report(&env, &["--configs", "basket", "--format", format]);
+        assert!(out.contains(warning), "{format}: {out}");
+    }
+}

@@ -396,14 +396,11 @@ fn store_record(
     record: &SweepRecord,
 ) -> Result<crate::sweep::record::Recorded, crate::sweep::SweepError> {
     let fingerprint = crate::sweep::fingerprint::gather(root, host, meter);
-    let fits = record
-        .settings
-        .kinds
-        .iter()
-        .filter_map(|&k| crate::sweep::outcome::fit_kind(k, &record.levels, record.physical_cores))
-        .collect();
+    let mut levels = record.levels.clone();
+    let fits =
+        crate::sweep::outcome::fits(&record.settings.kinds, &mut levels, record.physical_cores);
     let outcome = crate::sweep::outcome::SweepOutcome {
-        levels: record.levels.clone(),
+        levels,
         fits,
         complete: record.complete,
         started_ms: record.started_ms,

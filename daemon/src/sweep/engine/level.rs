@@ -118,6 +118,9 @@ pub(super) fn run_level(
             .push("loops could not be pinned to CPUs (restricted cpuset?): ran unpinned".into());
     }
     let busy = mean(&acc.busy);
+    let busy_cpus = busy.map(|b| b * inst.online_cpus as f64);
+    // On the level's line and in its record, once (not logged as well).
+    warnings.extend(other_load(busy_cpus, loops, &warnings));
     Ok(Some(LevelResult {
         kind: workload.kind(),
         loops,
@@ -133,7 +136,7 @@ pub(super) fn run_level(
         max_w: summary.max,
         mean_mhz: mean(&acc.mhz),
         busy,
-        busy_cpus: busy.map(|b| b * inst.online_cpus as f64),
+        busy_cpus,
         residency: acc
             .residency
             .iter()
@@ -150,6 +153,23 @@ pub(super) fn run_level(
         smt_siblings: loops > plan.physical_cores,
         warnings,
     }))
+}
+
+/// Busy CPUs beyond a level's loops, over its measuring, that say other work ran beside it.
+const OTHER_LOAD_CPUS: f64 = 0.5;
+
+/// The warning for a level whose CPUs were busier than its loops explain by more than
+/// [`OTHER_LOAD_CPUS`] over its measuring, unless the idle guard already said so: it names
+/// "other load", which the fit reads.
+fn other_load(busy_cpus: Option<f64>, loops: usize, warnings: &[String]) -> Option<String> {
+    let busy = busy_cpus?;
+    let extra = busy - loops as f64;
+    (extra > OTHER_LOAD_CPUS && !warnings.iter().any(|w| w.contains("other load"))).then(|| {
+        format!(
+            "other load while measuring ({busy:.2} CPUs busy where its {loops} loops explain \
+             {loops}): the level may read high"
+        )
+    })
 }
 
 /// Starts `loops` loops of `workload` on the plan's CPUs (in turn, two to a CPU where there
@@ -320,5 +340,26 @@ fn idle_guard(
             warnings.push(w);
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seen: idle measured at 31.5 % busy with no warning. A level whose CPUs were busier
+    /// than its loops by more than half a CPU says so, once.
+    #[test]
+    fn a_level_busier_than_its_loops_names_the_other_load() {
+        let w = other_load(Some(1.26), 0, &[]).unwrap();
+        assert_eq!(
+            w,
+            "other load while measuring (1.26 CPUs busy where its 0 loops explain 0): the \
+             level may read high"
+        );
+        assert_eq!(other_load(Some(2.3), 2, &[]), None);
+        assert_eq!(other_load(None, 0, &[]), None);
+        let guarded = ["other load present before idle (1.20 CPUs busy after waiting 30 s)".into()];
+        assert_eq!(other_load(Some(1.26), 0, &guarded), None);
     }
 }

@@ -11,7 +11,7 @@ use wattson_collectors::source::channel;
 use wattson_collectors::{Collector, Metric, Sample};
 
 use crate::sweep::SweepError;
-use crate::sweep::outcome::{LevelResult, SweepOutcome, fit_kind};
+use crate::sweep::outcome::{LevelResult, SweepOutcome};
 use crate::sweep::workload::{LoopKind, LoopSet, Workload};
 
 mod level;
@@ -256,11 +256,7 @@ pub fn run_sweep(
             }
         }
     }
-    let fits = plan
-        .kinds
-        .iter()
-        .filter_map(|&k| fit_kind(k, &results, plan.physical_cores))
-        .collect();
+    let fits = crate::sweep::outcome::fits(&plan.kinds, &mut results, plan.physical_cores);
     Ok(SweepOutcome {
         levels: results,
         fits,
