@@ -18,7 +18,7 @@ use super::annual::PROJECTION_WINDOW_MS;
 use super::energy::{self, Energy};
 use super::interval::{self, PowerInterval};
 use crate::config::{Config, TariffConfig};
-use crate::ledger::price::HOURS_PER_YEAR;
+use crate::ledger::price::{HOURS_PER_YEAR, cost_of_energy};
 use crate::store::Store;
 use crate::tariff::{Tariff, TariffError};
 
@@ -121,6 +121,90 @@ impl PeriodCost {
             approximate_hours: e.approximate_hours,
         })
     }
+}
+
+/// Energy and cost on one local day of the tariff's zone.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DayCost {
+    pub date: chrono::NaiveDate,
+    /// The day's start (local midnight), UTC ms.
+    pub from_ms: i64,
+    pub kwh: f64,
+    /// Currency; the standing charge is not in it.
+    pub cost: f64,
+    /// Hours of the day the energy covers (what the meter's counter counted over gaps is in
+    /// `kwh` and covers none).
+    pub covered_hours: f64,
+}
+
+/// The energy pieces `(start, end, Wh)` by the local day of the tariff's zone each starts
+/// in, in date order: each day is priced on its own ([`cost_of_energy`]), as `wattson
+/// report`'s daily figures are.
+pub fn by_local_day(
+    buckets: &[(i64, i64, f64)],
+    tz: Zone,
+) -> std::collections::BTreeMap<chrono::NaiveDate, Vec<(i64, i64, f64)>> {
+    let mut days: std::collections::BTreeMap<chrono::NaiveDate, Vec<(i64, i64, f64)>> =
+        std::collections::BTreeMap::new();
+    for &b in buckets {
+        if let Some(t) = DateTime::<Utc>::from_timestamp_millis(b.0) {
+            days.entry(t.with_timezone(&tz).date_naive())
+                .or_default()
+                .push(b);
+        }
+    }
+    days
+}
+
+/// `source`'s energy and cost on each local day from the one holding `from_ms` to the one
+/// holding `to_ms` (that one up to `to_ms`), every day listed (one with nothing stored at
+/// 0 kWh over 0 hours): the ledger's energy over the whole span, cut into the pieces a
+/// price may change within ([`Energy::cost_in`]'s), grouped by day ([`by_local_day`]) and
+/// priced by [`cost_of_energy`].
+pub fn daily(
+    store: &Store,
+    host: &str,
+    source: &SourceId,
+    tariff: &Tariff,
+    (from_ms, to_ms): (i64, i64),
+) -> Result<Vec<DayCost>, LedgerError> {
+    let tz = tariff.tz();
+    let day_of = |ms: i64| {
+        DateTime::<Utc>::from_timestamp_millis(ms).map(|t| t.with_timezone(&tz).date_naive())
+    };
+    let (Some(first), Some(last)) = (day_of(from_ms), day_of(to_ms.saturating_sub(1))) else {
+        return Ok(Vec::new());
+    };
+    let start = local_midnight(tz, first);
+    let e = energy::energy(store, host, source, start, to_ms)?;
+    let buckets =
+        e.minute_buckets_where(store, |start, end| tariff.may_change_within(start, end))?;
+    let mut priced = by_local_day(&buckets, tz);
+    let mut covered: std::collections::BTreeMap<chrono::NaiveDate, i64> =
+        std::collections::BTreeMap::new();
+    for b in &e.buckets {
+        if let Some(d) = day_of(b.start_ms) {
+            *covered.entry(d).or_default() += b.covered_ms;
+        }
+    }
+    let mut out = Vec::new();
+    for date in first.iter_days().take_while(|d| *d <= last) {
+        let (kwh, cost) = match priced.remove(&date) {
+            Some(pieces) => {
+                let c = cost_of_energy(tariff, &pieces)?;
+                (c.kwh + 0.0, c.energy_cost + 0.0)
+            }
+            None => (0.0, 0.0),
+        };
+        out.push(DayCost {
+            date,
+            from_ms: local_midnight(tz, date),
+            kwh,
+            cost,
+            covered_hours: covered.get(&date).copied().unwrap_or(0) as f64 / energy::MS_PER_HOUR,
+        });
+    }
+    Ok(out)
 }
 
 /// Today's, this month's and all-time energy and cost, and the annual projection from the
@@ -275,6 +359,85 @@ mod tests {
     use super::*;
     use crate::config::PeriodConfig;
     use chrono::{NaiveDate, NaiveTime};
+
+    /// Three local days, the middle one with nothing stored, on a tariff with a cheap
+    /// night: each day listed, the empty one at zero, and each day's figures what the
+    /// ledger gives for that day on its own; the days add up to the whole span's.
+    #[test]
+    fn daily_lists_every_day_each_priced_as_the_ledger_prices_it() {
+        use crate::store::{HOUR_MS, StoreOptions, Writer};
+        use wattson_collectors::{Metric, Sample};
+        let day = 24 * HOUR_MS;
+        // 2023-11-14T00:00:00Z.
+        let t0 = 1_699_920_000_000;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("d.db");
+        let wall = SourceId::meter("wall");
+        let mut opts = StoreOptions {
+            host: "h".into(),
+            ..StoreOptions::default()
+        };
+        opts.spacing_ms.insert(wall.clone(), 60_000);
+        let mut w = Writer::new(Store::open(&db, &opts).unwrap(), opts.clone());
+        let samples: Vec<Sample> = (0..3 * 1440_i64)
+            .map(|m| t0 + m * 60_000)
+            .filter(|t| !(t0 + day..t0 + 2 * day).contains(t))
+            .map(|t| {
+                let watts = if (t - t0) % day < 6 * HOUR_MS {
+                    30.0
+                } else {
+                    90.0
+                };
+                Sample::new(t, wall.clone(), Metric::Power, "", watts)
+            })
+            .collect();
+        w.push(None, samples);
+        w.flush().unwrap();
+        drop(w);
+        let store = Store::open_read_only(&db).unwrap();
+        let tariff = tariff_from_config(&TariffConfig {
+            currency: "GBP".into(),
+            price_per_kwh: 0.30,
+            timezone: Some(Zone::UTC),
+            periods: vec![PeriodConfig {
+                start: NaiveTime::from_hms_opt(0, 30, 0).unwrap(),
+                end: NaiveTime::from_hms_opt(4, 30, 0).unwrap(),
+                price_per_kwh: 0.07,
+            }],
+            ..TariffConfig::default()
+        })
+        .unwrap();
+        let to = t0 + 3 * day - 1;
+        let days = daily(&store, "h", &wall, &tariff, (t0 + 7 * HOUR_MS, to)).unwrap();
+        assert_eq!(days.len(), 3);
+        assert_eq!(days[0].from_ms, t0);
+        assert_eq!(days[1].date.to_string(), "2023-11-15");
+        assert_eq!(
+            (days[1].kwh, days[1].cost, days[1].covered_hours),
+            (0.0, 0.0, 0.0)
+        );
+        for d in [&days[0], &days[2]] {
+            let alone = PeriodCost::of(
+                &store,
+                &energy::energy(&store, "h", &wall, d.from_ms, (d.from_ms + day).min(to)).unwrap(),
+                &tariff,
+            )
+            .unwrap();
+            assert!((d.kwh - alone.kwh).abs() < 1e-12, "{d:?} {alone:?}");
+            assert!((d.cost - alone.cost).abs() < 1e-12, "{d:?} {alone:?}");
+        }
+        // The first day: 6 h at 30 W and 18 h at 90 W (the last minute of the day has no
+        // pair after it), 4 h of it at the night's price.
+        assert!((days[0].kwh - 1.80).abs() < 0.01, "{:?}", days[0]);
+        let whole = PeriodCost::of(
+            &store,
+            &energy::energy(&store, "h", &wall, t0, to).unwrap(),
+            &tariff,
+        )
+        .unwrap();
+        let sum: f64 = days.iter().map(|d| d.cost).sum();
+        assert!((sum - whole.cost).abs() < 1e-9, "{sum} {}", whole.cost);
+    }
 
     #[test]
     fn tariff_from_config_keeps_periods_and_changes() {

@@ -22,6 +22,9 @@
 //!   the live outputs.
 //! - [`counter`]: the meter's own energy counter against the integral, and the readings
 //!   rejected as implausible.
+//! - [`power_line`]: a source's power bucket by bucket over a window (a minute from the
+//!   rollups, seconds from raw samples), with nothing where it covers no time: the live
+//!   page's power charts.
 //! - [`primary`]: which source's power is the host's, decided once from the config, and what
 //!   a source's watts stand for.
 //! - [`standby`]: standby and off measured at the wall, from the meter's counter over the
@@ -40,6 +43,7 @@ pub mod estimated_cost;
 pub mod interval;
 pub mod load_shape;
 pub mod meter_protocols;
+pub mod power_line;
 pub mod price;
 pub mod primary;
 pub mod running;

@@ -1,5 +1,6 @@
 //! Energy into money: the cost of measured energy, annual running cost of a constant
-//! load, comparisons between configurations, and money formatting.
+//! load, comparisons between configurations, and money formatting (small amounts in the
+//! currency's minor unit: [`format_money_readable`]).
 //!
 //! Units: watts (W) for power, watt-hours (Wh) in energy buckets, kilowatt-hours (kWh) in
 //! results, UTC milliseconds for timestamps, and the tariff's currency (an ISO 4217 code)
@@ -513,6 +514,9 @@ pub fn format_money_symbol(amount: f64, currency: &str) -> String {
         None => format!("{symbol}{text}"),
     }
 }
+
+mod minor;
+pub use minor::{MinorUnit, format_money_readable, minor_unit};
 
 #[cfg(test)]
 mod tests;

@@ -4,10 +4,8 @@
 //!
 //! Units: kWh, W, the tariff's currency, UTC ms; a `ci95` is a 95 % half-width.
 
-use std::collections::BTreeMap;
 use wattson_collectors::SourceId;
 
-use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use super::input::{ConfigInput, FitInput, MeasuredInput};
@@ -413,19 +411,11 @@ fn cost_err(what: &str) -> impl FnOnce(CostError) -> ReportError {
     move |source| ReportError::Cost { what, source }
 }
 
-/// Energy and cost per local day (by each bucket's start), each day priced on its own.
+/// Energy and cost per local day (by each bucket's start), each day priced on its own
+/// ([`crate::ledger::costs::by_local_day`], as the live page's daily bars are).
 fn daily(buckets: &[(i64, i64, f64)], tariff: &Tariff) -> Result<Vec<DayFigure>, ReportError> {
-    let mut days: BTreeMap<NaiveDate, Vec<(i64, i64, f64)>> = BTreeMap::new();
-    let tz = tariff.tz();
-    for &b in buckets {
-        let Some(t) = DateTime::<Utc>::from_timestamp_millis(b.0) else {
-            continue;
-        };
-        days.entry(t.with_timezone(&tz).date_naive())
-            .or_default()
-            .push(b);
-    }
-    days.into_iter()
+    crate::ledger::costs::by_local_day(buckets, tariff.tz())
+        .into_iter()
         .map(|(date, bs)| {
             let p = cost_of_energy(tariff, &bs).map_err(|source| ReportError::Cost {
                 what: format!("the energy on {date}"),
