@@ -403,8 +403,8 @@ pub struct MqttConfig {
     pub lines: KeyLines,
 }
 
-/// `[http]`: where `/metrics` (Prometheus), `/` (the live page), `/report.html`,
-/// `/report.json` and `/healthz` are served.
+/// `[http]`: where `/metrics` (Prometheus), `/` (the live page, with `/live.json` and
+/// `/history.json`), `/report.html`, `/report.json` and `/healthz` are served.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HttpConfig {
     /// An IPv4 or IPv6 address and TCP port; port 0 picks a free port (the daemon logs the

@@ -2,7 +2,11 @@
 //! the meter's watts and today's cost, both change when the meter's watts change without the
 //! page being reloaded, the report's table and charts load in its frame, every request the
 //! page makes stays on the daemon's origin, and it fits a phone's width. Screenshots are kept
-//! in `target/tmp/live-page/` (README.md shows one).
+//! in `target/tmp/live-page/`.
+//!
+//! The charts over a seeded history (power lines with their gaps, daily energy and cost
+//! equal to `wattson report`'s, labels readable and inside their charts at 390 and 1280 px)
+//! are in [`charts`].
 //!
 //! Needs Chromium (`apt-get install chromium`); skipped without it, except under CI=true,
 //! where it fails.
@@ -20,6 +24,8 @@ use tungstenite::stream::MaybeTlsStream;
 use wattson_tests::browser::{chromium, headless};
 use wattson_tests::http::{SettableMeter, bound_addr};
 use wattson_tests::{Child, TestEnv, meter_toml, wait_for};
+
+mod charts;
 
 /// A DevTools protocol session with one page.
 struct Cdp {
@@ -100,6 +106,33 @@ impl Cdp {
     }
 }
 
+/// Headless Chromium with its profile in `profile`, and a DevTools session with its page
+/// (network and page events on).
+fn browse(chromium: &Path, profile: &Path) -> (Child, Cdp) {
+    let browser = Child::spawn({
+        let mut cmd = headless(chromium, profile);
+        cmd.arg("--remote-debugging-port=0").arg("about:blank");
+        cmd
+    });
+    let mut cdp = Cdp::connect(profile);
+    let targets = cdp.call("Target.getTargets", &json!({}));
+    let page = targets["targetInfos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["type"] == "page")
+        .unwrap_or_else(|| panic!("no page target: {targets}"))["targetId"]
+        .clone();
+    let attached = cdp.call(
+        "Target.attachToTarget",
+        &json!({ "targetId": page, "flatten": true }),
+    );
+    cdp.session = Some(attached["sessionId"].as_str().unwrap().to_owned());
+    cdp.call("Network.enable", &json!({}));
+    cdp.call("Page.enable", &json!({}));
+    (browser, cdp)
+}
+
 /// What the page shows, as the DOM has it.
 const SHOWN: &str = r"JSON.stringify({
   watts: document.getElementById('watts').textContent,
@@ -169,6 +202,11 @@ struct LiveDaemon {
 
 impl LiveDaemon {
     fn start(env: &TestEnv, watts: f64, price: f64) -> LiveDaemon {
+        LiveDaemon::start_with(env, watts, price, "")
+    }
+
+    /// [`LiveDaemon::start`] with `extra` at the end of its config file.
+    fn start_with(env: &TestEnv, watts: f64, price: f64, extra: &str) -> LiveDaemon {
         let root = env.path("machine");
         wattson_tests::idle::intel_desktop(&root);
         let stop = Arc::new(AtomicBool::new(false));
@@ -182,7 +220,7 @@ impl LiveDaemon {
             &config,
             format!(
                 "{}flush_interval = \"200ms\"\n{}\n[tariff]\ncurrency = \"EUR\"\nprice_per_kwh = \
-                 {price}\ntimezone = \"UTC\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n",
+                 {price}\ntimezone = \"UTC\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n{extra}",
                 wattson_tests::idle::host_toml(&root, &env.db),
                 meter_toml("wall", "line", &meter.path, "250ms", None)
             ),
@@ -220,27 +258,7 @@ fn the_live_page_shows_the_meters_watts_and_todays_cost_and_follows_them() {
     let (addr, meter) = (live.addr, &live.meter);
 
     let profile = tempfile::tempdir().unwrap();
-    let mut browser = Child::spawn({
-        let mut cmd = headless(&chromium, profile.path());
-        cmd.arg("--remote-debugging-port=0").arg("about:blank");
-        cmd
-    });
-    let mut cdp = Cdp::connect(profile.path());
-    let targets = cdp.call("Target.getTargets", &json!({}));
-    let page = targets["targetInfos"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["type"] == "page")
-        .unwrap_or_else(|| panic!("no page target: {targets}"))["targetId"]
-        .clone();
-    let attached = cdp.call(
-        "Target.attachToTarget",
-        &json!({ "targetId": page, "flatten": true }),
-    );
-    cdp.session = Some(attached["sessionId"].as_str().unwrap().to_owned());
-    cdp.call("Network.enable", &json!({}));
-    cdp.call("Page.enable", &json!({}));
+    let (mut browser, mut cdp) = browse(&chromium, profile.path());
     // A phone's screen: 390 CSS pixels wide.
     cdp.call(
         "Emulation.setDeviceMetricsOverride",
@@ -311,34 +329,4 @@ fn the_live_page_shows_the_meters_watts_and_todays_cost_and_follows_them() {
     std::fs::create_dir_all(&shots).unwrap();
     screenshot(&chromium, addr, "1100,1400", &shots.join("desktop.png"));
     screenshot(&chromium, addr, "390,1200", &shots.join("phone.png"));
-}
-
-/// README.md's screenshot (`dashboards/live-page.png`): the live page of the Intel desktop
-/// fixture at a realistic price, 41.5 W at the wall and EUR 0.30 per kWh. Rerun with
-/// `cargo build -p wattson --bin wattson && cargo test -p wattson-tests --test e2e --
-/// --ignored live_page::readme_screenshot`.
-#[test]
-#[ignore = "writes dashboards/live-page.png, README.md's screenshot"]
-fn readme_screenshot_of_the_live_page() {
-    let chromium = chromium().expect("chromium (apt-get install chromium)");
-    let env = TestEnv::new();
-    let live = LiveDaemon::start(&env, 41.5, 0.30);
-    // A few seconds of history, and every card filled in.
-    wait_for(
-        "every figure of /live.json",
-        Duration::from_secs(60),
-        || {
-            let r = wattson_tests::http::get(live.addr, "/live.json", &[])?;
-            let v: Value = serde_json::from_str(&r.body).ok()?;
-            (v["power"]["watts"] == 41.5
-                && v["package_deepest_reached"] == "PC3"
-                && v["energy_today_kwh"]
-                    .as_f64()
-                    .is_some_and(|e| e * 3.6e6 / 41.5 >= 5.0)
-                && v["annual_projection"].as_f64().is_some())
-            .then_some(())
-        },
-    );
-    let out = wattson_tests::workspace_root().join("dashboards/live-page.png");
-    screenshot(&chromium, live.addr, "1100,1400", &out);
 }

@@ -6,18 +6,21 @@
 //! | `/metrics` | Prometheus text format 0.0.4, or OpenMetrics 1.0 when the `Accept` header asks for `application/openmetrics-text` ([`metrics`]) |
 //! | `/` | the live page for people ([`page`]); it refreshes itself from `/live.json` |
 //! | `/live.json` | the live page's figures: current watts, today's energy and cost, the projection, idle states, health |
+//! | `/history.json` | the live page's charts ([`history`]): power over the last 24 h by minute and the last hour by 5 s (the wall meter and the calibration's estimate, gaps as breaks), the modes' power levels, and the wall meter's energy and cost on each of the last 30 days, priced by the ledger |
 //! | `/report.html`, `/report.json` | `wattson report` of the database as it stands, with the CLI's options as query parameters (`?since=30d`) |
 //! | `/healthz` | 200 while the sampler and the store are healthy, 503 otherwise, with the reason |
 //!
 //! Serving never delays sampling or storing: the sampler and the store's writer run on
 //! threads of their own, the ledger's figures come through the feed's watch channel
 //! (`runtime::ledger_feed`, which [`Refresher`] asks for fresher ones), and a report runs
-//! on a blocking thread over a read-only connection of its own, one at a time. A hostile client is bounded: at most
+//! on a blocking thread over a read-only connection of its own, one at a time, and so does
+//! `/history.json` (made only when asked: no browser, no work). A hostile client is bounded: at most
 //! [`MAX_CONNECTIONS`] at once (more are closed at once), a request head within
 //! [`HEADER_READ_TIMEOUT`] and [`MAX_HEAD_BYTES`] (hyper answers 431 past it), and a
 //! connection lives at most [`CONNECTION_LIFETIME`], so a client that never reads its
 //! response cannot hold its place.
 
+pub mod history;
 pub mod metrics;
 pub mod page;
 pub mod process;
@@ -136,6 +139,8 @@ struct Shared {
     wall: Option<wattson_collectors::SourceId>,
     /// One report at a time.
     reports: Semaphore,
+    /// One `/history.json` at a time.
+    history: Semaphore,
 }
 
 /// The running server; [`HttpHandle::stop`] ends it.
@@ -170,9 +175,11 @@ pub fn start(
         wall: crate::ledger::costs::wall_source(&ctx.config),
         ctx,
         reports: Semaphore::new(1),
+        history: Semaphore::new(1),
     });
     tracing::info!(
-        "http: serving /metrics, the live page /, /report.html, /report.json and /healthz on {}",
+        "http: serving /metrics, the live page / (/live.json, /history.json), /report.html, \
+         /report.json and /healthz on {}",
         url_of(addr)
     );
     let task = tokio::spawn(accept(listener, shared, cancel));

@@ -1,9 +1,14 @@
 //! The live page (`/`) and its figures (`/live.json`), and the report endpoints' query
 //! parameters.
 //!
-//! The page is one static document: inline CSS and script, no external request (its
-//! Content-Security-Policy allows only this origin). Its script reads `/live.json` every
-//! [`REFRESH_MS`] and writes the figures into the page without reloading it; below them,
+//! The page is one static document (`page.html`): inline CSS and script, no external request
+//! (its Content-Security-Policy allows only this origin). It opens on the year's cost on the
+//! tariff, the figures of now, and charts its own script draws as SVG: power over the last
+//! 24 hours and the last hour, and energy and cost a day over the last 30 days. The script
+//! reads `/live.json` every [`REFRESH_MS`] and writes the figures into the page without
+//! reloading it, drawing each reading onto the power lines; it reads `/history.json`
+//! ([`super::history`]) every [`HISTORY_REFRESH_MS`]. Each chart is as wide as its box in CSS
+//! pixels, drawn again on a resize, so its labels keep their 12 px on a phone. Below them,
 //! `/report.html` (the renderer of `wattson report --format html`) in a frame, reloaded every
 //! few minutes. Units in `/live.json`: W, kWh, the tariff's currency, shares 0..1, UTC ms.
 
@@ -18,6 +23,9 @@ use crate::report::{Format, ReportRequest, parse_when};
 
 /// How often the page reads `/live.json`, ms.
 pub const REFRESH_MS: u32 = 2000;
+/// How often the page reads `/history.json` ([`super::history`]), ms; the readings of
+/// `/live.json` go onto its power lines in between.
+pub const HISTORY_REFRESH_MS: u32 = 300_000;
 
 /// What `/live.json` says.
 #[derive(Debug, Clone, Serialize)]
@@ -286,96 +294,13 @@ pub fn report_args(query: &str, format: Format) -> Result<ReportRequest, QueryEr
     Ok(args)
 }
 
-/// The live page.
-pub const PAGE: &str = r#"<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>wattson</title>
-<style>
-body { font-family: system-ui, sans-serif; margin: 0 auto; max-width: 70rem; padding: 0.5rem 1rem; color: #222; }
-h1 { font-size: 1.3rem; margin: 0.5rem 0; }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(9rem, 1fr)); gap: 0.75rem; }
-.card { border: 1px solid #ddd; border-radius: 0.5rem; padding: 0.6rem 0.8rem; }
-.card .label { color: #555; font-size: 0.85rem; }
-.card .value { font-size: 1.5rem; font-variant-numeric: tabular-nums; overflow-wrap: anywhere; }
-.card .note { color: #666; font-size: 0.8rem; }
-#health.bad { color: #a00; }
-ul.states { list-style: none; padding: 0; margin: 0.2rem 0 0; }
-ul.states li { font-variant-numeric: tabular-nums; }
-iframe { width: 100%; border: 0; min-height: 30rem; }
-.meta { color: #666; font-size: 0.85rem; }
-</style>
-</head>
-<body>
-<h1>wattson on <span id="host">...</span></h1>
-<p class="meta"><span id="health">connecting...</span> &middot; updated <span id="updated">never</span></p>
-<div class="cards">
-<div class="card"><div class="label">Power now</div><div class="value" id="watts">-</div><div class="note" id="power-source"></div></div>
-<div class="card"><div class="label">Energy today</div><div class="value" id="energy-today">-</div></div>
-<div class="card"><div class="label">Cost today</div><div class="value" id="cost-today">-</div></div>
-<div class="card"><div class="label">A year on your tariff</div><div class="value" id="projection">-</div><div class="note" id="projection-basis"></div><div class="note" id="standing-charge"></div><div class="note" id="mode"></div></div>
-<div class="card"><div class="label">Deepest idle states (cores)</div><ul class="states" id="idle-states"><li>-</li></ul></div>
-<div class="card"><div class="label">Package C-states</div><ul class="states" id="package-states"><li>-</li></ul><div class="note" id="package-deepest"></div></div>
-</div>
-<h2>Report</h2>
-<p class="meta">The report of the database as it stands (<a href="/report.html">open</a>, <a href="/report.json">JSON</a>, <a href="/metrics">metrics</a>).</p>
-<iframe id="report" src="/report.html" title="wattson report"></iframe>
-<script>
-(function () {
-  const $ = (id) => document.getElementById(id);
-  const REFRESH_MS = __REFRESH_MS__;
-  const REPORT_EVERY_MS = 300000;
-  function show(d) {
-    $('host').textContent = d.host;
-    $('watts').textContent = d.power ? d.power.text : '-';
-    $('power-source').textContent = d.power ? d.power.source + (d.power.scope ? ' (' + d.power.scope + ')' : '') : 'no power reading';
-    $('energy-today').textContent = d.energy_today;
-    $('cost-today').textContent = d.cost_today_text;
-    $('projection').textContent = d.annual_projection_text;
-    $('projection-basis').textContent = d.annual_basis;
-    $('standing-charge').textContent = d.standing_charge_text;
-    $('mode').textContent = d.mode ? 'mode: ' + d.mode : '';
-    function states(id, all, shown, none) {
-      const list = $(id);
-      list.replaceChildren();
-      const line = (text) => { const li = document.createElement('li'); li.textContent = text; list.appendChild(li); };
-      for (const s of shown) { line(s.state + ': ' + (100 * s.residency).toFixed(1) + ' %'); }
-      if (!all.length) { line('not read here'); } else if (!shown.length) { line(none); }
-    }
-    states('idle-states', d.idle_states, d.idle_states.slice(0, 3), '-');
-    // The package: the states it reached (0.1 % or more of the interval), deepest first.
-    const reached = d.package_states.filter((s) => s.residency >= __REACHED__).slice(0, 3);
-    states('package-states', d.package_states, reached, 'none reached');
-    $('package-deepest').textContent = d.package_deepest_reached ? 'deepest reached: ' + d.package_deepest_reached : '';
-    $('health').textContent = d.healthy ? 'healthy' : 'unhealthy: ' + d.health;
-    $('health').className = d.healthy ? '' : 'bad';
-    $('updated').textContent = new Date(d.ts_ms).toLocaleTimeString();
-    document.title = (d.power ? d.power.text + ' - ' : '') + 'wattson ' + d.host;
-  }
-  function tick() {
-    fetch('/live.json', { cache: 'no-store' })
-      .then((r) => r.json())
-      .then(show)
-      .catch(() => { $('health').textContent = 'no answer from wattson'; $('health').className = 'bad'; })
-      .finally(() => setTimeout(tick, REFRESH_MS));
-  }
-  const frame = $('report');
-  frame.addEventListener('load', () => {
-    try { frame.style.height = frame.contentDocument.documentElement.scrollHeight + 'px'; } catch (e) {}
-  });
-  setInterval(() => { frame.contentWindow.location.reload(); }, REPORT_EVERY_MS);
-  tick();
-})();
-</script>
-</body>
-</html>
-"#;
+/// The live page: one HTML document with its style and script inline (`page.html`).
+pub const PAGE: &str = include_str!("page.html");
 
-/// The page with its refresh interval filled in.
+/// The page with its refresh intervals filled in.
 pub fn page() -> String {
     PAGE.replace("__REFRESH_MS__", &REFRESH_MS.to_string())
+        .replace("__HISTORY_MS__", &HISTORY_REFRESH_MS.to_string())
         .replace("__REACHED__", &crate::idle::explain::REACHED.to_string())
 }
 
@@ -426,7 +351,10 @@ mod tests {
     #[test]
     fn the_page_makes_no_external_request() {
         let page = page();
-        assert!(!page.contains("__REFRESH_MS__") && !page.contains("__REACHED__"));
+        assert!(!page.contains("__"), "a placeholder left in the page");
+        // The SVG namespace the script creates its charts in is a name, never fetched.
+        assert_eq!(page.matches("http://").count(), 1);
+        let page = page.replace("'http://www.w3.org/2000/svg'", "");
         for needle in ["http://", "https://", "//cdn", "@import"] {
             assert!(!page.contains(needle), "{needle}");
         }

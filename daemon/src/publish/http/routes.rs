@@ -69,6 +69,7 @@ pub(super) async fn route(req: &Request<Incoming>, shared: &Shared) -> Response<
                 Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
             }
         }
+        "/history.json" => history(shared, query).await,
         "/healthz" => {
             let report = shared.ctx.health.report();
             let status = StatusCode::from_u16(report.http_status())
@@ -80,7 +81,8 @@ pub(super) async fn route(req: &Request<Incoming>, shared: &Shared) -> Response<
         path => text(
             StatusCode::NOT_FOUND,
             format!(
-                "no page at {}: try /, /metrics, /report.html, /report.json or /healthz\n",
+                "no page at {}: try /, /metrics, /live.json, /history.json, /report.html, \
+                 /report.json or /healthz\n",
                 path.chars().take(200).collect::<String>()
             ),
         ),
@@ -95,6 +97,41 @@ async fn fresh_extras(shared: &Shared) -> crate::publish::mqtt::StateExtras {
     shared.ctx.refresher.refresh();
     let _ = tokio::time::timeout(FRESH_WITHIN, rx.changed()).await;
     crate::publish::mqtt::state::with_live_energy(&rx.borrow(), &shared.ctx.live)
+}
+
+/// `/history.json`: the charts' history of the database as it stands, on a blocking thread,
+/// one at a time; it takes no parameters.
+async fn history(shared: &Shared, query: &str) -> Response<Body> {
+    if !query.is_empty() {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "/history.json takes no parameters: it is always the last 24 hours, the last hour \
+             and the last 30 days\n"
+                .to_owned(),
+        );
+    }
+    let Ok(_one_at_a_time) = shared.history.acquire().await else {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "stopping\n".to_owned());
+    };
+    let config = shared.ctx.config.clone();
+    let wall = shared.wall.clone();
+    let made = tokio::task::spawn_blocking(move || {
+        let history = super::history::gather(&config, wall.as_ref(), wattson_collectors::now_ms())
+            .map_err(|e| wattson_collectors::ErrorChain(&e).to_string())?;
+        serde_json::to_string(&history).map_err(|e| e.to_string())
+    })
+    .await;
+    match made {
+        Ok(Ok(body)) => with_type(StatusCode::OK, body, "application/json"),
+        Ok(Err(e)) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the history could not be made: {e}\n"),
+        ),
+        Err(e) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the history could not be made: {e}\n"),
+        ),
+    }
 }
 
 /// `wattson report` of the database as it stands, on a blocking thread, one at a time.
