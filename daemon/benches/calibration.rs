@@ -75,7 +75,7 @@ fn bench(c: &mut Criterion) {
         memory_bytes: None,
     };
     let features = [Feature::parse("rapl/power/package-0").unwrap()];
-    let model = wattson::calibration::fit::calibrate(
+    let model = wattson::calibration::choose::calibrate(
         "h",
         &SourceId::meter("wall").to_string(),
         &table,

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use wattson::calibration::history::Table;
 use wattson::calibration::model::Feature;
-use wattson::calibration::{export, fit, refit};
+use wattson::calibration::{choose, export, refit};
 use wattson::config::Config;
 use wattson_collectors::{SourceId, SysRoot};
 
@@ -49,7 +49,7 @@ fn main() -> ExitCode {
         eprintln!("the CPU's busy share is not a feature this build knows");
         return ExitCode::FAILURE;
     };
-    let model = match fit::calibrate(
+    let model = match choose::calibrate(
         &config.host.name,
         &SourceId::meter("wall").to_string(),
         &table,

@@ -9,8 +9,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::counter::EnergyBook;
 use super::cse7766::Hlw8032Constants;
+use super::energy_book::EnergyBook;
 use super::line::LineFormat;
 use super::port::{MeterPort, PortError, PortOpener, SerialOpener};
 use super::protocol::{Protocol, SerialSettings};

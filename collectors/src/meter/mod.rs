@@ -14,8 +14,8 @@
 
 pub mod codec;
 pub mod collector;
-pub mod counter;
 pub mod cse7766;
+pub mod energy_book;
 pub mod faults;
 pub mod line;
 pub mod modbus;
@@ -31,7 +31,7 @@ pub mod wattsup;
 
 pub use codec::{Answer, Codec, Exchange, Missed, PolledCodec, ReplyFramer, StreamDecoder};
 pub use collector::{MeterCollector, MeterConfig};
-pub use counter::EnergyBook;
+pub use energy_book::EnergyBook;
 pub use port::{MeterPort, PortError, PortOpener, SerialOpener};
 pub use probe::{ProbeError, ProbeResult, probe};
 pub use protocol::{

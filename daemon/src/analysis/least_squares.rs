@@ -1,7 +1,7 @@
 //! Least squares, once: `y` on an intercept and any number of columns, each observation
 //! weighted or not. The sweep's line of watts on loops ([`super::fit`]), its curvature check
 //! ([`super::fit::diagnose`]) and the calibration's model of the wall
-//! ([`crate::calibration::fit`]) are all this one solve.
+//! ([`crate::calibration::choose`]) are all this one solve.
 //!
 //! The columns are centred on their weighted means and scaled by their spreads before the
 //! normal equations are formed (MHz beside busy shares would otherwise lose digits), solved

@@ -10,7 +10,8 @@
 //!   candidate signals);
 //! - [`model`]: a fitted model (a straight line over several signals, or a calibrate table
 //!   over one), evaluated on a minute;
-//! - [`fit`]: least squares and the choice by held-out error;
+//! - [`choose`]: the candidate models fitted (one least-squares solve) and the one chosen
+//!   by held-out error;
 //! - [`estimate`]: a model over a stretch of history, with the minutes it withheld and the
 //!   wall beside it where a meter was there;
 //! - [`persist`]: the `wall_model` table;
@@ -26,9 +27,9 @@
 //! Units: W for power, the signal's own unit for each feature (a busy share 0..1, MHz, a
 //! residency share); times UTC ms.
 
+pub mod choose;
 pub mod estimate;
 pub mod export;
-pub mod fit;
 pub mod history;
 pub mod model;
 pub mod persist;

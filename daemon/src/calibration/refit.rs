@@ -92,7 +92,7 @@ pub fn from_history(
     }
     let (features, columns): (Vec<Feature>, Vec<_>) = kept.into_iter().unzip();
     let table = Table::aligned(Some(&wall_minutes), &columns);
-    super::fit::calibrate(
+    super::choose::calibrate(
         host,
         &wall.source.to_string(),
         &table,

@@ -203,7 +203,7 @@ mod tests {
             logical_cpus: 2,
             memory_bytes: None,
         };
-        let model = crate::calibration::fit::calibrate(
+        let model = crate::calibration::choose::calibrate(
             "h",
             &SourceId::meter("wall").to_string(),
             &table,

@@ -16,7 +16,7 @@ use super::interrupt::SignalWatch;
 use crate::cli::SweepArgs;
 use crate::config::Config;
 use crate::control::MeterLink;
-use crate::control::protocol::{Stored, SweepRecord, SweepSettings};
+use crate::control::messages::{Stored, SweepRecord, SweepSettings};
 use crate::store::Store;
 use crate::sweep::engine::{Instruments, LoopSlot, Progress, SweepPlan, run_sweep, stop_loops};
 use crate::sweep::fingerprint;

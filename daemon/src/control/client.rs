@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use wattson_collectors::SourceId;
 
-use super::protocol::{
+use super::messages::{
     DaemonStatus, Hello, MAX_LINE_BYTES, Message, PROTOCOL, Reading, Request, Stored, SweepRecord,
     socket_path,
 };
@@ -221,7 +221,7 @@ impl Client {
             .set_read_timeout(Some(HELLO_WITHIN))
             .map_err(io("setting a timeout"))?;
         stream
-            .set_write_timeout(Some(super::protocol::WRITE_TIMEOUT))
+            .set_write_timeout(Some(super::messages::WRITE_TIMEOUT))
             .map_err(io("setting a timeout"))?;
         let mut reader = BufReader::new(stream.try_clone().map_err(io("cloning"))?);
         let line = match read_line(&mut reader) {

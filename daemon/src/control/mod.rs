@@ -14,45 +14,45 @@
 //! `MemoryMax=`). The daemon streams the meter's readings to the sweep as its sampler takes
 //! them, keeps storing them (no gap in its stored power during a sweep), and stores the
 //! sweep's levels, fit, calibrations and regression verdict through its single writer when
-//! the sweep sends them ([`protocol::Request::StoreSweep`]).
+//! the sweep sends them ([`messages::Request::StoreSweep`]).
 //!
 //! **The protocol** (version [`PROTOCOL`]) is line-delimited JSON over the stream socket:
-//! one object per line, UTF-8, at most [`protocol::MAX_LINE_BYTES`] a line.
+//! one object per line, UTF-8, at most [`messages::MAX_LINE_BYTES`] a line.
 //!
 //! 1. On connecting, the daemon sends a hello: `{"type":"hello","protocol":1,
 //!    "version":"0.1.0","pid":1234,"database":"/var/lib/wattson/wattson.db","host":"basket"}`.
 //!    Its `type` and `protocol` keys never change; a client that speaks another protocol
 //!    says so and stops ([`ControlError::Protocol`]).
 //! 2. The client sends requests, one at a time, each answered by one reply:
-//!    - `{"op":"status"}`: `{"type":"status",...}` ([`protocol::DaemonStatus`]): the daemon,
+//!    - `{"op":"status"}`: `{"type":"status",...}` ([`messages::DaemonStatus`]): the daemon,
 //!      its sources, their latest readings, meter counters, the writer's health.
 //!    - `{"op":"subscribe","source":"meter:wall"}`: `{"type":"subscribed","source":...,
 //!      "interval_ms":1000}`, then every reading of that source as the sampler takes it,
 //!      `{"type":"reading","source":"meter:wall","ts_ms":...,"values":[{"metric":"power",
 //!      "channel":"","value":41.9},...]}`, interleaved with later replies.
-//!    - `{"op":"store_sweep",...}` ([`protocol::SweepRecord`]): the daemon checks the
+//!    - `{"op":"store_sweep",...}` ([`messages::SweepRecord`]): the daemon checks the
 //!      levels against the readings it sent this connection, stores them with its own
 //!      fingerprint of the host, fits and checks them, and replies `{"type":"stored",...}`.
 //!    - A request it cannot do gets `{"type":"error","message":"..."}`.
 //!
-//! **Bounds.** At most [`protocol::MAX_CLIENTS`] connections (one more is told so and
-//! closed); a first request within [`protocol::FIRST_REQUEST_WITHIN`]; requests of at most
-//! [`protocol::MAX_LINE_BYTES`]. Each subscriber has a queue of [`protocol::CLIENT_QUEUE`]
-//! sampling passes and [`protocol::WRITE_TIMEOUT`] to take each line: a client that falls
+//! **Bounds.** At most [`messages::MAX_CLIENTS`] connections (one more is told so and
+//! closed); a first request within [`messages::FIRST_REQUEST_WITHIN`]; requests of at most
+//! [`messages::MAX_LINE_BYTES`]. Each subscriber has a queue of [`messages::CLIENT_QUEUE`]
+//! sampling passes and [`messages::WRITE_TIMEOUT`] to take each line: a client that falls
 //! behind is dropped (and the daemon logs it), never waited for, so sampling and storing go
 //! on. Nothing received changes a setting: there is no request for it.
 //!
-//! **The modules.** [`protocol`] is the contract both sides speak; [`client`] and [`meter`]
+//! **The modules.** [`messages`] is the contract both sides speak (its messages and bounds); [`client`] and [`meter`]
 //! are the commands' side (a client of the socket, and the meter reached through it or
 //! opened directly); [`server`] is the daemon's side (bind, accept, serve each connection,
 //! check and store a sweep). The daemon's lifecycle starts the server
 //! (`runtime::daemon`), so this module stays below `runtime`.
 
 pub mod client;
+pub mod messages;
 pub mod meter;
-pub mod protocol;
 pub mod server;
 
 pub use client::{Client, ControlError, Located, locate};
+pub use messages::{PROTOCOL, socket_path};
 pub use meter::{DaemonMeter, LinkedMeter, MeterLink, MeterLinkError, MeterPath, open_meter};
-pub use protocol::{PROTOCOL, socket_path};

@@ -435,7 +435,7 @@ fn the_socket_is_bounded_and_nothing_received_changes_a_setting() {
 
     // A request longer than the limit closes the connection.
     let (mut w, mut r) = connect(&socket);
-    let long = vec![b'x'; wattson::control::protocol::MAX_LINE_BYTES + 1];
+    let long = vec![b'x'; wattson::control::messages::MAX_LINE_BYTES + 1];
     let _ = w.write_all(&long);
     let said = line(&mut r);
     assert!(said.contains("longer than"), "{said}");
@@ -443,7 +443,7 @@ fn the_socket_is_bounded_and_nothing_received_changes_a_setting() {
 
     // At most MAX_CLIENTS at once: the next one is told, and closed. (Each asks something,
     // so that none is closed for its silence meanwhile.)
-    let open: Vec<_> = (0..wattson::control::protocol::MAX_CLIENTS)
+    let open: Vec<_> = (0..wattson::control::messages::MAX_CLIENTS)
         .map(|_| {
             let (mut w, mut r) = connect(&socket);
             w.write_all(b"{\"op\":\"status\"}\n").unwrap();

@@ -13,7 +13,7 @@ use tokio::sync::{OwnedSemaphorePermit, broadcast};
 use tokio_util::sync::CancellationToken;
 
 use super::{Pass, Shared, vouch};
-use crate::control::protocol::{
+use crate::control::messages::{
     DaemonStatus, FIRST_REQUEST_WITHIN, Hello, MAX_CLIENTS, MAX_LINE_BYTES, Message, PROTOCOL,
     Reading, Request, SweepRecord, WRITE_TIMEOUT,
 };

@@ -6,7 +6,7 @@
 //!
 //! The sampler hands each pass to the live view's [`SampleFeed`](crate::live::feed::SampleFeed)
 //! (a bounded broadcast: it never waits for a subscriber); a connection that falls
-//! [`crate::control::protocol::CLIENT_QUEUE`] passes behind, or takes longer than [`crate::control::protocol::WRITE_TIMEOUT`] to take a line,
+//! [`crate::control::messages::CLIENT_QUEUE`] passes behind, or takes longer than [`crate::control::messages::WRITE_TIMEOUT`] to take a line,
 //! is dropped.
 
 mod connection;
@@ -22,7 +22,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::control::protocol::{MAX_CLIENTS, socket_path};
+use crate::control::messages::{MAX_CLIENTS, socket_path};
 use crate::live::LiveState;
 use crate::live::feed::Pass;
 use crate::store::StoreHandle;

@@ -5,7 +5,7 @@
 //! subscribed source delivered in that window. Units: W, UTC ms.
 
 use super::connection::Subscription;
-use crate::control::protocol::SweepRecord;
+use crate::control::messages::SweepRecord;
 use crate::sweep::outcome::LevelResult;
 
 /// Most levels a sweep may send (every level of three kinds on a 1024-CPU machine).
@@ -202,7 +202,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::control::protocol::SweepSettings;
+    use crate::control::messages::SweepSettings;
     use crate::sweep::workload::LoopKind;
     use wattson_collectors::SourceId;
 
