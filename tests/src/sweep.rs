@@ -32,6 +32,7 @@ pub fn level(loops: usize) -> LevelResult {
         ops_per_s: 1e6,
         joules_per_op: None,
         components: BTreeMap::new(),
+        component_ranges: BTreeMap::new(),
         pinned: true,
         smt_siblings: false,
         warnings: Vec::new(),

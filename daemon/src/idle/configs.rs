@@ -106,6 +106,7 @@ fn level(o: &Outcome, side: &str, mean_w: f64, ci95_w: f64) -> LevelResult {
         ops_per_s: 0.0,
         joules_per_op: None,
         components: std::collections::BTreeMap::new(),
+        component_ranges: std::collections::BTreeMap::new(),
         pinned: false,
         smt_siblings: false,
         warnings: if unsettled > 0 {

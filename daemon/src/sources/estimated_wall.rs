@@ -193,6 +193,8 @@ mod tests {
             rms_error_w: 0.75,
             levels: 3,
             estimate: true,
+            source_range_w: None,
+            wall_range_w: None,
         }
     }
 

@@ -43,6 +43,10 @@ pub struct LevelResult {
     /// Mean watts of software-visible sources during the level (RAPL, hwmon, GPU), by
     /// `source/channel`.
     pub components: BTreeMap<String, f64>,
+    /// The least and most each of those sources read during the level, W: the range a
+    /// calibration against it saw.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub component_ranges: BTreeMap<String, (f64, f64)>,
     pub pinned: bool,
     pub smt_siblings: bool,
     pub warnings: Vec<String>,
@@ -243,6 +247,7 @@ mod tests {
             ops_per_s: 0.0,
             joules_per_op: None,
             components: BTreeMap::new(),
+            component_ranges: BTreeMap::new(),
             pinned: true,
             smt_siblings: false,
             warnings: warnings.iter().map(|w| (*w).to_owned()).collect(),

@@ -275,8 +275,9 @@ pub fn load(store: &Store, name: &str) -> Result<Option<StoredSweep>, SweepError
 }
 
 /// A fit of wall watts against one software-visible source (RAPL package, hwmon, GPU), made
-/// during a sweep, so the wall draw can be estimated from it on the same machine once the
-/// meter has moved on: `wall = intercept + slope x source`, with its error.
+/// during a sweep and stored in the `calibration` table: `wall = intercept + slope x
+/// source`, with its error and the range of both it saw, so the wall draw can be estimated
+/// from it on the same machine once the meter has moved on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     /// `source/channel`, e.g. `rapl/package-0`.
@@ -289,6 +290,14 @@ pub struct Calibration {
     pub levels: usize,
     /// Always true: these figures are estimates, not measurements at the wall.
     pub estimate: bool,
+    /// The least and most the source read over the levels fitted, W (every reading, not
+    /// the levels' means: a live reading is compared with it). Absent from rows stored
+    /// before sweeps recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_range_w: Option<[f64; 2]>,
+    /// The least and most the wall read over those levels, W; absent as above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_range_w: Option<[f64; 2]>,
 }
 
 /// Fit wall watts against each component source seen in at least three levels, and store
@@ -299,19 +308,40 @@ pub fn save_calibrations(
     outcome: &SweepOutcome,
 ) -> Result<Vec<Calibration>, SweepError> {
     use std::collections::BTreeMap;
-    let mut by_source: BTreeMap<&str, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    /// One source's levels: its mean and the wall's, and the range of each.
+    #[derive(Default)]
+    struct Levels {
+        x: Vec<f64>,
+        y: Vec<f64>,
+        source: Vec<Option<(f64, f64)>>,
+        wall: Vec<(f64, f64)>,
+    }
+    /// The least and most of `ranges`, `None` where there are none.
+    fn widest(ranges: impl Iterator<Item = (f64, f64)>) -> Option<[f64; 2]> {
+        ranges.fold(None, |r, (lo, hi)| {
+            Some(r.map_or([lo, hi], |[a, b]: [f64; 2]| [a.min(lo), b.max(hi)]))
+        })
+    }
+    let mut by_source: BTreeMap<&str, Levels> = BTreeMap::new();
     for l in &outcome.levels {
         for (src, w) in &l.components {
             let e = by_source.entry(src.as_str()).or_default();
-            e.0.push(*w);
-            e.1.push(l.mean_w);
+            e.x.push(*w);
+            e.y.push(l.mean_w);
+            e.source.push(l.component_ranges.get(src).copied());
+            e.wall.push((l.min_w, l.max_w));
         }
     }
     let mut out = Vec::new();
-    for (src, (x, y)) in by_source {
+    for (src, Levels { x, y, source, wall }) in by_source {
         if x.len() < 3 {
             continue;
         }
+        // Only where every level fitted recorded the source's range.
+        let source_range_w = source
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .and_then(|r| widest(r.into_iter()));
         let Ok(fit) = crate::analysis::fit::ols(&x, &y) else {
             continue;
         };
@@ -325,6 +355,8 @@ pub fn save_calibrations(
             rms_error_w: rms,
             levels: x.len(),
             estimate: true,
+            source_range_w,
+            wall_range_w: source_range_w.and(widest(wall.into_iter())),
         };
         store.conn().execute(
             "INSERT OR REPLACE INTO calibration (host, source, fit, created_ms) VALUES (?1, ?2, ?3, ?4)",
@@ -392,6 +424,9 @@ mod tests {
             components: [("rapl/package-0".to_owned(), package)]
                 .into_iter()
                 .collect(),
+            component_ranges: [("rapl/package-0".to_owned(), (package - 0.5, package + 0.5))]
+                .into_iter()
+                .collect(),
             pinned: true,
             smt_siblings: false,
             warnings: Vec::new(),
@@ -427,7 +462,35 @@ mod tests {
             )
             .unwrap();
         assert!(stored.contains("\"estimate\":true"), "{stored}");
+        // The range it saw: every reading of the levels, the source's and the wall's.
+        assert_eq!(cals[0].source_range_w, Some([7.5, 32.5]));
+        let wall = cals[0].wall_range_w.unwrap();
+        assert!(
+            (wall[0] - 37.8).abs() < 1e-9 && (wall[1] - 66.2).abs() < 1e-9,
+            "{wall:?}"
+        );
         assert_eq!(latest_calibrations(&store, "basket").unwrap(), cals);
         assert!(latest_calibrations(&store, "other").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_level_without_the_sources_range_leaves_the_fit_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("w.db"), &StoreOptions::default()).unwrap();
+        let mut levels = vec![
+            level(0, 38.8, 8.0),
+            level(1, 52.0, 20.0),
+            level(2, 65.2, 32.0),
+        ];
+        levels[1].component_ranges.clear();
+        let outcome = SweepOutcome {
+            levels,
+            fits: Vec::new(),
+            complete: true,
+            started_ms: 0,
+            ended_ms: 5,
+        };
+        let cals = save_calibrations(&store, "basket", &outcome).unwrap();
+        assert_eq!((cals[0].source_range_w, cals[0].wall_range_w), (None, None));
     }
 }

@@ -350,6 +350,7 @@ mod tests {
                 ops_per_s: 0.0,
                 joules_per_op: None,
                 components: std::collections::BTreeMap::new(),
+                component_ranges: std::collections::BTreeMap::new(),
                 pinned: true,
                 smt_siblings: false,
                 warnings: Vec::new(),

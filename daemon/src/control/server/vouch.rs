@@ -137,6 +137,7 @@ fn level(
     }
     if l.residency.len() > MAX_ENTRIES
         || l.components.len() > MAX_ENTRIES
+        || l.component_ranges.len() > MAX_ENTRIES
         || l.warnings.len() > MAX_ENTRIES
     {
         return Err(format!("more than {MAX_ENTRIES} entries in a list"));
@@ -149,6 +150,12 @@ fn level(
         text("a component", k, MAX_TEXT)?;
         if !v.is_finite() {
             return Err(format!("component {k}: {v}"));
+        }
+    }
+    for (k, &(lo, hi)) in &l.component_ranges {
+        text("a component", k, MAX_TEXT)?;
+        if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+            return Err(format!("component {k} read {lo} to {hi}"));
         }
     }
     for w in &l.warnings {
@@ -239,6 +246,7 @@ mod tests {
             ops_per_s: 0.0,
             joules_per_op: None,
             components: BTreeMap::new(),
+            component_ranges: BTreeMap::new(),
             pinned: true,
             smt_siblings: false,
             warnings: Vec::new(),
@@ -302,6 +310,17 @@ mod tests {
                 .unwrap_err()
                 .contains("busy")
         );
+        let mut l = level(0, 1_000_100, 1_003_000, 25);
+        l.component_ranges
+            .insert("rapl/package-0".into(), (9.0, f64::INFINITY));
+        assert!(
+            check(&record(vec![l.clone()]), Some(&sub))
+                .unwrap_err()
+                .contains("rapl/package-0 read 9 to inf")
+        );
+        l.component_ranges
+            .insert("rapl/package-0".into(), (12.0, 9.0));
+        assert!(check(&record(vec![l]), Some(&sub)).is_err());
         let mut r = record(vec![level(0, 1_000_100, 1_003_000, 25)]);
         r.name = "x".repeat(201);
         assert!(check(&r, Some(&sub)).unwrap_err().contains("name"));

@@ -149,6 +149,16 @@ pub(super) fn run_level(
             .iter()
             .filter_map(|(k, v)| Some((k.clone(), mean(v)?)))
             .collect(),
+        component_ranges: acc
+            .components
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| {
+                let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                (k.clone(), (lo, hi))
+            })
+            .collect(),
         pinned: pinned || loops == 0,
         smt_siblings: loops > plan.physical_cores,
         warnings,
