@@ -372,7 +372,7 @@ pub fn calibrate(
         to_ms: table.minutes[table.len() - 1],
         minutes: table.len(),
         feature_spans,
-        wall_span: span(&table.wall),
+        wall_span: Some(span(&table.wall)),
         heldout_from_ms: table.minutes[split],
         heldout_minutes: score.minutes,
         heldout_rms_w: score.rms_w,
@@ -381,6 +381,7 @@ pub fn calibrate(
         considered,
         hardware,
         borrowed_from: None,
+        origin: super::model::Origin::Running,
     })
 }
 

@@ -44,7 +44,9 @@ pub struct Estimated {
     pub interval_wh: f64,
     pub interval_pct: f64,
     pub mean_w: Option<f64>,
-    /// "estimated from the calibration of DATE, +/- X %".
+    /// Where it came from and how sure ([`crate::calibration::WallModel::provenance`]): "estimated
+    /// from the calibration of DATE on ordinary running, +/- X %", "estimated from a sweep on
+    /// DATE, +/- B W (X %)".
     pub provenance: String,
     pub withheld: Vec<Withheld>,
     /// Minutes in the window with no reading of some signal the model needs.

@@ -8,7 +8,7 @@ use wattson_collectors::Metric;
 use wattson_collectors::plausibility::{Limits, MAX_POWER_W};
 
 use super::CalibrationError;
-use super::model::{Hardware, Shape, WallModel};
+use super::model::{Hardware, Origin, Shape, WallModel};
 use crate::config::names::{check_label, check_name, check_text};
 
 /// The file `export --format file` writes and `import` reads.
@@ -51,6 +51,7 @@ pub fn import(text: &str, host: &str, here: &Hardware) -> Result<WallModel, Cali
     m.check()
         .map_err(|e| bad(format!("the model in it is not whole: {e}")))?;
     vet(&m).map_err(|e| bad(format!("refused: {e}")))?;
+    lendable(&m).map_err(bad)?;
     if let Some(why) = m.hardware.differs_from(here) {
         return Err(bad(format!(
             "fitted on {} with {why}: a model is only lent to the same hardware (fit one here \
@@ -63,6 +64,19 @@ pub fn import(text: &str, host: &str, here: &Hardware) -> Result<WallModel, Cali
     }
     host.clone_into(&mut m.host);
     Ok(m)
+}
+
+/// Whether `m` may be lent to another host: a sweep's fit records no hardware to match.
+pub fn lendable(m: &WallModel) -> Result<(), String> {
+    match m.origin {
+        Origin::Running => Ok(()),
+        Origin::Sweep { .. } => Err(format!(
+            "{}'s calibration is a sweep's fit, which records no hardware, so it is lent to no \
+             other host: fit one on ordinary running with the meter in (`wattson calibration \
+             fit`)",
+            m.host
+        )),
+    }
 }
 
 /// The largest a signal a model reads may be, either side of 0: a share is at most 1, a
@@ -84,7 +98,10 @@ pub fn vet(m: &WallModel) -> Result<(), String> {
     if let Some(h) = &m.borrowed_from {
         name("borrowed_from", h, check_name)?;
     }
-    name("wall_source", &m.wall_source, check_label)?;
+    // A sweep's fit does not name its meter.
+    if !(m.wall_source.is_empty() && matches!(m.origin, Origin::Sweep { .. })) {
+        name("wall_source", &m.wall_source, check_label)?;
+    }
     for f in &m.model.features {
         name("a signal's source", &f.source.to_string(), check_label)?;
         if !f.channel.is_empty() {
@@ -113,12 +130,16 @@ pub fn vet(m: &WallModel) -> Result<(), String> {
         signal(&f.name(), span.min)?;
         signal(&f.name(), span.max)?;
     }
-    watts("the wall's least", m.wall_span.min)?;
-    watts("the wall's most", m.wall_span.max)?;
+    if let Some(w) = m.wall_span {
+        watts("the wall's least", w.min)?;
+        watts("the wall's most", w.max)?;
+    }
+    // Without the range it saw (an old sweep's fit) a term is bounded by nothing but its
+    // coefficient's being finite ([`WallModel::check`]).
     let terms = |coefficients: &[f64], features: usize| -> Result<(), String> {
         for ((c, span), f) in coefficients
             .iter()
-            .zip(&m.feature_spans[features..])
+            .zip(m.feature_spans.get(features..).unwrap_or_default())
             .zip(&m.model.features[features..])
         {
             let most = (c * span.min).abs().max((c * span.max).abs());

@@ -4,7 +4,9 @@
 //! error on a later part of the history it was not fitted on, and kept with the range of
 //! every signal it saw. Once the meter has moved on (or on a host of the same hardware that
 //! imports it), it estimates the wall draw from the same signals; a minute whose signals lie
-//! outside what the model saw is withheld with the reason, never extrapolated.
+//! outside what the model saw is withheld with the reason, never extrapolated. A sweep's
+//! fit of the wall against one signal is a calibration too, read as a one-signal model:
+//! every estimate of the wall, live and over history, is a [`WallModel`] applied one way.
 //!
 //! - [`history`]: the host's stored series as aligned minute means (the wall and the
 //!   candidate signals);
@@ -14,7 +16,10 @@
 //!   by held-out error;
 //! - [`estimate`]: a model over a stretch of history, with the minutes it withheld and the
 //!   wall beside it where a meter was there;
-//! - [`persist`]: the `wall_model` table;
+//! - [`persist`]: the `wall_model` table, and a host's calibrations in the order the estimate
+//!   takes them;
+//! - [`swept`]: a sweep's stored fit read as a one-signal model (a sweep's is the estimate
+//!   where no model from ordinary running is stored);
 //! - [`priced`]: an estimate's energy at the tariff, projected to a year with its interval;
 //! - [`running`]: the same kept hour by hour, for the daemon's publishes;
 //! - [`stand_in`]: the stretches a calibration stood in for the meter in a report's
@@ -37,8 +42,9 @@ pub mod priced;
 pub mod refit;
 pub mod running;
 pub mod stand_in;
+pub mod swept;
 
-pub use model::{Feature, Model, Shape, WallModel};
+pub use model::{Feature, Model, Origin, Shape, WallModel};
 
 /// Why a calibration could not be made, used or moved.
 #[derive(Debug, thiserror::Error)]

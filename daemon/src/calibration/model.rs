@@ -259,6 +259,26 @@ impl Hardware {
     }
 }
 
+/// Where a model's fit came from.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Origin {
+    /// Fitted on ordinary running with the meter in (`wattson calibration fit`, the daemon's
+    /// refit, or imported), chosen by its error on a later stretch it was not fitted on.
+    #[default]
+    Running,
+    /// A sweep's fit of the wall against one signal over its `levels` levels' means, with
+    /// the fit's `r2` ([`super::swept`]). Nothing was held out: `heldout_rms_w` is the rms of
+    /// the levels' residuals.
+    Sweep { levels: usize, r2: f64 },
+}
+
+impl Origin {
+    fn is_running(&self) -> bool {
+        matches!(self, Origin::Running)
+    }
+}
+
 /// A stored calibration: the model, what it saw, and how well it did on history it was
 /// not fitted on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -274,10 +294,13 @@ pub struct WallModel {
     pub from_ms: i64,
     pub to_ms: i64,
     pub minutes: usize,
-    /// Each feature's range over those minutes, in `model.features`' order.
+    /// Each feature's range over those minutes, in `model.features`' order. Empty only in a
+    /// sweep's fit stored before sweeps recorded the range they saw ([`Origin::Sweep`]):
+    /// nothing is withheld then, and every surface that shows the model says so.
     pub feature_spans: Vec<Span>,
-    /// The wall's range over those minutes, W.
-    pub wall_span: Span,
+    /// The wall's range over those minutes, W; `None` where `feature_spans` is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_span: Option<Span>,
     /// The held-out stretch (the later part of the history, fitted without it): where it
     /// began, its minutes, the rms of a minute's error (W), and the error of its energy
     /// (%, the estimate over the wall, signed).
@@ -293,23 +316,39 @@ pub struct WallModel {
     /// Set when imported: the host it was fitted on (this host borrows it).
     #[serde(default)]
     pub borrowed_from: Option<String>,
+    /// Ordinary running (what `wattson calibration fit` stores; absent from its JSON) or a
+    /// sweep.
+    #[serde(default, skip_serializing_if = "Origin::is_running")]
+    pub origin: Origin,
 }
 
 impl WallModel {
     /// Checks a model read from a database or file: whole, one span per feature, finite.
+    /// A sweep's fit may lack the range it saw (both the signals' and the wall's), nothing
+    /// else may.
     pub fn check(&self) -> Result<(), String> {
         self.model.check()?;
-        if self.feature_spans.len() != self.model.features.len() {
-            return Err("a range for each signal is missing".into());
+        let whole = self.feature_spans.len() == self.model.features.len();
+        let unrecorded = self.feature_spans.is_empty() && self.wall_span.is_none();
+        match self.origin {
+            _ if whole && self.wall_span.is_some() => {}
+            Origin::Sweep { .. } if unrecorded => {}
+            Origin::Running | Origin::Sweep { .. } => {
+                return Err("a range for each signal is missing".into());
+            }
         }
+        let r2 = match self.origin {
+            Origin::Sweep { r2, .. } => r2,
+            Origin::Running => 0.0,
+        };
         let finite = [
             self.heldout_rms_w,
             self.heldout_energy_error_pct,
             self.interval_pct,
-            self.wall_span.min,
-            self.wall_span.max,
+            r2,
         ]
         .iter()
+        .chain(self.wall_span.iter().flat_map(|s| [&s.min, &s.max]))
         .chain(self.feature_spans.iter().flat_map(|s| [&s.min, &s.max]))
         .all(|v| v.is_finite());
         if !finite || self.interval_pct < 0.0 {
@@ -344,15 +383,38 @@ impl WallModel {
         )
     }
 
-    /// "estimated from the calibration of DATE, +/- X %" (DATE as YYYY-MM-DD, UTC), and
-    /// "borrowed from HOST" when imported.
+    /// Whether the model holds the range it saw (only an old sweep's fit does not).
+    pub fn range_recorded(&self) -> bool {
+        !self.feature_spans.is_empty()
+    }
+
+    /// The half-width of one estimate's band, W: twice the rms of a minute's error (about
+    /// 95 % when the errors are normal).
+    pub fn band_w(&self) -> f64 {
+        2.0 * self.heldout_rms_w.abs()
+    }
+
+    /// Where the estimate comes from and how sure it is (DATE as YYYY-MM-DD, UTC):
+    /// "estimated from the calibration of DATE on ordinary running, +/- X %" (and
+    /// "borrowed from HOST" when imported), or "estimated from a sweep on DATE, +/- B W
+    /// (X %)" (and "the range it saw not recorded" for an old sweep's).
     pub fn provenance(&self) -> String {
         let date = chrono::DateTime::from_timestamp_millis(self.created_ms)
             .map_or_else(|| "?".into(), |d| d.format("%Y-%m-%d").to_string());
-        let mut s = format!(
-            "estimated from the calibration of {date}, +/- {:.1} %",
-            self.interval_pct
-        );
+        let mut s = match self.origin {
+            Origin::Running => format!(
+                "estimated from the calibration of {date} on ordinary running, +/- {:.1} %",
+                self.interval_pct
+            ),
+            Origin::Sweep { .. } => format!(
+                "estimated from a sweep on {date}, +/- {:.1} W ({:.1} %)",
+                self.band_w(),
+                self.interval_pct
+            ),
+        };
+        if !self.range_recorded() {
+            s.push_str(", the range it saw not recorded");
+        }
         if let Some(h) = &self.borrowed_from {
             let _ = write!(s, ", borrowed from {h}");
         }

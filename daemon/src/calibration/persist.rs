@@ -1,4 +1,8 @@
-//! The `wall_model` table (`schema/0017-wall-models.sql`).
+//! The calibrations of a host: the `wall_model` table (`schema/0017-wall-models.sql`: models
+//! fitted on ordinary running or imported), and the fits its sweeps stored, read as models
+//! ([`super::swept`]). A model from ordinary running comes first: it saw the machine's own
+//! load and was tested on history it was not fitted on; a sweep's fit is the estimate
+//! where there is none.
 
 use rusqlite::params;
 
@@ -27,16 +31,30 @@ pub fn save(store: &Store, host: &str, model: &WallModel) -> Result<(), Calibrat
         .map_err(|e| sql(store, e))
 }
 
-/// The newest model of `host` that reads back whole; one that does not is logged and
-/// passed over (a database is input like any other).
+/// The calibration `host`'s estimate uses: its newest model that reads back whole, else its
+/// sweeps' best fit; one that does not read back is logged and passed over (a database is
+/// input like any other).
 pub fn latest(store: &Store, host: &str) -> Result<Option<WallModel>, CalibrationError> {
-    Ok(newest_first(store, host)?.next())
+    match newest_first(store, host)?.next() {
+        Some(m) => Ok(Some(m)),
+        None => Ok(super::swept::fits(store, host)?.into_iter().next()),
+    }
 }
 
-/// Every model of `host` that reads back whole, newest first; one that does not is logged
-/// and passed over.
+/// The calibrations the live estimate tries, in turn, until one's signals can be read
+/// here: [`latest`]'s model from ordinary running, then every sweep's fit, best first.
+pub fn candidates(store: &Store, host: &str) -> Result<Vec<WallModel>, CalibrationError> {
+    let mut out: Vec<WallModel> = newest_first(store, host)?.take(1).collect();
+    out.extend(super::swept::fits(store, host)?);
+    Ok(out)
+}
+
+/// Every calibration of `host` that reads back whole: its models, newest first, then its
+/// sweeps' fits, best first; one that does not read back is logged and passed over.
 pub fn all(store: &Store, host: &str) -> Result<Vec<WallModel>, CalibrationError> {
-    Ok(newest_first(store, host)?.collect())
+    let mut out: Vec<WallModel> = newest_first(store, host)?.collect();
+    out.extend(super::swept::fits(store, host)?);
+    Ok(out)
 }
 
 /// `host`'s models that read back whole, newest first, each parsed when reached.

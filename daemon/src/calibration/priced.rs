@@ -111,7 +111,9 @@ pub fn lines(p: &Priced) -> Vec<String> {
 /// and the last 7 days, whose rate gives the year with the model's interval.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EstimatedFigures {
-    /// "estimated from the calibration of DATE, +/- X %".
+    /// Where it came from and how sure ([`crate::calibration::WallModel::provenance`]): "estimated
+    /// from the calibration of DATE on ordinary running, +/- X %", "estimated from a sweep on
+    /// DATE, +/- B W (X %)".
     pub provenance: String,
     pub today: Priced,
     pub last_7_days: Priced,
@@ -157,7 +159,9 @@ pub fn today(tariff: &Tariff, now: chrono::DateTime<chrono::Utc>) -> (i64, i64) 
 /// status` can say how far the estimate has drifted and whether to fit again.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DriftCheck {
-    /// "estimated from the calibration of DATE, +/- X %".
+    /// Where it came from and how sure ([`crate::calibration::WallModel::provenance`]): "estimated
+    /// from the calibration of DATE on ordinary running, +/- X %", "estimated from a sweep on
+    /// DATE, +/- B W (X %)".
     pub provenance: String,
     pub from_ms: i64,
     pub to_ms: i64,

@@ -19,7 +19,8 @@ pub enum CalibrationCommand {
     /// none that varied, exits 65 saying what is missing.
     #[command(after_help = super::examples::CALIBRATION_FIT)]
     Fit(FitArgs),
-    /// The newest calibration: its model, what it saw, its held-out error, where it came from.
+    /// The calibration the estimate uses (the newest fitted on ordinary running, else a
+    /// sweep's fit): its model, what it saw, its error, where it came from.
     #[command(after_help = super::examples::CALIBRATION_SHOW)]
     Show(ShowArgs),
     /// Estimate the wall energy of a stretch of history from the calibration.

@@ -2,7 +2,8 @@
 //! meter has moved on ([`crate::calibration`]).
 //!
 //! - `fit`: from this host's history with the meter in; stored in `wall_model`;
-//! - `show`: the newest calibration;
+//! - `show`: the calibration the estimate uses (the newest from ordinary running, else a
+//!   sweep's fit);
 //! - `estimate`: the wall energy of a stretch of history from it, beside the wall where a
 //!   meter was there;
 //! - `export --format powercalc|prometheus|file`, `import FILE`.
@@ -18,7 +19,7 @@ use anyhow::Context as _;
 use chrono::Utc;
 
 use crate::calibration::export::{self, MAX_FILE_BYTES};
-use crate::calibration::model::{Feature, Hardware, WallModel};
+use crate::calibration::model::{Feature, Hardware, Origin, WallModel};
 use crate::calibration::{CalibrationError, persist, priced, refit};
 use crate::cli::calibration::{
     CalibrationCommand, EstimateArgs, ExportArgs, ExportFormat, FitArgs, ImportArgs,
@@ -98,7 +99,7 @@ fn newest(store: &Store, config: &Config) -> Result<WallModel, CalibrationError>
     persist::latest(store, &config.host.name)?.ok_or_else(|| {
         CalibrationError::NotEnough(format!(
             "no calibration of {} in {}: fit one while the meter is in (`wattson calibration \
-             fit`), or import one (`wattson calibration import FILE`)",
+             fit`, or a sweep), or import one (`wattson calibration import FILE`)",
             config.host.name,
             store.path().display()
         ))
@@ -161,17 +162,35 @@ fn time(ms: i64) -> String {
 /// A calibration as `fit` and `show` print it.
 fn describe(m: &WallModel) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "calibration of {} against {}", m.host, m.wall_source);
-    let _ = writeln!(s, "  model      {}", m.model.describe());
-    let _ = writeln!(
-        s,
-        "  fitted on  {} minutes, {} to {}; wall {:.1} to {:.1} W",
-        m.minutes,
-        time(m.from_ms),
-        time(m.to_ms),
-        m.wall_span.min,
-        m.wall_span.max
-    );
+    let wall = |s: &mut String| {
+        if let Some(w) = m.wall_span {
+            let _ = write!(s, "; wall {:.1} to {:.1} W", w.min, w.max);
+        }
+    };
+    match m.origin {
+        Origin::Running => {
+            let _ = writeln!(s, "calibration of {} against {}", m.host, m.wall_source);
+            let _ = writeln!(s, "  model      {}", m.model.describe());
+            let _ = write!(
+                s,
+                "  fitted on  {} minutes, {} to {}",
+                m.minutes,
+                time(m.from_ms),
+                time(m.to_ms)
+            );
+        }
+        Origin::Sweep { levels, .. } => {
+            let _ = writeln!(s, "calibration of {} from a sweep", m.host);
+            let _ = writeln!(s, "  model      {}", m.model.describe());
+            let _ = write!(
+                s,
+                "  fitted on  {levels} levels of a sweep ended {}",
+                time(m.to_ms)
+            );
+        }
+    }
+    wall(&mut s);
+    s.push('\n');
     for (f, sp) in m.model.features.iter().zip(&m.feature_spans) {
         let _ = writeln!(
             s,
@@ -182,14 +201,32 @@ fn describe(m: &WallModel) -> String {
             f.unit()
         );
     }
-    let _ = writeln!(
-        s,
-        "  held out   {} minutes from {}: rms {:.2} W a minute, energy {:+.2} %",
-        m.heldout_minutes,
-        time(m.heldout_from_ms),
-        m.heldout_rms_w,
-        m.heldout_energy_error_pct
-    );
+    if !m.range_recorded() {
+        let _ = writeln!(
+            s,
+            "  saw        not recorded by that sweep: its estimates are withheld nowhere; \
+             sweep again to record it"
+        );
+    }
+    match m.origin {
+        Origin::Running => {
+            let _ = writeln!(
+                s,
+                "  held out   {} minutes from {}: rms {:.2} W a minute, energy {:+.2} %",
+                m.heldout_minutes,
+                time(m.heldout_from_ms),
+                m.heldout_rms_w,
+                m.heldout_energy_error_pct
+            );
+        }
+        Origin::Sweep { r2, .. } => {
+            let _ = writeln!(
+                s,
+                "  error      rms {:.2} W over its levels (r2 {r2:.3}); nothing held out",
+                m.heldout_rms_w
+            );
+        }
+    }
     let _ = writeln!(
         s,
         "  interval   +/- {:.2} % of an estimated energy (95 %)",
@@ -296,7 +333,10 @@ fn export_model(config: &Config, a: &ExportArgs) -> anyhow::Result<ExitCode> {
     let text = match a.format {
         ExportFormat::Powercalc => crate::publish::calibration::powercalc(&model, host)?,
         ExportFormat::Prometheus => crate::publish::calibration::prometheus_rule(&model, host)?,
-        ExportFormat::File => export::file(&model),
+        ExportFormat::File => {
+            export::lendable(&model).map_err(CalibrationError::BadInput)?;
+            export::file(&model)
+        }
     };
     crate::output::print(&text);
     Ok(ExitCode::SUCCESS)

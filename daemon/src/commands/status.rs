@@ -148,6 +148,11 @@ struct Status {
     /// Why the stored calibration gives no figure here (a signal it reads is not stored).
     #[serde(skip_serializing_if = "Option::is_none")]
     calibration_unavailable: Option<String>,
+    /// Where the `estimate:wall` readings come from and how sure they are: the provenance
+    /// of the calibration the estimate takes first ("estimated from a sweep on DATE, +/- B W
+    /// (X %)", "estimated from the calibration of DATE on ordinary running, +/- X %").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    estimate_basis: Option<String>,
     /// The price now and what the wall's current draw costs at it.
     #[serde(skip_serializing_if = "Option::is_none")]
     price: Option<PriceNow>,
@@ -291,6 +296,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         let (f, why) = unavailable(figures(&store, &host, &tariff, now))?;
         (f, None, why)
     };
+    let estimate_basis = estimate_basis(&store, &host, &readings)?;
     let wattson_cost = {
         use crate::store::{DAY_MS, HOUR_MS, floor_to};
         let to = floor_to(now_ms, HOUR_MS) + HOUR_MS;
@@ -317,6 +323,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         estimated,
         calibration_drift,
         calibration_unavailable,
+        estimate_basis,
         price,
         counter_today,
         rejected: ledger_counter::rejections(&store, &host)?,
@@ -426,6 +433,19 @@ fn price_now(
 /// The daemon's latest readings, where it says where they came from; else why not, in
 /// words (no daemon running; or a socket this user may not use, or a daemon of another
 /// protocol, logged as a warning).
+/// Where `readings`' estimated wall comes from, when they hold one: the provenance of the
+/// calibration the estimate takes first.
+fn estimate_basis(
+    store: &crate::store::Store,
+    host: &str,
+    readings: &[Reading],
+) -> Result<Option<String>, crate::calibration::CalibrationError> {
+    if !readings.iter().any(|r| r.source == SourceId::Estimate) {
+        return Ok(None);
+    }
+    Ok(crate::calibration::persist::latest(store, host)?.map(|m| m.provenance()))
+}
+
 fn live_readings(db: &Path, now_ms: i64) -> Result<(Vec<Reading>, String, Daemon), String> {
     use crate::control::{Located, locate};
     let client = match locate(db) {

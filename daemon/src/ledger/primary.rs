@@ -8,7 +8,7 @@ use crate::config::Config;
 
 /// The order in which sources stand for the host's power: the wall source (the first
 /// configured meter, else the first smart plug), else any other meter (the first by name),
-/// else the estimate from a sweep's calibration, else RAPL, else hwmon. Other sources (the
+/// else the estimate from the host's calibration, else RAPL, else hwmon. Other sources (the
 /// GPU board, IPMI, a UPS) are never the host's power: they measure a part, or more than
 /// this machine.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use wattson_collectors::Metric;
 use wattson_collectors::plausibility::MAX_POWER_W;
 
 use crate::calibration::CalibrationError;
-use crate::calibration::model::{Feature, Shape, WallModel, interpolate};
+use crate::calibration::model::{Feature, Origin, Shape, WallModel, interpolate};
 
 /// The recording rule's name.
 pub const RULE_NAME: &str = "wattson:estimated_wall_power_watts";
@@ -35,7 +35,13 @@ fn curve(model: &WallModel) -> Result<Vec<(f64, f64)>, CalibrationError> {
     match &model.model.shape {
         Shape::Table { points, plus } if plus.is_empty() => Ok(points.clone()),
         Shape::Linear { .. } if model.model.features.len() == 1 => {
-            let s = model.feature_spans[0];
+            let s = model.feature_spans.first().ok_or_else(|| {
+                CalibrationError::BadInput(
+                    "the range the sweep saw is not recorded, and a calibrate table needs its \
+                     ends: sweep again to record it"
+                        .to_owned(),
+                )
+            })?;
             Ok(vec![
                 (s.min, model.model.predict(&[s.min])),
                 (s.max, model.model.predict(&[s.max])),
@@ -143,8 +149,8 @@ pub fn powercalc(model: &WallModel, host: &str) -> Result<String, CalibrationErr
             model.provenance()
         ),
         format!(
-            "Fitted on {} minutes with the meter in; withheld by wattson outside {lo} to {hi} of",
-            model.minutes
+            "Fitted on {}; withheld by wattson outside {lo} to {hi} of",
+            fitted_on(model)
         ),
         "the entity, which powercalc instead holds at the table's ends.".to_owned(),
     ]);
@@ -163,6 +169,15 @@ pub fn powercalc(model: &WallModel, host: &str) -> Result<String, CalibrationErr
     };
     out.push_str(&yaml(&body)?);
     Ok(out)
+}
+
+/// What the model was fitted on, in words: "N minutes with the meter in", "a sweep's N
+/// levels".
+fn fitted_on(model: &WallModel) -> String {
+    match model.origin {
+        Origin::Running => format!("{} minutes with the meter in", model.minutes),
+        Origin::Sweep { levels, .. } => format!("a sweep's {levels} levels"),
+    }
 }
 
 /// `value` as a YAML document (no `---`), by the serializer.
@@ -235,15 +250,30 @@ pub fn rule_group(host: &str) -> String {
 pub fn prometheus_rule(model: &WallModel, host: &str) -> Result<String, CalibrationError> {
     let expr = rule_expression(model, host)?;
     let date = model.provenance();
+    let saw = match model.wall_span {
+        Some(w) => [
+            format!(
+                "The model: {}, fitted on {}; it saw the wall at {:.1} to {:.1} W. As wattson does,",
+                model.model.describe(),
+                fitted_on(model),
+                w.min,
+                w.max,
+            ),
+            "the rule records nothing while a signal lies outside what the model saw.".to_owned(),
+        ],
+        None => [
+            format!(
+                "The model: {}, fitted on {}; the range it saw is not recorded, so, as wattson",
+                model.model.describe(),
+                fitted_on(model),
+            ),
+            "does, the rule records at whatever its signal reads.".to_owned(),
+        ],
+    };
     let mut out = comments(&[
         format!("wattson: {host}'s wall power {date}."),
-        format!(
-            "The model: {}; it saw the wall at {:.1} to {:.1} W. As wattson does, the rule",
-            model.model.describe(),
-            model.wall_span.min,
-            model.wall_span.max,
-        ),
-        "records nothing while a signal lies outside what the model saw.".to_owned(),
+        saw[0].clone(),
+        saw[1].clone(),
     ]);
     let body = RulesFile {
         groups: [RuleGroup {

@@ -1,10 +1,10 @@
 //! Where samples come from, as the daemon wires them ([`wiring`]: every source's collector
 //! and interval from the config, and the store's spacing per source): serial meters from
 //! their config sections ([`meters`]), smart plugs over MQTT ([`plug`]), other hosts' MQTT
-//! state for the fleet collector ([`fleet`]), the wall draw estimated from a sweep's
-//! calibration when no meter is here ([`estimated_wall`]; from a calibration fitted on
-//! ordinary running, [`calibrated_wall`], which reads a disk's spin state with
-//! [`disk_spin`]), and the live price of `[tariff] price_topic`
+//! state for the fleet collector ([`fleet`]), the wall draw estimated from the host's
+//! calibration when no meter is here ([`calibrated_wall`]: a model fitted on ordinary
+//! running or a sweep's fit, the one source of every estimate; it reads a disk's spin state
+//! with [`disk_spin`]), and the live price of `[tariff] price_topic`
 //! ([`live_price`], stored as price slots). The hardware readers themselves are in the
 //! `wattson-collectors` crate, each naming its samples with a `wattson_collectors::SourceId`;
 //! [`simulated_power`] is the watts a simulated meter reads (`wattson meter simulate`, the
@@ -13,7 +13,6 @@
 pub mod calibrated_wall;
 pub mod disk_spin;
 pub mod error;
-pub mod estimated_wall;
 pub mod fleet;
 pub mod live_price;
 pub mod meters;

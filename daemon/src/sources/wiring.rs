@@ -201,68 +201,32 @@ fn ups_source(u: &crate::config::UpsConfig) -> Result<WiredSource, String> {
 }
 
 /// With no wall meter here (none configured and no smart plug, or every configured port
-/// absent at start), the wall draw estimated from this host's newest calibration from
-/// ordinary running (`wattson calibration fit` or `import`, see [`super::calibrated_wall`])
-/// whose signals can be read here, else from the calibration a sweep stored (see
-/// [`super::estimated_wall`]) if its source works here.
+/// absent at start), the wall draw estimated from this host's calibration whose signals can
+/// be read here (see [`super::calibrated_wall::for_host`]: its newest model from ordinary
+/// running, `wattson calibration fit` or `import`, else its sweeps' fits).
 pub fn estimate_collector(config: &Config) -> Option<WiredSource> {
     let meter_here = config.meters.iter().any(|m| m.port.exists()) || !config.plugs.is_empty();
     if meter_here || !config.storage.path.exists() {
         return None;
     }
+    let reading = |e: &(dyn std::error::Error + 'static)| {
+        tracing::info!(
+            "no wall estimate: reading calibrations: {}",
+            wattson_collectors::ErrorChain(e)
+        );
+    };
     let store = match crate::store::Store::open_read_only(&config.storage.path) {
         Ok(s) => s,
         Err(e) => {
-            tracing::info!(
-                "no wall estimate: reading calibrations: {}",
-                wattson_collectors::ErrorChain(&e)
-            );
+            reading(&e);
             return None;
         }
     };
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
-    // A calibration from ordinary running first: it saw the machine's own load, and says
-    // what it did not see.
-    match crate::calibration::persist::latest(&store, &config.host.name) {
-        Ok(Some(model)) => {
-            let (described, provenance) = (model.model.describe(), model.provenance());
-            match super::calibrated_wall::CalibratedWall::for_machine(config, &root, model) {
-                Ok((c, interval)) => {
-                    tracing::info!(
-                        "no wall meter: estimating wall power as {described}: {provenance}"
-                    );
-                    return Some(WiredSource::new(Box::new(c), interval));
-                }
-                Err(why) => tracing::info!(
-                    "no wall estimate from the calibration ({described}): a signal it reads is \
-                     not available here: {why}"
-                ),
-            }
-        }
-        Ok(None) => {}
-        Err(e) => tracing::info!(
-            "no wall estimate from a calibration: reading it: {}",
-            wattson_collectors::ErrorChain(&e)
-        ),
-    }
-    match super::estimated_wall::collector_for_host(&store, &config.host.name, &root) {
-        Ok(Some(c)) => {
-            let cal = c.estimator().calibration();
-            tracing::info!(
-                "no wall meter: estimating wall power as {:.1} W + {:.3} x {} (an estimate, +/- {:.1} W, from a sweep)",
-                cal.intercept_w,
-                cal.slope,
-                cal.source,
-                2.0 * cal.rms_error_w
-            );
-            Some(WiredSource::new(Box::new(c), config.power.interval))
-        }
-        Ok(None) => None,
+    match super::calibrated_wall::for_host(config, &store, &root) {
+        Ok(found) => found.map(|(c, interval)| WiredSource::new(Box::new(c), interval)),
         Err(e) => {
-            tracing::info!(
-                "no wall estimate: reading calibrations: {}",
-                wattson_collectors::ErrorChain(&e)
-            );
+            reading(&e);
             None
         }
     }

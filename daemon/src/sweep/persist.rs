@@ -276,8 +276,9 @@ pub fn load(store: &Store, name: &str) -> Result<Option<StoredSweep>, SweepError
 
 /// A fit of wall watts against one software-visible source (RAPL package, hwmon, GPU), made
 /// during a sweep and stored in the `calibration` table: `wall = intercept + slope x
-/// source`, with its error and the range of both it saw, so the wall draw can be estimated
-/// from it on the same machine once the meter has moved on.
+/// source`, with its error and the range of both it saw. It is a record of what the sweep
+/// measured; the estimate reads it as a one-signal calibration model
+/// (`calibration::swept`), as it reads a model fitted on ordinary running.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     /// `source/channel`, e.g. `rapl/package-0`.
@@ -367,30 +368,38 @@ pub fn save_calibrations(
     Ok(out)
 }
 
-/// The newest calibration of each source of `host`, best first (smallest error).
-pub fn latest_calibrations(store: &Store, host: &str) -> Result<Vec<Calibration>, SweepError> {
+/// The newest calibration of each source of `host`, with when it was stored (UTC ms, the
+/// sweep's end), best first (smallest error).
+pub fn latest_calibrations(
+    store: &Store,
+    host: &str,
+) -> Result<Vec<(i64, Calibration)>, SweepError> {
     let mut stmt = store.conn().prepare_cached(
-        "SELECT c.fit FROM calibration c
+        "SELECT c.created_ms, c.fit FROM calibration c
          WHERE c.host = ?1
            AND c.created_ms = (SELECT MAX(created_ms) FROM calibration d
                                WHERE d.host = c.host AND d.source = c.source)",
     )?;
-    let mut out: Vec<Calibration> = stmt
-        .query_map([host], |r| r.get::<_, String>(0))?
+    let mut out: Vec<(i64, Calibration)> = stmt
+        .query_map([host], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })?
         .filter_map(Result::ok)
-        .filter_map(|text| match serde_json::from_str::<Calibration>(&text) {
-            Ok(c) if c.intercept_w.is_finite() && c.slope.is_finite() => Some(c),
-            Ok(_) => None,
-            Err(e) => {
-                tracing::warn!(
-                    "calibration of {host} not understood, skipped: {}",
-                    wattson_collectors::ErrorChain(&e)
-                );
-                None
-            }
-        })
+        .filter_map(
+            |(at, text)| match serde_json::from_str::<Calibration>(&text) {
+                Ok(c) if c.intercept_w.is_finite() && c.slope.is_finite() => Some((at, c)),
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(
+                        "calibration of {host} not understood, skipped: {}",
+                        wattson_collectors::ErrorChain(&e)
+                    );
+                    None
+                }
+            },
+        )
         .collect();
-    out.sort_by(|a, b| a.rms_error_w.total_cmp(&b.rms_error_w));
+    out.sort_by(|a, b| a.1.rms_error_w.total_cmp(&b.1.rms_error_w));
     Ok(out)
 }
 
@@ -469,7 +478,10 @@ mod tests {
             (wall[0] - 37.8).abs() < 1e-9 && (wall[1] - 66.2).abs() < 1e-9,
             "{wall:?}"
         );
-        assert_eq!(latest_calibrations(&store, "basket").unwrap(), cals);
+        assert_eq!(
+            latest_calibrations(&store, "basket").unwrap(),
+            vec![(5, cals[0].clone())]
+        );
         assert!(latest_calibrations(&store, "other").unwrap().is_empty());
     }
 

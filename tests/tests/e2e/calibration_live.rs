@@ -58,7 +58,7 @@ impl Package {
         }
     }
 
-    fn set(&self, watts: f64) {
+    pub fn set(&self, watts: f64) {
         self.watts.store(watts.to_bits(), Ordering::Relaxed);
     }
 }

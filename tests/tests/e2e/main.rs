@@ -28,6 +28,7 @@ mod calibration;
 mod calibration_disks;
 mod calibration_export;
 mod calibration_live;
+mod calibration_swept;
 mod candidates;
 mod candidates_swept;
 mod cli;

@@ -70,7 +70,7 @@ pub(super) fn render(s: &Status) -> String {
             age_text(newest)
         );
         if *source == SourceId::Estimate {
-            out.push_str(&estimate_lines(&rs));
+            out.push_str(&estimate_lines(&rs, s.estimate_basis.as_deref()));
             continue;
         }
         for r in rs {
@@ -297,23 +297,25 @@ fn render_store(out: &mut String, s: &StoreStatus) {
     }
 }
 
-/// The estimated wall draw as "estimated +/- X W", never as a plain measurement.
-fn estimate_lines(rs: &[&Reading]) -> String {
+/// The estimated wall draw as "estimated +/- X W" and where it came from (`basis`: the
+/// calibration's provenance), never as a plain measurement.
+fn estimate_lines(rs: &[&Reading], basis: Option<&str>) -> String {
     let power = |channel: &str| {
         rs.iter()
             .find(|r| r.metric == Metric::Power.as_str() && r.channel == channel)
             .map(|r| r.value)
     };
+    let basis = basis.unwrap_or("from the host's calibration");
     match (
         power(""),
-        power(crate::sources::estimated_wall::ERROR_CHANNEL),
+        power(crate::sources::calibrated_wall::ERROR_CHANNEL),
     ) {
         (Some(w), Some(e)) => format!(
-            "  {:<28} {w:.2} W estimated \u{b1} {e:.2} W (no wall meter: from a sweep's calibration)\n",
+            "  {:<28} {w:.2} W estimated \u{b1} {e:.2} W (no wall meter: {basis})\n",
             "power"
         ),
         (Some(w), None) => format!(
-            "  {:<28} {w:.2} W estimated (no wall meter: from a sweep's calibration)\n",
+            "  {:<28} {w:.2} W estimated (no wall meter: {basis})\n",
             "power"
         ),
         _ => String::new(),

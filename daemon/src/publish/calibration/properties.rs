@@ -8,7 +8,7 @@ use wattson_collectors::source::channel;
 use wattson_collectors::{Metric, SourceId};
 
 use super::{RULE_NAME, entity, powercalc, prometheus_rule, rule_expression, rule_group};
-use crate::calibration::model::{Feature, Hardware, Model, Shape, Span, WallModel};
+use crate::calibration::model::{Feature, Hardware, Model, Origin, Shape, Span, WallModel};
 use crate::publish::mqtt::discovery::{entity_id, node_id};
 
 /// Names as they may reach a model: a newline and keys after it, YAML's own signs, the
@@ -153,7 +153,7 @@ pub fn model_from_bytes(data: &[u8]) -> (WallModel, String) {
         }
     };
     let feature_spans = features.iter().map(|_| b.span()).collect();
-    let model = WallModel {
+    let mut model = WallModel {
         host: b.name(),
         created_ms: b.u64() as i64,
         wall_source: if b.byte() % 16 == 0 {
@@ -166,7 +166,7 @@ pub fn model_from_bytes(data: &[u8]) -> (WallModel, String) {
         to_ms: 0,
         minutes: usize::from(b.byte()),
         feature_spans,
-        wall_span: b.span(),
+        wall_span: Some(b.span()),
         heldout_from_ms: 0,
         heldout_minutes: 0,
         heldout_rms_w: b.number(),
@@ -179,7 +179,20 @@ pub fn model_from_bytes(data: &[u8]) -> (WallModel, String) {
             memory_bytes: None,
         },
         borrowed_from: (b.byte() % 4 == 0).then(|| b.name()),
+        origin: Origin::Running,
     };
+    // Read last, so what the bytes made before sweeps' fits were exported stays the same:
+    // now and then a sweep's fit, with or without the range it saw.
+    if b.byte() % 4 == 3 {
+        model.origin = Origin::Sweep {
+            levels: usize::from(b.byte()),
+            r2: b.number(),
+        };
+        if b.byte() % 2 == 1 {
+            model.feature_spans.clear();
+            model.wall_span = None;
+        }
+    }
     (model, host)
 }
 

@@ -8,7 +8,7 @@
 //!
 //! | family | type | from |
 //! |---|---|---|
-//! | `power_watts{host,source,channel}` | gauge | every power source's latest reading: `meter:<id>` (at the wall), `estimate:wall` (a sweep's calibration), `rapl`, `hwmon`, `gpu`, `ipmi`, `ups:<name>` |
+//! | `power_watts{host,source,channel}` | gauge | every power source's latest reading: `meter:<id>` (at the wall), `estimate:wall` (the host's calibration), `rapl`, `hwmon`, `gpu`, `ipmi`, `ups:<name>` |
 //! | `voltage_volts`, `current_amperes`, `power_factor_ratio`, `mains_frequency_hertz` `{host,source,channel}` | gauge | the meters' latest readings |
 //! | `energy_joules_total{host,source}` | counter | the ledger's stored energy total of the wall source: continuous across restarts |
 //! | `energy_today_joules{host,source}` | gauge | the ledger's energy since local midnight |
@@ -215,7 +215,7 @@ fn power_families(f: &mut Families<'_>, s: &Snapshot) {
     for (name, help, unit, metric) in [
         (
             "power",
-            "Power drawn, by source: meter:<id> at the wall, estimate:wall from a sweep's calibration, rapl/hwmon/gpu inside the box, ipmi from the BMC, ups:<name> the UPS load",
+            "Power drawn, by source: meter:<id> at the wall, estimate:wall from the host's calibration, rapl/hwmon/gpu inside the box, ipmi from the BMC, ups:<name> the UPS load",
             "watts",
             Metric::Power,
         ),

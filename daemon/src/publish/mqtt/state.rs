@@ -10,7 +10,7 @@
 //! | `interval_s` | s | the publish interval |
 //! | `power` | W | mean over the interval (not the last sample) of the primary power source, each reading weighed by the time since the one before it ([`crate::live`]) |
 //! | `power_source` | | that source: `meter:<id>`, else `estimate:wall`, else `rapl`, else `hwmon` |
-//! | `power_estimate`, `power_error` | bool, W | present when `power` is estimated from a sweep's calibration (no wall meter): `true`, and the estimate's +/- band |
+//! | `power_estimate`, `power_error` | bool, W | present when `power` is estimated from the host's calibration (no wall meter; one fitted on ordinary running or a sweep's fit): `true`, and the estimate's +/- band |
 //! | `energy` | kWh | the wall meter's stored energy total (the ledger's integral since its first sample): continuous across restarts, never lower than it was |
 //! | `energy_ts` | UTC ms | the newest stored sample `energy`, `energy_today` and the costs count |
 //! | `energy_today` | kWh | energy since local midnight |

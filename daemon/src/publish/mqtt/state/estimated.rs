@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 /// kWh, power in W, money in the state's currency; `*_ci95` are 95 % half-widths.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EstimatedPayload {
-    /// "estimated from the calibration of DATE, +/- X %".
+    /// Where it came from and how sure ([`crate::calibration::WallModel::provenance`]): "estimated
+    /// from the calibration of DATE on ordinary running, +/- X %", "estimated from a sweep on
+    /// DATE, +/- B W (X %)".
     pub basis: String,
     pub energy_today: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
-use wattson::calibration::model::{Feature, Model, Shape, Span, WallModel};
+use wattson::calibration::model::{Feature, Model, Origin, Shape, Span, WallModel};
 use wattson_collectors::{Metric, SourceId};
 
 use super::run;
@@ -34,10 +34,10 @@ fn model() -> WallModel {
         to_ms: 1_760_000_000_000,
         minutes: 1200,
         feature_spans: vec![Span { min: 0.0, max: 1.0 }],
-        wall_span: Span {
+        wall_span: Some(Span {
             min: 31.0,
             max: 88.0,
-        },
+        }),
         heldout_from_ms: 1_759_980_000_000,
         heldout_minutes: 300,
         heldout_rms_w: 1.5,
@@ -49,6 +49,7 @@ fn model() -> WallModel {
         )],
         hardware: wattson::calibration::refit::hardware(&sys, "nas"),
         borrowed_from: None,
+        origin: Origin::Running,
     }
 }
 
