@@ -430,13 +430,15 @@ pub fn for_idle(
     disks
 }
 
-/// `40 s`, `25 min`, `3.5 h`, `12.0 days`.
+/// `40 s`, `25 min`, `3 h 30 min`, `26.5 h` as every span ([`hours_text`]), and
+/// `12.0 days` from two days up.
+///
+/// [`hours_text`]: crate::ledger::interval::hours_text
 fn span_words(seconds: f64) -> String {
-    match seconds {
-        s if s < 120.0 => format!("{s:.0} s"),
-        s if s < 7200.0 => format!("{:.0} min", s / 60.0),
-        s if s < 172_800.0 => format!("{:.1} h", s / 3600.0),
-        s => format!("{:.1} days", s / 86_400.0),
+    if seconds < 172_800.0 {
+        crate::ledger::interval::hours_text(seconds / 3600.0)
+    } else {
+        format!("{:.1} days", seconds / 86_400.0)
     }
 }
 
@@ -559,7 +561,7 @@ mod tests {
         assert!((cost - 1.5 * 8.76 * 0.30).abs() < 0.01, "{cost}");
         let text = lines(&disks[0], "GBP").join("\n");
         assert!(
-            text.contains("2 spin-ups in 2.0 h followed, 24.0 a day") && text.contains("6.0 W ("),
+            text.contains("2 spin-ups in 2 h followed, 24.0 a day") && text.contains("6.0 W ("),
             "{text}"
         );
         assert!(load(&store, "other", t0, t0 + HOUR_MS).unwrap().is_empty());

@@ -95,7 +95,8 @@ pub fn candidate(
     let priced = a.basis.find(", priced over").map_or("", |i| &a.basis[i..]);
     a.basis = format!(
         "a candidate on this load: {name}'s curve at the load this machine's utilisation \
-         asked for over {hours:.1} h, in each hour of the week{priced}"
+         asked for over {}, in each hour of the week{priced}",
+        super::interval::hours_text(hours)
     );
     Ok(Some(a))
 }

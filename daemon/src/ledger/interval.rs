@@ -102,20 +102,51 @@ pub fn power_interval(
     }
 }
 
-/// "2.5 h", "40 min", "50 s".
+/// A span of time in words, as every surface writes a measured span (covered time, a gap,
+/// a stretch asleep): "9 s" under a minute, "14 min" under an hour, "1 h 05 min" (or "7 h")
+/// under a day, "26.5 h" from a day up. Never "0 h" for a span of minutes.
 pub fn hours_text(hours: f64) -> String {
-    if hours >= 1.0 {
-        format!("{hours:.1} h")
-    } else if hours * 60.0 >= 1.0 {
-        format!("{:.0} min", hours * 60.0)
+    if !hours.is_finite() {
+        return "n/a".to_owned();
+    }
+    let hours = hours.max(0.0);
+    let seconds = (hours * 3600.0).round();
+    let minutes = (hours * 60.0).round();
+    if seconds < 60.0 {
+        format!("{seconds:.0} s")
+    } else if minutes < 60.0 {
+        format!("{:.0} min", minutes.max(1.0))
+    } else if minutes < 24.0 * 60.0 {
+        let whole = (minutes / 60.0).floor();
+        match minutes - whole * 60.0 {
+            m if m < 0.5 => format!("{whole:.0} h"),
+            m => format!("{whole:.0} h {m:02.0} min"),
+        }
     } else {
-        format!("{:.0} s", hours * 3600.0)
+        format!("{hours:.1} h")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: a span under an hour read "0 h" (and "0.0 h"); an hour and five minutes
+    /// read "1.1 h".
+    #[test]
+    fn spans_read_in_seconds_minutes_and_hours() {
+        assert_eq!(hours_text(9.0 / 3600.0), "9 s");
+        assert_eq!(hours_text(59.6 / 3600.0), "1 min");
+        assert_eq!(hours_text(14.0 / 60.0), "14 min");
+        assert_eq!(hours_text(59.7 / 60.0), "1 h");
+        assert_eq!(hours_text(65.0 / 60.0), "1 h 05 min");
+        assert_eq!(hours_text(7.0), "7 h");
+        assert_eq!(hours_text(23.99), "23 h 59 min");
+        assert_eq!(hours_text(168.0), "168.0 h");
+        assert_eq!(hours_text(0.0), "0 s");
+        assert_eq!(hours_text(-1e-9), "0 s");
+        assert_eq!(hours_text(f64::NAN), "n/a");
+    }
 
     #[test]
     fn accuracy_and_sampling_add_and_short_coverage_is_said() {

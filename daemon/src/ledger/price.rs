@@ -265,10 +265,10 @@ pub fn series_too_short(tariff: &Tariff) -> Option<String> {
     let (from_ms, to_ms) = set.window()?;
     (to_ms - from_ms < MIN_SERIES_WINDOW_MS).then(|| {
         format!(
-            "the price series ({}) span {:.1} h, less than a day: annual figures are at the \
+            "the price series ({}) span {}, less than a day: annual figures are at the \
              configured prices' mean over the year, not the series'",
             set.sources().join(", "),
-            (to_ms - from_ms) as f64 / 3_600_000.0
+            super::interval::hours_text((to_ms - from_ms) as f64 / 3_600_000.0)
         )
     })
 }
@@ -311,17 +311,18 @@ pub fn series_mean_price(tariff: &Tariff) -> Result<Option<(f64, PriceBasis)>, C
     };
     let fallback_hours = fallback_ms as f64 / 3_600_000.0;
     let mut text = format!(
-        "the time-weighted mean price of {} from {} to {} ({:.1} h)",
+        "the time-weighted mean price of {} from {} to {} ({})",
         set.sources().join(", "),
         day(from_ms),
         day(to_ms),
-        (to_ms - from_ms) as f64 / 3_600_000.0
+        super::interval::hours_text((to_ms - from_ms) as f64 / 3_600_000.0)
     );
     if fallback_hours > 0.0 {
         use std::fmt::Write as _;
         let _ = write!(
             text,
-            ", {fallback_hours:.1} h of it at the configured price (no slot)"
+            ", {} of it at the configured price (no slot)",
+            super::interval::hours_text(fallback_hours)
         );
     }
     Ok(Some((

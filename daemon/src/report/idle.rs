@@ -239,9 +239,9 @@ fn wakeup_lines(w: &crate::idle::wakeup_hours::StoredWakeups) -> Vec<String> {
             .join(", ")
     };
     let mut out = vec![format!(
-        "who woke the CPUs (sampled over {:.1} h of the window): {:.0} task wake-ups/s by \
+        "who woke the CPUs (sampled over {} of the window): {:.0} task wake-ups/s by \
          service: {}",
-        w.seconds / 3600.0,
+        crate::ledger::interval::hours_text(w.seconds / 3600.0),
         w.task_wakeups_per_s,
         list(&w.by_service)
     )];

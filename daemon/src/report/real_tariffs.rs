@@ -259,8 +259,9 @@ fn compare_tariffs(
                 .hypot(best.annual_cost_ci95.unwrap_or(0.0));
             if covered_hours < 24.0 {
                 out.no_verdict = Some(format!(
-                    "under a day measured ({covered_hours:.1} h): which tariff is cheapest for \
-                     this machine turns on the hours not yet measured"
+                    "under a day measured ({}): which tariff is cheapest for this machine \
+                     turns on the hours not yet measured",
+                    crate::ledger::interval::hours_text(covered_hours)
                 ));
             } else if saving > 0.0 && saving <= ci {
                 out.no_verdict = Some(format!(
@@ -285,8 +286,9 @@ fn compare_tariffs(
         if measured < crate::ledger::load_shape::WEEK_HOURS {
             out.notes.push(format!(
                 "each tariff prices a year of this machine's load in each hour of the week \
-                 from {covered_hours:.1} h measured: {measured} of the week's 168 hours, the \
-                 others at the measured mean"
+                 from {} measured: {measured} of the week's 168 hours, the others at the \
+                 measured mean",
+                crate::ledger::interval::hours_text(covered_hours)
             ));
         }
     }

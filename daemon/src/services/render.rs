@@ -73,8 +73,9 @@ pub fn wattson_line(e: &ServicesEstimate) -> Option<String> {
 fn heading(e: &ServicesEstimate) -> Vec<String> {
     let mut lines = vec![
         format!(
-            "Estimates, not measurements: {:.1} h of CPU time recorded, {:.1} h of it with wall readings.",
-            e.covered_hours, e.metered_hours
+            "Estimates, not measurements: {} of CPU time recorded, {} of it with wall readings.",
+            crate::ledger::interval::hours_text(e.covered_hours),
+            crate::ledger::interval::hours_text(e.metered_hours)
         ),
         format!("Basis: {}.", e.basis),
     ];

@@ -145,7 +145,7 @@ fn a_night_asleep_is_standby_measured_at_the_wall_and_priced_at_the_night_price(
         gap["reason"]
             .as_str()
             .unwrap()
-            .starts_with("the host was asleep for 7.0 h"),
+            .starts_with("the host was asleep for 7 h"),
         "{gap}"
     );
     let hours = gap["hours"].as_f64().unwrap();

@@ -294,7 +294,7 @@ fn a_price_series_of_under_a_day_does_not_price_the_year() {
     assert!(a.price_basis.is_none());
     assert!(a.mean_price_per_kwh < 0.11, "{}", a.mean_price_per_kwh);
     let note = series_too_short(&hour).unwrap();
-    assert!(note.contains("span 1.0 h, less than a day"), "{note}");
+    assert!(note.contains("span 1 h, less than a day"), "{note}");
     let day = with(24, 0.20);
     let a = annual_cost(100.0, None, &day, date(2026, 1, 1)).unwrap();
     assert!(a.price_basis.is_some());

@@ -423,10 +423,10 @@ fn candidate_figures(
     if !year.carries() {
         warnings.push(format!(
             "cannot carry this load: it would need up to {:.0} % of its maximum throughput, \
-             in {:.1} h; those hours are priced at 100 %, so its cost is understated, and it \
-             is not ranked",
+             in {}; those hours are priced at 100 %, so its cost is understated, and it is \
+             not ranked",
             year.peak_load * 100.0,
-            year.over_hours
+            crate::ledger::interval::hours_text(year.over_hours)
         ));
     }
     let annual = &year.annual;

@@ -462,11 +462,11 @@ fn measured(
     notes.extend(m.warnings.iter().map(|w| measured_note(w)));
     if !m.gaps.is_empty() {
         notes.push(format!(
-            "{} meter gap(s) totalling {:.1} h are not interpolated; measured figures are \
-             annualised over the {:.1} h covered",
+            "{} meter gap(s) totalling {} are not interpolated; measured figures are \
+             annualised over the {} covered",
             m.gaps.len(),
-            m.gap_hours,
-            m.covered_hours
+            crate::ledger::interval::hours_text(m.gap_hours),
+            crate::ledger::interval::hours_text(m.covered_hours)
         ));
     }
     if m.modelled.is_none() {

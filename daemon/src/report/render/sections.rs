@@ -469,12 +469,12 @@ pub fn gpu_lines(r: &Report) -> Vec<String> {
     let mut lines = Vec::new();
     for g in &r.gpus {
         lines.push(format!(
-            "{}: busy {}; idle with a resident process {}; idle bare {} (over {} h)",
+            "{}: busy {}; idle with a resident process {}; idle bare {} (over {})",
             g.channel,
             gpu_state(g.busy_watts, g.busy_share),
             gpu_state(g.idle_resident_watts, g.idle_resident_share),
             gpu_state(g.idle_bare_watts, g.idle_bare_share),
-            num(g.covered_hours, 2)
+            crate::ledger::interval::hours_text(g.covered_hours)
         ));
         lines.push(format!(
             "  {}: idle classified {}",

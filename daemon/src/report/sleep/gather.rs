@@ -186,10 +186,11 @@ pub fn section(
     let input = super::SleepInput {
         hours,
         history: format!(
-            "{source}'s stored history of {} from {} to {} ({covered_hours:.0} h of wall power)",
+            "{source}'s stored history of {} from {} to {} ({} of wall power)",
             asked.host,
             date(first.unwrap_or(from)),
-            date(to)
+            date(to),
+            crate::ledger::interval::hours_text(covered_hours)
         ),
         covered_hours,
         thresholds: asked.settings.thresholds,

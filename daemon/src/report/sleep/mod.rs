@@ -245,8 +245,9 @@ fn describe(out: &mut SleepReport, p: &SleepPlan, covered_hours: f64) {
     }
     if covered_hours < 2.0 * WEEK_HOURS as f64 {
         out.warnings.push(format!(
-            "{covered_hours:.0} h of history: each hour of the week seen about once; a job that \
-             runs less often than weekly may not be in it"
+            "{} of history: each hour of the week seen about once; a job that runs less \
+             often than weekly may not be in it",
+            crate::ledger::interval::hours_text(covered_hours)
         ));
     }
 }

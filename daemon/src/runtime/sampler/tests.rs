@@ -399,7 +399,7 @@ fn a_suspend_between_polls_is_one_gap_the_host_slept_in() {
             [(
                 last_good,
                 T0 + 3000 + SLEPT,
-                "the host was asleep for 7.0 h (the kernel's clocks)".to_owned()
+                "the host was asleep for 7 h (the kernel's clocks)".to_owned()
             )],
             "fail_from {fail_from}"
         );
