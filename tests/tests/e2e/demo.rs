@@ -258,8 +258,22 @@ fn the_demo_on_a_terminal_shows_progress_without_log_noise_and_keeps_its_duratio
     each_measured_warning_is_printed_once(&copy);
 }
 
+/// `text` split into the summary that leads it (its table of the answers, which names
+/// each warning they rest on) and the rest: the title and the report's sections.
+fn split_summary(text: &str) -> (&str, String) {
+    let start = text.find("Summary").expect("a summary");
+    let rest = &text[start..];
+    let table = rest
+        .find("\n|")
+        .or_else(|| rest.find("\n  "))
+        .expect("the summary's table");
+    let end = rest[table..].find("\n\n").map_or(rest.len(), |e| table + e);
+    (&rest[..end], format!("{}{}", &text[..start], &rest[end..]))
+}
+
 /// The kept demo database's report: the measured figure's warnings (a year from seconds) are
-/// printed once, under the figure, in the text formats; the JSON keeps them in `notes` too.
+/// printed once, under the figure, in the text formats, and named in the summary that leads
+/// them; the JSON keeps them in `notes` too.
 fn each_measured_warning_is_printed_once(db: &std::path::Path) {
     let report = |format: &str| {
         stdout_of(
@@ -282,13 +296,21 @@ fn each_measured_warning_is_printed_once(db: &std::path::Path) {
     let notes = json["notes"].to_string();
     for format in ["table", "markdown"] {
         let text = report(format);
+        let (summary, sections) = split_summary(&text);
         for w in &warnings {
             assert_eq!(
-                text.matches(w).count(),
+                sections.matches(w).count(),
                 1,
                 "{format}: {w:?} not once:\n{text}"
             );
             assert!(notes.contains(w), "the JSON's notes lack {w:?}: {notes}");
+            // Its first words, on the first line of its cell.
+            let words: Vec<&str> = w.split(' ').take(4).collect();
+            let start = words.join(" ");
+            assert!(
+                summary.contains("What to check") && summary.contains(&start),
+                "{format}: the summary does not name {start:?}:\n{summary}"
+            );
         }
     }
 }

@@ -17,7 +17,8 @@
 //!
 //! Here: the report, its configurations and their modes, and [`build`]; `select` picks the
 //! configurations, `configs` builds each one's figures, `sections` the regression, fit and
-//! GPU idle sections, `compare` the headline, the baseline and the comparisons.
+//! GPU idle sections, `compare` the headline, the baseline and the comparisons; `summary`
+//! restates the answers for the table that leads every text format.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -35,6 +36,7 @@ mod configs;
 mod schedule;
 mod sections;
 mod select;
+pub mod summary;
 #[cfg(test)]
 #[allow(clippy::many_single_char_names)]
 mod tests;
@@ -52,6 +54,7 @@ pub use sections::{
 };
 use sections::{fit_report, gpu_idle_report, regression_report};
 pub use select::{resolve_config_list, select_configs};
+pub use summary::{Summary, summary};
 
 /// The headline basis when a measured duty cycle decides it.
 pub const DUTY_CYCLE: &str = "duty cycle";

@@ -7,6 +7,7 @@ use crate::report::input::{FitInput, LevelInput, MeasuredInput, ModeInput, Repor
 use chrono::NaiveTime;
 
 mod candidates;
+mod summary;
 
 fn date(y: i32, m: u32, d: u32) -> NaiveDate {
     NaiveDate::from_ymd_opt(y, m, d).unwrap()

@@ -1,11 +1,12 @@
-//! One self-contained HTML file: inline CSS, the mode-by-configuration table, the report's
-//! sections, inline SVG charts (see [`super::charts`]) and the report JSON embedded in
+//! One self-contained HTML file: inline CSS, the summary table, the mode-by-configuration
+//! table, the report's sections, inline SVG charts (see [`super::charts`]) and the report
+//! JSON embedded in
 //! `<script type="application/json" id="wattson-report">`. It makes no external requests:
 //! no scripts, fonts, styles or images are fetched.
 
 use std::fmt::Write as _;
 
-use super::{RenderError, cell, charts, grid, json, sections, title};
+use super::{RenderError, cell, charts, grid, json, sections, summary, title};
 use crate::report::model::Report;
 
 /// The `id` of the embedded JSON block.
@@ -21,6 +22,15 @@ td { font-variant-numeric: tabular-nums; white-space: nowrap; }
 .meta { color: #555; }
 figure { margin: 1.5rem 0; } figure svg { max-width: 100%; height: auto; }
 .scroll { overflow-x: auto; }
+table.summary td, table.summary th { white-space: normal; overflow-wrap: break-word; }
+@media (max-width: 639px) {
+  table.summary, table.summary thead, table.summary tbody, table.summary tr, table.summary th, table.summary td { display: block; }
+  table.summary thead { display: none; }
+  table.summary tr { border: 1px solid #ccc; margin: 0 0 0.5rem; }
+  table.summary th, table.summary td { border: 0; padding: 0.2rem 0.6rem; }
+  table.summary td[data-label]::before { content: attr(data-label) ': '; color: #555; }
+  table.summary td:empty { display: none; }
+}
 li { overflow-wrap: anywhere; }
 ";
 
@@ -40,6 +50,47 @@ pub fn esc(s: &str) -> String {
     out
 }
 
+/// The summary that leads the report: a table in its own sideways-scrolling box, its
+/// cells wrapping at words; on a phone's width each row is a block of its own, its cells
+/// one under the other, each named (see [`STYLE`]). A sum of money or energy never breaks.
+fn summary_table(out: &mut String, r: &Report) {
+    let rows = summary::rows(&crate::report::model::summary(r), &r.currency);
+    if rows.is_empty() {
+        return;
+    }
+    let cur = r.currency.as_str();
+    let cell = |s: &str| {
+        esc(s)
+            .replace("± ", "±\u{a0}")
+            .replace(&format!("{cur} "), &format!("{cur}\u{a0}"))
+            .replace(" kWh", "\u{a0}kWh")
+            .replace("95 %", "95\u{a0}%")
+    };
+    let _ = write!(
+        out,
+        "<h2>{}</h2>\n<div class=\"scroll\">\n<table class=\"summary\">\n<thead><tr>",
+        summary::TITLE
+    );
+    for h in summary::HEADER {
+        let _ = write!(out, "<th scope=\"col\">{}</th>", esc(h));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for [answer, figure, from, sure] in &rows {
+        let _ = writeln!(
+            out,
+            "<tr><th scope=\"row\">{}</th><td>{}</td><td data-label=\"{}\">{}</td>\
+             <td data-label=\"{}\">{}</td></tr>",
+            cell(answer),
+            cell(figure),
+            esc(summary::HEADER[2]),
+            cell(from),
+            esc(summary::HEADER[3]),
+            cell(sure)
+        );
+    }
+    out.push_str("</tbody>\n</table>\n</div>\n");
+}
+
 /// The report as one HTML document.
 pub fn render(r: &Report) -> Result<String, RenderError> {
     let mut out = String::new();
@@ -55,6 +106,7 @@ pub fn render(r: &Report) -> Result<String, RenderError> {
             .as_ref()
             .map_or_else(String::new, |h| format!(" on {}", esc(h)))
     );
+    summary_table(&mut out, r);
     if !r.configs.is_empty() {
         // On a phone the table scrolls sideways in its own box; its figures never wrap.
         out.push_str(

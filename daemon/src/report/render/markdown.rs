@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{cell, grid, sections, title};
+use super::{cell, grid, sections, summary, title};
 use crate::report::model::Report;
 
 /// `s` as Markdown text that reads as itself: `&`, `<` and `>` as entities (no HTML tag,
@@ -110,7 +110,17 @@ pub fn row_holds<S: AsRef<str>>(cells: &[S]) -> Result<(), String> {
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# {}\n", text(&title(r)));
+    let rows = summary::rows(&crate::report::model::summary(r), &r.currency);
+    if !rows.is_empty() {
+        let _ = writeln!(out, "## {}\n", summary::TITLE);
+        let _ = writeln!(out, "{}\n|---|---|---|---|", row(&summary::HEADER));
+        for cells in &rows {
+            let _ = writeln!(out, "{}", row(cells));
+        }
+        out.push('\n');
+    }
     if !r.configs.is_empty() {
+        let _ = writeln!(out, "## Annual running cost by mode and configuration\n");
         let header: Vec<&str> = std::iter::once("Mode \\ Config")
             .chain(r.configs.iter().map(|c| c.name.as_str()))
             .collect();

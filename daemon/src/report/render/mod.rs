@@ -11,6 +11,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 mod sections;
+pub mod summary;
 pub mod table;
 
 use thiserror::Error;

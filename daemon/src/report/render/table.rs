@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Section, cell_parts, grid, sections, title};
+use super::{Section, cell_parts, grid, sections, summary, title};
 use crate::report::model::Report;
 
 const CORNER: &str = "Mode \\ Config";
@@ -21,6 +21,7 @@ fn pad(s: &str, w: usize) -> String {
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}\n", title(r));
+    write_summary(&mut out, r);
     let parts: Vec<(String, Vec<Option<[String; 3]>>)> = grid(r)
         .into_iter()
         .map(|(name, cells)| {
@@ -114,6 +115,93 @@ pub fn render(r: &Report) -> String {
     }
     write_sections(&mut out, &sections(r));
     out
+}
+
+/// The widest each summary column is before its cells wrap at words, in characters.
+const SUMMARY_WIDTHS: [usize; 4] = [24, 60, 40, 32];
+
+/// `s` in lines of at most `max` characters, broken after a `;` or `,` where a line can
+/// hold whole clauses, else at spaces (a longer word on a line of its own, whole).
+fn wrap(s: &str, max: usize) -> Vec<String> {
+    let mut clauses: Vec<String> = vec![String::new()];
+    for word in s.split(' ') {
+        let last = clauses.last_mut().map(|c| {
+            if !c.is_empty() {
+                c.push(' ');
+            }
+            c.push_str(word);
+        });
+        if last.is_some() && word.ends_with(';') {
+            clauses.push(String::new());
+        }
+    }
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    let mut add = |line: &mut String, piece: &str| {
+        if !line.is_empty() && width(line) + 1 + width(piece) > max {
+            lines.push(std::mem::take(line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(piece);
+    };
+    for clause in clauses.iter().filter(|c| !c.is_empty()) {
+        if width(clause) <= max {
+            add(&mut line, clause);
+        } else {
+            for word in clause.split(' ') {
+                add(&mut line, word);
+            }
+        }
+    }
+    lines.push(line);
+    lines
+}
+
+/// The summary as an aligned table of its four columns under its title, each cell wrapped
+/// at words to its column's width.
+fn write_summary(out: &mut String, r: &Report) {
+    let rows = summary::rows(&crate::report::model::summary(r), &r.currency);
+    if rows.is_empty() {
+        return;
+    }
+    let header = summary::HEADER.map(str::to_owned);
+    let wrapped: Vec<Vec<Vec<String>>> = std::iter::once(&header)
+        .chain(&rows)
+        .map(|row| {
+            row.iter()
+                .zip(SUMMARY_WIDTHS)
+                .map(|(c, max)| wrap(c, max))
+                .collect()
+        })
+        .collect();
+    let widths: Vec<usize> = (0..4)
+        .map(|k| {
+            wrapped
+                .iter()
+                .flat_map(|row| row[k].iter().map(|l| width(l)))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let _ = writeln!(out, "{}:", summary::TITLE);
+    for (i, row) in wrapped.iter().enumerate() {
+        let height = row.iter().map(Vec::len).max().unwrap_or(1);
+        for k in 0..height {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(lines, w)| pad(lines.get(k).map_or("", String::as_str), *w))
+                .collect();
+            let _ = writeln!(out, "  {}", cells.join("   ").trim_end());
+        }
+        if i == 0 {
+            let rule = widths.iter().sum::<usize>() + 3 * (widths.len() - 1);
+            let _ = writeln!(out, "  {}", "-".repeat(rule));
+        }
+    }
+    out.push('\n');
 }
 
 fn write_sections(out: &mut String, sections: &[Section]) {

@@ -3,7 +3,11 @@
 
 use super::*;
 
-fn candidate(name: &str, points: &[(f64, f64)], price: Option<f64>) -> crate::candidate::Candidate {
+pub(super) fn candidate(
+    name: &str,
+    points: &[(f64, f64)],
+    price: Option<f64>,
+) -> crate::candidate::Candidate {
     use crate::analysis::candidate::{Curve, CurveKind, CurvePoint};
     let curve = Curve::new(
         points
