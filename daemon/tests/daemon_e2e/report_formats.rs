@@ -266,8 +266,8 @@ fn html_is_self_contained_with_charts_and_the_json() {
     // Phone-ready: the viewport is the device's, and the wide table scrolls in its box.
     assert!(html.contains("<meta name=\"viewport\" content=\"width=device-width"));
     assert!(html.contains("<div class=\"scroll\">\n<table>"));
-    // Watts per level and annual cost per configuration.
-    assert_eq!(html.matches("<svg").count(), 2);
+    // Watts per level and annual cost per configuration, each for a desktop and a phone.
+    assert_eq!(html.matches("<svg").count(), 4);
     assert!(
         html.contains("Watts per load level") && html.contains("Annual cost per configuration")
     );
@@ -341,7 +341,7 @@ fn a_sweep_renders_error_bars_residency_and_its_fit() {
         .count();
     assert!(bars >= 15, "{bars} error-bar paths");
     assert!(html.contains("C-state residency per level"));
-    assert_eq!(html.matches("<svg").count(), 3);
+    assert_eq!(html.matches("<svg").count(), 6);
     // A name that would end the script block is escaped and survives the round trip.
     assert!(!html.contains("basket </script> now"));
     let json: serde_json::Value =

@@ -372,7 +372,7 @@ fn chart_fits_the_page(dir: &Path, html: &str) {
         html.replace(
             "</body>",
             "<script>(function(){const f=[...document.querySelectorAll('figure svg')].find(s=>\
-             s.textContent.includes('Keep this box'));const r=f.getBoundingClientRect();\
+             s.getBoundingClientRect().width>0&&s.textContent.includes('Keep this box'));const r=f.getBoundingClientRect();\
              const t=[...f.querySelectorAll('text')].map(x=>x.textContent.trim());\
              const p=document.createElement('pre');p.id='probe';p.textContent=JSON.stringify(\
              {w:r.width,h:r.height,vw:window.innerWidth,texts:t});document.body.appendChild(p);\

@@ -2,8 +2,12 @@
 //! one-day and a one-year database, laid out by headless Chromium. A probe script measures
 //! what was drawn (`getBBox` of every bar and label in each chart) and the test checks it:
 //! the per-day charts have one bar per day, each cost label sits above its bar, the headline
-//! chart is at the measured duty cycle, and the C-state chart shows the busy share.
-//! Screenshots are kept in `target/tmp/report-html/` to be looked at.
+//! chart is at the measured duty cycle, and the C-state chart shows the busy share. At a
+//! phone's width (390 px) and a desktop's (1280 px) the summary leads the report, no text is
+//! clipped, every chart's text is 11 px or more and inside its chart, and each bar chart has
+//! a slot per bar, its cheapest bar alone in green ([`layout`]). Screenshots are kept in
+//! `target/tmp/report-html/` to be looked at; `WATTSON_UPDATE_DIST=1` also writes those of
+//! the summary to `dashboards/report-390.png` and `dashboards/report-1280.png`.
 //!
 //! Needs Chromium (`apt-get install chromium`); skipped without it, except under CI=true,
 //! where it fails.
@@ -13,6 +17,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+
+mod layout;
 
 use serde_json::Value;
 use wattson::store::{Store, StoreOptions, Writer};
@@ -98,6 +104,8 @@ const PROBE: &str = r"<script>
 (function () {
   const figures = [];
   for (const svg of document.querySelectorAll('figure svg')) {
+    // Each chart is drawn twice, for a desktop's width and a phone's: the one shown.
+    if (svg.getBoundingClientRect().width === 0) continue;
     const size = svg.getBBox();
     const texts = [...svg.querySelectorAll('text')].map(t => {
       const b = t.getBBox();

@@ -1,6 +1,6 @@
 //! One self-contained HTML file: inline CSS, the summary table, the mode-by-configuration
-//! table, the report's sections, inline SVG charts (see [`super::charts`]) and the report
-//! JSON embedded in
+//! table, the report's sections, inline SVG charts (see [`super::charts`]: each drawn for a
+//! desktop's width and a phone's, a media query showing one) and the report JSON embedded in
 //! `<script type="application/json" id="wattson-report">`. It makes no external requests:
 //! no scripts, fonts, styles or images are fetched.
 
@@ -20,7 +20,12 @@ th, td { border: 1px solid #ccc; padding: 0.35rem 0.7rem; text-align: left; vert
 th { background: #f3f3f3; }
 td { font-variant-numeric: tabular-nums; white-space: nowrap; }
 .meta { color: #555; }
-figure { margin: 1.5rem 0; } figure svg { max-width: 100%; height: auto; }
+figure { margin: 1.5rem 0; }
+figure.chart svg { display: block; width: 100%; height: auto; }
+figure.chart .wide svg { max-width: 760px; }
+figure.chart .narrow { display: none; }
+figure.chart .narrow svg { max-width: 480px; }
+@media (max-width: 639px) { figure.chart .wide { display: none; } figure.chart .narrow { display: block; } }
 .scroll { overflow-x: auto; }
 table.summary td, table.summary th { white-space: normal; overflow-wrap: break-word; }
 @media (max-width: 639px) {
@@ -134,23 +139,24 @@ pub fn render(r: &Report) -> Result<String, RenderError> {
         }
         out.push_str("</ul>\n");
     }
-    let mut figures: Vec<String> = Vec::new();
-    figures.extend(charts::watts_per_level(r)?);
-    figures.extend(charts::annual_cost(r)?);
-    figures.extend(charts::candidates(r)?);
-    figures.extend(charts::per_day(r, true)?);
-    figures.extend(charts::per_day(r, false)?);
-    figures.extend(charts::residency(r)?);
+    let wide = charts::all(r, charts::Layout::Wide)?;
+    let narrow = charts::all(r, charts::Layout::Narrow)?;
     out.push_str("<h2>Charts</h2>\n");
-    if figures.is_empty() {
+    if wide.is_empty() {
         out.push_str(
             "<p class=\"meta\">Nothing to chart yet: no configuration, sweep or measured history \
              (run <code>wattson run</code> or <code>wattson sweep</code>, or add a \
              <code>[[config]]</code>).</p>\n",
         );
     }
-    for svg in figures {
-        let _ = writeln!(out, "<figure>\n{svg}\n</figure>");
+    // Each chart drawn for a desktop's width and a phone's: the page shows the one that
+    // fits, so neither is scaled down past legible.
+    for (w, n) in wide.iter().zip(&narrow) {
+        let _ = writeln!(
+            out,
+            "<figure class=\"chart\">\n<div class=\"wide\">\n{w}\n</div>\n\
+             <div class=\"narrow\">\n{n}\n</div>\n</figure>"
+        );
     }
     // `<` only occurs inside JSON strings, where `\u003c` means the same; escaping it keeps
     // `</script>` in a configuration name from ending the block.
