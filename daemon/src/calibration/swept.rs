@@ -125,7 +125,7 @@ pub fn fits(store: &Store, host: &str) -> Result<Vec<WallModel>, CalibrationErro
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// What a sweep stored before sweeps recorded the range they saw.

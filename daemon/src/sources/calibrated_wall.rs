@@ -189,17 +189,7 @@ mod tests {
 
     /// A sweep's fit as stored before sweeps recorded the range they saw.
     fn calibration(source: &str) -> Calibration {
-        Calibration {
-            source: source.into(),
-            intercept_w: 30.0,
-            slope: 1.1,
-            r2: 0.999,
-            rms_error_w: 0.75,
-            levels: 3,
-            estimate: true,
-            source_range_w: None,
-            wall_range_w: None,
-        }
+        swept::tests::old_row(source)
     }
 
     fn model(c: &Calibration) -> Option<WallModel> {
