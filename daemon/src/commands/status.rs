@@ -20,7 +20,7 @@ mod render;
 mod sources;
 
 use crate::ledger::costs::{self, CostSummary};
-use crate::ledger::counter::{self as ledger_counter, CounterCheck, SourceRejections};
+use crate::ledger::counter_check::{self as ledger_counter, CounterCheck, SourceRejections};
 use render::render;
 pub use sources::{SourceState, source_states};
 

@@ -20,7 +20,7 @@
 //!   energy and cost with an annual projection.
 //! - [`running`]: today's, this month's and all-time figures kept up to date cheaply for
 //!   the live outputs.
-//! - [`counter`]: the meter's own energy counter against the integral, and the readings
+//! - [`counter_check`]: the meter's own energy counter against the integral, and the readings
 //!   rejected as implausible.
 //! - [`power_line`]: a source's power bucket by bucket over a window (a minute from the
 //!   rollups, seconds from raw samples), with nothing where it covers no time: the live
@@ -36,7 +36,7 @@
 pub mod annual;
 pub mod candidate;
 pub mod costs;
-pub mod counter;
+pub mod counter_check;
 pub mod energy;
 pub mod error;
 pub mod estimated_cost;

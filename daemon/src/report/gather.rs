@@ -128,7 +128,7 @@ fn measured_input(
     series: bool,
     split: &dyn Fn(i64, i64) -> bool,
 ) -> Result<Option<MeasuredInput>, ProduceError> {
-    use crate::ledger::{counter, energy, interval};
+    use crate::ledger::{counter_check, energy, interval};
 
     let e = energy::energy(store, host, &source, first, to)?;
     if e.buckets.is_empty() {
@@ -138,7 +138,7 @@ fn measured_input(
     let power = e
         .mean_watts()
         .map(|w| interval::power_interval(w, e.covered_ms, &blocks, block, accuracy));
-    let counter = counter::cross_check(store, &e)?;
+    let counter = counter_check::cross_check(store, &e)?;
     let cpus = cpu_count(store, host)?;
     let utilisation = utilisation(store, host, (first, to), cpus)?;
     Ok(Some(MeasuredInput {

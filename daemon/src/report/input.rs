@@ -202,7 +202,7 @@ pub struct MeasuredInput {
     /// [`crate::ledger::interval`]).
     pub power: Option<crate::ledger::interval::PowerInterval>,
     /// The meter's own counter against the integral over the window.
-    pub counter: Option<crate::ledger::counter::CounterCheck>,
+    pub counter: Option<crate::ledger::counter_check::CounterCheck>,
     /// Hours whose energy and covered time are estimates.
     pub approximate_hours: u64,
     /// The outages in which the host was away (asleep, off), settled by the meter's

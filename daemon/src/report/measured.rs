@@ -64,7 +64,7 @@ pub struct MeasuredReport {
     /// The meter's own energy counter over the window against the integral (the energy of
     /// record), where the meter has one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub counter: Option<crate::ledger::counter::CounterCheck>,
+    pub counter: Option<crate::ledger::counter_check::CounterCheck>,
     /// Hours whose energy and covered time are estimates (rollups stored before covered
     /// time was, whose raw samples are gone).
     pub approximate_hours: u64,

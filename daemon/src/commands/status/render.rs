@@ -9,7 +9,7 @@ use wattson_collectors::{Metric, SourceId};
 
 use super::{PriceNow, Reading, Status, StoreStatus};
 use crate::ledger::costs::{self, CostSummary};
-use crate::ledger::counter::CounterCheck;
+use crate::ledger::counter_check::CounterCheck;
 
 fn label(metric: &str, channel: &str) -> String {
     match (metric, channel) {
