@@ -365,16 +365,7 @@ fn ragged(
     } else if raw_from.is_some_and(|f| f <= start.saturating_sub(max_pair)) {
         let span = (start.saturating_sub(max_pair), end.saturating_add(max_pair));
         let points = points_for(store, series, rule, span, end)?;
-        let gaps: Vec<(i64, i64)> = store
-            .gaps(
-                &series.host,
-                start.saturating_sub(max_pair),
-                end.saturating_add(max_pair),
-            )?
-            .into_iter()
-            .filter(|g| g.source == series.source)
-            .map(|g| (g.start_ms, g.end_ms))
-            .collect();
+        let gaps = store.gap_spans(series, span)?;
         let (wh, ms) = integrate::series_wh(&points, start, end, rule, &gaps);
         (wh, ms, false)
     } else {

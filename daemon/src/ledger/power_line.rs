@@ -92,12 +92,7 @@ pub fn by_step(
         to_ms.saturating_add(rule.max_ms),
     );
     let points = points_for(store, series, rule, (lo, hi), to_ms)?;
-    let gaps: Vec<(i64, i64)> = store
-        .gaps(&series.host, lo, hi)?
-        .into_iter()
-        .filter(|g| g.source == series.source)
-        .map(|g| (g.start_ms, g.end_ms))
-        .collect();
+    let gaps: Vec<(i64, i64)> = store.gap_spans(series, (lo, hi))?;
     let (mut wh, mut ms) = (vec![0.0; n], vec![0_i64; n]);
     let index = |t: i64| usize::try_from((t - from) / step).unwrap_or(0).min(n - 1);
     for w in points.windows(2).filter(|w| w[1].0 > w[0].0) {

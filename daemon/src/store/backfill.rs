@@ -108,12 +108,7 @@ fn from_raw(
     let max_pair = rule.max_ms;
     let (from, to) = (h.hour_ms, h.hour_ms + HOUR_MS);
     let points = store.raw_points(series, from - max_pair, to + max_pair)?;
-    let gaps: Vec<(i64, i64)> = store
-        .gaps(&series.host, from - max_pair, to + max_pair)?
-        .into_iter()
-        .filter(|g| g.source == series.source)
-        .map(|g| (g.start_ms, g.end_ms))
-        .collect();
+    let gaps: Vec<(i64, i64)> = store.gap_spans(series, (from - max_pair, to + max_pair))?;
     let mut minutes: BTreeMap<u8, MinuteRollup> = h
         .minutes
         .drain(..)

@@ -41,6 +41,21 @@ impl Store {
         self.gaps_where(host, (from_ms, to_ms), false)
     }
 
+    /// The spans `(start_ms, end_ms)` of `series`' own gaps overlapping `[from_ms, to_ms)`,
+    /// by start: what integrating the series leaves out.
+    pub fn gap_spans(
+        &self,
+        series: &super::Series,
+        (from_ms, to_ms): (i64, i64),
+    ) -> Result<Vec<(i64, i64)>, StoreError> {
+        Ok(self
+            .gaps(&series.host, from_ms, to_ms)?
+            .into_iter()
+            .filter(|g| g.source == series.source)
+            .map(|g| (g.start_ms, g.end_ms))
+            .collect())
+    }
+
     /// The gaps of `host` overlapping `[from_ms, to_ms)` in which the host was away
     /// (asleep, off), by start: the few rows standby is measured from, read at every
     /// publish, so the others are left in the database.

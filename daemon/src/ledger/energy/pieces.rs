@@ -120,12 +120,7 @@ fn raw_minutes(
         return Ok(None);
     }
     let points = points_for(store, series, rule, (lo, hi), end)?;
-    let gaps: Vec<(i64, i64)> = store
-        .gaps(&series.host, lo, hi)?
-        .into_iter()
-        .filter(|g| g.source == series.source)
-        .map(|g| (g.start_ms, g.end_ms))
-        .collect();
+    let gaps: Vec<(i64, i64)> = store.gap_spans(series, (lo, hi))?;
     let mut out = Vec::new();
     let mut m = floor_to(start, MINUTE_MS);
     while m < end {

@@ -337,12 +337,7 @@ fn energy_samples(
     };
     let first = cur.map_or(points[0].0, |c| c.sent_ts_ms);
     let last = points[points.len() - 1].0;
-    let gaps: Vec<(i64, i64)> = store
-        .gaps(&series.host, first, last.saturating_add(1))?
-        .into_iter()
-        .filter(|g| g.source == series.source)
-        .map(|g| (g.start_ms, g.end_ms))
-        .collect();
+    let gaps = store.gap_spans(series, (first, last.saturating_add(1)))?;
     let mut prev = cur.and_then(|c| c.last_watts.map(|w| (c.sent_ts_ms, w)));
     let mut joules = out.joules;
     let mut samples = Vec::with_capacity(points.len());
