@@ -14,6 +14,7 @@
 pub mod away;
 pub mod broker;
 pub mod browser;
+pub mod hand_year;
 pub mod http;
 pub mod idle;
 pub mod ledger;

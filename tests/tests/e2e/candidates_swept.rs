@@ -2,8 +2,8 @@
 //! `wattson candidate from-sweep` reads the sweep from that host's database file, its curve
 //! is the levels' watts at k busy CPUs of N, and its throughput over this machine's is the
 //! two sweeps' spin-loop rates with every CPU busy. `wattson report` then prices it on this
-//! machine's measured load (the hand integral of the sweep's curve to 0.1 %, the cost to the
-//! cent) and says where the curve and the ratio came from in every format. Sweeps that
+//! machine's measured load (the hand year of the sweep's curve by hour of the week, the cost
+//! to the cent) and says where the curve and the ratio came from in every format. Sweeps that
 //! cannot make a curve (short of every CPU, another loop kind, none) are refused with 65.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
 
@@ -17,7 +17,7 @@ use wattson::sweep::outcome::{LevelResult, SweepOutcome, fit_kind};
 use wattson::sweep::workload::LoopKind;
 use wattson_collectors::cpu::topology::CpuFacts;
 use wattson_collectors::{Metric, Sample};
-use wattson_tests::{q, wattson};
+use wattson_tests::{hand_year, q, wattson};
 
 const HOST: &str = "e2e";
 const PRICE: f64 = 0.09;
@@ -46,8 +46,9 @@ fn config(dir: &Path, db: &Path) -> std::path::PathBuf {
     path
 }
 
-/// A constant 70 W at the wall and the profile's CPU load, every 10 s, ending an hour ago.
-fn history(db: &Path) {
+/// A constant 70 W at the wall and the profile's CPU load, every 10 s, ending an hour ago;
+/// returns where it starts, UTC ms.
+fn history(db: &Path) -> i64 {
     let mut opts = StoreOptions {
         host: HOST.into(),
         ..StoreOptions::default()
@@ -56,6 +57,7 @@ fn history(db: &Path) {
     let hours: i64 = PROFILE.iter().map(|p| p.0).sum();
     let now = chrono::Utc::now().timestamp_millis();
     let mut t = (now / HOUR_MS - hours - 1) * HOUR_MS;
+    let start = t;
     let mut w = Writer::new(Store::open(db, &opts).unwrap(), opts.clone());
     for (h, busy) in PROFILE {
         let end = t + h * HOUR_MS;
@@ -68,6 +70,7 @@ fn history(db: &Path) {
         w.push(None, batch);
         w.flush().unwrap();
     }
+    start
 }
 
 /// Stores a complete spin sweep of `levels` on a host of `cpus` CPUs as `name` in `db`.
@@ -151,20 +154,11 @@ fn ok(config: &Path, args: &[&str]) -> String {
     out
 }
 
-/// Annual kWh of the other host's curve on this machine's profile at `ratio`, by hand.
-fn hand_kwh(ratio: f64) -> f64 {
+/// Annual kWh of the other host's curve on this machine's profile (from `start`) at
+/// `ratio`, by hand.
+fn hand_kwh(ratio: f64, start: i64) -> f64 {
     let pts: Vec<(f64, f64)> = MINI.iter().map(|l| (l.0 as f64 / 4.0, l.1)).collect();
-    let at = |u: f64| {
-        let i = pts.iter().position(|p| p.0 >= u).unwrap();
-        if pts[i].0 == u {
-            return pts[i].1;
-        }
-        let (a, b) = (pts[i - 1], pts[i]);
-        a.1 + (b.1 - a.1) * (u - a.0) / (b.0 - a.0)
-    };
-    let wh: f64 = PROFILE.iter().map(|&(h, u)| h as f64 * at(u / ratio)).sum();
-    let hours: f64 = PROFILE.iter().map(|p| p.0 as f64).sum();
-    wh / 1000.0 * 8760.0 / hours
+    hand_year::year_kwh(&PROFILE, start, |u| hand_year::curve_at(&pts, u / ratio))
 }
 
 #[test]
@@ -172,7 +166,7 @@ fn a_machine_swept_on_another_host_is_priced_on_this_load_with_its_measured_thro
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("w.db");
     let other = dir.path().join("mini.db");
-    history(&db);
+    let start = history(&db);
     sweep(&db, HOST, "this box", 2, &THIS);
     sweep(&other, "mini", "mini", 4, &MINI);
     sweep(&other, "mini", "half", 4, &MINI[..3]);
@@ -246,12 +240,16 @@ fn a_machine_swept_on_another_host_is_priced_on_this_load_with_its_measured_thro
     .unwrap();
     let c = &json["candidates"];
     let mini = &c["candidates"][0];
-    let want = hand_kwh(3.0);
+    let want = hand_kwh(3.0, start);
     let kwh = mini["annual_kwh"].as_f64().unwrap();
-    assert!((kwh - want).abs() / want < 0.001, "{kwh} kWh, hand {want}");
-    assert_eq!(
-        format!("{:.2}", mini["annual_cost"].as_f64().unwrap()),
-        format!("{:.2}", want * PRICE)
+    assert!((kwh - want).abs() / want < 1e-9, "{kwh} kWh, hand {want}");
+    // To the cent: within half a cent of the hand figure (comparing two roundings would
+    // fail on a figure that lands on a half cent, as 131.1667 kWh at 0.09 does).
+    let cost = mini["annual_cost"].as_f64().unwrap();
+    assert!(
+        (cost - want * PRICE).abs() < 0.005,
+        "{cost}, hand {}",
+        want * PRICE
     );
     assert_eq!(mini["perf_ratio_from"], "from sweep loop rates", "{mini}");
     assert_eq!(mini["interpolated"], false, "{mini}");
