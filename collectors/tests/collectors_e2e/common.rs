@@ -7,19 +7,19 @@ use std::path::{Path, PathBuf};
 use wattson_collectors::SysRoot;
 
 /// `tests/fixtures/<name>`.
-pub fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
 }
 
 /// The `sys/` and `proc/` of a fixture tree.
-pub fn root_at(dir: &Path) -> SysRoot {
+pub(crate) fn root_at(dir: &Path) -> SysRoot {
     SysRoot::new(dir.join("sys"), dir.join("proc"))
 }
 
 /// Copy the tree at `from` over `to` (symlinks kept as links).
-pub fn copy_tree(from: &Path, to: &Path) {
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
@@ -37,7 +37,7 @@ pub fn copy_tree(from: &Path, to: &Path) {
 
 /// Copy fixture trees into a temp dir, each over the one before (a base machine, then its
 /// overlays), so a test can change them.
-pub fn copy_fixtures(names: &[&str]) -> tempfile::TempDir {
+pub(crate) fn copy_fixtures(names: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for name in names {
         copy_tree(&fixture(name), dir.path());

@@ -21,20 +21,20 @@ use wattson::store::{DAY_MS, Store, StoreOptions, Writer};
 use super::{Host, YEAR_MS, ingest, write_rollups};
 
 /// Hosts in the fleet.
-pub const FLEET_HOSTS: usize = 10;
+pub(crate) const FLEET_HOSTS: usize = 10;
 /// 2025-01-01T00:00:00Z: a whole calendar year (not a leap year) of 365 days.
-pub const FLEET_YEAR_START: i64 = 1_735_689_600_000;
+pub(crate) const FLEET_YEAR_START: i64 = 1_735_689_600_000;
 /// The collector's own `[host] name`.
 const COLLECTOR: &str = "collector";
 
 /// The fleet's host names: `host-00`, `host-01`, ...
-pub fn host_name(i: usize) -> String {
+pub(crate) fn host_name(i: usize) -> String {
     format!("host-{i:02}")
 }
 
 /// Builds the fleet database at `path` (which must not exist yet), reporting progress on
 /// stderr.
-pub fn build(path: &Path, hosts: usize) {
+pub(crate) fn build(path: &Path, hosts: usize) {
     assert!(!path.exists(), "{} exists: remove it first", path.display());
     let options = StoreOptions {
         host: COLLECTOR.to_owned(),

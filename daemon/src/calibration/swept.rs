@@ -129,7 +129,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// What a sweep stored before sweeps recorded the range they saw.
-    pub fn old_row(source: &str) -> Calibration {
+    pub(crate) fn old_row(source: &str) -> Calibration {
         Calibration {
             source: source.into(),
             intercept_w: 30.0,

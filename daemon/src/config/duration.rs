@@ -144,7 +144,7 @@ impl fmt::Display for Range {
 /// A duration as written in the file (`"1s"`), parsed while the file is read so that a bad
 /// one is reported with its key and line like any other bad value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Written(pub Duration);
+pub(super) struct Written(pub Duration);
 
 impl<'de> serde::Deserialize<'de> for Written {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -156,13 +156,16 @@ impl<'de> serde::Deserialize<'de> for Written {
 }
 
 /// Serialize a duration as the file writes it (`"1s"`).
-pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format_duration(*d))
 }
 
 /// [`serialize`] for an optional duration (skip `None` with `skip_serializing_if`).
 #[allow(clippy::ref_option)] // serde's `serialize_with` passes a reference to the field
-pub fn serialize_opt<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn serialize_opt<S: serde::Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     match d {
         Some(d) => serialize(d, s),
         None => s.serialize_none(),

@@ -22,7 +22,7 @@ use super::{ConfigError, duration};
 /// `prometheus.remote_write_interval` when unset: half Prometheus' own default scrape interval
 /// (1 m), so the fleet's data is as fresh as a scrape's, at a third of the host's cost of a
 /// 10 s interval (BENCHMARKS.md, "Remote write: what it costs the host").
-pub const DEFAULT_REMOTE_WRITE_INTERVAL: Duration = Duration::from_secs(30);
+pub(super) const DEFAULT_REMOTE_WRITE_INTERVAL: Duration = Duration::from_secs(30);
 
 /// `prometheus.remote_write_interval`: 1 s to 1 h.
 pub const REMOTE_WRITE_INTERVAL: Range =

@@ -10,7 +10,8 @@ use super::{Store, StoreError, wal};
 
 /// What [`Store::path_changed`] says when the database file is still the one at its path
 /// but its write-ahead log (or shared-memory index) was deleted from under the connection.
-pub const LOG_DELETED: &str = "left without its write-ahead log (deleted by another process)";
+pub(super) const LOG_DELETED: &str =
+    "left without its write-ahead log (deleted by another process)";
 
 impl Store {
     /// Copies the write-ahead log into the database file and cuts the log to nothing, so

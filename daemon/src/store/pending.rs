@@ -92,7 +92,7 @@ pub(super) struct Dropped {
 }
 
 impl PendingQueue {
-    pub fn push(&mut self, item: Pending) {
+    pub(super) fn push(&mut self, item: Pending) {
         let bytes = item.bytes();
         self.samples += item.count();
         self.bytes += bytes;
@@ -100,26 +100,26 @@ impl PendingQueue {
     }
 
     /// Samples (and gaps) queued.
-    pub fn samples(&self) -> usize {
+    pub(super) fn samples(&self) -> usize {
         self.samples
     }
 
     /// Bytes of memory they take, about.
-    pub fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         self.bytes
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Pending> {
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Pending> {
         self.items.iter().map(|(p, _)| p)
     }
 
     /// Drops the oldest items until at most `max_bytes` remain; the newest item is always
     /// kept, however large.
-    pub fn drop_oldest(&mut self, max_bytes: usize) -> Dropped {
+    pub(super) fn drop_oldest(&mut self, max_bytes: usize) -> Dropped {
         let mut dropped = Dropped {
             samples: 0,
             oldest_ms: None,

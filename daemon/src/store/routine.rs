@@ -41,7 +41,7 @@ pub(super) struct Routines {
 
 impl Routines {
     /// Adds `routine`, due at once.
-    pub fn add(&mut self, id: RoutineId, routine: Box<dyn Routine>, period: Duration) {
+    pub(super) fn add(&mut self, id: RoutineId, routine: Box<dyn Routine>, period: Duration) {
         self.entries.push(Entry {
             id,
             routine,
@@ -51,12 +51,12 @@ impl Routines {
         });
     }
 
-    pub fn remove(&mut self, id: RoutineId) {
+    pub(super) fn remove(&mut self, id: RoutineId) {
         self.entries.retain(|e| e.id != id);
     }
 
     /// Runs every routine that is due or was asked for.
-    pub fn run_due(&mut self, store: &Store) {
+    pub(super) fn run_due(&mut self, store: &Store) {
         let now = Instant::now();
         for e in &mut self.entries {
             if std::mem::take(&mut e.asked) {
@@ -71,7 +71,7 @@ impl Routines {
     }
 
     /// Asks for a run of `id`, after what the writer holds now is flushed.
-    pub fn ask(&mut self, id: RoutineId) {
+    pub(super) fn ask(&mut self, id: RoutineId) {
         if let Some(e) = self.entries.iter_mut().find(|e| e.id == id) {
             e.asked = true;
         }
@@ -80,7 +80,7 @@ impl Routines {
     /// When the writer must wake for a routine although nothing else happens: half a
     /// period after the earliest is due. (One asked for runs in the iteration that asked,
     /// after the writer flushed what it held, so it needs no wake of its own.)
-    pub fn latest_wake(&self) -> Option<Instant> {
+    pub(super) fn latest_wake(&self) -> Option<Instant> {
         self.entries.iter().map(|e| e.due + e.period / 2).min()
     }
 }

@@ -16,38 +16,38 @@ use wattson_tests::{TestEnv, wattson};
 
 /// The day: 24 hours a minute at a time, ending on the minute an hour before now; the
 /// last hour a batch job above anything before.
-pub const DAY_MINUTES: usize = 24 * 60;
-pub const PEAK_MINUTES: usize = 60;
+pub(crate) const DAY_MINUTES: usize = 24 * 60;
+pub(crate) const PEAK_MINUTES: usize = 60;
 /// The meter is in for the first 14 hours, moved on, and back from 20:00 to 23:00.
-pub const METER_OUT: usize = 14 * 60;
-pub const METER_BACK: std::ops::Range<usize> = 20 * 60..23 * 60;
+pub(crate) const METER_OUT: usize = 14 * 60;
+pub(crate) const METER_BACK: std::ops::Range<usize> = 20 * 60..23 * 60;
 
-pub struct Day {
+pub(crate) struct Day {
     pub env: TestEnv,
     pub config: PathBuf,
     pub minutes: Vec<Minute>,
 }
 
 impl Day {
-    pub fn t(&self, minute: usize) -> String {
+    pub(crate) fn t(&self, minute: usize) -> String {
         rfc3339(self.minutes[0].start_ms + minute as i64 * MINUTE_MS)
     }
 }
 
-pub fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .unwrap()
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// The simulated day of `host` in a fresh database, the meter in where `with_meter` says.
-pub fn day_of(host: &str, with_meter: impl Fn(usize) -> bool) -> Day {
+pub(crate) fn day_of(host: &str, with_meter: impl Fn(usize) -> bool) -> Day {
     day_with_disk(host, with_meter, |_| None)
 }
 
 /// [`day_of`], with a disk `sda` spun up where `disk` says `Some(true)`
 /// ([`simulated_day::write_with_disk`]).
-pub fn day_with_disk(
+pub(crate) fn day_with_disk(
     host: &str,
     with_meter: impl Fn(usize) -> bool,
     disk: impl Fn(usize) -> Option<bool>,
@@ -78,13 +78,13 @@ pub fn day_with_disk(
 }
 
 /// The usual day: the meter in for the morning and back in the evening.
-pub fn usual_day() -> Day {
+pub(crate) fn usual_day() -> Day {
     day_of(wattson_tests::HOST, |i| {
         i < METER_OUT || METER_BACK.contains(&i)
     })
 }
 
-pub fn run(config: &Path, args: &[&str]) -> (i32, String, String) {
+pub(crate) fn run(config: &Path, args: &[&str]) -> (i32, String, String) {
     let out = wattson()
         .arg("--config")
         .arg(config)
@@ -98,20 +98,20 @@ pub fn run(config: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-pub fn ok(config: &Path, args: &[&str]) -> String {
+pub(crate) fn ok(config: &Path, args: &[&str]) -> String {
     let (code, out, err) = run(config, args);
     assert_eq!(code, 0, "wattson {args:?}: {err}{out}");
     out
 }
 
-pub fn json(config: &Path, args: &[&str]) -> Value {
+pub(crate) fn json(config: &Path, args: &[&str]) -> Value {
     let mut a = args.to_vec();
     a.push("--json");
     serde_json::from_str(&ok(config, &a)).unwrap()
 }
 
 /// `calibration fit` on the morning (the meter's first 14 hours), with `extra` options.
-pub fn fit_morning(day: &Day, extra: &[&str]) -> Value {
+pub(crate) fn fit_morning(day: &Day, extra: &[&str]) -> Value {
     let (since, until) = (day.t(0), day.t(METER_OUT));
     let mut args = vec!["calibration", "fit", "--since", &since, "--until", &until];
     args.extend_from_slice(extra);
@@ -119,7 +119,7 @@ pub fn fit_morning(day: &Day, extra: &[&str]) -> Value {
 }
 
 /// The true energy of the minutes `[from, to)` of the day that `e` did not withhold, Wh.
-pub fn truth_wh(day: &Day, from: usize, to: usize, e: &Value) -> f64 {
+pub(crate) fn truth_wh(day: &Day, from: usize, to: usize, e: &Value) -> f64 {
     let withheld: Vec<(i64, i64)> = e["withheld"]
         .as_array()
         .unwrap()
@@ -133,7 +133,7 @@ pub fn truth_wh(day: &Day, from: usize, to: usize, e: &Value) -> f64 {
         .sum()
 }
 
-pub fn estimate(day: &Day, from: usize, to: usize) -> Value {
+pub(crate) fn estimate(day: &Day, from: usize, to: usize) -> Value {
     json(
         &day.config,
         &[

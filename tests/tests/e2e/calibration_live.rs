@@ -21,14 +21,14 @@ use wattson_tests::{Child, wattson};
 use super::calibration::{METER_OUT, day_of, fit_morning, json};
 
 /// A fixture powercap zone whose counter follows `watts` (W, as f64 bits) in real time.
-pub struct Package {
+pub(crate) struct Package {
     watts: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Package {
-    pub fn start(sys: &std::path::Path, watts: f64) -> Package {
+    pub(crate) fn start(sys: &std::path::Path, watts: f64) -> Package {
         let zone = sys.join("class/powercap/intel-rapl:0");
         std::fs::create_dir_all(&zone).unwrap();
         std::fs::write(zone.join("name"), "package-0\n").unwrap();
@@ -58,7 +58,7 @@ impl Package {
         }
     }
 
-    pub fn set(&self, watts: f64) {
+    pub(crate) fn set(&self, watts: f64) {
         self.watts.store(watts.to_bits(), Ordering::Relaxed);
     }
 }
@@ -73,7 +73,7 @@ impl Drop for Package {
 }
 
 /// The estimate samples stored after `after_ms`: `(ts, W)`.
-pub fn estimates(db: &std::path::Path, channel: &str, after_ms: i64) -> Vec<(i64, f64)> {
+pub(crate) fn estimates(db: &std::path::Path, channel: &str, after_ms: i64) -> Vec<(i64, f64)> {
     let Some(store) = wattson_tests::open_db(db) else {
         return Vec::new();
     };

@@ -35,7 +35,7 @@ mod verdict {
     ];
 
     /// `DEVICE_CLASS_STATE_CLASSES` for the classes wattson uses.
-    pub fn impossible(config: &Value) -> Option<String> {
+    pub(super) fn impossible(config: &Value) -> Option<String> {
         let dc = config["device_class"].as_str()?;
         let sc = config["state_class"].as_str()?;
         let allowed: &[&str] = match dc {
@@ -64,7 +64,7 @@ mod verdict {
     }
 
     /// `_async_validate_usage_stat` on an energy entity with its current state.
-    pub fn usage_issues(config: &Value, state: Option<f64>) -> Vec<&'static str> {
+    pub(super) fn usage_issues(config: &Value, state: Option<f64>) -> Vec<&'static str> {
         let mut issues = Vec::new();
         match state {
             None => issues.push("entity_unavailable"),
@@ -84,7 +84,7 @@ mod verdict {
     }
 
     /// `_async_validate_cost_stat` on a cost entity.
-    pub fn cost_issues(config: &Value) -> Vec<&'static str> {
+    pub(super) fn cost_issues(config: &Value) -> Vec<&'static str> {
         let mut issues = Vec::new();
         common(config, &mut issues);
         issues
@@ -92,7 +92,7 @@ mod verdict {
 
     /// The state field a wattson entity's value template reads
     /// (`{{ value_json.FIELD | default(none) }}`).
-    pub fn value(config: &Value, state: &Value) -> Option<f64> {
+    pub(super) fn value(config: &Value, state: &Value) -> Option<f64> {
         let t = config["value_template"].as_str()?;
         let field = t
             .split("value_json.")

@@ -35,13 +35,13 @@ fn cannot(what: &str) {
 }
 
 /// A tmpfs of `size` (`2m`, `8m`) mounted on a new directory; unmounted on drop.
-pub struct SmallFs {
+pub(crate) struct SmallFs {
     pub path: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl SmallFs {
-    pub fn mount(size: &str) -> Option<SmallFs> {
+    pub(crate) fn mount(size: &str) -> Option<SmallFs> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("small");
         std::fs::create_dir(&path).unwrap();
@@ -73,7 +73,7 @@ impl SmallFs {
 
     /// Fills the file system and keeps it full (space the daemon frees is taken again)
     /// until the returned filler is dropped, which removes it.
-    pub fn fill(&self) -> Filler {
+    pub(crate) fn fill(&self) -> Filler {
         let path = self.path.join("filler");
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (tx, full) = std::sync::mpsc::channel();
@@ -104,7 +104,7 @@ impl SmallFs {
 }
 
 /// Keeps a file system full while it lives.
-pub struct Filler {
+pub(crate) struct Filler {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }

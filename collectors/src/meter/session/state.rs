@@ -83,7 +83,7 @@ pub(super) struct AddressState {
 /// answered exception 0x02 for a while (busy, mid-configuration) is not believed to lack a
 /// register for the rest of the run. Once an hour at 1 s; one refused request each time on
 /// a meter that does lack it.
-pub const ASK_LACKS_AGAIN_EVERY: u32 = 3600;
+pub(super) const ASK_LACKS_AGAIN_EVERY: u32 = 3600;
 
 impl AddressState {
     /// Empty the registers the meter is believed to lack once every

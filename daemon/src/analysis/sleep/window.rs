@@ -35,7 +35,7 @@ impl fmt::Display for Window {
 
 /// The windows (earliest start first) of the hours of the day `idle` on at least
 /// `t.min_idle_days_percent` of the days `measured` says hold them.
-pub fn choose(
+pub(super) fn choose(
     idle: &dyn Fn(usize) -> bool,
     measured: &dyn Fn(usize) -> bool,
     t: &Thresholds,

@@ -45,7 +45,7 @@ fn now_text() -> String {
     clippy::disallowed_methods,
     reason = "the tmpfiles.d file: never a database"
 )]
-pub fn apply(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<ExitCode> {
+pub(super) fn apply(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<ExitCode> {
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
     let store = open(config, db)?;
     let effects = idle_store::latest_effects(&store, &config.host.name)?;
@@ -197,7 +197,7 @@ fn humantime(d: Duration) -> String {
 }
 
 /// `wattson idle --revert`.
-pub fn revert(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<ExitCode> {
+pub(super) fn revert(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<ExitCode> {
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
     let store = open(config, db)?;
     let catalogue = Catalogue::of(&root);

@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use crate::config::RemoteWriteUrl;
 
 /// How long one request may take, connection included.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The most of a response read (its status line and a receiver's error text).
 const MAX_RESPONSE: usize = 64 * 1024;
 
@@ -56,7 +56,7 @@ impl Auth {
 
 /// What the receiver made of a request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(super) enum Outcome {
     /// 2xx: stored.
     Accepted,
     /// 400: the receiver will never take these samples (out of order, duplicate with
@@ -67,7 +67,7 @@ pub enum Outcome {
 }
 
 /// POSTs `body` (a snappy-compressed `WriteRequest`) to `url`.
-pub async fn post(url: &RemoteWriteUrl, auth: &Auth, body: &[u8]) -> Outcome {
+pub(super) async fn post(url: &RemoteWriteUrl, auth: &Auth, body: &[u8]) -> Outcome {
     match tokio::time::timeout(REQUEST_TIMEOUT, exchange(url, auth, body)).await {
         Err(_) => Outcome::Failed(format!("no answer within {}s", REQUEST_TIMEOUT.as_secs())),
         Ok(Err(e)) => Outcome::Failed(e.to_string()),
@@ -76,7 +76,7 @@ pub async fn post(url: &RemoteWriteUrl, auth: &Auth, body: &[u8]) -> Outcome {
 }
 
 /// The outcome of a response's status and text.
-pub fn classify(status: u16, text: &str) -> Outcome {
+pub(super) fn classify(status: u16, text: &str) -> Outcome {
     let text = text.trim().chars().take(300).collect::<String>();
     match status {
         200..=299 => Outcome::Accepted,

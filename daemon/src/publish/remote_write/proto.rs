@@ -5,7 +5,7 @@
 
 /// `prometheus.WriteRequest`: field 1, the time series (2, metadata, is not sent).
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct WriteRequest {
+pub(super) struct WriteRequest {
     #[prost(message, repeated, tag = "1")]
     pub timeseries: Vec<TimeSeries>,
 }
@@ -40,7 +40,7 @@ pub struct Sample {
 
 /// The request body: the encoded message, snappy-compressed in the block format (not the
 /// framed one) as remote write requires.
-pub fn body(request: &WriteRequest) -> Result<Vec<u8>, snap::Error> {
+pub(super) fn body(request: &WriteRequest) -> Result<Vec<u8>, snap::Error> {
     let bytes = prost::Message::encode_to_vec(request);
     snap::raw::Encoder::new().compress_vec(&bytes)
 }

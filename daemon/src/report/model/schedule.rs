@@ -61,7 +61,7 @@ fn mode_hours(schedule: &Schedule) -> Vec<ModeHours> {
 
 /// The section for each of `configs` on its own schedule (`own(name)`), else on `default`
 /// (`--schedule`), from the local day `day_ms` falls in; `None` where none has a schedule.
-pub fn schedule_report(
+pub(super) fn schedule_report(
     default: Option<&Schedule>,
     own: &dyn Fn(&str) -> Option<Schedule>,
     configs: &[ConfigReport],

@@ -31,14 +31,14 @@ const EDGE_MS: i64 = 2_000;
 const AFTER_MS: i64 = 5 * 60_000;
 
 /// How long after a gap's end the counter reading it is settled by comes, at least, ms.
-pub const SETTLE_MS: i64 = 5_000;
+pub(super) const SETTLE_MS: i64 = 5_000;
 
 /// How far back the counter's resolution is looked for, ms.
 const STEP_LOOKBACK_MS: i64 = 10 * 60_000;
 
 /// What the counter says of one gap.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Counted {
+pub(super) struct Counted {
     pub wh: Option<f64>,
     pub step_wh: Option<f64>,
     pub note: String,
@@ -47,7 +47,12 @@ pub struct Counted {
 /// The counter's movement from `before` to `after` (`(ts, Wh)`), less `sampled` Wh (what
 /// the integral has of that time), with the counter's `step`: counted when it went up by no
 /// more than any plausible load could use in that time, else not counted, with why.
-pub fn counted(before: (i64, f64), after: (i64, f64), sampled: f64, step: Option<f64>) -> Counted {
+pub(super) fn counted(
+    before: (i64, f64),
+    after: (i64, f64),
+    sampled: f64,
+    step: Option<f64>,
+) -> Counted {
     let ms = (after.0 - before.0).max(0);
     let bound = MAX_POWER_W * ms as f64 / 3_600_000.0 + step.unwrap_or(0.0);
     if after.1 < before.1 {

@@ -152,7 +152,7 @@ mod scripted {
     /// One session: CONNACK (with `session_present`), SUBACK, then PUBLISH `payload` on
     /// `topic` at QoS 1 with packet id 7 (`dup` set on a redelivery). Serves until the
     /// client goes away; returns whether it acknowledged packet 7.
-    pub fn serve(
+    pub(super) fn serve(
         listener: &TcpListener,
         session_present: bool,
         topic: &str,

@@ -49,7 +49,7 @@ fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
 /// The host's report over its stored samples up to `mark`, from Prometheus and from its
 /// own database: the same JSON, figure for figure; the fleet collector's (states once a
 /// second, means of the host's samples) the same annual cost to the cent.
-pub fn the_engines_report_is_the_stores(
+pub(super) fn the_engines_report_is_the_stores(
     h: &Host,
     prom: SocketAddr,
     mark: i64,
@@ -122,7 +122,7 @@ pub fn the_engines_report_is_the_stores(
 
 /// `--host a,b` reads each host: in JSON an array of their reports, the first the one asked
 /// for alone over the same window; CSV, which holds one report, is refused for several.
-pub fn several_hosts_give_a_report_each(
+pub(super) fn several_hosts_give_a_report_each(
     hosts: [&Host; 2],
     prom: SocketAddr,
     mark: i64,
@@ -166,7 +166,7 @@ pub fn several_hosts_give_a_report_each(
 }
 
 /// A host Prometheus holds nothing of is refused, naming the hosts it does hold.
-pub fn a_host_the_engine_lacks_is_named_with_those_it_has(prom: SocketAddr, config: &Path) {
+pub(super) fn a_host_the_engine_lacks_is_named_with_those_it_has(prom: SocketAddr, config: &Path) {
     let out = wattson_tests::wattson()
         .arg("--config")
         .arg(config)

@@ -26,7 +26,7 @@ use super::frames::Filter;
 use crate::publish::mqtt::Broker;
 
 /// How to reach the broker.
-pub struct Upstream {
+pub(super) struct Upstream {
     pub broker: Broker,
     /// TLS settings for `mqtts://`; `None` for plain TCP.
     pub tls: Option<Arc<rustls::ClientConfig>>,
@@ -54,7 +54,7 @@ impl Shared {
 }
 
 /// A running relay; stops when dropped.
-pub struct Relay {
+pub(super) struct Relay {
     path: String,
     shared: Arc<Shared>,
     accept: JoinHandle<()>,
@@ -64,7 +64,7 @@ impl Relay {
     /// Listen on a new abstract socket and relay each connection to `upstream`, passing
     /// PUBLISH payloads of up to `max_payload` bytes (larger ones are marked with `nonce`).
     /// Needs a tokio runtime.
-    pub fn start(
+    pub(super) fn start(
         upstream: Upstream,
         max_payload: usize,
         nonce: [u8; 16],
@@ -91,18 +91,18 @@ impl Relay {
     }
 
     /// The socket the client dials (an abstract name: it starts with NUL).
-    pub fn path(&self) -> &str {
+    pub(super) fn path(&self) -> &str {
         &self.path
     }
 
     /// Why the last relayed connection failed or ended, once.
-    pub fn take_error(&self) -> Option<String> {
+    pub(super) fn take_error(&self) -> Option<String> {
         self.shared.error.lock().ok().and_then(|mut e| e.take())
     }
 
     /// Wait (at most `within`) until the bytes the client wrote before closing its end have
     /// been handed to the broker's socket: the publisher's `offline` and DISCONNECT.
-    pub async fn finish(&self, within: Duration) {
+    pub(super) async fn finish(&self, within: Duration) {
         let link = self.shared.link.lock().ok().and_then(|mut l| l.take());
         if let Some(mut link) = link
             && tokio::time::timeout(within, &mut link).await.is_err()

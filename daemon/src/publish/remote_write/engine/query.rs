@@ -19,22 +19,22 @@ use crate::publish::remote_write::Auth;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long all of a report's queries may take together: a year of a dozen series is a
 /// few thousand queries, each a few milliseconds on an engine that answers.
-pub const DEADLINE: Duration = Duration::from_secs(300);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(300);
 /// Seconds that replace [`DEADLINE`] where set (tests of an engine that never finishes).
 const DEADLINE_ENV: &str = "WATTSON_PROMETHEUS_DEADLINE_S";
 /// The largest answer read: a day of one series at 1 Hz is about 3 MB of JSON, ten years
 /// of a day's counts of a hundred series about 30 MB.
-pub const MAX_ANSWER: usize = 32 * 1024 * 1024;
+pub(crate) const MAX_ANSWER: usize = 32 * 1024 * 1024;
 /// The most series one answer may hold: one a source, core or GPU of one host, of one
 /// name. More is not one host's series.
-pub const MAX_SERIES: usize = 4096;
+pub(crate) const MAX_SERIES: usize = 4096;
 
 /// A series' labels (without `__name__` where a function dropped it) and its points,
 /// `(ts_ms, value)` in time order, every value as the engine gave it.
-pub type Series = (BTreeMap<String, String>, Vec<(i64, f64)>);
+pub(crate) type Series = (BTreeMap<String, String>, Vec<(i64, f64)>);
 
 /// An engine's query API at a base URL (`http://HOST:PORT[/PREFIX]`).
-pub struct Engine {
+pub(crate) struct Engine {
     url: RemoteWriteUrl,
     auth: Auth,
     runtime: tokio::runtime::Runtime,
@@ -46,7 +46,7 @@ pub struct Engine {
 
 impl Engine {
     /// The engine at `url`, authenticating with `auth`.
-    pub fn new(url: RemoteWriteUrl, auth: Auth) -> Result<Engine, EngineError> {
+    pub(crate) fn new(url: RemoteWriteUrl, auth: Auth) -> Result<Engine, EngineError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -65,12 +65,12 @@ impl Engine {
     }
 
     /// The URL as given.
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.url.text
     }
 
     /// `query` evaluated at `at_ms`: a range selector's raw samples, per series.
-    pub fn instant(&self, query: &str, at_ms: i64) -> Result<Vec<Series>, EngineError> {
+    pub(crate) fn instant(&self, query: &str, at_ms: i64) -> Result<Vec<Series>, EngineError> {
         let data: Matrix = self.get(
             "/api/v1/query",
             &[("query", query), ("time", &seconds(at_ms))],
@@ -79,7 +79,7 @@ impl Engine {
     }
 
     /// `query` evaluated from `start_ms` to `end_ms` every `step_ms`, per series.
-    pub fn range(
+    pub(crate) fn range(
         &self,
         query: &str,
         start_ms: i64,
@@ -99,7 +99,11 @@ impl Engine {
     }
 
     /// The values label `name` takes on the series `matcher` picks.
-    pub fn label_values(&self, name: &str, matcher: &str) -> Result<Vec<String>, EngineError> {
+    pub(crate) fn label_values(
+        &self,
+        name: &str,
+        matcher: &str,
+    ) -> Result<Vec<String>, EngineError> {
         let data: Bounded<Option<String>> = self.get(
             &format!("/api/v1/label/{name}/values"),
             &[("match[]", matcher)],
@@ -344,7 +348,10 @@ impl Matrix {
 
 /// `name{label="value",...}`: a selector of exactly those labels, values escaped
 /// ([`string`]).
-pub fn selector<'a>(name: &str, labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+pub(crate) fn selector<'a>(
+    name: &str,
+    labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> String {
     let matchers: Vec<String> = labels
         .into_iter()
         .map(|(k, v)| format!("{k}=\"{}\"", string(v)))
@@ -355,7 +362,7 @@ pub fn selector<'a>(name: &str, labels: impl IntoIterator<Item = (&'a str, &'a s
 /// `value` as the inside of a PromQL double-quoted string (Go's escapes): backslash and
 /// quote escaped, and every control character and line separator written as an escape, so
 /// that the string is one line wherever it goes (a query, a rules file's YAML block).
-pub fn string(value: &str) -> String {
+pub(crate) fn string(value: &str) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {

@@ -11,9 +11,9 @@ use crate::ledger::price::format_money;
 use crate::report::model::{DUTY_CYCLE, LevelReport, Report};
 
 /// Every bar but the cheapest.
-pub const NEUTRAL: RGBColor = RGBColor(0x8A, 0x97, 0xA6);
+pub(super) const NEUTRAL: RGBColor = RGBColor(0x8A, 0x97, 0xA6);
 /// The cheapest bar (of those that carry the load).
-pub const CHEAPEST: RGBColor = RGBColor(0x2E, 0x7D, 0x32);
+pub(super) const CHEAPEST: RGBColor = RGBColor(0x2E, 0x7D, 0x32);
 
 /// A bar's share of its slot.
 const BAR: f64 = 0.7;

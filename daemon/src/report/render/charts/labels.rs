@@ -14,11 +14,11 @@ use std::fmt::Write as _;
 const CHAR_WIDTH: f64 = 0.6;
 
 /// Lines are this many font sizes apart.
-pub const LINE_HEIGHT: f64 = 1.25;
+pub(super) const LINE_HEIGHT: f64 = 1.25;
 
 /// How a label sits on its point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Anchor {
+pub(super) enum Anchor {
     /// Centred on x, its first line's top at y.
     TopMiddle,
     /// Centred on x, its last line's bottom at y.
@@ -29,7 +29,7 @@ pub enum Anchor {
 
 /// One label, placed.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Label {
+pub(super) struct Label {
     pub x: f64,
     pub y: f64,
     pub anchor: Anchor,
@@ -41,18 +41,18 @@ pub struct Label {
 }
 
 /// How many characters of a font of `size` fit in `width`.
-pub fn chars_in(width: f64, size: f64) -> usize {
+pub(super) fn chars_in(width: f64, size: f64) -> usize {
     ((width / (size * CHAR_WIDTH)).floor() as usize).max(1)
 }
 
 /// The height of `lines` lines of a font of `size`.
-pub fn height_of(lines: usize, size: f64) -> f64 {
+pub(super) fn height_of(lines: usize, size: f64) -> f64 {
     lines as f64 * size * LINE_HEIGHT
 }
 
 /// A text broken into lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Wrapped {
+pub(super) struct Wrapped {
     /// Each line but the last ends in the space it was broken at, or in nothing where a
     /// word was broken: joined, they read as the text.
     pub lines: Vec<String>,
@@ -64,12 +64,12 @@ pub struct Wrapped {
 
 impl Wrapped {
     /// Every word whole, and nothing left out.
-    pub fn whole(&self) -> bool {
+    pub(super) fn whole(&self) -> bool {
         self.title.is_none() && !self.broke_a_word
     }
 
     /// The longest line's characters.
-    pub fn widest(&self) -> usize {
+    pub(super) fn widest(&self) -> usize {
         (self.lines.iter())
             .map(|l| l.trim_end().chars().count())
             .max()
@@ -80,7 +80,7 @@ impl Wrapped {
 /// `text` in lines of at most `max` characters, broken at spaces (a longer word broken
 /// where it must), at most `max_lines` of them; the last one ends in "…" where the text
 /// goes on, and the whole text is kept to title it.
-pub fn wrap(text: &str, max: usize, max_lines: usize) -> Wrapped {
+pub(super) fn wrap(text: &str, max: usize, max_lines: usize) -> Wrapped {
     let max = max.max(2);
     let mut lines: Vec<String> = Vec::new();
     let mut line = String::new();
@@ -143,7 +143,7 @@ fn esc(s: &str) -> String {
 
 impl Label {
     /// `text` wrapped to `width` at font `size`, in at most `max_lines` lines.
-    pub fn fitted(
+    pub(super) fn fitted(
         text: &str,
         (x, y): (f64, f64),
         anchor: Anchor,
@@ -164,7 +164,7 @@ impl Label {
 
     /// The label as one SVG `<text>`: a `<tspan>` a line (joined, they read as the text),
     /// its `<title>` first where it has one.
-    pub fn svg(&self) -> String {
+    pub(super) fn svg(&self) -> String {
         let line_h = self.size * LINE_HEIGHT;
         let ascent = self.size * 0.8;
         let first = match self.anchor {
@@ -203,7 +203,7 @@ impl Label {
 
 /// A straight stroke: a tick mark, or a legend's swatch.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Stroke {
+pub(super) struct Stroke {
     pub from: (f64, f64),
     pub to: (f64, f64),
     /// `#RRGGBB`.
@@ -223,14 +223,14 @@ impl Stroke {
 
 /// What a chart adds to plotters' drawing.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Marks {
+pub(super) struct Marks {
     pub labels: Vec<Label>,
     pub strokes: Vec<Stroke>,
 }
 
 impl Marks {
     /// `svg` with these added as its last elements (drawn over the rest).
-    pub fn onto(&self, mut svg: String) -> String {
+    pub(super) fn onto(&self, mut svg: String) -> String {
         let at = svg.rfind("</svg>").unwrap_or(svg.len());
         let text: String = (self.strokes.iter().map(Stroke::svg))
             .chain(self.labels.iter().map(Label::svg))
@@ -243,7 +243,7 @@ impl Marks {
     /// or a line; no swatch without a colour) from `(x, y)` in rows `width` wide, entries
     /// side by side where they fit, a name too long for a row broken over lines; returns
     /// the height it took.
-    pub fn legend(
+    pub(super) fn legend(
         &mut self,
         entries: &[(String, Option<String>, bool)],
         (x, y): (f64, f64),
