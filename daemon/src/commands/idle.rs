@@ -22,10 +22,10 @@ use super::interrupt::SignalWatch;
 use crate::cli::IdleArgs;
 use crate::config::Config;
 use crate::control::MeterLink;
-use crate::idle::candidates::{self, Allowlist, Candidate};
 use crate::idle::explain;
 use crate::idle::measure::{self, Outcome, Plan, Progress};
 use crate::idle::store::{self as idle_store, Effect, describe_delta};
+use crate::idle::trials::{self, Allowlist, Trial};
 use crate::idle::{journal, keep_advice};
 use crate::store::Store;
 use crate::sweep::fingerprint::Fingerprint;
@@ -175,20 +175,20 @@ fn measure_all(args: &IdleArgs, config: &Config, db: &Path) -> anyhow::Result<Ex
         plan.phase.as_secs_f64(),
         chosen
             .iter()
-            .map(|c| plan.for_candidate(c).max_per_setting())
+            .map(|c| plan.for_trial(c).max_per_setting())
             .max()
             .unwrap_or_default()
             .as_secs_f64()
     ));
     let bar = progress_bar();
     crate::logging::set_progress(Some(&bar));
-    let mut results: Vec<(Candidate, Effect)> = Vec::new();
+    let mut results: Vec<(Trial, Effect)> = Vec::new();
     let mut failure = None;
     for (i, c) in chosen.iter().enumerate() {
         bar.set_prefix(format!("[{}/{}] {}", i + 1, chosen.len(), c.name));
         let mut on_progress = |p: Progress| report_progress(&bar, &p);
         match measure::measure(
-            &plan.for_candidate(c),
+            &plan.for_trial(c),
             link.meter.collector(),
             &journal,
             &store,
@@ -260,7 +260,7 @@ fn start_run(
     config: &Config,
     root: &SysRoot,
     link: &MeterLink,
-    chosen: &[Candidate],
+    chosen: &[Trial],
     plan: &Plan,
 ) -> anyhow::Result<(i64, Fingerprint)> {
     let meter_desc = crate::sweep::record::meter_description(&link.config);
@@ -288,7 +288,7 @@ fn choose(
     args: &IdleArgs,
     config: &Config,
     root: &SysRoot,
-) -> anyhow::Result<(Vec<Candidate>, Allowlist)> {
+) -> anyhow::Result<(Vec<Trial>, Allowlist)> {
     if args.phases < 3 || args.phases.is_multiple_of(2) {
         anyhow::bail!(
             "--phases {}: give an odd number, 3 or more (A B A, A B A B A, ...), so each changed \
@@ -297,7 +297,7 @@ fn choose(
         );
     }
     let all = settings::read_all(root);
-    let chosen = candidates::select(candidates::candidates(&all), &args.only, &args.skip)?;
+    let chosen = trials::select(trials::trials(&all), &args.only, &args.skip)?;
     if chosen.is_empty() {
         anyhow::bail!(
             "nothing to measure: every setting wattson can change is already at its lowest-power \
@@ -321,11 +321,11 @@ fn choose(
 }
 
 /// The stored effect of setting `c` from its measurement `o` in run `run_id`.
-fn effect_of(run_id: i64, host: &str, c: &Candidate, o: &Outcome) -> anyhow::Result<Effect> {
+fn effect_of(run_id: i64, host: &str, c: &Trial, o: &Outcome) -> anyhow::Result<Effect> {
     Ok(Effect {
         run_id,
         host: host.to_owned(),
-        candidate: c.id.clone(),
+        trial: c.id.clone(),
         name: c.name.clone(),
         original: c.original.clone(),
         changed: c.changed.clone(),
@@ -341,10 +341,10 @@ fn effect_of(run_id: i64, host: &str, c: &Candidate, o: &Outcome) -> anyhow::Res
     })
 }
 
-/// Measured candidates with their effects.
-type Measured<'a> = Vec<&'a (Candidate, Effect)>;
+/// Measured trials with their effects.
+type Measured<'a> = Vec<&'a (Trial, Effect)>;
 
-fn summary(results: &[(Candidate, Effect)], interrupted: bool) -> String {
+fn summary(results: &[(Trial, Effect)], interrupted: bool) -> String {
     let mut out = String::new();
     if interrupted {
         out.push_str(
@@ -369,7 +369,7 @@ fn summary(results: &[(Candidate, Effect)], interrupted: bool) -> String {
             }
         );
     }
-    let savers: Vec<&(Candidate, Effect)> = settings
+    let savers: Vec<&(Trial, Effect)> = settings
         .into_iter()
         .filter(|(_, e)| e.effect && e.delta_w < 0.0)
         .collect();

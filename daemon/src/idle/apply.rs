@@ -35,11 +35,11 @@ use wattson_collectors::SysRoot;
 use wattson_collectors::idle::errors::{Counter, Family};
 use wattson_collectors::idle::settings::{Setting, SettingKind};
 
-use super::candidates::{kind_of, name_for};
 use super::catalogue::Catalogue;
 use super::journal::{self, Original};
 use super::store::Effect;
 use super::tmpfiles::{self, Lines};
+use super::trials::{kind_of, name_for};
 use crate::safe_open;
 use crate::store::Store;
 
@@ -70,7 +70,7 @@ pub enum ApplyError {
 /// One setting to keep: its measured saving and the files it writes now.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Keep {
-    /// The candidate id (`pcie_aspm`).
+    /// The trial's id (`pcie_aspm`).
     pub setting: String,
     pub kind: SettingKind,
     /// `ASPM powersave`.
@@ -93,17 +93,17 @@ pub fn plan(
     let saved: Vec<&Effect> = effects
         .iter()
         .filter(|e| e.effect && e.delta_w < 0.0)
-        .filter(|e| super::candidates::standby_disk(&e.candidate).is_none())
+        .filter(|e| super::trials::standby_disk(&e.trial).is_none())
         .collect();
     if let Some(id) = only
         .iter()
-        .find(|id| !saved.iter().any(|e| &e.candidate == *id))
+        .find(|id| !saved.iter().any(|e| &e.trial == *id))
     {
         return Err(ApplyError::NotSaved(id.clone()));
     }
     let chosen: Vec<&Effect> = saved
         .into_iter()
-        .filter(|e| only.is_empty() || only.contains(&e.candidate))
+        .filter(|e| only.is_empty() || only.contains(&e.trial))
         .collect();
     if chosen.is_empty() {
         return Err(ApplyError::NothingSaved);
@@ -111,7 +111,7 @@ pub fn plan(
     let mut keeps = Vec::new();
     let mut notes = Vec::new();
     for e in chosen {
-        let Some(kind) = kind_of(&e.candidate) else {
+        let Some(kind) = kind_of(&e.trial) else {
             notes.push(format!(
                 "{}: not a setting this version of wattson changes; left alone",
                 e.name
@@ -132,7 +132,7 @@ pub fn plan(
             continue;
         }
         keeps.push(Keep {
-            setting: e.candidate.clone(),
+            setting: e.trial.clone(),
             kind,
             name: e.name.clone(),
             delta_w: e.delta_w,
@@ -374,7 +374,7 @@ mod tests {
         Effect {
             run_id: 1,
             host: "h".into(),
-            candidate: id.into(),
+            trial: id.into(),
             name: format!("{id} {changed}"),
             original: "x".into(),
             changed: changed.into(),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use wattson_collectors::SysRoot;
 use wattson_collectors::idle::settings::SettingKind;
 
-use super::candidates::MEASURABLE;
+use super::trials::MEASURABLE;
 
 /// Every file `wattson idle --measure` could ever write on this machine, re-derived from the
 /// settings catalogue under the configured roots, with the values each takes. What the idle

@@ -31,9 +31,11 @@ pub fn changed_name(name: &str) -> String {
 pub struct Pairing {
     /// The configuration it was measured against ([`AS_FOUND`]).
     pub against: String,
-    /// The `idle_run` it came from, and the candidate id (`pcie_aspm`).
+    /// The `idle_run` it came from, and the trial's id (`pcie_aspm`; `candidate` in the
+    /// stored JSON, as it always was).
     pub idle_run: i64,
-    pub candidate: String,
+    #[serde(rename = "candidate")]
+    pub trial: String,
     pub original: String,
     pub changed: String,
     /// Idle as found during this setting's A phases, W.
@@ -58,7 +60,7 @@ pub fn describe(settings: Option<&serde_json::Value>, meter: &str) -> Option<Str
         return Some(format!(
             "measured by `wattson idle --measure` with {meter}: {} {} -> {}, in phases \
              alternating with {:?}",
-            p.candidate, p.original, p.changed, p.against
+            p.trial, p.original, p.changed, p.against
         ));
     }
     settings?.get(AS_FOUND_KEY)?;
@@ -135,7 +137,7 @@ pub fn save(
         ended_ms: o.ended_ms,
     };
     let found = serde_json::json!({
-        AS_FOUND_KEY: { "idle_run": e.run_id, "candidate": e.candidate },
+        AS_FOUND_KEY: { "idle_run": e.run_id, "candidate": e.trial },
     });
     crate::sweep::persist::save(
         store,
@@ -152,7 +154,7 @@ pub fn save(
     let pairing = Pairing {
         against: AS_FOUND.to_owned(),
         idle_run: e.run_id,
-        candidate: e.candidate.clone(),
+        trial: e.trial.clone(),
         original: e.original.clone(),
         changed: e.changed.clone(),
         baseline_w: e.baseline_w,

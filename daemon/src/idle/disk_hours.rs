@@ -297,7 +297,7 @@ fn measured_watts(
         .into_iter()
         .filter(|e| e.effect && e.delta_w < 0.0)
         .filter_map(|e| {
-            let disk = super::candidates::standby_disk(&e.candidate)?.to_owned();
+            let disk = super::trials::standby_disk(&e.trial)?.to_owned();
             let on = chrono::DateTime::from_timestamp_millis(e.ended_ms)?
                 .format("%Y-%m-%d")
                 .to_string();

@@ -16,7 +16,7 @@ use wattson_collectors::idle::{PackageLimit, PackageReader, PackageUnavailable, 
 use wattson_collectors::source::channel;
 use wattson_collectors::{Collector, Metric, SourceId, SysRoot};
 
-use super::candidates::{Candidate, candidates, compact_names, device_of};
+use super::trials::{Trial, compact_names, device_of, trials};
 use crate::config::Config;
 use crate::store::{HOUR_MS, SeriesFilter, Store};
 use wattson_collectors::cpu::cpuidle::state_depth as cstate_depth;
@@ -118,8 +118,9 @@ pub struct IdleReport {
     pub wakeups: Option<super::wakeups::WakeupsView>,
     /// What it all means, most important first.
     pub findings: Vec<String>,
-    /// What `--measure` would change here.
-    pub candidates: Vec<Candidate>,
+    /// What `--measure` would change here (`candidates` in the JSON, as it always was).
+    #[serde(rename = "candidates")]
+    pub trials: Vec<Trial>,
     pub settings: Vec<Setting>,
     /// Kinds of setting this machine does not have, with the file looked for.
     pub absent: Vec<Absent>,
@@ -338,7 +339,7 @@ pub fn gather(config: &Config, store: Option<&Store>, sample: Duration, top: usi
         cores,
         wakeups,
         findings: Vec::new(),
-        candidates: candidates(&all),
+        trials: trials(&all),
         settings: all,
         absent,
         measured,

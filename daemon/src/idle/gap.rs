@@ -13,8 +13,8 @@
 use serde::Serialize;
 use wattson_collectors::idle::settings::Setting;
 
-use super::candidates::kind_of;
 use super::store::Effect;
+use super::trials::kind_of;
 use crate::ledger::price::annual_cost;
 use crate::tariff::Tariff;
 
@@ -85,7 +85,7 @@ fn rfc3339(ms: i64) -> String {
 
 /// Whether `e`'s measured value is in effect now: every file of its kind reads it.
 fn in_effect(e: &Effect, settings: &[Setting]) -> bool {
-    let Some(kind) = kind_of(&e.candidate) else {
+    let Some(kind) = kind_of(&e.trial) else {
         return false;
     };
     let of_kind: Vec<&Setting> = settings
@@ -112,11 +112,11 @@ pub fn explain(
     let mut causes: Vec<Cause> = effects
         .iter()
         .filter(|e| e.effect && e.delta_w < 0.0 && !in_effect(e, settings))
-        .filter(|e| super::candidates::standby_disk(&e.candidate).is_none())
+        .filter(|e| super::trials::standby_disk(&e.trial).is_none())
         .map(|e| {
             let found: Vec<&str> = settings
                 .iter()
-                .filter(|s| kind_of(&e.candidate) == Some(s.kind) && !s.files.is_empty())
+                .filter(|s| kind_of(&e.trial) == Some(s.kind) && !s.files.is_empty())
                 .map(|s| s.current.as_str())
                 .collect();
             let mut now_values = found.clone();
@@ -268,7 +268,7 @@ mod tests {
         Effect {
             run_id: 1,
             host: "h".into(),
-            candidate: id.into(),
+            trial: id.into(),
             name: format!("{id} {changed}"),
             original: "x".into(),
             changed: changed.into(),

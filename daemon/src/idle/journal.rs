@@ -26,8 +26,8 @@ use wattson_collectors::SysRoot;
 use wattson_collectors::idle::settings::current_of_list;
 
 use super::IdleError;
-use super::candidates::Allowlist;
 use super::catalogue::Catalogue;
+use super::trials::Allowlist;
 use crate::safe_open;
 use crate::store::{Store, StoreOptions};
 

@@ -4,12 +4,12 @@
 //! command-line option, a udev rule (systemd udev's `ATTR{...}=` assignment on `add`), a
 //! sysctl.d entry, or a tmpfiles.d `w` line (systemd tmpfiles.d(5): write to a file at boot).
 
-use super::candidates::Candidate;
+use super::trials::Trial;
 use wattson_collectors::idle::settings::SettingKind;
 
 /// The lines that make `c` permanent, each with the file it belongs in.
-pub fn how_to_keep(c: &Candidate) -> Vec<String> {
-    let tmpfiles = |c: &Candidate| -> Vec<String> {
+pub fn how_to_keep(c: &Trial) -> Vec<String> {
+    let tmpfiles = |c: &Trial| -> Vec<String> {
         c.writes
             .iter()
             .map(|(path, value)| {
@@ -87,7 +87,7 @@ mod tests {
 
     #[test]
     fn each_kind_says_where_its_line_goes() {
-        let c = Candidate {
+        let c = Trial {
             id: "pcie_aspm".into(),
             kind: SettingKind::PcieAspm,
             name: "ASPM powersave".into(),
@@ -104,7 +104,7 @@ mod tests {
             lines.contains("w /sys/module/pcie_aspm/parameters/policy - - - - powersave"),
             "{lines}"
         );
-        let pci = Candidate {
+        let pci = Trial {
             kind: SettingKind::RuntimePmPci,
             writes: vec![(
                 PathBuf::from("/sys/bus/pci/devices/0000:03:00.0/power/control"),

@@ -21,8 +21,8 @@ use wattson_collectors::Collector;
 use wattson_collectors::idle::settings::SettingKind;
 
 use super::IdleError;
-use super::candidates::Candidate;
 use super::journal::Journal;
+use super::trials::Trial;
 use crate::analysis::stats::{self, CiMethod, MeanCi};
 use crate::store::Store;
 use crate::sweep::engine::{sleep_until, wall_watts};
@@ -63,10 +63,10 @@ impl Plan {
         (self.phase + self.max_settle) * self.phases as u32
     }
 
-    /// This plan for candidate `c`: a disk's standby phases may settle for up to
+    /// This plan for trial `c`: a disk's standby phases may settle for up to
     /// [`DISK_SETTLE`].
     #[must_use]
-    pub fn for_candidate(&self, c: &Candidate) -> Plan {
+    pub fn for_trial(&self, c: &Trial) -> Plan {
         let mut p = self.clone();
         if c.kind == SettingKind::DiskStandby {
             p.max_settle = p.max_settle.max(DISK_SETTLE);
@@ -308,7 +308,7 @@ pub fn measure(
     meter: &mut dyn Collector,
     journal: &Journal,
     store: &Store,
-    c: &Candidate,
+    c: &Trial,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Option<Outcome>, IdleError> {
@@ -341,7 +341,7 @@ fn run_phases(
     meter: &mut dyn Collector,
     journal: &Journal,
     store: &Store,
-    c: &Candidate,
+    c: &Trial,
     files: &[std::path::PathBuf],
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),

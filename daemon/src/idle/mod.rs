@@ -8,14 +8,14 @@
 //! - [`configs`]: each measured setting as configurations `wattson report` compares;
 //! - [`history`]: the idle hours, package residency and measured effects the database holds,
 //!   for `wattson idle` and the report;
-//! - [`candidates`]: the settings `--measure` may change, grouped one candidate per kind,
+//! - [`trials`]: the settings `--measure` may change, grouped one trial per kind,
 //!   and the allowlist of files that follows from them;
 //! - [`catalogue`]: every file wattson could write on this machine and the values each
 //!   takes, against which a database's rows are vetted;
 //! - [`journal`]: the original value of every file, stored in the database before the first
 //!   write, restored after success, Ctrl-C, SIGTERM, and at the next start of any wattson
 //!   command after a crash;
-//! - [`measure`]: idle with each candidate changed against idle as it was, in an A/B/A/B/A/B/A
+//! - [`measure`]: idle with each trial's setting changed against idle as it was, in an A/B/A/B/A/B/A
 //!   sequence using the sweep's settling test and batch-means intervals;
 //! - [`keep_advice`]: the lines that make a setting that saved something permanent by hand;
 //! - [`apply`]: keeping the settings that saved (`--apply`: a tmpfiles.d file wattson owns,
@@ -39,7 +39,6 @@
 
 pub mod activity_hours;
 pub mod apply;
-pub mod candidates;
 pub mod catalogue;
 pub mod configs;
 pub mod disk_hours;
@@ -52,6 +51,7 @@ pub mod keep_advice;
 pub mod measure;
 pub mod store;
 pub mod tmpfiles;
+pub mod trials;
 pub mod wakeup_hours;
 pub mod wakeups;
 

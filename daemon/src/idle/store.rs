@@ -11,8 +11,10 @@ use crate::store::{Store, StoreError};
 pub struct Effect {
     pub run_id: i64,
     pub host: String,
-    /// The candidate id (`pcie_aspm`, `sata_alpm`, ...).
-    pub candidate: String,
+    /// The trial's id (`pcie_aspm`, `sata_alpm`, ...): `candidate` in the database and the
+    /// JSON, as it always was.
+    #[serde(rename = "candidate")]
+    pub trial: String,
     /// `ASPM powersave`.
     pub name: String,
     pub original: String,
@@ -84,7 +86,7 @@ pub fn save_effect(store: &Store, e: &Effect) -> Result<(), StoreError> {
             params![
                 e.run_id,
                 e.host,
-                e.candidate,
+                e.trial,
                 e.name,
                 e.original,
                 e.changed,
@@ -134,7 +136,7 @@ pub fn latest_effects(store: &Store, host: &str) -> Result<Vec<Effect>, StoreErr
             Ok(Effect {
                 run_id: r.get(0)?,
                 host: r.get(1)?,
-                candidate: r.get(2)?,
+                trial: r.get(2)?,
                 name: r.get(3)?,
                 original: r.get(4)?,
                 changed: r.get(5)?,

@@ -98,12 +98,12 @@ pub fn build(
     let settings = input
         .effects
         .iter()
-        .filter(|e| crate::idle::candidates::standby_disk(&e.candidate).is_none())
+        .filter(|e| crate::idle::trials::standby_disk(&e.trial).is_none())
         .map(|e| {
             let year = annual_cost(e.delta_w, Some(e.delta_ci95_w), tariff, reference).ok();
             IdleSetting {
                 name: e.name.clone(),
-                setting: e.candidate.clone(),
+                setting: e.trial.clone(),
                 original: e.original.clone(),
                 changed: e.changed.clone(),
                 measured_at: chrono::DateTime::from_timestamp_millis(e.ended_ms)
@@ -265,7 +265,7 @@ mod tests {
         Effect {
             run_id: 1,
             host: "h".into(),
-            candidate: name.into(),
+            trial: name.into(),
             name: name.into(),
             original: "performance".into(),
             changed: "powersave".into(),

@@ -54,11 +54,11 @@ fn hour(h: i64, wall: f64, pc2: f64, pc6: f64, busy: f64) -> Vec<Sample> {
     out
 }
 
-fn effect(run_id: i64, candidate: &str, name: &str, delta: f64, ci: f64) -> Effect {
+fn effect(run_id: i64, trial: &str, name: &str, delta: f64, ci: f64) -> Effect {
     Effect {
         run_id,
         host: HOST.into(),
-        candidate: candidate.into(),
+        trial: trial.into(),
         name: name.into(),
         original: "performance".into(),
         changed: "powersave".into(),

@@ -45,7 +45,7 @@ pub(crate) fn measured(db: &Path) {
             &Effect {
                 run_id,
                 host: "e2e".into(),
-                candidate: id.into(),
+                trial: id.into(),
                 name: format!("{id} {changed}"),
                 original: "as found".into(),
                 changed: changed.into(),

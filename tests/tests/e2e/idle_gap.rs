@@ -84,7 +84,7 @@ fn measured_with(db: &std::path::Path, more: &[(&str, &str, &str, f64)]) {
             &Effect {
                 run_id,
                 host: "e2e".into(),
-                candidate: id.into(),
+                trial: id.into(),
                 name: name.into(),
                 original: "as found".into(),
                 changed: changed.into(),

@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::idle::candidates::Candidate;
 use crate::idle::explain::IdleReport;
 use crate::idle::measure::Plan;
 use crate::idle::store::{Effect, describe_delta};
+use crate::idle::trials::Trial;
 use crate::idle::wakeups::WakeupsView;
 use crate::ledger::price::{annual_cost, format_money};
 use wattson_collectors::idle::settings::SettingKind;
@@ -155,8 +155,8 @@ fn render_disks(out: &mut String, r: &IdleReport, config: &Config) {
 
 /// What to do next: measure what the settings save, or nothing left to change.
 fn render_next(out: &mut String, r: &IdleReport) {
-    let (disks, savers): (Vec<&Candidate>, Vec<&Candidate>) = r
-        .candidates
+    let (disks, savers): (Vec<&Trial>, Vec<&Trial>) = r
+        .trials
         .iter()
         .partition(|c| c.kind == SettingKind::DiskStandby);
     if savers.is_empty() {
@@ -281,7 +281,7 @@ pub(super) fn effect_line(e: &Effect, config: &Config) -> String {
         e.changed,
         describe_delta(e)
     );
-    if let Some(disk) = crate::idle::candidates::standby_disk(&e.candidate) {
+    if let Some(disk) = crate::idle::trials::standby_disk(&e.trial) {
         let _ = write!(
             line,
             ": {disk} in standby against spinning, priced by its spun-up hours under Disks"

@@ -1,9 +1,9 @@
-//! The settings `wattson idle --measure` may change: one candidate per kind of setting (all
+//! The trials `wattson idle --measure` may run: one setting change per kind of setting (all
 //! SATA hosts together, every PCI device whose runtime PM is `on` together), each with the
-//! files it writes and the value it writes there. The files of the chosen candidates are the
+//! files it writes and the value it writes there. The files of the chosen trials are the
 //! allowlist: nothing else is ever written.
 //!
-//! Beside them, one candidate per spinning disk that the kernel can put to standby
+//! Beside them, one trial per spinning disk that the kernel can put to standby
 //! ([`SettingKind::DiskStandby`], id `disk_standby:sda`): not a saving to keep but the A/B
 //! that finds what the disk costs spun up, measured only when `--only` names it.
 
@@ -31,7 +31,7 @@ pub(super) const MEASURABLE: [SettingKind; 11] = [
 
 /// One setting to measure: what it writes where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Candidate {
+pub struct Trial {
     /// The kind's stable name, as `--only`/`--skip` take it (`pcie_aspm`, `sata_alpm`, ...),
     /// and for a disk's standby its name after a colon (`disk_standby:sda`).
     pub id: String,
@@ -42,7 +42,7 @@ pub struct Candidate {
     pub original: String,
     /// The value tried.
     pub changed: String,
-    /// `(file, value)` for every write this candidate makes.
+    /// `(file, value)` for every write this trial makes.
     pub writes: Vec<(PathBuf, String)>,
 }
 
@@ -100,9 +100,9 @@ pub fn name_for(kind: SettingKind, changed: &str, devices: usize) -> String {
     }
 }
 
-/// The candidates these settings offer: for each measurable kind, every setting of it that
+/// The trials these settings offer: for each measurable kind, every setting of it that
 /// has a lower-power value and files to write.
-pub fn candidates(settings: &[Setting]) -> Vec<Candidate> {
+pub fn trials(settings: &[Setting]) -> Vec<Trial> {
     let mut out = Vec::new();
     for kind in MEASURABLE {
         let of_kind: Vec<&Setting> = settings
@@ -128,7 +128,7 @@ pub fn candidates(settings: &[Setting]) -> Vec<Candidate> {
         } else {
             first.current.clone()
         };
-        out.push(Candidate {
+        out.push(Trial {
             id: kind.as_str().to_owned(),
             kind,
             name: name_for(kind, &changed, of_kind.len()),
@@ -141,10 +141,10 @@ pub fn candidates(settings: &[Setting]) -> Vec<Candidate> {
     out
 }
 
-/// One candidate per spinning disk that is kept spinning now (`power/control` `on`): the
+/// One trial per spinning disk that is kept spinning now (`power/control` `on`): the
 /// delay set short first, then `auto`, so the kernel stops the drive a second after its
 /// last I/O.
-fn disk_standby(settings: &[Setting]) -> Vec<Candidate> {
+fn disk_standby(settings: &[Setting]) -> Vec<Trial> {
     settings
         .iter()
         .filter(|s| s.kind == SettingKind::DiskStandby && s.lower.is_some())
@@ -156,7 +156,7 @@ fn disk_standby(settings: &[Setting]) -> Vec<Candidate> {
                 .map(|d| (d.clone(), STANDBY_DELAY_MS.to_owned()))
                 .collect();
             writes.push((control.clone(), "auto".to_owned()));
-            Some(Candidate {
+            Some(Trial {
                 id: s.id.clone(),
                 kind: s.kind,
                 name: format!("{disk} in standby"),
@@ -168,19 +168,19 @@ fn disk_standby(settings: &[Setting]) -> Vec<Candidate> {
         .collect()
 }
 
-/// The disk a `disk_standby:sda` candidate id names.
+/// The disk a `disk_standby:sda` trial id names.
 pub fn standby_disk(id: &str) -> Option<&str> {
     id.strip_prefix(SettingKind::DiskStandby.as_str())?
         .strip_prefix(':')
         .filter(|d| !d.is_empty())
 }
 
-/// The kind a candidate id names (`pcie_aspm`), among those wattson changes.
+/// The kind a trial id names (`pcie_aspm`), among those wattson changes.
 pub fn kind_of(id: &str) -> Option<SettingKind> {
     MEASURABLE.into_iter().find(|k| k.as_str() == id)
 }
 
-/// Every candidate id `--only`/`--skip` accept (`disk_standby` also as `disk_standby:sda`).
+/// Every trial id `--only`/`--skip` accept (`disk_standby` also as `disk_standby:sda`).
 pub fn known_ids() -> Vec<&'static str> {
     MEASURABLE
         .iter()
@@ -189,9 +189,9 @@ pub fn known_ids() -> Vec<&'static str> {
         .collect()
 }
 
-/// Whether `--only`/`--skip` `id` names candidate `c`: its id, or for a disk's standby the
+/// Whether `--only`/`--skip` `id` names trial `c`: its id, or for a disk's standby the
 /// kind alone (every such disk).
-fn names(id: &str, c: &Candidate) -> bool {
+fn names(id: &str, c: &Trial) -> bool {
     id == c.id || (c.kind == SettingKind::DiskStandby && id == c.kind.as_str())
 }
 
@@ -207,12 +207,12 @@ pub enum SelectError {
     NothingToChange { id: String },
 }
 
-/// The candidates `--only` (empty: all) and `--skip` leave.
+/// The trials `--only` (empty: all) and `--skip` leave.
 pub fn select(
-    all: Vec<Candidate>,
+    all: Vec<Trial>,
     only: &[String],
     skip: &[String],
-) -> Result<Vec<Candidate>, SelectError> {
+) -> Result<Vec<Trial>, SelectError> {
     let known = known_ids();
     for (option, ids) in [("--only", only), ("--skip", skip)] {
         if let Some(id) = ids
@@ -241,7 +241,7 @@ pub fn select(
         .collect())
 }
 
-/// The files the chosen candidates may write, every one of them under the configured sysfs
+/// The files the chosen trials may write, every one of them under the configured sysfs
 /// or procfs root: the allowlist.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allowlist {
@@ -252,7 +252,7 @@ pub struct Allowlist {
 impl Allowlist {
     /// The allowlist of `chosen`; `Err` names a file outside both roots (never expected: the
     /// readers build every path from the roots).
-    pub fn of(chosen: &[Candidate], root: &SysRoot) -> Result<Allowlist, PathBuf> {
+    pub fn of(chosen: &[Trial], root: &SysRoot) -> Result<Allowlist, PathBuf> {
         let mut files = BTreeSet::new();
         for (path, _) in chosen.iter().flat_map(|c| &c.writes) {
             if !(path.starts_with(&root.sys) || path.starts_with(&root.proc)) {
@@ -306,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn one_candidate_per_kind_with_every_file_that_has_a_lower_value() {
+    fn one_trial_per_kind_with_every_file_that_has_a_lower_value() {
         let s = vec![
             setting(
                 SettingKind::SataAlpm,
@@ -335,7 +335,7 @@ mod tests {
             ),
             setting(SettingKind::NmiWatchdog, "", "0", None),
         ];
-        let c = candidates(&s);
+        let c = trials(&s);
         assert_eq!(c.len(), 2);
         assert_eq!(c[0].id, "sata_alpm");
         assert_eq!(c[0].writes.len(), 3);
@@ -348,7 +348,7 @@ mod tests {
     }
 
     #[test]
-    fn a_spinning_disk_is_a_candidate_of_its_own_measured_only_when_named() {
+    fn a_spinning_disk_is_a_trial_of_its_own_measured_only_when_named() {
         let disk = |name: &str, current: &str| Setting {
             kind: SettingKind::DiskStandby,
             id: format!("disk_standby:{name}"),
@@ -364,7 +364,7 @@ mod tests {
             ],
             note: None,
         };
-        let c = candidates(&[
+        let c = trials(&[
             setting(SettingKind::NmiWatchdog, "", "1", Some("0")),
             disk("sda", "on"),
             disk("sdb", "auto"),
@@ -386,7 +386,7 @@ mod tests {
             ],
             "the delay is set short before the kernel may stop the drive"
         );
-        let ids = |v: Vec<Candidate>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
+        let ids = |v: Vec<Trial>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
         assert_eq!(ids(select(c.clone(), &[], &[]).unwrap()), ["nmi_watchdog"]);
         for only in ["disk_standby", "disk_standby:sda"] {
             assert_eq!(
@@ -405,11 +405,11 @@ mod tests {
 
     #[test]
     fn only_and_skip_are_checked_against_what_exists() {
-        let c = candidates(&[
+        let c = trials(&[
             setting(SettingKind::PcieAspm, "", "performance", Some("powersave")),
             setting(SettingKind::NmiWatchdog, "", "1", Some("0")),
         ]);
-        let ids = |v: Vec<Candidate>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
+        let ids = |v: Vec<Trial>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
         assert_eq!(
             ids(select(c.clone(), &[], &[]).unwrap()),
             ["pcie_aspm", "nmi_watchdog"]
