@@ -486,7 +486,7 @@ async fn serve(
     };
     // The live price of [tariff] price_topic, stored as slots as it arrives.
     let _price = match &config.mqtt {
-        Some(mqtt) => crate::sources::live_price::spawn(
+        Some(mqtt) => crate::sources::price_topic::spawn(
             mqtt,
             &config.tariff,
             store.clone(),

@@ -5,7 +5,7 @@
 //! calibration when no meter is here ([`calibrated_wall`]: a model fitted on ordinary
 //! running or a sweep's fit, the one source of every estimate; it reads a disk's spin state
 //! with [`disk_spin`]), and the live price of `[tariff] price_topic`
-//! ([`live_price`], stored as price slots). The hardware readers themselves are in the
+//! ([`price_topic`], stored as price slots). The hardware readers themselves are in the
 //! `wattson-collectors` crate, each naming its samples with a `wattson_collectors::SourceId`;
 //! [`simulated_power`] is the watts a simulated meter reads (`wattson meter simulate`, the
 //! demo, the tests).
@@ -14,9 +14,9 @@ pub mod calibrated_wall;
 pub mod disk_spin;
 pub mod error;
 pub mod fleet;
-pub mod live_price;
 pub mod meters;
 pub mod plug;
+pub mod price_topic;
 pub mod simulated_power;
 pub mod wiring;
 

@@ -11,7 +11,7 @@
 //!   CO2 of energy per slot).
 //! - [`import`]: the file formats, parsed into checked slots (`wattson tariff import`).
 //! - [`store`]: the slots in SQLite (`schema/0008-price-slots.sql`).
-//! - the price topic's subscription is an input: `sources::live_price`; the configured
+//! - the price topic's subscription is an input: `sources::price_topic`; the configured
 //!   tariff with the stored series applied is the ledger's
 //!   (`ledger::costs::tariff_with_series`), the config's `[tariff]` section is validated in
 //!   `config::tariff_section`, and the report's real-tariff section is `report::real_tariffs`.

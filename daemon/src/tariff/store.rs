@@ -203,10 +203,10 @@ pub fn replace(
     Ok(count)
 }
 
-/// Records a live price of `value` from `now_ms` on: the open slot before it (if another
+/// Records the price topic's `value` from `now_ms` on: the open slot before it (if another
 /// price) is closed at `now_ms`, and this one holds until the next arrives. A price equal to
 /// the open one changes nothing. Returns whether anything was written.
-pub fn apply_live(
+pub fn apply_topic_price(
     conn: &Connection,
     unit: &str,
     origin: &str,

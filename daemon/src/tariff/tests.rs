@@ -81,13 +81,13 @@ fn imports_replace_what_they_overlap_and_count_it() {
 }
 
 #[test]
-fn the_live_price_holds_until_the_next_one() {
+fn the_topics_price_holds_until_the_next_one() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("p.db"), &StoreOptions::default()).unwrap();
-    assert!(prices::apply_live(store.conn(), "GBP", "t", 0.3, T0).unwrap());
+    assert!(prices::apply_topic_price(store.conn(), "GBP", "t", 0.3, T0).unwrap());
     // The same price again changes nothing.
-    assert!(!prices::apply_live(store.conn(), "GBP", "t", 0.3, T0 + 10).unwrap());
-    assert!(prices::apply_live(store.conn(), "GBP", "t", -0.05, T0 + 60_000).unwrap());
+    assert!(!prices::apply_topic_price(store.conn(), "GBP", "t", 0.3, T0 + 10).unwrap());
+    assert!(prices::apply_topic_price(store.conn(), "GBP", "t", -0.05, T0 + 60_000).unwrap());
     let s = prices::load(&store, prices::LIVE_SOURCE, T0 + 120_000).unwrap();
     assert_eq!(s.slots().len(), 2);
     assert_eq!(

@@ -1,8 +1,8 @@
-//! The live price of `[tariff] price_topic` (an input, like the plugs: the price series it
-//! feeds are [`crate::tariff`]'s): one subscription through the shared MQTT
-//! driver (its backoff and packet-size limit), each accepted price stored as a slot from
-//! the moment it arrives ([`crate::tariff::store::apply_live`]) so that it prices energy from then
-//! on and survives a restart. A payload that is not a price (not a number, NaN, infinite,
+//! The price published on `[tariff] price_topic` (an input, like the plugs: the price series
+//! it feeds are [`crate::tariff`]'s): one subscription through the shared MQTT driver (its
+//! backoff and packet-size limit), each accepted price stored as a slot from the moment it
+//! arrives ([`crate::tariff::store::apply_topic_price`]) so that it prices energy from then on
+//! and survives a restart. A payload that is not a price (not a number, NaN, infinite,
 //! beyond `max_price_per_kwh`, larger than [`MAX_PRICE_BYTES`]) is counted, logged and
 //! never applied.
 //!
@@ -150,7 +150,7 @@ pub fn spawn(
             let (cur, origin) = (currency.clone(), topic.clone());
             let stored = store
                 .query_async(move |s| {
-                    crate::tariff::store::apply_live(s.conn(), &cur, &origin, price, now_ms)
+                    crate::tariff::store::apply_topic_price(s.conn(), &cur, &origin, price, now_ms)
                 })
                 .await;
             match stored {
