@@ -5,28 +5,20 @@
 //! states need it started with access to the MSRs), else from a live sample of a few seconds.
 //! A state is *reached* when it holds at least [`REACHED`] of the window.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use serde::Serialize;
-use wattson_collectors::cpu::CpuCollector;
-use wattson_collectors::idle::settings::{self, Setting, SettingKind};
-use wattson_collectors::idle::{PackageLimit, PackageReader, PackageUnavailable, PcState};
-use wattson_collectors::source::channel;
-use wattson_collectors::{Collector, Metric, SourceId, SysRoot};
+use wattson_collectors::idle::settings::{Setting, SettingKind};
+use wattson_collectors::idle::{PackageLimit, PackageUnavailable, PcState};
 
-use super::trials::{Trial, compact_names, device_of, trials};
-use crate::config::Config;
-use crate::store::{HOUR_MS, SeriesFilter, Store};
-use wattson_collectors::cpu::cpuidle::state_depth as cstate_depth;
+use super::trials::{Trial, compact_names, device_of};
+
+mod gather;
+
+pub use gather::gather;
 
 /// Share of the window above which a state counts as reached (0.1 %).
 pub const REACHED: f64 = 0.001;
-/// Core states of this depth and deeper let the package go deep (C6: the core's power off).
-const DEEP_CORE: i32 = 6;
-/// The last hour is used when it holds at least this many CPU samples (a minute at 1 Hz).
-const MIN_HISTORY: usize = 60;
 
 /// One state's share of the window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -140,242 +132,6 @@ pub struct IdleReport {
 pub struct Absent {
     pub kind: SettingKind,
     pub why: String,
-}
-
-fn sorted_core_states(shares: BTreeMap<String, f64>) -> Vec<Residency> {
-    let mut states: Vec<Residency> = shares
-        .into_iter()
-        .map(|(state, share)| Residency { state, share })
-        .collect();
-    states.sort_by_key(|r| cstate_depth(&r.state));
-    states
-}
-
-fn sorted_package_states(shares: BTreeMap<String, f64>) -> Vec<Residency> {
-    let mut states: Vec<Residency> = shares
-        .into_iter()
-        .filter(|(s, _)| PcState::parse(s).is_some())
-        .map(|(state, share)| Residency { state, share })
-        .collect();
-    states.sort_by_key(|r| PcState::parse(&r.state));
-    states
-}
-
-/// What the database holds of one metric's `all/<state>` channels over a window.
-struct History {
-    means: BTreeMap<String, f64>,
-    /// The largest sample count of any state.
-    samples: usize,
-    /// First and last sample, UTC ms.
-    span: Option<(i64, i64)>,
-}
-
-/// Mean share per state of `metric`'s `all/<state>` channels over `[from, to)`.
-fn history(store: &Store, host: &str, metric: Metric, from_ms: i64, to_ms: i64) -> History {
-    let filter = SeriesFilter::all()
-        .host(host)
-        .source(&SourceId::Cpu)
-        .metric(metric);
-    let mut out = History {
-        means: BTreeMap::new(),
-        samples: 0,
-        span: None,
-    };
-    for (series, points) in store.raw(&filter, from_ms, to_ms).unwrap_or_default() {
-        let Some(state) = channel::all_part(&series.channel) else {
-            continue;
-        };
-        let (Some(first), Some(last)) = (points.first(), points.last()) else {
-            continue;
-        };
-        out.samples = out.samples.max(points.len());
-        out.span = Some(match out.span {
-            Some((a, b)) => (a.min(first.0), b.max(last.0)),
-            None => (first.0, last.0),
-        });
-        let mean = points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64;
-        out.means.insert(state.to_owned(), mean);
-    }
-    out
-}
-
-/// A live sample: two CPU polls `sample` apart.
-fn live_sample(
-    root: &SysRoot,
-    devfs: &std::path::Path,
-    sample: Duration,
-) -> (BTreeMap<String, f64>, BTreeMap<String, f64>) {
-    let mut cpu = CpuCollector::new(root.clone()).with_devfs(devfs);
-    let now = || chrono::Utc::now().timestamp_millis();
-    let _ = cpu.poll(now());
-    std::thread::sleep(sample);
-    let mut cores = BTreeMap::new();
-    let mut package = BTreeMap::new();
-    for s in cpu.poll(now()).unwrap_or_default() {
-        let Some(state) = channel::all_part(&s.channel) else {
-            continue;
-        };
-        match s.metric {
-            Metric::IdleResidency => {
-                cores.insert(state.to_owned(), s.value);
-            }
-            Metric::PackageResidency => {
-                package.insert(state.to_owned(), s.value);
-            }
-            _ => {}
-        }
-    }
-    (cores, package)
-}
-
-/// Gather the report: settings now, residency from `store`'s last hour when it has one, else
-/// from a live sample of `sample`; who wakes the CPUs over a live window of `sample` (the
-/// same window as the residency's where that is live too), `top` entries per ranking.
-pub fn gather(config: &Config, store: Option<&Store>, sample: Duration, top: usize) -> IdleReport {
-    let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
-    let waking = (!sample.is_zero())
-        .then(|| super::wakeups::start(&root, Some(config.services.docker_root.clone())));
-    let mut slept = false;
-    let reader = PackageReader::discover(&root, &config.host.devfs);
-    let to_ms = chrono::Utc::now().timestamp_millis();
-    let from_ms = to_ms - HOUR_MS;
-    let recorded = store.map(|s| {
-        let host = &config.host.name;
-        (
-            history(s, host, Metric::IdleResidency, from_ms, to_ms),
-            history(s, host, Metric::PackageResidency, from_ms, to_ms),
-        )
-    });
-    let (window, core_shares, package_shares) = match recorded {
-        Some((cores, package)) if cores.samples.max(package.samples) >= MIN_HISTORY => {
-            let (first, last) = cores.span.or(package.span).unwrap_or((from_ms, to_ms));
-            (
-                Window::History {
-                    from_ms: first,
-                    to_ms: last,
-                    samples: cores.samples.max(package.samples),
-                },
-                cores.means,
-                package.means,
-            )
-        }
-        _ if sample.is_zero() => (Window::None, BTreeMap::new(), BTreeMap::new()),
-        _ => {
-            let (cores, package) = live_sample(&root, &config.host.devfs, sample);
-            slept = true;
-            (
-                Window::Live {
-                    seconds: sample.as_secs_f64(),
-                },
-                cores,
-                package,
-            )
-        }
-    };
-    if waking.is_some() && !slept {
-        std::thread::sleep(sample);
-    }
-    let wakeups = waking.map(|w| w.finish(top));
-    let package_states = sorted_package_states(package_shares);
-    let package = match &reader {
-        Ok(r) => PackageView {
-            readable: true,
-            platform: Some(r.platform().to_owned()),
-            source: Some(r.source()),
-            files: r
-                .files()
-                .iter()
-                .map(|(_, _, p)| p.display().to_string())
-                .collect(),
-            deepest_reached: deepest(&package_states),
-            states: package_states,
-            limit: r.limit().cloned(),
-            unavailable: None,
-        },
-        Err(why) => PackageView {
-            readable: false,
-            platform: None,
-            source: None,
-            files: Vec::new(),
-            deepest_reached: deepest(&package_states),
-            states: package_states,
-            limit: None,
-            unavailable: Some(why.clone()),
-        },
-    };
-    let core_states = sorted_core_states(core_shares);
-    let (deep_share, deep_label) = deep_cores(&core_states);
-    let cores = CoreView {
-        driver: std::fs::read_to_string(root.sys_path("devices/system/cpu/cpuidle/current_driver"))
-            .ok()
-            .map(|s| s.trim().to_owned()),
-        states: core_states,
-        deep_share,
-        deep_label,
-    };
-    let all = settings::read_all(&root);
-    let absent = settings::absent(&root, &all)
-        .into_iter()
-        .map(|(kind, why)| Absent { kind, why })
-        .collect();
-    let measured = store
-        .and_then(|s| super::store::latest_effects(s, &config.host.name).ok())
-        .unwrap_or_default();
-    let history = store.and_then(|s| {
-        let primary = crate::ledger::PrimaryPower::from_config(config);
-        let wall = crate::ledger::energy::wall_power_source(s, &config.host.name, &primary).ok()?;
-        let from_ms = to_ms - 30 * 24 * HOUR_MS;
-        super::history::load(s, &config.host.name, wall.as_ref(), from_ms, to_ms).ok()
-    });
-    let (hours_deep, hours_shallow) = history
-        .as_ref()
-        .map_or((None, None), |i| super::history::hour_groups(&i.hours));
-    let disks = super::disk_hours::for_idle(store, config, to_ms);
-    let gap = super::gap::for_idle(config, store, history.as_ref(), &measured, &all, &disks);
-    let mut report = IdleReport {
-        host: config.host.name.clone(),
-        window,
-        package,
-        cores,
-        wakeups,
-        findings: Vec::new(),
-        trials: trials(&all),
-        settings: all,
-        absent,
-        measured,
-        hours_deep,
-        hours_shallow,
-        gap,
-        disks,
-    };
-    report.findings = findings(&report);
-    report
-}
-
-fn deepest(states: &[Residency]) -> Option<String> {
-    states
-        .iter()
-        .rev()
-        .find(|r| r.share >= REACHED)
-        .map(|r| r.state.clone())
-}
-
-fn deep_cores(states: &[Residency]) -> (Option<f64>, Option<String>) {
-    let deep: Vec<&Residency> = states
-        .iter()
-        .filter(|r| cstate_depth(&r.state).0 >= DEEP_CORE)
-        .collect();
-    if let Some(first) = deep.first() {
-        let label = if deep.len() > 1 {
-            format!("{} and deeper", first.state)
-        } else {
-            first.state.clone()
-        };
-        return (Some(deep.iter().map(|r| r.share).sum()), Some(label));
-    }
-    states
-        .last()
-        .map_or((None, None), |r| (Some(r.share), Some(r.state.clone())))
 }
 
 fn pct(share: f64) -> String {
@@ -555,31 +311,4 @@ fn wakeup_finding(w: &super::wakeups::WakeupsView) -> Option<String> {
         );
     }
     Some(line)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn core_states_sort_by_depth() {
-        let mut names = vec!["C10", "C1E", "POLL", "C6", "C1", "C8"];
-        names.sort_by_key(|n| cstate_depth(n));
-        assert_eq!(names, ["POLL", "C1", "C1E", "C6", "C8", "C10"]);
-        let states = sorted_core_states(
-            [("C1", 0.03), ("C1E", 0.338), ("C6", 0.5), ("C10", 0.1)]
-                .map(|(k, v)| (k.to_owned(), v))
-                .into(),
-        );
-        let (share, label) = deep_cores(&states);
-        assert!((share.unwrap() - 0.6).abs() < 1e-12);
-        assert_eq!(label.as_deref(), Some("C6 and deeper"));
-        // acpi_idle's C3 is its deepest.
-        let (_, label) = deep_cores(&sorted_core_states(
-            [("C1", 0.1), ("C3", 0.8)]
-                .map(|(k, v)| (k.to_owned(), v))
-                .into(),
-        ));
-        assert_eq!(label.as_deref(), Some("C3"));
-    }
 }
