@@ -338,17 +338,11 @@ fn residency_chart(
             let (left, _) = chart.backend_coord(&(0.0, 0.0));
             let (right, _) = chart.backend_coord(&(n as f64, 0.0));
             let desc_y = axis_y + bar_names.room(layout);
-            marks.labels.push(Label::fitted(
+            marks.axis_title_and_legend(
                 "loop kind and busy loops",
-                (f64::from(left + right) / 2.0, desc_y),
-                Anchor::TopMiddle,
-                size,
-                legend_w,
-                1,
-            ));
-            marks.legend(
+                (f64::from(left), f64::from(right)),
+                desc_y,
                 &entries,
-                (MARGIN, desc_y + height_of(1, size) + 6.0),
                 legend_w,
                 size,
             );

@@ -239,6 +239,33 @@ impl Marks {
         svg
     }
 
+    /// Under a chart's x axis: the axis's `title` centred over `(left, right)` at `top`, one
+    /// line `width` wide, and the legend of `entries` under it.
+    pub(super) fn axis_title_and_legend(
+        &mut self,
+        title: &str,
+        (left, right): (f64, f64),
+        top: f64,
+        entries: &[(String, Option<String>, bool)],
+        width: f64,
+        size: f64,
+    ) {
+        self.labels.push(Label::fitted(
+            title,
+            (f64::midpoint(left, right), top),
+            Anchor::TopMiddle,
+            size,
+            width,
+            1,
+        ));
+        self.legend(
+            entries,
+            (super::MARGIN, top + height_of(1, size) + 6.0),
+            width,
+            size,
+        );
+    }
+
     /// A legend of `entries` (a name, its swatch's colour and whether the swatch is a box
     /// or a line; no swatch without a colour) from `(x, y)` in rows `width` wide, entries
     /// side by side where they fit, a name too long for a row broken over lines; returns

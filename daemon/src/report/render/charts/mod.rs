@@ -340,17 +340,11 @@ pub fn watts_per_level(
             let (left, _) = chart.backend_coord(&(-0.3, 0.0));
             let (right, _) = chart.backend_coord(&(x_max + 0.3, 0.0));
             let desc_y = axis_y + x_label_room(layout, 1);
-            marks.labels.push(Label::fitted(
+            marks.axis_title_and_legend(
                 "busy loops",
-                (f64::from(left + right) / 2.0, desc_y),
-                Anchor::TopMiddle,
-                size,
-                legend_w,
-                1,
-            ));
-            marks.legend(
+                (f64::from(left), f64::from(right)),
+                desc_y,
                 &entries,
-                (MARGIN, desc_y + height_of(1, size) + 6.0),
                 legend_w,
                 size,
             );
