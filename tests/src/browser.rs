@@ -51,6 +51,9 @@ pub struct Page {
     ws: tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>>,
     next: u64,
     session: String,
+    /// The events the browser sent while a call waited for its answer (`Network.*` once
+    /// `Network.enable` was called), oldest first.
+    pub events: Vec<serde_json::Value>,
     _browser: crate::Child,
     _profile: tempfile::TempDir,
 }
@@ -80,6 +83,7 @@ impl Page {
             ws,
             next: 1,
             session: String::new(),
+            events: Vec::new(),
             _browser: browser,
             _profile: profile,
         };
@@ -100,13 +104,19 @@ impl Page {
             .unwrap()
             .clone_into(&mut page.session);
         page.call("Page.enable", &serde_json::json!({}));
-        page.call(
+        page.viewport((width, height), 1);
+        page
+    }
+
+    /// Lay the page out at `width` x `height` CSS px, `scale` device pixels to one (a phone's
+    /// 2 or 3), as a phone where it is under 600 px wide; the page is not reloaded.
+    pub fn viewport(&mut self, (width, height): (u32, u32), scale: u32) {
+        self.call(
             "Emulation.setDeviceMetricsOverride",
             &serde_json::json!({
-                "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600
+                "width": width, "height": height, "deviceScaleFactor": scale, "mobile": width < 600
             }),
         );
-        page
     }
 
     /// Call `method` (in the page's session once attached) and return its result.
@@ -142,6 +152,7 @@ impl Page {
                 assert!(v.get("error").is_none(), "{method}: {v}");
                 return v["result"].clone();
             }
+            self.events.push(v);
         }
     }
 

@@ -13,125 +13,18 @@
 // Test helpers fail loudly on a broken setup.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tungstenite::stream::MaybeTlsStream;
-use wattson_tests::browser::{chromium, headless};
+use wattson_tests::browser::{Page, chromium, headless};
 use wattson_tests::http::{SettableMeter, bound_addr};
-use wattson_tests::{Child, TestEnv, meter_toml, wait_for};
+use wattson_tests::{Child, TestEnv, meter_toml};
 
 mod charts;
-
-/// A DevTools protocol session with one page.
-struct Cdp {
-    ws: tungstenite::WebSocket<MaybeTlsStream<TcpStream>>,
-    next: u64,
-    session: Option<String>,
-    /// Events seen while waiting for answers.
-    events: Vec<Value>,
-}
-
-impl Cdp {
-    /// Connect to the browser whose profile is `profile` (it writes its port there).
-    fn connect(profile: &Path) -> Cdp {
-        let active = profile.join("DevToolsActivePort");
-        let text = wait_for("DevToolsActivePort", Duration::from_secs(30), || {
-            std::fs::read_to_string(&active)
-                .ok()
-                .filter(|t| t.lines().count() >= 2)
-        });
-        let mut lines = text.lines();
-        let (port, path) = (lines.next().unwrap(), lines.next().unwrap());
-        let (ws, _) = tungstenite::connect(format!("ws://127.0.0.1:{port}{path}")).unwrap();
-        if let MaybeTlsStream::Plain(s) = ws.get_ref() {
-            s.set_read_timeout(Some(Duration::from_millis(200)))
-                .unwrap();
-        }
-        Cdp {
-            ws,
-            next: 1,
-            session: None,
-            events: Vec::new(),
-        }
-    }
-
-    /// Call `method` and return its result.
-    fn call(&mut self, method: &str, params: &Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        let mut msg = json!({ "id": id, "method": method, "params": params });
-        if let Some(s) = &self.session {
-            msg["sessionId"] = Value::String(s.clone());
-        }
-        self.ws
-            .send(tungstenite::Message::text(msg.to_string()))
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            assert!(Instant::now() < deadline, "no answer to {method}");
-            let text = match self.ws.read() {
-                Ok(tungstenite::Message::Text(t)) => t.to_string(),
-                Ok(_) => continue,
-                Err(tungstenite::Error::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    continue;
-                }
-                Err(e) => panic!("DevTools connection: {e}"),
-            };
-            let v: Value = serde_json::from_str(&text).unwrap();
-            if v["id"] == id {
-                assert!(v.get("error").is_none(), "{method}: {v}");
-                return v["result"].clone();
-            }
-            self.events.push(v);
-        }
-    }
-
-    /// Evaluate `expr` in the page; its value.
-    fn eval(&mut self, expr: &str) -> Value {
-        let r = self.call(
-            "Runtime.evaluate",
-            &json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }),
-        );
-        r["result"]["value"].clone()
-    }
-}
-
-/// Headless Chromium with its profile in `profile`, and a DevTools session with its page
-/// (network and page events on).
-fn browse(chromium: &Path, profile: &Path) -> (Child, Cdp) {
-    let browser = Child::spawn({
-        let mut cmd = headless(chromium, profile);
-        cmd.arg("--remote-debugging-port=0").arg("about:blank");
-        cmd
-    });
-    let mut cdp = Cdp::connect(profile);
-    let targets = cdp.call("Target.getTargets", &json!({}));
-    let page = targets["targetInfos"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["type"] == "page")
-        .unwrap_or_else(|| panic!("no page target: {targets}"))["targetId"]
-        .clone();
-    let attached = cdp.call(
-        "Target.attachToTarget",
-        &json!({ "targetId": page, "flatten": true }),
-    );
-    cdp.session = Some(attached["sessionId"].as_str().unwrap().to_owned());
-    cdp.call("Network.enable", &json!({}));
-    cdp.call("Page.enable", &json!({}));
-    (browser, cdp)
-}
 
 /// What the page shows, as the DOM has it.
 const SHOWN: &str = r"JSON.stringify({
@@ -148,7 +41,7 @@ const SHOWN: &str = r"JSON.stringify({
 
 /// What the page shows; `Null` while there is no document to ask (the navigation is still
 /// under way and the evaluation throws).
-fn shown(cdp: &mut Cdp) -> Value {
+fn shown(cdp: &mut Page) -> Value {
     cdp.eval(SHOWN)
         .as_str()
         .and_then(|s| serde_json::from_str(s).ok())
@@ -156,7 +49,7 @@ fn shown(cdp: &mut Cdp) -> Value {
 }
 
 /// Waits until what the page shows satisfies `ok`.
-fn wait_shown(cdp: &mut Cdp, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+fn wait_shown(cdp: &mut Page, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let s = shown(cdp);
@@ -257,13 +150,10 @@ fn the_live_page_shows_the_meters_watts_and_todays_cost_and_follows_them() {
     let live = LiveDaemon::start(&env, 100.0, 2000.0);
     let (addr, meter) = (live.addr, &live.meter);
 
-    let profile = tempfile::tempdir().unwrap();
-    let (mut browser, mut cdp) = browse(&chromium, profile.path());
     // A phone's screen: 390 CSS pixels wide.
-    cdp.call(
-        "Emulation.setDeviceMetricsOverride",
-        &json!({ "width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": true }),
-    );
+    let mut cdp = Page::open(&chromium, (390, 844));
+    cdp.viewport((390, 844), 2);
+    cdp.call("Network.enable", &json!({}));
     cdp.call(
         "Page.navigate",
         &json!({ "url": format!("http://{addr}/") }),
@@ -322,8 +212,6 @@ fn the_live_page_shows_the_meters_watts_and_todays_cost_and_follows_them() {
         );
     }
     drop(cdp);
-    browser.signal(nix::sys::signal::Signal::SIGTERM);
-    let _ = browser.wait_exit(Duration::from_secs(10));
 
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-page");
     std::fs::create_dir_all(&shots).unwrap();

@@ -14,11 +14,11 @@
 use serde_json::{Value, json};
 use wattson::store::{HOUR_MS, MINUTE_MS, Store, StoreOptions, Writer};
 use wattson_collectors::{Metric, Sample};
-use wattson_tests::browser::chromium;
+use wattson_tests::browser::{Page, chromium};
 use wattson_tests::ledger::run;
 use wattson_tests::{HOST, TestEnv, wait_for};
 
-use super::{Cdp, LiveDaemon, browse, screenshot};
+use super::{LiveDaemon, screenshot};
 
 const NIGHT_W: f64 = 30.0;
 const DAY_W: f64 = 80.0;
@@ -115,7 +115,7 @@ const LAYOUT: &str = r"JSON.stringify((() => {
   return out;
 })())";
 
-fn layout(cdp: &mut Cdp) -> Value {
+fn layout(cdp: &mut Page) -> Value {
     cdp.eval(LAYOUT)
         .as_str()
         .and_then(|s| serde_json::from_str(s).ok())
@@ -123,7 +123,7 @@ fn layout(cdp: &mut Cdp) -> Value {
 }
 
 /// Waits until the page's layout satisfies `ok`; the layout then.
-fn wait_layout(cdp: &mut Cdp, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+fn wait_layout(cdp: &mut Page, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let l = layout(cdp);
@@ -258,12 +258,8 @@ fn the_charts_draw_the_stored_history_readably_and_price_days_as_the_report_does
     assert_days_as_the_report(&h, &env.path("wattson.toml"));
     let days = h["days"].as_array().unwrap().len();
 
-    let profile = tempfile::tempdir().unwrap();
-    let (mut browser, mut cdp) = browse(&chromium, profile.path());
-    cdp.call(
-        "Emulation.setDeviceMetricsOverride",
-        &json!({ "width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": true }),
-    );
+    let mut cdp = Page::open(&chromium, (390, 844));
+    cdp.viewport((390, 844), 2);
     cdp.call(
         "Page.navigate",
         &json!({ "url": format!("http://{addr}/") }),
@@ -291,10 +287,7 @@ fn the_charts_draw_the_stored_history_readably_and_price_days_as_the_report_does
     assert_eq!(grown["marker"], "the same page", "{grown}");
 
     // A desktop's width, without reloading: the charts are drawn again at their new size.
-    cdp.call(
-        "Emulation.setDeviceMetricsOverride",
-        &json!({ "width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": false }),
-    );
+    cdp.viewport((1280, 1000), 1);
     let desktop = wait_layout(&mut cdp, "the charts at 1280 px", |l| {
         l["charts"]["chart-day-svg"]["width"]
             .as_f64()
@@ -303,8 +296,6 @@ fn the_charts_draw_the_stored_history_readably_and_price_days_as_the_report_does
     assert_laid_out(&desktop, days, 1280.0);
     assert_eq!(desktop["marker"], "the same page");
     drop(cdp);
-    browser.signal(nix::sys::signal::Signal::SIGTERM);
-    let _ = browser.wait_exit(std::time::Duration::from_secs(10));
 
     let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-page");
     std::fs::create_dir_all(&shots).unwrap();
