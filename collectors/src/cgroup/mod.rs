@@ -98,35 +98,50 @@ impl std::fmt::Debug for CgroupCollector {
     }
 }
 
+/// Why `<sysfs>/fs/cgroup` is not a cgroup v2 hierarchy, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotCgroupV2 {
+    #[error(
+        "no cgroup file system at {}: per-service CPU time needs cgroup v2 mounted there",
+        dir.display()
+    )]
+    Absent { dir: PathBuf },
+    /// `v1`: the v1 controller hierarchies found there (none: no `cgroup.controllers` file).
+    #[error(
+        "{} is a cgroup v1 (or hybrid) hierarchy ({}): per-service CPU time needs the \
+         unified cgroup v2 hierarchy (systemd's default since v247; boot with \
+         systemd.unified_cgroup_hierarchy=1)",
+        dir.display(),
+        v1_found(v1)
+    )]
+    V1 { dir: PathBuf, v1: Vec<String> },
+}
+
+/// What a v1 (or hybrid) hierarchy holds, in words.
+fn v1_found(v1: &[String]) -> String {
+    if v1.is_empty() {
+        "no cgroup.controllers file".to_owned()
+    } else {
+        format!("v1 controller hierarchies {}", v1.join(", "))
+    }
+}
+
 /// Whether `<sysfs>/fs/cgroup` is a cgroup v2 hierarchy; `Err` says what it is instead and
 /// what to do.
-pub fn availability(root: &SysRoot) -> Result<PathBuf, String> {
+pub fn availability(root: &SysRoot) -> Result<PathBuf, NotCgroupV2> {
     let dir = root.sys_path("fs/cgroup");
     if dir.join("cgroup.controllers").is_file() {
         return Ok(dir);
     }
     if !dir.is_dir() {
-        return Err(format!(
-            "no cgroup file system at {}: per-service CPU time needs cgroup v2 mounted there",
-            dir.display()
-        ));
+        return Err(NotCgroupV2::Absent { dir });
     }
     let v1: Vec<String> = ["cpu,cpuacct", "cpuacct", "cpu", "systemd", "unified"] // kernel name
         .iter()
         .filter(|c| dir.join(c).is_dir())
         .map(|c| (*c).to_owned())
         .collect();
-    let what = if v1.is_empty() {
-        "no cgroup.controllers file".to_owned()
-    } else {
-        format!("v1 controller hierarchies {}", v1.join(", "))
-    };
-    Err(format!(
-        "{} is a cgroup v1 (or hybrid) hierarchy ({what}): per-service CPU time needs the \
-         unified cgroup v2 hierarchy (systemd's default since v247; boot with \
-         systemd.unified_cgroup_hierarchy=1)",
-        dir.display()
-    ))
+    Err(NotCgroupV2::V1 { dir, v1 })
 }
 
 impl CgroupCollector {
@@ -141,9 +156,9 @@ impl CgroupCollector {
         options: CgroupOptions,
         clock: MonotonicClock,
     ) -> Result<Self, CollectError> {
-        let dir = availability(root).map_err(|detail| CollectError::Unavailable {
+        let dir = availability(root).map_err(|e| CollectError::Unavailable {
             source_name: SOURCE.to_string(),
-            detail,
+            detail: e.to_string(),
         })?;
         let cpus = crate::cpu::topology::online_cpus(root).map_or(1, |c| c.len().max(1));
         Ok(CgroupCollector {

@@ -72,6 +72,21 @@ struct CpuStates {
     states: Vec<State>,
 }
 
+/// Why no CPU has an idle state to read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuidleError {
+    #[error(
+        "cpuidle driver {driver} exposes no enabled states under {}/cpuN/cpuidle",
+        cpu_dir.display()
+    )]
+    NoStates { driver: String, cpu_dir: PathBuf },
+    #[error(
+        "no cpuidle driver (no {}/cpuidle/current_driver, or it says none)",
+        cpu_dir.display()
+    )]
+    NoDriver { cpu_dir: PathBuf },
+}
+
 /// Reads the enabled idle states of a set of CPUs; paths and channel names resolved once.
 #[derive(Debug)]
 pub struct IdleReader {
@@ -88,7 +103,7 @@ pub struct IdleReader {
 
 impl IdleReader {
     /// Find the enabled idle states of `cpus`. `Err` says why there are none.
-    pub fn discover(root: &SysRoot, cpus: &[usize], keep_open: bool) -> Result<Self, String> {
+    pub fn discover(root: &SysRoot, cpus: &[usize], keep_open: bool) -> Result<Self, CpuidleError> {
         let mut reader = IdleReader {
             base: root.sys_path(CPU_DIR),
             keep_open,
@@ -101,14 +116,13 @@ impl IdleReader {
         if reader.cpus.iter().all(|c| c.states.is_empty()) {
             let driver = read_trimmed(&reader.base.join("cpuidle/current_driver")).ok();
             return Err(match driver {
-                Some(d) if d != "none" => format!(
-                    "cpuidle driver {d} exposes no enabled states under {}/cpuN/cpuidle",
-                    reader.base.display()
-                ),
-                _ => format!(
-                    "no cpuidle driver (no {}/cpuidle/current_driver, or it says none)",
-                    reader.base.display()
-                ),
+                Some(driver) if driver != "none" => CpuidleError::NoStates {
+                    driver,
+                    cpu_dir: reader.base,
+                },
+                _ => CpuidleError::NoDriver {
+                    cpu_dir: reader.base,
+                },
             });
         }
         Ok(reader)

@@ -9,10 +9,28 @@
 //! Such a constant is read once, not every poll: a read of `/proc/cpuinfo` formats every
 //! CPU's block of flags, the costliest file the sampler would read each second.
 
+use std::path::PathBuf;
+
 use crate::CollectError;
 use crate::sysroot::{SysFile, SysRoot};
 
 use super::topology::CPU_DIR;
+
+/// Why no CPU has a frequency to read.
+#[derive(Debug, thiserror::Error)]
+pub enum FreqError {
+    #[error("no online CPUs to read")]
+    NoCpus,
+    /// No CPU has cpufreq, and `/proc/cpuinfo` cannot be read.
+    #[error("no cpufreq scaling_cur_freq and {0}")]
+    Cpuinfo(CollectError),
+    #[error(
+        "no cpufreq scaling_cur_freq under {} and no 'cpu MHz' in {}",
+        cpu_dir.display(),
+        cpuinfo.display()
+    )]
+    NoSource { cpu_dir: PathBuf, cpuinfo: PathBuf },
+}
 
 /// Reads the current frequency of a fixed set of CPUs, paths resolved once.
 #[derive(Debug)]
@@ -28,10 +46,10 @@ pub struct FreqReader {
 
 impl FreqReader {
     /// Resolve where each CPU's frequency comes from. `Err` says why no CPU has a source.
-    pub fn new(root: &SysRoot, cpus: &[usize], keep_open: bool) -> Result<FreqReader, String> {
+    pub fn new(root: &SysRoot, cpus: &[usize], keep_open: bool) -> Result<FreqReader, FreqError> {
         let base = root.sys_path(CPU_DIR);
         if cpus.is_empty() {
-            return Err("no online CPUs to read".to_owned());
+            return Err(FreqError::NoCpus);
         }
         let mut cpufreq = Vec::new();
         let mut cpuinfo_cpus = Vec::new();
@@ -61,18 +79,15 @@ impl FreqReader {
                         nominal = Some(found.clone());
                     }
                 }
-                Err(e) if cpufreq.is_empty() => {
-                    return Err(format!("no cpufreq scaling_cur_freq and {e}"));
-                }
+                Err(e) if cpufreq.is_empty() => return Err(FreqError::Cpuinfo(e)),
                 Err(_) => {}
             }
             if found.is_empty() {
                 if cpufreq.is_empty() {
-                    return Err(format!(
-                        "no cpufreq scaling_cur_freq under {} and no 'cpu MHz' in {}",
-                        base.display(),
-                        file.path().display()
-                    ));
+                    return Err(FreqError::NoSource {
+                        cpu_dir: base,
+                        cpuinfo: file.path().to_owned(),
+                    });
                 }
             } else if nominal.is_none() {
                 cpuinfo = Some(file);

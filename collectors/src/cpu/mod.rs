@@ -14,7 +14,7 @@ use crate::SourceId;
 use crate::source::channel;
 use std::time::Duration;
 
-use crate::idle::PackageReader;
+use crate::idle::{PackageReader, PackageUnavailable};
 use crate::sysroot::{SysFile, SysRoot};
 use crate::{CollectError, Collector, Metric, Sample};
 
@@ -22,7 +22,7 @@ pub use topology::{CpuFacts, CpuPlace, Topology, cpu_facts, pin_order, read_topo
 
 use cpuidle::IdleReader;
 use freq::FreqReader;
-use stat::StatReader;
+use stat::{StatError, StatReader};
 
 /// Source name of every sample this collector emits.
 const SOURCE: SourceId = SourceId::Cpu;
@@ -89,13 +89,34 @@ impl Default for CpuOptions {
     }
 }
 
+/// Why a part of the CPU collector does not work here.
+#[derive(Debug, thiserror::Error)]
+pub enum PartUnavailable {
+    /// The topology lists no online CPU.
+    #[error("no online CPUs listed")]
+    NoCpus,
+    /// The topology cannot be read.
+    #[error("{0}")]
+    Topology(CollectError),
+    #[error("{0}")]
+    Frequency(freq::FreqError),
+    #[error("{0}")]
+    Cpuidle(cpuidle::CpuidleError),
+    #[error("{0}")]
+    Stat(StatError),
+    #[error("{0}")]
+    Package(PackageUnavailable),
+}
+
 enum Part<T> {
+    /// Not looked for yet.
+    Untried,
     Ready(T),
-    Unavailable(String),
+    Unavailable(PartUnavailable),
 }
 
 impl<T> Part<T> {
-    fn from_result(part: &str, r: Result<T, String>) -> Self {
+    fn from_result(part: &str, r: Result<T, PartUnavailable>) -> Self {
         match r {
             Ok(t) => Part::Ready(t),
             Err(why) => {
@@ -107,10 +128,10 @@ impl<T> Part<T> {
         }
     }
 
-    fn status(&self) -> Result<(), String> {
+    fn status(&self) -> Result<(), &PartUnavailable> {
         match self {
-            Part::Ready(_) => Ok(()),
-            Part::Unavailable(why) => Err(why.clone()),
+            Part::Ready(_) | Part::Untried => Ok(()),
+            Part::Unavailable(why) => Err(why),
         }
     }
 }
@@ -132,7 +153,7 @@ pub struct CpuCollector {
     online_file: Option<SysFile>,
     online_text: Vec<u8>,
     cpus: Vec<usize>,
-    topology: Result<(), String>,
+    topology: Result<(), PartUnavailable>,
     freq: Part<FreqReader>,
     idle: Part<IdleReader>,
     stat: Part<StatReader>,
@@ -181,13 +202,16 @@ impl CpuCollector {
         }
         let (cpus, topology) = match topology::online_cpus(&root) {
             Ok(cpus) if !cpus.is_empty() => (cpus, Ok(())),
-            Ok(_) => (Vec::new(), Err("no online CPUs listed".to_owned())),
-            Err(e) => (Vec::new(), Err(e.to_string())),
+            Ok(_) => (Vec::new(), Err(PartUnavailable::NoCpus)),
+            Err(e) => (Vec::new(), Err(PartUnavailable::Topology(e))),
         };
         if let Err(why) = &topology {
             tracing::info!("cpu topology unavailable: {why}");
         }
-        let stat = Part::from_result("stat", StatReader::new(&root, options.keep_files_open));
+        let stat = Part::from_result(
+            "stat",
+            StatReader::new(&root, options.keep_files_open).map_err(PartUnavailable::Stat),
+        );
         let mut collector = CpuCollector {
             root,
             clock,
@@ -195,8 +219,8 @@ impl CpuCollector {
             online_text,
             cpus,
             topology,
-            freq: Part::Unavailable(String::new()),
-            idle: Part::Unavailable(String::new()),
+            freq: Part::Untried,
+            idle: Part::Untried,
             stat,
             package: None,
             per_cpu_times: options.per_cpu_times,
@@ -225,7 +249,7 @@ impl CpuCollector {
     pub fn with_devfs(mut self, dev: impl AsRef<std::path::Path>) -> Self {
         self.package = Some(match PackageReader::discover(&self.root, dev.as_ref()) {
             Ok(r) => Part::Ready(r),
-            Err(why) => Part::from_result("package C-states", Err(why.to_string())),
+            Err(why) => Part::from_result("package C-states", Err(PartUnavailable::Package(why))),
         });
         self
     }
@@ -239,9 +263,9 @@ impl CpuCollector {
         matches!(&self.freq, Part::Ready(r) if r.is_nominal())
     }
 
-    pub fn availability(&self) -> Vec<(&'static str, Result<(), String>)> {
+    pub fn availability(&self) -> Vec<(&'static str, Result<(), &PartUnavailable>)> {
         let mut parts = vec![
-            ("topology", self.topology.clone()),
+            ("topology", self.topology.as_ref().map(|&()| ())),
             ("frequency", self.freq.status()),
             ("cpuidle", self.idle.status()),
             ("stat", self.stat.status()),
@@ -266,10 +290,16 @@ impl CpuCollector {
         let keep_open = self.keep_open();
         self.freq = match FreqReader::new(&self.root, &self.cpus, keep_open) {
             Ok(r) => Part::Ready(r),
-            Err(why) if matches!(&self.freq, Part::Unavailable(old) if *old == why) => {
-                Part::Unavailable(why)
+            Err(why) => {
+                let why = PartUnavailable::Frequency(why);
+                // Said once: not again after a hotplug that changed nothing about it.
+                if matches!(&self.freq, Part::Unavailable(old) if old.to_string() == why.to_string())
+                {
+                    Part::Unavailable(why)
+                } else {
+                    Part::from_result("frequency", Err(why))
+                }
             }
-            Err(why) => Part::from_result("frequency", Err(why)),
         };
         self.freq_channels = self.cpus.iter().map(|&c| channel::cpu(c)).collect();
         self.idle = match &mut self.idle {
@@ -277,10 +307,11 @@ impl CpuCollector {
                 reader.rediscover(&self.cpus);
                 return;
             }
-            Part::Unavailable(old) if !old.is_empty() => return,
-            Part::Unavailable(_) => Part::from_result(
+            Part::Unavailable(_) => return,
+            Part::Untried => Part::from_result(
                 "cpuidle",
-                IdleReader::discover(&self.root, &self.cpus, keep_open),
+                IdleReader::discover(&self.root, &self.cpus, keep_open)
+                    .map_err(PartUnavailable::Cpuidle),
             ),
         };
     }
@@ -335,7 +366,7 @@ impl Collector for CpuCollector {
             if let Err(e) = result {
                 if e.action() == crate::Action::Stop {
                     tracing::info!("cpu stat unavailable: {e}");
-                    self.stat = Part::Unavailable(e.to_string());
+                    self.stat = Part::Unavailable(PartUnavailable::Stat(StatError::Read(e)));
                 } else {
                     tracing::debug!("cpu stat: {e}");
                 }

@@ -6,6 +6,8 @@
 //! total is the sum of the first eight fields. Counters can go backwards (CPU hotplug, the
 //! nohz idle/iowait accounting): such an interval is skipped for that CPU, never reported.
 
+use std::path::PathBuf;
+
 use crate::source::channel;
 use crate::sysroot::{SysFile, SysRoot};
 use crate::{CollectError, Metric};
@@ -63,9 +65,35 @@ impl CpuTimes {
 /// The prefix of `/proc/stat`'s CPU lines (`cpu`, `cpuN`).
 const PROC_STAT_CPU: &str = "cpu"; // kernel name
 
+/// Why a `cpu` line of `/proc/stat` cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StatLineError {
+    #[error("bad cpu label in line {line:?}")]
+    Label { line: String },
+    #[error("{word:?} is not a tick count in line {line:?}")]
+    Ticks { word: String, line: String },
+    #[error("too few fields in line {line:?}")]
+    TooFewFields { line: String },
+}
+
+/// Why `/proc/stat` cannot give utilisation here.
+#[derive(Debug, thiserror::Error)]
+pub enum StatError {
+    /// It cannot be read.
+    #[error("{0}")]
+    Read(CollectError),
+    #[error("{}: {line}", path.display())]
+    Line { path: PathBuf, line: StatLineError },
+    #[error("{} has no cpu lines", path.display())]
+    NoCpuLines { path: PathBuf },
+}
+
 /// Parse the `cpu` lines, calling `emit(None, times)` for the aggregate line and
 /// `emit(Some(n), times)` for `cpuN`. Stops at the first line that is not a `cpu` line.
-pub fn parse_stat(text: &str, mut emit: impl FnMut(Option<usize>, CpuTimes)) -> Result<(), String> {
+pub fn parse_stat(
+    text: &str,
+    mut emit: impl FnMut(Option<usize>, CpuTimes),
+) -> Result<(), StatLineError> {
     for line in text.lines() {
         let Some(rest) = line.strip_prefix(PROC_STAT_CPU) else {
             break;
@@ -75,21 +103,23 @@ pub fn parse_stat(text: &str, mut emit: impl FnMut(Option<usize>, CpuTimes)) -> 
             None
         } else {
             let n = words.next().unwrap_or_default();
-            Some(
-                n.parse::<usize>()
-                    .map_err(|_| format!("bad cpu label in line {line:?}"))?,
-            )
+            Some(n.parse::<usize>().map_err(|_| StatLineError::Label {
+                line: line.to_owned(),
+            })?)
         };
         let mut times = CpuTimes::default();
         let mut count = 0;
         for (slot, word) in times.0.iter_mut().zip(words) {
-            *slot = word
-                .parse()
-                .map_err(|_| format!("{word:?} is not a tick count in line {line:?}"))?;
+            *slot = word.parse().map_err(|_| StatLineError::Ticks {
+                word: word.to_owned(),
+                line: line.to_owned(),
+            })?;
             count += 1;
         }
         if count < 4 {
-            return Err(format!("too few fields in line {line:?}"));
+            return Err(StatLineError::TooFewFields {
+                line: line.to_owned(),
+            });
         }
         emit(label, times);
     }
@@ -128,7 +158,7 @@ pub struct StatReader {
 
 impl StatReader {
     /// Check `/proc/stat` is readable and parseable. `Err` says why not.
-    pub fn new(root: &SysRoot, keep_open: bool) -> Result<Self, String> {
+    pub fn new(root: &SysRoot, keep_open: bool) -> Result<Self, StatError> {
         let mut reader = StatReader {
             file: SysFile::new(root.proc_path("stat"), keep_open),
             all: Slot {
@@ -138,12 +168,18 @@ impl StatReader {
             per_cpu: Vec::new(),
         };
         let mut buf = Vec::new();
-        reader.file.read(&mut buf).map_err(|e| e.to_string())?;
+        reader.file.read(&mut buf).map_err(StatError::Read)?;
         let mut any = false;
-        parse_stat(&String::from_utf8_lossy(&buf), |_, _| any = true)
-            .map_err(|e| format!("{}: {e}", reader.file.path().display()))?;
+        parse_stat(&String::from_utf8_lossy(&buf), |_, _| any = true).map_err(|line| {
+            StatError::Line {
+                path: reader.file.path().to_owned(),
+                line,
+            }
+        })?;
         if !any {
-            return Err(format!("{} has no cpu lines", reader.file.path().display()));
+            return Err(StatError::NoCpuLines {
+                path: reader.file.path().to_owned(),
+            });
         }
         Ok(reader)
     }
@@ -201,7 +237,7 @@ impl StatReader {
                 }
             }
         })
-        .map_err(|e| CollectError::parse(self.file.path(), e))?;
+        .map_err(|e| CollectError::parse(self.file.path(), e.to_string()))?;
         // A CPU that went offline starts afresh when it returns.
         for slot in &mut self.per_cpu {
             if !slot.seen {

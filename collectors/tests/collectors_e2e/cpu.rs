@@ -432,7 +432,12 @@ fn only_proc_stat_still_gives_utilisation() {
     let avail = c.availability();
     assert!(avail[3].1.is_ok());
     assert!(
-        avail[2].1.as_ref().unwrap_err().contains("cpuidle"),
+        avail[2]
+            .1
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .contains("cpuidle"),
         "{avail:?}"
     );
     assert!(c.poll(0).unwrap().is_empty());

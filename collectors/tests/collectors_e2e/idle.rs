@@ -61,7 +61,12 @@ fn intel_desktop_package_states_advance_through_the_cpu_collector() {
     let mut cpu = CpuCollector::with_options(root_at(dir.path()), clock, CpuOptions::default())
         .with_devfs(dir.path().join("dev"));
     let parts = cpu.availability();
-    assert!(parts.contains(&("package C-states", Ok(()))), "{parts:?}");
+    assert!(
+        parts
+            .iter()
+            .any(|(p, s)| *p == "package C-states" && s.is_ok()),
+        "{parts:?}"
+    );
     cpu.poll(0).unwrap();
     // One second at a 3.3 GHz TSC: 20 % PC2, 50 % PC6, 10 % PC10; PC3 and PC8 untouched.
     let tsc = 3_300_000_000u64;
@@ -182,7 +187,7 @@ fn amd_server_says_it_has_no_package_counters_and_what_it_has() {
         .into_iter()
         .find(|(p, _)| *p == "package C-states")
         .unwrap();
-    assert!(state.unwrap_err().contains("AMD"));
+    assert!(state.unwrap_err().to_string().contains("AMD"));
     let all = settings::read_all(&root);
     let sata = all.iter().find(|s| s.id == "sata_alpm:host0").unwrap();
     assert!(sata.is_low_power(), "{sata:?}");

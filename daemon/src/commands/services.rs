@@ -27,7 +27,9 @@ pub fn run(args: &ServicesArgs, config_path: Option<&Path>) -> anyhow::Result<Ex
     let unrecordable = (e.is_empty() && config.services.enabled && host == config.host.name)
         .then(|| {
             let root = wattson_collectors::SysRoot::new(&config.host.sysfs, &config.host.procfs);
-            wattson_collectors::cgroup::availability(&root).err()
+            wattson_collectors::cgroup::availability(&root)
+                .err()
+                .map(|e| e.to_string())
         })
         .flatten();
     if args.json {

@@ -44,7 +44,7 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
         out.push(SourceState {
             source: format!("{} {part}", SourceId::Cpu),
             available: state.is_ok(),
-            detail: state.err().unwrap_or_else(|| ok.into()),
+            detail: state.map_or_else(ToString::to_string, |()| ok.into()),
         });
     }
     match wattson_collectors::power::rapl::RaplCollector::new(root) {
@@ -91,7 +91,7 @@ pub fn source_states(root: &SysRoot, config: &crate::config::Config) -> Vec<Sour
         detail: match (config.services.enabled, services) {
             (false, _) => "off ([services] enabled = true records CPU time per service)".into(),
             (true, Ok(dir)) => format!("cgroup v2 at {}", dir.display()),
-            (true, Err(why)) => why,
+            (true, Err(why)) => why.to_string(),
         },
     });
     match wattson_collectors::power::hwmon::HwmonCollector::new(root) {
