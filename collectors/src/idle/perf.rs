@@ -57,10 +57,65 @@ impl CstatePmu {
     }
 }
 
-fn read_trimmed(path: &std::path::Path) -> Result<String, String> {
+/// Why the package C-state counters cannot be read through the perf PMUs.
+#[derive(Debug, thiserror::Error)]
+pub enum PmuError {
+    #[error("reading {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{} holds {text:?}, not a perf type number", path.display())]
+    Type { path: PathBuf, text: String },
+    #[error(
+        "the kernel exposes no cstate_pkg perf PMU ({} is absent: a kernel without \
+         CONFIG_PERF_EVENTS_INTEL_CSTATE, or a CPU it does not know)",
+        dir.display()
+    )]
+    NoPmu { dir: PathBuf },
+    #[error("{} lists no c*-residency events", events.display())]
+    NoEvents { events: PathBuf },
+    #[error(
+        "cstate_pkg counts at the TSC's rate, and the msr perf PMU's tsc event to divide by is \
+         absent ({})",
+        path.display()
+    )]
+    NoTsc { path: PathBuf },
+    /// `event` (`cstate_pkg/c6-residency`, `msr/tsc`) could not be opened on `cpu`; `dir` is
+    /// the `cstate_pkg` PMU's.
+    #[error(
+        "opening the perf event {event} ({}) on CPU {cpu}: {error}{}",
+        dir.display(),
+        open_hint(error)
+    )]
+    Open {
+        event: String,
+        dir: PathBuf,
+        cpu: usize,
+        error: std::io::Error,
+    },
+    #[error("the perf counters opened but cannot be read ({})", dir.display())]
+    Unreadable { dir: PathBuf },
+}
+
+/// What to do where opening a counter was refused.
+fn open_hint(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => {
+            ": system-wide perf counters need CAP_PERFMON (or CAP_SYS_ADMIN), or \
+             kernel.perf_event_paranoid at 0 or below"
+        }
+        _ => "",
+    }
+}
+
+fn read_trimmed(path: &std::path::Path) -> Result<String, PmuError> {
     std::fs::read_to_string(path)
         .map(|s| s.trim().to_owned())
-        .map_err(|e| format!("reading {}: {e}", path.display()))
+        .map_err(|error| PmuError::Read {
+            path: path.to_owned(),
+            error,
+        })
 }
 
 /// `event=0x02` (with other `key=value` terms after commas) -> 2.
@@ -74,26 +129,24 @@ fn event_config(text: &str) -> Option<u64> {
     })
 }
 
-fn read_pmu_type(dir: &std::path::Path) -> Result<u32, String> {
+fn read_pmu_type(dir: &std::path::Path) -> Result<u32, PmuError> {
     let path = dir.join("type");
     let text = read_trimmed(&path)?;
-    text.parse()
-        .map_err(|_| format!("{} holds {text:?}, not a perf type number", path.display()))
+    text.parse().map_err(|_| PmuError::Type { path, text })
 }
 
 /// Find `cstate_pkg` and the `msr` PMU's `tsc` under `root`; `Err` says what is missing.
-pub fn detect(root: &SysRoot) -> Result<CstatePmu, String> {
+pub fn detect(root: &SysRoot) -> Result<CstatePmu, PmuError> {
     let dir = root.sys_path(CSTATE_PKG_PMU);
     if !dir.exists() {
-        return Err(format!(
-            "the kernel exposes no cstate_pkg perf PMU ({} is absent: a kernel without \
-             CONFIG_PERF_EVENTS_INTEL_CSTATE, or a CPU it does not know)",
-            dir.display()
-        ));
+        return Err(PmuError::NoPmu { dir });
     }
     let pmu_type = read_pmu_type(&dir)?;
     let mut events: Vec<PmuEvent> = std::fs::read_dir(dir.join("events"))
-        .map_err(|e| format!("reading {}: {e}", dir.join("events").display()))?
+        .map_err(|error| PmuError::Read {
+            path: dir.join("events"),
+            error,
+        })?
         .filter_map(Result::ok)
         .filter_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
@@ -108,10 +161,9 @@ pub fn detect(root: &SysRoot) -> Result<CstatePmu, String> {
         })
         .collect();
     if events.is_empty() {
-        return Err(format!(
-            "{} lists no c*-residency events",
-            dir.join("events").display()
-        ));
+        return Err(PmuError::NoEvents {
+            events: dir.join("events"),
+        });
     }
     events.sort_by_key(|e| e.state);
     let cpus = std::fs::read_to_string(dir.join("cpumask"))
@@ -122,12 +174,8 @@ pub fn detect(root: &SysRoot) -> Result<CstatePmu, String> {
     let tsc = read_trimmed(&msr.join("events/tsc"))
         .ok()
         .and_then(|t| event_config(&t))
-        .ok_or_else(|| {
-            format!(
-                "cstate_pkg counts at the TSC's rate, and the msr perf PMU's tsc event to \
-                 divide by is absent ({})",
-                msr.join("events/tsc").display()
-            )
+        .ok_or_else(|| PmuError::NoTsc {
+            path: msr.join("events/tsc"),
         })?;
     Ok(CstatePmu {
         dir,
@@ -224,19 +272,14 @@ impl PerfCounters for PerfEventOpen {
     }
 }
 
-/// Why opening a counter failed, in words.
-pub fn open_error(pmu: &CstatePmu, event: &str, cpu: usize, e: &std::io::Error) -> String {
-    let hint = match e.raw_os_error() {
-        Some(libc::EACCES | libc::EPERM) => {
-            ": system-wide perf counters need CAP_PERFMON (or CAP_SYS_ADMIN), or \
-             kernel.perf_event_paranoid at 0 or below"
-        }
-        _ => "",
-    };
-    format!(
-        "opening the perf event {event} ({}) on CPU {cpu}: {e}{hint}",
-        pmu.dir.display()
-    )
+/// Why opening the counter `event` on `cpu` failed.
+pub fn open_error(pmu: &CstatePmu, event: &str, cpu: usize, error: std::io::Error) -> PmuError {
+    PmuError::Open {
+        event: event.to_owned(),
+        dir: pmu.dir.clone(),
+        cpu,
+        error,
+    }
 }
 
 #[cfg(test)]

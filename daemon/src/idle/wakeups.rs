@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use wattson_collectors::SysRoot;
 use wattson_collectors::idle::wakeups::{WakeupCollector, Wakeups};
+use wattson_collectors::{CollectError, SysRoot};
 
 /// Entries listed per ranking unless asked otherwise.
 pub const TOP: usize = 10;
@@ -100,16 +100,13 @@ impl InterruptEntry {
 /// A window being sampled: the first read taken.
 pub struct Sampling {
     collector: WakeupCollector,
-    first: Result<(), String>,
+    first: Result<(), CollectError>,
 }
 
 /// Take the first read now.
 pub fn start(root: &SysRoot, docker_root: Option<PathBuf>) -> Sampling {
     let mut collector = WakeupCollector::new(root, docker_root);
-    let first = collector
-        .poll()
-        .map(|_| ())
-        .map_err(|e| wattson_collectors::ErrorChain(&e).to_string());
+    let first = collector.poll().map(|_| ());
     Sampling { collector, first }
 }
 
@@ -117,28 +114,24 @@ impl Sampling {
     /// Take the second read and rank, `top` entries per ranking.
     pub fn finish(mut self, top: usize) -> WakeupsView {
         let (tasks_from, interrupts_from) = self.collector.sources();
-        let read = self.first.and_then(|()| {
-            self.collector
-                .poll()
-                .map_err(|e| wattson_collectors::ErrorChain(&e).to_string())?
-                .ok_or_else(|| "no time passed between the two reads".to_owned())
-        });
-        match read {
-            Ok(w) => rank(&w, top, tasks_from, interrupts_from),
-            Err(why) => WakeupsView {
-                seconds: 0.0,
-                tasks_from,
-                interrupts_from,
-                task_wakeups_per_s: 0.0,
-                threads: 0,
-                truncated: false,
-                by_service: Vec::new(),
-                by_process: Vec::new(),
-                interrupts_per_s: 0.0,
-                interrupts: Vec::new(),
-                interrupts_unavailable: None,
-                unavailable: Some(why),
-            },
+        let why = match self.first.and_then(|()| self.collector.poll()) {
+            Ok(Some(w)) => return rank(&w, top, tasks_from, interrupts_from),
+            Ok(None) => "no time passed between the two reads".to_owned(),
+            Err(e) => wattson_collectors::ErrorChain(&e).to_string(),
+        };
+        WakeupsView {
+            seconds: 0.0,
+            tasks_from,
+            interrupts_from,
+            task_wakeups_per_s: 0.0,
+            threads: 0,
+            truncated: false,
+            by_service: Vec::new(),
+            by_process: Vec::new(),
+            interrupts_per_s: 0.0,
+            interrupts: Vec::new(),
+            interrupts_unavailable: None,
+            unavailable: Some(why),
         }
     }
 }

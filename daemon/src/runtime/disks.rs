@@ -53,7 +53,7 @@ impl Watch {
 
     /// One reading at `now_ms`: what to store, when it is time, and the share of the time
     /// since the previous reading the disk was spun up (`None` while its state is unknown).
-    fn poll(&mut self, now_ms: i64) -> Result<(Option<Pending>, Option<f64>), String> {
+    fn poll(&mut self, now_ms: i64) -> Result<(Option<Pending>, Option<f64>), disks::DiskError> {
         let reading = disks::read_disk(&self.root, &self.name)?;
         self.source = reading.source;
         let step = self.tracker.observe(now_ms, reading.observed);
@@ -141,7 +141,9 @@ async fn follow(
         };
         let (w, sink) = (watch.clone(), store.clone());
         let polled = tokio::task::spawn_blocking(move || {
-            let mut w = w.lock().map_err(|_| "the disk's lock".to_owned())?;
+            // A poll that panicked ended this loop (`Err(_) => break` below), so the lock is
+            // never found poisoned here.
+            let mut w = w.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if last {
                 w.last_flush_ms = wattson_collectors::now_ms();
                 return Ok((Some(std::mem::take(&mut w.pending)), w.source));
@@ -155,7 +157,7 @@ async fn follow(
                     tracing::debug!("disk {}: spin share not stored: {e}", w.name);
                 }
             }
-            Ok::<_, String>((got, w.source))
+            Ok::<_, disks::DiskError>((got, w.source))
         })
         .await;
         let (pending, source) = match polled {

@@ -36,11 +36,10 @@ impl Collector for DiskSpinCollector {
     fn poll(&mut self, now_ms: i64) -> Result<Vec<Sample>, CollectError> {
         let mut out = Vec::with_capacity(self.disks.len());
         for (name, tracker) in &mut self.disks {
-            let reading =
-                disks::read_disk(&self.root, name).map_err(|detail| CollectError::Failed {
-                    source_name: format!("disk {name}"),
-                    detail,
-                })?;
+            let reading = disks::read_disk(&self.root, name).map_err(|e| CollectError::Failed {
+                source_name: format!("disk {name}"),
+                detail: e.to_string(),
+            })?;
             if let Some(share) = tracker.observe(now_ms, reading.observed).up_share() {
                 out.push(Sample::new(
                     now_ms,

@@ -17,7 +17,7 @@ pub mod processes;
 pub mod tracker;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::SysRoot;
 use crate::cgroup::ContainerNames;
@@ -81,8 +81,20 @@ pub fn ios_of_stat(text: &str) -> Option<u64> {
     Some(reads.wrapping_add(writes))
 }
 
+/// Why a disk has no reading.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskError {
+    #[error("{}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: not a block device's stat line", path.display())]
+    NotStat { path: PathBuf },
+}
+
 /// Disk `name`'s reading under `root`, or why there is none.
-pub fn read_disk(root: &SysRoot, name: &str) -> Result<DiskReading, String> {
+pub fn read_disk(root: &SysRoot, name: &str) -> Result<DiskReading, DiskError> {
     let dir = root.sys_path("block").join(name);
     let dev = read(&dir.join("dev"));
     let managed = read(&dir.join("device/power/control")).is_some_and(|c| c == "auto");
@@ -94,9 +106,11 @@ pub fn read_disk(root: &SysRoot, name: &str) -> Result<DiskReading, String> {
         });
     }
     let stat = dir.join("stat");
-    let text = std::fs::read_to_string(&stat).map_err(|e| format!("{}: {e}", stat.display()))?;
-    let ios = ios_of_stat(&text)
-        .ok_or_else(|| format!("{}: not a block device's stat line", stat.display()))?;
+    let text = std::fs::read_to_string(&stat).map_err(|error| DiskError::Read {
+        path: stat.clone(),
+        error,
+    })?;
+    let ios = ios_of_stat(&text).ok_or(DiskError::NotStat { path: stat })?;
     Ok(DiskReading {
         source: SpinSource::Inferred,
         observed: Observed::Ios(ios),
@@ -281,6 +295,7 @@ mod tests {
         assert!(
             read_disk(&root, "sdz")
                 .unwrap_err()
+                .to_string()
                 .contains("block/sdz/stat")
         );
     }

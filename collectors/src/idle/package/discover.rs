@@ -2,7 +2,7 @@
 //! model), the first CPU of each package, then the residency MSRs or, failing them, the
 //! `cstate_pkg` perf PMU; where neither can be read, why, and what the machine has instead.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -12,7 +12,7 @@ use crate::idle::cpu_model::{
     CpuIdentity, IntelPlatform, LimitEncoding, MSR_PKG_CST_CONFIG_CONTROL, MSR_TSC, PcState,
     Vendor, intel_platform, read_opt,
 };
-use crate::idle::perf::{CstatePmu, PerfCounters, PerfEventOpen};
+use crate::idle::perf::{CstatePmu, PerfCounters, PerfEventOpen, PmuError};
 use crate::sysroot::SysRoot;
 
 /// Why package C-states cannot be read here, and what the machine offers instead.
@@ -32,6 +32,45 @@ impl std::fmt::Display for PackageUnavailable {
         }
         Ok(())
     }
+}
+
+/// Why the package residency MSRs cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum MsrError {
+    /// `cpu` (as [`CpuIdentity::describe`] says it) is not in the table.
+    #[error(
+        "{cpu}: not in turbostat's table of Intel models with package C-state counters, so \
+         wattson does not guess which MSRs it has"
+    )]
+    NotInTable { cpu: String },
+    #[error(
+        "no {}: the msr module is not loaded (`modprobe msr`, or \
+         `echo msr > /etc/modules-load.d/msr.conf` to keep it)",
+        path.display()
+    )]
+    NoModule { path: PathBuf },
+    #[error(
+        "{} needs root (the msr driver asks for CAP_SYS_RAWIO): run `sudo \
+         wattson idle`; the installed service lacks that capability unless a \
+         drop-in grants it (see docs/idle.md)",
+        path.display()
+    )]
+    NeedsRoot { path: PathBuf },
+    #[error("opening {}: {error}", path.display())]
+    Open {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("reading the TSC (MSR 0x10) from {}: {error}", path.display())]
+    Tsc {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error(
+        "every package residency MSR of this {platform} CPU answered EIO: the firmware hides \
+         them"
+    )]
+    Hidden { platform: &'static str },
 }
 
 impl PackageReader {
@@ -112,11 +151,7 @@ impl PackageReader {
                 Ok(reader) => return Ok(reader),
                 Err(why) => why,
             },
-            None => format!(
-                "{}: not in turbostat's table of Intel models with package C-state counters, so \
-                 wattson does not guess which MSRs it has",
-                id.describe()
-            ),
+            None => MsrError::NotInTable { cpu: id.describe() },
         };
         match Self::open_pmu(root, table, &first, &places, perf) {
             Ok(reader) => {
@@ -155,24 +190,18 @@ impl PackageReader {
         platform: IntelPlatform,
         first: &[(u32, usize)],
         dev: &Path,
-    ) -> Result<PackageReader, String> {
+    ) -> Result<PackageReader, MsrError> {
         let many = first.len() > 1;
         let mut packages = Vec::new();
         for &(pkg, cpu) in first {
             let path = dev.join(format!("cpu/{cpu}/msr"));
-            let file = Msr::open(&path).map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => format!(
-                    "no {}: the msr module is not loaded (`modprobe msr`, or \
-                     `echo msr > /etc/modules-load.d/msr.conf` to keep it)",
-                    path.display()
-                ),
-                std::io::ErrorKind::PermissionDenied => format!(
-                    "{} needs root (the msr driver asks for CAP_SYS_RAWIO): run `sudo \
-                     wattson idle`; the installed service lacks that capability unless a \
-                     drop-in grants it (see docs/idle.md)",
-                    path.display()
-                ),
-                _ => format!("opening {}: {e}", path.display()),
+            let file = Msr::open(&path).map_err(|error| match error.kind() {
+                std::io::ErrorKind::NotFound => MsrError::NoModule { path: path.clone() },
+                std::io::ErrorKind::PermissionDenied => MsrError::NeedsRoot { path: path.clone() },
+                _ => MsrError::Open {
+                    path: path.clone(),
+                    error,
+                },
             })?;
             packages.push(Package {
                 id: pkg,
@@ -187,22 +216,20 @@ impl PackageReader {
         // The TSC must be readable, or no share can be computed.
         for p in &reader.packages {
             if let Counter::Msr(file) = &p.counter
-                && let Err(e) = read_msr(file, &mut reader.buf, MSR_TSC)
+                && let Err(error) = read_msr(file, &mut reader.buf, MSR_TSC)
             {
-                return Err(format!(
-                    "reading the TSC (MSR 0x10) from {}: {e}",
-                    p.path.display()
-                ));
+                return Err(MsrError::Tsc {
+                    path: p.path.clone(),
+                    error,
+                });
             }
         }
         let states_before = reader.platform.states.len();
         reader.prime();
         if reader.platform.states.is_empty() && states_before > 0 {
-            return Err(format!(
-                "every package residency MSR of this {} CPU answered EIO: the firmware hides \
-                 them",
-                reader.platform.platform
-            ));
+            return Err(MsrError::Hidden {
+                platform: reader.platform.platform,
+            });
         }
         reader.limit = reader.packages.first().and_then(|p| {
             let Counter::Msr(file) = &p.counter else {
@@ -222,7 +249,7 @@ impl PackageReader {
         first: &[(u32, usize)],
         places: &[(u32, usize)],
         mut perf: Box<dyn PerfCounters>,
-    ) -> Result<PackageReader, String> {
+    ) -> Result<PackageReader, PmuError> {
         let pmu: CstatePmu = crate::idle::perf::detect(root)?;
         let platform = IntelPlatform {
             platform: table.as_ref().map_or("intel", |t| t.platform),
@@ -242,12 +269,12 @@ impl PackageReader {
             let mut states = Vec::with_capacity(pmu.events.len());
             for ev in &pmu.events {
                 states.push(perf.open(pmu.pmu_type, ev.config, cpu).map_err(|e| {
-                    crate::idle::perf::open_error(&pmu, &format!("cstate_pkg/{}", ev.name), cpu, &e)
+                    crate::idle::perf::open_error(&pmu, &format!("cstate_pkg/{}", ev.name), cpu, e)
                 })?);
             }
             let tsc = perf
                 .open(pmu.tsc.0, pmu.tsc.1, cpu)
-                .map_err(|e| crate::idle::perf::open_error(&pmu, "msr/tsc", cpu, &e))?;
+                .map_err(|e| crate::idle::perf::open_error(&pmu, "msr/tsc", cpu, e))?;
             packages.push(Package {
                 id: pkg,
                 cpu,
@@ -266,10 +293,7 @@ impl PackageReader {
         let mut reader = PackageReader::new(platform, packages, Some((perf, source)));
         reader.prime();
         if reader.packages.iter().all(|p| p.prev.is_none()) {
-            return Err(format!(
-                "the perf counters opened but cannot be read ({})",
-                pmu.dir.display()
-            ));
+            return Err(PmuError::Unreadable { dir: pmu.dir });
         }
         Ok(reader)
     }

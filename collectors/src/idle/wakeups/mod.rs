@@ -78,7 +78,7 @@ pub struct Wakeups {
 struct Read {
     at: Duration,
     tasks: TaskScan,
-    interrupts: Result<Vec<InterruptLine>, String>,
+    interrupts: Result<Vec<InterruptLine>, CollectError>,
 }
 
 /// Reads the counters and, from the second read on, returns the rates since the previous.
@@ -140,7 +140,7 @@ impl WakeupCollector {
         let path = self.proc.join("interrupts");
         let interrupts = std::fs::read_to_string(&path)
             .map(|t| interrupts::parse(&t))
-            .map_err(|e| format!("reading {}: {e}", path.display()));
+            .map_err(|e| CollectError::io(&path, e));
         let now = Read {
             at,
             tasks,
@@ -195,7 +195,7 @@ fn rates(prev: &Read, now: &Read) -> Option<Wakeups> {
         .collect();
     let (interrupts, interrupts_unavailable) = match (&prev.interrupts, &now.interrupts) {
         (Ok(before), Ok(lines)) => (interrupt_rates(before, lines, seconds), None),
-        (Err(e), _) | (_, Err(e)) => (Vec::new(), Some(e.clone())),
+        (Err(e), _) | (_, Err(e)) => (Vec::new(), Some(crate::ErrorChain(e).to_string())),
     };
     Some(Wakeups {
         seconds,
