@@ -34,6 +34,8 @@ pub enum SmiError {
     NoHeader,
     #[error("nvidia-smi output line {line}: {detail}")]
     Parse { line: usize, detail: String },
+    #[error("nvidia-smi output line {line}: {text:?} is not a number")]
+    NotANumber { line: usize, text: String },
     #[error(transparent)]
     Command(#[from] CommandError),
     #[error("{program} failed ({status}): {message}")]
@@ -57,10 +59,12 @@ impl From<SmiError> for CollectError {
                 source_name,
                 detail,
             },
-            SmiError::NoHeader | SmiError::Parse { .. } => CollectError::BadFrame {
-                source_name,
-                detail,
-            },
+            SmiError::NoHeader | SmiError::Parse { .. } | SmiError::NotANumber { .. } => {
+                CollectError::BadFrame {
+                    source_name,
+                    detail,
+                }
+            }
             SmiError::Failed { .. } => CollectError::Failed {
                 source_name,
                 detail,
@@ -121,7 +125,7 @@ fn parse_timestamp(text: &str) -> Option<i64> {
 
 /// A number with an optional unit suffix (`76.98`, `76.98 W`, `0 %`); `None` for `N/A`,
 /// `[N/A]`, `[Not Supported]` and the like.
-fn number(field: &str) -> Result<Option<f64>, String> {
+fn number(field: &str, line: usize) -> Result<Option<f64>, SmiError> {
     let f = field.trim();
     if f.is_empty() || f.starts_with('[') || f.eq_ignore_ascii_case("n/a") {
         return Ok(None);
@@ -129,7 +133,10 @@ fn number(field: &str) -> Result<Option<f64>, String> {
     let num = f.split_whitespace().next().unwrap_or(f);
     num.parse::<f64>()
         .map(Some)
-        .map_err(|_| format!("{f:?} is not a number"))
+        .map_err(|_| SmiError::NotANumber {
+            line,
+            text: f.to_owned(),
+        })
 }
 
 /// Parse `--format=csv` output (with its header line; `nounits` or not).
@@ -178,11 +185,11 @@ pub fn parse_csv(text: &str) -> Result<Vec<SmiRow>, SmiError> {
                     let f = field.trim();
                     row.uuid = (!f.is_empty() && !f.starts_with('[')).then(|| f.to_owned());
                 }
-                "power.draw" => row.power_w = number(field).map_err(bad)?,
+                "power.draw" => row.power_w = number(field, line_no)?,
                 "clocks.current.sm" | "clocks.sm" => {
-                    row.sm_clock_mhz = number(field).map_err(bad)?;
+                    row.sm_clock_mhz = number(field, line_no)?;
                 }
-                "utilization.gpu" => row.utilisation_pct = number(field).map_err(bad)?,
+                "utilization.gpu" => row.utilisation_pct = number(field, line_no)?,
                 "pstate" => {
                     let f = field.trim();
                     row.pstate = match f.strip_prefix('P') {
