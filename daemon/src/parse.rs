@@ -9,7 +9,7 @@ pub fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
             "{s} is negative: give a positive duration such as 5s"
         ));
     }
-    crate::config::parse_duration(s)
+    crate::config::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// clap value parser for a duration that may be 0 (`0`, `0s`: "not at all"), such as

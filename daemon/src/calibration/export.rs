@@ -9,7 +9,7 @@ use wattson_collectors::plausibility::{Limits, MAX_POWER_W};
 
 use super::CalibrationError;
 use super::model::{Hardware, Origin, Shape, WallModel};
-use crate::config::names::{check_label, check_name, check_text};
+use crate::config::names::{NameError, check_label, check_name, check_text};
 
 /// The file `export --format file` writes and `import` reads.
 #[derive(Debug, Serialize, Deserialize)]
@@ -91,7 +91,7 @@ pub const MAX_SIGNAL: f64 = 1e6;
 /// of a signal it saw are within [`MAX_SIGNAL`], and a line's every term stays within 16 kW
 /// over the range its signal was seen in.
 pub fn vet(m: &WallModel) -> Result<(), String> {
-    let name = |what: &str, value: &str, rule: fn(&str) -> Result<(), String>| {
+    let name = |what: &str, value: &str, rule: fn(&str) -> Result<(), NameError>| {
         rule(value).map_err(|e| format!("{what} {value:?} {e}"))
     };
     name("host", &m.host, check_name)?;

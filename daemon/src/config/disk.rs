@@ -75,7 +75,9 @@ impl Validator<'_> {
             }
             let standby_after = STANDBY_AFTER
                 .check(d.standby_after.get_ref().0)
-                .map_err(|m| self.err(d.standby_after.span(), "disk.standby_after", m))?;
+                .map_err(|m| {
+                    self.err(d.standby_after.span(), "disk.standby_after", m.to_string())
+                })?;
             let spun_up_watts = match d.spun_up_watts {
                 None => None,
                 Some(w) => {

@@ -13,17 +13,38 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365_000 * 86_400);
 
 const HINT: &str = "write e.g. \"1s\", \"500ms\", \"30d\"";
 
+/// Why a text is not a duration, or a duration is outside a key's [`Range`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("{text:?} is negative: a duration is more than 0; {HINT}")]
+    Negative { text: String },
+    #[error("{text:?} has no unit: {HINT}")]
+    NoUnit { text: String },
+    #[error("unknown unit {unit:?} in {text:?}: use ms, s, m, h or d")]
+    UnknownUnit { unit: String, text: String },
+    #[error("{text:?} is not a duration: {HINT}")]
+    NotADuration { text: String },
+    /// Longer than [`MAX_DURATION`].
+    #[error("{text:?} is too long: at most {}", format_duration(MAX_DURATION))]
+    TooLong { text: String },
+    #[error("{text:?} is 0: a duration is more than 0; {HINT}")]
+    Zero { text: String },
+    #[error("{} is too short: use {range}", format_duration(*duration))]
+    BelowRange { duration: Duration, range: Range },
+    #[error("{} is too long: use {range}", format_duration(*duration))]
+    AboveRange { duration: Duration, range: Range },
+}
+
 /// Parse a duration such as `500ms`, `1s`, `10m`, `2h`, `30d` (also `1.5s`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let s = s.trim();
+    let text = || s.to_owned();
     if s.starts_with('-') {
-        return Err(format!(
-            "{s:?} is negative: a duration is more than 0; {HINT}"
-        ));
+        return Err(DurationError::Negative { text: text() });
     }
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("{s:?} has no unit: {HINT}"))?;
+        .ok_or_else(|| DurationError::NoUnit { text: text() })?;
     let (num, unit) = s.split_at(split);
     let unit_ns: u128 = match unit.trim() {
         "ms" => 1_000_000,
@@ -32,9 +53,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => 3600 * 1_000_000_000,
         "d" => 86_400 * 1_000_000_000,
         other => {
-            return Err(format!(
-                "unknown unit {other:?} in {s:?}: use ms, s, m, h or d"
-            ));
+            return Err(DurationError::UnknownUnit {
+                unit: other.to_owned(),
+                text: text(),
+            });
         }
     };
     let (whole, fraction) = num.split_once('.').unwrap_or((num, ""));
@@ -45,14 +67,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             .chain(fraction.bytes())
             .all(|b| b.is_ascii_digit())
     {
-        return Err(format!("{s:?} is not a duration: {HINT}"));
+        return Err(DurationError::NotADuration { text: text() });
     }
-    let too_long = || {
-        format!(
-            "{s:?} is too long: at most {}",
-            format_duration(MAX_DURATION)
-        )
-    };
+    let too_long = || DurationError::TooLong { text: text() };
     // Leading zeros cannot overflow; more than 30 significant digits always would.
     let whole = whole.trim_start_matches('0');
     if whole.len() > 30 {
@@ -74,7 +91,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         ns = ns.saturating_add(u128::from(digit - b'0') * scale);
     }
     if ns == 0 {
-        return Err(format!("{s:?} is 0: a duration is more than 0; {HINT}"));
+        return Err(DurationError::Zero { text: text() });
     }
     if ns > MAX_DURATION.as_nanos() {
         return Err(too_long());
@@ -119,11 +136,17 @@ impl Range {
     }
 
     /// `Ok(d)` inside the range, else why not (naming the limits).
-    pub fn check(self, d: Duration) -> Result<Duration, String> {
+    pub fn check(self, d: Duration) -> Result<Duration, DurationError> {
         if d < self.min {
-            Err(format!("{} is too short: use {self}", format_duration(d)))
+            Err(DurationError::BelowRange {
+                duration: d,
+                range: self,
+            })
         } else if d > self.max {
-            Err(format!("{} is too long: use {self}", format_duration(d)))
+            Err(DurationError::AboveRange {
+                duration: d,
+                range: self,
+            })
         } else {
             Ok(d)
         }
@@ -204,10 +227,10 @@ mod tests {
     /// 384 ms once turned into i64 milliseconds.
     #[test]
     fn a_negative_duration_says_it_is_negative() {
-        let e = parse_duration("-1s").unwrap_err();
+        let e = parse_duration("-1s").unwrap_err().to_string();
         assert!(e.starts_with("\"-1s\" is negative"), "{e}");
         // 0 and below are refused for the one reason, said the one way.
-        let zero = parse_duration("0d").unwrap_err();
+        let zero = parse_duration("0d").unwrap_err().to_string();
         assert!(
             zero.starts_with("\"0d\" is 0: a duration is more than 0"),
             "{zero}"
@@ -225,7 +248,7 @@ mod tests {
             "99999999999999999999999999999999999999999999d",
             "340282366920938463463374607431768211456ms",
         ] {
-            let e = parse_duration(s).unwrap_err();
+            let e = parse_duration(s).unwrap_err().to_string();
             assert!(e.contains("too long"), "{s}: {e}");
         }
         assert_eq!(parse_duration("365000d").unwrap(), MAX_DURATION);
@@ -271,7 +294,7 @@ mod tests {
     fn range_names_its_limits() {
         let r = Range::new(Duration::from_millis(100), Duration::from_secs(3600));
         assert_eq!(
-            r.check(Duration::from_nanos(100)).unwrap_err(),
+            r.check(Duration::from_nanos(100)).unwrap_err().to_string(),
             "0.0001ms is too short: use 100ms to 1h"
         );
         assert!(r.check(Duration::from_secs(3601)).is_err());

@@ -36,14 +36,15 @@ use wattson_collectors::meter::line::LineFormat;
 use wattson_collectors::meter::{Parity, Protocol};
 
 pub use disk::{DiskConfig, MAX_SPUN_UP_WATTS, STANDBY_AFTER};
-pub use duration::{MAX_DURATION, Range, format_duration, parse_duration};
+pub use duration::{DurationError, MAX_DURATION, Range, format_duration, parse_duration};
 pub use effective::redact_url;
 pub use key_lines::KeyLines;
 use load::line_of;
 use load::{parse_file, read_config_file};
 pub use plug::{MAX_HOLD, PlugConfig, PlugKind, PlugReadings};
 pub use prometheus::{
-    PrometheusConfig, REMOTE_WRITE_INTERVAL, RemoteWriteUrl, parse_remote_write_url,
+    PrometheusConfig, REMOTE_WRITE_INTERVAL, RemoteWriteUrl, UrlError, parse_http_url,
+    parse_remote_write_url,
 };
 pub use serial_lines::{LineError, SerialLine, collector_names, serial_lines};
 pub use sleep::{MAX_STANDBY_WATTS, SleepConfig};
@@ -428,22 +429,31 @@ pub struct ManualConfig {
     pub schedule: Option<crate::analysis::schedule::Schedule>,
 }
 
+/// A credential named in the config that systemd did not pass: `$CREDENTIALS_DIRECTORY`
+/// is not set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "${CREDENTIALS_DIRECTORY} is not set, so credential {name:?} cannot be found: \
+     systemd sets it for a unit with LoadCredential={name}:FILE (see wattson.service); \
+     to check by hand, run with {CREDENTIALS_DIRECTORY}= the directory holding FILE, \
+     e.g. sudo {CREDENTIALS_DIRECTORY}=/etc/wattson wattson config check"
+)]
+pub struct CredentialNotPassed {
+    /// The credential's name (`password_credential`).
+    pub name: String,
+}
+
 impl MqttConfig {
     /// The file the password is read from: `password_file`, or for `password_credential`
     /// the file systemd passed in `$CREDENTIALS_DIRECTORY`. `Err` says why a named credential
     /// cannot be found (wattson was not started by systemd with `LoadCredential=`).
-    pub fn password_path(&self) -> Result<Option<PathBuf>, String> {
+    pub fn password_path(&self) -> Result<Option<PathBuf>, CredentialNotPassed> {
         let Some(name) = &self.password_credential else {
             return Ok(self.password_file.clone());
         };
         match std::env::var_os(CREDENTIALS_DIRECTORY).filter(|d| !d.is_empty()) {
             Some(dir) => Ok(Some(Path::new(&dir).join(name))),
-            None => Err(format!(
-                "${CREDENTIALS_DIRECTORY} is not set, so credential {name:?} cannot be found: \
-                 systemd sets it for a unit with LoadCredential={name}:FILE (see wattson.service); \
-                 to check by hand, run with {CREDENTIALS_DIRECTORY}= the directory holding FILE, \
-                 e.g. sudo {CREDENTIALS_DIRECTORY}=/etc/wattson wattson config check"
-            )),
+            None => Err(CredentialNotPassed { name: name.clone() }),
         }
     }
 }

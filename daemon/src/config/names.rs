@@ -21,76 +21,98 @@ fn is_invisible(c: char) -> bool {
     matches!(c, '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
-/// The first character of `s` that no name or topic may hold, in words.
-fn unprintable(s: &str) -> Option<String> {
-    s.chars()
-        .find(|c| c.is_control() || is_invisible(*c))
-        .map(|c| format!("the control character U+{:04X}", u32::from(c)))
+/// Why a name, a topic or a text is refused, said after the value (`"a/b" must not
+/// contain '/'`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("must not be empty")]
+    Empty,
+    #[error(
+        "holds the control character U+{:04X}: names must be printable (they reach MQTT \
+         topics, labels and pages)",
+        u32::from(*.0)
+    )]
+    UnprintableName(char),
+    #[error("holds the control character U+{:04X}: topics must be printable", u32::from(*.0))]
+    UnprintableTopic(char),
+    #[error("holds the control character U+{:04X}: text must be printable", u32::from(*.0))]
+    UnprintableText(char),
+    /// `chars` characters where at most `max` are taken.
+    #[error("is {chars} characters long; at most {max}")]
+    TooLong { chars: usize, max: usize },
+    /// A name holds MQTT's level separator or a wildcard.
+    #[error("must not contain {0:?} ('/', '+' and '#' separate and match MQTT topic levels)")]
+    TopicSign(char),
+    #[error("must not contain '+' or '#'")]
+    Wildcard,
+}
+
+/// The first character of `s` that no name or topic may hold.
+fn unprintable(s: &str) -> Option<char> {
+    s.chars().find(|c| c.is_control() || is_invisible(*c))
 }
 
 /// Whether `name` follows the rule; `Err` says what breaks it.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), NameError> {
     check_label(name)?;
     if let Some(c) = name.chars().find(|c| matches!(c, '/' | '+' | '#')) {
-        return Err(format!(
-            "must not contain {c:?} ('/', '+' and '#' separate and match MQTT topic levels)"
-        ));
+        return Err(NameError::TopicSign(c));
     }
     Ok(())
 }
 
 /// The rule without the MQTT characters, for names that never reach a topic (configuration,
 /// sweep and price series names: "ASPM on/off" is one).
-pub fn check_label(name: &str) -> Result<(), String> {
+pub fn check_label(name: &str) -> Result<(), NameError> {
     if name.is_empty() {
-        return Err("must not be empty".to_owned());
+        return Err(NameError::Empty);
     }
-    if let Some(what) = unprintable(name) {
-        return Err(format!(
-            "holds {what}: names must be printable (they reach MQTT topics, labels and pages)"
-        ));
+    if let Some(c) = unprintable(name) {
+        return Err(NameError::UnprintableName(c));
     }
-    if name.chars().count() > MAX_NAME_CHARS {
-        return Err(format!(
-            "is {} characters long; at most {MAX_NAME_CHARS}",
-            name.chars().count()
-        ));
+    let chars = name.chars().count();
+    if chars > MAX_NAME_CHARS {
+        return Err(NameError::TooLong {
+            chars,
+            max: MAX_NAME_CHARS,
+        });
     }
     Ok(())
 }
 
 /// Whether `topic` (a prefix, a plug's topic) is printable and bounded; levels (`/`) are
 /// allowed, wildcards only where `wildcards` says.
-pub fn check_topic(topic: &str, wildcards: bool) -> Result<(), String> {
+pub fn check_topic(topic: &str, wildcards: bool) -> Result<(), NameError> {
     if topic.is_empty() {
-        return Err("must not be empty".to_owned());
+        return Err(NameError::Empty);
     }
-    if let Some(what) = unprintable(topic) {
-        return Err(format!("holds {what}: topics must be printable"));
+    if let Some(c) = unprintable(topic) {
+        return Err(NameError::UnprintableTopic(c));
     }
-    if topic.chars().count() > MAX_TOPIC_CHARS {
-        return Err(format!(
-            "is {} characters long; at most {MAX_TOPIC_CHARS}",
-            topic.chars().count()
-        ));
+    let chars = topic.chars().count();
+    if chars > MAX_TOPIC_CHARS {
+        return Err(NameError::TooLong {
+            chars,
+            max: MAX_TOPIC_CHARS,
+        });
     }
     if !wildcards && topic.contains(['+', '#']) {
-        return Err("must not contain '+' or '#'".to_owned());
+        return Err(NameError::Wildcard);
     }
     Ok(())
 }
 
 /// Whether free text of any length (a model's description kept with it) is printable: no
 /// control or invisible characters, as in a name.
-pub fn check_text(text: &str) -> Result<(), String> {
+pub fn check_text(text: &str) -> Result<(), NameError> {
     match unprintable(text) {
-        Some(what) => Err(format!("holds {what}: text must be printable")),
+        Some(c) => Err(NameError::UnprintableText(c)),
         None => Ok(()),
     }
 }
 
 /// `check_label` for a clap value parser (trimmed).
-pub fn parse_label(s: &str) -> Result<String, String> {
+pub fn parse_label(s: &str) -> Result<String, NameError> {
     check_label(s.trim())?;
     Ok(s.trim().to_owned())
 }
@@ -119,7 +141,12 @@ mod tests {
         for good in ["basket", "NAS 2", "büro-pi", "x".repeat(64).as_str()] {
             check_name(good).unwrap();
         }
-        assert!(check_name("a\nb").unwrap_err().contains("U+000A"));
+        assert!(
+            check_name("a\nb")
+                .unwrap_err()
+                .to_string()
+                .contains("U+000A")
+        );
         check_topic("tele/plug/SENSOR", false).unwrap();
         assert!(check_topic("tele/+/SENSOR", false).is_err());
         check_topic("tele/+/SENSOR", true).unwrap();

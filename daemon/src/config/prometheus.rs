@@ -73,46 +73,76 @@ impl Serialize for RemoteWriteUrl {
     }
 }
 
+/// The example a remote-write URL that is not `http://` is shown.
+const REMOTE_WRITE_EXAMPLE: &str = "http://prometheus.lan:9090/api/v1/write";
+
+/// Why a text is not an `http://HOST[:PORT]/PATH` URL wattson can send to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    /// Not `http://` (or no scheme at all); `example` is one that is.
+    #[error("{text:?} must start with http:// (e.g. \"{example}\")")]
+    NotHttp { text: String, example: &'static str },
+    #[error("{text}: not a port from 1 to 65535")]
+    Port { text: String },
+    #[error("{text}: no host in the URL")]
+    NoHost { text: String },
+    /// Any other way the `url` crate finds it is no URL.
+    #[error("{text}: {error}")]
+    Syntax {
+        text: String,
+        error: url::ParseError,
+    },
+    #[error(
+        "{text}: https is not supported yet: use http:// to a receiver on this machine \
+         or a trusted network (or a local TLS-terminating relay)"
+    )]
+    Https { text: String },
+    #[error(
+        "put the user in prometheus.basic_auth_username and the password in password_file, \
+         not in the URL"
+    )]
+    Credentials,
+}
+
 /// `text` as a remote-write URL, or why it is not one (parsed by the `url` crate).
-pub fn parse_remote_write_url(text: &str) -> Result<RemoteWriteUrl, String> {
+pub fn parse_remote_write_url(text: &str) -> Result<RemoteWriteUrl, UrlError> {
+    parse_http_url(text, REMOTE_WRITE_EXAMPLE)
+}
+
+/// `text` as an `http://` URL, or why it is not one; `example` is what a text that is not
+/// `http://` is shown.
+pub fn parse_http_url(text: &str, example: &'static str) -> Result<RemoteWriteUrl, UrlError> {
     let text = text.trim();
+    let owned = || text.to_owned();
+    let not_http = || UrlError::NotHttp {
+        text: owned(),
+        example,
+    };
     let url = url::Url::parse(text).map_err(|e| match e {
-        url::ParseError::RelativeUrlWithoutBase => format!(
-            "{text:?} must start with http:// (e.g. \"http://prometheus.lan:9090/api/v1/write\")"
-        ),
-        url::ParseError::InvalidPort => format!("{text}: not a port from 1 to 65535"),
-        url::ParseError::EmptyHost => format!("{text}: no host in the URL"),
-        e => format!("{text}: {e}"),
+        url::ParseError::RelativeUrlWithoutBase => not_http(),
+        url::ParseError::InvalidPort => UrlError::Port { text: owned() },
+        url::ParseError::EmptyHost => UrlError::NoHost { text: owned() },
+        error => UrlError::Syntax {
+            text: owned(),
+            error,
+        },
     })?;
     match url.scheme() {
         "http" => {}
-        "https" => {
-            return Err(format!(
-                "{text}: https is not supported yet: use http:// to a receiver on this machine \
-                 or a trusted network (or a local TLS-terminating relay)"
-            ));
-        }
-        _ => {
-            return Err(format!(
-                "{text:?} must start with http:// (e.g. \"http://prometheus.lan:9090/api/v1/write\")"
-            ));
-        }
+        "https" => return Err(UrlError::Https { text: owned() }),
+        _ => return Err(not_http()),
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(
-            "put the user in prometheus.basic_auth_username and the password in password_file, \
-             not in the URL"
-                .to_owned(),
-        );
+        return Err(UrlError::Credentials);
     }
     let host = match url.host() {
         Some(url::Host::Domain(name)) if !name.is_empty() => name.to_owned(),
         Some(url::Host::Ipv4(a)) => a.to_string(),
         Some(url::Host::Ipv6(a)) => a.to_string(),
-        _ => return Err(format!("{text}: no host in the URL")),
+        _ => return Err(UrlError::NoHost { text: owned() }),
     };
     let port = match url.port_or_known_default() {
-        Some(0) | None => return Err(format!("{text}: not a port from 1 to 65535")),
+        Some(0) | None => return Err(UrlError::Port { text: owned() }),
         Some(p) => p,
     };
     let authority = match url.port() {
@@ -136,8 +166,13 @@ impl Validator<'_> {
     /// `[prometheus]`: the endpoint, the interval, and one way to authenticate whose
     /// credential file can be read and holds one line.
     pub(super) fn prometheus(&self, p: FilePrometheus) -> Result<PrometheusConfig, ConfigError> {
-        let remote_write = parse_remote_write_url(p.remote_write.get_ref())
-            .map_err(|m| self.err(p.remote_write.span(), "prometheus.remote_write", m))?;
+        let remote_write = parse_remote_write_url(p.remote_write.get_ref()).map_err(|m| {
+            self.err(
+                p.remote_write.span(),
+                "prometheus.remote_write",
+                m.to_string(),
+            )
+        })?;
         let remote_write_interval = self.duration(
             p.remote_write_interval.as_ref(),
             "prometheus.remote_write_interval",
@@ -256,7 +291,7 @@ mod tests {
             ("http://u:p@prom:9090/w", "basic_auth_username"),
             ("http://:9090/w", "no host"),
         ] {
-            let e = parse_remote_write_url(url).unwrap_err();
+            let e = parse_remote_write_url(url).unwrap_err().to_string();
             assert!(e.contains(says), "{url}: {e}");
         }
     }

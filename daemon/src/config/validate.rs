@@ -130,7 +130,7 @@ impl Validator<'_> {
             None => Ok(default),
             Some(s) => range
                 .check(s.get_ref().0)
-                .map_err(|m| self.err(s.span(), key, m)),
+                .map_err(|m| self.err(s.span(), key, m.to_string())),
         }
     }
 

@@ -101,7 +101,7 @@ fn mqtt_unusable(config: &Config, e: &MqttError) -> ConfigError {
         }
         MqttError::Pem { what, .. } => ((*what).to_owned(), e.to_string()),
         MqttError::PasswordWithoutUser { .. } => ("mqtt.username".to_owned(), e.to_string()),
-        MqttError::Credential { reason } => ("mqtt.password_credential".to_owned(), reason.clone()),
+        MqttError::Credential(why) => ("mqtt.password_credential".to_owned(), why.to_string()),
         MqttError::Tls { .. } | MqttError::Relay { .. } => ("mqtt".to_owned(), e.to_string()),
     };
     unusable(config, key, message)

@@ -50,8 +50,8 @@ pub enum MqttError {
     Tls { url: String, reason: String },
     #[error("mqtt.password_file {path} is set but mqtt.username is not")]
     PasswordWithoutUser { path: PathBuf },
-    #[error("mqtt.password_credential: {reason}")]
-    Credential { reason: String },
+    #[error("mqtt.password_credential: {0}")]
+    Credential(crate::config::CredentialNotPassed),
     #[error("opening the MQTT client's socket")]
     Relay {
         #[source]
@@ -79,9 +79,7 @@ pub fn broker_access(cfg: &MqttConfig) -> Result<BrokerAccess, MqttError> {
     } else {
         cfg.keepalive.max(Duration::from_secs(1))
     };
-    let password_file = cfg
-        .password_path()
-        .map_err(|reason| MqttError::Credential { reason })?;
+    let password_file = cfg.password_path().map_err(MqttError::Credential)?;
     let credentials = match (&cfg.username, &password_file) {
         (Some(user), Some(path)) => {
             let what = if cfg.password_credential.is_some() {

@@ -10,7 +10,7 @@ pub const EXIT_UNAVAILABLE: u8 = 69;
 pub enum EngineError {
     /// `--prometheus` is not an `http://HOST[:PORT][/PREFIX]` URL.
     #[error("--prometheus: {0}")]
-    Url(String),
+    Url(crate::config::UrlError),
     /// `[prometheus]`'s credential file cannot be read.
     #[error("{0}")]
     Credential(String),

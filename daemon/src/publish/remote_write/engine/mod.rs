@@ -141,12 +141,8 @@ pub fn produce(
 /// endpoint's server (the same host and port), else none.
 fn engine(config: &Config, url: &str) -> Result<Engine, EngineError> {
     // The parse is remote write's, whose example is an endpoint; this wants the engine's base.
-    let parsed = crate::config::parse_remote_write_url(url).map_err(|why| {
-        EngineError::Url(why.replace(
-            "http://prometheus.lan:9090/api/v1/write",
-            "http://prometheus.lan:9090",
-        ))
-    })?;
+    let parsed = crate::config::parse_http_url(url, "http://prometheus.lan:9090")
+        .map_err(EngineError::Url)?;
     let auth = match &config.prometheus {
         Some(p) if p.remote_write.authority == parsed.authority => {
             super::auth(p).map_err(EngineError::Credential)?
