@@ -8,7 +8,7 @@ use wattson_collectors::Metric;
 use wattson_collectors::plausibility::{Limits, MAX_POWER_W};
 
 use super::CalibrationError;
-use super::model::{Hardware, Origin, Shape, WallModel};
+use super::model::{Hardware, ModelError, Origin, Shape, WallModel};
 use crate::config::names::{NameError, check_label, check_name, check_text};
 
 /// The file `export --format file` writes and `import` reads.
@@ -24,6 +24,59 @@ pub struct File {
 pub const FILE_FORMAT: &str = "wattson-calibration";
 /// The most of a file `import` reads.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// Why a model is lent to no other host, or is refused as one no writer of wattson's could
+/// have made (at import, and when read back from a database).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    NotWhole(#[from] ModelError),
+    /// A sweep's fit, which records no hardware to match.
+    #[error(
+        "{host}'s calibration is a sweep's fit, which records no hardware, so it is lent to no \
+         other host: fit one on ordinary running with the meter in (`wattson calibration \
+         fit`)"
+    )]
+    NotLendable { host: String },
+    /// A name that breaks the one rule for names; `what` says which name it is.
+    #[error("{what} {value:?} {why}")]
+    Name {
+        what: &'static str,
+        value: String,
+        why: NameError,
+    },
+    /// Watts no meter reads.
+    #[error(
+        "{what} is {} W, which no meter reads: watts are finite, from 0 to under \
+         {MAX_POWER_W} W",
+        shown(*w)
+    )]
+    Watts { what: String, w: f64 },
+    /// A value of the signal `name` no signal reads ([`MAX_SIGNAL`]).
+    #[error(
+        "{name} is seen at {v:e} in it, which no signal reads: a signal's values are \
+         finite, within {MAX_SIGNAL:e} of 0"
+    )]
+    Signal { name: String, v: f64 },
+    /// A term of the line that reaches `most` W over the range the model saw.
+    #[error(
+        "the term of {name} reaches {most:e} W over the range the model saw: watts are \
+         finite, under {MAX_POWER_W} W"
+    )]
+    Term { name: String, most: f64 },
+    #[error("the intercept is {0:e} W: watts are finite, under {MAX_POWER_W} W")]
+    Intercept(f64),
+}
+
+/// Watts as a meter's reading would say them: a huge figure in powers of ten (not 309
+/// digits).
+fn shown(w: f64) -> String {
+    if w.abs() < 1e6 {
+        format!("{w}")
+    } else {
+        format!("{w:e}")
+    }
+}
 
 /// The model as the file another host imports.
 pub fn file(model: &WallModel) -> String {
@@ -51,7 +104,7 @@ pub fn import(text: &str, host: &str, here: &Hardware) -> Result<WallModel, Cali
     m.check()
         .map_err(|e| bad(format!("the model in it is not whole: {e}")))?;
     vet(&m).map_err(|e| bad(format!("refused: {e}")))?;
-    lendable(&m).map_err(bad)?;
+    lendable(&m).map_err(|e| bad(e.to_string()))?;
     if let Some(why) = m.hardware.differs_from(here) {
         return Err(bad(format!(
             "fitted on {} with {why}: a model is only lent to the same hardware (fit one here \
@@ -67,15 +120,12 @@ pub fn import(text: &str, host: &str, here: &Hardware) -> Result<WallModel, Cali
 }
 
 /// Whether `m` may be lent to another host: a sweep's fit records no hardware to match.
-pub fn lendable(m: &WallModel) -> Result<(), String> {
+pub fn lendable(m: &WallModel) -> Result<(), ExportError> {
     match m.origin {
         Origin::Running => Ok(()),
-        Origin::Sweep { .. } => Err(format!(
-            "{}'s calibration is a sweep's fit, which records no hardware, so it is lent to no \
-             other host: fit one on ordinary running with the meter in (`wattson calibration \
-             fit`)",
-            m.host
-        )),
+        Origin::Sweep { .. } => Err(ExportError::NotLendable {
+            host: m.host.clone(),
+        }),
     }
 }
 
@@ -90,9 +140,13 @@ pub const MAX_SIGNAL: f64 = 1e6;
 /// it saw are watts a meter could read (finite, 0 to 16 kW: [`Limits::check`]), the values
 /// of a signal it saw are within [`MAX_SIGNAL`], and a line's every term stays within 16 kW
 /// over the range its signal was seen in.
-pub fn vet(m: &WallModel) -> Result<(), String> {
-    let name = |what: &str, value: &str, rule: fn(&str) -> Result<(), NameError>| {
-        rule(value).map_err(|e| format!("{what} {value:?} {e}"))
+pub fn vet(m: &WallModel) -> Result<(), ExportError> {
+    let name = |what: &'static str, value: &str, rule: fn(&str) -> Result<(), NameError>| {
+        rule(value).map_err(|why| ExportError::Name {
+            what,
+            value: value.to_owned(),
+            why,
+        })
     };
     name("host", &m.host, check_name)?;
     if let Some(h) = &m.borrowed_from {
@@ -112,19 +166,13 @@ pub fn vet(m: &WallModel) -> Result<(), String> {
         name("a model considered", described, check_text)?;
     }
     let limits = Limits::default();
-    // Said as a meter's reading would be, a huge figure in powers of ten (not 309 digits).
     let watts = |what: &str, w: f64| {
-        limits.check(Metric::Power, w).map_err(|_| {
-            let shown = if w.abs() < 1e6 {
-                format!("{w}")
-            } else {
-                format!("{w:e}")
-            };
-            format!(
-                "{what} is {shown} W, which no meter reads: watts are finite, from 0 to under \
-                 {MAX_POWER_W} W"
-            )
-        })
+        limits
+            .check(Metric::Power, w)
+            .map_err(|_| ExportError::Watts {
+                what: what.to_owned(),
+                w,
+            })
     };
     for (span, f) in m.feature_spans.iter().zip(&m.model.features) {
         signal(&f.name(), span.min)?;
@@ -136,7 +184,7 @@ pub fn vet(m: &WallModel) -> Result<(), String> {
     }
     // Without the range it saw (an old sweep's fit) a term is bounded by nothing but its
     // coefficient's being finite ([`WallModel::check`]).
-    let terms = |coefficients: &[f64], features: usize| -> Result<(), String> {
+    let terms = |coefficients: &[f64], features: usize| -> Result<(), ExportError> {
         for ((c, span), f) in coefficients
             .iter()
             .zip(m.feature_spans.get(features..).unwrap_or_default())
@@ -144,11 +192,10 @@ pub fn vet(m: &WallModel) -> Result<(), String> {
         {
             let most = (c * span.min).abs().max((c * span.max).abs());
             if !most.is_finite() || most >= MAX_POWER_W {
-                return Err(format!(
-                    "the term of {} reaches {most:e} W over the range the model saw: watts are \
-                     finite, under {MAX_POWER_W} W",
-                    f.name()
-                ));
+                return Err(ExportError::Term {
+                    name: f.name(),
+                    most,
+                });
             }
         }
         Ok(())
@@ -166,9 +213,7 @@ pub fn vet(m: &WallModel) -> Result<(), String> {
             coefficients,
         } => {
             if intercept_w.abs() >= MAX_POWER_W {
-                return Err(format!(
-                    "the intercept is {intercept_w:e} W: watts are finite, under {MAX_POWER_W} W"
-                ));
+                return Err(ExportError::Intercept(*intercept_w));
             }
             terms(coefficients, 0)
         }
@@ -176,13 +221,20 @@ pub fn vet(m: &WallModel) -> Result<(), String> {
 }
 
 /// Refuses a value of the signal `name` no signal reads ([`MAX_SIGNAL`]).
-fn signal(name: &str, v: f64) -> Result<(), String> {
+fn signal(name: &str, v: f64) -> Result<(), ExportError> {
     if v.abs() < MAX_SIGNAL {
         Ok(())
     } else {
-        Err(format!(
-            "{name} is seen at {v:e} in it, which no signal reads: a signal's values are \
-             finite, within {MAX_SIGNAL:e} of 0"
-        ))
+        Err(ExportError::Signal {
+            name: name.to_owned(),
+            v,
+        })
     }
+}
+
+/// A model read from a database or a file that may be used: whole ([`WallModel::check`])
+/// and vetted ([`vet`]).
+pub fn vouch(m: &WallModel) -> Result<(), ExportError> {
+    m.check()?;
+    vet(m)
 }

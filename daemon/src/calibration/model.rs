@@ -70,6 +70,28 @@ pub enum Shape {
     },
 }
 
+/// Why a model is not whole ([`Model::check`], [`WallModel::check`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    #[error("a model reads at least one signal")]
+    NoSignal,
+    #[error("{coefficients} coefficients for {signals} signals")]
+    Coefficients { coefficients: usize, signals: usize },
+    #[error("a coefficient is not a finite number")]
+    Coefficient,
+    /// A table's signal and those `added` to it are not the model's `signals`.
+    #[error("a calibrate table reads one signal and {added} added, not {signals}")]
+    TableSignals { added: usize, signals: usize },
+    #[error("{0} table points (2 to 64)")]
+    TablePoints(usize),
+    #[error("table points are not finite and increasing")]
+    PointsOrder,
+    #[error("a range for each signal is missing")]
+    RangeMissing,
+    #[error("a figure is not a finite number")]
+    Figure,
+}
+
 /// A model: features and the shape that maps them to the wall's watts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Model {
@@ -96,9 +118,9 @@ impl Model {
     /// over one feature with at least two points in increasing order and a coefficient for
     /// each feature added to it, every number finite.
     /// A model read from a database or a file is checked with this before it is used.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ModelError> {
         if self.features.is_empty() {
-            return Err("a model reads at least one signal".into());
+            return Err(ModelError::NoSignal);
         }
         match &self.shape {
             Shape::Linear {
@@ -106,34 +128,32 @@ impl Model {
                 coefficients,
             } => {
                 if coefficients.len() != self.features.len() {
-                    return Err(format!(
-                        "{} coefficients for {} signals",
-                        coefficients.len(),
-                        self.features.len()
-                    ));
+                    return Err(ModelError::Coefficients {
+                        coefficients: coefficients.len(),
+                        signals: self.features.len(),
+                    });
                 }
                 if !intercept_w.is_finite() || !coefficients.iter().all(|c| c.is_finite()) {
-                    return Err("a coefficient is not a finite number".into());
+                    return Err(ModelError::Coefficient);
                 }
             }
             Shape::Table { points, plus } => {
                 if self.features.len() != 1 + plus.len() {
-                    return Err(format!(
-                        "a calibrate table reads one signal and {} added, not {}",
-                        plus.len(),
-                        self.features.len()
-                    ));
+                    return Err(ModelError::TableSignals {
+                        added: plus.len(),
+                        signals: self.features.len(),
+                    });
                 }
                 if !plus.iter().all(|c| c.is_finite()) {
-                    return Err("a coefficient is not a finite number".into());
+                    return Err(ModelError::Coefficient);
                 }
                 if points.len() < 2 || points.len() > 64 {
-                    return Err(format!("{} table points (2 to 64)", points.len()));
+                    return Err(ModelError::TablePoints(points.len()));
                 }
                 if !points.iter().all(|(x, w)| x.is_finite() && w.is_finite())
                     || !points.windows(2).all(|p| p[0].0 < p[1].0)
                 {
-                    return Err("table points are not finite and increasing".into());
+                    return Err(ModelError::PointsOrder);
                 }
             }
         }
@@ -326,7 +346,7 @@ impl WallModel {
     /// Checks a model read from a database or file: whole, one span per feature, finite.
     /// A sweep's fit may lack the range it saw (both the signals' and the wall's), nothing
     /// else may.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ModelError> {
         self.model.check()?;
         let whole = self.feature_spans.len() == self.model.features.len();
         let unrecorded = self.feature_spans.is_empty() && self.wall_span.is_none();
@@ -334,7 +354,7 @@ impl WallModel {
             _ if whole && self.wall_span.is_some() => {}
             Origin::Sweep { .. } if unrecorded => {}
             Origin::Running | Origin::Sweep { .. } => {
-                return Err("a range for each signal is missing".into());
+                return Err(ModelError::RangeMissing);
             }
         }
         let r2 = match self.origin {
@@ -352,7 +372,7 @@ impl WallModel {
         .chain(self.feature_spans.iter().flat_map(|s| [&s.min, &s.max]))
         .all(|v| v.is_finite());
         if !finite || self.interval_pct < 0.0 {
-            return Err("a figure is not a finite number".into());
+            return Err(ModelError::Figure);
         }
         Ok(())
     }

@@ -92,9 +92,17 @@ fn newest_first(
 /// A model from its JSON, checked whole and vetted as an imported one is
 /// ([`super::export::vet`]: names, watts, signal values), since whoever may write the
 /// database (the service user, as root reads it) may have written it.
-pub fn parse(text: &str) -> Result<WallModel, String> {
-    let m: WallModel = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    m.check()?;
-    super::export::vet(&m)?;
+pub fn parse(text: &str) -> Result<WallModel, StoredModelError> {
+    let m: WallModel = serde_json::from_str(text)?;
+    super::export::vouch(&m)?;
     Ok(m)
+}
+
+/// Why a model stored in the database is not used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoredModelError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Refused(#[from] super::export::ExportError),
 }

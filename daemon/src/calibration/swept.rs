@@ -21,12 +21,12 @@ use crate::sweep::persist::Calibration;
 /// The model a sweep's fit `c`, stored for `host` at `created_ms` (the sweep's end), stands
 /// for; `Err` says why it cannot be one (a source not of the form `source/channel`, a figure
 /// not finite, a name or watts no writer of wattson's stores: [`super::export::vet`]).
-pub fn model(host: &str, created_ms: i64, c: &Calibration) -> Result<WallModel, String> {
+pub fn model(host: &str, created_ms: i64, c: &Calibration) -> Result<WallModel, SweptError> {
     let (source, channel) = c
         .source
         .split_once('/')
         .filter(|(s, _)| !s.is_empty())
-        .ok_or_else(|| format!("source {:?} is not source/channel", c.source))?;
+        .ok_or_else(|| SweptError::Source(c.source.clone()))?;
     let span = |r: [f64; 2]| Span {
         min: r[0],
         max: r[1],
@@ -77,9 +77,18 @@ pub fn model(host: &str, created_ms: i64, c: &Calibration) -> Result<WallModel, 
             r2: c.r2,
         },
     };
-    m.check()?;
-    super::export::vet(&m)?;
+    super::export::vouch(&m)?;
     Ok(m)
+}
+
+/// Why a sweep's stored fit cannot be a model.
+#[derive(Debug, thiserror::Error)]
+pub enum SweptError {
+    /// The fit's source is not `source/channel`.
+    #[error("source {0:?} is not source/channel")]
+    Source(String),
+    #[error(transparent)]
+    Refused(#[from] super::export::ExportError),
 }
 
 /// The band as a share of an estimated energy, %: the band over the least wall the sweep
@@ -186,7 +195,10 @@ pub(crate) mod tests {
         let mut m = model("basket", 1, &old_row("rapl/package-0")).unwrap();
         assert_eq!(m.check(), Ok(()));
         m.origin = Origin::Running;
-        assert_eq!(m.check(), Err("a range for each signal is missing".into()));
+        assert_eq!(
+            m.check(),
+            Err(crate::calibration::model::ModelError::RangeMissing)
+        );
         m.origin = Origin::Sweep {
             levels: 3,
             r2: 0.99,
@@ -217,7 +229,12 @@ pub(crate) mod tests {
         assert!(model("basket", 1, &c).is_err());
         let mut c = old_row("rapl/package-0");
         c.intercept_w = 1e9;
-        assert!(model("basket", 1, &c).unwrap_err().contains("intercept"));
+        assert!(
+            model("basket", 1, &c)
+                .unwrap_err()
+                .to_string()
+                .contains("intercept")
+        );
         // A range of the source without the wall's is not a range a sweep records.
         let mut c = old_row("rapl/package-0");
         c.source_range_w = Some([1.0, 2.0]);

@@ -334,7 +334,7 @@ fn export_model(config: &Config, a: &ExportArgs) -> anyhow::Result<ExitCode> {
         ExportFormat::Powercalc => crate::publish::calibration::powercalc(&model, host)?,
         ExportFormat::Prometheus => crate::publish::calibration::prometheus_rule(&model, host)?,
         ExportFormat::File => {
-            export::lendable(&model).map_err(CalibrationError::BadInput)?;
+            export::lendable(&model).map_err(|e| CalibrationError::BadInput(e.to_string()))?;
             export::file(&model)
         }
     };

@@ -85,9 +85,7 @@ struct Linear {
 /// Refuses a model that is not whole, or whose names or watts would be refused at import
 /// ([`crate::calibration::export::vet`]): what is exported is what could be imported.
 fn vetted(model: &WallModel) -> Result<(), CalibrationError> {
-    model
-        .check()
-        .and_then(|()| crate::calibration::export::vet(model))
+    crate::calibration::export::vouch(model)
         .map_err(|e| CalibrationError::BadInput(format!("the model is refused: {e}")))
 }
 
