@@ -92,6 +92,32 @@ pub enum ModelError {
     Figure,
 }
 
+/// A signal read at `lo` to `hi`, outside the `min` to `max` its model saw: why estimates
+/// are withheld.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "{signal} at {}, outside the {} to {} the model saw",
+    read_at(*lo, *hi),
+    sig(*min),
+    sig(*max)
+)]
+pub struct Outside {
+    pub signal: String,
+    pub lo: f64,
+    pub hi: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// `lo`, or `lo to hi` where they differ as shown.
+fn read_at(lo: f64, hi: f64) -> String {
+    if sig(lo) == sig(hi) {
+        sig(lo)
+    } else {
+        format!("{} to {}", sig(lo), sig(hi))
+    }
+}
+
 /// A model: features and the shape that maps them to the wall's watts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Model {
@@ -389,18 +415,19 @@ impl WallModel {
     /// Why minutes were withheld: signal `feature` read `lo` to `hi` in them, outside the
     /// range the model saw.
     pub fn outside_reason(&self, feature: usize, lo: f64, hi: f64) -> String {
+        self.outside_of(feature, lo, hi).to_string()
+    }
+
+    /// Signal `feature` read at `lo` to `hi`, outside the range the model saw.
+    pub fn outside_of(&self, feature: usize, lo: f64, hi: f64) -> Outside {
         let s = self.feature_spans[feature];
-        let values = if sig(lo) == sig(hi) {
-            sig(lo)
-        } else {
-            format!("{} to {}", sig(lo), sig(hi))
-        };
-        format!(
-            "{} at {values}, outside the {} to {} the model saw",
-            self.model.features[feature].name(),
-            sig(s.min),
-            sig(s.max)
-        )
+        Outside {
+            signal: self.model.features[feature].name(),
+            lo,
+            hi,
+            min: s.min,
+            max: s.max,
+        }
     }
 
     /// Whether the model holds the range it saw (only an old sweep's fit does not).

@@ -27,8 +27,13 @@ pub const ERROR_CHANNEL: &str = wattson_collectors::source::channel::ESTIMATE_ER
 #[error("{signal}: {why}")]
 pub struct Unavailable {
     pub signal: String,
-    pub why: String,
+    pub why: super::wiring::PowerSourceError,
 }
+
+/// Why no estimate is given for a poll: a signal the model reads lies outside what it saw.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("estimate withheld: {0}")]
+pub struct Withheld(pub crate::calibration::model::Outside);
 
 /// The model's signals' collectors and the model.
 pub struct CalibratedWall {
@@ -64,7 +69,7 @@ impl CalibratedWall {
             if let Some(key) = off {
                 return Err(Unavailable {
                     signal: source.to_string(),
-                    why: format!("{key} is off (turn it on for the estimate to read it)"),
+                    why: super::wiring::PowerSourceError::Off { key },
                 });
             }
             let wired =
@@ -91,7 +96,7 @@ impl CalibratedWall {
     /// The estimate from one poll's samples of every signal: `Ok(None)` while a signal has
     /// no reading yet (a counter's first), `Err` with the reason when one lies outside what
     /// the model saw.
-    pub fn estimate(&self, samples: &[Sample]) -> Result<Option<(f64, f64)>, String> {
+    pub fn estimate(&self, samples: &[Sample]) -> Result<Option<(f64, f64)>, Withheld> {
         let mut values = Vec::with_capacity(self.model.model.features.len());
         for f in &self.model.model.features {
             let Some(s) = samples
@@ -103,10 +108,7 @@ impl CalibratedWall {
             values.push(s.value);
         }
         if let Some(j) = self.model.outside(&values) {
-            return Err(format!(
-                "estimate withheld: {}",
-                self.model.outside_reason(j, values[j], values[j])
-            ));
+            return Err(Withheld(self.model.outside_of(j, values[j], values[j])));
         }
         let watts = self.model.model.predict(&values);
         Ok(watts
@@ -141,9 +143,9 @@ impl Collector for CalibratedWall {
                 ),
             ]),
             Ok(None) => Ok(Vec::new()),
-            Err(detail) => Err(CollectError::Failed {
+            Err(withheld) => Err(CollectError::Failed {
                 source_name: SourceId::Estimate.to_string(),
-                detail,
+                detail: withheld.to_string(),
             }),
         }
     }

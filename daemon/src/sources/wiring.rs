@@ -11,11 +11,46 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use wattson_collectors::cgroup::{CgroupCollector, CgroupOptions};
 use wattson_collectors::cpu::CpuCollector;
-use wattson_collectors::{Collector, SourceId, SysRoot};
+use wattson_collectors::{Collector, SourceId, SysRoot, power};
 
 use super::SourcesError;
 use crate::config::Config;
 use crate::store::StoreOptions;
+
+/// Why a power source inside or around the box cannot work here.
+#[derive(Debug, thiserror::Error)]
+pub enum PowerSourceError {
+    #[error("{0}")]
+    Rapl(power::rapl::RaplError),
+    #[error("{0}")]
+    Hwmon(power::hwmon::HwmonError),
+    #[error("{0}")]
+    Gpu(power::nvml::NvmlError),
+    #[error("{0}")]
+    Ipmi(power::ipmi::IpmiError),
+    #[error("{0}")]
+    Ups(power::nut::NutError),
+    /// A `[[ups]]`'s `password_file` cannot be read.
+    #[error(
+        "cannot read password_file {}: {}",
+        path.display(),
+        wattson_collectors::ErrorChain(error)
+    )]
+    UpsPassword {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    /// No `[[ups]]` has this upsd name.
+    #[error("no [[ups]] named {0:?} is configured")]
+    NoUps(String),
+    #[error("no [[disk]] is configured to follow")]
+    NoDisk,
+    #[error("{0} is not a source inside the box")]
+    NotInTheBox(SourceId),
+    /// `key` (`[power] ipmi`) turns the source off.
+    #[error("{key} is off (turn it on for the estimate to read it)")]
+    Off { key: &'static str },
+}
 
 /// A source as the config wires it: its collector and how often the sampler polls it.
 pub struct WiredSource {
@@ -126,20 +161,20 @@ pub fn power_source(
     config: &Config,
     root: &SysRoot,
     source: &SourceId,
-) -> Result<WiredSource, String> {
+) -> Result<WiredSource, PowerSourceError> {
     use wattson_collectors::power::{hwmon, ipmi, nvml, rapl};
     let p = &config.power;
     let boxed = |c: Box<dyn Collector>, every: Duration| WiredSource::new(c, every);
     match source {
         SourceId::Rapl => rapl::RaplCollector::new(root)
             .map(|c| boxed(Box::new(c), p.interval))
-            .map_err(|e| e.to_string()),
+            .map_err(PowerSourceError::Rapl),
         SourceId::Hwmon => hwmon::HwmonCollector::new(root)
             .map(|c| boxed(Box::new(c), p.interval))
-            .map_err(|e| e.to_string()),
+            .map_err(PowerSourceError::Hwmon),
         SourceId::Gpu => nvml::NvmlCollector::new()
             .map(|c| boxed(Box::new(c), p.interval))
-            .map_err(|e| e.to_string()),
+            .map_err(PowerSourceError::Gpu),
         SourceId::Ipmi => {
             let cfg = ipmi::IpmiConfig {
                 program: p.ipmi_command.clone(),
@@ -149,11 +184,11 @@ pub fn power_source(
             };
             ipmi::IpmiCollector::new(cfg)
                 .map(|c| boxed(Box::new(c), p.ipmi_interval))
-                .map_err(|e| e.to_string())
+                .map_err(PowerSourceError::Ipmi)
         }
         SourceId::Ups(name) => match config.ups.iter().find(|u| u.name == *name) {
             Some(u) => ups_source(u),
-            None => Err(format!("no [[ups]] named {name:?} is configured")),
+            None => Err(PowerSourceError::NoUps(name.clone())),
         },
         SourceId::Cpu => {
             let cpu = CpuCollector::new(root.clone()).with_devfs(&config.host.devfs);
@@ -166,26 +201,23 @@ pub fn power_source(
                 every,
             ) {
                 (Some(c), Some(every)) => Ok(boxed(Box::new(c), every)),
-                _ => Err("no [[disk]] is configured to follow".to_owned()),
+                _ => Err(PowerSourceError::NoDisk),
             }
         }
-        other => Err(format!("{other} is not a source inside the box")),
+        other => Err(PowerSourceError::NotInTheBox(other.clone())),
     }
 }
 
 /// The collector of one `[[ups]]` (its password read from `password_file`), with its
 /// interval; `Err` says why it cannot work.
-fn ups_source(u: &crate::config::UpsConfig) -> Result<WiredSource, String> {
+fn ups_source(u: &crate::config::UpsConfig) -> Result<WiredSource, PowerSourceError> {
     let password = match &u.password_file {
         None => None,
         Some(f) => Some(
             std::fs::read_to_string(f)
-                .map_err(|e| {
-                    format!(
-                        "cannot read password_file {}: {}",
-                        f.display(),
-                        wattson_collectors::ErrorChain(&e)
-                    )
+                .map_err(|error| PowerSourceError::UpsPassword {
+                    path: f.clone(),
+                    error,
                 })?
                 .trim()
                 .to_owned(),
@@ -197,7 +229,7 @@ fn ups_source(u: &crate::config::UpsConfig) -> Result<WiredSource, String> {
     cfg.password = password;
     wattson_collectors::power::nut::NutCollector::new(cfg)
         .map(|c| WiredSource::new(Box::new(c), u.interval))
-        .map_err(|e| e.to_string())
+        .map_err(PowerSourceError::Ups)
 }
 
 /// With no wall meter here (none configured and no smart plug, or every configured port
