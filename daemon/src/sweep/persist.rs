@@ -236,11 +236,7 @@ pub fn load(store: &Store, name: &str) -> Result<Option<StoredSweep>, SweepError
         }
     }
     let fit = fit
-        .map(|text| {
-            serde_json::from_str::<serde_json::Value>(&text)
-                .map_err(|e| format!("it is not JSON ({e})"))
-                .and_then(|f| super::vouch::fits(&f).map(|()| f))
-        })
+        .map(|text| super::vouch::fits_of(&text))
         .transpose()
         .unwrap_or_else(|why| {
             set_aside.push(format!(

@@ -10,13 +10,46 @@ use super::persist::StoredLevel;
 /// Most busy loops a level can have run (one per CPU; no machine wattson reads has more).
 const MAX_LOOPS: i64 = 65_536;
 
+/// Why a stored level or the stored fits cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum VouchError {
+    #[error("{0} loops is not a level a sweep runs")]
+    Loops(i64),
+    #[error("it holds {0} readings")]
+    Readings(i64),
+    /// A level's watts (`what`: "its mean") no reading could have.
+    #[error("{what} is {w} W, not a power between 0 and {MAX_WATTS} W")]
+    Watts { what: &'static str, w: f64 },
+    /// A level's figure (`what`: "its busy share") that is not finite and at least 0.
+    #[error("{what} is {x}")]
+    Figure { what: &'static str, x: f64 },
+    /// The fits' column is not JSON.
+    #[error("it is not JSON ({0})")]
+    NotJson(serde_json::Error),
+    #[error("it is not a list of fits")]
+    NotAList,
+    #[error("fit {fit} names no loop kind")]
+    NoKind { fit: usize },
+    /// Fit `fit`'s `key` (its intercept, slope or an interval) is `w` W, out of range.
+    #[error("fit {fit}'s {key} is {w} W")]
+    FitWatts {
+        fit: usize,
+        key: &'static str,
+        w: f64,
+    },
+    #[error("fit {fit} has no {key}")]
+    NoKey { fit: usize, key: &'static str },
+    #[error("fit {fit}'s r2 is {r2}, not at most 1")]
+    R2 { fit: usize, r2: f64 },
+}
+
 /// Why `level` cannot be used, where it cannot.
-pub fn level(level: &StoredLevel) -> Result<(), String> {
+pub fn level(level: &StoredLevel) -> Result<(), VouchError> {
     if !(0..=MAX_LOOPS).contains(&level.loops) {
-        return Err(format!("{} loops is not a level a sweep runs", level.loops));
+        return Err(VouchError::Loops(level.loops));
     }
     if level.n < 1 {
-        return Err(format!("it holds {} readings", level.n));
+        return Err(VouchError::Readings(level.n));
     }
     watts("its mean", level.mean_w)?;
     for (what, w) in [("its lowest", level.min_w), ("its highest", level.max_w)] {
@@ -33,33 +66,38 @@ pub fn level(level: &StoredLevel) -> Result<(), String> {
         ("its joules per operation", level.joules_per_op),
     ] {
         if let Some(x) = x.filter(|x| !x.is_finite() || *x < 0.0) {
-            return Err(format!("{what} is {x}"));
+            return Err(VouchError::Figure { what, x });
         }
     }
     Ok(())
 }
 
-fn watts(what: &str, w: f64) -> Result<(), String> {
+fn watts(what: &'static str, w: f64) -> Result<(), VouchError> {
     if w.is_finite() && (0.0..=MAX_WATTS).contains(&w) {
         Ok(())
     } else {
-        Err(format!(
-            "{what} is {w} W, not a power between 0 and {MAX_WATTS} W"
-        ))
+        Err(VouchError::Watts { what, w })
     }
 }
 
-/// Why the stored fits (a JSON array, one per loop kind, as [`super::outcome::KindFit`]
-/// writes them) cannot be used, where they cannot: each must name its kind and hold a
-/// straight line of finite watts.
-pub fn fits(fits: &serde_json::Value) -> Result<(), String> {
+/// The fits stored as `text` (a JSON array, one per loop kind, as [`super::outcome::KindFit`]
+/// writes them), where they can be used: each must name its kind and hold a straight line of
+/// finite watts.
+pub fn fits_of(text: &str) -> Result<serde_json::Value, VouchError> {
+    let f = serde_json::from_str::<serde_json::Value>(text).map_err(VouchError::NotJson)?;
+    fits(&f)?;
+    Ok(f)
+}
+
+/// Why the stored fits cannot be used, where they cannot ([`fits_of`]).
+fn fits(fits: &serde_json::Value) -> Result<(), VouchError> {
     let Some(fits) = fits.as_array() else {
-        return Err("it is not a list of fits".into());
+        return Err(VouchError::NotAList);
     };
     for (i, f) in fits.iter().enumerate() {
-        let n = i + 1;
+        let fit = i + 1;
         if f.get("kind").and_then(serde_json::Value::as_str).is_none() {
-            return Err(format!("fit {n} names no loop kind"));
+            return Err(VouchError::NoKind { fit });
         }
         let line = f.get("loops");
         let number = |key: &str| {
@@ -69,17 +107,17 @@ pub fn fits(fits: &serde_json::Value) -> Result<(), String> {
         for key in ["intercept", "slope"] {
             match number(key) {
                 Some(w) if w.abs() <= MAX_WATTS => {}
-                Some(w) => return Err(format!("fit {n}'s {key} is {w} W")),
-                None => return Err(format!("fit {n} has no {key}")),
+                Some(w) => return Err(VouchError::FitWatts { fit, key, w }),
+                None => return Err(VouchError::NoKey { fit, key }),
             }
         }
         // A fit of levels all alike has no r2 (stored as null).
         if let Some(r2) = number("r2").filter(|r2| *r2 > 1.0) {
-            return Err(format!("fit {n}'s r2 is {r2}, not at most 1"));
+            return Err(VouchError::R2 { fit, r2 });
         }
         for key in ["intercept_ci95", "slope_ci95"] {
-            if let Some(x) = number(key).filter(|x| !(0.0..=MAX_WATTS).contains(x)) {
-                return Err(format!("fit {n}'s {key} is {x} W"));
+            if let Some(w) = number(key).filter(|x| !(0.0..=MAX_WATTS).contains(x)) {
+                return Err(VouchError::FitWatts { fit, key, w });
             }
         }
     }
@@ -113,11 +151,11 @@ mod tests {
 
     #[test]
     fn a_level_a_sweep_could_have_written_is_used_and_others_say_why_not() {
-        assert_eq!(level(&good_level()), Ok(()));
+        level(&good_level()).unwrap();
         let bad = |f: fn(&mut StoredLevel)| {
             let mut l = good_level();
             f(&mut l);
-            level(&l).unwrap_err()
+            level(&l).unwrap_err().to_string()
         };
         assert!(bad(|l| l.mean_w = f64::INFINITY).contains("its mean is inf W"));
         assert!(bad(|l| l.mean_w = f64::NAN).contains("its mean is NaN W"));
@@ -134,32 +172,37 @@ mod tests {
             json!([{"kind": "spin", "loops": {"intercept": intercept, "slope": 15.0,
                     "r2": r2, "intercept_ci95": 0.5, "slope_ci95": 0.2}}])
         };
-        assert_eq!(fits(&line(40.0, json!(0.99))), Ok(()));
+        fits(&line(40.0, json!(0.99))).unwrap();
         // Levels all alike give no r2; that is a fit still.
-        assert_eq!(fits(&line(40.0, json!(null))), Ok(()));
+        fits(&line(40.0, json!(null))).unwrap();
         assert!(
             fits(&line(1e300, json!(0.99)))
                 .unwrap_err()
+                .to_string()
                 .contains("intercept")
         );
         assert!(
             fits(&line(40.0, json!(7.0)))
                 .unwrap_err()
+                .to_string()
                 .contains("r2 is 7")
         );
         assert!(
             fits(&json!([1, 2, 3]))
                 .unwrap_err()
+                .to_string()
                 .contains("names no loop kind")
         );
         assert!(
             fits(&json!({"kind": "spin"}))
                 .unwrap_err()
+                .to_string()
                 .contains("not a list")
         );
         assert!(
             fits(&json!([{"kind": "spin", "loops": {}}]))
                 .unwrap_err()
+                .to_string()
                 .contains("no intercept")
         );
     }
