@@ -182,16 +182,20 @@ pub fn on_tariff(
 /// A year on the tariff of a machine that follows `schedule`, drawing `watts(mode)` in each
 /// mode: each run of a mode on each of the 365 local days from the day of `day_ms`, priced at
 /// the tariff in force then ([`price_year`], as [`on_tariff`] prices a measured load). `what`
-/// names whose modes they are. `Err` names a mode of the schedule that has no watts.
+/// names whose modes they are. A mode of the schedule that has no watts is
+/// [`CostError::NoWatts`].
 pub fn on_schedule(
     schedule: &Schedule,
     watts: &dyn Fn(&str) -> Option<f64>,
     tariff: &Tariff,
     day_ms: i64,
     what: &str,
-) -> Result<Result<Annual, String>, CostError> {
+) -> Result<Annual, CostError> {
     if let Some(m) = schedule.modes().iter().find(|m| watts(m).is_none()) {
-        return Ok(Err(m.clone()));
+        return Err(CostError::NoWatts {
+            mode: m.clone(),
+            what: what.to_owned(),
+        });
     }
     let runs: Vec<(usize, usize, f64)> = schedule
         .runs()
@@ -207,7 +211,7 @@ pub fn on_schedule(
         .map(|(m, h)| format!("{m} {h:.0} h"))
         .collect::<Vec<_>>()
         .join(", ");
-    Ok(Ok(Annual {
+    Ok(Annual {
         kwh,
         kwh_ci95: None,
         cost,
@@ -219,7 +223,7 @@ pub fn on_schedule(
             price_text(price, tariff.currency()),
             assumption.map(|a| format!("; {a}")).unwrap_or_default()
         ),
-    }))
+    })
 }
 
 /// Pieces of a year's load: `(start, end, W)`, UTC ms.

@@ -35,6 +35,12 @@ pub enum CostError {
     /// A power that is NaN or infinite.
     #[error("{watts} W is not a finite power")]
     BadWatts { watts: f64 },
+    /// A mode of a schedule that `what` (a configuration) has no watts for.
+    #[error(
+        "no {mode} measured or entered for {what}: give it in its modes (`[[config]] modes = \
+         {{ {mode} = W, ... }}`) to price it on this schedule"
+    )]
+    NoWatts { mode: String, what: String },
 }
 
 /// Hours in the year the reports use: 365 days of 24 hours.

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::{ConfigReport, ReportError};
 use crate::analysis::schedule::Schedule;
+use crate::ledger::price::CostError;
 use crate::tariff::Tariff;
 
 /// The section.
@@ -76,24 +77,20 @@ pub(super) fn schedule_report(
             continue;
         };
         let watts = |mode: &str| c.modes.iter().find(|m| m.name == mode).map(|m| m.watts);
-        let year = crate::ledger::annual::on_schedule(schedule, &watts, tariff, day_ms, &c.name)
-            .map_err(|source| ReportError::Cost {
-                what: format!("{} on the schedule", c.name),
-                source,
-            })?;
-        let (annual_kwh, annual_cost, annual_cost_all_in, basis) = match year {
-            Ok(a) => (Some(a.kwh), Some(a.cost), Some(a.cost + standing), a.basis),
-            Err(mode) => (
-                None,
-                None,
-                None,
-                format!(
-                    "no {mode} measured or entered for {}: give it in its modes (`[[config]] \
-                     modes = {{ {mode} = W, ... }}`) to price it on this schedule",
-                    c.name
-                ),
-            ),
-        };
+        let (annual_kwh, annual_cost, annual_cost_all_in, basis) =
+            match crate::ledger::annual::on_schedule(schedule, &watts, tariff, day_ms, &c.name) {
+                Ok(a) => (Some(a.kwh), Some(a.cost), Some(a.cost + standing), a.basis),
+                // Said in its row: the others are priced still.
+                Err(unpriced @ CostError::NoWatts { .. }) => {
+                    (None, None, None, unpriced.to_string())
+                }
+                Err(source) => {
+                    return Err(ReportError::Cost {
+                        what: format!("{} on the schedule", c.name),
+                        source,
+                    });
+                }
+            };
         out.push(ScheduledConfig {
             config: c.name.clone(),
             schedule: schedule.to_string(),
