@@ -172,7 +172,7 @@ async fn accept_loop(
 async fn link(client: UnixStream, upstream: Arc<Upstream>, shared: Arc<Shared>, filter: Filter) {
     let broker = match tokio::time::timeout(upstream.connect_timeout, dial(&upstream)).await {
         Ok(Ok(broker)) => broker,
-        Ok(Err(why)) => return shared.set_error(why),
+        Ok(Err(why)) => return shared.set_error(why.to_string()),
         Err(_) => {
             return shared.set_error(format!(
                 "connection timed out after {} s",
@@ -188,22 +188,34 @@ async fn link(client: UnixStream, upstream: Arc<Upstream>, shared: Arc<Shared>, 
     }
 }
 
-async fn dial(upstream: &Upstream) -> Result<Box<dyn Io>, String> {
+/// Why the broker could not be reached.
+#[derive(Debug, thiserror::Error)]
+enum DialError {
+    #[error("{0}")]
+    Connect(std::io::Error),
+    /// The broker's host is no name a certificate can be checked against.
+    #[error("TLS: {0}")]
+    ServerName(rustls::pki_types::InvalidDnsNameError),
+    #[error("TLS: {0}")]
+    Tls(std::io::Error),
+}
+
+async fn dial(upstream: &Upstream) -> Result<Box<dyn Io>, DialError> {
     let b = &upstream.broker;
     let tcp = TcpStream::connect((b.host.as_str(), b.port))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(DialError::Connect)?;
     // Small packets (a state a second, acknowledgements) go out at once.
     let _ = tcp.set_nodelay(true);
     let Some(tls) = &upstream.tls else {
         return Ok(Box::new(tcp));
     };
     let name =
-        rustls::pki_types::ServerName::try_from(b.host.clone()).map_err(|e| format!("TLS: {e}"))?;
+        rustls::pki_types::ServerName::try_from(b.host.clone()).map_err(DialError::ServerName)?;
     let stream = TlsConnector::from(tls.clone())
         .connect(name, tcp)
         .await
-        .map_err(|e| format!("TLS: {e}"))?;
+        .map_err(DialError::Tls)?;
     Ok(Box::new(stream))
 }
 
