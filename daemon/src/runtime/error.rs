@@ -48,7 +48,7 @@ pub enum RuntimeError {
     PriceTopic(#[source] crate::publish::mqtt::MqttError),
     /// `[prometheus] remote_write` did not start (its credential file cannot be read).
     #[error("starting [prometheus] remote write: {0}")]
-    RemoteWrite(String),
+    RemoteWrite(crate::publish::remote_write::CredentialError),
     /// The signal handlers could not be installed.
     #[error("installing the SIGINT, SIGTERM and SIGHUP handlers")]
     Signals(#[source] std::io::Error),

@@ -83,12 +83,25 @@ impl Stats {
     }
 }
 
+/// A `[prometheus]` credential file (`key`: `password_file`) that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("prometheus.{key} {}: {error}", path.display())]
+pub struct CredentialError {
+    pub key: &'static str,
+    pub path: std::path::PathBuf,
+    pub error: std::io::Error,
+}
+
 /// The credentials of `cfg`, read from their files (a trailing newline dropped).
-pub fn auth(cfg: &PrometheusConfig) -> Result<Auth, String> {
-    let read = |path: &std::path::Path, key: &str| {
+pub fn auth(cfg: &PrometheusConfig) -> Result<Auth, CredentialError> {
+    let read = |path: &std::path::Path, key: &'static str| {
         std::fs::read_to_string(path)
             .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
-            .map_err(|e| format!("prometheus.{key} {}: {e}", path.display()))
+            .map_err(|error| CredentialError {
+                key,
+                path: path.to_owned(),
+                error,
+            })
     };
     if let Some(path) = &cfg.bearer_token_file {
         return Ok(Auth::Bearer(read(path, "bearer_token_file")?));
@@ -110,7 +123,7 @@ pub fn spawn(
     wall: Option<SourceId>,
     stats: Stats,
     cancel: CancellationToken,
-) -> Result<tokio::task::JoinHandle<()>, String> {
+) -> Result<tokio::task::JoinHandle<()>, CredentialError> {
     let auth = auth(cfg)?;
     let sender = Sender {
         url: cfg.remote_write.clone(),

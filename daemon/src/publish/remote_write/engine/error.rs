@@ -13,7 +13,7 @@ pub enum EngineError {
     Url(crate::config::UrlError),
     /// `[prometheus]`'s credential file cannot be read.
     #[error("{0}")]
-    Credential(String),
+    Credential(super::super::CredentialError),
     /// No connection.
     #[error("cannot connect to {url} (is the engine running there?)")]
     Connect {
