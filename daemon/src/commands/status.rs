@@ -446,19 +446,30 @@ fn estimate_basis(
     Ok(crate::calibration::persist::latest(store, host)?.map(|m| m.provenance()))
 }
 
-fn live_readings(db: &Path, now_ms: i64) -> Result<(Vec<Reading>, String, Daemon), String> {
+/// Why the status shows the database's readings, not the daemon's.
+#[derive(Debug, thiserror::Error)]
+enum NotLive {
+    /// No daemon serves the database ([`crate::control::Located::NoDaemon`]'s reason).
+    #[error("{0}")]
+    NoDaemon(String),
+    /// A daemon is there but its control socket cannot be used.
+    #[error("{0}")]
+    Control(crate::control::ControlError),
+}
+
+fn live_readings(db: &Path, now_ms: i64) -> Result<(Vec<Reading>, String, Daemon), NotLive> {
     use crate::control::{Located, locate};
     let client = match locate(db) {
         Ok(Located::Daemon(c)) => c,
-        Ok(Located::NoDaemon { why }) => return Err(why),
+        Ok(Located::NoDaemon { why }) => return Err(NotLive::NoDaemon(why)),
         Err(e) => {
             tracing::warn!("{e}");
-            return Err(e.to_string());
+            return Err(NotLive::Control(e));
         }
     };
     let status = client.status().map_err(|e| {
         tracing::warn!("{e}");
-        e.to_string()
+        NotLive::Control(e)
     })?;
     let readings = status
         .readings
