@@ -430,9 +430,6 @@ fn price_now(
     })
 }
 
-/// The daemon's latest readings, where it says where they came from; else why not, in
-/// words (no daemon running; or a socket this user may not use, or a daemon of another
-/// protocol, logged as a warning).
 /// Where `readings`' estimated wall comes from, when they hold one: the provenance of the
 /// calibration the estimate takes first.
 fn estimate_basis(
@@ -457,6 +454,9 @@ enum NotLive {
     Control(crate::control::ControlError),
 }
 
+/// The daemon's latest readings, where it says where they came from; else why not, in
+/// words (no daemon running; or a socket this user may not use, or a daemon of another
+/// protocol, logged as a warning).
 fn live_readings(db: &Path, now_ms: i64) -> Result<(Vec<Reading>, String, Daemon), NotLive> {
     use crate::control::{Located, locate};
     let client = match locate(db) {
