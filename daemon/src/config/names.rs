@@ -1,7 +1,7 @@
 //! The one rule for every name that reaches an MQTT topic, a Prometheus label, a file name or
 //! a page: host names, meter, plug and UPS ids, configuration, sweep and series names, and the
 //! host names the fleet collector is sent. Printable (no control characters, no invisible
-//! direction marks), not empty, at most [`MAX_NAME_CHARS`] characters, and none of `/`, `+`,
+//! direction marks, no Unicode noncharacters), not empty, at most [`MAX_NAME_CHARS`] characters, and none of `/`, `+`,
 //! `#` (MQTT's level separator and wildcards).
 //!
 //! A broker drops a CONNECT whose client id or will topic holds a control character without
@@ -28,14 +28,14 @@ pub enum NameError {
     #[error("must not be empty")]
     Empty,
     #[error(
-        "holds the control character U+{:04X}: names must be printable (they reach MQTT \
+        "holds the unprintable character U+{:04X}: names must be printable (they reach MQTT \
          topics, labels and pages)",
         u32::from(*.0)
     )]
     UnprintableName(char),
-    #[error("holds the control character U+{:04X}: topics must be printable", u32::from(*.0))]
+    #[error("holds the unprintable character U+{:04X}: topics must be printable", u32::from(*.0))]
     UnprintableTopic(char),
-    #[error("holds the control character U+{:04X}: text must be printable", u32::from(*.0))]
+    #[error("holds the unprintable character U+{:04X}: text must be printable", u32::from(*.0))]
     UnprintableText(char),
     /// `chars` characters where at most `max` are taken.
     #[error("is {chars} characters long; at most {max}")]
@@ -47,9 +47,17 @@ pub enum NameError {
     Wildcard,
 }
 
+/// Unicode's noncharacters (U+FDD0-U+FDEF and the last two code points of every plane,
+/// U+FFFE and U+FFFF among them): MQTT 3.1.1 (1.5.3) says a topic should not hold them and
+/// lets the receiver close the connection of a client that sends one.
+fn is_noncharacter(c: char) -> bool {
+    matches!(c, '\u{FDD0}'..='\u{FDEF}') || u32::from(c) & 0xFFFE == 0xFFFE
+}
+
 /// The first character of `s` that no name or topic may hold.
 fn unprintable(s: &str) -> Option<char> {
-    s.chars().find(|c| c.is_control() || is_invisible(*c))
+    s.chars()
+        .find(|&c| c.is_control() || is_invisible(c) || is_noncharacter(c))
 }
 
 /// Whether `name` follows the rule; `Err` says what breaks it.
@@ -134,11 +142,22 @@ mod tests {
             "a#b",
             "rtl\u{202E}x",
             "line\u{2028}separator",
+            "non\u{FFFF}",
+            "non\u{FFFE}",
+            "non\u{FDD0}",
+            "plane\u{10FFFF}",
         ] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
         assert!(check_name(&"x".repeat(65)).is_err());
-        for good in ["basket", "NAS 2", "büro-pi", "x".repeat(64).as_str()] {
+        for good in [
+            "basket",
+            "NAS 2",
+            "büro-pi",
+            "\u{FFFD}",
+            "\u{1F50C}",
+            "x".repeat(64).as_str(),
+        ] {
             check_name(good).unwrap();
         }
         assert!(
@@ -151,5 +170,6 @@ mod tests {
         assert!(check_topic("tele/+/SENSOR", false).is_err());
         check_topic("tele/+/SENSOR", true).unwrap();
         assert!(check_topic("tele/\u{1}", true).is_err());
+        assert!(check_topic("tele/\u{FFFF}", true).is_err());
     }
 }

@@ -295,8 +295,8 @@ fn lock_files_planted_as_links_are_never_followed() {
     assert!(touched(&before, &snapshot(&b.root)).is_empty());
 }
 
-/// Row 3: control characters in names are refused by `config check` and `run` with 78 and
-/// the key.
+/// Row 3: control characters (and noncharacters) in names and topics are refused by `config
+/// check` and `run` with 78 and the key.
 #[test]
 fn control_characters_in_names_are_refused_with_the_key() {
     let env = TestEnv::new();
@@ -305,6 +305,8 @@ fn control_characters_in_names_are_refused_with_the_key() {
         ("[host]\nname = \"a\\tb\"\n", "host.name"),
         ("[host]\nname = \"bell\\u0007\"\n", "host.name"),
         ("[host]\nname = \"nul\\u0000\"\n", "host.name"),
+        // Unicode noncharacters, which an MQTT receiver may close the connection over.
+        ("[host]\nname = \"non\\uFFFF\"\n", "host.name"),
         (
             "[host]\nname = \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"\n",
             "host.name",
@@ -316,6 +318,10 @@ fn control_characters_in_names_are_refused_with_the_key() {
         (
             "[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\n[[plug]]\nid = \"p\\u0001\"\nkind = \"tasmota\"\ntopic = \"t\"\n",
             "plug.id",
+        ),
+        (
+            "[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\n[[plug]]\nid = \"p\"\nkind = \"tasmota\"\ntopic = \"t/\\uFDD0\"\n",
+            "plug.topic",
         ),
     ] {
         let config = env.path("bad.toml");
