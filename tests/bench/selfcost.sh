@@ -39,6 +39,14 @@
 #                     the release `examples/calibration_file` beside WATTSON_BIN; `cargo build
 #                     --release -p wattson --example calibration_file`) writes for its [host];
 #                     measured side by side: what a machine the meter has moved on from costs
+#        PAGE=1       also run a second `wattson run`, the same (HTTP=1 is implied) but its own
+#                     host name, database, simulated meter and port, scraped by the same
+#                     Prometheus, with its live page `/` kept open by a headless Chromium
+#                     (`chromium`, `chromium-browser` or `google-chrome`; at nice 19, not
+#                     measured: a browser runs elsewhere) from before the warm-up to the end;
+#                     measured side by side: what a watched page costs is the difference of
+#                     the two rows. The page's requests in the window are counted from the
+#                     browser's net log (`--log-net-log`, tests/bench/netlog_requests.py)
 #        REMOTE_WRITE_INTERVAL  its remote_write_interval instead of the default (e.g. 1s: thirty
 #                     times the requests, to measure what one costs above the noise)
 #        TASKS=N      point [host] procfs at a copy of /proc (symlinks) whose processes are N
@@ -71,6 +79,7 @@ if [[ "${ALL:-0}" == 1 ]]; then
     HTTP=1
     CGROUPS="${CGROUPS:-100}"
 fi
+[[ "${PAGE:-0}" == 1 ]] && HTTP=1
 
 MINUTES="${1:-10}"
 WARMUP_S="${WARMUP_S:-30}"
@@ -86,6 +95,14 @@ if [[ -z "${WATTSON_BIN:-}" ]]; then
     fi
 fi
 [[ -x "$WATTSON_BIN" ]] || { echo "no wattson binary at $WATTSON_BIN: cargo build -p wattson" >&2; exit 1; }
+browser=""
+if [[ "${PAGE:-0}" == 1 ]]; then
+    for b in chromium chromium-browser google-chrome; do
+        browser="$(command -v "$b" || true)"
+        [[ -n "$browser" ]] && break
+    done
+    [[ -n "$browser" ]] || { echo "PAGE=1 needs a headless browser: chromium, chromium-browser or google-chrome on the PATH (apt-get install chromium)" >&2; exit 1; }
+fi
 
 # Under CI=true (.ci/run's smoke) a peer or tool that is missing fails the run instead of
 # being left out, so the smoke measures what the benchmark does.
@@ -304,11 +321,43 @@ if [[ "${METERLESS:-0}" == 1 ]]; then
     pids+=("$est_pid")
 fi
 
+# --- the same, its live page watched (PAGE=1) by a browser that is not measured -------------
+page_pid=""
+browser_pid=""
+if [[ "${PAGE:-0}" == 1 ]]; then
+    nice -n 19 "$sim_bin" meter simulate --protocol pzem004t --follow-cpu --address "$(seq -s, 1 "$METERS")" \
+        >"$tmp/sim-page.out" 2>"$tmp/sim-page.err" &
+    pids+=($!)
+    for _ in $(seq 100); do [[ -s "$tmp/sim-page.out" ]] && break; sleep 0.1; done
+    page_pty="$(head -n1 "$tmp/sim-page.out")"
+    [[ -e "$page_pty" ]] || { echo "the watched daemon's simulator gave no pty: $(cat "$tmp/sim-page.err")" >&2; exit 1; }
+    wattson_config selfcost-page "$page_pty"
+    page_port="$(awk -F'[:"]' '/^listen/ { print $(NF-1) }' "$tmp/selfcost-page.toml")"
+    "$WATTSON_BIN" --config "$tmp/selfcost-page.toml" run >"$tmp/wattson-page.log" 2>&1 &
+    page_pid=$!
+    pids+=("$page_pid")
+    for _ in $(seq 300); do
+        [[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$page_port/healthz" || true)" != 000 ]] && break
+        sleep 0.1
+    done
+    kill -0 "$page_pid" || { echo "wattson for the page exited: $(tail -n 5 "$tmp/wattson-page.log")" >&2; exit 1; }
+    # The page as a visible tab shows it: its timers never throttled for being in the
+    # background. At nice 19, as the browser runs on the viewer's machine, not the server.
+    nice -n 19 "$browser" --headless=new --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync \
+        --disable-background-timer-throttling --disable-renderer-backgrounding \
+        --disable-backgrounding-occluded-windows --window-size=1280,2000 \
+        --user-data-dir="$tmp/browser-profile" --log-net-log="$tmp/page-netlog.json" \
+        "http://127.0.0.1:$page_port/" >"$tmp/browser.log" 2>&1 &
+    browser_pid=$!
+    pids+=("$browser_pid")
+fi
+
 # --- Prometheus scraping wattson every 15 s (not measured) -----------------------------------
 if [[ -n "$http_port" ]]; then
     prom_port="$(free_port)"
-    printf 'scrape_configs:\n  - job_name: wattson\n    scrape_interval: 15s\n    static_configs:\n      - targets: ["127.0.0.1:%s"]\n' \
-        "$http_port" >"$tmp/prometheus.yml"
+    printf 'scrape_configs:\n  - job_name: wattson\n    scrape_interval: 15s\n    static_configs:\n      - targets: ["127.0.0.1:%s"%s]\n' \
+        "$http_port" "${page_pid:+, \"127.0.0.1:$page_port\"}" >"$tmp/prometheus.yml"
     prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/prometheus" \
         --web.listen-address="127.0.0.1:$prom_port" >"$tmp/prometheus.log" 2>&1 &
     pids+=($!)
@@ -406,6 +455,7 @@ threads >"$tmp/threads0"
 w0="$(snapshot "$wattson_pid")"
 [[ -n "$rw_pid" ]] && r0="$(snapshot "$rw_pid")"
 [[ -n "$est_pid" ]] && e0="$(snapshot "$est_pid")"
+[[ -n "$page_pid" ]] && p0="$(snapshot "$page_pid")"
 [[ -n "$collectd_pid" ]] && c0="$(snapshot "$collectd_pid")"
 [[ -n "$node_pid" ]] && n0="$(snapshot "$node_pid")"
 t0=$(date +%s.%N)
@@ -413,6 +463,7 @@ sleep "$WINDOW_S"
 w1="$(snapshot "$wattson_pid")"
 [[ -n "$rw_pid" ]] && r1="$(snapshot "$rw_pid")"
 [[ -n "$est_pid" ]] && e1="$(snapshot "$est_pid")"
+[[ -n "$page_pid" ]] && p1="$(snapshot "$page_pid")"
 threads >"$tmp/threads1"
 [[ -n "$collectd_pid" ]] && c1="$(snapshot "$collectd_pid")"
 [[ -n "$node_pid" ]] && n1="$(snapshot "$node_pid")"
@@ -445,8 +496,9 @@ echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ { print $2; exit }' /pr
 echo "window: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s after ${WARMUP_S} s warm-up; CLK_TCK $hz"
 echo "wattson MQTT: $publishes"
 if [[ -n "$http_port" ]]; then
-    up="$(curl -s "http://127.0.0.1:$prom_port/api/v1/query?query=up" | grep -o '"value":\[[^]]*\]' || true)"
-    scrapes="$(curl -s "http://127.0.0.1:$prom_port/api/v1/query?query=count_over_time(up%5B${WINDOW_S}s%5D)" | grep -o '"value":\[[^]]*\]' || true)"
+    instance="%7Binstance%3D%22127.0.0.1%3A$http_port%22%7D"
+    up="$(curl -s "http://127.0.0.1:$prom_port/api/v1/query?query=up$instance" | grep -o '"value":\[[^]]*\]' || true)"
+    scrapes="$(curl -s "http://127.0.0.1:$prom_port/api/v1/query?query=count_over_time(up$instance%5B${WINDOW_S}s%5D)" | grep -o '"value":\[[^]]*\]' || true)"
     echo "wattson HTTP: [http] on 127.0.0.1:$http_port, Prometheus scraping every 15 s: up $up, scrapes in the window $scrapes"
 fi
 [[ -n "$collectd_pid" ]] && echo "collectd: $(collectd -h 2>&1 | awk '/^collectd/ { print $2; exit }') plugins cpu, cpufreq, $collectd_output at Interval 1"
@@ -464,6 +516,7 @@ echo "|---|---|---|---|---|---|---|---|---|"
 row "wattson run" "$w0" "$w1"
 [[ -n "$rw_pid" ]] && row "wattson run + remote write" "$r0" "$r1"
 [[ -n "$est_pid" ]] && row "wattson run, no meter (estimated)" "$e0" "$e1"
+[[ -n "$page_pid" ]] && row "wattson run, its live page watched" "$p0" "$p1"
 [[ -n "$collectd_pid" ]] && row "collectd" "$c0" "$c1"
 [[ -n "$node_pid" ]] && row "node_exporter" "$n0" "$n1"
 echo "| budget (wattson) | <= 0.05 % | <= 0.05 % | <= 2 | <= 3 MB | reported | | | reported |"
@@ -542,6 +595,37 @@ EOF2
     echo "no meter: $(grep -m1 '^imported' "$tmp/est-import.out"); $estimated estimated power samples stored"
     ((estimated > 0)) || { echo "the meterless daemon stored no estimate: $(tail -n 5 "$tmp/wattson-est.log")" >&2; exit 1; }
     echo "no-meter log warnings+errors: $(grep -cE " (WARN|ERROR) " "$tmp/wattson-est.log" || true)"
+fi
+if [[ -n "$page_pid" ]]; then
+    kill -0 "$page_pid" || { echo "wattson for the page exited: $(tail -n 5 "$tmp/wattson-page.log")" >&2; exit 1; }
+    kill -0 "$browser_pid" || { echo "the browser exited before the window's end: the page was not watched: $(tail -n 5 "$tmp/browser.log")" >&2; exit 1; }
+    # The page's requests in the window, from the browser's net log.
+    requests="$(python3 "$here/tests/bench/netlog_requests.py" "$tmp/page-netlog.json" \
+        "http://127.0.0.1:$page_port" "$t0" "$t1")" \
+        || { echo "counting the page's requests in $tmp/page-netlog.json failed" >&2; exit 1; }
+    read -r n_live n_history n_report n_other <<<"$requests"
+    page_scrapes="$(curl -s "http://127.0.0.1:$prom_port/api/v1/query?query=count_over_time(up%7Binstance%3D%22127.0.0.1%3A$page_port%22%7D%5B${WINDOW_S}s%5D)" | grep -o '"value":\[[^]]*\]' || true)"
+    echo "live page: $("$browser" --version 2>/dev/null | head -n1) headless, http://127.0.0.1:$page_port/ open from before the warm-up; Prometheus scrapes of that daemon in the window $page_scrapes"
+    awk -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" -v l="$n_live" -v h="$n_history" \
+        -v r="$n_report" -v o="$n_other" -v a="$w0" -v b="$w1" -v c="$p0" -v d="$p1" 'BEGIN {
+        split(a, ws, " "); split(b, we, " "); split(c, ps, " "); split(d, pe, " ")
+        printf "live page requests in the window (the net log of the browser): %d /live.json (%.1f a minute), %d /history.json, %d /report.html, other: %s\n",
+            l, l / w * 60, h, r, o
+        printf "what they cost (watched minus unwatched): %+.3f %% of a core (schedstat), %+.2f voluntary switches/s, RssAnon %+.2f MB, PSS %+.2f MB\n",
+            ((pe[2] - ps[2]) - (we[2] - ws[2])) / 1e9 / w * 100, ((pe[9] - ps[9]) - (we[9] - ws[9])) / w,
+            (pe[5] - we[5]) / 1024, (pe[6] - we[6]) / 1024
+    }'
+    ((n_live > 0)) || { echo "the page made no /live.json request in the window: $(tail -n 5 "$tmp/browser.log")" >&2; exit 1; }
+    page_power="$(python3 - "$tmp/selfcost-page.db" <<'EOF2'
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+print(db.execute("SELECT coalesce(sum(n), 0) FROM (SELECT series_id, n FROM raw_chunk UNION ALL "
+                 "SELECT series_id, n FROM raw_open) c JOIN series s ON s.id = c.series_id "
+                 "WHERE s.metric = 'power'").fetchone()[0])
+EOF2
+)"
+    ((page_power > 0)) || { echo "the watched daemon stored no power: $(tail -n 5 "$tmp/wattson-page.log")" >&2; exit 1; }
+    echo "watched daemon: $page_power power samples stored; log warnings+errors: $(grep -cE " (WARN|ERROR) " "$tmp/wattson-page.log" || true)"
 fi
 if [[ -n "${TASKS:-}" ]]; then
     woke="$(python3 - "$tmp/selfcost.db" <<'EOF2'
