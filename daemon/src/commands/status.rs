@@ -102,6 +102,9 @@ struct Daemon {
     /// Where it serves `[http]` (`/metrics`, the live page), when it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     http: Option<String>,
+    /// Where its estimate of the wall comes from (shown as `estimate_basis`).
+    #[serde(skip)]
+    estimate_basis: Option<String>,
 }
 
 /// The price in force now: the live price, an imported slot, or the configured tariff.
@@ -296,7 +299,7 @@ pub fn run(args: &StatusArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         let (f, why) = unavailable(figures(&store, &host, &tariff, now))?;
         (f, None, why)
     };
-    let estimate_basis = estimate_basis(&store, &host, &readings)?;
+    let estimate_basis = estimate_basis(&store, &host, &readings, daemon.as_ref())?;
     let wattson_cost = {
         use crate::store::{DAY_MS, HOUR_MS, floor_to};
         let to = floor_to(now_ms, HOUR_MS) + HOUR_MS;
@@ -430,15 +433,20 @@ fn price_now(
     })
 }
 
-/// Where `readings`' estimated wall comes from, when they hold one: the provenance of the
-/// calibration the estimate takes first.
+/// Where `readings`' estimated wall comes from, when they hold one: as the running `daemon`
+/// says (the calibration it took: it passes over one whose signals it cannot read), else
+/// the provenance of the calibration the database offers first.
 fn estimate_basis(
     store: &crate::store::Store,
     host: &str,
     readings: &[Reading],
+    daemon: Option<&Daemon>,
 ) -> Result<Option<String>, crate::calibration::CalibrationError> {
     if !readings.iter().any(|r| r.source == SourceId::Estimate) {
         return Ok(None);
+    }
+    if let Some(basis) = daemon.and_then(|d| d.estimate_basis.clone()) {
+        return Ok(Some(basis));
     }
     Ok(crate::calibration::persist::latest(store, host)?.map(|m| m.provenance()))
 }
@@ -494,6 +502,7 @@ fn live_readings(db: &Path, now_ms: i64) -> Result<(Vec<Reading>, String, Daemon
         sources: status.sources,
         clients: status.clients,
         http: status.http,
+        estimate_basis: status.estimate_basis,
     };
     Ok((readings, format!("live from {}", client.describe()), daemon))
 }

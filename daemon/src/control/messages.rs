@@ -159,6 +159,10 @@ pub struct DaemonStatus {
     /// Where the daemon serves `[http]` (`http://127.0.0.1:9877`), when it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<String>,
+    /// Where its `estimate:wall` readings come from (the calibration it took, with its
+    /// interval), when it estimates the wall.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate_basis: Option<String>,
 }
 
 /// A sweep for the daemon to store: what `wattson sweep` measured on this connection's

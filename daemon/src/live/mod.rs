@@ -72,6 +72,9 @@ struct Inner {
     energy: energy::EnergyTrail,
     /// Sources whose readings stand until the next (`hold`), with their `max_hold`, ms.
     held: BTreeMap<SourceId, i64>,
+    /// Where each estimated source's readings come from, in words (the calibration it
+    /// applies), as the sampler runs it.
+    bases: BTreeMap<SourceId, String>,
 }
 
 /// One series' latest reading and, since the last `take_means`, its sum and count and its
@@ -359,6 +362,22 @@ impl LiveState {
         for c in counters {
             inner.counters.insert(c.id.clone(), c);
         }
+    }
+
+    /// The estimated sources the sampler runs and where each one's readings come from
+    /// (called by the sampler only, whenever its collectors change).
+    pub fn set_bases(&self, bases: impl IntoIterator<Item = (SourceId, String)>) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.bases = bases.into_iter().collect();
+        }
+    }
+
+    /// Where `source`'s readings come from, when it is an estimate the sampler runs.
+    pub fn basis_of(&self, source: &SourceId) -> Option<String> {
+        self.inner
+            .lock()
+            .ok()
+            .and_then(|i| i.bases.get(source).cloned())
     }
 
     /// Device health counters, by id.

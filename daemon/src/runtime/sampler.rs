@@ -65,6 +65,8 @@ pub struct Scheduled {
     rejected: std::collections::BTreeMap<String, wattson_collectors::plausibility::Rejections>,
     /// The source's name as [`InPoll`] shows it, formatted once.
     name: Arc<str>,
+    /// Where an estimate's readings come from ([`WiredSource::basis`]).
+    basis: Option<String>,
 }
 
 impl Scheduled {
@@ -81,6 +83,7 @@ impl Scheduled {
             stopped: false,
             rejected: std::collections::BTreeMap::new(),
             name: Arc::from(collector_name.as_str()),
+            basis: None,
         }
     }
 
@@ -91,7 +94,10 @@ impl Scheduled {
 
 impl From<WiredSource> for Scheduled {
     fn from(w: WiredSource) -> Scheduled {
-        Scheduled::new(w.collector, w.interval)
+        Scheduled {
+            basis: w.basis,
+            ..Scheduled::new(w.collector, w.interval)
+        }
     }
 }
 
@@ -221,6 +227,7 @@ pub fn run_with_clock(
     let mut buffer: Vec<Sample> = Vec::with_capacity(256);
     let mut next_flush = clock.now() + flush_interval;
     let mut slept = clock.slept_ms();
+    tell_bases(live, &collectors);
     loop {
         let next_poll = collectors
             .iter()
@@ -256,6 +263,7 @@ pub fn run_with_clock(
                         .join(", ")
                 );
                 collectors = new;
+                tell_bases(live, &collectors);
                 continue;
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -387,6 +395,15 @@ fn until_grid(interval: Duration) -> Duration {
         return Duration::ZERO;
     }
     Duration::from_millis((step - now_ms().rem_euclid(step)).rem_euclid(step) as u64)
+}
+
+/// Where the estimates among `collectors` come from, for the daemon's status reply.
+fn tell_bases(live: &LiveState, collectors: &[Scheduled]) {
+    live.set_bases(
+        collectors
+            .iter()
+            .filter_map(|c| Some((c.source().clone(), c.basis.clone()?))),
+    );
 }
 
 fn poll_one(

@@ -56,6 +56,9 @@ pub enum PowerSourceError {
 pub struct WiredSource {
     pub collector: Box<dyn Collector>,
     pub interval: Duration,
+    /// Where an estimate's readings come from, in words (the calibration it applies:
+    /// [`crate::calibration::WallModel::provenance`]); `None` for a measurement.
+    pub basis: Option<String>,
 }
 
 impl WiredSource {
@@ -63,6 +66,7 @@ impl WiredSource {
         WiredSource {
             collector,
             interval,
+            basis: None,
         }
     }
 
@@ -256,7 +260,10 @@ pub fn estimate_collector(config: &Config) -> Option<WiredSource> {
     };
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
     match super::calibrated_wall::for_host(config, &store, &root) {
-        Ok(found) => found.map(|(c, interval)| WiredSource::new(Box::new(c), interval)),
+        Ok(found) => found.map(|(c, interval)| WiredSource {
+            basis: Some(c.provenance()),
+            ..WiredSource::new(Box::new(c), interval)
+        }),
         Err(e) => {
             reading(&e);
             None

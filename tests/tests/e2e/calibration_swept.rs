@@ -2,7 +2,8 @@
 //! only the row an older sweep stored (its line and error, not the range it saw) still gives
 //! `wattson run` with no meter a stored estimate with its band after an upgrade, estimated
 //! everywhere and said so; `status` and `calibration show` say where it came from, and it is
-//! lent to no other host.
+//! lent to no other host. With a newer calibration whose signal cannot be read here, the
+//! daemon takes the sweep's, and `status` names the one the daemon took.
 
 #![allow(clippy::unwrap_used, clippy::panic, clippy::missing_panics_doc)]
 
@@ -139,4 +140,80 @@ fn an_old_sweeps_calibration_row_still_gives_a_stored_estimate_with_its_band() {
         "{}",
         String::from_utf8_lossy(&export.stderr)
     );
+
+    the_daemons_choice_is_named_by_status(&env, &config, (&sys, &proc), basis);
+}
+
+/// A newer calibration whose signal (IPMI, off in this config) the daemon cannot read: it
+/// passes over it to the sweep's (`basis`), and `status` names the one it took.
+fn the_daemons_choice_is_named_by_status(
+    env: &TestEnv,
+    config: &std::path::Path,
+    (sys, proc): (&std::path::Path, &std::path::Path),
+    basis: &str,
+) {
+    save_a_model_of_an_unreadable_signal(&env.db, sys, proc);
+    let package = Package::start(sys, 20.0);
+    let started = wattson_tests::now_ms();
+    let mut daemon = Child::run_daemon(config, &[]);
+    daemon.wait_for_log(
+        "no wall estimate from the calibration (",
+        Duration::from_secs(30),
+    );
+    daemon.wait_for_log(
+        &format!(
+            "no wall meter: estimating wall power as 31.50 W + 1.2 x rapl/power/package-0: {basis}"
+        ),
+        Duration::from_secs(30),
+    );
+    daemon.wait_for("an estimate", Duration::from_secs(60), || {
+        (!estimates(&env.db, "", started).is_empty()).then_some(())
+    });
+    let status = wattson()
+        .arg("--config")
+        .arg(config)
+        .arg("status")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains(&format!(
+            "W estimated \u{b1} 1.20 W (no wall meter: {basis})"
+        )),
+        "status names another calibration than the daemon's:\n{text}"
+    );
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(30)).is_some());
+    drop(package);
+}
+
+/// Stores, in `db`, a calibration fitted on ordinary running (now, so newest) over one
+/// signal, the IPMI sensor's power: `wall = 40 W + 0.5 x ipmi`.
+fn save_a_model_of_an_unreadable_signal(
+    db: &std::path::Path,
+    sys: &std::path::Path,
+    proc: &std::path::Path,
+) {
+    use wattson::calibration::{Feature, choose, history::Table, persist, refit};
+    let now = wattson_tests::now_ms();
+    let minutes: Vec<i64> = (0..600).map(|m| now - (600 - m) * 60_000).collect();
+    let ipmi: Vec<f64> = (0..600).map(|m| 60.0 + f64::from(m % 97)).collect();
+    let table = Table {
+        minutes,
+        wall: ipmi.iter().map(|w| 40.0 + 0.5 * w).collect(),
+        columns: vec![ipmi],
+    };
+    let root = wattson_collectors::SysRoot::new(sys, proc);
+    let model = choose::calibrate(
+        wattson_tests::HOST,
+        "meter:wall",
+        &table,
+        &[Feature::parse("ipmi/power").unwrap()],
+        0.3,
+        refit::hardware(&root, wattson_tests::HOST),
+        now,
+    )
+    .unwrap();
+    let store = Store::open(db, &wattson::store::StoreOptions::default()).unwrap();
+    persist::save(&store, wattson_tests::HOST, &model).unwrap();
 }

@@ -271,6 +271,7 @@ impl Connection {
             store: ctx.store.health(),
             clients: self.shared.clients(),
             http: ctx.http.map(crate::publish::http::url_of),
+            estimate_basis: ctx.live.basis_of(&SourceId::Estimate),
         }
     }
 
