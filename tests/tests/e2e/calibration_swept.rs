@@ -87,19 +87,7 @@ fn an_old_sweeps_calibration_row_still_gives_a_stored_estimate_with_its_band() {
             .any(|(_, w)| (w - (31.5 + 1.2 * 400.0)).abs() <= 0.03 * 511.5)
             .then_some(())
     });
-    let status = wattson()
-        .arg("--config")
-        .arg(&config)
-        .arg("status")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&status.stdout);
-    assert!(
-        text.contains(&format!(
-            "W estimated \u{b1} 1.20 W (no wall meter: {basis})"
-        )),
-        "status:\n{text}"
-    );
+    status_names(&config, basis);
     daemon.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(30)).is_some());
     drop(package);
@@ -169,6 +157,14 @@ fn the_daemons_choice_is_named_by_status(
     daemon.wait_for("an estimate", Duration::from_secs(60), || {
         (!estimates(&env.db, "", started).is_empty()).then_some(())
     });
+    status_names(config, basis);
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(30)).is_some());
+    drop(package);
+}
+
+/// `wattson status` shows the estimated wall with its band and `basis`: where it came from.
+fn status_names(config: &std::path::Path, basis: &str) {
     let status = wattson()
         .arg("--config")
         .arg(config)
@@ -180,11 +176,8 @@ fn the_daemons_choice_is_named_by_status(
         text.contains(&format!(
             "W estimated \u{b1} 1.20 W (no wall meter: {basis})"
         )),
-        "status names another calibration than the daemon's:\n{text}"
+        "status does not name the calibration the daemon took:\n{text}"
     );
-    daemon.signal(nix::sys::signal::Signal::SIGTERM);
-    assert!(daemon.wait_exit(Duration::from_secs(30)).is_some());
-    drop(package);
 }
 
 /// Stores, in `db`, a calibration fitted on ordinary running (now, so newest) over one
