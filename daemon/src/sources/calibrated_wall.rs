@@ -42,11 +42,6 @@ pub struct CalibratedWall {
 }
 
 impl CalibratedWall {
-    /// Where its estimate comes from and how sure: the model's provenance.
-    pub fn provenance(&self) -> String {
-        self.model.provenance()
-    }
-
     /// The collectors `model`'s signals come from, as the config and `root` build them
     /// ([`super::wiring::power_source`]: RAPL, hwmon, GPUs, IPMI, a UPS, the CPU with its
     /// package C-states), and the interval to poll them together at: the slowest of theirs.

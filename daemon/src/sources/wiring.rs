@@ -261,7 +261,7 @@ pub fn estimate_collector(config: &Config) -> Option<WiredSource> {
     let root = SysRoot::new(&config.host.sysfs, &config.host.procfs);
     match super::calibrated_wall::for_host(config, &store, &root) {
         Ok(found) => found.map(|(c, interval)| WiredSource {
-            basis: Some(c.provenance()),
+            basis: Some(c.model().provenance()),
             ..WiredSource::new(Box::new(c), interval)
         }),
         Err(e) => {
