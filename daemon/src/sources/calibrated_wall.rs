@@ -317,13 +317,6 @@ mod tests {
         let store =
             crate::store::Store::open(&dir.join("w.db"), &crate::store::StoreOptions::default())
                 .unwrap();
-        (config, root, store)
-    }
-
-    #[test]
-    fn stored_calibration_drives_an_estimate_from_a_fixture_powercap_tree() {
-        let dir = tempfile::tempdir().unwrap();
-        let (config, root, store) = fixture_host(dir.path());
         store
             .conn()
             .execute(
@@ -331,6 +324,13 @@ mod tests {
                 [serde_json::to_string(&calibration("rapl/package-0")).unwrap()],
             )
             .unwrap();
+        (config, root, store)
+    }
+
+    #[test]
+    fn stored_calibration_drives_an_estimate_from_a_fixture_powercap_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let (config, root, store) = fixture_host(dir.path());
         let other = crate::config::Config {
             host: crate::config::HostConfig {
                 name: "other".into(),
@@ -362,13 +362,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (config, root, store) = fixture_host(dir.path());
         std::fs::remove_dir_all(dir.path().join("sys/class/powercap")).unwrap();
-        store
-            .conn()
-            .execute(
-                "INSERT INTO calibration (host, source, fit, created_ms) VALUES ('basket', 'rapl/package-0', ?1, 1)",
-                [serde_json::to_string(&calibration("rapl/package-0")).unwrap()],
-            )
-            .unwrap();
         assert!(for_host(&config, &store, &root).unwrap().is_none());
     }
 }
