@@ -6,13 +6,8 @@
 #   tests/bench/code-size.sh            # this checkout
 #   tests/bench/code-size.sh REV        # another commit, read with git show
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 rev=${1:-}
-files() {
-  if [ -n "$rev" ]; then git ls-tree -r --name-only "$rev" -- "$1" | grep '\.rs$'
-  else git ls-files -- "$1" | grep '\.rs$'; fi
-}
-show() { if [ -n "$rev" ]; then git show "$rev:$1"; else cat "$1"; fi; }
+. "$(dirname "$0")/sources-at.sh"
 printf '%-16s %7s %7s %9s\n' tree code comment blank
 for tree in daemon/src collectors/src; do
   files "$tree" | grep -vE '(^|/)tests(\.rs$|/)' | while read -r f; do

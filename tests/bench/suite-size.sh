@@ -6,13 +6,8 @@
 #   tests/bench/suite-size.sh            # this checkout
 #   tests/bench/suite-size.sh REV        # another commit, read with git show
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 rev=${1:-}
-files() {
-  if [ -n "$rev" ]; then git ls-tree -r --name-only "$rev" -- "$1" | grep '\.rs$'
-  else git ls-files -- "$1" | grep '\.rs$'; fi
-}
-show() { if [ -n "$rev" ]; then git show "$rev:$1"; else cat "$1"; fi; }
+. "$(dirname "$0")/sources-at.sh"
 printf '%-12s %7s %10s\n' crate tests assertions
 for crate in collectors daemon tests; do
   t=0 a=0
