@@ -70,6 +70,9 @@
 #          the page cache cannot reclaim, and what the budget is stated in), Pss, Pss_Anon
 #          and Pss_File of /proc/<pid>/smaps_rollup (each page shared with N processes counted
 #          1/N), and VmRSS for reference (its file-backed part is page cache)
+#   faults minor and major page faults per second (fields 10 and 12 of /proc/<pid>/stat): a
+#          page of the binary the kernel reclaimed between two uses is read back by a fault,
+#          so on a machine that reclaims proactively (DAMON_RECLAIM) they follow code layout
 # The simulated meter runs in its own process, from a copy of the binary so that it shares
 # no page with the daemon's PSS, and is not counted. wattson prices what it stores under a
 # time-of-use tariff in Europe/London, as a home server's would be.
@@ -137,6 +140,19 @@ trap cleanup EXIT
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+# The port a daemon serves [http] on: each listens on 127.0.0.1:0 and says where in its log, so
+# that several selfcost.sh side by side never pick the same port (a port found free and bound
+# later can be taken in between, as an outgoing connection's ephemeral port is).
+served_port() { # log pid
+    for _ in $(seq 300); do
+        port="$(sed -n 's|.*http: serving.* on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$1" | head -n1)"
+        [[ -n "$port" ]] && { echo "$port"; return; }
+        kill -0 "$2" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "wattson never said where it serves [http]: $(tail -n 5 "$1")" >&2
+    return 1
 }
 
 # --- the simulated meter (not measured) --------------------------------------------------
@@ -264,7 +280,7 @@ EOF
         printf '[mqtt]\nurl = "mqtt://127.0.0.1:%s"\n' "$mqtt_port" >>"$conf"
     fi
     if [[ "${HTTP:-0}" == 1 ]]; then
-        printf '[http]\nlisten = "127.0.0.1:%s"\n' "$(free_port)" >>"$conf"
+        printf '[http]\nlisten = "127.0.0.1:0"\n' >>"$conf"
     fi
 }
 http_port=""
@@ -273,10 +289,10 @@ if [[ "${HTTP:-0}" == 1 ]]; then
 fi
 wattson_config selfcost "$pty"
 cp "$tmp/selfcost.toml" "$tmp/wattson.toml"
-[[ "${HTTP:-0}" == 1 ]] && http_port="$(awk -F'[:"]' '/^listen/ { print $(NF-1) }' "$tmp/wattson.toml")"
 "$WATTSON_BIN" --config "$tmp/wattson.toml" run >"$tmp/wattson.log" 2>&1 &
 wattson_pid=$!
 pids+=("$wattson_pid")
+[[ "${HTTP:-0}" == 1 ]] && http_port="$(served_port "$tmp/wattson.log" "$wattson_pid")"
 
 # --- the same with remote write (REMOTE_WRITE=1), to a receiver that is not measured -------
 rw_pid=""
@@ -332,10 +348,10 @@ if [[ "${PAGE:-0}" == 1 ]]; then
     page_pty="$(head -n1 "$tmp/sim-page.out")"
     [[ -e "$page_pty" ]] || { echo "the watched daemon's simulator gave no pty: $(cat "$tmp/sim-page.err")" >&2; exit 1; }
     wattson_config selfcost-page "$page_pty"
-    page_port="$(awk -F'[:"]' '/^listen/ { print $(NF-1) }' "$tmp/selfcost-page.toml")"
     "$WATTSON_BIN" --config "$tmp/selfcost-page.toml" run >"$tmp/wattson-page.log" 2>&1 &
     page_pid=$!
     pids+=("$page_pid")
+    page_port="$(served_port "$tmp/wattson-page.log" "$page_pid")"
     for _ in $(seq 300); do
         [[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$page_port/healthz" || true)" != 000 ]] && break
         sleep 0.1
@@ -421,11 +437,13 @@ fi
 # --- measurement -------------------------------------------------------------------------
 hz="$(getconf CLK_TCK)"
 # ticks ns_on_cpu ctxt_switches rss_kb anon_kb pss_kb pss_anon_kb pss_file_kb voluntary_switches
+# minor_faults major_faults
 snapshot() {
-    local pid=$1 stat ticks ns=0 cs=0 vcs=0 rss anon pss
+    local pid=$1 stat ticks faults ns=0 cs=0 vcs=0 rss anon pss
     stat="$(cat "/proc/$pid/stat")"
     stat="${stat##*) }"
     ticks=$(awk '{ print $12 + $13 }' <<<"$stat") # fields 14, 15 counted from pid
+    faults=$(awk '{ print $8, $10 }' <<<"$stat")  # fields 10 (minflt), 12 (majflt)
     for t in /proc/"$pid"/task/*; do
         ns=$((ns + $(awk '{ print $1 }' "$t/schedstat" 2>/dev/null || echo 0)))
         cs=$((cs + $(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' "$t/status" 2>/dev/null || echo 0)))
@@ -437,7 +455,7 @@ snapshot() {
     pss=$(awk '$1 == "Pss:" { p = $2 } $1 == "Pss_Anon:" { a = $2 } $1 == "Pss_File:" { f = $2 }
         END { printf "%s %s %s", p == "" ? -1 : p, a == "" ? -1 : a, f == "" ? -1 : f }' \
         "/proc/$pid/smaps_rollup" 2>/dev/null || echo "-1 -1 -1")
-    echo "$ticks $ns $cs $rss $anon $pss $vcs"
+    echo "$ticks $ns $cs $rss $anon $pss $vcs $faults"
 }
 
 echo "warming up ${WARMUP_S}s, then measuring ${WINDOW_S}s ..." >&2
@@ -474,10 +492,11 @@ row() { # name start end
     function mb(kb) { return kb < 0 ? "n/a" : sprintf("%.2f MB", kb / 1024) }
     BEGIN {
         split(a, s, " "); split(b, e, " "); w = t1 - t0
-        printf "| %s | %.3f %% | %.3f %% | %.2f (%.2f) | %s | %s | %s | %s | %s |\n", name,
+        printf "| %s | %.3f %% | %.3f %% | %.2f (%.2f) | %s | %s | %s | %s | %s | %.2f (%.3f) |\n", name,
             (e[1] - s[1]) / hz / w * 100, (e[2] - s[2]) / 1e9 / w * 100,
             (e[3] - s[3]) / w, (e[9] - s[9]) / w,
-            mb(e[5]), mb(e[6]), mb(e[7]), mb(e[8]), mb(e[4])
+            mb(e[5]), mb(e[6]), mb(e[7]), mb(e[8]), mb(e[4]),
+            (e[10] - s[10]) / w, (e[11] - s[11]) / w
     }'
 }
 
@@ -511,15 +530,15 @@ fi
 [[ -n "${CPUS:-}" ]] && echo "CPUs: a fixture machine of $CPUS CPUs (4 idle states each), its counters advanced every second"
 [[ -n "${TASKS:-}" ]] && echo "processes: a fixture process table of $TASKS processes and $IRQS interrupt lines, advanced every 10 s; wake-ups scanned every 5 minutes ([wakeups] default)"
 echo
-echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s (voluntary) | RssAnon | PSS | Pss_Anon | Pss_File | RSS |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| process | CPU (utime+stime) | CPU (schedstat) | context switches/s (voluntary) | RssAnon | PSS | Pss_Anon | Pss_File | RSS | page faults/s (major) |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 row "wattson run" "$w0" "$w1"
 [[ -n "$rw_pid" ]] && row "wattson run + remote write" "$r0" "$r1"
 [[ -n "$est_pid" ]] && row "wattson run, no meter (estimated)" "$e0" "$e1"
 [[ -n "$page_pid" ]] && row "wattson run, its live page watched" "$p0" "$p1"
 [[ -n "$collectd_pid" ]] && row "collectd" "$c0" "$c1"
 [[ -n "$node_pid" ]] && row "node_exporter" "$n0" "$n1"
-echo "| budget (wattson) | <= 0.05 % | <= 0.05 % | <= 2 | <= 3 MB | reported | | | reported |"
+echo "| budget (wattson) | <= 0.05 % | <= 0.05 % | <= 2 | <= 3 MB | reported | | | reported | reported |"
 echo
 for p in "$wattson_pid" ${collectd_pid:+"$collectd_pid"} ${node_pid:+"$node_pid"}; do
     echo "RSS of $(cat "/proc/$p/comm"): $(awk '/^Rss(Anon|File|Shmem)/ { printf "%s %.1f MB  ", $1, $2 / 1024 }' "/proc/$p/status")"
@@ -572,7 +591,7 @@ EOF2
     echo "remote write: $rw_sent samples taken by the receiver since the start ($rw_rejected refused, $rw_failed failed requests), $series series of the host in it; what it adds is the difference of the two wattson rows"
     ((rw_sent > 0)) || { echo "remote write sent nothing: $(tail -n 5 "$tmp/wattson-rw.log")" >&2; exit 1; }
     if [[ "${HTTP:-0}" == 1 ]]; then
-        rw_http="$(awk -F'[:"]' '/^listen/ { print $(NF-1) }' "$tmp/selfcost-rw.toml")"
+        rw_http="$(served_port "$tmp/wattson-rw.log" "$rw_pid")"
         rw_bytes="$(curl -s "http://127.0.0.1:$rw_http/metrics" | awk '/^wattson_remote_write_sent_bytes_total/ { print $NF }')"
         up_s="$(awk -v a="$rw_start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')"
         awk -v b="${rw_bytes:-0}" -v n="$rw_sent" -v s="$up_s" 'BEGIN {

@@ -52,7 +52,8 @@ python3 - "$out" "$rounds" "${names[@]}" <<'EOF'
 import re, statistics, sys
 
 out, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-columns = ["CPU (schedstat) %", "voluntary switches/s", "RssAnon MB", "PSS MB", "Pss_File MB", "RSS MB"]
+columns = ["CPU (schedstat) %", "voluntary switches/s", "RssAnon MB", "PSS MB", "Pss_File MB", "RSS MB",
+           "page faults/s", "major faults/s"]
 print("| build | " + " | ".join(columns) + " |")
 print("|---" * (len(columns) + 1) + "|")
 for name in names:
@@ -63,7 +64,9 @@ for name in names:
         cells = [c.strip() for c in row.strip("|").split("|")]
         number = lambda c: float(re.match(r"[-\d.]+", c).group())
         voluntary = float(re.search(r"\(([\d.]+)\)", cells[3]).group(1))
-        for i, v in enumerate([number(cells[2]), voluntary, number(cells[4]), number(cells[5]), number(cells[7]), number(cells[8])]):
+        major = float(re.search(r"\(([\d.]+)\)", cells[9]).group(1))
+        for i, v in enumerate([number(cells[2]), voluntary, number(cells[4]), number(cells[5]), number(cells[7]),
+                               number(cells[8]), number(cells[9]), major]):
             values[i].append(v)
     print(f"| {name} | " + " | ".join(
         f"{statistics.median(v):.3g} [{min(v):.3g}-{max(v):.3g}]" for v in values) + " |")
