@@ -1,6 +1,7 @@
 //! The daemon's lifecycle (`wattson run`): open the store, start the collectors, tell
 //! systemd we are ready, serve until SIGTERM/SIGINT, reload on SIGHUP, then drain in order:
-//! collectors, store flush, outputs.
+//! collectors, store flush, outputs. The sampling thread's start and stop are
+//! `sampler_thread`'s, the systemd watchdog's pings `watchdog`'s.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
@@ -13,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::RuntimeError;
 use super::reload::reload;
-use super::sampler::{self, Control, Heartbeat, InPoll, SampleSink, Scheduled};
+use super::sampler::{self, Control, Heartbeat, Scheduled};
 use super::signals::{Asked, Signals};
 use crate::config::Config;
 use crate::live::LiveState;
@@ -24,6 +25,12 @@ use crate::sources::wiring::{
 };
 use crate::store::{StoreError, StoreHandle};
 
+mod sampler_thread;
+mod watchdog;
+
+pub use sampler_thread::DRAIN_TIMEOUT;
+use sampler_thread::SamplerThread;
+
 /// What `wattson run` is asked to do.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
@@ -32,56 +39,6 @@ pub struct RunOptions {
     /// Path of the config file to re-read on SIGHUP (`None`: the usual lookup).
     pub config_path: Option<std::path::PathBuf>,
 }
-
-/// The store as the sampler's sink; the services collector's samples go to their own
-/// tables instead.
-struct StoreSink {
-    store: StoreHandle,
-    services: super::services_sink::ServicesSink,
-    host: String,
-    /// This boot's id, where the kernel tells it: stored with the time asleep on waking.
-    boot_id: Option<String>,
-}
-
-impl SampleSink for StoreSink {
-    fn samples(&mut self, mut batch: Vec<wattson_collectors::Sample>) {
-        self.services.take(&mut batch);
-        if let Err(e) = self.store.insert(batch) {
-            tracing::warn!("samples not stored: {}", wattson_collectors::ErrorChain(&e));
-        }
-    }
-
-    fn gap(&mut self, source: &SourceId, start_ms: i64, end_ms: i64, reason: &str) {
-        if let Err(e) = self.store.record_gap(source, start_ms, end_ms, reason) {
-            tracing::warn!("gap not recorded: {}", wattson_collectors::ErrorChain(&e));
-        }
-    }
-
-    fn asleep(&mut self, source: &SourceId, start_ms: i64, end_ms: i64, reason: &str) {
-        let away = crate::store::Away::Asleep;
-        if let Err(e) = self
-            .store
-            .record_away(source, (start_ms, end_ms), away, reason)
-        {
-            tracing::warn!("gap not recorded: {}", wattson_collectors::ErrorChain(&e));
-        }
-    }
-
-    fn woke(&mut self, at_ms: i64, slept_ms: i64) {
-        if let Some(boot_id) = &self.boot_id {
-            let clock = wattson_collectors::kernel_clock::BootClock {
-                boot_id: boot_id.clone(),
-                slept_ms,
-                since_boot_ms: 0,
-            };
-            super::downtime::record_clock(&self.store, &self.host, at_ms, &clock);
-        }
-    }
-}
-
-/// How long a stop waits for the sampling thread to finish its poll and hand over its
-/// buffer: longer than any collector's own I/O timeout (IPMI's command gets 5 s).
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// Run the daemon until a stop signal (or `opts.duration`). Returns when everything has
 /// drained.
@@ -309,87 +266,6 @@ fn start_http(
         .map_err(RuntimeError::ServeHttp)
 }
 
-/// The sampling thread, and what stopping it needs: its done signal and what it is polling.
-struct SamplerThread {
-    thread: JoinHandle<()>,
-    /// The sampler says it is done here; a thread that panics drops it instead.
-    done: mpsc::Receiver<()>,
-    in_poll: Arc<InPoll>,
-}
-
-impl SamplerThread {
-    /// Starts sampling `collectors` into the store and `live`, taking orders on `control`.
-    fn spawn(
-        config: &Config,
-        collectors: Vec<Scheduled>,
-        control: mpsc::Receiver<Control>,
-        live: &Arc<LiveState>,
-        heartbeat: &Heartbeat,
-        store: &StoreHandle,
-    ) -> Result<Self, RuntimeError> {
-        let in_poll = Arc::new(InPoll::default());
-        let (done_tx, done) = mpsc::channel::<()>();
-        let live = live.clone();
-        let heartbeat = heartbeat.clone();
-        let polling = in_poll.clone();
-        let root = wattson_collectors::SysRoot::new(&config.host.sysfs, &config.host.procfs);
-        let sink = Box::new(StoreSink {
-            store: store.clone(),
-            services: super::services_sink::ServicesSink::new(config, store.clone()),
-            host: config.host.name.clone(),
-            boot_id: wattson_collectors::kernel_clock::boot_id(&root).ok(),
-        });
-        let flush = config.storage.flush_interval;
-        let thread = std::thread::Builder::new()
-            .name("wattson-sampler".to_owned())
-            .spawn(move || {
-                sampler::run(
-                    collectors, sink, &control, flush, &live, &heartbeat, &polling,
-                );
-                let _ = done_tx.send(());
-            })
-            .map_err(RuntimeError::SamplerThread)?;
-        Ok(SamplerThread {
-            thread,
-            done,
-            in_poll,
-        })
-    }
-
-    /// Tells the sampler to stop (it flushes its buffer) and waits for it. A collector stuck
-    /// in a read (a driver that never returns) must not keep the daemon from stopping: after
-    /// [`DRAIN_TIMEOUT`] it is named and left behind, and the exit status says so. Returns
-    /// what is stuck.
-    fn stop(self, control: &mpsc::Sender<Control>) -> Option<String> {
-        let _ = control.send(Control::Stop);
-        match self.done.recv_timeout(DRAIN_TIMEOUT) {
-            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-                if self.thread.join().is_err() {
-                    tracing::error!("the sampling thread panicked");
-                }
-                None
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let what = match self.in_poll.current() {
-                    Some((name, for_)) => {
-                        format!(
-                            "collector {name} has been in one poll for {:.1} s",
-                            for_.as_secs_f64()
-                        )
-                    }
-                    None => "no collector is in a poll".to_owned(),
-                };
-                tracing::error!(
-                    "the sampling thread did not stop within {} s ({what}); stopping without \
-                     it: the samples it held are lost",
-                    DRAIN_TIMEOUT.as_secs()
-                );
-                Some(what)
-            }
-        }
-    }
-}
-
 /// The ledger's figures for MQTT (read every publish interval) and HTTP (read when a request
 /// asks), on a thread of their own: the runtime never waits on the store. `None` with
 /// neither configured.
@@ -498,23 +374,7 @@ async fn serve(
     let feed = feed.map(|(_, f)| f);
     let mut signals = Signals::stop_or_reload().map_err(RuntimeError::Signals)?;
     let mut current = config.clone();
-    let watchdog = crate::runtime::notify::watchdog_interval();
-    let watchdog_task = watchdog.map(|interval| {
-        let health = health.clone();
-        let cancel = cancel.clone();
-        let notifier = Notifier::from_env();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval / 2);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut withheld: Option<String> = None;
-            loop {
-                tokio::select! {
-                    () = cancel.cancelled() => break,
-                    _ = tick.tick() => watchdog_tick(&health, &notifier, &mut withheld),
-                }
-            }
-        })
-    });
+    let watchdog_task = watchdog::spawn(health, cancel);
     let heap = crate::runtime::heap::spawn(cancel.child_token(), store.clone());
     let wakeups = super::wakeups::spawn(config, store.clone(), cancel.child_token());
     let _refit = super::calibration_refit::spawn(config, store);
@@ -570,26 +430,4 @@ async fn serve(
         let _ = tokio::task::spawn_blocking(move || drop(f)).await;
     }
     Ok(publisher)
-}
-
-/// One watchdog tick: `WATCHDOG=1` while healthy; while not, no ping (systemd restarts the
-/// service after `WatchdogSec`), the reason logged once and shown as the unit's status.
-fn watchdog_tick(health: &Health, notifier: &Notifier, withheld: &mut Option<String>) {
-    let report = health.report();
-    if report.healthy {
-        notifier.watchdog();
-        if withheld.take().is_some() {
-            tracing::warn!("healthy again: watchdog pings resumed");
-            notifier.status("healthy again");
-        }
-        return;
-    }
-    // Logged when the set of unhealthy parts changes, not at every tick of a growing count.
-    let parts = format!("{}{}", report.sampler.healthy, report.store.healthy);
-    if withheld.as_deref() != Some(parts.as_str()) {
-        let reason = report.reason();
-        tracing::error!("{reason}: withholding watchdog pings");
-        notifier.status(&format!("unhealthy: {reason}"));
-    }
-    *withheld = Some(parts);
 }
