@@ -2,91 +2,18 @@
 //! polled or streaming, timeout, energy counter and stated accuracy, one row per protocol in
 //! [`Protocol::settings`] (docs/meters.md, "Line settings and timeouts"). Baud in bit/s, timeouts in
 //! milliseconds, energies in Wh.
+//!
+//! A serial port's line settings (baud, data bits, parity, stop bits) are `serial`'s: the
+//! table names each protocol's factory ones.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// Serial parity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Parity {
-    None,
-    Even,
-    Odd,
-}
+mod serial;
 
-impl Parity {
-    /// The config-file name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Parity::None => "none",
-            Parity::Even => "even",
-            Parity::Odd => "odd",
-        }
-    }
-}
-
-impl FromStr for Parity {
-    type Err = String;
-
-    /// `none`, `even` or `odd` (or `n`, `e`, `o`).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "none" | "n" => Ok(Parity::None),
-            "even" | "e" => Ok(Parity::Even),
-            "odd" | "o" => Ok(Parity::Odd),
-            other => Err(format!(
-                "{other:?} is not a parity: use \"none\", \"even\" or \"odd\""
-            )),
-        }
-    }
-}
-
-/// Line settings of a serial port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct SerialSettings {
-    /// Bit/s.
-    pub baud: u32,
-    /// 5..=8.
-    pub data_bits: u8,
-    pub parity: Parity,
-    /// 1 or 2.
-    pub stop_bits: u8,
-}
-
-impl SerialSettings {
-    /// 8 data bits, no parity, one stop bit at `baud`.
-    pub const fn n81(baud: u32) -> Self {
-        SerialSettings {
-            baud,
-            data_bits: 8,
-            parity: Parity::None,
-            stop_bits: 1,
-        }
-    }
-
-    /// Time to send `bytes` bytes at these settings (start bit included), in ms, rounded up.
-    pub fn transfer_ms(&self, bytes: usize) -> u64 {
-        let bits_per_char = 1
-            + u64::from(self.data_bits)
-            + u64::from(self.stop_bits)
-            + u64::from(self.parity != Parity::None);
-        (bytes as u64 * bits_per_char * 1000).div_ceil(u64::from(self.baud.max(1)))
-    }
-}
-
-impl fmt::Display for SerialSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = match self.parity {
-            Parity::None => 'N',
-            Parity::Even => 'E',
-            Parity::Odd => 'O',
-        };
-        write!(f, "{} {}{}{}", self.baud, self.data_bits, p, self.stop_bits)
-    }
-}
+pub use serial::{Parity, SerialSettings};
 
 /// A meter protocol, named as in the config file (`protocol = "pzem004t"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -521,12 +448,6 @@ mod tests {
                 .filter(|p| p.is_polled())
                 .all(|p| p.response_timeout_ms() >= 600)
         );
-    }
-
-    #[test]
-    fn transfer_time_counts_start_parity_and_stop_bits() {
-        // 24 bytes at 4800 8E1 = 24 * 11 bits = 264 bits = 55 ms.
-        assert_eq!(Protocol::Cse7766.default_serial().transfer_ms(24), 55);
     }
 
     #[test]
