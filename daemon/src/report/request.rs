@@ -2,16 +2,25 @@
 //! report's query parameters) and its making: the config file's `[[config]]` entries and
 //! `[tariff]` (with any `--tariffs` named), plus what the database adds ([`super::gather`]),
 //! -> [`ReportInput`] -> [`super::build`] -> [`super::render`].
+//!
+//! The window asked for (`--since`/`--until`: parsed, resolved, refused when it holds no time)
+//! is `window`'s; the tariffs the report prices with (`[tariff]`, its alternatives, what
+//! `--tariffs` names) are `tariffs`'.
 
 use std::path::{Path, PathBuf};
 
-use crate::zone::Zone;
-use chrono::{DateTime, Duration, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 
 use super::ProduceError;
 use super::gather::{StoreData, gather_from_store};
 use super::{ConfigInput, Format, ReportInput, ReportOptions, model::resolve_config_list};
 use crate::config::Config;
+
+mod tariffs;
+mod window;
+
+use tariffs::{configured_tariffs, from_tariff_section, named_tariffs};
+pub use window::{EmptyWindow, When, parse_when, resolve_when, window};
 
 /// What one report is asked for; [`ReportRequest::new`] gives the defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,113 +78,6 @@ impl ReportRequest {
             standby_watts: None,
         }
     }
-}
-
-/// A window bound as typed: a local date, a moment (RFC 3339), or a duration back from now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum When {
-    Date(NaiveDate),
-    At(DateTime<Utc>),
-    Ago(std::time::Duration),
-}
-
-/// The parser of `--since`/`--until` (as clap's value parser) and of the HTTP report's
-/// `since`/`until`.
-pub fn parse_when(s: &str) -> Result<When, String> {
-    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        return Ok(When::Date(d));
-    }
-    if s.len() > 10 && s.as_bytes()[10] == b'T' {
-        return DateTime::parse_from_rfc3339(s)
-            .map(|t| When::At(t.with_timezone(&Utc)))
-            .map_err(|e| {
-                format!("{s:?} is not a moment (RFC 3339, e.g. 2026-12-04T18:30:00Z): {e}")
-            });
-    }
-    let b = s.as_bytes();
-    if b.len() == 10
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
-    {
-        return Err(format!("{s:?} is not a day of the calendar (YYYY-MM-DD)"));
-    }
-    crate::config::parse_duration(s)
-        .map(When::Ago)
-        .map_err(|e| {
-            format!(
-                "{s:?} is neither a date (YYYY-MM-DD), a moment (2026-12-04T18:30:00Z) nor a \
-                 duration ({e})"
-            )
-        })
-}
-
-/// Resolves a bound to UTC ms. A date starts the window at its local midnight (`since`)
-/// or ends it at the next one (`until`).
-pub fn resolve_when(w: When, now: DateTime<Utc>, tz: Zone, end: bool) -> i64 {
-    match w {
-        When::Date(d) => tz
-            .start_of_day(if end { d + Duration::days(1) } else { d })
-            .timestamp_millis(),
-        When::At(t) => t.timestamp_millis(),
-        When::Ago(ago) => {
-            now.timestamp_millis() - i64::try_from(ago.as_millis()).unwrap_or(i64::MAX / 2)
-        }
-    }
-}
-
-/// A report window that holds no time: asked for by the user (`--since`/`--until`, or the
-/// HTTP report's `since`/`until`), so a bad request, not a failure.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct EmptyWindow(String);
-
-/// Refuses a window that ends before it starts or starts in the future: either would be a
-/// report with no measured section and no word why.
-fn check_window(
-    from_ms: Option<i64>,
-    to_ms: Option<i64>,
-    now: DateTime<Utc>,
-) -> Result<(), EmptyWindow> {
-    let at = |ms: i64| {
-        DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(
-            || format!("{ms} ms"),
-            |t| t.format("%Y-%m-%d %H:%M UTC").to_string(),
-        )
-    };
-    if let (Some(f), Some(t)) = (from_ms, to_ms)
-        && f >= t
-    {
-        return Err(EmptyWindow(format!(
-            "the window from {} (--since) to {} (--until) holds no time: --until must come \
-             after --since (a date in --until counts to the end of that day)",
-            at(f),
-            at(t)
-        )));
-    }
-    if let Some(f) = from_ms.filter(|f| *f > now.timestamp_millis()) {
-        return Err(EmptyWindow(format!(
-            "--since {} is in the future: nothing is measured after now",
-            at(f)
-        )));
-    }
-    Ok(())
-}
-
-/// The window `args` asks for, UTC ms (dates in the tariff's time zone), or why it holds no
-/// time.
-pub fn window(
-    config: &Config,
-    args: &ReportRequest,
-    now: DateTime<Utc>,
-) -> Result<(Option<i64>, Option<i64>), EmptyWindow> {
-    let tz = super::input::tariff_from_config(&config.tariff).map_or(Zone::UTC, |t| t.tz());
-    let from_ms = args.since.map(|w| resolve_when(w, now, tz, false));
-    let to_ms = args.until.map(|w| resolve_when(w, now, tz, true));
-    check_window(from_ms, to_ms, now)?;
-    Ok((from_ms, to_ms))
 }
 
 /// Renders the report `args` asks for.
@@ -368,98 +270,6 @@ fn estimated_section(
     .map_err(failed)
 }
 
-/// `[tariff]` makes no tariff ([`ProduceError::Tariff`]).
-fn from_tariff_section(source: crate::tariff::TariffError) -> ProduceError {
-    ProduceError::Tariff {
-        what: "building the tariff from [tariff]".to_owned(),
-        source,
-    }
-}
-
-/// The configured tariff and every `[[tariff.alternative]]`, without series.
-fn configured_tariffs(config: &Config) -> Result<Vec<crate::tariff::Tariff>, ProduceError> {
-    let mut out =
-        vec![super::input::tariff_from_config(&config.tariff).map_err(from_tariff_section)?];
-    for a in &config.tariff.alternatives {
-        out.push(alternative(config, a)?);
-    }
-    Ok(out)
-}
-
-/// One `[[tariff.alternative]]`: its prices in the configured tariff's currency and zone.
-fn alternative(
-    config: &Config,
-    a: &crate::config::AlternativeTariff,
-) -> Result<crate::tariff::Tariff, ProduceError> {
-    let cfg = crate::config::TariffConfig {
-        price_per_kwh: a.price_per_kwh,
-        standing_charge_per_day: a.standing_charge_per_day,
-        periods: a.periods.clone(),
-        changes: Vec::new(),
-        ..config.tariff.clone()
-    };
-    super::input::tariff_from_config(&cfg).map_err(|source| ProduceError::Tariff {
-        what: format!("[[tariff.alternative]] {}", a.name),
-        source,
-    })
-}
-
-/// The tariffs `--tariffs` names, built from the config and the stored series.
-fn named_tariffs(
-    config: &Config,
-    list: &str,
-    current: &crate::tariff::Tariff,
-    series: &[(crate::tariff::series::SlotSeries, bool)],
-) -> Result<Vec<crate::report::real_tariffs::NamedTariff>, ProduceError> {
-    use crate::report::real_tariffs::NamedTariff;
-    use crate::tariff::series::SeriesSet;
-    let base = super::input::tariff_from_config(&config.tariff).map_err(from_tariff_section)?;
-    let mut out = Vec::new();
-    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        if out.iter().any(|t: &NamedTariff| t.name == name) {
-            continue;
-        }
-        let t = if name == "current" {
-            NamedTariff {
-                name: name.to_owned(),
-                origin: match current.series() {
-                    Some(s) => format!("[tariff] with series {}", s.sources().join(", ")),
-                    None => "the configured [tariff]".to_owned(),
-                },
-                tariff: current.clone(),
-            }
-        } else if name == "tariff" {
-            NamedTariff {
-                name: name.to_owned(),
-                origin: "the configured [tariff] prices, no series".to_owned(),
-                tariff: base.clone(),
-            }
-        } else if let Some(a) = config.tariff.alternatives.iter().find(|a| a.name == name) {
-            NamedTariff {
-                name: name.to_owned(),
-                origin: format!("[[tariff.alternative]] {name}"),
-                tariff: alternative(config, a)?,
-            }
-        } else if let Some((s, _)) = series.iter().find(|(s, _)| s.source == name) {
-            NamedTariff {
-                name: name.to_owned(),
-                origin: format!("imported series {name}, the [tariff] price where it has no slot"),
-                tariff: base.clone().with_series(SeriesSet::new(vec![s.clone()])),
-            }
-        } else {
-            let mut known = vec!["current".to_owned(), "tariff".to_owned()];
-            known.extend(config.tariff.alternatives.iter().map(|a| a.name.clone()));
-            known.extend(series.iter().map(|(s, _)| s.source.clone()));
-            return Err(ProduceError::UnknownTariff {
-                name: name.to_owned(),
-                known: known.join(", "),
-            });
-        };
-        out.push(t);
-    }
-    Ok(out)
-}
-
 /// Builds the report input from the configuration (and whatever the store returned).
 pub fn input_from_config(
     config: &Config,
@@ -547,6 +357,3 @@ pub fn input_from_config(
         options,
     })
 }
-
-#[cfg(test)]
-mod tests;
