@@ -1,5 +1,5 @@
 use super::*;
-use crate::publish::mqtt::state::MeterCounters;
+use crate::publish::mqtt::state::StateExtras;
 
 #[test]
 fn only_keys_of_entities_wattson_creates_are_read_from_the_announced_list() {
@@ -48,7 +48,8 @@ proptest::proptest! {
     }
 }
 
-fn full_state() -> Value {
+/// A state with every field the catalogue announces.
+pub(super) fn full_state() -> Value {
     json!({
         "ts": 1, "power": 240.0, "energy": 1.0, "energy_today": 0.2, "voltage": 230.0,
         "current": 1.0, "power_factor": 0.9, "frequency": 50.0, "currency": "GBP",
@@ -58,30 +59,6 @@ fn full_state() -> Value {
         "package_cstate_deepest_residency": 45.0, "mode": "idle",
         "meters": {"wall": {"good": 1, "crc_errors": 0, "timeouts": 0, "implausible": 0}},
     })
-}
-
-#[test]
-fn every_field_becomes_one_sensor_with_a_deterministic_id() {
-    let extras = StateExtras {
-        meter_counters: vec![MeterCounters {
-            id: "wall".into(),
-            ..MeterCounters::default()
-        }],
-        ..StateExtras::default()
-    };
-    let es = entities(&full_state(), &extras);
-    let ids: Vec<String> = es
-        .iter()
-        .map(|e| entity_id("Basket", &e.object_id))
-        .collect();
-    assert!(ids.contains(&"sensor.wattson_basket_power".to_owned()));
-    assert!(ids.contains(&"sensor.wattson_basket_meter_wall_crc_errors".to_owned()));
-    assert!(ids.contains(&"sensor.wattson_basket_meter_wall_exceptions".to_owned()));
-    // 17 sensors (cost_total and the two package C-state ones among them), the
-    // idle-regression binary sensor, 5 meter counters.
-    assert_eq!(es.len(), 17 + 1 + 5);
-    let unique: BTreeSet<&String> = ids.iter().collect();
-    assert_eq!(unique.len(), ids.len());
 }
 
 #[test]
@@ -134,21 +111,6 @@ fn payloads_carry_home_assistant_semantics() {
         config_topic("homeassistant", "basket", "power"),
         "homeassistant/sensor/wattson_basket/power/config"
     );
-}
-
-#[test]
-fn mode_is_an_enum_only_with_options() {
-    let plain = entities(&full_state(), &StateExtras::default());
-    let m = plain.iter().find(|e| e.object_id == "mode").unwrap();
-    assert_eq!(m.device_class, None);
-    let x = StateExtras {
-        mode_options: vec!["idle".into(), "1 loop".into()],
-        ..StateExtras::default()
-    };
-    let es = entities(&full_state(), &x);
-    let m = es.iter().find(|e| e.object_id == "mode").unwrap();
-    assert_eq!(m.device_class, Some("enum"));
-    assert_eq!(m.options, ["idle", "1 loop"]);
 }
 
 #[test]
