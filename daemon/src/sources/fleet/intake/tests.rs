@@ -1,4 +1,6 @@
 use super::*;
+use crate::publish::mqtt::state::MAX_STATE_BYTES;
+use crate::sources::fleet::{Committed, MAX_HOST_NAME, MemorySink};
 
 /// A state of one CPU series stamped now (the collector refuses times far from their
 /// receipt).
@@ -41,7 +43,7 @@ fn check(payload: &[u8]) {
 }
 
 proptest::proptest! {
-    // 2,000 cases; rerun with more: PROPTEST_CASES=20000 cargo test -p wattson --lib fleet::tests::fuzz
+    // 2,000 cases; rerun with more: PROPTEST_CASES=20000 cargo test -p wattson --lib fleet::intake::tests::fuzz
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
         std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000)
     ))]
