@@ -31,7 +31,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::zone::Zone;
 use wattson_collectors::meter::line::LineFormat;
 use wattson_collectors::meter::{Parity, Protocol};
 
@@ -41,6 +40,7 @@ pub use effective::redact_url;
 pub use key_lines::KeyLines;
 use load::line_of;
 use load::{parse_file, read_config_file};
+pub use mqtt::{CredentialNotPassed, MqttConfig};
 pub use plug::{MAX_HOLD, PlugConfig, PlugKind, PlugReadings};
 pub use prometheus::{
     PrometheusConfig, REMOTE_WRITE_INTERVAL, RemoteWriteUrl, UrlError, parse_http_url,
@@ -48,6 +48,10 @@ pub use prometheus::{
 };
 pub use serial_lines::{LineError, SerialLine, collector_names, serial_lines};
 pub use sleep::{MAX_STANDBY_WATTS, SleepConfig};
+pub use tariff_section::{
+    AlternativeTariff, DEFAULT_MAX_PRICE_PER_KWH, PeriodConfig, PriceUnit, TariffChangeConfig,
+    TariffConfig,
+};
 use validate::Validator;
 pub use validate::{FLUSH, KEEPALIVE, METER_TIMEOUT, PUBLISH, RETENTION, SAMPLING};
 
@@ -277,133 +281,6 @@ pub struct CpuConfig {
     pub interval: Duration,
 }
 
-/// `[tariff] max_price_per_kwh` unless the file sets it, currency per kWh.
-pub const DEFAULT_MAX_PRICE_PER_KWH: f64 = 10.0;
-
-#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
-fn is_default_max_price(v: &f64) -> bool {
-    *v == DEFAULT_MAX_PRICE_PER_KWH
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TariffConfig {
-    pub currency: String,
-    pub price_per_kwh: f64,
-    pub standing_charge_per_day: f64,
-    /// IANA time zone for time-of-use periods, loaded when the file is read; `None` means the
-    /// machine's local zone.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timezone: Option<Zone>,
-    #[serde(rename = "period", skip_serializing_if = "Vec::is_empty")]
-    pub periods: Vec<PeriodConfig>,
-    #[serde(rename = "change", skip_serializing_if = "Vec::is_empty")]
-    pub changes: Vec<TariffChangeConfig>,
-    /// A live price over MQTT (Home Assistant's statestream of a price sensor, ...).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub price_topic: Option<String>,
-    /// The JSON field holding the price in the topic's messages (dotted for nested
-    /// objects: `attributes.current_price`); `None`: the payload is the number itself.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub price_field: Option<String>,
-    /// What the topic's number is in.
-    pub price_unit: PriceUnit,
-    /// Prices beyond this, either sign, are refused (imports and the live price),
-    /// currency per kWh. Printed in the effective config only where it is not the default:
-    /// a file that does not set it holds its own prices to a far wider bound (see
-    /// `tariff_section::configured_price_limit`), which printing the default would narrow.
-    #[serde(skip_serializing_if = "is_default_max_price")]
-    pub max_price_per_kwh: f64,
-    /// Tariffs to compare against (`wattson report --tariffs`).
-    #[serde(rename = "alternative", skip_serializing_if = "Vec::is_empty")]
-    pub alternatives: Vec<AlternativeTariff>,
-}
-
-/// What a live price's number is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PriceUnit {
-    /// Currency per kWh (Octopus in Home Assistant: GBP/kWh).
-    PerKwh,
-    /// Currency per MWh (day-ahead markets).
-    PerMwh,
-    /// Hundredths of the currency per kWh (pence, cents).
-    CentsPerKwh,
-}
-
-impl PriceUnit {
-    /// The factor to currency per kWh.
-    pub fn to_per_kwh(self) -> f64 {
-        match self {
-            PriceUnit::PerKwh => 1.0,
-            PriceUnit::PerMwh => 0.001,
-            PriceUnit::CentsPerKwh => 0.01,
-        }
-    }
-}
-
-/// `[[tariff.alternative]]`: a tariff to compare against, in the same currency.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AlternativeTariff {
-    pub name: String,
-    pub price_per_kwh: f64,
-    pub standing_charge_per_day: f64,
-    #[serde(rename = "period", skip_serializing_if = "Vec::is_empty")]
-    pub periods: Vec<PeriodConfig>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PeriodConfig {
-    #[serde(serialize_with = "effective::time_of_day")]
-    pub start: chrono::NaiveTime,
-    #[serde(serialize_with = "effective::time_of_day")]
-    pub end: chrono::NaiveTime,
-    pub price_per_kwh: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TariffChangeConfig {
-    pub effective_from: chrono::NaiveDate,
-    pub price_per_kwh: f64,
-    #[serde(rename = "period", skip_serializing_if = "Vec::is_empty")]
-    pub periods: Vec<PeriodConfig>,
-}
-
-#[allow(clippy::struct_excessive_bools)]
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MqttConfig {
-    /// `url`, parsed when the file is read (never with a password: refused by validation).
-    #[serde(rename = "url")]
-    pub broker: broker::Broker,
-    pub client_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub username: Option<String>,
-    /// The file holding the password, as written; see [`MqttConfig::password_path`].
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub password_file: Option<PathBuf>,
-    /// Or the systemd credential holding it (`LoadCredential=<name>:<file>` in the unit),
-    /// read from `$CREDENTIALS_DIRECTORY/<name>`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub password_credential: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ca_file: Option<PathBuf>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub client_cert_file: Option<PathBuf>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub client_key_file: Option<PathBuf>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub insecure_skip_verify: bool,
-    pub topic_prefix: String,
-    pub discovery_prefix: String,
-    pub discovery: bool,
-    #[serde(serialize_with = "duration::serialize")]
-    pub publish_interval: Duration,
-    #[serde(serialize_with = "duration::serialize")]
-    pub keepalive: Duration,
-    /// Where the file keys (password, TLS files) were written: they are read when used.
-    #[serde(skip)]
-    pub lines: KeyLines,
-}
-
 /// `[http]`: where `/metrics` (Prometheus), `/` (the live page, with `/live.json` and
 /// `/history.json`), `/report.html`, `/report.json` and `/healthz` are served.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -427,53 +304,6 @@ pub struct ManualConfig {
     /// A week's schedule of its modes, which `wattson report` prices it on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<crate::analysis::schedule::Schedule>,
-}
-
-/// A credential named in the config that systemd did not pass: `$CREDENTIALS_DIRECTORY`
-/// is not set.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "${CREDENTIALS_DIRECTORY} is not set, so credential {name:?} cannot be found: \
-     systemd sets it for a unit with LoadCredential={name}:FILE (see wattson.service); \
-     to check by hand, run with {CREDENTIALS_DIRECTORY}= the directory holding FILE, \
-     e.g. sudo {CREDENTIALS_DIRECTORY}=/etc/wattson wattson config check"
-)]
-pub struct CredentialNotPassed {
-    /// The credential's name (`password_credential`).
-    pub name: String,
-}
-
-impl MqttConfig {
-    /// The file the password is read from: `password_file`, or for `password_credential`
-    /// the file systemd passed in `$CREDENTIALS_DIRECTORY`. `Err` says why a named credential
-    /// cannot be found (wattson was not started by systemd with `LoadCredential=`).
-    pub fn password_path(&self) -> Result<Option<PathBuf>, CredentialNotPassed> {
-        let Some(name) = &self.password_credential else {
-            return Ok(self.password_file.clone());
-        };
-        match std::env::var_os(CREDENTIALS_DIRECTORY).filter(|d| !d.is_empty()) {
-            Some(dir) => Ok(Some(Path::new(&dir).join(name))),
-            None => Err(CredentialNotPassed { name: name.clone() }),
-        }
-    }
-}
-
-impl Default for TariffConfig {
-    fn default() -> Self {
-        TariffConfig {
-            currency: "GBP".to_owned(),
-            price_per_kwh: 0.09,
-            standing_charge_per_day: 0.0,
-            timezone: None,
-            periods: Vec::new(),
-            changes: Vec::new(),
-            price_topic: None,
-            price_field: None,
-            price_unit: PriceUnit::PerKwh,
-            max_price_per_kwh: DEFAULT_MAX_PRICE_PER_KWH,
-            alternatives: Vec::new(),
-        }
-    }
 }
 
 impl Config {

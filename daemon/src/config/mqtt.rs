@@ -1,15 +1,81 @@
 //! `[mqtt]`: the broker, its credentials and the topic prefixes, validated into
-//! [`MqttConfig`].
+//! [`MqttConfig`], and where its password is read from when used.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde::Serialize;
 use toml::Spanned;
 
 use super::file::FileMqtt;
 use super::load::line_of;
 use super::validate::{KEEPALIVE, PUBLISH, Validator};
-use super::{ConfigError, KeyLines, MqttConfig, redact_url};
+use super::{CREDENTIALS_DIRECTORY, ConfigError, KeyLines, broker, duration, redact_url};
+
+#[allow(clippy::struct_excessive_bools)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MqttConfig {
+    /// `url`, parsed when the file is read (never with a password: refused by validation).
+    #[serde(rename = "url")]
+    pub broker: broker::Broker,
+    pub client_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// The file holding the password, as written; see [`MqttConfig::password_path`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<PathBuf>,
+    /// Or the systemd credential holding it (`LoadCredential=<name>:<file>` in the unit),
+    /// read from `$CREDENTIALS_DIRECTORY/<name>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_credential: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cert_file: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_key_file: Option<PathBuf>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_verify: bool,
+    pub topic_prefix: String,
+    pub discovery_prefix: String,
+    pub discovery: bool,
+    #[serde(serialize_with = "duration::serialize")]
+    pub publish_interval: Duration,
+    #[serde(serialize_with = "duration::serialize")]
+    pub keepalive: Duration,
+    /// Where the file keys (password, TLS files) were written: they are read when used.
+    #[serde(skip)]
+    pub lines: KeyLines,
+}
+
+/// A credential named in the config that systemd did not pass: `$CREDENTIALS_DIRECTORY`
+/// is not set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "${CREDENTIALS_DIRECTORY} is not set, so credential {name:?} cannot be found: \
+     systemd sets it for a unit with LoadCredential={name}:FILE (see wattson.service); \
+     to check by hand, run with {CREDENTIALS_DIRECTORY}= the directory holding FILE, \
+     e.g. sudo {CREDENTIALS_DIRECTORY}=/etc/wattson wattson config check"
+)]
+pub struct CredentialNotPassed {
+    /// The credential's name (`password_credential`).
+    pub name: String,
+}
+
+impl MqttConfig {
+    /// The file the password is read from: `password_file`, or for `password_credential`
+    /// the file systemd passed in `$CREDENTIALS_DIRECTORY`. `Err` says why a named credential
+    /// cannot be found (wattson was not started by systemd with `LoadCredential=`).
+    pub fn password_path(&self) -> Result<Option<PathBuf>, CredentialNotPassed> {
+        let Some(name) = &self.password_credential else {
+            return Ok(self.password_file.clone());
+        };
+        match std::env::var_os(CREDENTIALS_DIRECTORY).filter(|d| !d.is_empty()) {
+            Some(dir) => Ok(Some(Path::new(&dir).join(name))),
+            None => Err(CredentialNotPassed { name: name.clone() }),
+        }
+    }
+}
 
 impl Validator<'_> {
     /// `[mqtt]`; `host_name` names the default client id.

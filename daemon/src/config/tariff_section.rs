@@ -1,16 +1,126 @@
-//! `[tariff]` validated: the base prices, their time-of-use periods and dated changes
-//! (`[[tariff.change]]`), and the keys for real tariffs: the live price topic
-//! (`price_topic`, `price_field`, `price_unit`), the price sanity limit (`max_price_per_kwh`)
-//! and the tariffs to compare against (`[[tariff.alternative]]`).
+//! `[tariff]`: its typed values ([`TariffConfig`]) and their validation: the base prices,
+//! their time-of-use periods and dated changes (`[[tariff.change]]`), and the keys for real
+//! tariffs: the live price topic (`price_topic`, `price_field`, `price_unit`), the price
+//! sanity limit (`max_price_per_kwh`) and the tariffs to compare against
+//! (`[[tariff.alternative]]`); and the tariff they build.
 
 use chrono::NaiveDate;
+use serde::Serialize;
 use toml::Spanned;
 
 use super::file::{FilePeriod, FileTariff, FileTariffChange};
 use super::validate::Validator;
-use super::{
-    AlternativeTariff, ConfigError, PeriodConfig, PriceUnit, TariffChangeConfig, TariffConfig,
-};
+use super::{ConfigError, effective};
+use crate::zone::Zone;
+
+/// `[tariff] max_price_per_kwh` unless the file sets it, currency per kWh.
+pub const DEFAULT_MAX_PRICE_PER_KWH: f64 = 10.0;
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_default_max_price(v: &f64) -> bool {
+    *v == DEFAULT_MAX_PRICE_PER_KWH
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TariffConfig {
+    pub currency: String,
+    pub price_per_kwh: f64,
+    pub standing_charge_per_day: f64,
+    /// IANA time zone for time-of-use periods, loaded when the file is read; `None` means the
+    /// machine's local zone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<Zone>,
+    #[serde(rename = "period", skip_serializing_if = "Vec::is_empty")]
+    pub periods: Vec<PeriodConfig>,
+    #[serde(rename = "change", skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<TariffChangeConfig>,
+    /// A live price over MQTT (Home Assistant's statestream of a price sensor, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_topic: Option<String>,
+    /// The JSON field holding the price in the topic's messages (dotted for nested
+    /// objects: `attributes.current_price`); `None`: the payload is the number itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_field: Option<String>,
+    /// What the topic's number is in.
+    pub price_unit: PriceUnit,
+    /// Prices beyond this, either sign, are refused (imports and the live price),
+    /// currency per kWh. Printed in the effective config only where it is not the default:
+    /// a file that does not set it holds its own prices to a far wider bound (see
+    /// `tariff_section::configured_price_limit`), which printing the default would narrow.
+    #[serde(skip_serializing_if = "is_default_max_price")]
+    pub max_price_per_kwh: f64,
+    /// Tariffs to compare against (`wattson report --tariffs`).
+    #[serde(rename = "alternative", skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<AlternativeTariff>,
+}
+
+/// What a live price's number is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PriceUnit {
+    /// Currency per kWh (Octopus in Home Assistant: GBP/kWh).
+    PerKwh,
+    /// Currency per MWh (day-ahead markets).
+    PerMwh,
+    /// Hundredths of the currency per kWh (pence, cents).
+    CentsPerKwh,
+}
+
+impl PriceUnit {
+    /// The factor to currency per kWh.
+    pub fn to_per_kwh(self) -> f64 {
+        match self {
+            PriceUnit::PerKwh => 1.0,
+            PriceUnit::PerMwh => 0.001,
+            PriceUnit::CentsPerKwh => 0.01,
+        }
+    }
+}
+
+/// `[[tariff.alternative]]`: a tariff to compare against, in the same currency.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AlternativeTariff {
+    pub name: String,
+    pub price_per_kwh: f64,
+    pub standing_charge_per_day: f64,
+    #[serde(rename = "period", skip_serializing_if = "Vec::is_empty")]
+    pub periods: Vec<PeriodConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PeriodConfig {
+    #[serde(serialize_with = "effective::time_of_day")]
+    pub start: chrono::NaiveTime,
+    #[serde(serialize_with = "effective::time_of_day")]
+    pub end: chrono::NaiveTime,
+    pub price_per_kwh: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TariffChangeConfig {
+    pub effective_from: chrono::NaiveDate,
+    pub price_per_kwh: f64,
+    #[serde(rename = "period", skip_serializing_if = "Vec::is_empty")]
+    pub periods: Vec<PeriodConfig>,
+}
+
+impl Default for TariffConfig {
+    fn default() -> Self {
+        TariffConfig {
+            currency: "GBP".to_owned(),
+            price_per_kwh: 0.09,
+            standing_charge_per_day: 0.0,
+            timezone: None,
+            periods: Vec::new(),
+            changes: Vec::new(),
+            price_topic: None,
+            price_field: None,
+            price_unit: PriceUnit::PerKwh,
+            max_price_per_kwh: DEFAULT_MAX_PRICE_PER_KWH,
+            alternatives: Vec::new(),
+        }
+    }
+}
 
 /// The most a configured price per kWh may be: `max_price_per_kwh` where the file sets it,
 /// else a bound no currency's real price comes near (the default `max_price_per_kwh` of 10,
