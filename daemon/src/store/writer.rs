@@ -39,27 +39,25 @@ use std::sync::Arc;
 use std::time::Instant;
 use wattson_collectors::SourceId;
 
-use rusqlite::params;
 use wattson_collectors::{Metric, Sample};
 
 use super::health::HealthBoard;
-use super::integrate::{Readings, Rule};
+use super::integrate::Readings;
 use super::lock::WriterLock;
 use super::pending::{Pending, PendingQueue};
 use super::quarantine::Quarantined;
-use super::rollup::{HourAcc, Spacing};
-use super::{
-    CHUNK_MS, Series, Store, StoreError, StoreOptions, dequantise, floor_to, is_detail, quantise,
-    resolution, rollup_kind,
-};
+use super::{CHUNK_MS, Store, StoreError, StoreOptions, dequantise, floor_to, quantise};
 
 mod chunks;
 mod counted;
 mod declared;
 mod hours;
 mod recovery;
+mod retention;
+mod series_state;
 
 use chunks::{OpenChunk, write_open};
+use series_state::{SeriesIndex, SeriesState};
 
 /// What one flush wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -77,54 +75,6 @@ pub struct FlushStats {
     /// Gaps recorded.
     pub gaps: usize,
 }
-
-struct SeriesState {
-    series: Series,
-    scale: f64,
-    hourly: bool,
-    minutes: bool,
-    /// Detail ([`is_detail`]): closed chunks go to `raw_detail_chunk`.
-    detail: bool,
-    open: Option<OpenChunk>,
-    /// The newest timestamp stored for the series (UTC ms); later samples must pass it.
-    newest_ms: Option<i64>,
-    /// The newest sample, the start of the next pair.
-    prev: Option<(i64, f64)>,
-    spacing: Spacing,
-    /// How its readings stand, and for how long at most (ms), as stored with the series.
-    readings: Readings,
-    max_hold_ms: Option<i64>,
-    hour: Option<HourAcc>,
-}
-
-impl SeriesState {
-    /// The rule its next pair is integrated by: `sampled` by its spacing as judged now,
-    /// `hold` and `interval_mean` by their stored limit.
-    fn rule(&self) -> Rule {
-        match (self.readings, self.max_hold_ms) {
-            (Readings::Hold | Readings::Mean, Some(_)) => {
-                Rule::of(self.readings, self.max_hold_ms, None)
-            }
-            _ => Rule {
-                readings: Readings::Sampled,
-                max_ms: self.spacing.max_pair_ms(),
-            },
-        }
-    }
-
-    /// Whether a sample at `ts` is known to be stored: the newest, or one in the open
-    /// chunk (older closed chunks are not searched).
-    fn holds(&self, ts: i64) -> bool {
-        self.newest_ms == Some(ts)
-            || self
-                .open
-                .as_ref()
-                .is_some_and(|o| o.ts.binary_search(&ts).is_ok())
-    }
-}
-
-/// Series index by host, source, channel and metric, looked up without allocating.
-type SeriesIndex = HashMap<String, HashMap<SourceId, HashMap<String, HashMap<Metric, usize>>>>;
 
 /// Ingests samples into a [`Store`]; owned by one thread (see [`super::StoreHandle`]).
 pub struct Writer {
@@ -274,44 +224,6 @@ impl Writer {
         });
     }
 
-    /// Deletes raw chunks expired at `now_ms`: those that end at or before `now_ms` minus
-    /// the series' retention ([`StoreOptions::retention_ms`]: the detail retention for
-    /// per-core CPU series, the raw retention for the rest). Returns how many.
-    pub fn prune(&mut self, now_ms: i64) -> Result<usize, StoreError> {
-        let store = &self.store;
-        let tx = store
-            .conn
-            .unchecked_transaction()
-            .map_err(|e| store.sql(e))?;
-        let mut last_starts = HashMap::new();
-        let mut deleted = 0;
-        for series in store.series()? {
-            let retention = self.options.retention_ms(series.metric, &series.channel);
-            let last_start = now_ms.saturating_sub(retention).saturating_sub(CHUNK_MS);
-            last_starts.insert(series.id, last_start);
-            for sql in [
-                "DELETE FROM raw_chunk WHERE series_id = ?1 AND start_ms <= ?2",
-                "DELETE FROM raw_detail_chunk WHERE series_id = ?1 AND start_ms <= ?2",
-                "DELETE FROM raw_open WHERE series_id = ?1 AND start_ms <= ?2",
-            ] {
-                deleted += tx
-                    .prepare_cached(sql)
-                    .and_then(|mut s| s.execute(params![series.id, last_start]))
-                    .map_err(|e| store.sql(e))?;
-            }
-        }
-        tx.commit().map_err(|e| store.sql(e))?;
-        for state in &mut self.states {
-            let last_start = last_starts.get(&state.series.id).copied();
-            if let (Some(open), Some(last_start)) = (&state.open, last_start)
-                && open.start_ms <= last_start
-            {
-                state.open = None;
-            }
-        }
-        Ok(deleted)
-    }
-
     fn write(&mut self, pending: &PendingQueue) -> Result<FlushStats, StoreError> {
         let conn = &self.store.conn;
         conn.execute_batch("BEGIN IMMEDIATE")
@@ -431,89 +343,6 @@ impl Writer {
             }
         }
         Ok(stats)
-    }
-
-    fn state_index(&mut self, host: &str, sample: &Sample) -> Result<usize, StoreError> {
-        if let Some(&i) = self
-            .index
-            .get(host)
-            .and_then(|m| m.get(&sample.source))
-            .and_then(|m| m.get(&sample.channel))
-            .and_then(|m| m.get(&sample.metric))
-        {
-            return Ok(i);
-        }
-        let mut series =
-            self.store
-                .ensure_series(host, &sample.source, sample.metric, &sample.channel)?;
-        let open = self.load_open(&series)?;
-        let scale = resolution(series.unit);
-        let newest = match open.as_ref().and_then(|o| o.ts.last().zip(o.q.last())) {
-            Some((&ts, &q)) => Some((ts, dequantise(q, scale))),
-            None => self.newest_closed(series.id)?,
-        };
-        let (hourly, minutes) = rollup_kind(series.metric, &series.channel);
-        let declared = self
-            .declared
-            .get(&(host.to_owned(), sample.source.clone()))
-            .copied()
-            .filter(|_| minutes);
-        if let Some((readings, max_hold_ms)) = declared
-            && (readings, max_hold_ms) != (series.readings, series.max_hold_ms)
-        {
-            self.store.set_readings(series.id, readings, max_hold_ms)?;
-            series.readings = readings;
-            series.max_hold_ms = max_hold_ms;
-        }
-        if minutes && let Some((ts, _)) = newest {
-            // Gaps recorded before this writer started that the next pair may straddle.
-            let key = (host.to_owned(), sample.source.clone());
-            if !self.gaps.contains_key(&key) {
-                let known: Vec<(i64, i64)> = self
-                    .store
-                    .gaps(host, ts, i64::MAX)?
-                    .into_iter()
-                    .filter(|g| g.source == sample.source)
-                    .map(|g| (g.start_ms, g.end_ms))
-                    .collect();
-                self.gaps.insert(key, known);
-            }
-        }
-        // Configured intervals are this host's; a fleet collector's other hosts state theirs
-        // or have it learned.
-        let configured = (host == self.options.host)
-            .then(|| self.options.spacing_ms.get(&series.source).copied())
-            .flatten();
-        let spacing = Spacing {
-            fixed: configured,
-            recent: series.spacing_ms.into_iter().collect(),
-            stored: series.spacing_ms,
-        };
-        let (readings, max_hold_ms) = (series.readings, series.max_hold_ms);
-        let i = self.states.len();
-        self.states.push(SeriesState {
-            scale,
-            detail: is_detail(series.metric, &series.channel),
-            series,
-            hourly,
-            minutes,
-            open,
-            newest_ms: newest.map(|n| n.0),
-            prev: newest,
-            spacing,
-            readings,
-            max_hold_ms,
-            hour: None,
-        });
-        self.index
-            .entry(host.to_owned())
-            .or_default()
-            .entry(sample.source.clone())
-            .or_default()
-            .entry(sample.channel.clone())
-            .or_default()
-            .insert(sample.metric, i);
-        Ok(i)
     }
 
     /// Stores one sample; `false` (nothing stored) when `ts` is not after the newest
