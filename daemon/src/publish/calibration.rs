@@ -199,7 +199,7 @@ fn selector(feature: &Feature, host: &str) -> Option<(String, f64)> {
         readings: crate::store::integrate::Readings::Sampled,
         max_hold_ms: None,
     };
-    let (name, labels, scale) = super::remote_write::queue::family(&series)?;
+    let (name, labels, scale) = super::remote_write::families::family(&series)?;
     let selector = super::remote_write::engine::query::selector(
         name,
         labels.iter().map(|(k, v)| (*k, v.as_str())),

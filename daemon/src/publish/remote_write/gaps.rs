@@ -5,8 +5,9 @@
 
 use rusqlite::params;
 
+use super::families::labels;
 use super::proto::{Sample, TimeSeries};
-use super::queue::{Batch, labels, sql};
+use super::queue::{Batch, sql};
 use crate::store::{Store, StoreError};
 
 /// The name the recorded gaps are sent under: one sample a gap, at its start, whose value

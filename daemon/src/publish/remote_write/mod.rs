@@ -1,6 +1,6 @@
 //! `[prometheus] remote_write`: wattson's stored series pushed to a Prometheus remote-write
 //! receiver (remote write 1.0: a protobuf `WriteRequest`, snappy-compressed, POSTed), under
-//! the names and labels of `/metrics` ([`queue::family`]).
+//! the names and labels of `/metrics` ([`families::family`]).
 //!
 //! The local store is the queue: each series is sent from its cursor on (a table per
 //! endpoint, `schema/0014-remote-write.sql`), at most [`MAX_SAMPLES`] samples a request, so
@@ -14,6 +14,7 @@
 
 mod client;
 pub mod engine;
+pub mod families;
 mod gaps;
 mod proto;
 pub mod queue;

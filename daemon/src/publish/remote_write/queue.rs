@@ -1,8 +1,8 @@
-//! The store as remote write's durable queue: which stored series are sent under which
-//! name ([`family`]: the names and labels of `/metrics`), the next batch after each series'
-//! cursor ([`next_batch`]), and the cursors moved on once the receiver answered
-//! ([`commit`]). Everything here runs on the store's writer thread (`StoreHandle::query`),
-//! so the cursor tables are written by the one writer.
+//! The store as remote write's durable queue: the next batch after each series' cursor
+//! ([`next_batch`]), and the cursors moved on once the receiver answered ([`commit`]); the
+//! names each series is sent under are [`super::families`]'. Everything here runs on the
+//! store's writer thread (`StoreHandle::query`), so the cursor tables are written by the one
+//! writer.
 //!
 //! A series is sent in time order from its cursor (the newest sample the receiver took or
 //! refused) on; a series without a cursor from its oldest raw sample. The wall source's
@@ -13,89 +13,15 @@
 use rusqlite::{OptionalExtension as _, params};
 use wattson_collectors::{Metric, SourceId};
 
+use super::families::{family, labels};
 pub use super::gaps::GAP_FAMILY;
-use super::proto::{Label, Sample, TimeSeries};
+use super::proto::{Sample, TimeSeries};
 use crate::store::{CHUNK_MS, HOUR_MS, Series, Store, StoreError, floor_to, integrate};
-
-/// Label names and values.
-pub type LabelPairs = Vec<(&'static str, String)>;
 
 /// J per Wh.
 const J_PER_WH: f64 = 3600.0;
 /// How far one read of a series looks ahead of its cursor, ms.
 const READ_WINDOW_MS: i64 = 4 * CHUNK_MS;
-
-/// The `/metrics` name of a stored series, its labels (the metric's name and `host`
-/// included) and the factor from the stored unit to the exposed one; `None` for series
-/// `/metrics` does not expose per sample.
-pub fn family(series: &Series) -> Option<(&'static str, LabelPairs, f64)> {
-    let mut labels = vec![("host", series.host.clone())];
-    let &(name, _, scale) = FAMILIES.iter().find(|(_, m, _)| *m == series.metric)?;
-    match series.metric {
-        Metric::Power
-        | Metric::Voltage
-        | Metric::Current
-        | Metric::PowerFactor
-        | Metric::Frequency => labels.push(("source", series.source.to_string())),
-        // As `/metrics`: by channel, per-state channels (`all/C6`) left out.
-        _ if series.channel.contains('/') => return None,
-        _ => {}
-    }
-    labels.push(("channel", series.channel.clone()));
-    Some((name, labels, scale))
-}
-
-/// The names [`family`] sends under, with the metric each stands for and its factor from
-/// the stored unit.
-pub const FAMILIES: [(&str, Metric, f64); 9] = [
-    ("wattson_power_watts", Metric::Power, 1.0),
-    ("wattson_voltage_volts", Metric::Voltage, 1.0),
-    ("wattson_current_amperes", Metric::Current, 1.0),
-    ("wattson_power_factor_ratio", Metric::PowerFactor, 1.0),
-    ("wattson_mains_frequency_hertz", Metric::Frequency, 1.0),
-    ("wattson_cpu_utilisation_ratio", Metric::CpuBusy, 1.0),
-    ("wattson_cpu_frequency_hertz", Metric::CoreFrequency, 1e6),
-    ("wattson_gpu_utilisation_ratio", Metric::GpuUtilisation, 1.0),
-    ("wattson_gpu_clock_hertz", Metric::GpuClock, 1e6),
-];
-
-/// The stored series a sent one came from, [`family`] backwards: its metric, source and
-/// channel from the name and the labels (`source`, `channel`; an absent label is an empty
-/// value), and the factor its values were sent at. `None` for a name [`family`] never sends.
-pub fn stored_series(
-    name: &str,
-    label: impl Fn(&str) -> Option<String>,
-) -> Option<(Metric, SourceId, String, f64)> {
-    let &(_, metric, scale) = FAMILIES.iter().find(|(n, _, _)| *n == name)?;
-    let source = match metric {
-        Metric::CpuBusy | Metric::CoreFrequency => SourceId::Cpu,
-        Metric::GpuUtilisation | Metric::GpuClock => SourceId::Gpu,
-        _ => SourceId::from(label("source")?.as_str()),
-    };
-    Some((metric, source, label("channel").unwrap_or_default(), scale))
-}
-
-/// Remote write's labels: `__name__` first, the rest sorted by name, empty values left out
-/// (Prometheus reads an empty label as an absent one).
-pub(super) fn labels(name: &str, labels: &[(&'static str, String)]) -> Vec<Label> {
-    let mut out: Vec<Label> = labels
-        .iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(n, v)| Label {
-            name: (*n).to_owned(),
-            value: v.clone(),
-        })
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    out.insert(
-        0,
-        Label {
-            name: "__name__".to_owned(),
-            value: name.to_owned(),
-        },
-    );
-    out
-}
 
 /// One series' part of a batch: what is sent and where its cursor goes once answered.
 #[derive(Debug, Clone)]

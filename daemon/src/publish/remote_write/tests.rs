@@ -194,48 +194,6 @@ fn each_recorded_gap_is_sent_once_with_its_end_as_its_value() {
 }
 
 #[test]
-fn every_family_sent_reads_back_as_the_series_it_came_from() {
-    use crate::store::Series;
-    for (name, metric, scale) in queue::FAMILIES {
-        let source = match metric {
-            Metric::CpuBusy | Metric::CoreFrequency => SourceId::Cpu,
-            Metric::GpuUtilisation | Metric::GpuClock => SourceId::Gpu,
-            _ => SourceId::meter("wall"),
-        };
-        for channel in ["", "cpu3"] {
-            let series = Series {
-                id: 1,
-                host: "basket".to_owned(),
-                source: source.clone(),
-                metric,
-                channel: channel.to_owned(),
-                unit: metric.unit(),
-                spacing_ms: None,
-                readings: crate::store::integrate::Readings::Sampled,
-                max_hold_ms: None,
-            };
-            let (sent_as, labels, sent_scale) = queue::family(&series).unwrap();
-            assert_eq!((sent_as, sent_scale), (name, scale));
-            let label = |k: &str| {
-                labels
-                    .iter()
-                    .find(|(n, v)| *n == k && !v.is_empty())
-                    .map(|(_, v)| v.clone())
-            };
-            assert_eq!(
-                queue::stored_series(name, label),
-                Some((metric, source.clone(), channel.to_owned(), scale)),
-                "{name} {channel:?}"
-            );
-        }
-    }
-    assert_eq!(
-        queue::stored_series("wattson_energy_joules_total", |_| None),
-        None
-    );
-}
-
-#[test]
 fn hours_past_the_raw_retention_go_as_their_means_and_the_energy_counter_continues() {
     use crate::store::{HOUR_MS, floor_to};
     let dir = tempfile::tempdir().unwrap();

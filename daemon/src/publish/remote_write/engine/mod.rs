@@ -2,7 +2,7 @@
 //! Prometheus-compatible engine by remote write, built from the engine's query API.
 //!
 //! The host's series (the names and labels remote write sends them under,
-//! [`crate::publish::remote_write::queue::FAMILIES`]) are read back sample by sample: which
+//! [`crate::publish::remote_write::families::FAMILIES`]) are read back sample by sample: which
 //! days hold samples (`count_over_time(SERIES[1d])` over the window, one range query a
 //! name), then each such day's raw samples (`SERIES[1d]` at the day's end). They go through
 //! the store's own writer into a database of their own, which the report then reads as it
@@ -32,7 +32,8 @@ use wattson_collectors::{Metric, Sample, SourceId};
 pub use error::{EXIT_UNAVAILABLE, EngineError};
 use query::{Engine, selector};
 
-use super::queue::{FAMILIES, GAP_FAMILY, stored_series};
+use super::families::{FAMILIES, stored_series};
+use super::queue::GAP_FAMILY;
 use crate::config::Config;
 use crate::report::{Format, ReportRequest};
 use crate::store::{DAY_MS, StoreHandle};
