@@ -78,9 +78,11 @@
 //! and the CO2 it saves against keeping this machine (whose row's `warnings` carries its
 //! own CO2).
 
+mod candidates;
 mod estimates;
 mod schedule;
 mod sleep;
+mod tariffs;
 
 use super::num;
 use crate::ledger::price::round_money;
@@ -175,10 +177,10 @@ pub fn render(r: &Report) -> String {
         estimates::stood_in_row(&mut out, s, r);
     }
     if let Some(t) = &r.tariffs {
-        tariff_rows(&mut out, t, r);
+        tariffs::tariff_rows(&mut out, t, r);
     }
     if let Some(c) = &r.candidates {
-        candidate_rows(&mut out, c, r);
+        candidates::candidate_rows(&mut out, c, r);
     }
     for g in &r.gpus {
         gpu_rows(&mut out, g, r);
@@ -376,176 +378,4 @@ fn idle_setting_row(out: &mut Rows, s: &IdleSetting, r: &Report) {
         String::new(),
     ];
     out.row(row);
-}
-
-/// The candidate-machine rows (see the module documentation).
-fn candidate_rows(out: &mut Rows, c: &crate::report::model::CandidatesReport, r: &Report) {
-    let blank = String::new;
-    let mut rows: Vec<[String; 18]> = Vec::new();
-    if let Some(k) = &c.keep {
-        rows.push([
-            String::from(&k.name),
-            "candidate".to_string(),
-            "keep".to_string(),
-            num(k.annual_kwh * 1000.0 / r.year_hours, 2),
-            blank(),
-            num(k.annual_kwh, 3),
-            blank(),
-            money(k.annual_cost),
-            blank(),
-            String::from(&r.currency),
-            num(price_of(k.annual_kwh, k.annual_cost, r), 6),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            String::from(&match k.annual_co2_kg {
-                Some(c) => format!("{}; CO2 {} kg a year", k.basis, num(c, 1)),
-                None => k.basis.clone(),
-            }),
-        ]);
-    }
-    let mode = if c.load_hours > 0.0 {
-        "on this load"
-    } else {
-        "active idle"
-    };
-    for x in &c.candidates {
-        let mut notes = vec![
-            format!("curve {}", x.curve_basis),
-            format!("perf ratio {} {}", num(x.perf_ratio, 2), x.perf_ratio_from),
-        ];
-        notes.push(match x.rank {
-            Some(n) => format!("rank {n}"),
-            None => "not ranked: cannot carry this load".to_owned(),
-        });
-        notes.extend(x.warnings.iter().cloned());
-        notes.push(x.annual_basis.clone());
-        if let Some(c) = x.annual_co2_kg {
-            notes.push(match x.annual_co2_saved_kg {
-                Some(s) => format!(
-                    "CO2 {} kg a year, {} kg a year saved against keeping this machine",
-                    num(c, 1),
-                    num(s, 1)
-                ),
-                None => format!("CO2 {} kg a year", num(c, 1)),
-            });
-        }
-        rows.push([
-            String::from(&x.name),
-            "candidate".to_string(),
-            mode.to_string(),
-            num(x.mean_watts, 2),
-            blank(),
-            num(x.annual_kwh, 3),
-            blank(),
-            money(x.annual_cost),
-            blank(),
-            String::from(&r.currency),
-            num(price_of(x.annual_kwh, x.annual_cost, r), 6),
-            opt(x.annual_kwh_saved, 3),
-            x.annual_saving.map_or_else(String::new, money),
-            opt(x.payback_years, 2),
-            blank(),
-            blank(),
-            blank(),
-            String::from(&notes.join("; ")),
-        ]);
-    }
-    for row in rows {
-        out.row(row);
-    }
-}
-
-/// The real-tariff rows (see the module documentation).
-fn tariff_rows(out: &mut Rows, t: &crate::report::real_tariffs::TariffReport, r: &Report) {
-    let per_year = r
-        .measured
-        .as_ref()
-        .filter(|m| m.kwh > 0.0)
-        .map_or(0.0, |m| m.annual_kwh / m.kwh);
-    let mut rows: Vec<[String; 18]> = Vec::new();
-    let blank = String::new;
-    if let Some(d) = &t.time_of_day {
-        rows.push([
-            "current".to_string(),
-            "tariff".to_string(),
-            "by time of day".to_string(),
-            blank(),
-            blank(),
-            num(d.annual_kwh, 3),
-            blank(),
-            money(d.annual_cost),
-            blank(),
-            String::from(&r.currency),
-            num(d.annual_cost / d.annual_kwh.max(f64::MIN_POSITIVE), 6),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            String::from(&d.basis),
-        ]);
-    }
-    for row in &t.comparison {
-        let mut notes = vec![row.origin.clone()];
-        if row.fallback_kwh > 0.0 {
-            notes.push(format!(
-                "{} kWh at its configured price (no slot)",
-                num(row.fallback_kwh, 3)
-            ));
-        }
-        rows.push([
-            String::from(&row.name),
-            "tariff".to_string(),
-            "measured".to_string(),
-            blank(),
-            blank(),
-            num(row.kwh * per_year, 3),
-            blank(),
-            money(row.annual_cost),
-            blank(),
-            String::from(&r.currency),
-            num(row.cost / row.kwh.max(f64::MIN_POSITIVE), 6),
-            blank(),
-            money(row.annual_saving_vs_first),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            String::from(&notes.join("; ")),
-        ]);
-    }
-    if let Some(c) = &t.carbon {
-        rows.push([
-            String::from(&c.figure.sources.join(" ")),
-            "co2".to_string(),
-            "measured".to_string(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            blank(),
-            String::from(&format!(
-                "{} kg CO2 per year per slot ({} kg over the window)",
-                num(c.annual_co2_kg, 3),
-                num(c.figure.co2_kg, 3)
-            )),
-        ]);
-    }
-    for row in rows {
-        out.row(row);
-    }
 }
