@@ -123,20 +123,13 @@ pub fn on_tariff(
     let Some(mean) = shape.mean_watts() else {
         return Ok(None);
     };
-    let tz = tariff.tz();
     let date = DateTime::from_timestamp_millis(day_ms)
         .ok_or(TariffError::Timestamp(day_ms))?
-        .with_timezone(&tz)
+        .with_timezone(&tariff.tz())
         .date_naive();
-    let start = tz.start_of_day(date).timestamp_millis();
-    let year: Vec<(i64, i64, f64)> = (0..YEAR_DAYS * 24)
-        .map(|i| {
-            let t = start + i * HOUR_MS;
-            let h = hour_of_week(t, tz).unwrap_or(0);
-            (t, t + HOUR_MS, shape.assumed_watts(h).unwrap_or(mean))
-        })
-        .collect();
-    let (kwh, cost, assumption) = price_year(tariff, &year)?;
+    let unit = UnitYear::cached(tariff, date)?;
+    let (kwh, cost) = unit.price(|h| shape.assumed_watts(h).unwrap_or(mean));
+    let assumption = unit.assumption;
     let measured = shape.measured_hours();
     let unmeasured = 1.0 - measured as f64 / WEEK_HOURS as f64;
     let shape_ratio = shape.spread_ratio().map(|r| r * unmeasured);
@@ -290,14 +283,95 @@ pub fn on_week(
     })
 }
 
-/// kWh and cost of a year of `(start, end, W)` (hours of a load shape, runs of a schedule),
+/// A year on the tariff of one watt in each hour of the week: the kWh and the cost of 1 W
+/// drawn in every hour of the 365 local days from a day that falls in hour of the week `h`
+/// ([`hour_of_week`]), and what was assumed where the price series ends. A year's cost is
+/// linear in the watts of each hour, so a load shape's is `sum(W[h] * cost[h])`: the same
+/// figure as pricing its 8,760 hours one by one (to rounding), in 168 products. The live
+/// outputs price a year at every refresh, so the last one is kept ([`UnitYear::cached`])
+/// until the day or the tariff changes.
+#[derive(Debug, Clone, PartialEq)]
+struct UnitYear {
+    kwh: [f64; WEEK_HOURS],
+    cost: [f64; WEEK_HOURS],
+    assumption: Option<String>,
+}
+
+/// The last [`UnitYear`] priced: its first day and tariff, and it.
+type LastUnitYear = Option<(chrono::NaiveDate, Tariff, UnitYear)>;
+static LAST_UNIT_YEAR: std::sync::Mutex<LastUnitYear> = std::sync::Mutex::new(None);
+
+impl UnitYear {
+    /// The unit year of `tariff` from local day `date`, priced again only when either
+    /// differs from the last one asked for.
+    fn cached(tariff: &Tariff, date: chrono::NaiveDate) -> Result<Self, CostError> {
+        // A poisoned memo is only a memo: price again.
+        let mut last = LAST_UNIT_YEAR
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((d, t, unit)) = last.as_ref()
+            && *d == date
+            && t == tariff
+        {
+            return Ok(unit.clone());
+        }
+        let unit = Self::price_from(tariff, date)?;
+        *last = Some((date, tariff.clone(), unit.clone()));
+        Ok(unit)
+    }
+
+    /// Prices 1 W over each hour of the 365 days from `date`, grouped by hour of the week.
+    fn price_from(tariff: &Tariff, date: chrono::NaiveDate) -> Result<Self, CostError> {
+        let tz = tariff.tz();
+        let start = tz.start_of_day(date).timestamp_millis();
+        let mut groups: Vec<Year> = (0..WEEK_HOURS).map(|_| Vec::with_capacity(53)).collect();
+        for i in 0..YEAR_DAYS * 24 {
+            let t = start + i * HOUR_MS;
+            groups[hour_of_week(t, tz).unwrap_or(0)].push((t, t + HOUR_MS, 1.0));
+        }
+        let end = start + YEAR_DAYS * 24 * HOUR_MS;
+        let mut unit = Self {
+            kwh: [0.0; WEEK_HOURS],
+            cost: [0.0; WEEK_HOURS],
+            assumption: None,
+        };
+        let mut profile = None;
+        for (h, group) in groups.iter().enumerate() {
+            let (kwh, cost, assumption) = price_year_to(tariff, group, end, &mut profile)?;
+            unit.kwh[h] = kwh;
+            unit.cost[h] = cost;
+            unit.assumption = unit.assumption.or(assumption);
+        }
+        Ok(unit)
+    }
+
+    /// kWh and cost of a year drawing `watts(h)` in each hour of the week `h`.
+    fn price(&self, watts: impl Fn(usize) -> f64) -> (f64, f64) {
+        (0..WEEK_HOURS).fold((0.0, 0.0), |(kwh, cost), h| {
+            let w = watts(h);
+            (kwh + w * self.kwh[h], cost + w * self.cost[h])
+        })
+    }
+}
+
+/// kWh and cost of a year of `(start, end, W)` (runs of a schedule, hours of a week),
 /// and what was assumed where the tariff's price series ends within it.
 fn price_year(
     tariff: &Tariff,
     year: &[(i64, i64, f64)],
 ) -> Result<(f64, f64, Option<String>), CostError> {
+    price_year_to(tariff, year, year.last().map_or(0, |b| b.1), &mut None)
+}
+
+/// [`price_year`] of pieces of a year that ends at `end` (the pieces may be a part of it),
+/// the hour-of-day prices after the series ends kept in `profile` once found.
+fn price_year_to(
+    tariff: &Tariff,
+    year: &[(i64, i64, f64)],
+    end: i64,
+    profile: &mut Option<[f64; 24]>,
+) -> Result<(f64, f64, Option<String>), CostError> {
     let wh = |&(a, b, w): &(i64, i64, f64)| (a, b, w * (b - a) as f64 / 3_600_000.0);
-    let end = year.last().map_or(0, |b| b.1);
     let series = tariff
         .series()
         .and_then(|s| s.window().map(|w| (s.sources().join(", "), w)));
@@ -339,7 +413,10 @@ fn price_year(
             )),
         ));
     }
-    let profile = hour_of_day_prices(tariff, from, to)?;
+    let profile = match profile {
+        Some(p) => *p,
+        None => *profile.insert(hour_of_day_prices(tariff, from, to)?),
+    };
     for piece in &after {
         let (a, _, e) = wh(piece);
         let local = DateTime::from_timestamp_millis(a)
@@ -381,97 +458,4 @@ fn hour_of_day_prices(tariff: &Tariff, from: i64, to: i64) -> Result<[f64; 24], 
 }
 
 #[cfg(test)]
-mod on_tariff_tests {
-    use super::*;
-    use crate::config::{PeriodConfig, TariffConfig};
-    use chrono::NaiveTime;
-
-    fn economy(standing: f64) -> Tariff {
-        let at = |h, m| NaiveTime::from_hms_opt(h, m, 0).unwrap();
-        TariffConfig {
-            currency: "GBP".into(),
-            price_per_kwh: 0.30,
-            standing_charge_per_day: standing,
-            timezone: Some(crate::zone::Zone::named("Europe/London").unwrap()),
-            periods: vec![
-                PeriodConfig {
-                    start: at(0, 30),
-                    end: at(7, 30),
-                    price_per_kwh: 0.10,
-                },
-                PeriodConfig {
-                    start: at(16, 0),
-                    end: at(19, 0),
-                    price_per_kwh: 0.40,
-                },
-            ],
-            ..TariffConfig::default()
-        }
-        .build()
-        .unwrap()
-    }
-
-    /// The box: a steady 100 W measured for 13 minutes of a cheap night is a year
-    /// of 100 W at every hour's price, GBP 222.65, not a year of night prices (GBP 87.60);
-    /// and it says that under a day was measured.
-    #[test]
-    fn minutes_at_night_price_a_whole_year_of_the_tariff() {
-        let tariff = economy(0.5);
-        let t0 = chrono::DateTime::parse_from_rfc3339("2026-12-07T00:48:52Z")
-            .unwrap()
-            .timestamp_millis();
-        let ms = 12 * 60_000;
-        let shape = LoadShape::new([(t0, t0 + ms, 100.0 * ms as f64 / 3.6e6, ms)], tariff.tz());
-        let a = on_tariff(&shape, &tariff, t0, Some(0.01), "the last 7 days")
-            .unwrap()
-            .unwrap();
-        assert!((a.kwh - 876.0).abs() < 1e-6, "{a:?}");
-        assert_eq!((a.cost * 100.0).round(), 22265.0, "{a:?}");
-        assert!(
-            a.basis
-                .starts_with("under a day measured: a year on your tariff"),
-            "{}",
-            a.basis
-        );
-        assert!(a.basis.contains("1 of the week's 168 hours"), "{}", a.basis);
-        // Measured in one hour only: no spread to add, the power's interval alone.
-        assert!((a.cost_ci95.unwrap() - a.cost * 0.01).abs() < 1e-9);
-    }
-
-    /// A load that runs at night only pays night prices; the unmeasured hours take its
-    /// mean, and the interval grows with the share of the week not measured.
-    #[test]
-    fn each_hour_of_the_week_is_priced_at_its_own_prices() {
-        let tariff = economy(0.0);
-        let hour = HOUR_MS;
-        // Monday 2025-01-13 (London = UTC): 02:00-05:00 at 1000 W, 12:00-15:00 at 0 W.
-        let mon = 1_736_726_400_000;
-        let mut buckets = Vec::new();
-        for week in 0..2 {
-            for h in 0..24 {
-                let t = mon + week * 7 * 24 * hour + h * hour;
-                let w = if (2..5).contains(&h) { 1000.0 } else { 100.0 };
-                buckets.push((t, t + hour, w, hour));
-            }
-        }
-        let shape = LoadShape::new(buckets, tariff.tz());
-        assert_eq!(shape.measured_hours(), 24);
-        let a = on_tariff(&shape, &tariff, mon, Some(0.01), "two Mondays")
-            .unwrap()
-            .unwrap();
-        // The other six days at the mean (212.5 W); Mondays at their own hours.
-        let monday = 3.0 * 1.0 * 0.10 + 4.0 * 0.1 * 0.10 + 3.0 * 0.1 * 0.40 + 14.0 * 0.1 * 0.30;
-        let mean = (3.0 * 1000.0 + 21.0 * 100.0) / 24.0 / 1000.0;
-        let other = mean * (7.0 * 0.10 + 3.0 * 0.40 + 14.0 * 0.30);
-        // 365 days from a Monday: 53 Mondays, 312 other days.
-        let want = 53.0 * monday + 312.0 * other;
-        assert!((a.cost - want).abs() < 1e-6, "{} vs {want}", a.cost);
-        assert!(!a.basis.starts_with("under a day"), "{}", a.basis);
-        // The power's interval and the spread of the measured hours over the share of the
-        // week not measured.
-        let r = 0.01_f64.hypot(shape.spread_ratio().unwrap() * (1.0 - 24.0 / 168.0));
-        assert!((a.cost_ci95.unwrap() - a.cost * r).abs() < 1e-9);
-        let none = on_tariff(&shape, &tariff, mon, None, "").unwrap().unwrap();
-        assert_eq!(none.cost_ci95, None);
-    }
-}
+mod tests;
