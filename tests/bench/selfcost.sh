@@ -146,6 +146,7 @@ free_port() {
 # later can be taken in between, as an outgoing connection's ephemeral port is).
 served_port() { # log pid
     for _ in $(seq 300); do
+        local port
         port="$(sed -n 's|.*http: serving.* on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$1" | head -n1)"
         [[ -n "$port" ]] && { echo "$port"; return; }
         kill -0 "$2" 2>/dev/null || break
@@ -161,12 +162,17 @@ METERS="${METERS:-1}"
 # request) would preempt the daemon being measured.
 sim_bin="${SIMULATOR_BIN:-$tmp/wattson-simulator}"
 [[ -n "${SIMULATOR_BIN:-}" ]] || cp "$WATTSON_BIN" "$sim_bin"
-nice -n 19 "$sim_bin" meter simulate --protocol pzem004t --follow-cpu --address "$(seq -s, 1 "$METERS")" \
-    >"$tmp/sim.out" 2>"$tmp/sim.err" &
-pids+=($!)
-for _ in $(seq 100); do [[ -s "$tmp/sim.out" ]] && break; sleep 0.1; done
-pty="$(head -n1 "$tmp/sim.out")"
-[[ -e "$pty" ]] || { echo "simulator gave no pty: $(cat "$tmp/sim.err")" >&2; exit 1; }
+# One simulated meter for one daemon (its output in $tmp/NAME.out and .err): its pty in $sim_pty.
+start_simulator() { # name
+    nice -n 19 "$sim_bin" meter simulate --protocol pzem004t --follow-cpu --address "$(seq -s, 1 "$METERS")" \
+        >"$tmp/$1.out" 2>"$tmp/$1.err" &
+    pids+=($!)
+    for _ in $(seq 100); do [[ -s "$tmp/$1.out" ]] && break; sleep 0.1; done
+    sim_pty="$(head -n1 "$tmp/$1.out")"
+    [[ -e "$sim_pty" ]] || { echo "simulator $1 gave no pty: $(cat "$tmp/$1.err")" >&2; exit 1; }
+}
+start_simulator sim # the first in pids: its being alive at the end is reported
+pty="$sim_pty"
 
 # --- mosquitto (not measured) ------------------------------------------------------------
 mqtt_port=""
@@ -298,12 +304,8 @@ pids+=("$wattson_pid")
 rw_pid=""
 if [[ "${REMOTE_WRITE:-0}" == 1 ]]; then
     command -v prometheus >/dev/null || { echo "REMOTE_WRITE=1 needs prometheus (apt-get install prometheus)" >&2; exit 1; }
-    nice -n 19 "$sim_bin" meter simulate --protocol pzem004t --follow-cpu --address "$(seq -s, 1 "$METERS")" \
-        >"$tmp/sim-rw.out" 2>"$tmp/sim-rw.err" &
-    pids+=($!)
-    for _ in $(seq 100); do [[ -s "$tmp/sim-rw.out" ]] && break; sleep 0.1; done
-    rw_pty="$(head -n1 "$tmp/sim-rw.out")"
-    [[ -e "$rw_pty" ]] || { echo "the second simulator gave no pty: $(cat "$tmp/sim-rw.err")" >&2; exit 1; }
+    start_simulator sim-rw
+    rw_pty="$sim_pty"
     receiver_port="$(free_port)"
     printf 'global:\n  scrape_interval: 1m\n' >"$tmp/prometheus-receiver.yml"
     prometheus --config.file="$tmp/prometheus-receiver.yml" --storage.tsdb.path="$tmp/prometheus-receiver" \
@@ -341,12 +343,8 @@ fi
 page_pid=""
 browser_pid=""
 if [[ "${PAGE:-0}" == 1 ]]; then
-    nice -n 19 "$sim_bin" meter simulate --protocol pzem004t --follow-cpu --address "$(seq -s, 1 "$METERS")" \
-        >"$tmp/sim-page.out" 2>"$tmp/sim-page.err" &
-    pids+=($!)
-    for _ in $(seq 100); do [[ -s "$tmp/sim-page.out" ]] && break; sleep 0.1; done
-    page_pty="$(head -n1 "$tmp/sim-page.out")"
-    [[ -e "$page_pty" ]] || { echo "the watched daemon's simulator gave no pty: $(cat "$tmp/sim-page.err")" >&2; exit 1; }
+    start_simulator sim-page
+    page_pty="$sim_pty"
     wattson_config selfcost-page "$page_pty"
     "$WATTSON_BIN" --config "$tmp/selfcost-page.toml" run >"$tmp/wattson-page.log" 2>&1 &
     page_pid=$!
