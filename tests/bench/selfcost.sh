@@ -71,8 +71,8 @@
 #          and Pss_File of /proc/<pid>/smaps_rollup (each page shared with N processes counted
 #          1/N), and VmRSS for reference (its file-backed part is page cache)
 #   faults minor and major page faults per second (fields 10 and 12 of /proc/<pid>/stat): a
-#          page of the binary the kernel reclaimed between two uses is read back by a fault,
-#          so on a machine that reclaims proactively (DAMON_RECLAIM) they follow code layout
+#          page of the binary the kernel reclaimed between two uses is read back by a major
+#          fault, and fresh heap pages are touched in by minor ones
 # The simulated meter runs in its own process, from a copy of the binary so that it shares
 # no page with the daemon's PSS, and is not counted. wattson prices what it stores under a
 # time-of-use tariff in Europe/London, as a home server's would be.
